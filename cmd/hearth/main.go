@@ -1,0 +1,132 @@
+// Command hearth is the Hearth daemon and its tools: one binary that serves
+// coding agents from the GPUs of a workstation or a small LAN.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand of the hearth binary.
+type command struct {
+	name    string
+	purpose string // one line, shown by hearth --help
+	run     func(ctx context.Context, env *environment, args []string) error
+}
+
+// environment is what every subcommand gets from main: the process's streams
+// and its environment variables, so that commands never read os.* directly
+// and tests can run them in-process.
+type environment struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+}
+
+// commands lists the subcommands in the order --help shows them.
+func commands() []command {
+	return []command{
+		{"version", "print the version", runVersion},
+	}
+}
+
+// version is set at link time (-ldflags "-X main.version=...").
+var version = "dev"
+
+func main() {
+	env := &environment{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, env, os.Args[1:])
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(env.stderr, "hearth:", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+// errUsage marks errors in how the command line was written.
+var errUsage = errors.New("usage")
+
+func exitCode(err error) int {
+	if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+		return 2
+	}
+	return 1
+}
+
+// run dispatches to the subcommand named by args[0].
+func run(ctx context.Context, env *environment, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		printUsage(env.stdout)
+		if len(args) == 0 {
+			return fmt.Errorf("%w: no command given", errUsage)
+		}
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, env, args[1:])
+		}
+	}
+	printUsage(env.stderr)
+	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "Hearth serves coding agents from your own NVIDIA GPUs.")
+	fmt.Fprintln(w, "\nUsage: hearth <command> [flags]\n\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.purpose)
+	}
+	fmt.Fprintln(w, "\nRun 'hearth <command> --help' for the flags of a command.")
+}
+
+// newFlagSet returns a flag set for a subcommand that reports errors instead
+// of exiting, writing help to the environment's stderr.
+func newFlagSet(env *environment, name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(env.stderr, "Usage: hearth %s\n\nFlags:\n", usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args and turns a bad command line into errUsage.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	return nil
+}
+
+// newLogger returns the text logger every subcommand logs through.
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+func runVersion(_ context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "version", "version")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	fmt.Fprintln(env.stdout, "hearth", version)
+	return nil
+}

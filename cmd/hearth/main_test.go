@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// runHearth runs the CLI in-process and returns what it printed.
+func runHearth(t *testing.T, stdin string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	env := &environment{
+		stdin:  strings.NewReader(stdin),
+		stdout: &out,
+		stderr: &errOut,
+		getenv: func(string) string { return "" },
+	}
+	err = run(context.Background(), env, args)
+	return out.String(), errOut.String(), err
+}
+
+func TestHelpListsEveryCommandWithItsPurpose(t *testing.T) {
+	out, _, err := runHearth(t, "", "--help")
+	if err != nil {
+		t.Fatalf("--help: %v", err)
+	}
+	for _, c := range commands() {
+		if c.purpose == "" {
+			t.Errorf("command %q has no purpose line", c.name)
+		}
+		if !strings.Contains(out, c.name) || !strings.Contains(out, c.purpose) {
+			t.Errorf("--help does not list %q with its purpose:\n%s", c.name, out)
+		}
+	}
+}
+
+func TestUnknownCommandIsAUsageError(t *testing.T) {
+	_, errOut, err := runHearth(t, "", "frobnicate")
+	if !errors.Is(err, errUsage) {
+		t.Fatalf("got %v, want a usage error", err)
+	}
+	if !strings.Contains(errOut, "Commands:") {
+		t.Errorf("usage not printed on stderr: %q", errOut)
+	}
+	if _, _, err := runHearth(t, ""); !errors.Is(err, errUsage) {
+		t.Errorf("no command: got %v, want a usage error", err)
+	}
+}
+
+func TestVersionRejectsArguments(t *testing.T) {
+	out, _, err := runHearth(t, "", "version")
+	if err != nil || !strings.HasPrefix(out, "hearth ") {
+		t.Fatalf("version: %q, %v", out, err)
+	}
+	if _, _, err := runHearth(t, "", "version", "extra"); !errors.Is(err, errUsage) {
+		t.Errorf("version extra: got %v, want a usage error", err)
+	}
+}

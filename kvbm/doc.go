@@ -1,0 +1,6 @@
+// Package kvbm is the tiered KV block manager: host-RAM and SSD tiers beneath
+// the engines' GPU caches, the catalog of where each block lives, and the
+// eviction policy between tiers.
+//
+// It must not route requests or know about client protocols.
+package kvbm

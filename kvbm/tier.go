@@ -1,0 +1,43 @@
+package kvbm
+
+import "strings"
+
+// Tier is a level of KV-cache storage, fastest first.
+type Tier uint8
+
+// The tiers a block can live in.
+const (
+	TierGPU  Tier = iota // device memory of the engine's GPU
+	TierRAM              // host memory (vLLM's "CPU" medium)
+	TierDisk             // local SSD
+	NumTiers = 3
+)
+
+// String returns the tier's name as the console shows it.
+func (t Tier) String() string {
+	switch t {
+	case TierGPU:
+		return "GPU"
+	case TierRAM:
+		return "RAM"
+	case TierDisk:
+		return "Disk"
+	}
+	return "Tier(" + string(rune('0'+t)) + ")"
+}
+
+// ParseMedium maps the medium an engine names in its KV events to a tier.
+// vLLM says "GPU" and "CPU"; offloading connectors use "DISK" or "LMCACHE"
+// style names for storage below host memory. ok is false for an unknown
+// medium; an empty medium means the GPU, as in events from older engines.
+func ParseMedium(medium string) (t Tier, ok bool) {
+	switch strings.ToUpper(medium) {
+	case "", "GPU", "CUDA":
+		return TierGPU, true
+	case "CPU", "RAM", "CPU_TIER", "HOST":
+		return TierRAM, true
+	case "DISK", "SSD", "NVME":
+		return TierDisk, true
+	}
+	return TierGPU, false
+}

@@ -1,0 +1,76 @@
+package sim
+
+import "time"
+
+// Request is one generation request as the engine core sees it.
+type Request struct {
+	ID string
+	// Prompt is the prompt's token ids.
+	Prompt []uint32
+	// Output is the tokens the engine emits, in order; its length is the
+	// number of tokens to generate. The caller decides the text (an answer or
+	// a tool call) and tokenizes it; the core only schedules and times it.
+	Output []uint32
+	// Priority orders the waiting queue under the priority scheduling policy:
+	// lower values run first, as in vLLM.
+	Priority int
+}
+
+// TokenOutput is one token produced by a scheduler step.
+type TokenOutput struct {
+	RequestID string
+	Token     uint32
+	Index     int // 0 for the first generated token
+	// CachedTokens is the number of prompt tokens served from the prefix
+	// cache; set on every output of a request.
+	CachedTokens int
+	PromptTokens int
+	Finished     bool
+	// FinishReason is "length", "stop" or "abort" when Finished.
+	FinishReason string
+}
+
+// EventType is the kind of a KV-cache event.
+type EventType uint8
+
+// The KV-cache events vLLM publishes.
+const (
+	BlockStored EventType = iota + 1
+	BlockRemoved
+	AllBlocksCleared
+)
+
+// KVEvent is one KV-cache event, with the engine's own block hashes (opaque
+// ids, as vLLM's are: not the router's hashes).
+type KVEvent struct {
+	Type            EventType
+	BlockHashes     []uint64
+	ParentBlockHash uint64
+	HasParent       bool
+	TokenIDs        []uint32 // BlockStored: tokens of all stored blocks, concatenated
+	BlockSize       int
+	Medium          string // "GPU"
+}
+
+// EventSink receives the KV events of each scheduler step as one batch, in
+// the order they happened. now is the engine's clock when the step ended.
+// The sink must not keep the slice after it returns.
+type EventSink interface {
+	PublishKVEvents(now time.Duration, events []KVEvent)
+}
+
+// Stats is a snapshot of an engine's counters and gauges, named after the
+// vLLM metrics they feed.
+type Stats struct {
+	Running, Waiting int
+	NumGPUBlocks     int
+	BlockSize        int
+	UsedBlocks       int     // blocks referenced by running requests
+	CachedFreeBlocks int     // free blocks that still hold reusable KV
+	KVUsage          float64 // UsedBlocks / NumGPUBlocks, vllm:kv_cache_usage_perc
+	PrefixQueries    int64   // prompt tokens looked up in the prefix cache
+	PrefixHits       int64   // of those, tokens found
+	Preemptions      int64
+	PromptTokens     int64
+	GenerationTokens int64
+}
