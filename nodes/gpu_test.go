@@ -1,0 +1,60 @@
+package nodes
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestParseSimSpec(t *testing.T) {
+	cases := []struct {
+		name  string
+		spec  string
+		kinds []string
+	}{
+		{"two of one kind", "2x4090", []string{"rtx4090", "rtx4090"}},
+		{"mix", "1x4090+2x3090", []string{"rtx4090", "rtx3090", "rtx3090"}},
+		{"no count means one", "h100", []string{"h100"}},
+		{"full names and case", "1xRTX4090 + rtx3090", []string{"rtx4090", "rtx3090"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			gpus, err := ParseSimSpec(tc.spec)
+			if err != nil {
+				t.Fatalf("ParseSimSpec(%q): %v", tc.spec, err)
+			}
+			if len(gpus) != len(tc.kinds) {
+				t.Fatalf("got %d GPUs, want %d", len(gpus), len(tc.kinds))
+			}
+			seen := map[string]bool{}
+			for i, g := range gpus {
+				if g.Kind != tc.kinds[i] || g.Index != i || !g.Simulated || g.MemoryTotal == 0 {
+					t.Errorf("gpu %d = %+v, want kind %s, index %d, simulated, with memory", i, g, tc.kinds[i], i)
+				}
+				if seen[g.UUID] {
+					t.Errorf("duplicate UUID %s", g.UUID)
+				}
+				seen[g.UUID] = true
+			}
+		})
+	}
+}
+
+func TestParseSimSpecRejects(t *testing.T) {
+	for _, spec := range []string{"", "2x", "0x4090", "65x4090", "2x4080", "x4090", "2x4090+", "-1x4090"} {
+		if gpus, err := ParseSimSpec(spec); !errors.Is(err, ErrBadSimSpec) {
+			t.Errorf("ParseSimSpec(%q) = %v, %v; want ErrBadSimSpec", spec, gpus, err)
+		}
+	}
+}
+
+func FuzzParseSimSpec(f *testing.F) {
+	for _, s := range []string{"2x4090", "1x4090+2x3090", "h100", "x", "++"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		gpus, err := ParseSimSpec(spec)
+		if err == nil && (len(gpus) == 0 || len(gpus) > 64*len(spec)) {
+			t.Fatalf("ParseSimSpec(%q) accepted with %d GPUs", spec, len(gpus))
+		}
+	})
+}
