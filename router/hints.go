@@ -1,0 +1,195 @@
+package router
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// ErrInvalidNvext is wrapped by every error of ParseNvext; the gateway
+// answers it with 400 and the error text, which names the bad field.
+var ErrInvalidNvext = errors.New("invalid nvext")
+
+// Limits of the agent hints. They are wide on purpose: the values only order
+// requests, but absurd ones are a client bug worth reporting.
+const (
+	MaxPriority       = 1_000_000
+	MaxOSL            = 1 << 20 // expected output tokens
+	MaxSessionIDLen   = 256
+	MaxSessionTimeout = 24 * time.Hour
+)
+
+// Hints are the agent hints of a request (Dynamo's nvext.agent_hints).
+type Hints struct {
+	// Priority orders waiting requests: higher is served sooner (and, in
+	// engines that support it, evicted later).
+	Priority int
+	// StrictPriority is a strict tier: a waiting request is never served
+	// before one of a higher tier, whatever their Priority.
+	StrictPriority int
+	// OSL is the expected number of output tokens (0: unknown); it adds to
+	// the decode load the request brings to a worker.
+	OSL int
+	// SpeculativePrefill asks the gateway to warm the cache with the next
+	// turn's prompt after the answer; the router only carries it.
+	SpeculativePrefill bool
+}
+
+// Session actions of nvext.session_control.
+const (
+	SessionOpen  = "open"
+	SessionClose = "close"
+)
+
+// SessionControl is nvext.session_control: sticky routing of a session.
+type SessionControl struct {
+	SessionID string
+	Action    string        // SessionOpen, SessionClose or "" (use the session)
+	Timeout   time.Duration // idle time after which the session is forgotten; 0: default
+}
+
+// Nvext is the parsed nvext object of a request body.
+type Nvext struct {
+	AgentHints     Hints
+	SessionControl *SessionControl // nil when absent
+}
+
+// ParseNvext parses and validates the nvext object of a request body. Empty
+// input and JSON null give the zero Nvext. Unknown fields are ignored, as
+// Dynamo does; fields of the wrong type or out of range are errors naming
+// the field, wrapping ErrInvalidNvext.
+func ParseNvext(raw json.RawMessage) (Nvext, error) {
+	var nv Nvext
+	top, err := parseObject(raw, "nvext")
+	if err != nil || top == nil {
+		return nv, err
+	}
+	if hintsRaw, ok := top["agent_hints"]; ok {
+		h, err := parseObject(hintsRaw, "nvext.agent_hints")
+		if err != nil {
+			return Nvext{}, err
+		}
+		if nv.AgentHints.Priority, err = intField(h, "nvext.agent_hints", "priority", -MaxPriority, MaxPriority); err != nil {
+			return Nvext{}, err
+		}
+		if nv.AgentHints.StrictPriority, err = intField(h, "nvext.agent_hints", "strict_priority", -MaxPriority, MaxPriority); err != nil {
+			return Nvext{}, err
+		}
+		if nv.AgentHints.OSL, err = intField(h, "nvext.agent_hints", "osl", 0, MaxOSL); err != nil {
+			return Nvext{}, err
+		}
+		if nv.AgentHints.SpeculativePrefill, err = boolField(h, "nvext.agent_hints", "speculative_prefill"); err != nil {
+			return Nvext{}, err
+		}
+	}
+	if scRaw, ok := top["session_control"]; ok {
+		sc, err := parseObject(scRaw, "nvext.session_control")
+		if err != nil {
+			return Nvext{}, err
+		}
+		if sc != nil {
+			ctl, err := parseSessionControl(sc)
+			if err != nil {
+				return Nvext{}, err
+			}
+			nv.SessionControl = &ctl
+		}
+	}
+	return nv, nil
+}
+
+func parseSessionControl(sc map[string]json.RawMessage) (SessionControl, error) {
+	const obj = "nvext.session_control"
+	var ctl SessionControl
+	id, err := stringField(sc, obj, "session_id")
+	if err != nil {
+		return ctl, err
+	}
+	if id == "" || len(id) > MaxSessionIDLen {
+		return ctl, fmt.Errorf("%w: %s.session_id: must be 1 to %d bytes", ErrInvalidNvext, obj, MaxSessionIDLen)
+	}
+	ctl.SessionID = id
+	if ctl.Action, err = stringField(sc, obj, "action"); err != nil {
+		return ctl, err
+	}
+	switch ctl.Action {
+	case "", SessionOpen, SessionClose:
+	default:
+		return ctl, fmt.Errorf("%w: %s.action: must be %q or %q", ErrInvalidNvext, obj, SessionOpen, SessionClose)
+	}
+	secs, err := intField(sc, obj, "timeout", 0, int(MaxSessionTimeout/time.Second))
+	if err != nil {
+		return ctl, err
+	}
+	ctl.Timeout = time.Duration(secs) * time.Second
+	return ctl, nil
+}
+
+// parseObject decodes raw as a JSON object; nil map for empty or null.
+func parseObject(raw json.RawMessage, name string) (map[string]json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	if raw[0] != '{' {
+		return nil, fmt.Errorf("%w: %s: must be an object", ErrInvalidNvext, name)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidNvext, name, err)
+	}
+	return m, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+}
+
+// intField reads an integer field in [lo, hi]; absent or null gives 0.
+// Integral numbers written as floats (3.0) are accepted, as JSON does not
+// tell them apart.
+func intField(m map[string]json.RawMessage, obj, key string, lo, hi int) (int, error) {
+	raw, ok := m[key]
+	if !ok || isNull(raw) {
+		return 0, nil
+	}
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return 0, fmt.Errorf("%w: %s.%s: must be an integer", ErrInvalidNvext, obj, key)
+	}
+	if f != math.Trunc(f) {
+		return 0, fmt.Errorf("%w: %s.%s: must be an integer", ErrInvalidNvext, obj, key)
+	}
+	if f < float64(lo) || f > float64(hi) {
+		return 0, fmt.Errorf("%w: %s.%s: must be between %d and %d", ErrInvalidNvext, obj, key, lo, hi)
+	}
+	return int(f), nil
+}
+
+func boolField(m map[string]json.RawMessage, obj, key string) (bool, error) {
+	raw, ok := m[key]
+	if !ok || isNull(raw) {
+		return false, nil
+	}
+	var b bool
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return false, fmt.Errorf("%w: %s.%s: must be a boolean", ErrInvalidNvext, obj, key)
+	}
+	return b, nil
+}
+
+func stringField(m map[string]json.RawMessage, obj, key string) (string, error) {
+	raw, ok := m[key]
+	if !ok || isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", fmt.Errorf("%w: %s.%s: must be a string", ErrInvalidNvext, obj, key)
+	}
+	return s, nil
+}

@@ -1,0 +1,96 @@
+package router
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseNvext(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    Nvext
+		wantErr string // substring naming the field; "" for success
+	}{
+		{"empty", ``, Nvext{}, ""},
+		{"null", `null`, Nvext{}, ""},
+		{"empty object", `{}`, Nvext{}, ""},
+		{"all hints", `{"agent_hints":{"priority":5,"strict_priority":1,"osl":256,"speculative_prefill":true}}`,
+			Nvext{AgentHints: Hints{Priority: 5, StrictPriority: 1, OSL: 256, SpeculativePrefill: true}}, ""},
+		{"negative priority", `{"agent_hints":{"priority":-3}}`, Nvext{AgentHints: Hints{Priority: -3}}, ""},
+		{"integral float", `{"agent_hints":{"osl":100.0}}`, Nvext{AgentHints: Hints{OSL: 100}}, ""},
+		{"null fields", `{"agent_hints":{"priority":null,"osl":null},"session_control":null}`, Nvext{}, ""},
+		{"unknown fields ignored", `{"greed":1,"agent_hints":{"priority":2,"mood":"calm"},"annotations":["x"]}`,
+			Nvext{AgentHints: Hints{Priority: 2}}, ""},
+		{"session", `{"session_control":{"session_id":"abc","action":"open","timeout":600}}`,
+			Nvext{SessionControl: &SessionControl{SessionID: "abc", Action: SessionOpen, Timeout: 600 * time.Second}}, ""},
+		{"session close", `{"session_control":{"session_id":"abc","action":"close"}}`,
+			Nvext{SessionControl: &SessionControl{SessionID: "abc", Action: SessionClose}}, ""},
+		{"not an object", `[1]`, Nvext{}, "nvext: must be an object"},
+		{"hints not an object", `{"agent_hints":3}`, Nvext{}, "nvext.agent_hints: must be an object"},
+		{"priority string", `{"agent_hints":{"priority":"high"}}`, Nvext{}, "nvext.agent_hints.priority: must be an integer"},
+		{"priority fraction", `{"agent_hints":{"priority":1.5}}`, Nvext{}, "nvext.agent_hints.priority: must be an integer"},
+		{"priority too big", `{"agent_hints":{"priority":1e12}}`, Nvext{}, "nvext.agent_hints.priority: must be between"},
+		{"strict priority bool", `{"agent_hints":{"strict_priority":true}}`, Nvext{}, "nvext.agent_hints.strict_priority"},
+		{"negative osl", `{"agent_hints":{"osl":-1}}`, Nvext{}, "nvext.agent_hints.osl: must be between 0"},
+		{"speculative string", `{"agent_hints":{"speculative_prefill":"yes"}}`, Nvext{}, "nvext.agent_hints.speculative_prefill: must be a boolean"},
+		{"session id missing", `{"session_control":{"action":"open"}}`, Nvext{}, "nvext.session_control.session_id"},
+		{"session id number", `{"session_control":{"session_id":7}}`, Nvext{}, "nvext.session_control.session_id: must be a string"},
+		{"bad action", `{"session_control":{"session_id":"a","action":"pause"}}`, Nvext{}, "nvext.session_control.action"},
+		{"negative timeout", `{"session_control":{"session_id":"a","timeout":-5}}`, Nvext{}, "nvext.session_control.timeout"},
+		{"broken json", `{"agent_hints":`, Nvext{}, "nvext"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseNvext(json.RawMessage(tt.in))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrInvalidNvext) {
+					t.Fatalf("err = %v, want ErrInvalidNvext mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("err = %v", err)
+			}
+			if got.AgentHints != tt.want.AgentHints {
+				t.Errorf("hints = %+v, want %+v", got.AgentHints, tt.want.AgentHints)
+			}
+			if (got.SessionControl == nil) != (tt.want.SessionControl == nil) ||
+				got.SessionControl != nil && *got.SessionControl != *tt.want.SessionControl {
+				t.Errorf("session = %+v, want %+v", got.SessionControl, tt.want.SessionControl)
+			}
+		})
+	}
+}
+
+func FuzzParseNvext(f *testing.F) {
+	for _, s := range []string{
+		``, `null`, `{}`, `{"agent_hints":{"priority":5,"strict_priority":1,"osl":256,"speculative_prefill":true}}`,
+		`{"session_control":{"session_id":"abc","action":"open","timeout":600}}`, `{"agent_hints":{"osl":1e400}}`,
+		`{"agent_hints":{"priority":-0.0}}`, `[` + `{}` + `]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		nv, err := ParseNvext(data)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidNvext) {
+				t.Fatalf("error does not wrap ErrInvalidNvext: %v", err)
+			}
+			return
+		}
+		h := nv.AgentHints
+		if h.OSL < 0 || h.OSL > MaxOSL || h.Priority < -MaxPriority || h.Priority > MaxPriority ||
+			h.StrictPriority < -MaxPriority || h.StrictPriority > MaxPriority {
+			t.Fatalf("accepted out-of-range hints %+v from %q", h, data)
+		}
+		if sc := nv.SessionControl; sc != nil {
+			if sc.SessionID == "" || len(sc.SessionID) > MaxSessionIDLen || sc.Timeout < 0 || sc.Timeout > MaxSessionTimeout {
+				t.Fatalf("accepted bad session control %+v from %q", sc, data)
+			}
+		}
+	})
+}

@@ -1,0 +1,547 @@
+package router
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"sync/atomic"
+
+	"github.com/zeebo/xxh3"
+
+	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/tokenizer"
+)
+
+// blockIndex is where ingest records which blocks a worker holds.
+type blockIndex interface {
+	Store(w WorkerID, tier kvbm.Tier, hashes []tokenizer.SeqHash) // blocks now held (a chain, parent first)
+	Remove(w WorkerID, tier kvbm.Tier, hashes []tokenizer.SeqHash)
+	ClearWorker(w WorkerID) // drop everything the worker holds
+}
+
+var _ blockIndex = (*Index)(nil)
+
+// replaySource fetches the batches an engine still holds in its replay
+// buffer, those with a sequence number ≥ from, oldest first, calling fn for
+// each. Batches handed to fn before an error were delivered.
+type replaySource interface {
+	Replay(ctx context.Context, from uint64, fn func(seq uint64, payload []byte)) error
+}
+
+// IngestStats counts what an Ingester has seen. All counters only grow,
+// except MappedBlocks and MappingBytes, which are gauges.
+type IngestStats struct {
+	Worker WorkerID
+
+	Batches       uint64 // batches applied (live and replayed)
+	Events        uint64 // events applied
+	BlocksStored  uint64 // blocks handed to the index as stored
+	BlocksRemoved uint64 // blocks handed to the index as removed
+	Malformed     uint64 // messages or batches that could not be decoded, skipped
+	Skipped       uint64 // well-formed events ingest cannot use (unknown medium or class, other KV group, other block size, LoRA by id only)
+	Orphans       uint64 // stored blocks whose parent or engine hash was unknown: events were missed
+	UnknownRemove uint64 // removed blocks that were not known in that tier
+	Duplicates    uint64 // batches seen again (live after replay, or replayed twice), ignored
+	Gaps          uint64 // sequence gaps on the live stream
+	Restarts      uint64 // engine restarts detected (sequence went back, or the replay buffer belongs to another process)
+	Replays       uint64 // replay requests made
+	ReplayBatches uint64 // batches received by replay
+	ReplayErrors  uint64 // replay requests that failed
+	ViewResets    uint64 // times the worker's blocks were dropped because events were lost for good
+
+	MappedBlocks int // engine block hashes currently mapped
+	MappingBytes int // memory of the engine-hash mapping
+}
+
+// ingestCounters is IngestStats behind atomics, so that Stats may be read
+// from another goroutine while the ingest loop runs.
+type ingestCounters struct {
+	batches, events, blocksStored, blocksRemoved, malformed, skipped, orphans,
+	unknownRemove, duplicates, gaps, restarts, replays, replayBatches,
+	replayErrors, viewResets atomic.Uint64
+	mappedBlocks, mappingBytes atomic.Int64
+}
+
+// IngesterConfig configures an Ingester.
+type IngesterConfig struct {
+	// Worker is the worker whose events this ingester applies.
+	Worker WorkerID
+	// BlockSize is the number of tokens per block the router hashes
+	// (default tokenizer.DefaultBlockSize). Stored blocks of another size
+	// cannot be matched against requests and are skipped.
+	BlockSize int
+	// Logger receives gaps, restarts and resets (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Ingester applies one worker's KV events to the block index. It keeps the
+// worker's engine-hash mapping and the sequence position of its event
+// stream, detects lost batches and engine restarts, and recovers through a
+// replay source when it has one. It does no I/O of its own, so all of its
+// logic runs in tests without sockets. It is not safe for concurrent use,
+// except for Stats.
+type Ingester struct {
+	worker    WorkerID
+	blockSize int
+	index     blockIndex
+	replay    replaySource // nil: no replay endpoint
+	log       *slog.Logger
+
+	dec     kvDecoder
+	batch   kvEventBatch
+	table   ehTable
+	scratch []tokenizer.SeqHash
+
+	// Hashers by LoRA name, so that an event does not hash its adapter's
+	// name again. Bounded: cleared when it reaches kvMaxHashers names.
+	hashers map[string]tokenizer.Hasher
+
+	// synced is true when next and lastTS describe the event stream of the
+	// engine process whose blocks the index holds for this worker.
+	synced bool
+	next   uint64  // sequence number of the next batch to apply
+	lastTS float64 // ts of batch next-1, to tell the same process from a restarted one
+
+	// The live stream of one connection only moves forward; a step back
+	// means a new engine process.
+	haveLive bool
+	lastLive uint64
+	// checkFirstLive: reconnected without a replay to verify the engine by;
+	// the first live batch tells whether it restarted.
+	checkFirstLive bool
+
+	stats ingestCounters
+}
+
+// NewIngester returns an Ingester that writes cfg.Worker's blocks into index
+// and, when replay is not nil, recovers lost batches through it.
+func NewIngester(cfg IngesterConfig, index blockIndex, replay replaySource) *Ingester {
+	if cfg.BlockSize <= 0 {
+		cfg.BlockSize = tokenizer.DefaultBlockSize
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Ingester{
+		worker:    cfg.Worker,
+		blockSize: cfg.BlockSize,
+		index:     index,
+		replay:    replay,
+		log:       cfg.Logger.With("worker", cfg.Worker),
+		hashers:   map[string]tokenizer.Hasher{},
+	}
+}
+
+// Stats returns a snapshot of the counters.
+func (in *Ingester) Stats() IngestStats {
+	c := &in.stats
+	return IngestStats{
+		Worker:        in.worker,
+		Batches:       c.batches.Load(),
+		Events:        c.events.Load(),
+		BlocksStored:  c.blocksStored.Load(),
+		BlocksRemoved: c.blocksRemoved.Load(),
+		Malformed:     c.malformed.Load(),
+		Skipped:       c.skipped.Load(),
+		Orphans:       c.orphans.Load(),
+		UnknownRemove: c.unknownRemove.Load(),
+		Duplicates:    c.duplicates.Load(),
+		Gaps:          c.gaps.Load(),
+		Restarts:      c.restarts.Load(),
+		Replays:       c.replays.Load(),
+		ReplayBatches: c.replayBatches.Load(),
+		ReplayErrors:  c.replayErrors.Load(),
+		ViewResets:    c.viewResets.Load(),
+		MappedBlocks:  int(c.mappedBlocks.Load()),
+		MappingBytes:  int(c.mappingBytes.Load()),
+	}
+}
+
+// Sync brings the worker's view up to date after (re)connecting to the
+// engine's event stream: it replays the engine's buffer so that blocks
+// cached before the subscription are known. When the view already follows
+// an engine process, it first checks through the replay that the engine is
+// still that process (same sequence number, same batch timestamp) and then
+// only replays what was missed; otherwise it drops the view and replays from
+// the start. Sync returns an error only when ctx ends.
+func (in *Ingester) Sync(ctx context.Context) error {
+	in.haveLive = false
+	if in.replay == nil {
+		// Nothing to verify the engine by; the first live batch will.
+		in.checkFirstLive = in.synced
+		return nil
+	}
+	if in.synced && in.next > 0 {
+		same, err := in.replayVerified(ctx)
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return ctxErr
+			}
+			in.checkFirstLive = true
+			return nil
+		}
+		if same {
+			return nil
+		}
+		in.stats.restarts.Add(1)
+		in.resetView("engine restarted while disconnected")
+	}
+	if err := in.replayFrom(ctx, 0); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return ctxErr
+		}
+		in.checkFirstLive = in.synced
+	}
+	return nil
+}
+
+// HandleLive applies one batch from the live stream. It recovers from
+// gaps and restarts as it detects them and returns an error only when ctx
+// ends during a replay.
+func (in *Ingester) HandleLive(ctx context.Context, seq uint64, payload []byte) error {
+	restarted := false
+	switch {
+	case in.haveLive && seq <= in.lastLive:
+		restarted = true
+		in.log.Warn("kv events: sequence went back, engine restarted", "seq", seq, "last", in.lastLive)
+	case in.checkFirstLive && in.synced && seq < in.next:
+		restarted = true
+		in.log.Warn("kv events: first batch after reconnect is older than the view, engine restarted", "seq", seq, "next", in.next)
+	}
+	in.checkFirstLive = false
+	in.haveLive, in.lastLive = true, seq
+	if restarted {
+		in.stats.restarts.Add(1)
+		in.resetView("engine restarted")
+		if in.replay != nil {
+			if err := in.replayFrom(ctx, 0); err != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	}
+
+	if !in.synced {
+		// No replay could tell what came before: start from here. Blocks
+		// stored earlier stay unknown until the engine stores them again.
+		in.synced, in.next = true, seq
+	}
+	if seq < in.next {
+		in.stats.duplicates.Add(1) // already applied through a replay
+		return nil
+	}
+	if seq > in.next {
+		in.stats.gaps.Add(1)
+		in.log.Info("kv events: sequence gap", "expected", in.next, "got", seq)
+		if in.replay != nil {
+			if err := in.replayFrom(ctx, in.next); err != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		if seq < in.next {
+			in.stats.duplicates.Add(1) // the replay covered it
+			return nil
+		}
+		if seq > in.next {
+			in.resetView("lost batches could not be replayed")
+			in.synced, in.next = true, seq
+		}
+	}
+	in.apply(seq, payload)
+	return nil
+}
+
+// replayVerified replays from next-1 and reports whether the first batch
+// is the one the view last applied. If it is, the batches after it are
+// applied as they arrive.
+func (in *Ingester) replayVerified(ctx context.Context) (same bool, err error) {
+	from := in.next - 1
+	first, mismatch := true, false
+	in.stats.replays.Add(1)
+	err = in.replay.Replay(ctx, from, func(seq uint64, payload []byte) {
+		in.stats.replayBatches.Add(1)
+		if mismatch {
+			return
+		}
+		if first {
+			first = false
+			same = seq == from && in.dec.decode(payload, &in.batch) == nil && in.batch.ts == in.lastTS
+			mismatch = !same
+			return
+		}
+		in.applyReplayed(seq, payload)
+	})
+	if err != nil {
+		in.stats.replayErrors.Add(1)
+		in.log.Warn("kv events: replay failed", "from", from, "error", err)
+		return false, err
+	}
+	if first {
+		in.log.Info("kv events: replay buffer is empty, engine restarted", "from", from)
+	} else if mismatch {
+		in.log.Info("kv events: replay buffer belongs to another engine process", "from", from)
+	}
+	return same, nil
+}
+
+// replayFrom replays from seq from and applies what the view lacks.
+func (in *Ingester) replayFrom(ctx context.Context, from uint64) error {
+	in.stats.replays.Add(1)
+	startNext, wasSynced := in.next, in.synced
+	err := in.replay.Replay(ctx, from, func(seq uint64, payload []byte) {
+		in.stats.replayBatches.Add(1)
+		in.applyReplayed(seq, payload)
+	})
+	if err != nil {
+		in.stats.replayErrors.Add(1)
+		in.log.Warn("kv events: replay failed", "from", from, "error", err)
+		return err
+	}
+	if !in.synced && from == 0 {
+		// An empty buffer means the engine has published nothing yet: the
+		// first batch it publishes is the first the view needs.
+		in.synced, in.next, in.lastTS = true, 0, math.NaN()
+	}
+	in.log.Debug("kv events: replayed", "from", from, "synced", in.synced, "batches", in.next-startNext, "was_synced", wasSynced)
+	return nil
+}
+
+// applyReplayed applies one replayed batch if the view lacks it.
+func (in *Ingester) applyReplayed(seq uint64, payload []byte) {
+	if !in.synced {
+		if seq > 0 {
+			in.log.Info("kv events: replay buffer starts after the engine's first batch; earlier blocks stay unknown until stored again", "first", seq)
+		}
+		in.synced, in.next = true, seq
+	}
+	if seq < in.next {
+		in.stats.duplicates.Add(1)
+		return
+	}
+	if seq > in.next {
+		in.resetView("replay buffer no longer holds the lost batches")
+		in.synced, in.next = true, seq
+	}
+	in.apply(seq, payload)
+}
+
+// resetView drops everything known about the worker: its blocks in the
+// index and the engine-hash mapping. The view rebuilds from later events.
+func (in *Ingester) resetView(reason string) {
+	in.stats.viewResets.Add(1)
+	in.log.Warn("kv events: dropping the worker's cached blocks", "reason", reason, "mapped", in.table.len())
+	in.index.ClearWorker(in.worker)
+	in.table.reset()
+	in.synced, in.next, in.lastTS = false, 0, math.NaN()
+	in.updateGauges()
+}
+
+// apply decodes and applies batch seq, which is the next one the view
+// needs. A malformed batch still counts as seen: skipping it loses at most
+// its own events.
+func (in *Ingester) apply(seq uint64, payload []byte) {
+	in.next = seq + 1
+	if err := in.dec.decode(payload, &in.batch); err != nil {
+		in.stats.malformed.Add(1)
+		in.lastTS = math.NaN()
+		in.log.Debug("kv events: skipping malformed batch", "seq", seq, "error", err)
+		return
+	}
+	in.lastTS = in.batch.ts
+	in.applyBatch(&in.batch)
+}
+
+// applyBatch applies a decoded batch to the index and the mapping.
+func (in *Ingester) applyBatch(b *kvEventBatch) {
+	in.stats.batches.Add(1)
+	for i := range b.events {
+		in.applyEvent(&b.events[i])
+	}
+	in.updateGauges()
+}
+
+func (in *Ingester) updateGauges() {
+	in.stats.mappedBlocks.Store(int64(in.table.len()))
+	in.stats.mappingBytes.Store(int64(in.table.bytes()))
+}
+
+func (in *Ingester) applyEvent(ev *kvEvent) {
+	switch ev.kind {
+	case kvBlockStored:
+		in.applyStored(ev)
+	case kvBlockRemoved:
+		in.applyRemoved(ev)
+	case kvAllBlocksCleared:
+		in.stats.events.Add(1)
+		in.index.ClearWorker(in.worker)
+		in.table.reset()
+	default:
+		in.stats.skipped.Add(1)
+	}
+}
+
+// usable reports whether an event is about blocks the index tracks.
+// Hybrid models report each KV-cache group separately; group 0 holds the
+// full-attention layers whose blocks decide prefix reuse, so the others are
+// skipped.
+func (in *Ingester) usable(ev *kvEvent) bool {
+	if !ev.tierKnown || ev.groupIdx != 0 || ev.tier >= kvbm.NumTiers {
+		in.stats.skipped.Add(1)
+		return false
+	}
+	return true
+}
+
+func (in *Ingester) applyStored(ev *kvEvent) {
+	if !in.usable(ev) {
+		return
+	}
+	bit := uint8(1) << ev.tier
+	seqs := in.scratch[:0]
+	defer func() { in.scratch = seqs[:0] }()
+
+	if len(ev.tokens) == 0 {
+		// Offloaded copies of blocks stored earlier: known only by their
+		// engine hashes.
+		for _, h := range ev.blockHashes {
+			if s, ok := in.table.addTier(h, bit); ok {
+				seqs = append(seqs, tokenizer.SeqHash(s))
+			} else {
+				in.stats.orphans.Add(1)
+			}
+		}
+		in.store(ev.tier, seqs)
+		return
+	}
+
+	bs := ev.blockSize
+	if bs == 0 && len(ev.blockHashes) > 0 {
+		bs = len(ev.tokens) / len(ev.blockHashes)
+	}
+	if bs != in.blockSize || ev.hasLoRAID && len(ev.loraName) == 0 {
+		// Blocks of another size never match a request's hashes, and an
+		// adapter named only by id cannot be hashed like the requests for
+		// it. Skipping under-reports the cache, which costs a hit at worst.
+		in.stats.skipped.Add(1)
+		return
+	}
+	if len(ev.tokens) != len(ev.blockHashes)*bs || len(ev.extraKeys) > 0 && len(ev.extraKeys) != len(ev.blockHashes) {
+		in.stats.malformed.Add(1)
+		in.log.Debug("kv events: BlockStored tokens or extra keys do not match its blocks",
+			"tokens", len(ev.tokens), "extra_keys", len(ev.extraKeys), "blocks", len(ev.blockHashes), "block_size", bs)
+		return
+	}
+
+	var parent tokenizer.SeqHash
+	if ev.hasParent {
+		s, ok := in.table.get(ev.parent)
+		if !ok {
+			// The parent's BlockStored was missed, so these blocks' prefix
+			// is unknown and so are their sequence hashes.
+			in.stats.orphans.Add(uint64(len(ev.blockHashes)))
+			return
+		}
+		parent = tokenizer.SeqHash(s)
+	}
+	h := in.hasherFor(ev.loraName)
+	for i, eh := range ev.blockHashes {
+		local := h.LocalHash(ev.tokens[i*bs : (i+1)*bs])
+		if len(ev.extraKeys) > 0 {
+			local = in.mixExtraKeys(local, ev, i)
+		}
+		var s tokenizer.SeqHash
+		if i == 0 && !ev.hasParent {
+			s = tokenizer.SeqHash(local)
+		} else {
+			s = tokenizer.Chain(parent, local)
+		}
+		parent = s
+		in.table.put(eh, uint64(s), bit)
+		seqs = append(seqs, s)
+	}
+	in.store(ev.tier, seqs)
+}
+
+func (in *Ingester) store(tier kvbm.Tier, seqs []tokenizer.SeqHash) {
+	in.stats.events.Add(1)
+	if len(seqs) == 0 {
+		return
+	}
+	in.index.Store(in.worker, tier, seqs)
+	in.stats.blocksStored.Add(uint64(len(seqs)))
+}
+
+func (in *Ingester) applyRemoved(ev *kvEvent) {
+	if !in.usable(ev) {
+		return
+	}
+	in.stats.events.Add(1)
+	bit := uint8(1) << ev.tier
+	seqs := in.scratch[:0]
+	for _, h := range ev.blockHashes {
+		if s, ok := in.table.dropTier(h, bit); ok {
+			seqs = append(seqs, tokenizer.SeqHash(s))
+		} else {
+			in.stats.unknownRemove.Add(1)
+		}
+	}
+	if len(seqs) > 0 {
+		in.index.Remove(in.worker, ev.tier, seqs)
+		in.stats.blocksRemoved.Add(uint64(len(seqs)))
+	}
+	in.scratch = seqs[:0]
+}
+
+const kvMaxHashers = 256
+
+func (in *Ingester) hasherFor(name []byte) tokenizer.Hasher {
+	if h, ok := in.hashers[string(name)]; ok {
+		return h
+	}
+	if len(in.hashers) >= kvMaxHashers {
+		clear(in.hashers)
+	}
+	h := tokenizer.NewHasher(string(name))
+	in.hashers[string(name)] = h
+	return h
+}
+
+// mixExtraKeys folds block i's extra keys into its local hash. vLLM lists,
+// per block, what besides the tokens its own hash covered: multimodal input
+// hashes, the cache salt, prompt-embedding hashes, the LoRA name. Blocks
+// whose KV depends on more than their tokens must not match a text request
+// with the same (placeholder) tokens, so they get a hash no request
+// produces. The LoRA name alone is already in the hasher's seed and changes
+// nothing.
+func (in *Ingester) mixExtraKeys(local uint64, ev *kvEvent, i int) uint64 {
+	sp := ev.extraKeys[i]
+	raw := in.dec.payload[sp.start:sp.end]
+	if kvExtraKeysTrivial(raw, ev.loraName) {
+		return local
+	}
+	return local ^ xxh3.HashSeed(raw, 0x6b76_6578_7472_61) // "kvextra"
+}
+
+// kvExtraKeysTrivial reports whether one block's encoded extra keys are nil,
+// empty, or hold nothing but the LoRA name.
+func kvExtraKeysTrivial(raw, loraName []byte) bool {
+	if len(raw) == 0 {
+		return true
+	}
+	switch {
+	case raw[0] == 0xc0 || raw[0] == 0x90: // nil, []
+		return true
+	case raw[0] != 0x91 || len(raw) < 2: // not a one-element array
+		return false
+	}
+	s := raw[1:]
+	var n int
+	switch {
+	case s[0] >= 0xa0 && s[0] <= 0xbf:
+		n, s = int(s[0]&0x1f), s[1:]
+	case s[0] == 0xd9 && len(s) >= 2:
+		n, s = int(s[1]), s[2:]
+	default:
+		return false
+	}
+	return len(loraName) > 0 && n == len(s) && string(s) == string(loraName)
+}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package router
+
+import "time"
+
+// threadCPUTime is not measured on this platform; benchmarks omit the
+// per-CPU-second figures.
+func threadCPUTime() time.Duration { return 0 }

@@ -1,0 +1,579 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"testing"
+
+	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/tokenizer"
+)
+
+const testWorker WorkerID = 3
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func newTestIngester(t *testing.T, idx *fakeIndex, src replaySource) *Ingester {
+	t.Helper()
+	return NewIngester(IngesterConfig{Worker: testWorker, Logger: testLogger(t)}, idx, src)
+}
+
+// live feeds batches to the ingester as if they arrived on the live stream.
+func live(t *testing.T, in *Ingester, batches ...fakeBatch) {
+	t.Helper()
+	for _, b := range batches {
+		if err := in.HandleLive(t.Context(), b.seq, b.payload); err != nil {
+			t.Fatalf("HandleLive(%d): %v", b.seq, err)
+		}
+	}
+}
+
+func TestIngestEvents(t *testing.T) {
+	a := tokenRun(1000, 5*16+3) // 5 full blocks and a partial one
+	b := append(slices.Clone(a[:2*16]), tokenRun(9000, 2*16)...)
+	lora := tokenRun(1000, 2*16)
+
+	tests := []struct {
+		name  string
+		steps func(e *fakeEngine) []testEvent
+		check func(t *testing.T, s IngestStats)
+	}{
+		{
+			name: "a chain stored in two events",
+			steps: func(e *fakeEngine) []testEvent {
+				return []testEvent{e.store(a, 0, 3, ""), e.store(a, 3, 5, "")}
+			},
+			check: func(t *testing.T, s IngestStats) {
+				if s.BlocksStored != 5 || s.MappedBlocks != 5 {
+					t.Errorf("stored %d, mapped %d; want 5, 5", s.BlocksStored, s.MappedBlocks)
+				}
+			},
+		},
+		{
+			name: "positional events",
+			steps: func(e *fakeEngine) []testEvent {
+				first, second := e.store(a, 0, 2, ""), e.store(a, 2, 4, "")
+				first.arrayForm, second.arrayForm = true, true
+				rm := e.remove(a, 3, 4, kvbm.TierGPU)
+				rm.arrayForm = true
+				return []testEvent{first, second, rm}
+			},
+		},
+		{
+			name: "a branch chains from the shared prefix",
+			steps: func(e *fakeEngine) []testEvent {
+				return []testEvent{e.store(a, 0, 4, ""), e.store(b, 2, 4, "")}
+			},
+		},
+		{
+			name: "a LoRA adapter hashes in its own space",
+			steps: func(e *fakeEngine) []testEvent {
+				return []testEvent{e.store(lora, 0, 2, "my-lora"), e.store(lora, 0, 2, "")}
+			},
+			check: func(t *testing.T, s IngestStats) {
+				if s.BlocksStored != 4 {
+					t.Errorf("stored %d blocks, want 4", s.BlocksStored)
+				}
+			},
+		},
+		{
+			name: "offloaded copies map through engine hashes",
+			steps: func(e *fakeEngine) []testEvent {
+				return []testEvent{e.store(a, 0, 4, ""), e.offload(a, 0, 3), e.remove(a, 0, 2, kvbm.TierGPU)}
+			},
+			check: func(t *testing.T, s IngestStats) {
+				// Blocks 0 and 1 live on in RAM, so their mappings stay.
+				if s.MappedBlocks != 4 || s.BlocksRemoved != 2 {
+					t.Errorf("mapped %d, removed %d; want 4, 2", s.MappedBlocks, s.BlocksRemoved)
+				}
+			},
+		},
+		{
+			name: "a block removed from every tier leaves the mapping",
+			steps: func(e *fakeEngine) []testEvent {
+				return []testEvent{
+					e.store(a, 0, 3, ""), e.offload(a, 0, 1),
+					e.remove(a, 0, 1, kvbm.TierRAM), e.remove(a, 0, 1, kvbm.TierGPU), e.remove(a, 2, 3, kvbm.TierGPU),
+				}
+			},
+			check: func(t *testing.T, s IngestStats) {
+				if s.MappedBlocks != 1 {
+					t.Errorf("mapped %d, want 1", s.MappedBlocks)
+				}
+			},
+		},
+		{
+			name: "removing what a tier does not hold changes nothing",
+			steps: func(e *fakeEngine) []testEvent {
+				ev := e.store(a, 0, 2, "")
+				rm := e.remove(a, 0, 1, kvbm.TierRAM)
+				return []testEvent{ev, rm}
+			},
+			check: func(t *testing.T, s IngestStats) {
+				if s.UnknownRemove != 1 || s.BlocksRemoved != 0 {
+					t.Errorf("unknown removes %d, removed %d; want 1, 0", s.UnknownRemove, s.BlocksRemoved)
+				}
+			},
+		},
+		{
+			name: "all blocks cleared",
+			steps: func(e *fakeEngine) []testEvent {
+				return []testEvent{e.store(a, 0, 3, ""), e.offload(a, 0, 1), e.clearAll(), e.store(b, 0, 1, "")}
+			},
+			check: func(t *testing.T, s IngestStats) {
+				if s.MappedBlocks != 1 {
+					t.Errorf("mapped %d, want 1", s.MappedBlocks)
+				}
+			},
+		},
+		{
+			name: "unknown parent: the blocks are orphans, not guessed",
+			steps: func(e *fakeEngine) []testEvent {
+				orphan := e.store(a, 2, 4, "")
+				// The engine holds them, but the view cannot know their
+				// hashes; the expected view leaves them out.
+				all := seqHashes(a, "")
+				delete(e.heldIn(kvbm.TierGPU), all[2])
+				delete(e.heldIn(kvbm.TierGPU), all[3])
+				return []testEvent{orphan}
+			},
+			check: func(t *testing.T, s IngestStats) {
+				if s.Orphans != 2 || s.BlocksStored != 0 {
+					t.Errorf("orphans %d, stored %d; want 2, 0", s.Orphans, s.BlocksStored)
+				}
+			},
+		},
+		{
+			name: "offload of unknown blocks is an orphan",
+			steps: func(e *fakeEngine) []testEvent {
+				ev := e.offload(a, 0, 2)
+				e.held = nil
+				return []testEvent{ev}
+			},
+			check: func(t *testing.T, s IngestStats) {
+				if s.Orphans != 2 {
+					t.Errorf("orphans %d, want 2", s.Orphans)
+				}
+			},
+		},
+		{
+			name: "events ingest cannot use are skipped",
+			steps: func(e *fakeEngine) []testEvent {
+				tape := testEvent{kind: kvBlockStored, hashes: []uint64{1}, tokens: a[:16], blockSize: 16, medium: "TAPE"}
+				group := testEvent{kind: kvBlockStored, hashes: []uint64{2}, tokens: a[:16], blockSize: 16, groupIdx: 1}
+				big := testEvent{kind: kvBlockStored, hashes: []uint64{3}, tokens: a[:32], blockSize: 32}
+				return []testEvent{tape, group, big}
+			},
+			check: func(t *testing.T, s IngestStats) {
+				if s.Skipped != 3 || s.MappedBlocks != 0 {
+					t.Errorf("skipped %d, mapped %d; want 3, 0", s.Skipped, s.MappedBlocks)
+				}
+			},
+		},
+		{
+			name: "token count that does not fill the blocks is malformed",
+			steps: func(e *fakeEngine) []testEvent {
+				return []testEvent{{kind: kvBlockStored, hashes: []uint64{1, 2}, tokens: a[:20], blockSize: 16}}
+			},
+			check: func(t *testing.T, s IngestStats) {
+				if s.Malformed != 1 {
+					t.Errorf("malformed %d, want 1", s.Malformed)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			idx := newFakeIndex()
+			e := newFakeEngine(t, 100, 1000)
+			in := newTestIngester(t, idx, nil)
+			// One event per batch, so a rejected event cannot hide others.
+			for _, ev := range tc.steps(e) {
+				live(t, in, e.publish(ev))
+			}
+			checkView(t, idx, testWorker, e)
+			if tc.check != nil {
+				tc.check(t, in.Stats())
+			}
+		})
+	}
+}
+
+func TestIngestMatchesRequestHashes(t *testing.T) {
+	// The point of re-hashing: a request for the same tokens must find the
+	// blocks, whatever the engine calls them.
+	idx := newFakeIndex()
+	e := newFakeEngine(t, 1, 10)
+	in := newTestIngester(t, idx, nil)
+	prompt := tokenRun(7, 3*16)
+	live(t, in, e.publish(e.store(prompt, 0, 1, ""), e.store(prompt, 1, 3, "")))
+	want := tokenizer.BlockHashes(prompt, 16)
+	slices.Sort(want)
+	if got := idx.view(testWorker, kvbm.TierGPU); !slices.Equal(got, want) {
+		t.Errorf("index holds %x, request hashes %x", got, want)
+	}
+}
+
+func TestIngestExtraKeys(t *testing.T) {
+	toks := tokenRun(500, 3*16)
+	loraKey := unhex(t, "91 a7 6d792d6c6f7261") // ["my-lora"]
+	mmKey := unhex(t, "91 a4 61626364")         // ["abcd"], a multimodal input's hash
+	nilKey := []byte{0xc0}
+	tests := []struct {
+		name      string
+		lora      string
+		extra     [][]byte
+		plain     int // leading blocks whose hash is the plain token hash
+		stored    int
+		malformed uint64
+	}{
+		{name: "LoRA name only hashes like the request", lora: "my-lora", extra: [][]byte{loraKey, loraKey, loraKey}, plain: 3, stored: 3},
+		{name: "nil keys change nothing", extra: [][]byte{nilKey, nilKey, nilKey}, plain: 3, stored: 3},
+		{name: "an image in block 1 sets it and its children apart", extra: [][]byte{nilKey, mmKey, nilKey}, plain: 1, stored: 3},
+		{name: "keys that do not match the blocks", extra: [][]byte{nilKey}, malformed: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			idx := newFakeIndex()
+			e := newFakeEngine(t, 1, 10)
+			in := newTestIngester(t, idx, nil)
+			ev := e.store(toks, 0, 3, tc.lora)
+			ev.extraKeys = tc.extra
+			live(t, in, e.publish(ev))
+
+			got := idx.view(testWorker, kvbm.TierGPU)
+			if len(got) != tc.stored {
+				t.Fatalf("index holds %d blocks, want %d", len(got), tc.stored)
+			}
+			for i, s := range seqHashes(toks, tc.lora) {
+				if _, found := slices.BinarySearch(got, s); found != (i < tc.plain) {
+					t.Errorf("block %d: plain hash indexed %v, want %v", i, found, i < tc.plain)
+				}
+			}
+			if s := in.Stats(); s.Malformed != tc.malformed {
+				t.Errorf("malformed %d, want %d", s.Malformed, tc.malformed)
+			}
+		})
+	}
+}
+
+func TestIngestMalformedBatchIsSkipped(t *testing.T) {
+	idx := newFakeIndex()
+	e := newFakeEngine(t, 1, 10)
+	in := newTestIngester(t, idx, nil)
+	a := tokenRun(1, 32)
+	live(t, in, e.publish(e.store(a, 0, 1, "")))
+	live(t, in, fakeBatch{seq: 1, payload: []byte{0x92, 0xc1}})
+	e.seq++ // the engine's batch 1 was the garbage above
+	live(t, in, e.publish(e.store(a, 1, 2, "")))
+	checkView(t, idx, testWorker, e)
+	if s := in.Stats(); s.Malformed != 1 || s.Gaps != 0 || s.ViewResets != 0 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+func TestIngestRecovery(t *testing.T) {
+	seqA := tokenRun(1, 40*16)
+	seqB := tokenRun(50000, 40*16)
+	// Each batch stores the next block of A, so a lost batch without
+	// recovery leaves every later block of A an orphan.
+	storeA := func(e *fakeEngine, i int) fakeBatch { return e.publish(e.store(seqA, i, i+1, "")) }
+
+	tests := []struct {
+		name string
+		run  func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine
+		want IngestStats // the counters checked; zero fields must be zero
+	}{
+		{
+			name: "gap recovered by replay",
+			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
+				e := newFakeEngine(t, 10, 100)
+				src.engine = e
+				var bs []fakeBatch
+				for i := range 10 {
+					bs = append(bs, storeA(e, i))
+				}
+				live(t, in, bs[0], bs[1], bs[2], bs[3])
+				live(t, in, bs[7], bs[8], bs[9]) // 4..6 lost
+				if !slices.Equal(src.froms, []uint64{4}) {
+					t.Errorf("replays from %v, want [4]", src.froms)
+				}
+				return e
+			},
+			// live 7 arrives, replay brings 4..9 (all buffered), so live 8
+			// and 9 are duplicates too.
+			want: IngestStats{Gaps: 1, Replays: 1, ReplayBatches: 6, Duplicates: 3, Batches: 10},
+		},
+		{
+			name: "gap beyond the replay buffer resets the view",
+			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
+				e := newFakeEngine(t, 10, 3)
+				src.engine = e
+				live(t, in, storeA(e, 0), storeA(e, 1))
+				for i := 2; i < 6; i++ {
+					storeA(e, i) // lost; the buffer keeps only 3..5
+				}
+				b6 := e.publish(e.store(seqB, 0, 2, ""))
+				live(t, in, b6)
+				// A's blocks are gone from the view: 4 and 5, all the
+				// buffer still had, are orphans, and 0 and 1 were dropped
+				// with everything else. B, stored after the loss, is known.
+				e.held = nil
+				e.heldIn(kvbm.TierGPU)
+				for _, s := range seqHashes(seqB, "")[:2] {
+					e.held[kvbm.TierGPU][s] = true
+				}
+				return e
+			},
+			want: IngestStats{Gaps: 1, Replays: 1, ReplayBatches: 3, ViewResets: 1, Duplicates: 1, Orphans: 2, Batches: 5},
+		},
+		{
+			name: "gap without a replay source resets the view",
+			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
+				e := newFakeEngine(t, 10, 100)
+				src.err = errFakeReplay
+				live(t, in, storeA(e, 0))
+				storeA(e, 1)
+				b2 := e.publish(e.store(seqB, 0, 1, ""))
+				live(t, in, b2)
+				e.held = nil
+				e.heldIn(kvbm.TierGPU)[seqHashes(seqB, "")[0]] = true
+				return e
+			},
+			want: IngestStats{Gaps: 1, Replays: 1, ReplayErrors: 1, ViewResets: 1, Batches: 2},
+		},
+		{
+			name: "sequence reset on the live stream: restart, clear, replay",
+			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
+				old := newFakeEngine(t, 10, 100)
+				src.engine = old
+				for i := range 5 {
+					live(t, in, storeA(old, i))
+				}
+				e := newFakeEngine(t, 99, 100) // the new process
+				src.engine = e
+				e.publish(e.store(seqB, 0, 2, "")) // missed: we were not subscribed yet
+				b1 := e.publish(e.store(seqB, 2, 3, ""))
+				live(t, in, b1)
+				live(t, in, e.publish(e.remove(seqB, 2, 3, kvbm.TierGPU)))
+				return e
+			},
+			want: IngestStats{Restarts: 1, ViewResets: 1, Replays: 1, ReplayBatches: 2, Duplicates: 1, Batches: 8, BlocksRemoved: 1},
+		},
+		{
+			name: "start-up replays blocks cached before the subscription",
+			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
+				e := newFakeEngine(t, 10, 100)
+				src.engine = e
+				var bs []fakeBatch
+				for i := range 4 {
+					bs = append(bs, storeA(e, i))
+				}
+				if err := in.Sync(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				checkView(t, idx, testWorker, e)
+				live(t, in, bs[3], storeA(e, 4)) // 3 arrived live too, during the replay
+				return e
+			},
+			want: IngestStats{Replays: 1, ReplayBatches: 4, Duplicates: 1, Batches: 5},
+		},
+		{
+			name: "start-up with an empty buffer, then a gap from seq 0",
+			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
+				e := newFakeEngine(t, 10, 100)
+				src.engine = e
+				if err := in.Sync(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				storeA(e, 0) // published before the subscription took effect
+				live(t, in, storeA(e, 1))
+				return e
+			},
+			want: IngestStats{Gaps: 1, Replays: 2, ReplayBatches: 2, Duplicates: 1, Batches: 2},
+		},
+		{
+			name: "reconnect to the same process replays only what was missed",
+			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
+				e := newFakeEngine(t, 10, 100)
+				src.engine = e
+				for i := range 3 {
+					live(t, in, storeA(e, i))
+				}
+				storeA(e, 3)
+				storeA(e, 4) // while disconnected
+				if err := in.Sync(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(src.froms, []uint64{2}) {
+					t.Errorf("replays from %v, want [2]", src.froms)
+				}
+				live(t, in, storeA(e, 5))
+				return e
+			},
+			want: IngestStats{Replays: 1, ReplayBatches: 3, Batches: 6},
+		},
+		{
+			name: "reconnect to a restarted process with fewer batches",
+			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
+				old := newFakeEngine(t, 10, 100)
+				src.engine = old
+				for i := range 5 {
+					live(t, in, storeA(old, i))
+				}
+				e := newFakeEngine(t, 50, 100)
+				src.engine = e
+				e.publish(e.store(seqB, 0, 1, ""))
+				e.publish(e.store(seqB, 1, 2, ""))
+				if err := in.Sync(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(src.froms, []uint64{4, 0}) {
+					t.Errorf("replays from %v, want [4 0]", src.froms)
+				}
+				return e
+			},
+			want: IngestStats{Restarts: 1, ViewResets: 1, Replays: 2, ReplayBatches: 2, Batches: 7},
+		},
+		{
+			name: "reconnect to a restarted process with more batches",
+			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
+				old := newFakeEngine(t, 10, 100)
+				src.engine = old
+				for i := range 2 {
+					live(t, in, storeA(old, i))
+				}
+				e := newFakeEngine(t, 50, 100)
+				src.engine = e
+				for i := range 4 {
+					e.publish(e.store(seqB, i, i+1, ""))
+				}
+				if err := in.Sync(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				return e
+			},
+			// The replay from 1 returns 3 batches; the first has another ts.
+			want: IngestStats{Restarts: 1, ViewResets: 1, Replays: 2, ReplayBatches: 7, Batches: 6},
+		},
+		{
+			name: "reconnect without replay: an older first batch means a restart",
+			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
+				old := newFakeEngine(t, 10, 100)
+				src.err = errFakeReplay
+				for i := range 4 {
+					live(t, in, storeA(old, i))
+				}
+				if err := in.Sync(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				e := newFakeEngine(t, 50, 100)
+				e.publish(e.store(seqB, 0, 1, "")) // missed
+				live(t, in, e.publish(e.store(seqB, 1, 2, "")))
+				// Block 1's parent was in the missed batch.
+				e.held = nil
+				return e
+			},
+			want: IngestStats{Restarts: 1, ViewResets: 1, Replays: 2, ReplayErrors: 2, Orphans: 1, Batches: 5},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			idx := newFakeIndex()
+			src := &fakeReplay{}
+			in := newTestIngester(t, idx, src)
+			e := tc.run(t, idx, in, src)
+			checkView(t, idx, testWorker, e)
+
+			got := in.Stats()
+			got = IngestStats{
+				Gaps: got.Gaps, Restarts: got.Restarts, Replays: got.Replays, ReplayBatches: got.ReplayBatches,
+				ReplayErrors: got.ReplayErrors, ViewResets: got.ViewResets, Duplicates: got.Duplicates,
+				Orphans: got.Orphans, Batches: got.Batches, BlocksRemoved: got.BlocksRemoved,
+			}
+			if got != tc.want {
+				t.Errorf("stats\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestIngestReplayStopsWithContext(t *testing.T) {
+	idx := newFakeIndex()
+	e := newFakeEngine(t, 1, 100)
+	src := &fakeReplay{engine: e}
+	in := newTestIngester(t, idx, src)
+	live(t, in, e.publish(e.store(tokenRun(1, 16), 0, 1, "")))
+	e.publish()
+	b2 := e.publish()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := in.HandleLive(ctx, b2.seq, b2.payload); !errors.Is(err, context.Canceled) {
+		t.Errorf("HandleLive = %v, want context.Canceled", err)
+	}
+	if err := in.Sync(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sync = %v, want context.Canceled", err)
+	}
+}
+
+func TestIngestApplyAllocations(t *testing.T) {
+	idx := &countingIndex{}
+	in := NewIngester(IngesterConfig{Worker: 1, Logger: slog.New(slog.DiscardHandler)}, idx, nil)
+	e := newFakeEngine(t, 1, 1)
+	toks := tokenRun(1, 8*16)
+	payload := encodeBatch(t, 1, e.store(toks, 0, 8, ""), e.store(toks, 0, 2, "lora-a"), e.remove(toks, 0, 8, kvbm.TierGPU))
+	in.apply(0, payload) // grow buffers and the table once
+	allocs := testing.AllocsPerRun(100, func() { in.apply(0, payload) })
+	if allocs != 0 {
+		t.Errorf("applying a batch allocates %v times, want 0", allocs)
+	}
+	if idx.stored == 0 || idx.removed == 0 {
+		t.Errorf("index saw %d stores and %d removes", idx.stored, idx.removed)
+	}
+}
+
+// countingIndex is the trivial index of the allocation test and benchmark.
+type countingIndex struct{ stored, removed, clears int }
+
+func (c *countingIndex) Store(_ WorkerID, _ kvbm.Tier, h []tokenizer.SeqHash)  { c.stored += len(h) }
+func (c *countingIndex) Remove(_ WorkerID, _ kvbm.Tier, h []tokenizer.SeqHash) { c.removed += len(h) }
+func (c *countingIndex) ClearWorker(WorkerID)                                  { c.clears++ }
+
+// FuzzIngest feeds arbitrary payloads, with arbitrary sequence numbers, to
+// an ingester: nothing may panic, and the mapping never holds more blocks
+// than the index was told about.
+func FuzzIngest(f *testing.F) {
+	e := newFakeEngine(f, 1, 10)
+	toks := tokenRun(1, 4*16)
+	f.Add(uint64(0), encodeBatch(f, 1, e.store(toks, 0, 2, ""), e.offload(toks, 0, 1)), uint64(1), encodeBatch(f, 2, e.store(toks, 2, 4, ""), e.remove(toks, 0, 1, kvbm.TierGPU)))
+	f.Add(uint64(5), unhex(f, vecVLLMArrayFull), uint64(2), unhex(f, vecSGLangArray))
+	f.Fuzz(func(t *testing.T, seq1 uint64, p1 []byte, seq2 uint64, p2 []byte) {
+		idx := newFakeIndex()
+		e := newFakeEngine(t, 1, 10)
+		e.publish()
+		in := NewIngester(IngesterConfig{Worker: 1, Logger: slog.New(slog.DiscardHandler)}, idx, &fakeReplay{engine: e})
+		for _, m := range []struct {
+			seq     uint64
+			payload []byte
+		}{{seq1, p1}, {seq2, p2}, {seq1, p2}} {
+			if err := in.HandleLive(t.Context(), m.seq, m.payload); err != nil {
+				t.Fatalf("HandleLive: %v", err)
+			}
+		}
+		held := 0
+		for _, tier := range []kvbm.Tier{kvbm.TierGPU, kvbm.TierRAM, kvbm.TierDisk} {
+			held += len(idx.view(1, tier))
+		}
+		if s := in.Stats(); s.MappedBlocks > held && s.MappedBlocks > 0 {
+			// A mapping entry without an indexed block can only come from
+			// distinct engine hashes that chain to the same sequence hash.
+			if s.MappedBlocks > int(s.BlocksStored) {
+				t.Fatalf("mapped %d blocks, stored only %d", s.MappedBlocks, s.BlocksStored)
+			}
+		}
+	})
+}

@@ -1,0 +1,337 @@
+package router
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"golang.org/x/sync/errgroup"
+)
+
+// IngestClock is the time source of a Subscriber's reconnect backoff and
+// replay timeout. Tests pass a fake; nil means real time.
+type IngestClock interface {
+	After(d time.Duration) <-chan time.Time
+}
+
+type realIngestClock struct{}
+
+func (realIngestClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// SubscriberConfig configures the subscription to one engine's KV events.
+type SubscriberConfig struct {
+	// Endpoint is the engine's ZMQ PUB endpoint for data-parallel rank 0,
+	// as the router dials it, e.g. "tcp://10.0.0.5:5557". Rank r publishes
+	// on port+r. Required.
+	Endpoint string
+	// ReplayEndpoint is the engine's replay ROUTER endpoint for rank 0
+	// (rank r: port+r). Empty: no replay, so batches missed while
+	// disconnected or dropped by the engine cost the worker's view.
+	ReplayEndpoint string
+	// Topic is the topic the engine publishes on ("" subscribes to all).
+	Topic string
+	// Workers maps data-parallel rank r to its worker, Workers[r]; each
+	// rank is a worker of its own. At least one.
+	Workers []WorkerID
+	// BlockSize is the router's block size (default tokenizer.DefaultBlockSize).
+	BlockSize int
+	// ReplayTimeout bounds the wait for each replayed batch (default 5s).
+	ReplayTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait between reconnects
+	// (defaults 250ms and 30s); it doubles after each failed connection.
+	MinBackoff, MaxBackoff time.Duration
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+	// Clock (default real time).
+	Clock IngestClock
+}
+
+// Validate reports the first thing wrong with c.
+func (c *SubscriberConfig) Validate() error {
+	if len(c.Workers) == 0 {
+		return errors.New("kv events: no worker for rank 0")
+	}
+	for r := range c.Workers {
+		if _, err := kvRankEndpoint(c.Endpoint, r); err != nil {
+			return fmt.Errorf("kv events endpoint: %w", err)
+		}
+		if c.ReplayEndpoint != "" {
+			if _, err := kvRankEndpoint(c.ReplayEndpoint, r); err != nil {
+				return fmt.Errorf("kv events replay endpoint: %w", err)
+			}
+		}
+	}
+	if c.MinBackoff < 0 || c.MaxBackoff < 0 || c.ReplayTimeout < 0 {
+		return errors.New("kv events: negative duration")
+	}
+	return nil
+}
+
+func (c *SubscriberConfig) setDefaults() {
+	if c.ReplayTimeout == 0 {
+		c.ReplayTimeout = 5 * time.Second
+	}
+	if c.MinBackoff == 0 {
+		c.MinBackoff = 250 * time.Millisecond
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = 30 * time.Second
+	}
+	c.MaxBackoff = max(c.MaxBackoff, c.MinBackoff)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = realIngestClock{}
+	}
+}
+
+// kvRankEndpoint returns the endpoint data-parallel rank r uses when rank 0
+// uses ep: the TCP port plus r, or an "_dp<r>" suffix for inproc, as vLLM
+// and SGLang derive them.
+func kvRankEndpoint(ep string, r int) (string, error) {
+	scheme, addr, ok := strings.Cut(ep, "://")
+	if !ok || addr == "" {
+		return "", fmt.Errorf("%q is not a ZMQ endpoint", ep)
+	}
+	switch scheme {
+	case "tcp":
+		i := strings.LastIndexByte(addr, ':')
+		if i < 0 {
+			return "", fmt.Errorf("%q has no port", ep)
+		}
+		port, err := strconv.Atoi(addr[i+1:])
+		if err != nil || port <= 0 || port+r > 65535 {
+			return "", fmt.Errorf("%q has no usable port for rank %d", ep, r)
+		}
+		if r == 0 {
+			return ep, nil
+		}
+		return "tcp://" + addr[:i+1] + strconv.Itoa(port+r), nil
+	case "inproc", "ipc":
+		if r == 0 {
+			return ep, nil
+		}
+		if scheme == "ipc" {
+			return "", fmt.Errorf("%q: engines derive no ipc endpoint for rank %d", ep, r)
+		}
+		return ep + "_dp" + strconv.Itoa(r), nil
+	}
+	return "", fmt.Errorf("%q: unsupported transport %q", ep, scheme)
+}
+
+// Subscriber follows one engine's KV-event streams, one per data-parallel
+// rank, and keeps each rank's worker up to date in the block index.
+type Subscriber struct {
+	cfg   SubscriberConfig
+	ranks []*kvRankSubscriber
+}
+
+// kvRankSubscriber follows the stream of one data-parallel rank.
+type kvRankSubscriber struct {
+	cfg      *SubscriberConfig
+	endpoint string
+	replay   *zmqReplayer // nil without a replay endpoint
+	ing      *Ingester
+	log      *slog.Logger
+}
+
+// NewSubscriber returns a Subscriber that writes into index. The index must
+// be safe for concurrent use: each rank runs on its own goroutine.
+func NewSubscriber(cfg SubscriberConfig, index blockIndex) (*Subscriber, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	s := &Subscriber{cfg: cfg}
+	for r, w := range cfg.Workers {
+		ep, _ := kvRankEndpoint(cfg.Endpoint, r)
+		log := cfg.Logger.With("component", "kvevents", "endpoint", ep, "rank", r)
+		rs := &kvRankSubscriber{cfg: &s.cfg, endpoint: ep, log: log}
+		var src replaySource
+		if cfg.ReplayEndpoint != "" {
+			rep, _ := kvRankEndpoint(cfg.ReplayEndpoint, r)
+			rs.replay = &zmqReplayer{endpoint: rep, timeout: cfg.ReplayTimeout, clock: cfg.Clock, log: log}
+			src = rs.replay
+		}
+		rs.ing = NewIngester(IngesterConfig{Worker: w, BlockSize: cfg.BlockSize, Logger: log}, index, src)
+		s.ranks = append(s.ranks, rs)
+	}
+	return s, nil
+}
+
+// Stats returns the counters of each rank's worker, in rank order.
+func (s *Subscriber) Stats() []IngestStats {
+	out := make([]IngestStats, len(s.ranks))
+	for i, r := range s.ranks {
+		out[i] = r.ing.Stats()
+	}
+	return out
+}
+
+// Run follows the event streams until ctx ends, reconnecting with backoff
+// whenever a connection fails. It returns nil when ctx ends.
+func (s *Subscriber) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, r := range s.ranks {
+		g.Go(func() error { return r.run(ctx) })
+	}
+	return g.Wait()
+}
+
+func (r *kvRankSubscriber) run(ctx context.Context) error {
+	backoff := r.cfg.MinBackoff
+	for {
+		received, err := r.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if received {
+			backoff = r.cfg.MinBackoff
+		}
+		r.log.Warn("kv events: connection lost, reconnecting", "error", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.cfg.Clock.After(backoff):
+		}
+		backoff = min(2*backoff, r.cfg.MaxBackoff)
+	}
+}
+
+// session connects, syncs the view and applies live batches until the
+// connection fails. received reports whether any batch arrived.
+func (r *kvRankSubscriber) session(ctx context.Context) (received bool, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sub := zmq4.NewSub(sctx, kvSocketOptions(r.log)...)
+	defer sub.Close()
+	if err := sub.SetOption(zmq4.OptionSubscribe, r.cfg.Topic); err != nil {
+		return false, fmt.Errorf("subscribe: %w", err)
+	}
+	// Subscribe before replaying: batches published during the replay then
+	// arrive live, and the ingester drops the ones the replay also brought.
+	if err := sub.Dial(r.endpoint); err != nil {
+		return false, fmt.Errorf("dial: %w", err)
+	}
+	r.log.Info("kv events: connected")
+	if err := r.ing.Sync(ctx); err != nil {
+		return false, err
+	}
+	for {
+		msg, err := sub.Recv()
+		if err != nil {
+			return received, fmt.Errorf("receive: %w", err)
+		}
+		received = true
+		// [topic, seq (8 bytes, big-endian), payload]
+		if len(msg.Frames) != 3 || len(msg.Frames[1]) != 8 {
+			r.ing.stats.malformed.Add(1)
+			r.log.Debug("kv events: skipping message with unexpected frames", "frames", len(msg.Frames))
+			continue
+		}
+		seq := binary.BigEndian.Uint64(msg.Frames[1])
+		if err := r.ing.HandleLive(ctx, seq, msg.Frames[2]); err != nil {
+			return received, err
+		}
+	}
+}
+
+// kvSocketOptions makes a socket dial once (the caller retries on its own
+// clock), give up on an unanswered TCP connect after 10s instead of zmq4's
+// 5 minutes, and log through slog.
+func kvSocketOptions(log *slog.Logger) []zmq4.Option {
+	return []zmq4.Option{
+		zmq4.WithDialerMaxRetries(0),
+		zmq4.WithDialerTimeout(10 * time.Second),
+		zmq4.WithLogger(slog.NewLogLogger(log.Handler(), slog.LevelDebug)),
+	}
+}
+
+// errReplayTimeout means the engine stopped answering a replay request.
+var errReplayTimeout = errors.New("replay timed out")
+
+// zmqReplayer asks an engine's replay ROUTER socket for buffered batches.
+type zmqReplayer struct {
+	endpoint string
+	timeout  time.Duration // longest wait for the next reply
+	clock    IngestClock
+	log      *slog.Logger
+}
+
+var _ replaySource = (*zmqReplayer)(nil)
+
+// Replay sends ["", from] from a fresh DEALER socket and hands every reply
+// ["", (topic,)? seq, payload] to fn until the end marker, seq -1 (vLLM and
+// SGLang send no topic frame; one is tolerated).
+func (z *zmqReplayer) Replay(ctx context.Context, from uint64, fn func(seq uint64, payload []byte)) error {
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// A watchdog on the injected clock cancels the request when no reply
+	// arrives for z.timeout.
+	progress, done := make(chan struct{}, 1), make(chan struct{})
+	defer close(done)
+	timedOut := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-progress:
+			case <-z.clock.After(z.timeout):
+				close(timedOut)
+				cancel()
+				return
+			}
+		}
+	}()
+
+	d := zmq4.NewDealer(rctx, kvSocketOptions(z.log)...)
+	defer d.Close()
+	if err := d.Dial(z.endpoint); err != nil {
+		return fmt.Errorf("replay dial %s: %w", z.endpoint, err)
+	}
+	var req [8]byte
+	binary.BigEndian.PutUint64(req[:], from)
+	if err := d.Send(zmq4.NewMsgFrom([]byte{}, req[:])); err != nil {
+		return fmt.Errorf("replay request: %w", err)
+	}
+	for {
+		msg, err := d.Recv()
+		if err != nil {
+			select {
+			case <-timedOut:
+				return errReplayTimeout
+			default:
+			}
+			return fmt.Errorf("replay receive: %w", err)
+		}
+		select {
+		case progress <- struct{}{}:
+		default:
+		}
+		frames := msg.Frames
+		if len(frames) > 0 && len(frames[0]) == 0 {
+			frames = frames[1:] // the empty delimiter
+		}
+		if len(frames) == 3 {
+			frames = frames[1:] // a topic
+		}
+		if len(frames) != 2 || len(frames[0]) != 8 {
+			return fmt.Errorf("replay reply: %w: %d frames", ErrMalformedEvent, len(msg.Frames))
+		}
+		seq := binary.BigEndian.Uint64(frames[0])
+		if seq == math.MaxUint64 {
+			return nil
+		}
+		fn(seq, frames[1])
+	}
+}

@@ -1,0 +1,245 @@
+package router
+
+import (
+	"math"
+	"math/rand"
+
+	"github.com/hearth-llm/hearth/tokenizer"
+)
+
+// Routing policies. A daemon picks one in Config.Policy; a request may name
+// another in Request.Policy.
+const (
+	PolicyRoundRobin  = "round_robin"
+	PolicyRandom      = "random"
+	PolicyLeastLoaded = "least_loaded"
+	// PolicyKV is Dynamo's KV router cost, reproduced exactly (SPEC-wire.md).
+	PolicyKV = "kv"
+	// PolicyHearth estimates each worker's time to first token in seconds
+	// and adds decode load, session affinity and cache-capacity terms.
+	PolicyHearth = "hearth"
+)
+
+// Policies lists the policy names in a stable order.
+var Policies = []string{PolicyRoundRobin, PolicyRandom, PolicyLeastLoaded, PolicyKV, PolicyHearth}
+
+func validPolicy(p string) bool {
+	switch p {
+	case PolicyRoundRobin, PolicyRandom, PolicyLeastLoaded, PolicyKV, PolicyHearth:
+		return true
+	}
+	return false
+}
+
+// routeInput is what a policy knows about the request being routed.
+type routeInput struct {
+	req          *Request
+	hashes       []tokenizer.SeqHash
+	promptTokens int
+	promptBlocks int // ceil(promptTokens / block size)
+	hashBlocks   int // full blocks with a hash
+	oslBlocks    int // ceil(expected output tokens / block size)
+}
+
+// HearthConfig tunes the hearth policy. Zero fields take the defaults;
+// a negative value turns its term off.
+type HearthConfig struct {
+	// DefaultPrefillTokensPerSec is the prefill speed of a worker that did
+	// not say its own (default 5000, a 4090 on a 14B FP8 model).
+	DefaultPrefillTokensPerSec float64
+	// DecodeSlowdown is how much a full KV cache of running requests slows
+	// prefill: speed / (1 + DecodeSlowdown × utilisation). Default 0.5.
+	DecodeSlowdown float64
+	// DecodeWeight is the cost in seconds of filling a worker's KV capacity
+	// with running requests, which spreads decode load. Default 1.
+	DecodeWeight float64
+	// AffinityBonus is subtracted from the cost of a session's last worker
+	// unless it is saturated, in seconds. Default 0.25.
+	AffinityBonus float64
+	// PausedEvictionWeight weighs the recompute time of paused sessions'
+	// cached context that a request would push out of a full cache: the
+	// chance that the session comes back for it. Default 0.5.
+	PausedEvictionWeight float64
+}
+
+func (h HearthConfig) withDefaults() HearthConfig {
+	def := func(v *float64, d float64) {
+		switch {
+		case *v == 0:
+			*v = d
+		case *v < 0:
+			*v = 0
+		}
+	}
+	def(&h.DefaultPrefillTokensPerSec, 5000)
+	def(&h.DecodeSlowdown, 0.5)
+	def(&h.DecodeWeight, 1)
+	def(&h.AffinityBonus, 0.25)
+	def(&h.PausedEvictionWeight, 0.5)
+	return h
+}
+
+// pickMin returns the index of the lowest-cost candidate. Ties go to the
+// worker with the fewest cached blocks, then to a seeded random choice.
+func pickMin(cands []Candidate, cached *[MaxWorkers]int, rng *rand.Rand) (int, string) {
+	best := math.Inf(1)
+	for _, c := range cands {
+		best = math.Min(best, c.Cost)
+	}
+	ties, fewest := 0, math.MaxInt
+	for _, c := range cands {
+		if c.Cost == best {
+			ties++
+			fewest = min(fewest, cached[c.Worker])
+		}
+	}
+	if ties == 1 {
+		for i, c := range cands {
+			if c.Cost == best {
+				return i, ReasonLowestCost
+			}
+		}
+	}
+	n := 0
+	for _, c := range cands {
+		if c.Cost == best && cached[c.Worker] == fewest {
+			n++
+		}
+	}
+	reason := ReasonTieIndex
+	pick := 0
+	if n > 1 {
+		reason = ReasonTieRandom
+		pick = rng.Intn(n)
+	}
+	for i, c := range cands {
+		if c.Cost == best && cached[c.Worker] == fewest {
+			if pick == 0 {
+				return i, reason
+			}
+			pick--
+		}
+	}
+	return 0, reason // unreachable with a non-empty cands
+}
+
+// sampleSoftmax draws a candidate with probability ∝ exp(-(cost/(max-min))/T),
+// Dynamo's temperature sampling; equal costs give a uniform draw.
+func sampleSoftmax(cands []Candidate, temperature float64, rng *rand.Rand) int {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, c := range cands {
+		lo = math.Min(lo, c.Cost)
+		hi = math.Max(hi, c.Cost)
+	}
+	if hi == lo {
+		return rng.Intn(len(cands))
+	}
+	var weights [MaxWorkers]float64
+	span := hi - lo
+	// Shift by the largest exponent (the lowest cost) for stability; the
+	// shift cancels in the normalisation.
+	top := -(lo / span) / temperature
+	sum := 0.0
+	for i, c := range cands {
+		weights[i] = math.Exp(-(c.Cost/span)/temperature - top)
+		sum += weights[i]
+	}
+	u := rng.Float64() * sum
+	for i := range cands {
+		u -= weights[i]
+		if u < 0 {
+			return i
+		}
+	}
+	return len(cands) - 1
+}
+
+// scoreKV fills each candidate's cost with Dynamo's KV router logit:
+//
+//	prefill_blocks = (ISL - overlap·block_size + pending_prefill_tokens) / block_size
+//	decode_blocks  = active_blocks + request blocks not already active there
+//	logit          = overlap_score_weight·prefill_blocks + decode_blocks
+//
+// active_blocks counts distinct prompt blocks of running requests, as
+// Dynamo's active-sequence tracker does; new prompt tokens never go below 0.
+func (r *Router) scoreKV(in *routeInput, cands []Candidate) {
+	bs := r.cfg.BlockSize
+	for i := range cands {
+		c := &cands[i]
+		aw := &r.active.workers[c.Worker]
+		newTokens := max(in.promptTokens-c.OverlapBlocks*bs, 0)
+		prefill := float64(newTokens+aw.pendingTokens) / float64(bs)
+		newBlocks := in.hashBlocks - r.activeDepth[c.Worker]
+		decode := float64(aw.uniqueBlocks() + newBlocks)
+		c.ActiveBlocks = aw.uniqueBlocks()
+		c.Cost = r.cfg.OverlapScoreWeight*prefill + decode
+	}
+}
+
+// scoreLeastLoaded costs a worker by its load in blocks: running blocks plus
+// prompt blocks waiting for prefill.
+func (r *Router) scoreLeastLoaded(cands []Candidate) {
+	bs := float64(r.cfg.BlockSize)
+	for i := range cands {
+		c := &cands[i]
+		c.Cost = float64(c.ActiveBlocks) + float64(c.PendingPrefillTokens)/bs
+	}
+}
+
+// scoreHearth costs each worker in estimated seconds:
+//
+//   - time to first token: the prompt tokens already waiting there plus the
+//     uncached part of this prompt, at the worker's prefill speed, slowed by
+//     the decode load of its running requests;
+//   - decode load: DecodeWeight × KV utilisation after adding the request
+//     (prompt and expected output), and the recompute time of whatever
+//     would not fit (the engine preempts);
+//   - capacity: if the new blocks do not fit in the worker's free cache, the
+//     engine evicts least recently used blocks, which are the context of
+//     paused sessions (an agent waiting on a tool): their recompute time,
+//     weighted by PausedEvictionWeight, is added;
+//   - affinity: a session's last worker gets AffinityBonus off unless it is
+//     saturated, so ties and near ties keep a session where its context is.
+func (r *Router) scoreHearth(in *routeInput, cands []Candidate, sess *session) {
+	h := r.cfg.Hearth
+	bs := r.cfg.BlockSize
+	reqBlocks := in.promptBlocks + in.oslBlocks
+	for i := range cands {
+		c := &cands[i]
+		ws := r.workers[c.Worker]
+		aw := &r.active.workers[c.Worker]
+		speed := ws.info.PrefillTokensPerSec
+		if speed <= 0 {
+			speed = h.DefaultPrefillTokensPerSec
+		}
+		capacity := float64(ws.info.CapacityBlocks)
+		util := 0.0
+		if capacity > 0 {
+			util = float64(aw.blocks()) / capacity
+		}
+		eff := speed / (1 + h.DecodeSlowdown*util)
+		uncached := max(in.promptTokens-c.OverlapBlocks*bs, 0)
+		cost := float64(aw.pendingTokens+uncached) / eff
+		if capacity > 0 {
+			after := aw.blocks() + reqBlocks - r.activeDepth[c.Worker]
+			cost += h.DecodeWeight * float64(after) / capacity
+			if over := float64(after) - capacity; over > 0 {
+				cost += over * float64(bs) / eff
+			}
+			newCached := reqBlocks - c.OverlapBlocks
+			free := max(ws.info.CapacityBlocks-r.cachedBlocks[c.Worker], 0)
+			if newCached > free {
+				paused := ws.pausedBlocks
+				if sess != nil && sess.hasWorker && sess.worker == c.Worker && sess.active == 0 {
+					paused -= sess.blocks // its own context is what it reuses
+				}
+				evicted := min(newCached-free, max(paused, 0))
+				cost += h.PausedEvictionWeight * float64(evicted*bs) / eff
+			}
+		}
+		if sess != nil && sess.hasWorker && sess.worker == c.Worker && !r.saturatedLocked(c.Worker) {
+			cost -= h.AffinityBonus
+		}
+		c.Cost = cost
+	}
+}

@@ -1,0 +1,701 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/tokenizer"
+)
+
+// Sentinel errors callers branch on.
+var (
+	ErrNoWorker         = errors.New("no worker available")
+	ErrQueueFull        = errors.New("router queue full")
+	ErrUnknownPolicy    = errors.New("unknown routing policy")
+	ErrDuplicateRequest = errors.New("request id already active")
+	ErrTooManyWorkers   = errors.New("too many workers")
+)
+
+// Defaults of Config fields left zero.
+const (
+	DefaultPolicy                  = PolicyHearth
+	DefaultSaturationFraction      = 0.95
+	DefaultSaturationPendingTokens = 131072
+	DefaultSessionTTL              = 30 * time.Minute
+	DefaultDecisionLogSize         = 256
+)
+
+// Config configures a Router. Zero fields take the documented defaults.
+type Config struct {
+	// Policy is the default routing policy (DefaultPolicy).
+	Policy string
+	// BlockSize is the number of tokens per KV block (16).
+	BlockSize int
+	// OverlapScoreWeight weighs prefill blocks against decode blocks in the
+	// kv policy; 0 means Dynamo's default 1.0 (use least_loaded to ignore
+	// the cache entirely).
+	OverlapScoreWeight float64
+	// Temperature of the kv policy's softmax sampling; 0 picks the lowest.
+	Temperature float64
+	// MaxIndexEntries bounds the block index, in (block, worker, tier)
+	// entries over all workers (DefaultMaxIndexEntries).
+	MaxIndexEntries int
+	// QueueSize is how many requests may wait while every worker is
+	// saturated (DefaultQueueSize); negative disables the queue, so requests
+	// are routed even to saturated workers.
+	QueueSize int
+	// A worker is saturated when its running requests hold at least
+	// SaturationFraction of its KV capacity or at least
+	// SaturationPendingTokens prompt tokens wait for prefill on it.
+	SaturationFraction      float64
+	SaturationPendingTokens int
+	// ActiveTTL expires requests whose end is never reported (300 s).
+	ActiveTTL time.Duration
+	// ApproxTTL is how long approximate mode keeps a prediction (120 s).
+	ApproxTTL time.Duration
+	// SessionTTL forgets an idle agent session (30 min) unless its
+	// session_control said otherwise.
+	SessionTTL time.Duration
+	// DecisionLogSize is how many recent decisions Decisions can return.
+	DecisionLogSize int
+	// Seed makes random choices reproducible.
+	Seed int64
+	// Hearth tunes the hearth policy.
+	Hearth HearthConfig
+}
+
+// Validate reports the first invalid field. It accepts zero fields, which
+// New replaces with defaults.
+func (c Config) Validate() error {
+	switch {
+	case c.Policy != "" && !validPolicy(c.Policy):
+		return fmt.Errorf("router config: policy: %w: %q", ErrUnknownPolicy, c.Policy)
+	case c.BlockSize < 0:
+		return fmt.Errorf("router config: block size %d is negative", c.BlockSize)
+	case c.OverlapScoreWeight < 0:
+		return fmt.Errorf("router config: overlap score weight %v is negative", c.OverlapScoreWeight)
+	case c.Temperature < 0:
+		return fmt.Errorf("router config: temperature %v is negative", c.Temperature)
+	case c.MaxIndexEntries < 0:
+		return fmt.Errorf("router config: max index entries %d is negative", c.MaxIndexEntries)
+	case c.SaturationFraction < 0 || c.SaturationFraction > 1:
+		return fmt.Errorf("router config: saturation fraction %v is outside [0, 1]", c.SaturationFraction)
+	case c.SaturationPendingTokens < 0:
+		return fmt.Errorf("router config: saturation pending tokens %d is negative", c.SaturationPendingTokens)
+	case c.ActiveTTL < 0 || c.ApproxTTL < 0 || c.SessionTTL < 0:
+		return errors.New("router config: negative ttl")
+	case c.DecisionLogSize < 0:
+		return fmt.Errorf("router config: decision log size %d is negative", c.DecisionLogSize)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Policy == "" {
+		c.Policy = DefaultPolicy
+	}
+	if c.BlockSize == 0 {
+		c.BlockSize = tokenizer.DefaultBlockSize
+	}
+	if c.OverlapScoreWeight == 0 {
+		c.OverlapScoreWeight = 1
+	}
+	if c.MaxIndexEntries == 0 {
+		c.MaxIndexEntries = DefaultMaxIndexEntries
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = DefaultQueueSize
+	}
+	if c.SaturationFraction == 0 {
+		c.SaturationFraction = DefaultSaturationFraction
+	}
+	if c.SaturationPendingTokens == 0 {
+		c.SaturationPendingTokens = DefaultSaturationPendingTokens
+	}
+	if c.ActiveTTL == 0 {
+		c.ActiveTTL = DefaultActiveTTL
+	}
+	if c.ApproxTTL == 0 {
+		c.ApproxTTL = DefaultApproxTTL
+	}
+	if c.SessionTTL == 0 {
+		c.SessionTTL = DefaultSessionTTL
+	}
+	if c.DecisionLogSize == 0 {
+		c.DecisionLogSize = DefaultDecisionLogSize
+	}
+	c.Hearth = c.Hearth.withDefaults()
+	return c
+}
+
+// Option configures New.
+type Option func(*Router)
+
+// WithClock sets the clock used for expiry (default time.Now).
+func WithClock(now func() time.Time) Option { return func(r *Router) { r.now = now } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(r *Router) { r.log = l } }
+
+// WithMetrics records into m (default: no metrics).
+func WithMetrics(m *Metrics) Option { return func(r *Router) { r.metrics = m } }
+
+// WorkerInfo describes a worker when it joins.
+type WorkerInfo struct {
+	Name string
+	// CapacityBlocks is the worker's KV cache size in blocks (vLLM's
+	// num_gpu_blocks); 0 if unknown, which turns off capacity terms.
+	CapacityBlocks int
+	// PrefillTokensPerSec is the worker's measured or configured prefill
+	// speed; 0 takes HearthConfig.DefaultPrefillTokensPerSec. Only the
+	// hearth policy uses it, so a 3090 next to a 4090 is weighed right.
+	PrefillTokensPerSec float64
+	// Approximate marks a worker that publishes no KV events: the router
+	// predicts its cache from its own decisions.
+	Approximate bool
+}
+
+// Request is one request to route.
+type Request struct {
+	// ID identifies the request in PrefillDone and Free; it must be unique
+	// among running requests.
+	ID string
+	// Hashes are the prompt's block hashes; if nil they are computed from
+	// Tokens (which allocates). The router keeps the slice until the request
+	// is freed or expires (and, for an approximate worker, for ApproxTTL),
+	// so it must not be modified afterwards; appending is fine.
+	Hashes []tokenizer.SeqHash
+	Tokens []uint32
+	// PromptTokens is the prompt length (ISL); 0 means len(Tokens), or
+	// len(Hashes) × block size.
+	PromptTokens int
+	// Policy overrides the daemon's policy for this request.
+	Policy string
+	// SessionID names the agent session the request belongs to, if any.
+	SessionID string
+	Hints     Hints
+}
+
+// session is what the router remembers of an agent session.
+type session struct {
+	worker    WorkerID
+	hasWorker bool
+	blocks    int // blocks of its last request: what it has cached on worker
+	active    int // running requests
+	lastSeen  time.Time
+	ttl       time.Duration
+}
+
+type workerState struct {
+	info         WorkerInfo
+	gauges       workerGauges
+	pausedBlocks int // blocks of idle sessions whose last worker this is
+}
+
+// Router routes requests to workers. Its methods are safe for concurrent
+// use; the Index it owns is written by the event ingest concurrently.
+type Router struct {
+	cfg     Config
+	now     func() time.Time
+	log     *slog.Logger
+	metrics *Metrics
+	ix      *Index
+
+	mu           sync.Mutex
+	workers      [MaxWorkers]*workerState
+	order        []WorkerID // live workers, ascending
+	active       *activeSet
+	approx       *approxState
+	sessions     map[string]*session
+	nextSweep    time.Time
+	queue        waitQueue
+	rng          *rand.Rand
+	rr           int
+	decisions    *decisionLog
+	overlap      [MaxWorkers]int // scratch, guarded by mu
+	activeDepth  [MaxWorkers]int
+	cachedBlocks [MaxWorkers]int
+}
+
+// New returns a Router with no workers.
+func New(cfg Config, opts ...Option) (*Router, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	r := &Router{
+		cfg:       cfg,
+		now:       time.Now,
+		log:       slog.New(slog.DiscardHandler),
+		ix:        NewIndex(cfg.MaxIndexEntries),
+		active:    newActiveSet(cfg.ActiveTTL),
+		approx:    newApproxState(cfg.ApproxTTL),
+		sessions:  make(map[string]*session),
+		rng:       rand.New(rand.NewSource(cfg.Seed)),
+		decisions: newDecisionLog(cfg.DecisionLogSize),
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	r.log = r.log.With("component", "router")
+	return r, nil
+}
+
+// Config returns the effective configuration, defaults filled in.
+func (r *Router) Config() Config { return r.cfg }
+
+// Index returns the block index, for the event ingest to update.
+func (r *Router) Index() *Index { return r.ix }
+
+// AddWorker registers a worker and returns its id, the lowest free one.
+func (r *Router) AddWorker(info WorkerInfo) (WorkerID, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.order) == MaxWorkers {
+		return 0, fmt.Errorf("router: add worker %q: %w (max %d)", info.Name, ErrTooManyWorkers, MaxWorkers)
+	}
+	var id WorkerID
+	for r.workers[id] != nil {
+		id++
+	}
+	r.ix.ClearWorker(id) // events of a previous holder of the id may linger
+	r.workers[id] = &workerState{info: info, gauges: r.metrics.forWorker(info.Name)}
+	r.order = append(r.order, id)
+	slices.Sort(r.order)
+	r.publishLocked(id)
+	r.dispatchLocked(r.now())
+	return id, nil
+}
+
+// UpdateWorker replaces what the router knows of a worker (capacity or
+// speed measured after it started).
+func (r *Router) UpdateWorker(id WorkerID, info WorkerInfo) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id >= MaxWorkers || r.workers[id] == nil {
+		return false
+	}
+	ws := r.workers[id]
+	if ws.info.Name != info.Name {
+		r.metrics.dropWorker(ws.info.Name)
+		ws.gauges = r.metrics.forWorker(info.Name)
+	}
+	ws.info = info
+	r.publishLocked(id)
+	r.dispatchLocked(r.now())
+	return true
+}
+
+// RemoveWorker forgets a worker, its cached blocks and its running requests.
+func (r *Router) RemoveWorker(id WorkerID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id >= MaxWorkers || r.workers[id] == nil {
+		return
+	}
+	r.metrics.dropWorker(r.workers[id].info.Name)
+	r.workers[id] = nil
+	r.order = slices.DeleteFunc(r.order, func(w WorkerID) bool { return w == id })
+	now := r.now()
+	r.active.clearWorker(id, func(ar *activeRequest) { r.releasedLocked(ar, now) })
+	r.approx.clearWorker(id)
+	r.ix.ClearWorker(id)
+	for _, s := range r.sessions {
+		if s.hasWorker && s.worker == id {
+			s.hasWorker = false
+		}
+	}
+	if len(r.order) == 0 {
+		for r.queue.Len() > 0 {
+			r.queue.pop().done <- routeResult{err: ErrNoWorker}
+		}
+		r.metrics.setQueueDepth(0)
+		return
+	}
+	r.dispatchLocked(now)
+}
+
+// ApplySessionControl applies a request's nvext.session_control: open
+// starts (or refreshes) a session with its timeout, close forgets it.
+func (r *Router) ApplySessionControl(ctl SessionControl) {
+	if ctl.SessionID == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.sessions[ctl.SessionID]
+	switch ctl.Action {
+	case SessionClose:
+		if s != nil {
+			r.dropSessionLocked(ctl.SessionID, s)
+		}
+		return
+	}
+	if s == nil {
+		s = &session{ttl: r.cfg.SessionTTL}
+		r.sessions[ctl.SessionID] = s
+	}
+	if ctl.Timeout > 0 {
+		s.ttl = ctl.Timeout
+	}
+	s.lastSeen = r.now()
+}
+
+func (r *Router) dropSessionLocked(id string, s *session) {
+	if s.active == 0 && s.hasWorker && r.workers[s.worker] != nil {
+		r.workers[s.worker].pausedBlocks -= s.blocks
+	}
+	delete(r.sessions, id)
+}
+
+// Route picks a worker for req and starts tracking it as running there.
+// When every worker is saturated it waits in the queue, ordered by the
+// request's hints, until a worker frees up or ctx ends.
+func (r *Router) Route(ctx context.Context, req *Request) (Decision, error) {
+	if req == nil || req.ID == "" {
+		return Decision{}, errors.New("router: request without id")
+	}
+	policy := req.Policy
+	if policy == "" {
+		policy = r.cfg.Policy
+	} else if !validPolicy(policy) {
+		return Decision{}, fmt.Errorf("router: %w: %q", ErrUnknownPolicy, policy)
+	}
+	hashes := req.Hashes
+	if hashes == nil && len(req.Tokens) > 0 {
+		hashes = tokenizer.BlockHashes(req.Tokens, r.cfg.BlockSize)
+	}
+	isl := req.PromptTokens
+	if isl <= 0 {
+		isl = len(req.Tokens)
+	}
+	if isl <= 0 {
+		isl = len(hashes) * r.cfg.BlockSize
+	}
+
+	r.mu.Lock()
+	now := r.now()
+	r.expireLocked(now)
+	if len(r.order) == 0 {
+		r.mu.Unlock()
+		return Decision{}, ErrNoWorker
+	}
+	if _, dup := r.active.reqs[req.ID]; dup {
+		r.mu.Unlock()
+		return Decision{}, fmt.Errorf("router: %w: %q", ErrDuplicateRequest, req.ID)
+	}
+	if r.cfg.QueueSize > 0 && (r.queue.Len() > 0 || r.allSaturatedLocked()) {
+		if r.queue.Len() >= r.cfg.QueueSize {
+			r.mu.Unlock()
+			return Decision{}, ErrQueueFull
+		}
+		w := r.queue.push(&waiter{req: req, hashes: hashes, isl: isl, policy: policy, enqueued: now})
+		r.metrics.setQueueDepth(r.queue.Len())
+		r.mu.Unlock()
+		return r.wait(ctx, w)
+	}
+	d := r.decideLocked(req, hashes, isl, policy, now, 0)
+	r.mu.Unlock()
+	return d, nil
+}
+
+func (r *Router) wait(ctx context.Context, w *waiter) (Decision, error) {
+	select {
+	case res := <-w.done:
+		return res.d, res.err
+	case <-ctx.Done():
+	}
+	r.mu.Lock()
+	removed := r.queue.remove(w)
+	if removed {
+		r.metrics.setQueueDepth(r.queue.Len())
+	}
+	r.mu.Unlock()
+	if !removed {
+		// Dispatched while ctx ended: undo the route nobody will use.
+		if res := <-w.done; res.err == nil {
+			r.Free(w.req.ID)
+		}
+	}
+	return Decision{}, fmt.Errorf("router: waiting for a worker: %w", ctx.Err())
+}
+
+// PrefillDone records that the request's first token arrived. It reports
+// whether the request was running.
+func (r *Router) PrefillDone(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ar, ok := r.active.prefillDone(id)
+	if ok {
+		r.publishLocked(ar.worker)
+		r.dispatchLocked(r.now())
+	}
+	return ok
+}
+
+// Free records that the request ended or its client went away. It reports
+// whether the request was running.
+func (r *Router) Free(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	ar, ok := r.active.free(id)
+	if ok {
+		r.releasedLocked(ar, now)
+	}
+	r.expireLocked(now)
+	return ok
+}
+
+// releasedLocked updates sessions and gauges after a request stopped.
+func (r *Router) releasedLocked(ar *activeRequest, now time.Time) {
+	if s := r.sessions[ar.session]; ar.session != "" && s != nil {
+		s.active--
+		s.lastSeen = now
+		if s.active == 0 && s.hasWorker && r.workers[s.worker] != nil {
+			r.workers[s.worker].pausedBlocks += s.blocks
+		}
+	}
+	r.publishLocked(ar.worker)
+}
+
+// expireLocked drops expired requests, predictions and sessions, then
+// dispatches waiters if that freed a worker.
+func (r *Router) expireLocked(now time.Time) {
+	r.active.expire(now, func(ar *activeRequest) {
+		r.releasedLocked(ar, now)
+		if r.log.Enabled(context.Background(), slog.LevelDebug) {
+			r.log.Debug("request expired without an end", "request", ar.id, "worker", ar.worker)
+		}
+	})
+	r.approx.expire(r.ix, now)
+	if !now.Before(r.nextSweep) {
+		r.nextSweep = now.Add(10 * time.Second)
+		for id, s := range r.sessions {
+			if s.active == 0 && now.Sub(s.lastSeen) >= s.ttl {
+				r.dropSessionLocked(id, s)
+			}
+		}
+	}
+	r.dispatchLocked(now)
+}
+
+// dispatchLocked routes waiting requests while some worker is not saturated.
+func (r *Router) dispatchLocked(now time.Time) {
+	if r.queue.Len() == 0 {
+		return
+	}
+	for r.queue.Len() > 0 && len(r.order) > 0 && !r.allSaturatedLocked() {
+		w := r.queue.pop()
+		if _, dup := r.active.reqs[w.req.ID]; dup {
+			w.done <- routeResult{err: fmt.Errorf("router: %w: %q", ErrDuplicateRequest, w.req.ID)}
+			continue
+		}
+		w.done <- routeResult{d: r.decideLocked(w.req, w.hashes, w.isl, w.policy, now, now.Sub(w.enqueued))}
+	}
+	r.metrics.setQueueDepth(r.queue.Len())
+}
+
+func (r *Router) saturatedLocked(id WorkerID) bool {
+	aw := &r.active.workers[id]
+	if r.cfg.SaturationPendingTokens > 0 && aw.pendingTokens >= r.cfg.SaturationPendingTokens {
+		return true
+	}
+	capacity := r.workers[id].info.CapacityBlocks
+	return capacity > 0 && float64(aw.blocks()) >= r.cfg.SaturationFraction*float64(capacity)
+}
+
+func (r *Router) allSaturatedLocked() bool {
+	for _, id := range r.order {
+		if !r.saturatedLocked(id) {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *Router) publishLocked(id WorkerID) {
+	ws := r.workers[id]
+	if ws == nil {
+		return
+	}
+	aw := &r.active.workers[id]
+	ws.gauges.set(aw.blocks(), aw.pendingTokens)
+}
+
+// decideLocked scores the live workers, picks one and records the request
+// as running there. The Candidates slice is its only allocation besides the
+// active-request record.
+func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int, policy string, now time.Time, queued time.Duration) Decision {
+	start := time.Now()
+	bs := r.cfg.BlockSize
+	in := routeInput{
+		req:          req,
+		hashes:       hashes,
+		promptTokens: isl,
+		promptBlocks: (isl + bs - 1) / bs,
+		hashBlocks:   len(hashes),
+		oslBlocks:    (req.Hints.OSL + bs - 1) / bs,
+	}
+	in.promptBlocks = max(in.promptBlocks, in.hashBlocks)
+	r.ix.Match(hashes, kvbm.TierGPU, &r.overlap)
+	r.active.activeDepth(hashes, &r.activeDepth)
+	r.ix.BlockCounts(kvbm.TierGPU, &r.cachedBlocks)
+
+	cands := make([]Candidate, len(r.order))
+	for i, id := range r.order {
+		aw := &r.active.workers[id]
+		cands[i] = Candidate{
+			Worker:               id,
+			Name:                 r.workers[id].info.Name,
+			OverlapBlocks:        r.overlap[id],
+			ActiveBlocks:         aw.blocks(),
+			PendingPrefillTokens: aw.pendingTokens,
+		}
+	}
+	var sess *session
+	if req.SessionID != "" {
+		sess = r.sessions[req.SessionID]
+	}
+
+	var pick int
+	var reason string
+	switch {
+	case len(cands) == 1:
+		if policy == PolicyKV {
+			r.scoreKV(&in, cands)
+		} else if policy == PolicyHearth {
+			r.scoreHearth(&in, cands, sess)
+		}
+		pick, reason = 0, ReasonOnlyCandidate
+	case policy == PolicyRoundRobin:
+		pick, reason = r.rr%len(cands), ReasonRoundRobin
+		r.rr++
+	case policy == PolicyRandom:
+		pick, reason = r.rng.Intn(len(cands)), ReasonRandom
+	case policy == PolicyLeastLoaded:
+		r.scoreLeastLoaded(cands)
+		pick, reason = pickMin(cands, &r.cachedBlocks, r.rng)
+	case policy == PolicyKV:
+		r.scoreKV(&in, cands)
+		if r.cfg.Temperature > 0 {
+			pick, reason = sampleSoftmax(cands, r.cfg.Temperature, r.rng), ReasonSampled
+		} else {
+			pick, reason = pickMin(cands, &r.cachedBlocks, r.rng)
+		}
+	default: // PolicyHearth
+		r.scoreHearth(&in, cands, sess)
+		pick, reason = pickMin(cands, &r.cachedBlocks, r.rng)
+	}
+	win := cands[pick]
+
+	extra := in.promptBlocks - in.hashBlocks + in.oslBlocks
+	prefill := max(isl-win.OverlapBlocks*bs, 0)
+	ar := r.active.add(req.ID, win.Worker, hashes, extra, prefill, req.SessionID, now)
+	if r.workers[win.Worker].info.Approximate {
+		r.approx.insert(r.ix, win.Worker, ar.hashes, now)
+	}
+	if req.SessionID != "" {
+		r.sessionRoutedLocked(req.SessionID, sess, win.Worker, in.promptBlocks+in.oslBlocks, now)
+	}
+	r.publishLocked(win.Worker)
+
+	d := Decision{
+		RequestID:          req.ID,
+		Policy:             policy,
+		Worker:             win.Worker,
+		WorkerName:         win.Name,
+		Reason:             reason,
+		Candidates:         cands,
+		CachedBlocks:       win.OverlapBlocks,
+		PromptBlocks:       in.promptBlocks,
+		SpeculativePrefill: req.Hints.SpeculativePrefill,
+		Queued:             queued,
+		At:                 now,
+	}
+	if in.promptBlocks > 0 {
+		d.PredictedHitRate = float64(win.OverlapBlocks) / float64(in.promptBlocks)
+	}
+	r.decisions.add(d)
+	r.metrics.observeDecision(policy, d.PredictedHitRate, time.Since(start), r.ix)
+	if r.log.Enabled(context.Background(), slog.LevelDebug) {
+		r.log.LogAttrs(context.Background(), slog.LevelDebug, "routed",
+			slog.String("request", req.ID), slog.String("policy", policy),
+			slog.String("worker", win.Name), slog.Int("cached_blocks", win.OverlapBlocks),
+			slog.Int("prompt_blocks", in.promptBlocks), slog.String("reason", reason))
+	}
+	return d
+}
+
+// sessionRoutedLocked moves a session to the worker its request went to.
+func (r *Router) sessionRoutedLocked(id string, s *session, w WorkerID, blocks int, now time.Time) {
+	if s == nil {
+		s = &session{ttl: r.cfg.SessionTTL}
+		r.sessions[id] = s
+	}
+	if s.active == 0 && s.hasWorker && r.workers[s.worker] != nil {
+		r.workers[s.worker].pausedBlocks -= s.blocks
+	}
+	s.worker, s.hasWorker = w, true
+	s.blocks = blocks
+	s.active++
+	s.lastSeen = now
+}
+
+// Decisions returns up to n of the most recent decisions, newest first
+// (n ≤ 0: all that are kept).
+func (r *Router) Decisions(n int) []Decision {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.decisions.last(n)
+}
+
+// WorkerLoad is a snapshot of one worker's load, for the console.
+type WorkerLoad struct {
+	Worker               WorkerID
+	Info                 WorkerInfo
+	ActiveRequests       int
+	ActiveBlocks         int
+	PendingPrefillTokens int
+	CachedBlocks         int // GPU blocks in the index
+	PausedSessionBlocks  int
+	Saturated            bool
+}
+
+// Workers returns the load of every live worker, by id.
+func (r *Router) Workers() []WorkerLoad {
+	var cached [MaxWorkers]int
+	r.ix.BlockCounts(kvbm.TierGPU, &cached)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]WorkerLoad, 0, len(r.order))
+	for _, id := range r.order {
+		aw := &r.active.workers[id]
+		ws := r.workers[id]
+		out = append(out, WorkerLoad{
+			Worker:               id,
+			Info:                 ws.info,
+			ActiveRequests:       aw.requests,
+			ActiveBlocks:         aw.blocks(),
+			PendingPrefillTokens: aw.pendingTokens,
+			CachedBlocks:         cached[id],
+			PausedSessionBlocks:  ws.pausedBlocks,
+			Saturated:            r.saturatedLocked(id),
+		})
+	}
+	return out
+}
+
+// QueueLen returns how many requests wait for a worker.
+func (r *Router) QueueLen() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.queue.Len()
+}
