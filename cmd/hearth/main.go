@@ -35,6 +35,8 @@ type environment struct {
 func commands() []command {
 	return []command{
 		{"version", "print the version", runVersion},
+		{"tokenize", "tokenize text or chat conversations read as JSON lines", runTokenize},
+		{"sim-engine", "run one simulated vLLM server (HTTP API, metrics, ZMQ KV events)", runSimEngine},
 	}
 }
 

@@ -14,6 +14,9 @@ type Request struct {
 	// Priority orders the waiting queue under the priority scheduling policy:
 	// lower values run first, as in vLLM.
 	Priority int
+	// StopAtEnd marks the last Output token as an end-of-sequence token: the
+	// request then finishes with reason "stop" instead of "length".
+	StopAtEnd bool
 }
 
 // TokenOutput is one token produced by a scheduler step.

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/hearth-llm/hearth/runtime/sim"
+	"github.com/hearth-llm/hearth/tokenizer"
+)
+
+// runSimEngine runs one simulated vLLM server: the OpenAI API and metrics
+// over HTTP, KV events over ZMQ, a modelled GPU underneath.
+func runSimEngine(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "sim-engine", "sim-engine [flags]")
+	listen := fs.String("listen", "127.0.0.1:8100", "HTTP address of the OpenAI API, /metrics and /health")
+	kvEvents := fs.String("kv-events", "", "ZMQ PUB address for KV events, e.g. tcp://127.0.0.1:5557 (empty: no events)")
+	kvReplay := fs.String("kv-replay", "", "ZMQ ROUTER address answering KV-event replay requests (needs --kv-events)")
+	kvFormat := fs.String("kv-events-format", "map", "KV event layout: map (map events in an array batch), array (older vLLM, SGLang) or map-batch (vLLM main: the batch a map too)")
+	kvTopic := fs.String("kv-events-topic", "kv-events", "topic frame of every KV-event message")
+	gpu := fs.String("gpu", "rtx4090", "modelled GPU: "+strings.Join(sim.GPUNames(), ", "))
+	model := fs.String("model", "qwen3-14b-fp8", "modelled model: "+strings.Join(sim.ModelNames(), ", "))
+	servedName := fs.String("served-model-name", "", "model id clients use (default: --model)")
+	numBlocks := fs.Int("num-gpu-blocks", 0, "KV cache blocks (0: derive from GPU memory like vLLM)")
+	blockSize := fs.Int("block-size", sim.DefaultBlockSize, "tokens per KV block")
+	maxSeqs := fs.Int("max-num-seqs", sim.DefaultMaxNumSeqs, "most requests running at once")
+	maxBatched := fs.Int("max-num-batched-tokens", sim.DefaultMaxNumBatchedTokens, "token budget of one scheduler step")
+	maxModelLen := fs.Int("max-model-len", 0, "prompt plus output limit (0: the model's, capped by the KV cache)")
+	memUtil := fs.Float64("gpu-memory-utilization", sim.DefaultGPUMemoryUtilization, "fraction of GPU memory the engine may use")
+	policy := fs.String("scheduling-policy", sim.PolicyFCFS, "fcfs or priority")
+	speedup := fs.Float64("speedup", 1, "run the modelled GPU this many times faster than real time")
+	seed := fs.Int64("seed", 0, "seed of block hashes and answer texts")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	format, err := sim.ParseEventFormat(*kvFormat)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *kvReplay != "" && *kvEvents == "" {
+		return fmt.Errorf("%w: --kv-replay needs --kv-events", errUsage)
+	}
+	if !(*speedup > 0) {
+		return fmt.Errorf("%w: --speedup must be positive", errUsage)
+	}
+	cfg := sim.Config{
+		GPU: *gpu, Model: *model, NumGPUBlocks: *numBlocks, BlockSize: *blockSize,
+		MaxNumSeqs: *maxSeqs, MaxNumBatchedTokens: *maxBatched, MaxModelLen: *maxModelLen,
+		GPUMemoryUtilization: *memUtil, SchedulingPolicy: *policy, Seed: *seed,
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	log := newLogger(env.stderr, slog.LevelInfo).With("component", "sim-engine")
+	tok, err := tokenizer.Qwen3()
+	if err != nil {
+		return fmt.Errorf("sim-engine: %w", err)
+	}
+	inst, err := sim.NewInstance(sim.InstanceOptions{
+		Engine: cfg, Listen: *listen, KVEvents: *kvEvents, KVReplay: *kvReplay, Topic: *kvTopic,
+		Format: format, ServedModelName: *servedName, Speedup: *speedup, Tokenizer: tok, Logger: log,
+	})
+	if err != nil {
+		return fmt.Errorf("sim-engine: %w", err)
+	}
+	err = inst.Run(ctx)
+	log.Info("stopped")
+	return err
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/go-zeromq/zmq4"
+)
+
+// listenLine is the log line runSimEngine prints once its sockets are bound.
+var listenLine = regexp.MustCompile(`msg=listening .*\bhttp=(\S+) kv_events=(\S+) kv_replay=(\S+)`)
+
+// startSimEngine runs `hearth sim-engine` in-process on free loopback ports
+// and returns its HTTP and replay addresses once it listens.
+func startSimEngine(t *testing.T, extra ...string) (httpAddr, replayAddr string, stop func() error) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	env := &environment{stdin: strings.NewReader(""), stdout: io.Discard, stderr: pw, getenv: func(string) string { return "" }}
+	ctx, cancel := context.WithCancel(context.Background())
+	args := append([]string{"sim-engine", "--listen", "127.0.0.1:0", "--kv-events", "tcp://127.0.0.1:0",
+		"--kv-replay", "tcp://127.0.0.1:0", "--speedup", "1000", "--gpu", "rtx4090", "--model", "qwen3-8b",
+		"--served-model-name", "qwen3-sim"}, extra...)
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx, env, args)
+		pw.CloseWithError(errors.New("sim-engine returned"))
+		done <- err
+	}()
+
+	found := make(chan []string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			t.Log(sc.Text())
+			if m := listenLine.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m
+			}
+		}
+		close(found)
+	}()
+	m, ok := <-found
+	if !ok {
+		cancel()
+		t.Fatalf("sim-engine stopped before listening: %v", <-done)
+	}
+	return m[1], m[3], func() error {
+		cancel()
+		return <-done
+	}
+}
+
+func TestSimEngineServesChat(t *testing.T) {
+	httpAddr, replayAddr, stop := startSimEngine(t)
+
+	body := `{"model":"qwen3-sim","messages":[{"role":"user","content":"Say something about caches."}],"max_tokens":12}`
+	resp, err := http.Post("http://"+httpAddr+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chat struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&chat)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, decode: %v", resp.StatusCode, err)
+	}
+	if len(chat.Choices) != 1 || chat.Choices[0].Message.Content == "" || chat.Usage.CompletionTokens != 12 ||
+		chat.Choices[0].FinishReason != "length" || chat.Usage.PromptTokens < 10 {
+		t.Errorf("chat answer %+v", chat)
+	}
+
+	resp, err = http.Get("http://" + httpAddr + "/health")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("health: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	// The prompt's blocks were stored: the replay socket has the events.
+	ctx := context.Background()
+	dealer := zmq4.NewDealer(ctx, zmq4.WithID(zmq4.SocketIdentity("cmd-test")))
+	defer dealer.Close()
+	if err := dealer.Dial(replayAddr); err != nil {
+		t.Fatal(err)
+	}
+	if err := dealer.SendMulti(zmq4.NewMsgFrom([]byte{}, binary.BigEndian.AppendUint64(nil, 0))); err != nil {
+		t.Fatal(err)
+	}
+	batches := 0
+	for {
+		msg, err := dealer.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msg.Frames) != 3 {
+			t.Fatalf("replay frames %q", msg.Frames)
+		}
+		if binary.BigEndian.Uint64(msg.Frames[1]) == ^uint64(0) {
+			break
+		}
+		batches++
+	}
+	if batches == 0 {
+		t.Error("no KV event batch after a completed request")
+	}
+
+	if err := stop(); err != nil {
+		t.Errorf("sim-engine returned %v after cancel", err)
+	}
+}
+
+func TestSimEngineFlagErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"unknown gpu", []string{"--gpu", "voodoo2"}},
+		{"bad format", []string{"--kv-events-format", "xml"}},
+		{"replay without events", []string{"--kv-replay", "tcp://127.0.0.1:0"}},
+		{"bad policy", []string{"--scheduling-policy", "lifo"}},
+		{"zero speedup", []string{"--speedup", "0"}},
+		{"extra argument", []string{"extra"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := runHearth(t, "", append([]string{"sim-engine"}, tc.args...)...)
+			if !errors.Is(err, errUsage) {
+				t.Errorf("got %v, want a usage error", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,235 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors returned by Core.Add (and Runner.Submit) that callers branch on.
+var (
+	// ErrPromptTooLong: prompt plus output tokens exceed MaxModelLen.
+	ErrPromptTooLong = errors.New("sim: prompt plus output exceed max_model_len")
+	// ErrDuplicateID: a live request already has this id.
+	ErrDuplicateID = errors.New("sim: duplicate request id")
+	// ErrEmptyRequest: the request has no prompt or no output tokens.
+	ErrEmptyRequest = errors.New("sim: request needs at least one prompt and one output token")
+)
+
+// Core is one simulated vLLM engine in virtual time: KV cache, scheduler and
+// timing model. It is not safe for concurrent use: one goroutine drives it
+// (a Runner in real time, or a discrete-event simulation that calls Step and
+// advances its own clock by the returned Duration). Given the same calls it
+// produces the same results.
+type Core struct {
+	cfg    Config
+	gpu    GPUSpec
+	model  ModelSpec
+	timing timingModel
+	sink   EventSink
+	root   uint64
+
+	pool    *blockPool
+	waiting waitQueue
+	running []*request
+	byID    map[string]*request
+	arrival uint64
+
+	// Per-step buffers, reused by every Step.
+	events    []KVEvent
+	outputs   []TokenOutput
+	scheduled []*request
+	hits      []int32
+
+	stats Stats
+
+	// holdEvents keeps a step's events until flushEvents instead of
+	// publishing them at the end of Step: the Runner publishes them when the
+	// step's wall-clock time has passed, as vLLM does after the forward pass.
+	holdEvents bool
+}
+
+// StepResult is the outcome of one scheduler step.
+type StepResult struct {
+	// Duration is how long the step takes on the modelled GPU; the step's
+	// tokens exist at now+Duration. Zero when there was nothing to do.
+	Duration time.Duration
+	// Outputs are the tokens produced at the end of the step, at most one
+	// per scheduled request. The slice is reused by the next Step: copy what
+	// must outlive it.
+	Outputs []TokenOutput
+	// NumScheduled is the number of requests in the step's batch and
+	// NumTokens the tokens computed for them (prefill chunks plus decodes).
+	NumScheduled int
+	NumTokens    int
+	// Preempted counts requests preempted in this step.
+	Preempted int
+}
+
+// request is the engine's state of one Request.
+type request struct {
+	id        string
+	tokens    []uint32 // prompt followed by output
+	promptLen int
+	outputLen int
+	priority  int
+	stop      bool
+	arrival   uint64
+
+	numOutput   int // tokens generated so far
+	numComputed int // tokens whose KV is in the cache
+	blocks      []int32
+	hashes      []uint64 // chained hashes of the full blocks known so far
+	numStored   int      // leading blocks already offered to the prefix cache
+	// cachedTokens is the prompt tokens found in the prefix cache when the
+	// request was first scheduled; -1 before.
+	cachedTokens int
+
+	scheduled int // tokens scheduled in the current step
+	running   bool
+	heapIndex int
+}
+
+// numTokens is the tokens known: the prompt and what was generated.
+func (r *request) numTokens() int { return r.promptLen + r.numOutput }
+
+// NewCore builds an engine from cfg (defaults applied, see Config). sink, if
+// not nil, receives each step's KV events.
+func NewCore(cfg Config, sink EventSink) (*Core, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	gpu, _ := LookupGPU(cfg.GPU)
+	model, _ := LookupModel(cfg.Model)
+	cfg.GPU, cfg.Model = gpu.Name, model.Name
+	c := &Core{
+		cfg:    cfg,
+		gpu:    gpu,
+		model:  model,
+		timing: newTimingModel(gpu, model),
+		sink:   sink,
+		root:   rootHash(cfg.Seed),
+		byID:   make(map[string]*request),
+	}
+	c.pool = newBlockPool(cfg.NumGPUBlocks, cfg.BlockSize, &c.events)
+	c.waiting.less = c.waitLess
+	return c, nil
+}
+
+// Config returns the effective configuration, defaults and derived
+// NumGPUBlocks and MaxModelLen filled in.
+func (c *Core) Config() Config { return c.cfg }
+
+// GPU returns the modelled GPU.
+func (c *Core) GPU() GPUSpec { return c.gpu }
+
+// ModelSpec returns the modelled model.
+func (c *Core) ModelSpec() ModelSpec { return c.model }
+
+// CheckRequest reports whether r could be added, ignoring id clashes. It only
+// reads the immutable configuration, so it is safe from any goroutine.
+func (c *Core) CheckRequest(r *Request) error {
+	if len(r.Prompt) == 0 || len(r.Output) == 0 {
+		return fmt.Errorf("request %q: %w", r.ID, ErrEmptyRequest)
+	}
+	if n := len(r.Prompt) + len(r.Output); n > c.cfg.MaxModelLen {
+		return fmt.Errorf("request %q: %d tokens, max_model_len %d: %w", r.ID, n, c.cfg.MaxModelLen, ErrPromptTooLong)
+	}
+	return nil
+}
+
+// Add queues a request at time now. The core copies the token slices.
+func (c *Core) Add(now time.Duration, r *Request) error {
+	if err := c.CheckRequest(r); err != nil {
+		return err
+	}
+	if _, dup := c.byID[r.ID]; dup {
+		return fmt.Errorf("request %q: %w", r.ID, ErrDuplicateID)
+	}
+	n := len(r.Prompt) + len(r.Output)
+	tokens := make([]uint32, n)
+	copy(tokens, r.Prompt)
+	copy(tokens[len(r.Prompt):], r.Output)
+	maxBlocks := (n + c.cfg.BlockSize - 1) / c.cfg.BlockSize
+	c.arrival++
+	req := &request{
+		id:           r.ID,
+		tokens:       tokens,
+		promptLen:    len(r.Prompt),
+		outputLen:    len(r.Output),
+		priority:     r.Priority,
+		stop:         r.StopAtEnd,
+		arrival:      c.arrival,
+		blocks:       make([]int32, 0, maxBlocks),
+		hashes:       make([]uint64, 0, maxBlocks),
+		cachedTokens: -1,
+	}
+	c.byID[r.ID] = req
+	c.waiting.push(req)
+	return nil
+}
+
+// Abort drops a request, waiting or running, and frees its blocks at once.
+// It reports whether the request was live.
+func (c *Core) Abort(now time.Duration, id string) bool {
+	r, ok := c.byID[id]
+	if !ok {
+		return false
+	}
+	if r.running {
+		for i, x := range c.running {
+			if x == r {
+				c.removeRunning(i)
+				break
+			}
+		}
+	} else {
+		c.waiting.remove(r)
+	}
+	c.freeBlocks(r)
+	r.running = false
+	delete(c.byID, id)
+	return true
+}
+
+// HasWork reports whether a request is waiting or running.
+func (c *Core) HasWork() bool { return len(c.running) > 0 || c.waiting.len() > 0 }
+
+// Reset clears the prefix cache like vLLM's /reset_prefix_cache: every block
+// forgets its hash (free blocks become plain free blocks, blocks in use keep
+// serving their requests but can no longer be hit) and one AllBlocksCleared
+// event is published.
+func (c *Core) Reset(now time.Duration) {
+	c.pool.clear()
+	// Appended: events of a step still held by a Runner go out first.
+	c.events = append(c.events, KVEvent{Type: AllBlocksCleared})
+	c.publish(now)
+}
+
+// CachedBlockHashes returns, sorted, the hash of every block that holds
+// reusable KV, in use or cached-free.
+func (c *Core) CachedBlockHashes() []uint64 { return c.pool.hashes() }
+
+// Stats returns the engine's counters and gauges.
+func (c *Core) Stats() Stats {
+	s := c.stats
+	s.Running = len(c.running)
+	s.Waiting = c.waiting.len()
+	s.NumGPUBlocks = c.cfg.NumGPUBlocks
+	s.BlockSize = c.cfg.BlockSize
+	s.UsedBlocks = c.cfg.NumGPUBlocks - c.pool.numFree
+	s.CachedFreeBlocks = c.pool.numCachedFree
+	s.KVUsage = float64(s.UsedBlocks) / float64(c.cfg.NumGPUBlocks)
+	return s
+}
+
+// flushEvents publishes events held back by holdEvents.
+func (c *Core) flushEvents(now time.Duration) { c.publish(now) }
+
+func (c *Core) publish(now time.Duration) {
+	if c.sink != nil && len(c.events) > 0 {
+		c.sink.PublishKVEvents(now, c.events)
+	}
+	c.events = c.events[:0]
+}

@@ -1,0 +1,155 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Scheduling policies, as vLLM's --scheduling-policy names them.
+const (
+	PolicyFCFS     = "fcfs"
+	PolicyPriority = "priority"
+)
+
+// Config describes one simulated engine: the GPU and model it models and the
+// vLLM engine arguments that shape its scheduler and cache. Zero fields take
+// the defaults documented on each field (see withDefaults).
+type Config struct {
+	// GPU names the modelled GPU (GPUNames). Required.
+	GPU string
+	// Model names the modelled model (ModelNames). Required.
+	Model string
+	// NumGPUBlocks is the number of KV blocks; 0 derives it from GPU memory
+	// the way vLLM does (see DeriveNumGPUBlocks).
+	NumGPUBlocks int
+	// BlockSize is tokens per KV block; default 16, vLLM's default on CUDA.
+	BlockSize int
+	// MaxNumSeqs caps running requests; default 256, vLLM's default for the
+	// OpenAI server.
+	MaxNumSeqs int
+	// MaxNumBatchedTokens is the token budget of one step; default 8192.
+	// vLLM's own default for the OpenAI server is 2048 on GPUs under 70 GiB
+	// and 8192 above; 8192 is chosen for all GPUs because agents send long
+	// prompts and a homelab deployment raises it for that reason. Set 2048
+	// to model vLLM's untuned default.
+	MaxNumBatchedTokens int
+	// MaxModelLen caps prompt plus output tokens; default the model's
+	// context (40960 for Qwen3) or, when the KV cache holds fewer tokens,
+	// the cache's capacity (vLLM refuses to start in that case; the
+	// simulator fits the length instead, as vLLM's automatic max-model-len
+	// does).
+	MaxModelLen int
+	// GPUMemoryUtilization is the fraction of GPU memory vLLM may use;
+	// default 0.9.
+	GPUMemoryUtilization float64
+	// SchedulingPolicy is "fcfs" (default) or "priority".
+	SchedulingPolicy string
+	// Seed seeds the engine's block hashes (like PYTHONHASHSEED for vLLM):
+	// two engines with the same seed give a block the same hash.
+	Seed int64
+}
+
+// Defaults, see Config.
+const (
+	DefaultBlockSize            = 16
+	DefaultMaxNumSeqs           = 256
+	DefaultMaxNumBatchedTokens  = 8192
+	DefaultGPUMemoryUtilization = 0.9
+)
+
+// Memory reserved besides weights and KV cache, as vLLM's start-up profiling
+// finds it: the CUDA context, cuBLAS/NCCL workspaces and CUDA graphs
+// (non-torch memory, measured at 0.4-0.7 GiB on a single consumer GPU), plus
+// the activation peak of a forward pass over MaxNumBatchedTokens tokens.
+const nonTorchReserveBytes = 0.5 * gib
+
+// activationBytesPerToken estimates the activation peak per batched token:
+// the MLP's gate and up projections (2 x intermediate) plus about four hidden
+// vectors (residual, norm output, attention output, QKV), all BF16.
+func activationBytesPerToken(m ModelSpec) float64 {
+	return float64(2*m.Intermediate+4*m.Hidden) * 2
+}
+
+var errConfig = errors.New("sim: invalid config")
+
+// withDefaults returns c with zero fields filled in. NumGPUBlocks and
+// MaxModelLen are derived only when GPU and model are known.
+func (c Config) withDefaults() Config {
+	if c.BlockSize == 0 {
+		c.BlockSize = DefaultBlockSize
+	}
+	if c.MaxNumSeqs == 0 {
+		c.MaxNumSeqs = DefaultMaxNumSeqs
+	}
+	if c.MaxNumBatchedTokens == 0 {
+		c.MaxNumBatchedTokens = DefaultMaxNumBatchedTokens
+	}
+	if c.GPUMemoryUtilization == 0 {
+		c.GPUMemoryUtilization = DefaultGPUMemoryUtilization
+	}
+	if c.SchedulingPolicy == "" {
+		c.SchedulingPolicy = PolicyFCFS
+	}
+	gpu, okG := LookupGPU(c.GPU)
+	model, okM := LookupModel(c.Model)
+	if !okG || !okM {
+		return c
+	}
+	if c.NumGPUBlocks == 0 && c.BlockSize > 0 && c.MaxNumBatchedTokens > 0 {
+		c.NumGPUBlocks = DeriveNumGPUBlocks(gpu, model, c.BlockSize, c.MaxNumBatchedTokens, c.GPUMemoryUtilization)
+	}
+	if c.MaxModelLen == 0 {
+		c.MaxModelLen = min(model.MaxModelLen, c.NumGPUBlocks*c.BlockSize)
+	}
+	return c
+}
+
+// DeriveNumGPUBlocks sizes the KV cache as vLLM does at start-up:
+// (memory x utilisation - weights - non-torch memory - activation peak)
+// divided by the bytes of one block. It returns 0 when nothing is left.
+func DeriveNumGPUBlocks(gpu GPUSpec, model ModelSpec, blockSize, maxBatchedTokens int, util float64) int {
+	avail := gpu.MemoryBytes*util - model.WeightBytes - nonTorchReserveBytes -
+		activationBytesPerToken(model)*float64(maxBatchedTokens)
+	perBlock := float64(model.KVBytesPerToken() * blockSize)
+	if avail <= 0 || perBlock <= 0 {
+		return 0
+	}
+	return int(math.Floor(avail / perBlock))
+}
+
+// Validate reports whether the config, with defaults applied, describes an
+// engine that can start.
+func (c Config) Validate() error {
+	d := c.withDefaults()
+	if _, ok := LookupGPU(d.GPU); !ok {
+		return fmt.Errorf("%w: unknown GPU %q (known: %v)", errConfig, c.GPU, GPUNames())
+	}
+	model, ok := LookupModel(d.Model)
+	if !ok {
+		return fmt.Errorf("%w: unknown model %q (known: %v)", errConfig, c.Model, ModelNames())
+	}
+	switch {
+	case d.BlockSize < 1 || d.BlockSize > 1024:
+		return fmt.Errorf("%w: block size %d out of range 1..1024", errConfig, d.BlockSize)
+	case d.MaxNumSeqs < 1:
+		return fmt.Errorf("%w: max_num_seqs %d < 1", errConfig, d.MaxNumSeqs)
+	case d.MaxNumBatchedTokens < 1:
+		return fmt.Errorf("%w: max_num_batched_tokens %d < 1", errConfig, d.MaxNumBatchedTokens)
+	case !(d.GPUMemoryUtilization > 0 && d.GPUMemoryUtilization <= 1):
+		return fmt.Errorf("%w: gpu_memory_utilization %v not in (0, 1]", errConfig, d.GPUMemoryUtilization)
+	case d.SchedulingPolicy != PolicyFCFS && d.SchedulingPolicy != PolicyPriority:
+		return fmt.Errorf("%w: scheduling policy %q (want fcfs or priority)", errConfig, d.SchedulingPolicy)
+	case d.NumGPUBlocks < 1:
+		return fmt.Errorf("%w: no memory left for the KV cache (model %s on %s at utilisation %v)",
+			errConfig, d.Model, d.GPU, d.GPUMemoryUtilization)
+	case d.MaxModelLen < 1:
+		return fmt.Errorf("%w: max_model_len %d < 1", errConfig, d.MaxModelLen)
+	case d.MaxModelLen > model.MaxModelLen:
+		return fmt.Errorf("%w: max_model_len %d exceeds the model's %d", errConfig, d.MaxModelLen, model.MaxModelLen)
+	case d.MaxModelLen > d.NumGPUBlocks*d.BlockSize:
+		return fmt.Errorf("%w: max_model_len %d exceeds the KV cache's %d tokens", errConfig,
+			d.MaxModelLen, d.NumGPUBlocks*d.BlockSize)
+	}
+	return nil
+}

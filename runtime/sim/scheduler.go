@@ -1,0 +1,410 @@
+package sim
+
+import "time"
+
+// The scheduler follows vLLM V1's: one token budget per step shared by all
+// requests, no separate prefill and decode phases.
+//
+//  1. Running requests first, in the order they were scheduled: each gets
+//     the tokens it still needs (1 for a decode, the rest of its prompt for a
+//     chunked prefill) up to the remaining budget. If its new tokens need a
+//     block and none is free, the lowest-priority running request is
+//     preempted (fcfs: the one scheduled last; priority: the largest
+//     (priority, arrival)), which may be the request itself. Preemption is
+//     vLLM's recompute mode: the victim's blocks are freed (they stay in the
+//     prefix cache until evicted) and it returns to the waiting queue, to
+//     recompute its prompt and the tokens it generated so far.
+//  2. Then, only if nothing was preempted, waiting requests in queue order
+//     while budget, max_num_seqs and free blocks last: each looks up its
+//     prefix in the cache, and its remaining tokens are scheduled up to the
+//     budget (chunked prefill). The first request that does not fit stops the
+//     loop, as in vLLM.
+//
+// The waiting queue orders by arrival (fcfs) or by (priority, arrival)
+// (priority, lower values first). vLLM's fcfs queue puts a preempted request
+// at its front; here it goes back at its arrival position, which is the front
+// or close to it.
+
+// Step runs one scheduler step starting at now and returns how long it takes
+// and the tokens it produced. KV events of the step are published to the sink
+// with timestamp now+Duration. Calling Step without work returns a zero
+// result.
+func (c *Core) Step(now time.Duration) StepResult {
+	if len(c.events) > 0 {
+		c.publish(now) // held by a Runner that did not flush
+	}
+	c.outputs = c.outputs[:0]
+	c.scheduled = c.scheduled[:0]
+	c.pool.arena = c.pool.arena[:0]
+	if !c.HasWork() {
+		return StepResult{}
+	}
+	budget := c.cfg.MaxNumBatchedTokens
+	preempted := 0
+
+	for i := 0; i < len(c.running) && budget > 0; {
+		r := c.running[i]
+		n := min(r.numTokens()-r.numComputed, budget)
+		if n <= 0 {
+			i++
+			continue
+		}
+		selfPreempted := false
+		for !c.allocateSlots(r, n, nil) {
+			v := c.victim()
+			victim := c.running[v]
+			if victim.scheduled > 0 {
+				budget += victim.scheduled
+				victim.scheduled = 0
+			}
+			c.preempt(v)
+			preempted++
+			if victim == r {
+				selfPreempted = true
+				break
+			}
+			if v < i {
+				i--
+			}
+		}
+		if selfPreempted {
+			continue // c.running[i] is now the next request
+		}
+		r.scheduled = n
+		budget -= n
+		c.scheduled = append(c.scheduled, r)
+		i++
+	}
+
+	if preempted == 0 {
+		for c.waiting.len() > 0 && budget > 0 && len(c.running) < c.cfg.MaxNumSeqs {
+			r := c.waiting.peek()
+			hits := c.findHits(r)
+			computed := len(hits) * c.cfg.BlockSize
+			n := min(r.numTokens()-computed, budget)
+			if !c.allocateSlots(r, n, hits) {
+				break
+			}
+			c.waiting.pop()
+			r.running = true
+			c.running = append(c.running, r)
+			if r.cachedTokens < 0 {
+				// vLLM's prefix-cache counters count a request when it is
+				// first admitted; re-admissions after preemption go to
+				// separate counters that the metrics do not export.
+				r.cachedTokens = computed
+				c.stats.PrefixQueries += int64(r.numTokens())
+				c.stats.PrefixHits += int64(computed)
+			}
+			r.scheduled = n
+			budget -= n
+			c.scheduled = append(c.scheduled, r)
+		}
+	}
+
+	var load stepLoad
+	for _, r := range c.scheduled {
+		if r.scheduled > 0 {
+			load.add(r.numComputed, r.scheduled)
+		}
+	}
+	dur := c.timing.duration(&load)
+	if dur == 0 {
+		// Work exists but nothing fit (only reachable if every running
+		// request preempted itself); charge the fixed cost so that a caller
+		// looping on HasWork still advances its clock.
+		dur = stepOverhead
+	}
+	end := now + dur
+
+	finished := 0
+	for _, r := range c.scheduled {
+		if r.scheduled == 0 {
+			continue
+		}
+		r.numComputed += r.scheduled
+		r.scheduled = 0
+		if r.numComputed < r.numTokens() {
+			continue // a prefill chunk: no token yet
+		}
+		idx := r.numOutput
+		r.numOutput++
+		c.stats.GenerationTokens++
+		if idx == 0 {
+			c.stats.PromptTokens += int64(r.promptLen)
+		}
+		out := TokenOutput{
+			RequestID:    r.id,
+			Token:        r.tokens[r.promptLen+idx],
+			Index:        idx,
+			CachedTokens: r.cachedTokens,
+			PromptTokens: r.promptLen,
+		}
+		if r.numOutput == r.outputLen {
+			out.Finished = true
+			out.FinishReason = "length"
+			if r.stop {
+				out.FinishReason = "stop"
+			}
+			c.freeBlocks(r)
+			r.running = false
+			delete(c.byID, r.id)
+			finished++
+		}
+		c.outputs = append(c.outputs, out)
+	}
+	if finished > 0 {
+		kept := c.running[:0]
+		for _, r := range c.running {
+			if r.running {
+				kept = append(kept, r)
+			}
+		}
+		clear(c.running[len(kept):])
+		c.running = kept
+	}
+	c.stats.Preemptions += int64(preempted)
+	if !c.holdEvents {
+		c.publish(end)
+	}
+	return StepResult{
+		Duration:     dur,
+		Outputs:      c.outputs,
+		NumScheduled: load.seqs,
+		NumTokens:    load.tokens,
+		Preempted:    preempted,
+	}
+}
+
+// findHits returns the cached blocks of r's longest cached prefix, in the
+// core's scratch slice. At most (numTokens-1)/BlockSize blocks count: vLLM
+// must compute at least one token to produce logits, so a fully cached
+// prompt recomputes its last block.
+func (c *Core) findHits(r *request) []int32 {
+	hits := c.hits[:0]
+	maxBlocks := (r.numTokens() - 1) / c.cfg.BlockSize
+	for i := 0; i < maxBlocks; i++ {
+		id, ok := c.pool.lookup(c.blockHash(r, i))
+		if !ok {
+			break
+		}
+		hits = append(hits, id)
+	}
+	c.hits = hits
+	return hits
+}
+
+// blockHash returns the chained hash of r's i-th block, computing the hashes
+// up to it on first use. The block must be full.
+func (c *Core) blockHash(r *request, i int) uint64 {
+	bs := c.cfg.BlockSize
+	for len(r.hashes) <= i {
+		j := len(r.hashes)
+		parent := c.root
+		if j > 0 {
+			parent = r.hashes[j-1]
+		}
+		r.hashes = append(r.hashes, chainHash(parent, r.tokens[j*bs:(j+1)*bs]))
+	}
+	return r.hashes[i]
+}
+
+// allocateSlots gives r the blocks for n more tokens after its computed ones
+// (after the hits, for a request coming from the waiting queue), and offers
+// the blocks these tokens fill to the prefix cache. It reports false, changing
+// nothing, when there are not enough free blocks.
+func (c *Core) allocateSlots(r *request, n int, hits []int32) bool {
+	bs := c.cfg.BlockSize
+	computed := r.numComputed
+	if len(hits) > 0 {
+		computed = len(hits) * bs
+	}
+	total := computed + n
+	need := (total+bs-1)/bs - len(r.blocks) - len(hits)
+	freeHits := 0
+	for _, id := range hits {
+		if c.pool.blocks[id].refs == 0 {
+			freeHits++ // touching it takes it off the free queue
+		}
+	}
+	if need > c.pool.numFree-freeHits {
+		return false
+	}
+	for _, id := range hits {
+		c.pool.touch(id)
+	}
+	if len(hits) > 0 {
+		r.blocks = append(r.blocks, hits...)
+		r.numComputed = computed
+		r.numStored = len(hits)
+	}
+	for range need {
+		r.blocks = append(r.blocks, c.pool.allocate())
+	}
+	c.storeFullBlocks(r, total/bs)
+	return true
+}
+
+// storeFullBlocks offers r's blocks [numStored, full) to the prefix cache and
+// emits one BlockStored per run of newly stored blocks.
+func (c *Core) storeFullBlocks(r *request, full int) {
+	bs := c.cfg.BlockSize
+	runStart := -1
+	flush := func(end int) {
+		if runStart < 0 {
+			return
+		}
+		ev := KVEvent{
+			Type:        BlockStored,
+			BlockHashes: r.hashes[runStart:end:end],
+			TokenIDs:    r.tokens[runStart*bs : end*bs : end*bs],
+			BlockSize:   bs,
+			Medium:      "GPU",
+		}
+		if runStart > 0 {
+			ev.ParentBlockHash, ev.HasParent = r.hashes[runStart-1], true
+		}
+		c.events = append(c.events, ev)
+		runStart = -1
+	}
+	for i := r.numStored; i < full; i++ {
+		if c.pool.store(r.blocks[i], c.blockHash(r, i)) {
+			if runStart < 0 {
+				runStart = i
+			}
+		} else {
+			flush(i)
+		}
+	}
+	flush(full)
+	r.numStored = max(r.numStored, full)
+}
+
+// victim picks the running request to preempt.
+func (c *Core) victim() int {
+	if c.cfg.SchedulingPolicy != PolicyPriority {
+		return len(c.running) - 1
+	}
+	v := 0
+	for i, r := range c.running[1:] {
+		w := c.running[v]
+		if r.priority > w.priority || (r.priority == w.priority && r.arrival > w.arrival) {
+			v = i + 1
+		}
+	}
+	return v
+}
+
+// preempt moves c.running[i] back to the waiting queue, freeing its blocks.
+func (c *Core) preempt(i int) {
+	r := c.running[i]
+	c.removeRunning(i)
+	c.freeBlocks(r)
+	r.running = false
+	c.waiting.push(r)
+}
+
+// removeRunning deletes c.running[i], keeping the order.
+func (c *Core) removeRunning(i int) {
+	copy(c.running[i:], c.running[i+1:])
+	c.running[len(c.running)-1] = nil
+	c.running = c.running[:len(c.running)-1]
+}
+
+// freeBlocks releases r's blocks last first, so that the deepest block of a
+// chain is evicted before its parents, and resets r to recompute from
+// scratch.
+func (c *Core) freeBlocks(r *request) {
+	for i := len(r.blocks) - 1; i >= 0; i-- {
+		c.pool.release(r.blocks[i])
+	}
+	r.blocks = r.blocks[:0]
+	r.numComputed = 0
+	r.numStored = 0
+	r.scheduled = 0
+}
+
+// waitLess orders the waiting queue.
+func (c *Core) waitLess(a, b *request) bool {
+	if c.cfg.SchedulingPolicy == PolicyPriority && a.priority != b.priority {
+		return a.priority < b.priority
+	}
+	return a.arrival < b.arrival
+}
+
+// waitQueue is a binary heap of waiting requests.
+type waitQueue struct {
+	items []*request
+	less  func(a, b *request) bool
+}
+
+func (q *waitQueue) len() int       { return len(q.items) }
+func (q *waitQueue) peek() *request { return q.items[0] }
+func (q *waitQueue) swap(i, j int) {
+	q.items[i], q.items[j] = q.items[j], q.items[i]
+	q.items[i].heapIndex = i
+	q.items[j].heapIndex = j
+}
+func (q *waitQueue) lessAt(i, j int) bool { return q.less(q.items[i], q.items[j]) }
+
+func (q *waitQueue) push(r *request) {
+	r.heapIndex = len(q.items)
+	q.items = append(q.items, r)
+	q.up(r.heapIndex)
+}
+
+func (q *waitQueue) pop() *request {
+	return q.removeAt(0)
+}
+
+func (q *waitQueue) remove(r *request) {
+	if r.heapIndex >= 0 && r.heapIndex < len(q.items) && q.items[r.heapIndex] == r {
+		q.removeAt(r.heapIndex)
+	}
+}
+
+func (q *waitQueue) removeAt(i int) *request {
+	r := q.items[i]
+	last := len(q.items) - 1
+	if i != last {
+		q.swap(i, last)
+	}
+	q.items[last] = nil
+	q.items = q.items[:last]
+	if i != last {
+		q.down(i)
+		q.up(i)
+	}
+	r.heapIndex = -1
+	return r
+}
+
+func (q *waitQueue) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !q.lessAt(i, p) {
+			return
+		}
+		q.swap(i, p)
+		i = p
+	}
+}
+
+func (q *waitQueue) down(i int) {
+	n := len(q.items)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && q.lessAt(r, l) {
+			m = r
+		}
+		if !q.lessAt(m, i) {
+			return
+		}
+		q.swap(i, m)
+		i = m
+	}
+}

@@ -1,0 +1,311 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hearth-llm/hearth/tokenizer"
+)
+
+// Tokenizer turns prompts into token ids and back, and renders chat
+// requests with the model's template. *tokenizer.Model implements it.
+type Tokenizer interface {
+	Encode(text string) []uint32
+	Decode(ids []uint32) string
+	ApplyChatTemplate(req tokenizer.ChatRequest) (string, error)
+}
+
+// Engine is what the HTTP server drives: a Runner, or a fake in tests.
+type Engine interface {
+	// Run runs the engine loop until ctx is done.
+	Run(ctx context.Context) error
+	// Submit queues a request; tokens arrive on the channel, which is closed
+	// after the Finished output, or early when ctx is done (abort).
+	Submit(ctx context.Context, req *Request) (<-chan TokenOutput, error)
+	Stats() Stats
+}
+
+var (
+	_ Engine    = (*Runner)(nil)
+	_ Tokenizer = (*tokenizer.Model)(nil)
+)
+
+// ServerOptions configures a Server.
+type ServerOptions struct {
+	Engine    Engine    // required
+	Tokenizer Tokenizer // required
+	// ServedModelName is the model id clients send and /v1/models lists.
+	// Required.
+	ServedModelName string
+	// ModelName is the modelled model, reported as the model's root;
+	// default ServedModelName.
+	ModelName string
+	// MaxModelLen caps prompt plus output tokens. Required.
+	MaxModelLen int
+	// NumGPUBlocks, BlockSize and GPUMemoryUtilization are reported by
+	// vllm:cache_config_info.
+	NumGPUBlocks         int
+	BlockSize            int
+	GPUMemoryUtilization float64
+	// Speedup is the engine's: wall time times Speedup is modelled time, the
+	// unit latency histograms are kept in. Default 1.
+	Speedup float64
+	// Seed mixes into every answer's choice of text.
+	Seed int64
+	// Now is the wall clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Server is one simulated vLLM server: the OpenAI API subset, /tokenize,
+// /detokenize, /health and /metrics, in front of an Engine.
+type Server struct {
+	opts    ServerOptions
+	log     *slog.Logger
+	metrics *engineMetrics
+	mux     *http.ServeMux
+	created int64 // /v1/models "created"
+
+	engineRunning atomic.Bool
+	nextID        atomic.Uint64
+	idPrefix      uint64
+}
+
+// maxBodyBytes bounds a request body. Coding agents send prompts of a few
+// hundred kilobytes (tool schemas included); this leaves ample room.
+const maxBodyBytes = 64 << 20
+
+// NewServer checks opts and builds the server.
+func NewServer(opts ServerOptions) (*Server, error) {
+	switch {
+	case opts.Engine == nil:
+		return nil, errors.New("sim server: no engine")
+	case opts.Tokenizer == nil:
+		return nil, errors.New("sim server: no tokenizer")
+	case opts.ServedModelName == "":
+		return nil, errors.New("sim server: no served model name")
+	case opts.MaxModelLen < 1:
+		return nil, fmt.Errorf("sim server: max model len %d < 1", opts.MaxModelLen)
+	}
+	if opts.ModelName == "" {
+		opts.ModelName = opts.ServedModelName
+	}
+	if opts.Speedup <= 0 {
+		opts.Speedup = 1
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		opts:     opts,
+		log:      log.With("component", "sim-server"),
+		created:  opts.Now().Unix(),
+		idPrefix: rand.Uint64(),
+	}
+	s.metrics = newEngineMetrics(opts.ServedModelName, cacheInfo{
+		NumGPUBlocks:         opts.NumGPUBlocks,
+		BlockSize:            opts.BlockSize,
+		GPUMemoryUtilization: opts.GPUMemoryUtilization,
+	}, opts.Engine.Stats)
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.handleChatCompletions)
+	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
+	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("GET /health", s.handleHealth)
+	mux.HandleFunc("POST /tokenize", s.handleTokenize)
+	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
+	mux.Handle("GET /metrics", s.metrics.handler())
+	s.mux = mux
+	return s, nil
+}
+
+// Handler returns the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Run runs the engine loop and serves HTTP on ln until ctx is done or either
+// fails. /health answers 503 unless the engine loop is running.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	g, ctx := errgroup.WithContext(ctx)
+	srv := &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	g.Go(func() error {
+		s.engineRunning.Store(true)
+		defer s.engineRunning.Store(false)
+		if err := s.opts.Engine.Run(ctx); err != nil {
+			return fmt.Errorf("sim server: engine: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		s.log.Info("serving the OpenAI API", "addr", ln.Addr().String(), "model", s.opts.ServedModelName)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("sim server: serve: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		// Streams end by themselves: the stopped engine closes every token
+		// channel. The grace period only covers slow writers.
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			srv.Close()
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	if !s.engineRunning.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	type permission struct {
+		ID                 string  `json:"id"`
+		Object             string  `json:"object"`
+		Created            int64   `json:"created"`
+		AllowCreateEngine  bool    `json:"allow_create_engine"`
+		AllowSampling      bool    `json:"allow_sampling"`
+		AllowLogprobs      bool    `json:"allow_logprobs"`
+		AllowSearchIndices bool    `json:"allow_search_indices"`
+		AllowView          bool    `json:"allow_view"`
+		AllowFineTuning    bool    `json:"allow_fine_tuning"`
+		Organization       string  `json:"organization"`
+		Group              *string `json:"group"`
+		IsBlocking         bool    `json:"is_blocking"`
+	}
+	type card struct {
+		ID          string       `json:"id"`
+		Object      string       `json:"object"`
+		Created     int64        `json:"created"`
+		OwnedBy     string       `json:"owned_by"`
+		Root        string       `json:"root"`
+		Parent      *string      `json:"parent"`
+		MaxModelLen int          `json:"max_model_len"`
+		Permission  []permission `json:"permission"`
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Object string `json:"object"`
+		Data   []card `json:"data"`
+	}{"list", []card{{
+		ID: s.opts.ServedModelName, Object: "model", Created: s.created, OwnedBy: "vllm",
+		Root: s.opts.ModelName, MaxModelLen: s.opts.MaxModelLen,
+		Permission: []permission{{
+			ID: fmt.Sprintf("modelperm-%016x", s.idPrefix), Object: "model_permission", Created: s.created,
+			AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*",
+		}},
+	}}})
+}
+
+// apiError is an error answered in vLLM's OpenAI-style body:
+// {"error": {"message", "type", "param", "code"}}, code being the HTTP
+// status as an integer.
+type apiError struct {
+	status  int
+	message string
+	param   string
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func badRequest(format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, message: fmt.Sprintf(format, args...)}
+}
+
+// errorType names an HTTP status the way vLLM's error bodies do.
+func errorType(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "BadRequestError"
+	case http.StatusNotFound:
+		return "NotFoundError"
+	case http.StatusRequestEntityTooLarge:
+		return "RequestEntityTooLargeError"
+	case http.StatusServiceUnavailable:
+		return "ServiceUnavailableError"
+	}
+	return "InternalServerError"
+}
+
+// writeError is the one place errors become HTTP responses.
+func (s *Server) writeError(w http.ResponseWriter, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		switch {
+		case errors.Is(err, ErrPromptTooLong):
+			ae = &apiError{status: http.StatusBadRequest, message: err.Error()}
+		case errors.Is(err, ErrStopped):
+			ae = &apiError{status: http.StatusServiceUnavailable, message: "the engine is not running"}
+		default:
+			s.log.Error("request failed", "error", err)
+			ae = &apiError{status: http.StatusInternalServerError, message: err.Error()}
+		}
+	}
+	var param *string
+	if ae.param != "" {
+		param = &ae.param
+	}
+	type info struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    int     `json:"code"`
+	}
+	writeJSON(w, ae.status, struct {
+		Error info `json:"error"`
+	}{info{Message: ae.message, Type: errorType(ae.status), Param: param, Code: ae.status}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	// An error here means the client went away; there is no one to tell.
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// decodeBody reads a JSON request body into v. Unknown fields are ignored,
+// as vLLM ignores them.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	dec := json.NewDecoder(body)
+	if err := dec.Decode(v); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return &apiError{status: http.StatusRequestEntityTooLarge, message: "request body too large"}
+		}
+		return badRequest("invalid JSON body: %v", err)
+	}
+	if dec.More() {
+		return badRequest("invalid JSON body: data after the JSON value")
+	}
+	return nil
+}
+
+// requestID returns a fresh id with the given prefix ("chatcmpl", "cmpl").
+func (s *Server) requestID(prefix string) string {
+	return fmt.Sprintf("%s-%016x%08x", prefix, s.idPrefix, s.nextID.Add(1))
+}

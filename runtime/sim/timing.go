@@ -1,0 +1,101 @@
+package sim
+
+import "time"
+
+// The timing model prices one scheduler step (one forward pass over every
+// scheduled token) on the modelled GPU with a roofline:
+//
+//	step = overhead + perSeq*seqs + max(compute, memory)
+//
+//	compute = 2*Params*tokens / (linearPeak*computeEfficiency)
+//	        + 4*Layers*QueryHeads*HeadDim*Σctx / (BF16Peak*computeEfficiency)
+//	memory  = (WeightBytes + KVBytesPerToken*Σ(context+new)) / (bandwidth*memoryEfficiency)
+//
+// Linear layers cost 2 FLOPs per parameter per token (multiply and add);
+// 2*Params slightly overstates them (the embedding is a lookup and the LM head
+// runs only for sampled tokens) and the excess stands in for norms, rotary
+// embedding and activation functions. Attention of one query token against a
+// context of n tokens costs 2*n*HeadDim FLOPs for QKᵀ and as much for the
+// weighted sum of V, per query head and layer, hence 4*Layers*QueryHeads*
+// HeadDim*n; Σctx sums n over every scheduled token (causal: the i-th token of
+// a chunk that starts after c cached tokens sees c+i+1). Attention runs at the
+// BF16 rate because the KV cache is BF16; linear layers run at the FP8 rate
+// for FP8 checkpoints on GPUs with FP8 tensor cores.
+//
+// Memory: every step streams all weights once, and attention reads the KV of
+// each scheduled request's whole context and writes the new tokens' KV.
+//
+// A step is one forward pass: large batches of prefill tokens are bound by
+// tensor-core throughput, decode batches by DRAM bandwidth, and a step takes
+// about the longer of the two (the roofline), not their sum, because the
+// kernels overlap loads and math.
+const (
+	// computeEfficiency is the fraction of the dense tensor-core peak large
+	// GEMMs and FlashAttention reach in vLLM prefill (MFU 40-60% on
+	// Ada/Hopper is typical of published prefill throughput).
+	computeEfficiency = 0.5
+	// memoryEfficiency is the fraction of peak DRAM bandwidth decode GEMVs
+	// reach (80-90% in bandwidth-bound kernels).
+	memoryEfficiency = 0.85
+	// stepOverhead is the fixed cost of one engine step: scheduling, input
+	// preparation, CUDA-graph launch, sampling and output processing in vLLM
+	// V1 (1.5-3 ms per step on a single GPU).
+	stepOverhead = 2 * time.Millisecond
+	// perSeqOverhead is the per-request part of that cost (sampling,
+	// detokenization, output bookkeeping).
+	perSeqOverhead = 20 * time.Microsecond
+)
+
+// timingModel holds the per-engine constants of the roofline, precomputed.
+type timingModel struct {
+	linearFLOPsPerToken float64 // 2*Params
+	attnFLOPsPerCtx     float64 // 4*Layers*QueryHeads*HeadDim
+	linearRate          float64 // effective FLOP/s of linear layers
+	attnRate            float64 // effective FLOP/s of attention
+	weightBytes         float64
+	kvBytesPerToken     float64
+	byteRate            float64 // effective bytes/s
+}
+
+func newTimingModel(gpu GPUSpec, model ModelSpec) timingModel {
+	linearPeak := gpu.BF16FLOPS
+	if model.FP8 && gpu.FP8FLOPS > 0 {
+		linearPeak = gpu.FP8FLOPS
+	}
+	return timingModel{
+		linearFLOPsPerToken: 2 * model.Params,
+		attnFLOPsPerCtx:     4 * float64(model.Layers*model.QueryHeads*model.HeadDim),
+		linearRate:          linearPeak * computeEfficiency,
+		attnRate:            gpu.BF16FLOPS * computeEfficiency,
+		weightBytes:         model.WeightBytes,
+		kvBytesPerToken:     float64(model.KVBytesPerToken()),
+		byteRate:            gpu.MemoryBandwidth * memoryEfficiency,
+	}
+}
+
+// stepLoad accumulates the work of one step as requests are scheduled.
+type stepLoad struct {
+	seqs     int
+	tokens   int
+	attnCtx  float64 // Σ context seen by each scheduled token
+	kvTokens float64 // Σ (context + new tokens) over scheduled requests
+}
+
+// add records n new tokens of a request that has computed tokens already.
+func (l *stepLoad) add(computed, n int) {
+	c, k := float64(computed), float64(n)
+	l.seqs++
+	l.tokens += n
+	l.attnCtx += k*c + k*(k+1)/2
+	l.kvTokens += c + k
+}
+
+// duration prices a step on the modelled GPU.
+func (t *timingModel) duration(l *stepLoad) time.Duration {
+	if l.seqs == 0 {
+		return 0
+	}
+	compute := float64(l.tokens)*t.linearFLOPsPerToken/t.linearRate + l.attnCtx*t.attnFLOPsPerCtx/t.attnRate
+	memory := (t.weightBytes + l.kvTokens*t.kvBytesPerToken) / t.byteRate
+	return stepOverhead + time.Duration(l.seqs)*perSeqOverhead + time.Duration(max(compute, memory)*float64(time.Second))
+}
