@@ -52,7 +52,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	log := newLogger(env.stderr, slog.LevelInfo).With("component", "sim-engine")
+	log := newLogger(env.stderr, slog.LevelInfo)
 	tok, err := tokenizer.Qwen3()
 	if err != nil {
 		return fmt.Errorf("sim-engine: %w", err)

@@ -3,6 +3,7 @@ package sim
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestPrefixCacheHits(t *testing.T) {
@@ -306,5 +307,36 @@ func TestBlockHashes(t *testing.T) {
 				t.Errorf("hash %x vs %x: same=%v, want %v", tt.h, a, tt.h == a, tt.same)
 			}
 		})
+	}
+}
+
+func TestCachedPrefixBlocksReadsWithoutTouching(t *testing.T) {
+	c, err := NewCore(Config{GPU: "rtx4090", Model: "qwen3-8b", NumGPUBlocks: 64}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := make([]uint32, 16*5+3)
+	for i := range prompt {
+		prompt[i] = uint32(i + 1)
+	}
+	if n := c.CachedPrefixBlocks(prompt); n != 0 {
+		t.Fatalf("empty cache: %d cached blocks", n)
+	}
+	if err := c.Add(0, &Request{ID: "a", Prompt: prompt, Output: []uint32{7}}); err != nil {
+		t.Fatal(err)
+	}
+	for now := time.Duration(0); c.HasWork(); {
+		now += c.Step(now).Duration
+	}
+	stats := c.Stats()
+	if n := c.CachedPrefixBlocks(prompt); n != 5 {
+		t.Errorf("after serving: %d cached blocks, want the prompt's 5 full blocks", n)
+	}
+	other := append([]uint32{999}, prompt[1:]...)
+	if n := c.CachedPrefixBlocks(other); n != 0 {
+		t.Errorf("prompt differing in its first token: %d cached blocks, want 0", n)
+	}
+	if after := c.Stats(); after != stats {
+		t.Errorf("lookup changed the engine's counters: %+v -> %+v", stats, after)
 	}
 }

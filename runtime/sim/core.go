@@ -220,6 +220,7 @@ func (c *Core) Stats() Stats {
 	s.BlockSize = c.cfg.BlockSize
 	s.UsedBlocks = c.cfg.NumGPUBlocks - c.pool.numFree
 	s.CachedFreeBlocks = c.pool.numCachedFree
+	s.CachedBlocks = len(c.pool.byHash)
 	s.KVUsage = float64(s.UsedBlocks) / float64(c.cfg.NumGPUBlocks)
 	return s
 }
@@ -232,4 +233,22 @@ func (c *Core) publish(now time.Duration) {
 		c.sink.PublishKVEvents(now, c.events)
 	}
 	c.events = c.events[:0]
+}
+
+// CachedPrefixBlocks returns how many leading full blocks of tokens the
+// prefix cache holds right now, without touching the cache's LRU order. It is
+// how tests compare an outside view of the cache (the router's, rebuilt from
+// events) with the engine's own.
+func (c *Core) CachedPrefixBlocks(tokens []uint32) int {
+	bs := c.cfg.BlockSize
+	parent := c.root
+	n := 0
+	for ; (n+1)*bs <= len(tokens); n++ {
+		h := chainHash(parent, tokens[n*bs:(n+1)*bs])
+		if _, ok := c.pool.lookup(h); !ok {
+			break
+		}
+		parent = h
+	}
+	return n
 }

@@ -34,6 +34,8 @@ type InstanceOptions struct {
 // serves once Run is called.
 type Instance struct {
 	server    *Server
+	core      *Core
+	runner    *Runner
 	publisher *Publisher // nil without KV events
 	ln        net.Listener
 	cfg       Config
@@ -83,8 +85,9 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 		inst.Close()
 		return nil, fmt.Errorf("sim instance: %w", err)
 	}
-	inst.cfg = core.Config()
+	inst.core, inst.cfg = core, core.Config()
 	runner := NewRunner(core, RunnerOptions{Speedup: opts.Speedup, Logger: log})
+	inst.runner = runner
 	inst.server, err = NewServer(ServerOptions{
 		Engine: runner, Tokenizer: opts.Tokenizer, ServedModelName: opts.ServedModelName,
 		ModelName: inst.cfg.Model, MaxModelLen: inst.cfg.MaxModelLen, NumGPUBlocks: inst.cfg.NumGPUBlocks,
@@ -156,3 +159,11 @@ func (inst *Instance) Close() {
 		_ = inst.publisher.Run(ctx) // closes the sockets on return
 	}
 }
+
+// Core returns the instance's engine core. It is owned by the running
+// engine loop: read it only after Run has returned.
+func (inst *Instance) Core() *Core { return inst.core }
+
+// Stats returns the engine's counters as of its last step. Safe from any
+// goroutine.
+func (inst *Instance) Stats() Stats { return inst.runner.Stats() }

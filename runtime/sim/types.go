@@ -70,6 +70,7 @@ type Stats struct {
 	BlockSize        int
 	UsedBlocks       int     // blocks referenced by running requests
 	CachedFreeBlocks int     // free blocks that still hold reusable KV
+	CachedBlocks     int     // blocks holding reusable KV, in use or free
 	KVUsage          float64 // UsedBlocks / NumGPUBlocks, vllm:kv_cache_usage_perc
 	PrefixQueries    int64   // prompt tokens looked up in the prefix cache
 	PrefixHits       int64   // of those, tokens found

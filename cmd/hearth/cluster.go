@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hearth-llm/hearth/nodes"
+	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/runtime/sim"
+)
+
+// simWorker is one simulated engine on loopback and the router worker it
+// serves as.
+type simWorker struct {
+	gpu        nodes.GPU
+	id         router.WorkerID
+	instance   *sim.Instance
+	subscriber *router.Subscriber
+}
+
+// simCluster is a set of simulated engines, one per simulated GPU, each
+// registered with the router and followed over its ZMQ KV-event stream, as
+// real engines on real GPUs would be.
+type simCluster struct {
+	workers []*simWorker
+}
+
+type simClusterOptions struct {
+	GPUs  []nodes.GPU
+	Model string
+	// NumGPUBlocks overrides the KV cache size the engines derive from GPU
+	// memory (0 keeps it).
+	NumGPUBlocks int
+	Speedup      float64
+	Seed         int64
+	Tokenizer    sim.Tokenizer
+	Logger       *slog.Logger
+}
+
+// newSimCluster binds every engine's sockets on loopback and registers the
+// engines with rt. Nothing runs until Run; on error nothing is left open.
+func newSimCluster(rt *router.Router, opts simClusterOptions) (*simCluster, error) {
+	c := &simCluster{}
+	for _, gpu := range opts.GPUs {
+		name := fmt.Sprintf("%s/gpu%d", gpu.Node, gpu.Index)
+		log := opts.Logger.With("worker", name)
+		inst, err := sim.NewInstance(sim.InstanceOptions{
+			Engine: sim.Config{
+				GPU: gpu.Kind, Model: opts.Model, NumGPUBlocks: opts.NumGPUBlocks,
+				Seed: opts.Seed + int64(gpu.Index),
+			},
+			Listen:   "127.0.0.1:0",
+			KVEvents: "tcp://127.0.0.1:0",
+			KVReplay: "tcp://127.0.0.1:0",
+			Speedup:  opts.Speedup, Tokenizer: opts.Tokenizer, Logger: log,
+		})
+		if err != nil {
+			c.close(rt)
+			return nil, fmt.Errorf("engine %s: %w", name, err)
+		}
+		id, err := rt.AddWorker(router.WorkerInfo{Name: name, CapacityBlocks: inst.Config().NumGPUBlocks})
+		if err != nil {
+			inst.Close()
+			c.close(rt)
+			return nil, fmt.Errorf("engine %s: %w", name, err)
+		}
+		w := &simWorker{gpu: gpu, id: id, instance: inst}
+		c.workers = append(c.workers, w)
+		w.subscriber, err = router.NewSubscriber(router.SubscriberConfig{
+			Endpoint:       inst.KVEventsEndpoint(),
+			ReplayEndpoint: inst.KVReplayEndpoint(),
+			Topic:          "kv-events",
+			Workers:        []router.WorkerID{w.id},
+			Logger:         log,
+		}, rt.Index())
+		if err != nil {
+			c.close(rt)
+			return nil, fmt.Errorf("engine %s: %w", name, err)
+		}
+	}
+	return c, nil
+}
+
+// close releases the sockets of a cluster that will never run.
+func (c *simCluster) close(rt *router.Router) {
+	for _, w := range c.workers {
+		w.instance.Close()
+		rt.RemoveWorker(w.id)
+	}
+}
+
+// Run runs every engine and every event subscriber until ctx is done or one
+// of them fails.
+func (c *simCluster) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, w := range c.workers {
+		g.Go(func() error { return w.instance.Run(ctx) })
+		g.Go(func() error { return w.subscriber.Run(ctx) })
+	}
+	return g.Wait()
+}
