@@ -36,6 +36,7 @@ func commands() []command {
 	return []command{
 		{"version", "print the version", runVersion},
 		{"tokenize", "tokenize text or chat conversations read as JSON lines", runTokenize},
+		{"bench", "benchmark routing policies on agentic workloads or traces, simulated or live", runBench},
 		{"sim-engine", "run one simulated vLLM server (HTTP API, metrics, ZMQ KV events)", runSimEngine},
 	}
 }

@@ -216,7 +216,7 @@ func (p *Publisher) PublishKVEvents(_ time.Duration, events []KVEvent) {
 	if len(events) == 0 {
 		return
 	}
-	payload := encodeEventBatch(p.opts.Now(), events, p.opts.Format, p.opts.DataParallelRank)
+	payload := EncodeEventBatch(p.opts.Now(), events, p.opts.Format, p.opts.DataParallelRank)
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -318,10 +318,12 @@ func (p *Publisher) replayFrom(start uint64) []publishedBatch {
 	return out
 }
 
-// encodeEventBatch writes one EventBatch payload. The msgpack writer only
-// fails when its io.Writer does, and bytes.Buffer does not, so errors are
-// impossible here.
-func encodeEventBatch(now time.Time, events []KVEvent, format EventFormat, dpRank int) []byte {
+// EncodeEventBatch returns one EventBatch payload in the given layout: the
+// bytes the publisher sends as a message's third frame, and what an
+// in-process simulation hands to the router's decoder. The msgpack writer
+// only fails when its io.Writer does, and bytes.Buffer does not, so errors
+// are impossible here.
+func EncodeEventBatch(now time.Time, events []KVEvent, format EventFormat, dpRank int) []byte {
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
 	ts := float64(now.UnixNano()) / 1e9

@@ -30,7 +30,7 @@ func BenchmarkEncodeEventBatch(b *testing.B) {
 		b.Run(format.String(), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				encodeEventBatch(now, events, format, 0)
+				EncodeEventBatch(now, events, format, 0)
 			}
 		})
 	}

@@ -620,7 +620,7 @@ func TestEncodeEventBatchWireShape(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			payload := encodeEventBatch(ts, events, tc.format, 0)
+			payload := EncodeEventBatch(ts, events, tc.format, 0)
 			// The largest hash must be a msgpack uint64 (0xcf), not an int64.
 			if !strings.Contains(string(payload), "\xcf\x80\x00\x00\x00\x00\x00\x00\x00") {
 				t.Error("2^63 is not encoded as msgpack uint64")

@@ -1,0 +1,461 @@
+package bench
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/runtime/sim"
+	"github.com/hearth-llm/hearth/tokenizer"
+)
+
+// simEpoch is the wall-clock instant virtual time zero maps to, for the
+// router's clock and the events' timestamps. Fixed, so that runs repeat.
+var simEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// errStalled means the simulation has requests left but nothing that could
+// ever move them: a bug, reported rather than looped on.
+var errStalled = errors.New("bench: simulation stalled")
+
+// cancelled is an already-cancelled context: Route returns at once with
+// context.Canceled where it would have waited in the router queue, and the
+// simulation keeps the request waiting in virtual time instead.
+var cancelled = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// des is one discrete-event simulation: a cluster of engine cores, the
+// router and a workload's driver, advanced in virtual time. Nothing sleeps:
+// the clock jumps from one event to the next.
+//
+// At each instant the loop applies every event that falls then (engine
+// steps ending, KV event batches reaching the router), hands the requests
+// that fell due to the router and the engines it picks, and starts a step
+// on every idle engine with work. A step's tokens and KV events exist when
+// the step ends; the events reach the router EventLatency later.
+type des struct {
+	now     time.Duration
+	latency time.Duration
+	events  desQueue
+	engines []*desEngine
+	byID    [router.MaxWorkers]*desEngine
+	router  *router.Router
+	driver  Driver
+	session bool // pass session ids to the router (agentic workloads)
+	filler  []uint32
+
+	// waiting holds requests the router would have queued because every
+	// worker was saturated, oldest first; they are retried whenever a
+	// request reaches its first token or ends, when the router's own queue
+	// would dispatch.
+	waiting   []*flight
+	queueSize int
+	inflight  map[string]*flight
+
+	results      []Result
+	queued       int
+	maxQueue     int
+	eventBatches int64
+
+	// Progress reporting.
+	progress      func(ProgressState)
+	label         string
+	kind          string
+	steps         int // agentic turns per session, to count finished sessions
+	duration      time.Duration
+	totalSessions int
+	sessionsDone  int
+	rec           Recorder
+
+	// onDeliver, if set (tests), is called before each batch is applied,
+	// with the time the engine published it.
+	onDeliver func(e *desEngine, published time.Duration)
+}
+
+// desEngine is one engine of the cluster.
+type desEngine struct {
+	d        *des
+	gpu      string
+	worker   router.WorkerID
+	core     *sim.Core
+	ingester *router.Ingester
+	busy     bool
+	outputs  []sim.TokenOutput // of the step in progress; the core reuses the slice
+
+	nextSeq  uint64 // sequence number of the next event batch
+	requests int
+	steps    int64
+	speed    float64
+}
+
+// PublishKVEvents is the engine's event sink: it encodes the batch as the
+// wire payload at once (the slice is reused) and schedules its delivery.
+func (e *desEngine) PublishKVEvents(now time.Duration, events []sim.KVEvent) {
+	if len(events) == 0 {
+		return
+	}
+	d := e.d
+	payload := sim.EncodeEventBatch(simEpoch.Add(now), events, sim.EventFormatMap, 0)
+	d.events.push(desEvent{at: now + d.latency, kind: evDeliver, engine: e, batchSeq: e.nextSeq, payload: payload, published: now})
+	e.nextSeq++
+}
+
+// flight is a request between falling due and ending.
+type flight struct {
+	req      *Request
+	hashes   []tokenizer.SeqHash
+	engine   *desEngine
+	decision router.Decision
+	first    time.Duration
+	cached   int
+	prompt   int
+	outputs  int
+}
+
+type desEventKind uint8
+
+const (
+	evStepEnd desEventKind = iota + 1
+	evDeliver
+)
+
+type desEvent struct {
+	at     time.Duration
+	seq    uint64 // insertion order, so that equal times stay in order
+	kind   desEventKind
+	engine *desEngine
+	// A delivery's batch: its sequence number on the engine's stream, its
+	// wire payload and when the engine published it.
+	batchSeq  uint64
+	payload   []byte
+	published time.Duration
+}
+
+// desQueue is a min-heap of events by time, then insertion order.
+type desQueue struct {
+	items []desEvent
+	next  uint64
+}
+
+func (q *desQueue) push(ev desEvent) {
+	ev.seq = q.next
+	q.next++
+	heap.Push(q, ev)
+}
+
+func (q *desQueue) Len() int { return len(q.items) }
+func (q *desQueue) Less(i, j int) bool {
+	a, b := &q.items[i], &q.items[j]
+	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
+}
+func (q *desQueue) Swap(i, j int) { q.items[i], q.items[j] = q.items[j], q.items[i] }
+func (q *desQueue) Push(x any)    { q.items = append(q.items, x.(desEvent)) }
+func (q *desQueue) Pop() any {
+	ev := q.items[len(q.items)-1]
+	q.items[len(q.items)-1] = desEvent{}
+	q.items = q.items[:len(q.items)-1]
+	return ev
+}
+
+// newDES builds a fresh cluster for one run of w under policy.
+func (s *Sim) newDES(w Workload, policy string) (*des, error) {
+	cfg := s.cfg
+	d := &des{
+		latency:  cfg.EventLatency,
+		driver:   w.NewDriver(),
+		session:  w.Kind() == "agentic",
+		inflight: make(map[string]*flight),
+		kind:     w.Kind(),
+	}
+	switch w := w.(type) {
+	case *Agentic:
+		c := w.Config()
+		d.steps, d.duration, d.totalSessions = c.Steps, c.Duration, c.TotalSessions
+	case *Trace:
+		d.totalSessions = w.Len()
+	}
+	rc := cfg.Router
+	rc.Policy, rc.Seed = policy, cfg.Seed
+	r, err := router.New(rc, router.WithClock(func() time.Time { return simEpoch.Add(d.now) }),
+		router.WithLogger(cfg.Logger))
+	if err != nil {
+		return nil, fmt.Errorf("bench: sim: %w", err)
+	}
+	d.router = r
+	d.queueSize = r.Config().QueueSize
+	for i, gpu := range cfg.GPUs {
+		e := &desEngine{d: d, gpu: gpu, speed: s.prefillSpeed[gpu]}
+		core, err := sim.NewCore(cfg.engineConfig(gpu), e)
+		if err != nil {
+			return nil, fmt.Errorf("bench: sim: engine %d: %w", i, err)
+		}
+		e.core = core
+		id, err := r.AddWorker(router.WorkerInfo{
+			Name:                fmt.Sprintf("%s-%d", gpu, i),
+			CapacityBlocks:      core.Config().NumGPUBlocks,
+			PrefillTokensPerSec: e.speed,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("bench: sim: %w", err)
+		}
+		e.worker = id
+		e.ingester = router.NewIngester(router.IngesterConfig{
+			Worker: id, BlockSize: core.Config().BlockSize, Logger: cfg.Logger,
+		}, r.Index(), nil)
+		d.engines = append(d.engines, e)
+		d.byID[id] = e
+	}
+	return d, nil
+}
+
+// run advances the simulation until the driver has finished.
+func (d *des) run(ctx context.Context) error {
+	for n := 0; ; n++ {
+		if n%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("bench: sim: %w", err)
+			}
+		}
+		done, err := d.step()
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// step handles the current instant, then moves the clock to the next one.
+// It reports true when the run is over.
+func (d *des) step() (bool, error) {
+	for req := d.driver.Next(d.now); req != nil; req = d.driver.Next(d.now) {
+		d.arrive(req)
+	}
+	for _, e := range d.engines {
+		if !e.busy && e.core.HasWork() {
+			d.startStep(e)
+		}
+	}
+	if d.driver.Finished() {
+		return true, nil
+	}
+	next, ok := time.Duration(0), false
+	if len(d.events.items) > 0 {
+		next, ok = d.events.items[0].at, true
+	}
+	if wake, wok := d.driver.Wake(); wok && (!ok || wake < next) {
+		next, ok = wake, true
+	}
+	if !ok {
+		return false, fmt.Errorf("%w at %v: %d requests in flight, %d waiting for a worker",
+			errStalled, d.now, len(d.inflight), len(d.waiting))
+	}
+	d.now = max(d.now, next)
+	for len(d.events.items) > 0 && d.events.items[0].at <= d.now {
+		ev := heap.Pop(&d.events).(desEvent)
+		switch ev.kind {
+		case evStepEnd:
+			d.endStep(ev.engine)
+		case evDeliver:
+			d.deliver(ev)
+		}
+	}
+	return false, nil
+}
+
+// startStep runs one scheduler step on e; its outputs count when it ends.
+func (d *des) startStep(e *desEngine) {
+	res := e.core.Step(d.now)
+	e.steps++
+	e.busy = true
+	e.outputs = res.Outputs
+	d.events.push(desEvent{at: d.now + res.Duration, kind: evStepEnd, engine: e})
+}
+
+// endStep applies the outputs of e's step, which the core keeps until its
+// next Step.
+func (d *des) endStep(e *desEngine) {
+	e.busy = false
+	for _, out := range e.outputs {
+		f := d.inflight[out.RequestID]
+		if f == nil {
+			continue
+		}
+		f.outputs++
+		if out.Index == 0 {
+			f.first, f.cached, f.prompt = d.now, out.CachedTokens, out.PromptTokens
+			d.router.PrefillDone(out.RequestID)
+		}
+		if out.Finished {
+			d.router.Free(out.RequestID)
+			d.finish(f, nil)
+		}
+	}
+	d.dispatchWaiting()
+}
+
+// deliver hands one event batch to the router's ingest, as its ZMQ
+// subscriber would.
+func (d *des) deliver(ev desEvent) {
+	if d.onDeliver != nil {
+		d.onDeliver(ev.engine, ev.published)
+	}
+	// The ingester has no replay source, so it cannot block or fail.
+	_ = ev.engine.ingester.HandleLive(context.Background(), ev.batchSeq, ev.payload)
+	d.eventBatches++
+}
+
+// arrive routes a request that fell due, or queues it behind those already
+// waiting for a worker.
+func (d *des) arrive(req *Request) {
+	f := &flight{req: req, hashes: tokenizer.BlockHashes(req.Prompt, tokenizer.DefaultBlockSize)}
+	d.inflight[req.ID()] = f
+	if len(d.waiting) == 0 && d.route(f) {
+		return
+	}
+	if d.queueSize > 0 && len(d.waiting) >= d.queueSize {
+		d.finish(f, fmt.Errorf("bench: route: %w", router.ErrQueueFull))
+		return
+	}
+	d.waiting = append(d.waiting, f)
+	d.queued++
+	d.maxQueue = max(d.maxQueue, len(d.waiting))
+}
+
+// dispatchWaiting routes waiting requests in order while workers take
+// them.
+func (d *des) dispatchWaiting() {
+	for len(d.waiting) > 0 && d.route(d.waiting[0]) {
+		d.waiting[0] = nil
+		d.waiting = d.waiting[1:]
+	}
+}
+
+// route asks the router for a worker and adds the request to its engine.
+// It reports false when the router would queue the request: every worker
+// is saturated.
+func (d *des) route(f *flight) bool {
+	req := f.req
+	rr := &router.Request{ID: req.ID(), Hashes: f.hashes, PromptTokens: len(req.Prompt)}
+	if d.session {
+		rr.SessionID = req.Session
+	}
+	dec, err := d.router.Route(cancelled, rr)
+	switch {
+	case errors.Is(err, context.Canceled):
+		return false
+	case err != nil:
+		d.finish(f, fmt.Errorf("bench: route: %w", err))
+		return true
+	}
+	e := d.byID[dec.Worker]
+	f.engine, f.decision = e, dec
+	out := req.Answer
+	if len(out) != req.OutputTokens {
+		out = d.fill(req.OutputTokens)
+	}
+	if err := e.core.Add(d.now, &sim.Request{ID: rr.ID, Prompt: req.Prompt, Output: out}); err != nil {
+		d.router.Free(rr.ID)
+		d.finish(f, fmt.Errorf("bench: engine %s: %w", e.gpu, err))
+		return true
+	}
+	e.requests++
+	return true
+}
+
+// fill returns n output tokens for a request without a canned answer (a
+// trace's): the engine only schedules and times them.
+func (d *des) fill(n int) []uint32 {
+	for len(d.filler) < n {
+		d.filler = append(d.filler, vocabulary[len(d.filler)%len(vocabulary)].id)
+	}
+	return d.filler[:n:n]
+}
+
+// finish records the request's result and tells the driver.
+func (d *des) finish(f *flight, err error) {
+	req := f.req
+	delete(d.inflight, req.ID())
+	r := Result{
+		Session: req.Session, Turn: req.Turn,
+		Sent: req.Due, FirstToken: f.first, Done: d.now,
+		PromptTokens: f.prompt, OutputTokens: f.outputs, CachedTokens: f.cached,
+		PredictedCachedTokens: f.decision.CachedBlocks * tokenizer.DefaultBlockSize,
+		Err:                   err,
+	}
+	d.results = append(d.results, r)
+	d.rec.Add(r)
+	d.driver.Complete(req, d.now, err != nil)
+	if d.endsSession(req, err != nil) {
+		d.sessionsDone++
+	}
+	if d.progress != nil {
+		d.progress(d.progressState())
+	}
+}
+
+// endsSession reports whether req was the last request of a top-level
+// session (agentic) or of its own (trace).
+func (d *des) endsSession(req *Request, failed bool) bool {
+	return endsSession(d.kind, d.steps, req, failed)
+}
+
+func (d *des) progressState() ProgressState {
+	n, errs := d.rec.Counts()
+	return ProgressState{
+		Label:         d.label,
+		SessionsDone:  d.sessionsDone,
+		SessionsTotal: d.totalSessions,
+		Elapsed:       d.now,
+		Duration:      d.duration,
+		Requests:      n,
+		Errors:        errs,
+		TTFTP50:       d.rec.TTFTP50(),
+	}
+}
+
+// result summarises the finished run.
+func (d *des) result(policy string, sessions int) *SimRun {
+	run := &SimRun{
+		Results:      d.results,
+		Queued:       d.queued,
+		MaxQueue:     d.maxQueue,
+		EventBatches: d.eventBatches,
+	}
+	for _, r := range d.results {
+		run.Elapsed = max(run.Elapsed, r.Done)
+		if r.Err != nil {
+			if run.ErrorCauses == nil {
+				run.ErrorCauses = make(map[string]int)
+			}
+			run.ErrorCauses[errorCause(r.Err)]++
+		}
+	}
+	for _, e := range d.engines {
+		st := e.core.Stats()
+		run.Engines = append(run.Engines, EngineStats{
+			GPU: e.gpu, NumGPUBlocks: st.NumGPUBlocks, PrefillTokensPerSec: e.speed,
+			PrefixQueries: st.PrefixQueries, PrefixHits: st.PrefixHits, Preemptions: st.Preemptions,
+			Requests: e.requests, Steps: e.steps,
+		})
+	}
+	run.Summary = Summarize(policy, sessions, d.results)
+	return run
+}
+
+// errorCause names why a simulated request failed, for SimRun.ErrorCauses.
+func errorCause(err error) string {
+	switch {
+	case errors.Is(err, sim.ErrPromptTooLong):
+		return "prompt too long"
+	case errors.Is(err, router.ErrQueueFull):
+		return "router queue full"
+	}
+	return "other"
+}

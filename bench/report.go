@@ -1,0 +1,84 @@
+package bench
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+)
+
+// RoundRobin is the name of the baseline policy other policies' TTFT is
+// compared with.
+const RoundRobin = "round_robin"
+
+// Report is the JSON output of a benchmark (--json FILE).
+type Report struct {
+	// Workload holds every parameter of the workload: an *Agentic,
+	// AgenticConfig or *Trace, which marshal themselves with a "kind".
+	Workload any          `json:"workload"`
+	Runs     []RunSummary `json:"runs"`
+}
+
+// WriteJSON writes r as indented JSON followed by a newline.
+func WriteJSON(w io.Writer, r Report) error {
+	if r.Runs == nil {
+		r.Runs = []RunSummary{} // "runs": [] rather than null
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("bench: write report: %w", err)
+	}
+	return nil
+}
+
+// MarshalJSON writes the effective config (see AgenticConfig.MarshalJSON).
+func (a *Agentic) MarshalJSON() ([]byte, error) { return a.cfg.MarshalJSON() }
+
+// sortedRuns returns the runs ordered by concurrency level, keeping the
+// given order of policies within a level.
+func sortedRuns(runs []RunSummary) []RunSummary {
+	out := slices.Clone(runs)
+	slices.SortStableFunc(out, func(a, b RunSummary) int { return cmp.Compare(a.Sessions, b.Sessions) })
+	return out
+}
+
+// WriteTable writes the runs as an aligned text table, one row per
+// concurrency level and policy, ordered by level. Latencies are in
+// milliseconds; "vs rr" is the run's TTFT p50 divided by round_robin's at
+// the same level ("-" without a round_robin run there or when its p50 is 0).
+func WriteTable(w io.Writer, runs []RunSummary) error {
+	bw := bufio.NewWriter(w)
+	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "sessions\tpolicy\trequests\terrors\tttft p50\tttft p90\tttft p99\titl p50\te2e p50\tout tok/s\thit pred\thit engine\tprefill tok\tcached tok\tttft vs rr\t")
+	baseline := make(map[int]float64)
+	for _, r := range runs {
+		if r.Policy == RoundRobin {
+			if _, seen := baseline[r.Sessions]; !seen {
+				baseline[r.Sessions] = r.TTFT.P50
+			}
+		}
+	}
+	for _, r := range sortedRuns(runs) {
+		ratio := "-"
+		if base, ok := baseline[r.Sessions]; ok && base > 0 {
+			ratio = strconv.FormatFloat(r.TTFT.P50/base, 'f', 2, 64) + "x"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t%.1f%%\t%.1f%%\t%d\t%d\t%s\t\n",
+			r.Sessions, r.Policy, r.Requests, r.Errors,
+			r.TTFT.P50, r.TTFT.P90, r.TTFT.P99, r.ITL.P50, r.E2E.P50, r.OutputTokS,
+			100*r.PredictedHitRate, 100*r.EngineHitRate, r.PrefillTokens, r.CachedTokens, ratio)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("bench: write table: %w", err)
+	}
+	fmt.Fprintln(bw, "latencies in ms; ttft vs rr: TTFT p50 over round_robin's at the same sessions")
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("bench: write table: %w", err)
+	}
+	return nil
+}

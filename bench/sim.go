@@ -1,0 +1,252 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/runtime/sim"
+)
+
+// DefaultEventLatency is how long a KV event batch takes from the engine
+// that made it to the router's index in a simulation: ZMQ over loopback or
+// a LAN plus the ingest loop.
+const DefaultEventLatency = 5 * time.Millisecond
+
+// DefaultSimModel is the model a simulated cluster serves by default.
+const DefaultSimModel = "qwen3-14b-fp8"
+
+// SimConfig describes a simulated cluster: one engine per GPU, all serving
+// one model, behind one router. Zero fields take the documented defaults.
+type SimConfig struct {
+	// GPUs names the GPU of each engine, as runtime/sim knows them
+	// ("rtx4090", "rtx3090", "h100"). At least one, at most
+	// router.MaxWorkers.
+	GPUs []string
+	// Model is the served model (DefaultSimModel).
+	Model string
+	// Engine is the template of every engine's configuration; its GPU and
+	// Model are replaced by the fields above and its Seed by Seed, so that
+	// every engine hashes blocks alike, as vLLM engines with one
+	// PYTHONHASHSEED do.
+	Engine sim.Config
+	// Router is the router's configuration; its Policy is replaced by the
+	// policy of each run and its Seed by Seed.
+	Router router.Config
+	// EventLatency is the delay from the end of the engine step that made a
+	// KV event batch to the router applying it (DefaultEventLatency); a
+	// negative value means none.
+	EventLatency time.Duration
+	// Seed seeds the engines' block hashes and the router's random choices.
+	Seed int64
+	// Logger receives the router's and ingest's diagnostics (default:
+	// discard).
+	Logger *slog.Logger
+}
+
+// ErrBadSim is wrapped by every error about a simulation's configuration.
+var ErrBadSim = errors.New("bad simulation config")
+
+// WithDefaults returns c with every zero field set to its default.
+func (c SimConfig) WithDefaults() SimConfig {
+	if c.Model == "" {
+		c.Model = DefaultSimModel
+	}
+	switch {
+	case c.EventLatency == 0:
+		c.EventLatency = DefaultEventLatency
+	case c.EventLatency < 0:
+		c.EventLatency = 0
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate checks a config after WithDefaults: every engine must be able to
+// start and the router must accept its configuration.
+func (c SimConfig) Validate() error {
+	if len(c.GPUs) == 0 || len(c.GPUs) > router.MaxWorkers {
+		return fmt.Errorf("bench: sim: %w: %d engines, want 1 to %d", ErrBadSim, len(c.GPUs), router.MaxWorkers)
+	}
+	for _, gpu := range c.GPUs {
+		if err := c.engineConfig(gpu).Validate(); err != nil {
+			return fmt.Errorf("bench: sim: %w: %w", ErrBadSim, err)
+		}
+	}
+	if err := c.Router.Validate(); err != nil {
+		return fmt.Errorf("bench: sim: %w: %w", ErrBadSim, err)
+	}
+	return nil
+}
+
+func (c SimConfig) engineConfig(gpu string) sim.Config {
+	ec := c.Engine
+	ec.GPU, ec.Model, ec.Seed = gpu, c.Model, c.Seed
+	return ec
+}
+
+// Sim runs workloads on a simulated cluster in virtual time. Each run
+// builds the cluster afresh (empty caches, a new router), so runs are
+// independent and a run is a function of its workload, policy and config.
+// The engines are runtime/sim's Core, the engine model of hearth
+// sim-engine; the router is package router's, fed through its real event
+// decoder. The engines do not know which policy routes to them.
+type Sim struct {
+	cfg SimConfig
+	// prefillSpeed is each GPU kind's measured prefill speed, told to the
+	// router as a deployment measures it at start-up.
+	prefillSpeed map[string]float64
+}
+
+// NewSim checks cfg and measures each GPU's prefill speed once.
+func NewSim(cfg SimConfig) (*Sim, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Sim{cfg: cfg, prefillSpeed: make(map[string]float64)}
+	for _, gpu := range cfg.GPUs {
+		if _, done := s.prefillSpeed[gpu]; done {
+			continue
+		}
+		speed, err := measurePrefill(cfg.engineConfig(gpu))
+		if err != nil {
+			return nil, fmt.Errorf("bench: sim: %w", err)
+		}
+		s.prefillSpeed[gpu] = speed
+	}
+	return s, nil
+}
+
+// Config returns the effective configuration.
+func (s *Sim) Config() SimConfig { return s.cfg }
+
+// Describe says in one line what is simulated: the engines with their KV
+// cache and measured prefill speed, the model and the event latency.
+func (s *Sim) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "simulated %d engines, %s:", len(s.cfg.GPUs), s.cfg.Model)
+	seen := map[string]bool{}
+	for _, gpu := range s.cfg.GPUs {
+		if seen[gpu] {
+			continue
+		}
+		seen[gpu] = true
+		n := 0
+		for _, g := range s.cfg.GPUs {
+			if g == gpu {
+				n++
+			}
+		}
+		blocks := 0
+		if core, err := sim.NewCore(s.cfg.engineConfig(gpu), nil); err == nil {
+			blocks = core.Config().NumGPUBlocks
+		}
+		fmt.Fprintf(&b, " %dx %s (%d KV blocks, prefill %.0f tok/s)", n, gpu, blocks, s.prefillSpeed[gpu])
+	}
+	fmt.Fprintf(&b, "; KV event latency %v", s.cfg.EventLatency)
+	return b.String()
+}
+
+// measurePrefill returns an engine's prefill speed in tokens per second:
+// one full-budget prefill step of a cold prompt on a scratch engine, the
+// figure a deployment would measure with one long request.
+func measurePrefill(cfg sim.Config) (float64, error) {
+	core, err := sim.NewCore(cfg, nil)
+	if err != nil {
+		return 0, err
+	}
+	eff := core.Config()
+	n := min(eff.MaxNumBatchedTokens, eff.MaxModelLen-1)
+	prompt := make([]uint32, n)
+	for i := range prompt {
+		prompt[i] = uint32(i)
+	}
+	if err := core.Add(0, &sim.Request{ID: "calibrate", Prompt: prompt, Output: []uint32{0}}); err != nil {
+		return 0, err
+	}
+	res := core.Step(0)
+	if res.Duration <= 0 || res.NumTokens <= 0 {
+		return 0, errors.New("prefill calibration step took no time")
+	}
+	return float64(res.NumTokens) / res.Duration.Seconds(), nil
+}
+
+// EngineStats is what one engine counted during a run.
+type EngineStats struct {
+	GPU string `json:"gpu"`
+	// NumGPUBlocks is the engine's KV cache size.
+	NumGPUBlocks int `json:"num_gpu_blocks"`
+	// PrefillTokensPerSec is the speed the router was told.
+	PrefillTokensPerSec float64 `json:"prefill_tokens_per_sec"`
+	// PrefixQueries and PrefixHits are vLLM's prefix-cache counters, in
+	// tokens.
+	PrefixQueries int64 `json:"prefix_queries"`
+	PrefixHits    int64 `json:"prefix_hits"`
+	Preemptions   int64 `json:"preemptions"`
+	Requests      int   `json:"requests"`
+	Steps         int64 `json:"steps"`
+}
+
+// SimRun is the outcome of one simulated run.
+type SimRun struct {
+	Summary RunSummary
+	Results []Result
+	Engines []EngineStats
+	// Elapsed is the virtual time from start to the last request's end.
+	Elapsed time.Duration
+	// Queued counts requests that waited in the router queue because
+	// every worker was saturated; MaxQueue is the longest that queue got.
+	Queued, MaxQueue int
+	// EventBatches counts KV event batches delivered to the router.
+	EventBatches int64
+	// ErrorCauses counts failed requests by cause: "prompt too long" (the
+	// engine's max_model_len), "router queue full", "other".
+	ErrorCauses map[string]int
+}
+
+// EngineHitRate returns the engines' prefix-cache hit rate from their own
+// counters: hit tokens over looked-up tokens.
+func (r *SimRun) EngineHitRate() float64 {
+	var q, h int64
+	for _, e := range r.Engines {
+		q += e.PrefixQueries
+		h += e.PrefixHits
+	}
+	if q == 0 {
+		return 0
+	}
+	return float64(h) / float64(q)
+}
+
+// Run runs workload w under policy on a fresh cluster until the workload
+// finishes or ctx ends, and summarises it as concurrency level sessions.
+// progress, if not nil, is called as requests end.
+func (s *Sim) Run(ctx context.Context, w Workload, policy string, sessions int, progress func(ProgressState)) (*SimRun, error) {
+	d, err := s.newDES(w, policy)
+	if err != nil {
+		return nil, err
+	}
+	d.progress = progress
+	d.label = fmt.Sprintf("%s, %d sessions", policy, sessions)
+	if err := d.run(ctx); err != nil {
+		return nil, err
+	}
+	return d.result(policy, sessions), nil
+}
+
+// RunSummary runs like Run and returns only the summary; it makes *Sim a
+// Runner for RunPlan.
+func (s *Sim) RunSummary(ctx context.Context, w Workload, policy string, sessions int, progress func(ProgressState)) (RunSummary, error) {
+	run, err := s.Run(ctx, w, policy, sessions, progress)
+	if err != nil {
+		return RunSummary{}, err
+	}
+	return run.Summary, nil
+}

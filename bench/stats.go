@@ -1,0 +1,214 @@
+package bench
+
+import (
+	"math"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Percentile returns the p-th percentile (0 <= p <= 100, clamped) of
+// sorted, which must be in ascending order, by linear interpolation between
+// the closest ranks: with n values and 0-based rank h = (n-1)·p/100, the
+// result is sorted[⌊h⌋] + (h-⌊h⌋)·(sorted[⌊h⌋+1] - sorted[⌊h⌋]). This is
+// Hyndman and Fan's definition 7, the default of NumPy and of spreadsheets'
+// PERCENTILE.INC: p50 of an even count is the mean of the middle two, p0 is
+// the minimum and p100 the maximum. It returns 0 for no values.
+func Percentile(sorted []float64, p float64) float64 {
+	n := len(sorted)
+	if n == 0 {
+		return 0
+	}
+	if !(p > 0) { // also NaN
+		return sorted[0]
+	}
+	if p >= 100 {
+		return sorted[n-1]
+	}
+	h := float64(n-1) * p / 100
+	lo := int(h)
+	if lo >= n-1 {
+		return sorted[n-1]
+	}
+	return sorted[lo] + (h-float64(lo))*(sorted[lo+1]-sorted[lo])
+}
+
+// Latency summarises a set of latencies, in milliseconds: percentiles as
+// Percentile defines them and the arithmetic mean. All zero for no values.
+type Latency struct {
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	Mean float64 `json:"mean"`
+}
+
+// SummarizeMillis summarises values given in milliseconds; it sorts them in
+// place.
+func SummarizeMillis(ms []float64) Latency {
+	if len(ms) == 0 {
+		return Latency{}
+	}
+	slices.Sort(ms)
+	var sum float64
+	for _, v := range ms {
+		sum += v
+	}
+	return Latency{
+		P50:  Percentile(ms, 50),
+		P90:  Percentile(ms, 90),
+		P99:  Percentile(ms, 99),
+		Mean: sum / float64(len(ms)),
+	}
+}
+
+// SummarizeDurations summarises durations, in milliseconds.
+func SummarizeDurations(ds []time.Duration) Latency {
+	ms := make([]float64, len(ds))
+	for i, d := range ds {
+		ms[i] = millis(d)
+	}
+	return SummarizeMillis(ms)
+}
+
+func millis(d time.Duration) float64 {
+	return float64(d) / float64(time.Millisecond)
+}
+
+// Result is what a runner measured for one request. Times are on the
+// runner's clock, since the start of the run.
+type Result struct {
+	Session string
+	Turn    int
+	// Sent is when the request left the client; FirstToken when its first
+	// output token arrived; Done when its last one did (or it failed).
+	Sent, FirstToken, Done time.Duration
+	// PromptTokens is the prompt's length as the engine counted it.
+	PromptTokens int
+	// OutputTokens is how many tokens arrived.
+	OutputTokens int
+	// PredictedCachedTokens is the router's prediction of the prompt tokens
+	// already cached on the worker it chose: overlap blocks × block size.
+	PredictedCachedTokens int
+	// CachedTokens is how many prompt tokens the engine served from its
+	// prefix cache (vLLM's prefix-cache hits for this request).
+	CachedTokens int
+	// Err is why the request failed; nil if it succeeded.
+	Err error
+}
+
+// RunSummary is the outcome of one run: one policy at one concurrency
+// level. Its fields are exactly the objects of "runs" in the JSON report.
+//
+//   - Requests counts every request that ended, Errors those that failed;
+//     everything else is over the successful ones.
+//   - TTFT is FirstToken - Sent; E2E is Done - Sent; ITL is a request's mean
+//     gap between output tokens, (Done - FirstToken) / (OutputTokens - 1),
+//     over requests with at least two output tokens.
+//   - OutputTokS is all output tokens divided by the run's span, from the
+//     first request sent to the last one done.
+//   - PredictedHitRate and EngineHitRate are token-weighted: predicted or
+//     engine-cached prompt tokens over all prompt tokens.
+//   - PrefillTokens are prompt tokens the engines computed, CachedTokens
+//     those they served from cache; together they are all prompt tokens.
+type RunSummary struct {
+	Policy           string  `json:"policy"`
+	Sessions         int     `json:"sessions"`
+	Requests         int     `json:"requests"`
+	Errors           int     `json:"errors"`
+	TTFT             Latency `json:"ttft_ms"`
+	ITL              Latency `json:"itl_ms"`
+	E2E              Latency `json:"e2e_ms"`
+	OutputTokS       float64 `json:"output_tok_s"`
+	PredictedHitRate float64 `json:"predicted_hit_rate"`
+	EngineHitRate    float64 `json:"engine_hit_rate"`
+	PrefillTokens    int64   `json:"prefill_tokens"`
+	CachedTokens     int64   `json:"cached_tokens"`
+}
+
+// Summarize computes the summary of a run of policy at a concurrency level
+// of sessions (0 for a trace) from its results.
+func Summarize(policy string, sessions int, results []Result) RunSummary {
+	s := RunSummary{Policy: policy, Sessions: sessions, Requests: len(results)}
+	var ttft, itl, e2e []float64
+	var prompt, predicted, cached, output int64
+	first, last := time.Duration(math.MaxInt64), time.Duration(math.MinInt64)
+	for i := range results {
+		r := &results[i]
+		first, last = min(first, r.Sent), max(last, r.Done)
+		if r.Err != nil {
+			s.Errors++
+			continue
+		}
+		ttft = append(ttft, millis(r.FirstToken-r.Sent))
+		e2e = append(e2e, millis(r.Done-r.Sent))
+		if r.OutputTokens >= 2 {
+			itl = append(itl, millis(r.Done-r.FirstToken)/float64(r.OutputTokens-1))
+		}
+		prompt += int64(r.PromptTokens)
+		predicted += int64(r.PredictedCachedTokens)
+		cached += int64(r.CachedTokens)
+		output += int64(r.OutputTokens)
+	}
+	s.TTFT, s.ITL, s.E2E = SummarizeMillis(ttft), SummarizeMillis(itl), SummarizeMillis(e2e)
+	if span := last - first; len(results) > 0 && span > 0 {
+		s.OutputTokS = float64(output) / span.Seconds()
+	}
+	if prompt > 0 {
+		s.PredictedHitRate = float64(predicted) / float64(prompt)
+		s.EngineHitRate = float64(cached) / float64(prompt)
+	}
+	s.PrefillTokens, s.CachedTokens = prompt-cached, cached
+	return s
+}
+
+// Recorder collects the results of a run as they come in. It is safe for
+// concurrent use.
+type Recorder struct {
+	mu      sync.Mutex
+	results []Result
+	errors  int
+	ttftMS  []float64
+	scratch []float64
+}
+
+// Add records one result.
+func (rec *Recorder) Add(r Result) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.results = append(rec.results, r)
+	if r.Err != nil {
+		rec.errors++
+	} else {
+		rec.ttftMS = append(rec.ttftMS, millis(r.FirstToken-r.Sent))
+	}
+}
+
+// Counts returns how many requests have ended and how many of them failed.
+func (rec *Recorder) Counts() (requests, errors int) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return len(rec.results), rec.errors
+}
+
+// TTFTP50 returns the median time to first token of the successful
+// requests so far, for a progress display.
+func (rec *Recorder) TTFTP50() time.Duration {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.scratch = append(rec.scratch[:0], rec.ttftMS...)
+	slices.Sort(rec.scratch)
+	return time.Duration(Percentile(rec.scratch, 50) * float64(time.Millisecond))
+}
+
+// Results returns a copy of the results so far, in the order they were
+// added.
+func (rec *Recorder) Results() []Result {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return slices.Clone(rec.results)
+}
+
+// Summary summarises the results so far (see Summarize).
+func (rec *Recorder) Summary(policy string, sessions int) RunSummary {
+	return Summarize(policy, sessions, rec.Results())
+}

@@ -1,0 +1,391 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hearth-llm/hearth/bench"
+	"github.com/hearth-llm/hearth/nodes"
+	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/runtime/sim"
+)
+
+// benchFlags is the command line of hearth bench agentic|trace.
+type benchFlags struct {
+	kind          string
+	simSpec       string
+	model         string
+	target        string
+	apiKey        string
+	policies      string
+	sessions      string
+	duration      time.Duration
+	totalSessions int
+	steps         int
+	prefixTokens  int
+	osl           string
+	toolPause     string
+	subagents     int
+	trace         string
+	speed         float64
+	limit         int
+	seed          uint64
+	eventLatency  time.Duration
+	jsonPath      string
+	plotPath      string
+}
+
+// runBench compares routing policies on an agentic workload or a trace,
+// on a simulated cluster in virtual time or against a live server.
+func runBench(ctx context.Context, env *environment, args []string) error {
+	if len(args) == 0 || (args[0] != "agentic" && args[0] != "trace") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			printBenchUsage(env.stdout)
+			return nil
+		}
+		printBenchUsage(env.stderr)
+		if len(args) == 0 {
+			return fmt.Errorf("%w: bench needs a workload: agentic or trace", errUsage)
+		}
+		return fmt.Errorf("%w: unknown workload %q (want agentic or trace)", errUsage, args[0])
+	}
+	f, err := parseBenchFlags(env, args[0], args[1:])
+	if err != nil {
+		return err
+	}
+	plan, report, runner, err := f.build(ctx)
+	if err != nil {
+		return err
+	}
+	if isTerminal(env.stderr) {
+		plan.Progress = bench.NewProgress(env.stderr, true, nil)
+	}
+	var notes *simNotes
+	if s, ok := runner.(*bench.Sim); ok {
+		fmt.Fprintln(env.stdout, s.Describe())
+		notes = &simNotes{sim: s}
+		runner = notes
+	} else {
+		fmt.Fprintf(env.stdout, "live target %s\n", f.target)
+	}
+	runs, runErr := bench.RunPlan(ctx, plan, runner)
+	report.Runs = runs
+	if len(runs) > 0 {
+		if err := bench.WriteTable(env.stdout, runs); err != nil {
+			return err
+		}
+		if notes != nil {
+			for _, n := range notes.lines {
+				fmt.Fprintln(env.stdout, n)
+			}
+		}
+		if err := f.writeFiles(report); err != nil {
+			return err
+		}
+	}
+	return runErr
+}
+
+// simNotes runs simulations for RunPlan and keeps what the table does not
+// show: why requests failed and how many waited for a worker.
+type simNotes struct {
+	sim   *bench.Sim
+	lines []string
+}
+
+func (n *simNotes) RunSummary(ctx context.Context, w bench.Workload, policy string, sessions int, progress func(bench.ProgressState)) (bench.RunSummary, error) {
+	run, err := n.sim.Run(ctx, w, policy, sessions, progress)
+	if err != nil {
+		return bench.RunSummary{}, err
+	}
+	var causes []string
+	for _, c := range slices.Sorted(maps.Keys(run.ErrorCauses)) {
+		causes = append(causes, fmt.Sprintf("%d %s", run.ErrorCauses[c], c))
+	}
+	if len(causes) > 0 || run.Queued > 0 {
+		at := fmt.Sprintf("at %d sessions", sessions)
+		if sessions == 0 {
+			at = "on the trace"
+		}
+		line := fmt.Sprintf("%s %s: %d requests waited for a worker (queue peak %d)", policy, at, run.Queued, run.MaxQueue)
+		if len(causes) > 0 {
+			line += "; failed: " + strings.Join(causes, ", ")
+		}
+		n.lines = append(n.lines, line)
+	}
+	return run.Summary, nil
+}
+
+func printBenchUsage(w io.Writer) {
+	fmt.Fprintln(w, `Usage: hearth bench agentic [flags]
+       hearth bench trace --trace FILE [flags]
+
+Runs routing policies side by side on the same workload: on a simulated
+cluster in virtual time (--sim, the default) or against a live
+OpenAI-compatible server (--target). Run 'hearth bench agentic --help'
+for the flags.`)
+}
+
+func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags, error) {
+	f := &benchFlags{kind: kind}
+	fs := newFlagSet(env, "bench "+kind, "bench "+kind+" [flags]")
+	fs.StringVar(&f.simSpec, "sim", "", "simulated cluster, e.g. 2x4090 or 1x4090+2x3090 (default 2x4090 unless --target)")
+	fs.StringVar(&f.model, "model", "", "model: simulated ("+strings.Join(sim.ModelNames(), ", ")+"; default "+bench.DefaultSimModel+") or the live server's id (default: its first)")
+	fs.StringVar(&f.target, "target", "", "OpenAI base URL of a live server, e.g. http://127.0.0.1:8000/v1")
+	fs.StringVar(&f.apiKey, "api-key", "", "bearer token for --target")
+	fs.StringVar(&f.policies, "policies", "", "comma-separated routing policies ("+strings.Join(router.Policies, ", ")+
+		"); default round_robin,kv,hearth simulated, the target's own policy live")
+	fs.StringVar(&f.sessions, "sessions", "", "comma-separated concurrency levels (agentic; default 1,20,40 simulated, 8 live)")
+	fs.DurationVar(&f.duration, "duration", 0, "workload length (agentic default 10m unless --total-sessions; trace default all)")
+	fs.IntVar(&f.totalSessions, "total-sessions", 0, "stop after this many sessions (agentic)")
+	fs.IntVar(&f.steps, "steps", 0, "model calls per session (agentic, default 8)")
+	fs.IntVar(&f.prefixTokens, "prefix-tokens", 0, "shared system prompt and tools, tokens (agentic, default 6000)")
+	fs.StringVar(&f.osl, "osl", "", "output tokens per call, N or MIN-MAX (agentic, default 100-200)")
+	fs.StringVar(&f.toolPause, "tool-pause", "", "tool time between calls, e.g. lognormal:3s,20s or const:10ms (agentic)")
+	fs.IntVar(&f.subagents, "subagents", 0, "subagents each session spawns (agentic)")
+	fs.StringVar(&f.trace, "trace", "", "Mooncake-format trace file (trace, required)")
+	fs.Float64Var(&f.speed, "speed", 1, "replay speed: timestamps are divided by it (trace)")
+	fs.IntVar(&f.limit, "limit", 0, "replay only the first N requests (trace)")
+	fs.Uint64Var(&f.seed, "seed", 0, "seed of the workload, engine hashes and router choices")
+	fs.DurationVar(&f.eventLatency, "event-latency", bench.DefaultEventLatency, "delay of KV events from engine to router (simulated)")
+	fs.StringVar(&f.jsonPath, "json", "", "also write the report as JSON to FILE")
+	fs.StringVar(&f.plotPath, "plot", "", "also write a TTFT chart to FILE.svg")
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	return f, f.check(set)
+}
+
+// check rejects flag combinations that make no sense.
+func (f *benchFlags) check(set map[string]bool) error {
+	if f.simSpec != "" && f.target != "" {
+		return fmt.Errorf("%w: --sim and --target exclude each other", errUsage)
+	}
+	traceOnly := []string{"trace", "speed", "limit"}
+	agenticOnly := []string{"sessions", "total-sessions", "steps", "prefix-tokens", "osl", "tool-pause", "subagents"}
+	wrong := agenticOnly
+	if f.kind == "agentic" {
+		wrong = traceOnly
+	}
+	for _, name := range wrong {
+		if set[name] {
+			return fmt.Errorf("%w: --%s does not apply to the %s workload", errUsage, name, f.kind)
+		}
+	}
+	if f.kind == "trace" && f.trace == "" {
+		return fmt.Errorf("%w: bench trace needs --trace FILE", errUsage)
+	}
+	if f.target != "" && set["event-latency"] {
+		return fmt.Errorf("%w: --event-latency applies to a simulation only", errUsage)
+	}
+	if f.eventLatency < 0 || f.duration < 0 || f.totalSessions < 0 || f.steps < 0 || f.prefixTokens < 0 || f.subagents < 0 || f.limit < 0 {
+		return fmt.Errorf("%w: negative value", errUsage)
+	}
+	return nil
+}
+
+// build turns the flags into a plan, the report's skeleton and a runner.
+func (f *benchFlags) build(ctx context.Context) (bench.Plan, bench.Report, bench.Runner, error) {
+	var plan bench.Plan
+	var report bench.Report
+	live := f.target != ""
+
+	policies, err := f.policyList(live)
+	if err != nil {
+		return plan, report, nil, err
+	}
+	plan.Policies = policies
+
+	switch f.kind {
+	case "agentic":
+		cfg, err := f.agenticConfig()
+		if err != nil {
+			return plan, report, nil, err
+		}
+		levels, err := f.levels(live)
+		if err != nil {
+			return plan, report, nil, err
+		}
+		// Check the config once, so that a bad flag is a usage error.
+		cfg.Sessions = levels[0]
+		first, err := bench.NewAgentic(cfg)
+		if err != nil {
+			return plan, report, nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		report.Workload = first
+		plan.Levels = levels
+		plan.Workload = func(level int) (bench.Workload, error) {
+			c := cfg
+			c.Sessions = level
+			return bench.NewAgentic(c)
+		}
+	case "trace":
+		if !(f.speed >= 0.001 && f.speed <= 1e6) {
+			return plan, report, nil, fmt.Errorf("%w: --speed %v out of [0.001, 1e6]", errUsage, f.speed)
+		}
+		recs, err := bench.ReadTraceFile(f.trace)
+		if err != nil {
+			return plan, report, nil, err
+		}
+		t, err := bench.NewTrace(recs, bench.TraceConfig{
+			Path: f.trace, Speed: f.speed, Seed: f.seed, Limit: f.limit, Duration: f.duration,
+		})
+		if err != nil {
+			return plan, report, nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		report.Workload = t
+		plan.Levels = []int{0}
+		plan.Workload = func(int) (bench.Workload, error) { return t, nil }
+	}
+
+	if live {
+		l, err := bench.NewLive(bench.LiveConfig{Target: f.target, Model: f.model, APIKey: f.apiKey})
+		if err != nil {
+			return plan, report, nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if _, err := l.ResolveModel(ctx); err != nil {
+			return plan, report, nil, err
+		}
+		return plan, report, l, nil
+	}
+	spec := f.simSpec
+	if spec == "" {
+		spec = "2x4090"
+	}
+	gpus, err := nodes.ParseSimSpec(spec)
+	if err != nil {
+		return plan, report, nil, fmt.Errorf("%w: --sim: %v", errUsage, err)
+	}
+	kinds := make([]string, len(gpus))
+	for i, g := range gpus {
+		kinds[i] = g.Kind
+	}
+	latency := f.eventLatency
+	if latency == 0 {
+		latency = -1 // zero means none here, not the default
+	}
+	s, err := bench.NewSim(bench.SimConfig{GPUs: kinds, Model: f.model, EventLatency: latency, Seed: int64(f.seed)})
+	if err != nil {
+		return plan, report, nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return plan, report, s, nil
+}
+
+func (f *benchFlags) policyList(live bool) ([]string, error) {
+	if f.policies == "" {
+		if live {
+			return []string{"target"}, nil
+		}
+		return []string{router.PolicyRoundRobin, router.PolicyKV, router.PolicyHearth}, nil
+	}
+	var out []string
+	for _, p := range strings.Split(f.policies, ",") {
+		p = strings.TrimSpace(p)
+		if !slices.Contains(router.Policies, p) && !(live && p == "target") {
+			return nil, fmt.Errorf("%w: unknown policy %q (known: %s)", errUsage, p, strings.Join(router.Policies, ", "))
+		}
+		if slices.Contains(out, p) {
+			return nil, fmt.Errorf("%w: policy %q listed twice", errUsage, p)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (f *benchFlags) levels(live bool) ([]int, error) {
+	s := f.sessions
+	if s == "" {
+		s = "1,20,40"
+		if live {
+			s = "8"
+		}
+	}
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%w: --sessions: %q is not a positive count", errUsage, part)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func (f *benchFlags) agenticConfig() (bench.AgenticConfig, error) {
+	cfg := bench.AgenticConfig{
+		Seed: f.seed, PrefixTokens: f.prefixTokens, Steps: f.steps, Duration: f.duration,
+		TotalSessions: f.totalSessions, Subagents: f.subagents,
+	}
+	if f.osl != "" {
+		r, err := bench.ParseIntRange(f.osl)
+		if err != nil {
+			return cfg, fmt.Errorf("%w: --osl: %v", errUsage, err)
+		}
+		cfg.AnswerTokens = r
+	}
+	if f.toolPause != "" {
+		d, err := bench.ParseDist(f.toolPause)
+		if err != nil {
+			return cfg, fmt.Errorf("%w: --tool-pause: %v", errUsage, err)
+		}
+		cfg.ToolPause = d
+	}
+	return cfg, nil
+}
+
+// writeFiles writes the JSON report and the chart, if asked for.
+func (f *benchFlags) writeFiles(report bench.Report) error {
+	if f.jsonPath != "" {
+		if err := writeFile(f.jsonPath, func(w io.Writer) error { return bench.WriteJSON(w, report) }); err != nil {
+			return err
+		}
+	}
+	if f.plotPath != "" {
+		title := "TTFT by policy, " + f.kind
+		if err := writeFile(f.plotPath, func(w io.Writer) error { return bench.WriteSVG(w, title, report.Runs) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	file, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if err := write(file); err != nil {
+		file.Close()
+		return err
+	}
+	if err := file.Close(); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return nil
+}
+
+// isTerminal reports whether w is a character device, where a progress bar
+// makes sense.
+func isTerminal(w io.Writer) bool {
+	file, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := file.Stat()
+	if err != nil {
+		return false
+	}
+	return st.Mode()&os.ModeCharDevice != 0
+}

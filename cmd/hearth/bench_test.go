@@ -1,0 +1,140 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBenchUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "t.jsonl")
+	if err := os.WriteFile(trace, []byte(`{"timestamp":0,"input_length":600,"output_length":4,"hash_ids":[1,2]}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"no workload", []string{"bench"}},
+		{"unknown workload", []string{"bench", "chat"}},
+		{"sim and target", []string{"bench", "agentic", "--sim", "2x4090", "--target", "http://x/v1"}},
+		{"trace without file", []string{"bench", "trace"}},
+		{"trace flag on agentic", []string{"bench", "agentic", "--speed", "2"}},
+		{"agentic flag on trace", []string{"bench", "trace", "--trace", trace, "--sessions", "4"}},
+		{"zero sessions", []string{"bench", "agentic", "--sessions", "1,0"}},
+		{"sessions not a number", []string{"bench", "agentic", "--sessions", "many"}},
+		{"unknown policy", []string{"bench", "agentic", "--policies", "kv,best"}},
+		{"policy twice", []string{"bench", "agentic", "--policies", "kv,kv"}},
+		{"bad osl", []string{"bench", "agentic", "--osl", "200-100"}},
+		{"bad tool pause", []string{"bench", "agentic", "--tool-pause", "gamma:3s"}},
+		{"bad sim spec", []string{"bench", "agentic", "--sim", "2x5090"}},
+		{"unknown model", []string{"bench", "agentic", "--model", "llama-70b"}},
+		{"bad speed", []string{"bench", "trace", "--trace", trace, "--speed", "0"}},
+		{"negative latency", []string{"bench", "agentic", "--event-latency", "-1ms"}},
+		{"latency on a live run", []string{"bench", "agentic", "--target", "http://127.0.0.1:1/v1", "--event-latency", "1ms"}},
+		{"target not a url", []string{"bench", "agentic", "--target", "localhost:8000"}},
+		{"unknown flag", []string{"bench", "agentic", "--frobnicate"}},
+		{"extra argument", []string{"bench", "agentic", "extra"}},
+		{"subagents need steps", []string{"bench", "agentic", "--subagents", "2", "--steps", "1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := runHearth(t, "", tc.args...)
+			if !errors.Is(err, errUsage) {
+				t.Errorf("%v: got %v, want a usage error", tc.args, err)
+			}
+		})
+	}
+}
+
+func TestBenchHelp(t *testing.T) {
+	out, _, err := runHearth(t, "", "bench", "--help")
+	if err != nil || !strings.Contains(out, "hearth bench agentic") {
+		t.Errorf("bench --help: %v\n%s", err, out)
+	}
+}
+
+func TestBenchAgenticSimulated(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath, plotPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.svg")
+	out, errOut, err := runHearth(t, "", "bench", "agentic", "--sim", "2x4090", "--sessions", "1,2",
+		"--total-sessions", "2", "--steps", "2", "--prefix-tokens", "500", "--tool-pause", "const:10ms",
+		"--seed", "3", "--json", jsonPath, "--plot", plotPath)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, errOut)
+	}
+	if errOut != "" {
+		t.Errorf("stderr is not a terminal, yet something was written: %q", errOut)
+	}
+	for _, want := range []string{"round_robin", "kv", "hearth", "ttft p50"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report struct {
+		Workload struct {
+			Kind  string `json:"kind"`
+			Steps int    `json:"steps"`
+		} `json:"workload"`
+		Runs []struct {
+			Policy   string `json:"policy"`
+			Sessions int    `json:"sessions"`
+			Requests int    `json:"requests"`
+			Errors   int    `json:"errors"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(raw, &report); err != nil {
+		t.Fatalf("json report: %v\n%s", err, raw)
+	}
+	if report.Workload.Kind != "agentic" || report.Workload.Steps != 2 || len(report.Runs) != 6 {
+		t.Fatalf("report: %+v", report)
+	}
+	for _, r := range report.Runs {
+		if r.Requests != 4 || r.Errors != 0 {
+			t.Errorf("run %+v: want 2 sessions x 2 turns without errors", r)
+		}
+	}
+	svg, err := os.ReadFile(plotPath)
+	if err != nil || !strings.Contains(string(svg), "<svg") {
+		t.Errorf("plot: %v, %.80q", err, svg)
+	}
+}
+
+func TestBenchTraceSimulated(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "t.jsonl")
+	lines := `{"timestamp":0,"input_length":1000,"output_length":8,"hash_ids":[1,2]}
+{"timestamp":100,"input_length":1200,"output_length":8,"hash_ids":[1,2,3]}
+{"timestamp":200,"input_length":900,"output_length":0,"hash_ids":[1,4]}
+`
+	if err := os.WriteFile(trace, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := runHearth(t, "", "bench", "trace", "--trace", trace, "--sim", "1x4090+1x3090",
+		"--policies", "round_robin,kv", "--speed", "2")
+	if err != nil {
+		t.Fatalf("bench trace: %v\n%s", err, errOut)
+	}
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[0] == "0" {
+			rows++
+			if f[2] != "3" || f[3] != "0" {
+				t.Errorf("row %q: want 3 requests, 0 errors", line)
+			}
+		}
+	}
+	if rows != 2 {
+		t.Errorf("%d rows for 2 policies:\n%s", rows, out)
+	}
+	if _, _, err := runHearth(t, "", "bench", "trace", "--trace", filepath.Join(t.TempDir(), "missing")); err == nil || errors.Is(err, errUsage) {
+		t.Errorf("missing trace file: got %v, want a plain error", err)
+	}
+}
