@@ -181,6 +181,9 @@ type Request struct {
 	// SessionID names the agent session the request belongs to, if any.
 	SessionID string
 	Hints     Hints
+	// Exclude names workers that already failed this request: a retry goes
+	// to the best of the others (or, when none is left, to any).
+	Exclude []WorkerID
 }
 
 // session is what the router remembers of an agent session.
@@ -533,6 +536,28 @@ func (r *Router) publishLocked(id WorkerID) {
 // decideLocked scores the live workers, picks one and records the request
 // as running there. The Candidates slice is its only allocation besides the
 // active-request record.
+// candidatesLocked lists the workers a request may go to: all but the
+// excluded ones, or all when that would leave none.
+func (r *Router) candidatesLocked(exclude []WorkerID) []Candidate {
+	cands := make([]Candidate, 0, len(r.order))
+	for pass := 0; pass < 2 && len(cands) == 0; pass++ {
+		for _, id := range r.order {
+			if pass == 0 && slices.Contains(exclude, id) {
+				continue
+			}
+			aw := &r.active.workers[id]
+			cands = append(cands, Candidate{
+				Worker:               id,
+				Name:                 r.workers[id].info.Name,
+				OverlapBlocks:        r.overlap[id],
+				ActiveBlocks:         aw.blocks(),
+				PendingPrefillTokens: aw.pendingTokens,
+			})
+		}
+	}
+	return cands
+}
+
 func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int, policy string, now time.Time, queued time.Duration) Decision {
 	start := time.Now()
 	bs := r.cfg.BlockSize
@@ -549,17 +574,7 @@ func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int,
 	r.active.activeDepth(hashes, &r.activeDepth)
 	r.ix.BlockCounts(kvbm.TierGPU, &r.cachedBlocks)
 
-	cands := make([]Candidate, len(r.order))
-	for i, id := range r.order {
-		aw := &r.active.workers[id]
-		cands[i] = Candidate{
-			Worker:               id,
-			Name:                 r.workers[id].info.Name,
-			OverlapBlocks:        r.overlap[id],
-			ActiveBlocks:         aw.blocks(),
-			PendingPrefillTokens: aw.pendingTokens,
-		}
-	}
+	cands := r.candidatesLocked(req.Exclude)
 	var sess *session
 	if req.SessionID != "" {
 		sess = r.sessions[req.SessionID]

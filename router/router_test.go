@@ -647,3 +647,35 @@ func TestRouterConcurrent(t *testing.T) {
 		t.Errorf("%d requests left in the queue", r.QueueLen())
 	}
 }
+
+// TestExcludeSendsARetryElsewhere: a request that failed on the worker
+// holding its prefix goes to the next best worker, and only when every
+// worker is excluded to any of them.
+func TestExcludeSendsARetryElsewhere(t *testing.T) {
+	for _, policy := range []string{PolicyKV, PolicyHearth, PolicyRoundRobin} {
+		t.Run(policy, func(t *testing.T) {
+			r, _ := newTestRouter(t, Config{Policy: policy},
+				WorkerInfo{Name: "a"}, WorkerInfo{Name: "b"}, WorkerInfo{Name: "c"})
+			prompt := chain("p", 8)
+			r.Index().Store(0, kvbm.TierGPU, prompt)
+			r.Index().Store(1, kvbm.TierGPU, prompt[:4])
+			d := route(t, r, &Request{ID: "x1", Hashes: prompt, Exclude: []WorkerID{0}})
+			if d.Worker == 0 {
+				t.Fatalf("retry went back to the excluded worker")
+			}
+			if policy != PolicyRoundRobin && d.Worker != 1 {
+				t.Errorf("retry went to worker %d, want 1, the next best by overlap", d.Worker)
+			}
+			for _, c := range d.Candidates {
+				if c.Worker == 0 {
+					t.Errorf("excluded worker listed as a candidate")
+				}
+			}
+			r.Free("x1")
+			d = route(t, r, &Request{ID: "x2", Hashes: prompt, Exclude: []WorkerID{0, 1, 2}})
+			if len(d.Candidates) != 3 {
+				t.Errorf("with every worker excluded, %d candidates; want all 3", len(d.Candidates))
+			}
+		})
+	}
+}
