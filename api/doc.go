@@ -7,4 +7,67 @@
 // ended. It owns protocol translation and prompt normalisation (dropping the
 // volatile parts that would break prefix caching); it must not own routing
 // policy, cache state or engine lifecycles.
+//
+// # Wiring
+//
+//	gw, err := api.New(api.Config{
+//		Addr:    "127.0.0.1:8080",
+//		Models:  []string{"Qwen/Qwen3-14B-FP8"},
+//		Aliases: map[string]string{"*": "Qwen/Qwen3-14B-FP8"}, // any client name
+//		APIKeys: keys,                                         // optional
+//		ContextTokens: 32768,                                  // clamp max_tokens
+//	}, api.Deps{
+//		Router:    routerAdapter,   // implements api.Router
+//		Tokenizer: tok,             // *tokenizer.Model
+//		Store:     responsesStore,  // *store.SQLite from api/store; optional
+//		Registry:  promRegistry,    // served at GET /metrics
+//		Logger:    log,
+//	})
+//	err = gw.Run(ctx) // or gw.Serve(ctx, listener)
+//
+// The router adapter wraps its own sentinel errors so that errors.Is finds
+// api.ErrQueueFull (429 with Retry-After) or api.ErrNoWorker (503), and it
+// must call nothing back: the gateway calls FirstToken and Done itself,
+// Done exactly once per successful Route.
+//
+// # Endpoints
+//
+//	POST /v1/chat/completions   OpenAI chat; engine chunks pass through unchanged
+//	POST /v1/completions        OpenAI legacy completions (string or token-id prompt)
+//	GET  /v1/models             the served models
+//	POST /v1/responses          OpenAI Responses, translated to chat and back
+//	POST /v1/messages           Anthropic Messages (also ?beta=true)
+//	POST /v1/messages/count_tokens
+//	GET  /health, GET /metrics  open even when API keys are set
+//
+// Every answer carries x-hearth-worker, x-hearth-cached-blocks and
+// x-hearth-prompt-blocks; x-hearth-dropped-tools lists built-in tools
+// (web_search, Anthropic server tools) that were left out because an engine
+// cannot run them. A client may override the routing policy with the
+// x-hearth-policy header.
+//
+// # Keeping prompts cacheable
+//
+// Before templating and hashing, requests are normalised so that two turns
+// of one session share every block up to the end of the earlier turn and two
+// sessions of one client share the system prompt and tools: cache_control
+// markers are not carried, Claude Code's x-anthropic-billing-header system
+// line (its cc_version and cch= values vary) is removed, Responses item ids
+// are ignored, text-only content part lists become one string, developer
+// messages become system messages, tool definitions keep their order and
+// their schemas' key order. The messages hashed are exactly the messages the
+// engine receives.
+//
+// # Failure handling
+//
+// A worker that refuses the connection or answers 5xx before the first byte
+// is excluded and the router asked once more. A failure mid-stream ends the
+// stream with an error event in the client's dialect. A client that goes
+// away (noticed by a failed write; SSE comments go out every
+// Config.KeepAlive while the engine is silent) cancels the engine request at
+// once. The router is told Done in every case.
+//
+// With nvext.agent_hints.speculative_prefill the next turn's prompt (history
+// plus answer) is sent to the same worker with max_tokens 1 after the answer,
+// off the request's path.
 package api

@@ -15,6 +15,7 @@ import (
 // simWorker is one simulated engine on loopback and the router worker it
 // serves as.
 type simWorker struct {
+	name       string
 	gpu        nodes.GPU
 	id         router.WorkerID
 	instance   *sim.Instance
@@ -67,7 +68,7 @@ func newSimCluster(rt *router.Router, opts simClusterOptions) (*simCluster, erro
 			c.close(rt)
 			return nil, fmt.Errorf("engine %s: %w", name, err)
 		}
-		w := &simWorker{gpu: gpu, id: id, instance: inst}
+		w := &simWorker{name: name, gpu: gpu, id: id, instance: inst}
 		c.workers = append(c.workers, w)
 		w.subscriber, err = router.NewSubscriber(router.SubscriberConfig{
 			Endpoint:       inst.KVEventsEndpoint(),

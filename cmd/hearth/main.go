@@ -34,6 +34,7 @@ type environment struct {
 // commands lists the subcommands in the order --help shows them.
 func commands() []command {
 	return []command{
+		{"up", "serve coding agents: engines, KV-aware router and the OpenAI/Anthropic API", runUp},
 		{"version", "print the version", runVersion},
 		{"tokenize", "tokenize text or chat conversations read as JSON lines", runTokenize},
 		{"bench", "benchmark routing policies on agentic workloads or traces, simulated or live", runBench},

@@ -1,0 +1,183 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config is the gateway's configuration. Zero values take the documented
+// defaults; Validate reports what cannot work.
+type Config struct {
+	// Addr is where Run listens. Default "127.0.0.1:8080".
+	Addr string
+	// Models are the served model names, as the engines know them. The first
+	// is the default target of aliases. Required.
+	Models []string
+	// Aliases maps a client's model name to a served one. Keys are exact names
+	// or path.Match patterns ("claude-*", "*"); exact names win, then the
+	// longest pattern. A name that is neither served nor aliased gets a 404.
+	Aliases map[string]string
+	// APIKeys, when non-empty, are required on every /v1 request (Bearer or
+	// x-api-key). /health and /metrics stay open.
+	APIKeys []string
+	// MaxBodyBytes caps request bodies. Default 32 MiB.
+	MaxBodyBytes int
+	// MaxOutputTokens clamps a request's max_tokens; 0 = no clamp.
+	MaxOutputTokens int
+	// ContextTokens is the served model's context length; when set, max_tokens
+	// is clamped so that prompt plus output fit (clients such as Claude Code
+	// ask for 64000 output tokens regardless of the model).
+	ContextTokens int
+	// BlockSize is the KV block size in tokens used for hashing. Default 16.
+	BlockSize int
+	// RetryAfter is what a 429 tells clients to wait. Default 1s.
+	RetryAfter time.Duration
+	// SpeculativeTimeout bounds a speculative prefill request. Default 30s.
+	SpeculativeTimeout time.Duration
+	// KeepAlive is how long a stream may stay silent before an SSE comment
+	// goes out; the write is how a vanished client is noticed during a long
+	// prefill. Default 5s.
+	KeepAlive time.Duration
+}
+
+// Deps are the gateway's collaborators.
+type Deps struct {
+	Router    Router    // required
+	Tokenizer Tokenizer // required
+	// Store keeps Responses-API results for previous_response_id; nil means
+	// store: true is accepted but nothing is kept, and previous_response_id
+	// gets a 400.
+	Store ResponseStore
+	// Registry receives the gateway's metrics and is what GET /metrics
+	// serves; nil = a private registry.
+	Registry *prometheus.Registry
+	// Logger; nil = slog.Default().
+	Logger *slog.Logger
+	// Client talks to the engines; nil = a client with no overall timeout
+	// (streams are long) and keep-alive pooling.
+	Client *http.Client
+}
+
+const (
+	defaultAddr         = "127.0.0.1:8080"
+	defaultMaxBodyBytes = 32 << 20
+	defaultRetryAfter   = time.Second
+	defaultSpecTimeout  = 30 * time.Second
+)
+
+func (c *Config) setDefaults() {
+	if c.Addr == "" {
+		c.Addr = defaultAddr
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = defaultMaxBodyBytes
+	}
+	if c.BlockSize <= 0 {
+		c.BlockSize = 16
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = defaultRetryAfter
+	}
+	if c.KeepAlive <= 0 {
+		c.KeepAlive = 5 * time.Second
+	}
+	if c.SpeculativeTimeout <= 0 {
+		c.SpeculativeTimeout = defaultSpecTimeout
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if len(c.Models) == 0 {
+		return errors.New("api: config: no served model")
+	}
+	served := make(map[string]bool, len(c.Models))
+	for _, m := range c.Models {
+		if m == "" {
+			return errors.New("api: config: empty served model name")
+		}
+		served[m] = true
+	}
+	for k, v := range c.Aliases {
+		if _, err := path.Match(k, ""); err != nil {
+			return fmt.Errorf("api: config: alias %q: %w", k, err)
+		}
+		if !served[v] {
+			return fmt.Errorf("api: config: alias %q points at %q, which is not served", k, v)
+		}
+	}
+	for _, k := range c.APIKeys {
+		if k == "" {
+			return errors.New("api: config: empty API key")
+		}
+	}
+	if c.MaxOutputTokens < 0 || c.ContextTokens < 0 {
+		return errors.New("api: config: negative token limit")
+	}
+	return nil
+}
+
+// modelResolver maps client model names to served ones.
+type modelResolver struct {
+	served   map[string]bool
+	exact    map[string]string
+	patterns []string // longest first
+	aliases  map[string]string
+}
+
+func newModelResolver(c Config) modelResolver {
+	r := modelResolver{served: map[string]bool{}, exact: map[string]string{}, aliases: c.Aliases}
+	for _, m := range c.Models {
+		r.served[m] = true
+	}
+	for k, v := range c.Aliases {
+		if isPattern(k) {
+			r.patterns = append(r.patterns, k)
+		} else {
+			r.exact[k] = v
+		}
+	}
+	sort.Slice(r.patterns, func(i, j int) bool {
+		if len(r.patterns[i]) != len(r.patterns[j]) {
+			return len(r.patterns[i]) > len(r.patterns[j])
+		}
+		return r.patterns[i] < r.patterns[j]
+	})
+	return r
+}
+
+func isPattern(s string) bool {
+	for _, c := range s {
+		switch c {
+		case '*', '?', '[', '\\':
+			return true
+		}
+	}
+	return false
+}
+
+// resolve returns the served model for a client's name, or a 404 apiError.
+func (r modelResolver) resolve(name string) (string, error) {
+	if name == "" {
+		return "", badRequest("model", "required")
+	}
+	if r.served[name] {
+		return name, nil
+	}
+	if m, ok := r.exact[name]; ok {
+		return m, nil
+	}
+	for _, p := range r.patterns {
+		if ok, _ := path.Match(p, name); ok {
+			return r.aliases[p], nil
+		}
+	}
+	return "", &apiError{Status: http.StatusNotFound, Param: "model", Message: fmt.Sprintf("model %q is not served here and no alias applies", name)}
+}

@@ -1,0 +1,223 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"sort"
+	"strings"
+
+	"github.com/hearth-llm/hearth/tokenizer"
+)
+
+// chatMessage is one message in the OpenAI chat shape the engine receives.
+// Every dialect is translated into a list of these, normalised so that the
+// same conversation always renders to the same prompt.
+type chatMessage struct {
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"` // a JSON string, or an array of parts
+	ReasoningContent string          `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCall      `json:"tool_calls,omitempty"`
+	ToolCallID       string          `json:"tool_call_id,omitempty"`
+	Name             string          `json:"name,omitempty"`
+}
+
+type toolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function toolFunction `json:"function"`
+}
+
+type toolFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// chatTool is an OpenAI function tool. Parameters stay raw so that the
+// schema's key order (which the template prints) survives.
+type chatTool struct {
+	Type     string           `json:"type"`
+	Function chatToolFunction `json:"function"`
+}
+
+type chatToolFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// engineRequest is the one internal request every dialect becomes.
+type engineRequest struct {
+	Dialect     dialect
+	ClientModel string // as the client named it
+	Model       string // served name
+
+	Messages          []chatMessage
+	Tools             json.RawMessage // JSON array of OpenAI tools, or nil
+	ToolChoice        json.RawMessage
+	ParallelToolCalls *bool
+	MaxTokens         int // 0 = engine default
+	Temperature       *float64
+	TopP              *float64
+	TopK              *int
+	Stop              []string
+	Kwargs            map[string]any // chat_template_kwargs
+	// Extra are further OpenAI chat fields passed to the engine untouched
+	// (seed, response_format, logprobs, ...).
+	Extra map[string]json.RawMessage
+
+	ClientStream bool
+	IncludeUsage bool // the client asked for a usage chunk (OpenAI chat)
+
+	SessionID    string
+	Session      SessionControl
+	Hints        Hints
+	Policy       string
+	DroppedTools []string // built-in tools the engine cannot run, left out
+
+	// onAnswer, when set, receives a complete answer (stored responses).
+	onAnswer func(acc *accumulator)
+}
+
+// stringJSON returns s as a JSON string value.
+func stringJSON(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// textMessage builds a message whose content is plain text.
+func textMessage(role, text string) chatMessage {
+	return chatMessage{Role: role, Content: stringJSON(text)}
+}
+
+// upstreamBody is the engine's chat completion request.
+type upstreamBody struct {
+	Model             string          `json:"model"`
+	Messages          []chatMessage   `json:"messages"`
+	Tools             json.RawMessage `json:"tools,omitempty"`
+	ToolChoice        json.RawMessage `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
+	MaxTokens         *int            `json:"max_tokens,omitempty"`
+	Temperature       *float64        `json:"temperature,omitempty"`
+	TopP              *float64        `json:"top_p,omitempty"`
+	TopK              *int            `json:"top_k,omitempty"`
+	Stop              []string        `json:"stop,omitempty"`
+	Stream            bool            `json:"stream"`
+	StreamOptions     *streamOptions  `json:"stream_options,omitempty"`
+	Kwargs            map[string]any  `json:"chat_template_kwargs,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// body marshals the request for the engine. The engine always streams with
+// usage: the gateway needs the first token for the router and the cached
+// token count for the client, whatever the client asked for.
+func (r *engineRequest) body(messages []chatMessage, maxTokens int, stream bool) ([]byte, error) {
+	u := upstreamBody{
+		Model: r.Model, Messages: messages, Tools: r.Tools, ToolChoice: r.ToolChoice,
+		ParallelToolCalls: r.ParallelToolCalls, Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK,
+		Stop: r.Stop, Stream: stream, Kwargs: r.Kwargs,
+	}
+	if maxTokens > 0 {
+		u.MaxTokens = &maxTokens
+	}
+	if stream {
+		u.StreamOptions = &streamOptions{IncludeUsage: true}
+	}
+	b, err := json.Marshal(u)
+	if err != nil || len(r.Extra) == 0 {
+		return b, err
+	}
+	// Splice the passthrough fields in, sorted for a stable body.
+	keys := make([]string, 0, len(r.Extra))
+	for k := range r.Extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var buf bytes.Buffer
+	buf.Write(b[:len(b)-1])
+	for _, k := range keys {
+		kb, _ := json.Marshal(k)
+		buf.WriteByte(',')
+		buf.Write(kb)
+		buf.WriteByte(':')
+		buf.Write(r.Extra[k])
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// chatRequestFor is what the tokenizer renders: exactly the messages and
+// tools sent to the engine.
+func (r *engineRequest) chatRequest() (tokenizer.ChatRequest, error) {
+	msgs, err := json.Marshal(r.Messages)
+	if err != nil {
+		return tokenizer.ChatRequest{}, err
+	}
+	return tokenizer.ChatRequest{Messages: msgs, Tools: r.Tools, AddGenerationPrompt: true, Kwargs: r.Kwargs}, nil
+}
+
+// compactJSON returns raw without insignificant whitespace, so that the same
+// value always prints the same; invalid JSON is returned as is.
+func compactJSON(raw []byte) []byte {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return raw
+	}
+	return buf.Bytes()
+}
+
+// isNullJSON reports whether raw is absent or JSON null.
+func isNullJSON(raw json.RawMessage) bool {
+	s := bytes.TrimSpace(raw)
+	return len(s) == 0 || string(s) == "null"
+}
+
+// billingHeaderPrefix starts the system line Claude Code adds for billing.
+// Its cc_version suffix differs per session and its cch= value per request,
+// so it must never reach the prompt.
+const billingHeaderPrefix = "x-anthropic-billing-header:"
+
+// stripVolatileSystemText removes lines that change between requests of the
+// same conversation from a system text.
+func stripVolatileSystemText(s string) string {
+	if !strings.Contains(s, billingHeaderPrefix) {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	kept := lines[:0]
+	for _, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), billingHeaderPrefix) {
+			continue
+		}
+		kept = append(kept, l)
+	}
+	return strings.Join(kept, "\n")
+}
+
+// sessionFromUserID extracts the session part of Claude Code's
+// metadata.user_id: a JSON object with session_id, or the older
+// "user_<hash>_account_<uuid>_session_<uuid>" form.
+func sessionFromUserID(uid string) string {
+	if uid == "" {
+		return ""
+	}
+	if strings.HasPrefix(uid, "{") {
+		var v struct {
+			SessionID string `json:"session_id"`
+		}
+		if json.Unmarshal([]byte(uid), &v) == nil && v.SessionID != "" {
+			return v.SessionID
+		}
+		return ""
+	}
+	if i := strings.LastIndex(uid, "_session_"); i >= 0 {
+		return uid[i+len("_session_"):]
+	}
+	return uid
+}
+
+// sessionHeaders are the headers clients put a session id in, in order of
+// preference: OpenCode's, Codex's, Claude Code's.
+var sessionHeaders = []string{"x-session-affinity", "x-session-id", "session-id", "x-claude-code-session-id"}

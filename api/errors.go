@@ -1,0 +1,230 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// dialect is the protocol a client speaks; errors and streams are written in it.
+type dialect int
+
+const (
+	dialectOpenAI dialect = iota // chat completions, completions, models
+	dialectResponses
+	dialectAnthropic
+)
+
+func (d dialect) String() string {
+	switch d {
+	case dialectResponses:
+		return "responses"
+	case dialectAnthropic:
+		return "anthropic"
+	default:
+		return "openai"
+	}
+}
+
+// apiError is an error with the HTTP status it maps to. Every error a handler
+// returns ends up as one, written in the client's dialect by writeError: the
+// mapping from failures to statuses lives here and nowhere else.
+type apiError struct {
+	Status     int
+	Param      string // the offending request field, if any
+	Message    string
+	RetryAfter int // seconds, for 429
+}
+
+func (e *apiError) Error() string {
+	if e.Param != "" {
+		return e.Param + ": " + e.Message
+	}
+	return e.Message
+}
+
+func badRequest(param, msg string) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Param: param, Message: msg}
+}
+
+func badRequestf(param, format string, args ...any) *apiError {
+	return badRequest(param, fmt.Sprintf(format, args...))
+}
+
+// decodeStrict unmarshals JSON and turns type errors into 400s naming the
+// field, prefixed with prefix ("" for the request body itself).
+func decodeStrict(data []byte, v any, prefix string) error {
+	err := json.Unmarshal(data, v)
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if prefix != "" {
+			if field == "" {
+				field = prefix
+			} else {
+				field = prefix + "." + field
+			}
+		}
+		if field == "" {
+			field = "body"
+		}
+		return badRequestf(field, "expected %s, got JSON %s", jsonKind(te.Type.Kind().String()), te.Value)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		where := prefix
+		if where == "" {
+			where = "body"
+		}
+		return badRequestf(where, "invalid JSON at byte %d: %v", se.Offset, se)
+	}
+	where := prefix
+	if where == "" {
+		where = "body"
+	}
+	return badRequest(where, err.Error())
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "int", "int64", "int32", "uint32", "uint64", "float64", "float32":
+		return "a number"
+	case "bool":
+		return "a boolean"
+	case "slice", "array":
+		return "an array"
+	case "map", "struct", "ptr":
+		return "an object"
+	default:
+		return "another type"
+	}
+}
+
+// toAPIError maps any error to the status the client sees.
+func toAPIError(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		return &apiError{Status: fe.Code, Message: fe.Message}
+	}
+	switch {
+	case errors.Is(err, ErrQueueFull):
+		return &apiError{Status: http.StatusTooManyRequests, Message: "all workers are busy; retry later", RetryAfter: 1}
+	case errors.Is(err, ErrNoWorker):
+		return &apiError{Status: http.StatusServiceUnavailable, Message: "no worker can serve this model right now"}
+	}
+	return &apiError{Status: http.StatusInternalServerError, Message: err.Error()}
+}
+
+// writeError writes err in the dialect's error shape.
+func writeError(c *fiber.Ctx, d dialect, err error) error {
+	ae := toAPIError(err)
+	if ae.RetryAfter > 0 {
+		c.Set("Retry-After", strconv.Itoa(ae.RetryAfter))
+	}
+	c.Status(ae.Status)
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSONCharsetUTF8)
+	return c.Send(errorBody(d, ae))
+}
+
+// errorBody is the JSON error object of the dialect.
+func errorBody(d dialect, ae *apiError) []byte {
+	var v any
+	if d == dialectAnthropic {
+		v = anthropicError{Type: "error", Error: anthropicErrorDetail{Type: anthropicErrorType(ae.Status), Message: ae.Error()}}
+	} else {
+		detail := openAIErrorDetail{Message: ae.Error(), Type: openAIErrorType(ae.Status), Code: openAIErrorCode(ae)}
+		if ae.Param != "" {
+			detail.Param = &ae.Param
+		}
+		v = openAIError{Error: detail}
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+type openAIError struct {
+	Error openAIErrorDetail `json:"error"`
+}
+
+type openAIErrorDetail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+type anthropicError struct {
+	Type  string               `json:"type"`
+	Error anthropicErrorDetail `json:"error"`
+}
+
+type anthropicErrorDetail struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+func anthropicErrorType(status int) string {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case http.StatusServiceUnavailable:
+		return "overloaded_error"
+	default:
+		return "api_error"
+	}
+}
+
+func openAIErrorType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status < 500:
+		return "invalid_request_error"
+	default:
+		return "server_error"
+	}
+}
+
+func openAIErrorCode(ae *apiError) *string {
+	var s string
+	switch {
+	case ae.Status == http.StatusUnauthorized:
+		s = "invalid_api_key"
+	case ae.Status == http.StatusNotFound && ae.Param == "model":
+		s = "model_not_found"
+	case ae.Status == http.StatusTooManyRequests:
+		s = "rate_limit_exceeded"
+	case ae.Status == http.StatusRequestEntityTooLarge:
+		s = "request_too_large"
+	default:
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,131 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var fuzzModels = newModelResolver(Config{Models: []string{servedModel}, Aliases: map[string]string{"*": servedModel}})
+
+// addFixtureBodies seeds a fuzz corpus with the bodies of the fixtures.
+func addFixtureBodies(f *testing.F, names ...string) {
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join("testdata", n))
+		if err != nil {
+			f.Fatal(err)
+		}
+		fx := struct{ Body []byte }{}
+		_ = jsonUnmarshal(b, &fx)
+		f.Add(fx.Body)
+	}
+}
+
+func FuzzDecodeChatCompletion(f *testing.F) {
+	addFixtureBodies(f, "opencode-title.json", "opencode-turn1.json", "opencode-turn2.json")
+	f.Add([]byte(`{"model":"m","messages":[{"role":"developer","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"x"}}]}],"nvext":{"agent_hints":{"osl":3}},"seed":1}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, _, err := decodeChatCompletion(body, fuzzModels)
+		if err != nil {
+			return
+		}
+		if _, err := req.body(req.Messages, 10, true); err != nil {
+			t.Fatalf("a decoded request does not marshal: %v", err)
+		}
+		if _, _, err := (fakeTokenizer{}).EncodeChat(mustChatRequest(t, req.Messages, req.Tools)); err != nil {
+			t.Fatalf("a decoded request does not render: %v", err)
+		}
+	})
+}
+
+func FuzzDecodeMessages(f *testing.F) {
+	addFixtureBodies(f, "claude-turn1.json", "claude-turn2.json")
+	f.Add([]byte(`{"model":"c","max_tokens":1,"system":[{"type":"text","text":"x-anthropic-billing-header: a"}],"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image"}]}]}],"tool_choice":{"type":"tool","name":"x"}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, _, err := decodeMessages(body, fuzzModels, true)
+		if err != nil {
+			return
+		}
+		if _, err := req.body(req.Messages, 10, true); err != nil {
+			t.Fatalf("a decoded request does not marshal: %v", err)
+		}
+	})
+}
+
+func FuzzDecodeResponses(f *testing.F) {
+	addFixtureBodies(f, "codex-turn1.json", "codex-turn2.json")
+	f.Add([]byte(`{"model":"m","input":[{"type":"reasoning","encrypted_content":"hearth1:!!"},{"type":"function_call","name":"a","namespace":"n"}],"tool_choice":{"type":"function","name":"a"},"tools":[{"type":"function","name":"a"}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		tr, err := decodeResponses(body, fuzzModels)
+		if err != nil {
+			return
+		}
+		if err := tr.appendInput(nil); err != nil {
+			return
+		}
+		if _, err := tr.req.body(tr.req.Messages, 10, true); err != nil {
+			t.Fatalf("a decoded request does not marshal: %v", err)
+		}
+	})
+}
+
+func FuzzDecodeCompletion(f *testing.F) {
+	f.Add([]byte(`{"model":"m","prompt":"hello","max_tokens":3}`))
+	f.Add([]byte(`{"model":"m","prompt":[1,2,3]}`))
+	f.Add([]byte(`{"model":"m","prompt":["one"],"nvext":{}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		_, _, _, _, _ = decodeCompletion(body, fuzzModels, fakeTokenizer{})
+	})
+}
+
+func FuzzParseNvext(f *testing.F) {
+	f.Add([]byte(`{"agent_hints":{"priority":1,"strict_priority":2,"osl":3,"speculative_prefill":true},"session_control":{"session_id":"s","action":"open","timeout":1.5}}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		h, sc, _, err := parseNvext(raw)
+		if err == nil && (h.OSL < 0 || sc.Timeout < 0) {
+			t.Fatalf("accepted negative values: %+v %+v", h, sc)
+		}
+	})
+}
+
+// FuzzEngineStream feeds arbitrary engine output through the stream reader
+// and every dialect's responder.
+func FuzzEngineStream(f *testing.F) {
+	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\",\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"f\",\"arguments\":\"{\"}}]}}]}\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"r\"},\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":3}}\n\n"))
+	f.Add([]byte("data: {\"error\":{\"message\":\"boom\"}}\n\n"))
+	f.Add([]byte(": comment\nevent: x\ndata:{\"choices\":[{\"index\":2000,\"delta\":{\"tool_calls\":[{\"index\":-1}]}}]}\n"))
+	g := &Gateway{router: newFakeRouter(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	g.metrics, _ = newMetrics(prometheus.NewRegistry())
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		ex := &exchange{g: g, req: &engineRequest{}, resp: &http.Response{Body: io.NopCloser(bytes.NewReader(stream))}}
+		rs := []responder{&openAIChatResponder{}, &anthropicResponder{tool: -1}, &responsesResponder{}}
+		w := bufio.NewWriter(io.Discard)
+		err := ex.read(func(raw []byte, ch *chatChunk) error {
+			for _, r := range rs {
+				if err := r.chunk(w, raw, ch); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for _, r := range rs {
+			if err != nil {
+				r.fail(w, &apiError{Status: 502, Message: err.Error()})
+			} else if r.finish(w, &ex.acc) != nil {
+				t.Fatal("finish failed on a discarding writer")
+			}
+			if _, err := r.final(&ex.acc); err != nil {
+				t.Fatalf("final: %v", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,333 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hearth-llm/hearth/tokenizer"
+)
+
+// Gateway is Hearth's HTTP surface. Create it with New, serve it with Run or
+// Serve.
+type Gateway struct {
+	cfg     Config
+	router  Router
+	tok     Tokenizer
+	store   ResponseStore
+	log     *slog.Logger
+	client  *http.Client
+	models  modelResolver
+	metrics *metrics
+	app     *fiber.App
+
+	background sync.WaitGroup // speculative prefills
+	closing    chan struct{}
+	closeOnce  sync.Once
+
+	mu      sync.Mutex
+	warning string
+}
+
+// New builds a gateway. cfg is validated; deps.Router and deps.Tokenizer are
+// required.
+func New(cfg Config, deps Deps) (*Gateway, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Router == nil || deps.Tokenizer == nil {
+		return nil, errors.New("api: router and tokenizer are required")
+	}
+	g := &Gateway{
+		cfg: cfg, router: deps.Router, tok: deps.Tokenizer, store: deps.Store,
+		log: deps.Logger, client: deps.Client, models: newModelResolver(cfg),
+		closing: make(chan struct{}),
+	}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	g.log = g.log.With("component", "api")
+	if g.client == nil {
+		g.client = &http.Client{Transport: &http.Transport{
+			Proxy:               nil,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     90 * time.Second,
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		}}
+	}
+	reg := deps.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	g.metrics = m
+	g.app = g.newApp(reg)
+	return g, nil
+}
+
+// App returns the fiber application, e.g. to mount more routes before serving.
+func (g *Gateway) App() *fiber.App { return g.app }
+
+// Run listens on Config.Addr and serves until ctx ends.
+func (g *Gateway) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", g.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("api: listen: %w", err)
+	}
+	return g.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx ends, then shuts down gracefully: streams in
+// flight may finish for up to 10 seconds and background prefills are
+// cancelled.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	g.checkExposure(ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- g.app.Listener(ln) }()
+	select {
+	case err := <-errc:
+		g.stopBackground()
+		if err != nil {
+			return fmt.Errorf("api: serve: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := g.app.ShutdownWithContext(shutCtx)
+	g.stopBackground()
+	<-errc
+	if err != nil {
+		return fmt.Errorf("api: shutdown: %w", err)
+	}
+	return nil
+}
+
+func (g *Gateway) stopBackground() {
+	g.closeOnce.Do(func() { close(g.closing) })
+	g.background.Wait()
+}
+
+// SecurityWarning is non-empty when the gateway listens beyond loopback
+// without API keys; the console shows it.
+func (g *Gateway) SecurityWarning() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.warning
+}
+
+func (g *Gateway) checkExposure(addr net.Addr) {
+	if len(g.cfg.APIKeys) > 0 {
+		return
+	}
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || tcp.IP.IsLoopback() {
+		return
+	}
+	w := fmt.Sprintf("the API listens on %s with no API key: anyone who can reach this address can use the GPUs", addr)
+	g.mu.Lock()
+	g.warning = w
+	g.mu.Unlock()
+	g.log.Warn("!!! " + w + " !!! set an API key or listen on 127.0.0.1")
+}
+
+func (g *Gateway) newApp(reg *prometheus.Registry) *fiber.App {
+	app := fiber.New(fiber.Config{
+		AppName:               "hearth",
+		DisableStartupMessage: true,
+		BodyLimit:             g.cfg.MaxBodyBytes,
+		ErrorHandler: func(c *fiber.Ctx, err error) error {
+			return writeError(c, dialectOf(c.Path()), err)
+		},
+	})
+	app.Get("/health", func(c *fiber.Ctx) error {
+		return c.JSON(fiber.Map{"status": "ok"})
+	})
+	// Claude Code probes the root with HEAD before its first request.
+	app.Get("/", func(c *fiber.Ctx) error { return c.SendString("hearth") })
+	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+
+	v1 := app.Group("/v1", g.authenticate)
+	v1.Get("/models", g.handleModels)
+	v1.Post("/chat/completions", g.handleChatCompletions)
+	v1.Post("/completions", g.handleCompletions)
+	v1.Post("/responses", g.handleResponses)
+	v1.Post("/messages", g.handleMessages)
+	v1.Post("/messages/count_tokens", g.handleCountTokens)
+	app.Use(func(c *fiber.Ctx) error {
+		return writeError(c, dialectOf(c.Path()), &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("no route for %s %s", c.Method(), c.Path())})
+	})
+	return app
+}
+
+// dialectOf picks the error dialect from the path, for errors raised before
+// a handler runs.
+func dialectOf(path string) dialect {
+	switch {
+	case strings.HasPrefix(path, "/v1/messages"):
+		return dialectAnthropic
+	case strings.HasPrefix(path, "/v1/responses"):
+		return dialectResponses
+	default:
+		return dialectOpenAI
+	}
+}
+
+// authenticate checks the API key when keys are configured.
+func (g *Gateway) authenticate(c *fiber.Ctx) error {
+	if len(g.cfg.APIKeys) == 0 {
+		return c.Next()
+	}
+	key := c.Get("x-api-key")
+	if key == "" {
+		if a := c.Get(fiber.HeaderAuthorization); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+			key = strings.TrimSpace(a[7:])
+		}
+	}
+	for _, k := range g.cfg.APIKeys {
+		if subtle.ConstantTimeCompare([]byte(key), []byte(k)) == 1 {
+			return c.Next()
+		}
+	}
+	d := dialectOf(c.Path())
+	g.metrics.observe(d, http.StatusUnauthorized, 0)
+	msg := "invalid API key"
+	if key == "" {
+		msg = "missing API key (Authorization: Bearer or x-api-key)"
+	}
+	return writeError(c, d, &apiError{Status: http.StatusUnauthorized, Message: msg})
+}
+
+func (g *Gateway) handleModels(c *fiber.Ctx) error {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	out := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list"}
+	for _, m := range g.cfg.Models {
+		out.Data = append(out.Data, model{ID: m, Object: "model", OwnedBy: "hearth"})
+	}
+	return c.JSON(out)
+}
+
+// sessionID picks the session id of a request: an explicit nvext value, then
+// one from the body, then the clients' headers.
+func sessionID(c *fiber.Ctx, fromNvext, fromBody string) string {
+	if fromNvext != "" {
+		return fromNvext
+	}
+	if fromBody != "" {
+		return fromBody
+	}
+	for _, h := range sessionHeaders {
+		if v := c.Get(h); v != "" {
+			return strings.Clone(v) // fiber's strings point into a reused buffer
+		}
+	}
+	return ""
+}
+
+// afterAnswer runs what follows a complete answer, off the request's path.
+func (g *Gateway) afterAnswer(ex *exchange) {
+	if ex.req.onAnswer != nil {
+		ex.req.onAnswer(&ex.acc)
+	}
+	if ex.req.Hints.SpeculativePrefill && len(ex.req.Messages) > 0 {
+		g.speculate(ex.route, ex.req, ex.acc.assistantMessage())
+	}
+}
+
+// speculate sends the next turn's prompt (history plus this answer) with
+// max_tokens 1 to the same worker, so that its KV cache holds the whole
+// conversation when the client's tool call comes back.
+func (g *Gateway) speculate(route Route, req *engineRequest, answer chatMessage) {
+	msgs := make([]chatMessage, 0, len(req.Messages)+1)
+	msgs = append(append(msgs, req.Messages...), answer)
+	body, err := req.body(msgs, 1, false)
+	if err != nil {
+		return
+	}
+	g.background.Add(1)
+	go func() {
+		defer g.background.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), g.cfg.SpeculativeTimeout)
+		defer cancel()
+		go func() {
+			select {
+			case <-g.closing:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(route.BaseURL, "/")+"/v1/chat/completions", bytes.NewReader(body))
+		if err != nil {
+			return
+		}
+		hreq.Header.Set("Content-Type", "application/json")
+		resp, err := g.client.Do(hreq)
+		outcome := "ok"
+		if err != nil {
+			outcome = "error"
+		} else {
+			if resp.StatusCode != http.StatusOK {
+				outcome = "error"
+			}
+			_, _ = bytes.NewBuffer(nil).ReadFrom(http.MaxBytesReader(nil, resp.Body, 1<<20))
+			resp.Body.Close()
+		}
+		g.metrics.speculative.WithLabelValues(outcome).Inc()
+		if outcome != "ok" {
+			g.log.Debug("speculative prefill failed", "worker", route.WorkerID, "error", err)
+		}
+	}()
+}
+
+// newID returns prefix followed by 24 random hex digits.
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func blockHashes(ids []uint32, blockSize int) []tokenizer.SeqHash {
+	return tokenizer.BlockHashes(ids, blockSize)
+}
+
+// readNvextEtc decodes the fields every dialect shares: nvext and the policy
+// header.
+func (g *Gateway) commonFields(c *fiber.Ctx, req *engineRequest, nv json.RawMessage, bodySession string) error {
+	h, sc, sid, err := parseNvext(nv)
+	if err != nil {
+		return err
+	}
+	req.Hints, req.Session = h, sc
+	req.SessionID = sessionID(c, sid, bodySession)
+	req.Policy = strings.Clone(c.Get("x-hearth-policy"))
+	return nil
+}

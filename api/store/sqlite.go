@@ -1,0 +1,102 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// ErrNotFound is returned for an unknown response id.
+var ErrNotFound = errors.New("response not found")
+
+// Response is one stored answer.
+type Response struct {
+	ID        string
+	Model     string
+	CreatedAt time.Time
+	// Conversation is the whole conversation up to and including this
+	// answer, in whatever encoding the caller chose.
+	Conversation []byte
+}
+
+// SQLite stores responses in a SQLite database.
+type SQLite struct {
+	db *sql.DB
+}
+
+// Open opens (creating if needed) the database at path; ":memory:" gives a
+// private in-memory database.
+func Open(ctx context.Context, path string) (*SQLite, error) {
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)"
+	if path == ":memory:" {
+		dsn = ":memory:"
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if path == ":memory:" {
+		db.SetMaxOpenConns(1) // each connection would be its own database
+	}
+	const schema = `CREATE TABLE IF NOT EXISTS responses (
+		id TEXT PRIMARY KEY,
+		model TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		conversation BLOB NOT NULL
+	);
+	CREATE INDEX IF NOT EXISTS responses_created ON responses(created_at);`
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: create schema: %w", err)
+	}
+	return &SQLite{db: db}, nil
+}
+
+// Close closes the database.
+func (s *SQLite) Close() error { return s.db.Close() }
+
+// PutResponse stores r, replacing a response with the same id.
+func (s *SQLite) PutResponse(ctx context.Context, r Response) error {
+	if r.ID == "" {
+		return errors.New("store: empty response id")
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = time.Now()
+	}
+	_, err := s.db.ExecContext(ctx,
+		`INSERT OR REPLACE INTO responses (id, model, created_at, conversation) VALUES (?, ?, ?, ?)`,
+		r.ID, r.Model, r.CreatedAt.UnixMilli(), r.Conversation)
+	if err != nil {
+		return fmt.Errorf("store: put %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// GetResponse returns the response with id, or an error wrapping ErrNotFound.
+func (s *SQLite) GetResponse(ctx context.Context, id string) (Response, error) {
+	r := Response{ID: id}
+	var ms int64
+	err := s.db.QueryRowContext(ctx, `SELECT model, created_at, conversation FROM responses WHERE id = ?`, id).
+		Scan(&r.Model, &ms, &r.Conversation)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Response{}, fmt.Errorf("store: %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Response{}, fmt.Errorf("store: get %s: %w", id, err)
+	}
+	r.CreatedAt = time.UnixMilli(ms)
+	return r, nil
+}
+
+// DeleteBefore removes responses created before t and reports how many.
+func (s *SQLite) DeleteBefore(ctx context.Context, t time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM responses WHERE created_at < ?`, t.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("store: delete old responses: %w", err)
+	}
+	return res.RowsAffected()
+}
