@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// startUp runs hearth up --sim 2x4090 in-process on a loopback port and
+// returns its base URL and a function that stops it (as Ctrl-C does) and
+// returns what serveUp returned.
+func startUp(t *testing.T, extraArgs ...string) (baseURL string, stop func() error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &environment{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	args := append([]string{"--sim", "2x4090", "--speedup", "100", "--data-dir", t.TempDir()}, extraArgs...)
+	cfg, err := parseUpFlags(env, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serveUp(ctx, io.Discard, slog.New(slog.DiscardHandler), cfg, ln) }()
+	baseURL = "http://" + ln.Addr().String()
+	// serveUp owns the listener, so requests queue in the kernel until the
+	// gateway accepts them; /health answers once it does.
+	resp, err := http.Get(baseURL + "/health")
+	if err != nil {
+		cancel()
+		t.Fatalf("health: %v (serveUp: %v)", err, <-done)
+	}
+	resp.Body.Close()
+	var once bool
+	var result error
+	stop = func() error {
+		if !once {
+			once = true
+			cancel()
+			result = <-done
+		}
+		return result
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("hearth up: %v", err)
+		}
+	})
+	return baseURL, stop
+}
+
+// clientFixture is one recorded-shape request of a coding agent, written
+// for the gateway's tests in the structure the real clients use.
+type clientFixture struct {
+	Path    string            `json:"path"`
+	Headers map[string]string `json:"headers"`
+	Body    json.RawMessage   `json:"body"`
+}
+
+// streamedAnswer is what a client makes of a streamed answer.
+type streamedAnswer struct {
+	text, toolName, toolArgs, finish string
+	cachedTokens                     int
+	worker                           string
+}
+
+// TestUpServesTheThreeClients drives hearth up --sim with each client's
+// own request shapes: turn 1 must come back as a tool call, turn 2 carries
+// the tool's result, lands on the same GPU and is served mostly from its
+// prefix cache.
+func TestUpServesTheThreeClients(t *testing.T) {
+	baseURL, _ := startUp(t)
+	cases := []struct {
+		client, turn1, turn2 string
+		finishTool           string
+		decode               func(t *testing.T, events []sseEvent) streamedAnswer
+	}{
+		{"claude-code", "claude-turn1.json", "claude-turn2.json", "tool_use", decodeAnthropicStream},
+		{"codex", "codex-turn1.json", "codex-turn2.json", "completed", decodeResponsesStream},
+		{"opencode", "opencode-turn1.json", "opencode-turn2.json", "tool_calls", decodeChatStream},
+	}
+	for _, tc := range cases {
+		t.Run(tc.client, func(t *testing.T) {
+			a1 := sendFixture(t, baseURL, tc.turn1, tc.decode)
+			if a1.toolName == "" || !json.Valid([]byte(a1.toolArgs)) || a1.finish != tc.finishTool {
+				t.Fatalf("turn 1: want a tool call, got %+v", a1)
+			}
+			a2 := sendFixture(t, baseURL, tc.turn2, tc.decode)
+			if a2.text == "" || a2.toolName != "" {
+				t.Fatalf("turn 2: want a text answer to the tool result, got %+v", a2)
+			}
+			if a2.worker != a1.worker {
+				t.Errorf("turn 2 went to %s, turn 1 to %s: the session moved away from its cache", a2.worker, a1.worker)
+			}
+			t.Logf("turn 1 on %s: tool %s%s; turn 2 on %s: %d prompt tokens from cache", a1.worker, a1.toolName, a1.toolArgs, a2.worker, a2.cachedTokens)
+			if a2.cachedTokens < 256 {
+				t.Errorf("turn 2 had %d prompt tokens served from cache; want the shared system prompt, tools and turn 1", a2.cachedTokens)
+			}
+		})
+	}
+}
+
+// TestUpStopsCleanly: after Ctrl-C the gateway's port is free again and
+// serveUp reported no error.
+func TestUpStopsCleanly(t *testing.T) {
+	baseURL, stop := startUp(t)
+	if err := stop(); err != nil {
+		t.Fatalf("hearth up: %v", err)
+	}
+	ln, err := net.Listen("tcp", strings.TrimPrefix(baseURL, "http://"))
+	if err != nil {
+		t.Fatalf("port still taken after stop: %v", err)
+	}
+	ln.Close()
+}
+
+func TestUpFlagErrors(t *testing.T) {
+	env := &environment{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	for _, args := range [][]string{
+		{}, // no --sim
+		{"--sim", "2x4090", "--policy", "fastest"},
+		{"--sim", "2x4090", "--speedup", "0"},
+		{"--sim", "2x4090", "--alias", "claude"},
+	} {
+		if _, err := parseUpFlags(env, args); !errors.Is(err, errUsage) {
+			t.Errorf("hearth up %v: got %v, want a usage error", args, err)
+		}
+	}
+}
+
+func sendFixture(t *testing.T, baseURL, name string, decode func(*testing.T, []sseEvent) streamedAnswer) streamedAnswer {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "api", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f clientFixture
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	req, err := http.NewRequest(http.MethodPost, baseURL+f.Path, strings.NewReader(string(f.Body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range f.Headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s: status %d: %s", name, resp.StatusCode, b)
+	}
+	a := decode(t, readSSE(t, resp.Body))
+	a.worker = resp.Header.Get("x-hearth-worker")
+	if a.worker == "" {
+		t.Errorf("%s: no x-hearth-worker header", name)
+	}
+	return a
+}
+
+type sseEvent struct{ name, data string }
+
+func readSSE(t *testing.T, r io.Reader) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	var cur sseEvent
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur != (sseEvent{}) {
+				out = append(out, cur)
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "event: "):
+			cur.name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			cur.data += strings.TrimPrefix(line, "data: ")
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 {
+		t.Fatal("empty event stream")
+	}
+	return out
+}
+
+func decodeAnthropicStream(t *testing.T, events []sseEvent) streamedAnswer {
+	var a streamedAnswer
+	if events[0].name != "message_start" || events[len(events)-1].name != "message_stop" {
+		t.Fatalf("stream from %s to %s, want message_start to message_stop", events[0].name, events[len(events)-1].name)
+	}
+	for _, ev := range events {
+		var v struct {
+			ContentBlock struct{ Type, Name string } `json:"content_block"`
+			Delta        struct {
+				Type, Text  string
+				PartialJSON string `json:"partial_json"`
+				StopReason  string `json:"stop_reason"`
+			}
+			Usage struct {
+				CacheRead int `json:"cache_read_input_tokens"`
+			}
+		}
+		if err := json.Unmarshal([]byte(ev.data), &v); err != nil {
+			t.Fatalf("event %s: %v", ev.name, err)
+		}
+		switch {
+		case ev.name == "content_block_start" && v.ContentBlock.Type == "tool_use":
+			a.toolName = v.ContentBlock.Name
+		case v.Delta.Type == "text_delta":
+			a.text += v.Delta.Text
+		case v.Delta.Type == "input_json_delta":
+			a.toolArgs += v.Delta.PartialJSON
+		case ev.name == "message_delta":
+			a.finish, a.cachedTokens = v.Delta.StopReason, v.Usage.CacheRead
+		}
+	}
+	return a
+}
+
+func decodeResponsesStream(t *testing.T, events []sseEvent) streamedAnswer {
+	var a streamedAnswer
+	if events[0].name != "response.created" || events[len(events)-1].name != "response.completed" {
+		t.Fatalf("stream from %s to %s, want response.created to response.completed", events[0].name, events[len(events)-1].name)
+	}
+	for _, ev := range events {
+		var v struct {
+			Type     string
+			Delta    string
+			Item     struct{ Type, Name, Arguments string }
+			Response struct {
+				Status string
+				Usage  struct {
+					InputTokensDetails struct {
+						CachedTokens int `json:"cached_tokens"`
+					} `json:"input_tokens_details"`
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(ev.data), &v); err != nil || v.Type != ev.name {
+			t.Fatalf("event %s: type %q, %v", ev.name, v.Type, err)
+		}
+		switch v.Type {
+		case "response.output_text.delta":
+			a.text += v.Delta
+		case "response.output_item.done":
+			if v.Item.Type == "function_call" {
+				a.toolName, a.toolArgs = v.Item.Name, v.Item.Arguments
+			}
+		case "response.completed":
+			a.finish, a.cachedTokens = v.Response.Status, v.Response.Usage.InputTokensDetails.CachedTokens
+		}
+	}
+	return a
+}
+
+func decodeChatStream(t *testing.T, events []sseEvent) streamedAnswer {
+	var a streamedAnswer
+	if events[len(events)-1].data != "[DONE]" {
+		t.Fatal("chat stream does not end with [DONE]")
+	}
+	for _, ev := range events[:len(events)-1] {
+		var chunk struct {
+			Choices []struct {
+				Delta struct {
+					Content   string
+					ToolCalls []struct {
+						Function struct{ Name, Arguments string }
+					} `json:"tool_calls"`
+				}
+				FinishReason *string `json:"finish_reason"`
+			}
+			Usage *struct {
+				PromptTokensDetails struct {
+					CachedTokens int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			}
+		}
+		if err := json.Unmarshal([]byte(ev.data), &chunk); err != nil {
+			t.Fatalf("chunk %q: %v", ev.data, err)
+		}
+		for _, c := range chunk.Choices {
+			a.text += c.Delta.Content
+			for _, tc := range c.Delta.ToolCalls {
+				a.toolName += tc.Function.Name
+				a.toolArgs += tc.Function.Arguments
+			}
+			if c.FinishReason != nil {
+				a.finish = *c.FinishReason
+			}
+		}
+		if chunk.Usage != nil {
+			a.cachedTokens = chunk.Usage.PromptTokensDetails.CachedTokens
+		}
+	}
+	return a
+}
