@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/api/store"
+	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -85,65 +86,27 @@ type Route struct {
 	Policy           string // the policy that decided
 }
 
-// nvext is the request body's Dynamo extension. Unknown fields are ignored.
-type nvext struct {
-	AgentHints *struct {
-		Priority           *int  `json:"priority"`
-		StrictPriority     *int  `json:"strict_priority"`
-		OSL                *int  `json:"osl"`
-		SpeculativePrefill *bool `json:"speculative_prefill"`
-	} `json:"agent_hints"`
-	SessionControl *struct {
-		SessionID *string  `json:"session_id"`
-		Action    *string  `json:"action"`
-		Timeout   *float64 `json:"timeout"` // seconds
-	} `json:"session_control"`
-}
-
-// parseNvext decodes and validates nvext; errors name the offending field.
+// parseNvext decodes and validates the request body's Dynamo extension with
+// the router's own parser; errors are 400s naming the offending field.
+// Unknown fields are ignored.
 func parseNvext(raw json.RawMessage) (h Hints, sc SessionControl, sessionID string, err error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return h, sc, "", nil
+	nv, err := router.ParseNvext(raw)
+	if err != nil {
+		var ne *router.NvextError
+		if errors.As(err, &ne) {
+			return h, sc, "", badRequest(ne.Field, ne.Reason)
+		}
+		return h, sc, "", badRequest("nvext", err.Error())
 	}
-	var n nvext
-	if err := decodeStrict(raw, &n, "nvext"); err != nil {
-		return h, sc, "", err
+	h = Hints{
+		Priority:           nv.AgentHints.Priority,
+		StrictPriority:     nv.AgentHints.StrictPriority,
+		OSL:                nv.AgentHints.OSL,
+		SpeculativePrefill: nv.AgentHints.SpeculativePrefill,
 	}
-	if a := n.AgentHints; a != nil {
-		if a.Priority != nil {
-			h.Priority = *a.Priority
-		}
-		if a.StrictPriority != nil {
-			h.StrictPriority = *a.StrictPriority
-		}
-		if a.OSL != nil {
-			if *a.OSL < 0 {
-				return h, sc, "", badRequest("nvext.agent_hints.osl", "must not be negative")
-			}
-			h.OSL = *a.OSL
-		}
-		if a.SpeculativePrefill != nil {
-			h.SpeculativePrefill = *a.SpeculativePrefill
-		}
-	}
-	if s := n.SessionControl; s != nil {
-		if s.SessionID != nil {
-			sessionID = *s.SessionID
-		}
-		if s.Action != nil {
-			switch *s.Action {
-			case "", "open", "close":
-				sc.Action = *s.Action
-			default:
-				return h, sc, "", badRequest("nvext.session_control.action", `must be "open" or "close"`)
-			}
-		}
-		if s.Timeout != nil {
-			if *s.Timeout < 0 || *s.Timeout > 7*24*3600 {
-				return h, sc, "", badRequest("nvext.session_control.timeout", "must be between 0 and 604800 seconds")
-			}
-			sc.Timeout = time.Duration(*s.Timeout * float64(time.Second))
-		}
+	if c := nv.SessionControl; c != nil {
+		sc = SessionControl{Action: c.Action, Timeout: c.Timeout}
+		sessionID = c.SessionID
 	}
 	return h, sc, sessionID, nil
 }

@@ -1,7 +1,26 @@
-// Package console is the browser console: templ components rendered on the
-// server and live fragments pushed over SSE (htmx).
+// Package console is the browser console: server-rendered pages (templ
+// components, htmx 4) that show which GPUs Hearth found, how full each
+// engine's KV cache is, how often requests hit it, which agent sessions run
+// where, and why the router sent each request where it did; plus the
+// Connect page (client settings, API keys) and Settings.
 //
-// It reads router, runtime and store state through small interfaces it
-// declares itself, and must never block the components it observes: every
-// subscriber has a bounded buffer, and a slow browser drops updates.
+// It owns the pages, their handlers, the live updates and the console's
+// login. It reads the rest of Hearth only through the small interfaces it
+// declares in sources.go (EngineSource, RouterSource, TrafficSource,
+// KeyStore, SettingsStore), with types shaped for display; the daemon
+// adapts router, runtime, nodes and api to them. It must not import those
+// packages, and it must never block what it observes.
+//
+// Live pages hold one SSE stream each. A Hub samples the sources every
+// Config.Interval on an injected clock, renders each watched page's live
+// fragment once, and offers the frame to every subscriber's bounded buffer;
+// a browser that falls behind loses updates (counted in HubStats), never
+// the producer's time. Heartbeats make a vanished browser's stream fail on
+// write and end, and a write deadline ends the stream of a browser that
+// holds its connection but stopped reading. Streams need Run: without it
+// nothing is pushed (pages still render, sampled on demand).
+//
+// Access: when the API requires a key the console requires a login with one
+// (an in-memory cookie session); otherwise it answers only loopback clients
+// that name a loopback host.
 package console

@@ -13,6 +13,21 @@ import (
 // answers it with 400 and the error text, which names the bad field.
 var ErrInvalidNvext = errors.New("invalid nvext")
 
+// NvextError names the nvext field that is invalid and says why; it wraps
+// ErrInvalidNvext. The gateway reports Field as the bad parameter.
+type NvextError struct {
+	Field  string // e.g. "nvext.agent_hints.osl"
+	Reason string // e.g. "must be an integer"
+}
+
+func (e *NvextError) Error() string { return "invalid nvext: " + e.Field + ": " + e.Reason }
+
+func (e *NvextError) Unwrap() error { return ErrInvalidNvext }
+
+func invalidNvext(field, format string, args ...any) error {
+	return &NvextError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
 // Limits of the agent hints. They are wide on purpose: the values only order
 // requests, but absurd ones are a client bug worth reporting.
 const (
@@ -104,21 +119,22 @@ func ParseNvext(raw json.RawMessage) (Nvext, error) {
 func parseSessionControl(sc map[string]json.RawMessage) (SessionControl, error) {
 	const obj = "nvext.session_control"
 	var ctl SessionControl
-	id, err := stringField(sc, obj, "session_id")
-	if err != nil {
-		return ctl, err
-	}
-	if id == "" || len(id) > MaxSessionIDLen {
-		return ctl, fmt.Errorf("%w: %s.session_id: must be 1 to %d bytes", ErrInvalidNvext, obj, MaxSessionIDLen)
-	}
-	ctl.SessionID = id
+	var err error
 	if ctl.Action, err = stringField(sc, obj, "action"); err != nil {
 		return ctl, err
 	}
 	switch ctl.Action {
 	case "", SessionOpen, SessionClose:
 	default:
-		return ctl, fmt.Errorf("%w: %s.action: must be %q or %q", ErrInvalidNvext, obj, SessionOpen, SessionClose)
+		return ctl, invalidNvext(obj+".action", "must be %q or %q", SessionOpen, SessionClose)
+	}
+	// An empty id is allowed: the gateway may know the session from a
+	// header instead.
+	if ctl.SessionID, err = stringField(sc, obj, "session_id"); err != nil {
+		return ctl, err
+	}
+	if len(ctl.SessionID) > MaxSessionIDLen {
+		return ctl, invalidNvext(obj+".session_id", "must be at most %d bytes", MaxSessionIDLen)
 	}
 	secs, err := intField(sc, obj, "timeout", 0, int(MaxSessionTimeout/time.Second))
 	if err != nil {
@@ -135,11 +151,11 @@ func parseObject(raw json.RawMessage, name string) (map[string]json.RawMessage, 
 		return nil, nil
 	}
 	if raw[0] != '{' {
-		return nil, fmt.Errorf("%w: %s: must be an object", ErrInvalidNvext, name)
+		return nil, invalidNvext(name, "must be an object")
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidNvext, name, err)
+		return nil, invalidNvext(name, "%v", err)
 	}
 	return m, nil
 }
@@ -159,13 +175,13 @@ func intField(m map[string]json.RawMessage, obj, key string, lo, hi int) (int, e
 	}
 	var f float64
 	if err := json.Unmarshal(raw, &f); err != nil {
-		return 0, fmt.Errorf("%w: %s.%s: must be an integer", ErrInvalidNvext, obj, key)
+		return 0, invalidNvext(obj+"."+key, "must be an integer")
 	}
 	if f != math.Trunc(f) {
-		return 0, fmt.Errorf("%w: %s.%s: must be an integer", ErrInvalidNvext, obj, key)
+		return 0, invalidNvext(obj+"."+key, "must be an integer")
 	}
 	if f < float64(lo) || f > float64(hi) {
-		return 0, fmt.Errorf("%w: %s.%s: must be between %d and %d", ErrInvalidNvext, obj, key, lo, hi)
+		return 0, invalidNvext(obj+"."+key, "must be between %d and %d", lo, hi)
 	}
 	return int(f), nil
 }
@@ -177,7 +193,7 @@ func boolField(m map[string]json.RawMessage, obj, key string) (bool, error) {
 	}
 	var b bool
 	if err := json.Unmarshal(raw, &b); err != nil {
-		return false, fmt.Errorf("%w: %s.%s: must be a boolean", ErrInvalidNvext, obj, key)
+		return false, invalidNvext(obj+"."+key, "must be a boolean")
 	}
 	return b, nil
 }
@@ -189,7 +205,7 @@ func stringField(m map[string]json.RawMessage, obj, key string) (string, error) 
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", fmt.Errorf("%w: %s.%s: must be a string", ErrInvalidNvext, obj, key)
+		return "", invalidNvext(obj+"."+key, "must be a string")
 	}
 	return s, nil
 }

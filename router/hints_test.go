@@ -37,7 +37,9 @@ func TestParseNvext(t *testing.T) {
 		{"strict priority bool", `{"agent_hints":{"strict_priority":true}}`, Nvext{}, "nvext.agent_hints.strict_priority"},
 		{"negative osl", `{"agent_hints":{"osl":-1}}`, Nvext{}, "nvext.agent_hints.osl: must be between 0"},
 		{"speculative string", `{"agent_hints":{"speculative_prefill":"yes"}}`, Nvext{}, "nvext.agent_hints.speculative_prefill: must be a boolean"},
-		{"session id missing", `{"session_control":{"action":"open"}}`, Nvext{}, "nvext.session_control.session_id"},
+		{"session id from elsewhere", `{"session_control":{"action":"open"}}`,
+			Nvext{SessionControl: &SessionControl{Action: SessionOpen}}, ""},
+		{"session id too long", `{"session_control":{"session_id":"` + strings.Repeat("s", MaxSessionIDLen+1) + `"}}`, Nvext{}, "nvext.session_control.session_id: must be at most"},
 		{"session id number", `{"session_control":{"session_id":7}}`, Nvext{}, "nvext.session_control.session_id: must be a string"},
 		{"bad action", `{"session_control":{"session_id":"a","action":"pause"}}`, Nvext{}, "nvext.session_control.action"},
 		{"negative timeout", `{"session_control":{"session_id":"a","timeout":-5}}`, Nvext{}, "nvext.session_control.timeout"},
@@ -47,7 +49,9 @@ func TestParseNvext(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ParseNvext(json.RawMessage(tt.in))
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrInvalidNvext) {
+				var ne *NvextError
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrInvalidNvext) ||
+					!errors.As(err, &ne) || !strings.HasPrefix(tt.wantErr, ne.Field) {
 					t.Fatalf("err = %v, want ErrInvalidNvext mentioning %q", err, tt.wantErr)
 				}
 				return

@@ -1,0 +1,223 @@
+package components
+
+// Layout is what every page shares.
+type Layout struct {
+	Title    string
+	Active   string // nav entry to highlight: "overview", "sessions", ...
+	Base     string // console path prefix, "/console"
+	Static   string // static files prefix, "/console/static"
+	LiveURL  string // SSE stream of this page, "" for pages that do not update
+	LoggedIn bool   // a cookie session exists (shows "log out")
+}
+
+// Href joins the console base with a page path.
+func (l Layout) Href(p string) string { return l.Base + p }
+
+// OverviewVM is the overview page.
+type OverviewVM struct {
+	Totals Totals
+	GPUs   []GPUCard
+	Err    string // the engine source failed
+}
+
+// Totals are the cluster figures above the GPU cards.
+type Totals struct {
+	Window         string // "5 min"
+	RequestsPerSec string
+	TTFTP50        string
+	TTFTP90        string
+	PrefillSaved   string // prefill seconds saved by cache hits in Window
+	HitRate        string // measured, all engines, in Window
+	Running        int
+	Waiting        int
+	Queued         int
+	Err            string // traffic or router source failed
+}
+
+// GPUCard is one GPU and its engine.
+type GPUCard struct {
+	DOMID        string
+	Worker       string
+	Node         string
+	GPU          string
+	Model        string
+	Memory       string // "18.4 / 24.0 GiB", "" when unknown
+	MemoryPct    float64
+	Utilization  string // "87%", "" when unknown
+	Temperature  string // "64 °C", "" when unknown
+	KV           KVBar
+	Chart        HitChart
+	Running      int
+	Waiting      int
+	TokensPerSec string
+	Err          string
+}
+
+// KVBar is a KV cache drawn as a stacked bar in a 0..BarWidth view box.
+type KVBar struct {
+	Known      bool // the engine reported its block count
+	Total      int
+	Used       int
+	CachedFree int
+	Empty      int
+	UsedW      string // widths in view-box units, formatted
+	CachedW    string
+	CachedX    string
+	EmptyW     string
+	EmptyX     string
+	UsedPct    string
+	CachedPct  string
+	EmptyPct   string
+	Label      string // accessible summary
+}
+
+// BarWidth is the view-box width of cache bars.
+const BarWidth = 300
+
+// ChartWidth and ChartHeight are the view box of hit-rate charts; the plot
+// area leaves room for axis labels.
+const (
+	ChartWidth  = 300
+	ChartHeight = 96
+	PlotLeft    = 34
+	PlotRight   = 296
+	PlotTop     = 6
+	PlotBottom  = 78
+)
+
+// HitChart is the predicted and measured prefix-cache hit rate over time.
+type HitChart struct {
+	Predicted    []string // polyline point lists; a gap starts a new one
+	Measured     []string
+	Since        string // x-axis left label, "−10 min"
+	PredictedNow string // latest value, "62%" or "–"
+	MeasuredNow  string
+	Label        string // accessible summary
+	Empty        bool   // no data yet
+}
+
+// SessionsVM is the sessions page.
+type SessionsVM struct {
+	Rows  []SessionRow
+	Total int // sessions known; Rows may be fewer
+	Err   string
+}
+
+// SessionRow is one agent session.
+type SessionRow struct {
+	DOMID       string
+	ID          string
+	Client      string
+	Turns       int
+	Context     string // tokens of the last turn, prompt + output
+	LastShare   string // cached share of the last turn's prompt
+	LastLow     bool   // the last turn's cached share dropped
+	Worker      string
+	Idle        string
+	Busted      int // turns whose cached share dropped
+	TurnRows    []TurnRow
+	HiddenTurns int // older turns not shown
+}
+
+// TurnRow is one turn of a session.
+type TurnRow struct {
+	N        int
+	At       string
+	Prompt   string
+	Cached   string
+	New      string
+	Share    string
+	CachedW  string // width of the cached part in a 0..TurnBarWidth bar
+	NewW     string
+	NewX     string
+	Busted   bool
+	Diverged string // "diverged at block 12", "" when the prompt extended the last one
+}
+
+// TurnBarWidth is the view-box width of a turn's cached/new bar.
+const TurnBarWidth = 120
+
+// RequestsVM is the routing decisions page.
+type RequestsVM struct {
+	Rows  []DecisionRow
+	Queue int
+	Err   string
+}
+
+// DecisionRow is one routing decision.
+type DecisionRow struct {
+	DOMID      string
+	At         string
+	RequestID  string
+	Policy     string
+	Winner     string
+	Reason     string
+	Predicted  string // predicted hit rate
+	Blocks     string // "38 / 40 blocks cached"
+	Queued     string
+	Candidates []CandidateRow
+}
+
+// CandidateRow is one worker weighed for a decision.
+type CandidateRow struct {
+	Worker  string
+	Overlap int
+	Active  int
+	Pending int
+	Cost    string
+	Winner  bool
+}
+
+// ConnectVM is the connect page.
+type ConnectVM struct {
+	BaseURL string
+	Model   string
+	Clients []ClientSnippet
+}
+
+// ClientSnippet is the settings one client needs.
+type ClientSnippet struct {
+	ID      string // "claude-code"
+	Title   string
+	Where   string // where the snippet goes
+	Snippet string // the client's configuration
+	Env     string // the key as an environment variable, "" when Snippet has it
+	KeyName string // name a new key gets
+	Secret  string // a key just created, shown once; "" otherwise
+	Err     string
+	Base    string // console base, for the form action
+}
+
+// SettingsVM is the settings page.
+type SettingsVM struct {
+	Base        string
+	Policy      string
+	Policies    []string
+	Models      []string
+	AliasesText string
+	Keys        []KeyRow
+	NewKey      *NewKeyVM
+	Saved       bool
+	Err         string // settings could not be read or saved
+	KeysErr     string
+}
+
+// KeyRow is one API key.
+type KeyRow struct {
+	ID      string
+	Name    string
+	Hint    string
+	Created string
+}
+
+// NewKeyVM is a key just created; its secret is shown this once.
+type NewKeyVM struct {
+	Name   string
+	Secret string
+}
+
+// LoginVM is the login page.
+type LoginVM struct {
+	Action string
+	Err    string
+}

@@ -1,0 +1,144 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Config is the console's configuration. Zero values take the defaults
+// documented on each field; Validate reports what cannot work.
+type Config struct {
+	// BasePath is where the console lives on the fiber app. Default
+	// "/console". It must start with "/" and not end with one.
+	BasePath string
+	// APIBaseURL is the address clients use for the API, shown on the
+	// Connect page ("http://workstation.lan:8080"). Default: the scheme and
+	// host the browser used to reach the console.
+	APIBaseURL string
+	// Model is the model name put into client settings. Default "hearth"
+	// (the gateway maps unknown names to the served model).
+	Model string
+
+	// Interval is how often sources are sampled and pages pushed. Default 2s.
+	Interval time.Duration
+	// Heartbeat is how often an idle SSE stream gets a comment, which is
+	// also how a vanished browser is noticed. Default 15s.
+	Heartbeat time.Duration
+	// SubscriberBuffer is how many pushed updates a browser may lag behind
+	// before further ones are dropped (and counted). Default 4.
+	SubscriberBuffer int
+	// MaxSubscribers bounds open SSE streams; more get 503. Default 64.
+	MaxSubscribers int
+	// WriteTimeout is how long the network may take to accept one pushed
+	// update before the stream is given up (a browser that holds its
+	// connection but stopped reading). Default 30s.
+	WriteTimeout time.Duration
+
+	// StatsWindow is the window of the cluster totals (TTFT percentiles,
+	// prefill saved, hit rate). Default 5 min.
+	StatsWindow time.Duration
+	// ChartWindow and ChartPoints shape the hit-rate charts. Defaults 10 min
+	// and 30 points (20 s each).
+	ChartWindow time.Duration
+	ChartPoints int
+
+	// DecisionsShown is how many routing decisions the Requests page lists.
+	// Default 50. DecisionScan is how many the sampler reads per tick to
+	// count predicted hits; default 1000 (a tick's worth at a few hundred
+	// requests a second).
+	DecisionsShown int
+	DecisionScan   int
+	// SessionsShown and TurnsShown cap the Sessions page: the most recently
+	// active sessions, and the latest turns of each. Defaults 50 and 12.
+	SessionsShown int
+	TurnsShown    int
+	// BustDrop is how far a turn's cached share must fall below the previous
+	// turn's to be marked as a cache miss. Default 0.2.
+	BustDrop float64
+
+	// PrefillTokensPerSec converts cached tokens into prefill seconds saved
+	// for engines that do not report their own speed. Default 5000.
+	PrefillTokensPerSec float64
+
+	// LoginTTL is how long a console login lasts. Default 24h.
+	LoginTTL time.Duration
+	// SecureCookie marks the login cookie Secure (set it behind TLS).
+	SecureCookie bool
+	// Location is the time zone of displayed times. Default time.Local.
+	Location *time.Location
+}
+
+// Deps are the console's collaborators. Keys is required; a nil source
+// leaves its part of the console empty.
+type Deps struct {
+	Engines  EngineSource
+	Router   RouterSource
+	Traffic  TrafficSource
+	Keys     KeyStore
+	Settings SettingsStore // nil: the Settings page shows keys only
+
+	// KeyRequired reports whether the API requires a key right now; when it
+	// does, the console requires a login with a key. nil means "when
+	// Keys lists at least one key".
+	KeyRequired func(ctx context.Context) bool
+
+	Clock  Clock        // nil: real time
+	Logger *slog.Logger // nil: slog.Default()
+}
+
+func (c *Config) setDefaults() {
+	if c.BasePath == "" {
+		c.BasePath = "/console"
+	}
+	if c.Model == "" {
+		c.Model = "hearth"
+	}
+	setDefault(&c.Interval, 2*time.Second)
+	setDefault(&c.Heartbeat, 15*time.Second)
+	setDefault(&c.SubscriberBuffer, 4)
+	setDefault(&c.MaxSubscribers, 64)
+	setDefault(&c.WriteTimeout, 30*time.Second)
+	setDefault(&c.StatsWindow, 5*time.Minute)
+	setDefault(&c.ChartWindow, 10*time.Minute)
+	setDefault(&c.ChartPoints, 30)
+	setDefault(&c.DecisionsShown, 50)
+	setDefault(&c.DecisionScan, 1000)
+	setDefault(&c.SessionsShown, 50)
+	setDefault(&c.TurnsShown, 12)
+	setDefault(&c.BustDrop, 0.2)
+	setDefault(&c.PrefillTokensPerSec, 5000)
+	setDefault(&c.LoginTTL, 24*time.Hour)
+	if c.Location == nil {
+		c.Location = time.Local
+	}
+}
+
+func setDefault[T int | float64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if !strings.HasPrefix(c.BasePath, "/") || (len(c.BasePath) > 1 && strings.HasSuffix(c.BasePath, "/")) {
+		return fmt.Errorf("console: config: base path %q must start with / and not end with one", c.BasePath)
+	}
+	if c.BasePath == "/" {
+		return errors.New(`console: config: base path "/" would shadow the API; use "" for the default or a sub-path`)
+	}
+	if c.ChartWindow < c.Interval {
+		return fmt.Errorf("console: config: chart window %v is shorter than the interval %v", c.ChartWindow, c.Interval)
+	}
+	if c.ChartWindow/time.Duration(max(c.ChartPoints, 1)) < c.Interval {
+		return fmt.Errorf("console: config: %d chart points over %v are shorter than the interval %v", c.ChartPoints, c.ChartWindow, c.Interval)
+	}
+	if c.APIBaseURL != "" && !strings.HasPrefix(c.APIBaseURL, "http://") && !strings.HasPrefix(c.APIBaseURL, "https://") {
+		return fmt.Errorf("console: config: API base URL %q must start with http:// or https://", c.APIBaseURL)
+	}
+	return nil
+}

@@ -1,0 +1,229 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// fakeClock is a manual clock. Tickers fire when Advance passes them; each
+// ticker channel holds one pending tick, like time.Ticker.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	tickers []*fakeTicker
+	created chan struct{} // one value per NewTicker, for tests that wait for Run
+}
+
+type fakeTicker struct {
+	period time.Duration
+	next   time.Time
+	ch     chan time.Time
+	done   bool
+}
+
+func newFakeClock(now time.Time) *fakeClock {
+	return &fakeClock{now: now, created: make(chan struct{}, 64)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTicker{period: d, next: c.now.Add(d), ch: make(chan time.Time, 1)}
+	c.tickers = append(c.tickers, t)
+	select {
+	case c.created <- struct{}{}:
+	default:
+	}
+	return t.ch, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		t.done = true
+	}
+}
+
+// Advance moves time forward and fires the tickers that came due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	for _, t := range c.tickers {
+		for !t.done && !t.next.After(c.now) {
+			select {
+			case t.ch <- t.next:
+			default:
+			}
+			t.next = t.next.Add(t.period)
+		}
+	}
+}
+
+// fakeSources implements EngineSource, RouterSource and TrafficSource from
+// fields a test sets.
+type fakeSources struct {
+	mu         sync.Mutex
+	engines    []Engine
+	decisions  []Decision
+	queue      int
+	requests   []Request
+	sessions   []Session
+	enginesErr error
+	routerErr  error
+	trafficErr error
+	calls      int // Engines calls, to see the hub sample
+}
+
+var (
+	_ EngineSource  = (*fakeSources)(nil)
+	_ RouterSource  = (*fakeSources)(nil)
+	_ TrafficSource = (*fakeSources)(nil)
+)
+
+func (f *fakeSources) Engines(context.Context) ([]Engine, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.enginesErr != nil {
+		return nil, f.enginesErr
+	}
+	return append([]Engine(nil), f.engines...), nil
+}
+
+func (f *fakeSources) Decisions(_ context.Context, n int) ([]Decision, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.routerErr != nil {
+		return nil, f.routerErr
+	}
+	return append([]Decision(nil), f.decisions[:min(n, len(f.decisions))]...), nil
+}
+
+func (f *fakeSources) QueueLen(context.Context) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.routerErr != nil {
+		return 0, f.routerErr
+	}
+	return f.queue, nil
+}
+
+func (f *fakeSources) RequestsSince(_ context.Context, since time.Time) ([]Request, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.trafficErr != nil {
+		return nil, f.trafficErr
+	}
+	var out []Request
+	for _, r := range f.requests {
+		if !r.At.Before(since) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeSources) Sessions(context.Context) ([]Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.trafficErr != nil {
+		return nil, f.trafficErr
+	}
+	return append([]Session(nil), f.sessions...), nil
+}
+
+func (f *fakeSources) update(fn func(f *fakeSources)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+// t0 is the fixed instant golden pages are rendered at.
+var t0 = time.Date(2026, 11, 29, 15, 0, 0, 0, time.UTC)
+
+// loadedSources is a deterministic cluster of gpus GPUs with sessions
+// agent sessions and perMinute requests a minute over the last five
+// minutes, the figures the issue sizes the console for.
+func loadedSources(now time.Time, gpus, sessions, perMinute int) *fakeSources {
+	rng := rand.New(rand.NewPCG(1, 2))
+	f := &fakeSources{queue: 2}
+	workers := make([]string, gpus)
+	for i := range gpus {
+		workers[i] = fmt.Sprintf("rig%d-gpu0", i)
+		total := 1900
+		used := 300 + 211*i
+		f.engines = append(f.engines, Engine{
+			Worker: workers[i], Node: fmt.Sprintf("rig%d", i),
+			GPU: "NVIDIA GeForce RTX 4090", Model: "Qwen/Qwen3-14B-FP8",
+			MemoryUsed: 22 << 30, MemoryTotal: 24 << 30,
+			UtilizationPct: 70 + i, TemperatureC: 60 + i,
+			TotalBlocks: total, UsedBlocks: used, CachedFreeBlocks: 900 - 100*i,
+			Running: 3 + i, Waiting: i,
+			PrefixQueries: 1_000_000, PrefixHits: 800_000, GenerationTokens: 50_000,
+			PrefillTokensPerSec: 6000,
+		})
+	}
+	clientsKinds := []string{"claude-code", "codex", "opencode"}
+	for i := range sessions {
+		s := Session{
+			ID:     fmt.Sprintf("sess-%04d-%08x", i, rng.Uint32()),
+			Client: clientsKinds[i%len(clientsKinds)],
+			Worker: workers[i%gpus],
+		}
+		turns := 3 + rng.IntN(20)
+		at := now.Add(-time.Duration(rng.IntN(3600)) * time.Second)
+		prompt := 18_000 + rng.IntN(4000)
+		prevPrompt := 0
+		for j := range turns {
+			t := Turn{At: at, PromptTokens: prompt, OutputTokens: 200 + rng.IntN(800)}
+			t.CachedTokens = prevPrompt / 16 * 16
+			// Every codex session rewrites its prompt now and then.
+			if j > 0 && s.Client == "codex" && j%4 == 0 {
+				t.Diverged, t.DivergedBlock = true, 3
+				t.CachedTokens = 48
+			}
+			s.Turns = append(s.Turns, t)
+			prevPrompt = prompt
+			prompt += 500 + rng.IntN(3000)
+			at = at.Add(time.Duration(5+rng.IntN(40)) * time.Second)
+		}
+		s.LastActive = s.Turns[len(s.Turns)-1].At
+		f.sessions = append(f.sessions, s)
+	}
+	n := 5 * perMinute
+	for i := range n {
+		at := now.Add(-time.Duration(i) * 5 * time.Minute / time.Duration(n))
+		w := workers[i%gpus]
+		f.requests = append(f.requests, Request{
+			ID: fmt.Sprintf("req-%06d", i), At: at, Worker: w,
+			PromptTokens: 20_000, CachedTokens: 16_000 + rng.IntN(4000), OutputTokens: 300,
+			TTFT: time.Duration(150+rng.IntN(900)) * time.Millisecond,
+		})
+		if i < 1000 {
+			d := Decision{
+				RequestID: fmt.Sprintf("req-%06d", i), At: at, Policy: "kv", Worker: w,
+				Reason: "lowest cost", PromptBlocks: 1250, CachedBlocks: 1000 + rng.IntN(250),
+				Queued: time.Duration(rng.IntN(3)) * time.Millisecond,
+			}
+			d.PredictedHitRate = float64(d.CachedBlocks) / float64(d.PromptBlocks)
+			for k, cw := range workers {
+				c := Candidate{Worker: cw, OverlapBlocks: rng.IntN(1250), ActiveBlocks: rng.IntN(900), PendingPrefillTokens: rng.IntN(8000)}
+				c.Cost = float64(1250-c.OverlapBlocks) + float64(c.ActiveBlocks+c.PendingPrefillTokens/16) + float64(k)
+				if cw == w {
+					c.OverlapBlocks = d.CachedBlocks
+					c.Cost = 100
+				}
+				d.Candidates = append(d.Candidates, c)
+			}
+			f.decisions = append(f.decisions, d)
+		}
+	}
+	return f
+}

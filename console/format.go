@@ -1,0 +1,122 @@
+package console
+
+import (
+	"hash/fnv"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// noValue stands for a figure that cannot be computed yet.
+const noValue = "–"
+
+func fmtPct(f float64) string {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return noValue
+	}
+	return strconv.Itoa(int(math.Round(f*100))) + "%"
+}
+
+// fmtRate formats a per-second rate with enough digits to be useful for
+// small numbers and no noise for large ones.
+func fmtRate(f float64) string {
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0):
+		return noValue
+	case f == 0:
+		return "0"
+	case f < 10:
+		return strconv.FormatFloat(f, 'f', 2, 64)
+	case f < 100:
+		return strconv.FormatFloat(f, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(f, 'f', 0, 64)
+}
+
+// fmtLatency formats a latency for a person: "340 ms", "2.4 s".
+func fmtLatency(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return noValue
+	case d < time.Millisecond:
+		return "<1 ms"
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
+	case d < 10*time.Second:
+		return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + " s"
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
+}
+
+// fmtSeconds formats an amount of saved time.
+func fmtSeconds(s float64) string {
+	switch {
+	case s < 0.05:
+		return "0 s"
+	case s < 10:
+		return strconv.FormatFloat(s, 'f', 1, 64) + " s"
+	case s < 600:
+		return strconv.FormatFloat(s, 'f', 0, 64) + " s"
+	}
+	return strconv.FormatFloat(s/60, 'f', 1, 64) + " min"
+}
+
+// fmtTokens formats a token count: 812, 48.2k, 1.3M.
+func fmtTokens(n int) string {
+	switch {
+	case n < 1000:
+		return strconv.Itoa(n)
+	case n < 1_000_000:
+		return strconv.FormatFloat(float64(n)/1000, 'f', 1, 64) + "k"
+	}
+	return strconv.FormatFloat(float64(n)/1e6, 'f', 1, 64) + "M"
+}
+
+func fmtGiB(b uint64) string {
+	return strconv.FormatFloat(float64(b)/(1<<30), 'f', 1, 64)
+}
+
+// fmtAgo formats how long ago something happened, coarsely, so that a
+// pushed page does not change every second for nothing.
+func fmtAgo(d time.Duration) string {
+	switch {
+	case d < 5*time.Second:
+		return "active"
+	case d < time.Minute:
+		return strconv.Itoa(int(d/(5*time.Second))*5) + " s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d/time.Minute)) + " min"
+	case d < 48*time.Hour:
+		return strconv.Itoa(int(d/time.Hour)) + " h"
+	}
+	return strconv.Itoa(int(d/(24*time.Hour))) + " d"
+}
+
+// fmtSVG formats a view-box coordinate.
+func fmtSVG(f float64) string {
+	return strconv.FormatFloat(math.Round(f*10)/10, 'f', -1, 64)
+}
+
+// domID makes an element id from a name that may hold anything: the
+// readable part for people, a hash so that two names never share an id.
+func domID(prefix, name string) string {
+	var b strings.Builder
+	b.Grow(len(prefix) + len(name) + 9)
+	b.WriteString(prefix)
+	for _, r := range name {
+		if b.Len() >= len(prefix)+40 {
+			break
+		}
+		if r < 128 && (r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	b.WriteByte('-')
+	b.WriteString(strconv.FormatUint(uint64(h.Sum32()), 36))
+	return b.String()
+}

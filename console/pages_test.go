@@ -1,0 +1,184 @@
+package console
+
+import (
+	"errors"
+	"html"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// smallCluster is the "loaded" state of the golden pages: small enough to
+// read in a diff, with every feature present (a busted turn, a winner among
+// candidates, a GPU without utilisation, an engine error).
+func smallCluster() *fakeSources {
+	f := loadedSources(t0, 2, 3, 2)
+	f.decisions = f.decisions[:3]
+	f.engines[1].UtilizationPct, f.engines[1].TemperatureC = -1, -1
+	f.engines = append(f.engines, Engine{
+		Worker: "rig2-gpu0", Node: "rig2", GPU: "NVIDIA GeForce RTX 3090",
+		UtilizationPct: -1, TemperatureC: -1, Err: "metrics: connection refused",
+	})
+	return f
+}
+
+// warm runs hub ticks over two minutes while the engines' counters grow,
+// so that charts and rates have history, then moves the traffic forward by
+// the same two minutes so that it is recent again.
+func warm(h *harness) {
+	const ticks, every = 60, 2 * time.Second
+	for i := range ticks {
+		h.src.update(func(f *fakeSources) {
+			for j := range f.engines {
+				e := &f.engines[j]
+				if e.Err != "" {
+					continue // an engine that cannot be read reports nothing new
+				}
+				e.PrefixQueries += 20_000
+				e.PrefixHits += int64(10_000 + 100*i + 1000*j)
+				e.GenerationTokens += int64(150 + 50*j)
+			}
+		})
+		h.tick(every)
+	}
+	h.src.update(func(f *fakeSources) {
+		shift := ticks * every
+		for i := range f.requests {
+			f.requests[i].At = f.requests[i].At.Add(shift)
+		}
+		for i := range f.decisions {
+			f.decisions[i].At = f.decisions[i].At.Add(shift)
+		}
+	})
+	h.tick(0)
+}
+
+var (
+	secretRE = regexp.MustCompile(`sk-hearth-[A-Za-z0-9_-]{43}`)
+	hintRE   = regexp.MustCompile(`sk-hearth-…[A-Za-z0-9_-]{4}`)
+)
+
+func TestPagesGolden(t *testing.T) {
+	failing := func(f *fakeSources) {
+		f.enginesErr = errors.New("nvml: driver not loaded")
+		f.routerErr = errors.New("router stopped")
+		f.trafficErr = errors.New("gateway not running")
+	}
+	tests := []struct {
+		name    string
+		sources func() *fakeSources
+		setup   func(t *testing.T, h *harness)
+		req     request
+		status  int
+		want    []string // fragments the page must contain
+	}{
+		{name: "overview-empty", req: request{path: "/console/"}, status: 200,
+			want: []string{"No GPUs yet", `hx-sse:connect="/console/events/overview"`}},
+		{name: "overview-loaded", sources: smallCluster, setup: func(_ *testing.T, h *harness) { warm(h) },
+			req: request{path: "/console/"}, status: 200,
+			want: []string{"NVIDIA GeForce RTX 4090", "<polyline", `class="kv-cached"`, "metrics: connection refused", "Cache size not reported"}},
+		{name: "overview-error", sources: func() *fakeSources { f := smallCluster(); failing(f); return f },
+			req: request{path: "/console/"}, status: 200,
+			want: []string{"nvml: driver not loaded", "router stopped", "gateway not running"}},
+		{name: "sessions-empty", req: request{path: "/console/sessions"}, status: 200,
+			want: []string{"No agent sessions yet"}},
+		{name: "sessions-loaded", sources: smallCluster, req: request{path: "/console/sessions"}, status: 200,
+			want: []string{"<details", "diverged at block 3", `class="busted"`, "claude-code"}},
+		{name: "sessions-error", sources: func() *fakeSources { f := smallCluster(); failing(f); return f },
+			req: request{path: "/console/sessions"}, status: 200, want: []string{"gateway not running"}},
+		{name: "requests-empty", req: request{path: "/console/requests"}, status: 200,
+			want: []string{"No requests routed yet"}},
+		{name: "requests-loaded", sources: smallCluster, req: request{path: "/console/requests"}, status: 200,
+			want: []string{`class="winner"`, "lowest cost", "req-000000"}},
+		{name: "requests-error", sources: func() *fakeSources { f := smallCluster(); failing(f); return f },
+			req: request{path: "/console/requests"}, status: 200, want: []string{"router stopped"}},
+		{name: "connect", req: request{path: "/console/connect"}, status: 200,
+			want: []string{"ANTHROPIC_BASE_URL='http://hearth.lan:8080'", `wire_api = "responses"`, `base_url = "http://hearth.lan:8080/v1"`,
+				`"npm": "@ai-sdk/openai-compatible"`, `"baseURL": "http://hearth.lan:8080/v1"`, `env_key = "HEARTH_API_KEY"`}},
+		{name: "connect-key-created", req: request{method: "POST", path: "/console/keys",
+			form: url.Values{"name": {"codex"}, "client": {"codex"}}, header: map[string]string{"HX-Request": "true"}},
+			status: 200, want: []string{`id="client-codex"`, "not shown again", "export HEARTH_API_KEY='SECRET'"}},
+		{name: "connect-key-error", req: request{method: "POST", path: "/console/keys",
+			form: url.Values{"name": {""}, "client": {"opencode"}}, header: map[string]string{"HX-Request": "true"}},
+			status: 422, want: []string{"A key needs a name"}},
+		{name: "settings-empty", req: request{path: "/console/settings"}, status: 200,
+			want: []string{"No API keys", `<option value="kv" selected>`, "claude-* = qwen3-14b"}},
+		{name: "settings-loaded", setup: func(t *testing.T, h *harness) {
+			for _, n := range []string{"laptop", "desktop"} {
+				if _, _, err := h.store.CreateKey(t.Context(), n); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, req: request{path: "/console/settings"}, status: 200, want: []string{"laptop", "desktop", "Revoke"}},
+		{name: "settings-saved", req: request{method: "POST", path: "/console/settings",
+			form: url.Values{"policy": {"hearth"}, "aliases": {"claude-* = qwen3-14b\n# comment\no3 = qwen3-14b\n"}}},
+			status: 200, want: []string{"Saved.", `<option value="hearth" selected>`, "o3 = qwen3-14b"}},
+		{name: "settings-error", req: request{method: "POST", path: "/console/settings",
+			form: url.Values{"policy": {"kv"}, "aliases": {"claude-* qwen3-14b"}}},
+			status: 422, want: []string{"Not saved", "line 1", "claude-* qwen3-14b"}},
+		{name: "settings-key-created", req: request{method: "POST", path: "/console/keys",
+			form: url.Values{"name": {"laptop"}}}, status: 200, want: []string{"not shown again", "SECRET", "laptop"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var src *fakeSources
+			if tc.sources != nil {
+				src = tc.sources()
+			}
+			h := newHarness(t, src, withKeyRequired(false))
+			if tc.setup != nil {
+				tc.setup(t, h)
+			}
+			resp, body := h.do(t, tc.req)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d\n%s", resp.StatusCode, tc.status, body)
+			}
+			body = secretRE.ReplaceAllString(body, "SECRET")
+			body = hintRE.ReplaceAllString(body, "sk-hearth-…HINT")
+			text := html.UnescapeString(body)
+			for _, w := range tc.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("page lacks %q", w)
+				}
+			}
+			checkGolden(t, tc.name+".html", []byte(body))
+		})
+	}
+}
+
+func TestLoginPagesGolden(t *testing.T) {
+	tests := []struct {
+		name   string
+		req    request
+		status int
+		want   string
+	}{
+		{"login", request{path: "/console/login"}, http.StatusOK, `type="password"`},
+		{"login-bad-key", request{method: "POST", path: "/console/login", form: url.Values{"key": {"sk-wrong"}}}, http.StatusUnauthorized, "That key is not valid."},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil, withKeyRequired(true))
+			resp, body := h.do(t, tc.req)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			if !strings.Contains(body, tc.want) {
+				t.Errorf("page lacks %q", tc.want)
+			}
+			checkGolden(t, tc.name+".html", []byte(body))
+		})
+	}
+	t.Run("forbidden", func(t *testing.T) {
+		h := newHarness(t, nil, withKeyRequired(false))
+		h.peer = []byte{192, 168, 1, 20}
+		resp, body := h.do(t, request{path: "/console/"})
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("status %d, want 403", resp.StatusCode)
+		}
+		checkGolden(t, "forbidden.html", []byte(body))
+	})
+}

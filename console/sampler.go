@@ -1,0 +1,296 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// snapshot is everything the pages show at one instant. It is immutable once
+// built: the hub's goroutine builds it, handlers and renders only read it.
+type snapshot struct {
+	at time.Time
+
+	engines    []Engine
+	enginesErr error
+
+	decisions []Decision // newest first, at most Config.DecisionsShown
+	queue     int
+	routerErr error
+
+	requests   []Request // arrived within Config.StatsWindow
+	sessions   []Session
+	trafficErr error
+
+	workers map[string]workerView // by Engine.Worker
+	cluster clusterView
+}
+
+// workerView is what the history adds to one engine's figures.
+type workerView struct {
+	chart        []chartPoint // oldest first, Config.ChartPoints long
+	tokensPerSec float64      // NaN before two samples
+}
+
+// chartPoint is one bucket of a hit-rate chart; NaN where nothing was
+// asked in the bucket.
+type chartPoint struct {
+	predicted, measured float64
+}
+
+// clusterView are the engine-counter figures over Config.StatsWindow.
+type clusterView struct {
+	hitRate float64 // NaN when no prompt token was looked up
+}
+
+// bucket accumulates one chart interval of one worker.
+type bucket struct {
+	queries, hits         int64 // engine prefix-cache counters (tokens)
+	predCached, predTotal int64 // router decisions (blocks)
+	generated             int64 // output tokens
+}
+
+// workerHistory is one worker's ring of buckets and its last counters.
+type workerHistory struct {
+	ring     []bucket
+	head     int   // index of the current bucket in ring
+	headIdx  int64 // absolute bucket number of ring[head]
+	lastSeen time.Time
+
+	primed             bool
+	queries, hits, gen int64 // cumulative counters at the last sample
+	lastSample         time.Time
+	tokPerSec          float64 // output tokens per second between the last two samples
+}
+
+// sampler reads the sources and keeps the history the charts need. It is
+// used by one goroutine at a time (the hub's, or a handler's read-only
+// collect before the hub has run).
+type sampler struct {
+	cfg     Config
+	engines EngineSource
+	router  RouterSource
+	traffic TrafficSource
+
+	history map[string]*workerHistory
+
+	// Decisions already counted: everything older than lastDecision, and
+	// the ids at exactly lastDecision.
+	lastDecision   time.Time
+	idsAtLast      map[string]struct{}
+	decisionsAsked int
+}
+
+func newSampler(cfg Config, d Deps) *sampler {
+	return &sampler{
+		cfg:            cfg,
+		engines:        d.Engines,
+		router:         d.Router,
+		traffic:        d.Traffic,
+		history:        make(map[string]*workerHistory),
+		idsAtLast:      make(map[string]struct{}),
+		decisionsAsked: max(cfg.DecisionsShown, cfg.DecisionScan),
+	}
+}
+
+// bucketLen is the time one chart point covers.
+func (s *sampler) bucketLen() time.Duration {
+	return s.cfg.ChartWindow / time.Duration(s.cfg.ChartPoints)
+}
+
+// collect reads every source. With record set it also advances the history
+// (only the hub's ticks record, so that page loads do not skew rates).
+func (s *sampler) collect(ctx context.Context, now time.Time, record bool) *snapshot {
+	snap := &snapshot{at: now, workers: make(map[string]workerView)}
+
+	if s.engines != nil {
+		snap.engines, snap.enginesErr = s.engines.Engines(ctx)
+		if snap.enginesErr != nil {
+			snap.enginesErr = fmt.Errorf("engines: %w", snap.enginesErr)
+		}
+	}
+	var decisions []Decision
+	if s.router != nil {
+		var err error
+		decisions, err = s.router.Decisions(ctx, s.decisionsAsked)
+		if err == nil {
+			snap.queue, err = s.router.QueueLen(ctx)
+		}
+		if err != nil {
+			snap.routerErr = fmt.Errorf("router: %w", err)
+		}
+	}
+	snap.decisions = decisions[:min(len(decisions), s.cfg.DecisionsShown)]
+	if s.traffic != nil {
+		var err error
+		snap.requests, err = s.traffic.RequestsSince(ctx, now.Add(-s.cfg.StatsWindow))
+		if err == nil {
+			snap.sessions, err = s.traffic.Sessions(ctx)
+		}
+		if err != nil {
+			snap.trafficErr = fmt.Errorf("traffic: %w", err)
+		}
+	}
+
+	if record {
+		s.record(now, snap.engines, decisions)
+	}
+	s.views(now, snap)
+	return snap
+}
+
+// record folds one sample into the history.
+func (s *sampler) record(now time.Time, engines []Engine, decisions []Decision) {
+	live := make(map[string]bool, len(engines))
+	for i := range engines {
+		e := &engines[i]
+		live[e.Worker] = true
+		h := s.workerHistory(e.Worker)
+		b := h.advance(now, s.bucketLen())
+		h.lastSeen = now
+		if h.primed {
+			b.queries += counterDelta(h.queries, e.PrefixQueries)
+			b.hits += counterDelta(h.hits, e.PrefixHits)
+			gen := counterDelta(h.gen, e.GenerationTokens)
+			b.generated += gen
+			if dt := now.Sub(h.lastSample).Seconds(); dt > 0 {
+				h.tokPerSec = float64(gen) / dt
+			}
+		} else {
+			h.tokPerSec = math.NaN()
+		}
+		h.primed = true
+		h.queries, h.hits, h.gen = e.PrefixQueries, e.PrefixHits, e.GenerationTokens
+		h.lastSample = now
+	}
+
+	// Decisions arrive newest first; count each once.
+	newest, newestIDs := s.lastDecision, map[string]struct{}(nil)
+	for _, d := range decisions {
+		if d.At.Before(s.lastDecision) {
+			break
+		}
+		if d.At.Equal(s.lastDecision) {
+			if _, seen := s.idsAtLast[d.RequestID]; seen {
+				continue
+			}
+		}
+		if d.At.After(newest) {
+			newest, newestIDs = d.At, nil
+		}
+		if d.At.Equal(newest) {
+			if newestIDs == nil {
+				newestIDs = make(map[string]struct{})
+			}
+			newestIDs[d.RequestID] = struct{}{}
+		}
+		if d.PromptBlocks <= 0 {
+			continue
+		}
+		h := s.workerHistory(d.Worker)
+		h.lastSeen = now
+		b := h.advance(now, s.bucketLen())
+		b.predCached += int64(d.CachedBlocks)
+		b.predTotal += int64(d.PromptBlocks)
+	}
+	if newestIDs != nil {
+		if newest.Equal(s.lastDecision) {
+			for id := range newestIDs {
+				s.idsAtLast[id] = struct{}{}
+			}
+		} else {
+			s.lastDecision, s.idsAtLast = newest, newestIDs
+		}
+	}
+
+	// Forget workers gone for longer than the chart shows.
+	for name, h := range s.history {
+		if !live[name] && now.Sub(h.lastSeen) > s.cfg.ChartWindow {
+			delete(s.history, name)
+		}
+	}
+}
+
+func (s *sampler) workerHistory(name string) *workerHistory {
+	h := s.history[name]
+	if h == nil {
+		h = &workerHistory{ring: make([]bucket, s.cfg.ChartPoints), headIdx: -1}
+		s.history[name] = h
+	}
+	return h
+}
+
+// advance moves the ring to the bucket of now, clearing skipped buckets,
+// and returns that bucket.
+func (h *workerHistory) advance(now time.Time, length time.Duration) *bucket {
+	idx := now.UnixNano() / int64(length)
+	switch {
+	case h.headIdx < 0:
+		h.headIdx = idx
+	case idx > h.headIdx:
+		steps := min(idx-h.headIdx, int64(len(h.ring)))
+		for range steps {
+			h.head = (h.head + 1) % len(h.ring)
+			h.ring[h.head] = bucket{}
+		}
+		h.headIdx = idx
+	}
+	// A clock that goes back lands in the current bucket.
+	return &h.ring[h.head]
+}
+
+// counterDelta is how much a cumulative counter grew; a counter that went
+// down was reset (engine restart) and counts from zero.
+func counterDelta(prev, cur int64) int64 {
+	if cur < prev {
+		return cur
+	}
+	return cur - prev
+}
+
+// views derives per-worker charts and cluster figures for snap.
+func (s *sampler) views(now time.Time, snap *snapshot) {
+	length := s.bucketLen()
+	nowIdx := now.UnixNano() / int64(length)
+	windowBuckets := int64(math.Ceil(float64(s.cfg.StatsWindow) / float64(length)))
+	var clusterQueries, clusterHits int64
+	for name, h := range s.history {
+		chart := make([]chartPoint, len(h.ring))
+		for i := range chart {
+			chart[i] = chartPoint{math.NaN(), math.NaN()}
+		}
+		if h.headIdx >= 0 {
+			for back := range int64(len(h.ring)) {
+				idx := h.headIdx - back
+				age := nowIdx - idx
+				if age < 0 || age >= int64(len(h.ring)) {
+					continue
+				}
+				b := h.ring[(h.head-int(back)+len(h.ring))%len(h.ring)]
+				p := &chart[len(chart)-1-int(age)]
+				if b.queries > 0 {
+					// An engine cannot hit more tokens than it looked up;
+					// counters read at slightly different moments can.
+					p.measured = min(float64(b.hits)/float64(b.queries), 1)
+				}
+				if b.predTotal > 0 {
+					p.predicted = float64(b.predCached) / float64(b.predTotal)
+				}
+				if age < windowBuckets {
+					clusterQueries += b.queries
+					clusterHits += b.hits
+				}
+			}
+		}
+		tps := h.tokPerSec
+		if !h.primed || now.Sub(h.lastSample) > 2*s.cfg.Interval+length {
+			tps = math.NaN()
+		}
+		snap.workers[name] = workerView{chart: chart, tokensPerSec: tps}
+	}
+	snap.cluster.hitRate = math.NaN()
+	if clusterQueries > 0 {
+		snap.cluster.hitRate = min(float64(clusterHits)/float64(clusterQueries), 1)
+	}
+}

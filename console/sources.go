@@ -1,0 +1,203 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// The console reads the rest of Hearth only through the interfaces below.
+// Their types are shaped for display, not for the subsystems that fill them:
+// the daemon writes small adapters (router.Decision → Decision, sim.Stats and
+// nodes.GPU → Engine, ...) so that this package imports none of them.
+//
+// Every method may be called from the hub's goroutine and from handlers,
+// a few times a second at most. What a method returns belongs to the
+// console, which keeps it for a while: return copies, not slices that the
+// source goes on changing.
+
+// EngineSource reports every GPU and the engine serving from it.
+type EngineSource interface {
+	// Engines returns one entry per worker, in a stable order.
+	Engines(ctx context.Context) ([]Engine, error)
+}
+
+// Engine is one GPU and its inference engine.
+type Engine struct {
+	// Worker is the router's name for the engine; decisions, sessions and
+	// requests refer to it by this name.
+	Worker string
+	Node   string // host the GPU is in
+	GPU    string // marketing name, "NVIDIA GeForce RTX 4090"
+	Model  string // served model, "" when unknown
+
+	MemoryUsed  uint64 // bytes; 0 when the source cannot tell
+	MemoryTotal uint64 // bytes; 0 when unknown
+	// UtilizationPct and TemperatureC are negative when the source cannot
+	// tell (nodes.GPU uses the same convention).
+	UtilizationPct int
+	TemperatureC   int
+
+	// KV cache, in blocks (sim.Stats / vLLM num_gpu_blocks).
+	TotalBlocks      int
+	UsedBlocks       int // held by running requests
+	CachedFreeBlocks int // free but still holding reusable KV
+
+	Running, Waiting int
+
+	// Cumulative counters; the console turns them into rates. They may reset
+	// when an engine restarts (a drop is treated as a restart, not a rate).
+	PrefixQueries    int64 // prompt tokens looked up in the prefix cache
+	PrefixHits       int64 // of those, tokens found
+	GenerationTokens int64 // output tokens produced
+
+	// PrefillTokensPerSec is the engine's prefill speed, used to turn cached
+	// tokens into prefill seconds saved; 0 takes Config.PrefillTokensPerSec.
+	PrefillTokensPerSec float64
+
+	// Err is the last error reading this engine ("metrics: connection
+	// refused"); the card shows it instead of hiding the GPU.
+	Err string
+}
+
+// RouterSource reports the router's recent decisions and queue.
+type RouterSource interface {
+	// Decisions returns up to n of the latest routing decisions, newest first.
+	Decisions(ctx context.Context, n int) ([]Decision, error)
+	// QueueLen is how many requests wait for a worker.
+	QueueLen(ctx context.Context) (int, error)
+}
+
+// Decision is one routing decision (router.Decision).
+type Decision struct {
+	RequestID string
+	At        time.Time
+	Policy    string
+	Worker    string // the winner
+	Reason    string
+
+	PromptBlocks     int
+	CachedBlocks     int     // the winner's overlap
+	PredictedHitRate float64 // CachedBlocks / PromptBlocks
+	Queued           time.Duration
+
+	Candidates []Candidate
+}
+
+// Candidate is one worker as the policy weighed it.
+type Candidate struct {
+	Worker               string
+	OverlapBlocks        int
+	ActiveBlocks         int
+	PendingPrefillTokens int
+	Cost                 float64 // lower is better; 0 for policies without one
+}
+
+// TrafficSource reports finished and running requests and the agent
+// sessions they belong to (the gateway knows both).
+type TrafficSource interface {
+	// RequestsSince returns the requests that arrived at or after since, in
+	// any order. The console asks for at most Config.StatsWindow.
+	RequestsSince(ctx context.Context, since time.Time) ([]Request, error)
+	// Sessions returns the known agent sessions, in any order.
+	Sessions(ctx context.Context) ([]Session, error)
+}
+
+// Request is one client request.
+type Request struct {
+	ID           string
+	At           time.Time // arrival
+	Worker       string
+	PromptTokens int
+	CachedTokens int           // prompt tokens served from the prefix cache
+	OutputTokens int           // so far
+	TTFT         time.Duration // 0 while no token has been sent, or on failure
+}
+
+// Session is one agent conversation, identified by the client's session id
+// (prompt_cache_key, x-session-id, metadata.user_id, ...).
+type Session struct {
+	ID         string
+	Client     string // "claude-code", "codex", "opencode", or a user agent
+	Worker     string // where its last turn ran
+	LastActive time.Time
+	Turns      []Turn // oldest first
+}
+
+// Turn is one request of a session.
+type Turn struct {
+	At           time.Time
+	PromptTokens int
+	CachedTokens int
+	OutputTokens int
+	// Diverged is set when the prompt does not extend the previous turn's
+	// prompt; DivergedBlock is then the index of the first 16-token block
+	// that differs. A client that rewrites its prompt every turn (a
+	// timestamp in the system prompt, a reordered tool list) shows here.
+	Diverged      bool
+	DivergedBlock int
+}
+
+// KeyStore keeps the API keys clients and the console log in with.
+type KeyStore interface {
+	// CreateKey makes a key with a display name. The secret is returned
+	// only here; the store keeps what it needs to check it.
+	CreateKey(ctx context.Context, name string) (APIKey, string, error)
+	// Keys lists the keys that are not revoked, oldest first.
+	Keys(ctx context.Context) ([]APIKey, error)
+	// RevokeKey revokes a key by id; ErrNoSuchKey if there is none.
+	RevokeKey(ctx context.Context, id string) error
+	// CheckKey returns the key a secret belongs to, or ErrNoSuchKey.
+	CheckKey(ctx context.Context, secret string) (APIKey, error)
+}
+
+// APIKey describes a key without its secret.
+type APIKey struct {
+	ID      string
+	Name    string
+	Hint    string // a few characters of the secret ("sk-…a1b2") to tell keys apart
+	Created time.Time
+}
+
+// SettingsStore keeps the settings the console edits.
+type SettingsStore interface {
+	Settings(ctx context.Context) (Settings, error)
+	// SaveSettings validates and applies s; a validation failure wraps
+	// ErrInvalidSettings and its message is shown to the user.
+	SaveSettings(ctx context.Context, s Settings) error
+}
+
+// Settings are the runtime-editable settings.
+type Settings struct {
+	Policy   string   // routing policy
+	Policies []string // the policies to choose from (read only)
+	Models   []string // served models, targets of aliases (read only)
+	Aliases  []Alias
+}
+
+// Alias maps a client's model name or pattern ("claude-*") to a served model.
+type Alias struct {
+	From, To string
+}
+
+// Sentinel errors stores return.
+var (
+	ErrNoSuchKey       = errors.New("no such key")
+	ErrInvalidSettings = errors.New("invalid settings")
+)
+
+// Clock is the console's time source; nil in Deps means real time.
+type Clock interface {
+	Now() time.Time
+	// NewTicker returns a channel that receives every d, and a stop func.
+	NewTicker(d time.Duration) (<-chan time.Time, func())
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
