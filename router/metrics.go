@@ -9,7 +9,8 @@ import (
 )
 
 // Metrics are the router's Prometheus metrics. A nil *Metrics is valid and
-// records nothing. One Metrics serves one Router and the event ingest.
+// records nothing. One Metrics serves one Router; the event ingest is
+// exported by an IngestCollector.
 type Metrics struct {
 	predictedHitRate prometheus.Histogram
 	decisionSeconds  prometheus.Histogram
@@ -18,8 +19,6 @@ type Metrics struct {
 	pendingTokens    *prometheus.GaugeVec
 	indexEntries     prometheus.Gauge
 	indexEvicted     prometheus.Gauge
-	eventsIngested   prometheus.Counter
-	eventsDropped    *prometheus.CounterVec
 	decisions        *prometheus.CounterVec
 	perPolicy        map[string]prometheus.Counter // resolved once: no label lookup per decision
 }
@@ -57,14 +56,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: "hearth", Subsystem: "router", Name: "index_evicted_blocks",
 			Help: "Blocks dropped from the index to stay within its memory budget, since start.",
 		}),
-		eventsIngested: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "hearth", Subsystem: "router", Name: "kv_events_ingested_total",
-			Help: "KV cache events applied to the index.",
-		}),
-		eventsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "hearth", Subsystem: "router", Name: "kv_events_dropped_total",
-			Help: "KV cache events not applied, by reason.",
-		}, []string{"reason"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "hearth", Subsystem: "router", Name: "decisions_total",
 			Help: "Routing decisions by policy.",
@@ -73,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	var errs []error
 	for _, c := range []prometheus.Collector{
 		m.predictedHitRate, m.decisionSeconds, m.queueDepth, m.activeBlocks, m.pendingTokens,
-		m.indexEntries, m.indexEvicted, m.eventsIngested, m.eventsDropped, m.decisions,
+		m.indexEntries, m.indexEvicted, m.decisions,
 	} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
@@ -87,23 +78,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.perPolicy[p] = m.decisions.WithLabelValues(p)
 	}
 	return m, nil
-}
-
-// EventsIngested counts n KV events applied to the index.
-func (m *Metrics) EventsIngested(n int) {
-	if m == nil || n <= 0 {
-		return
-	}
-	m.eventsIngested.Add(float64(n))
-}
-
-// EventsDropped counts n KV events not applied, for a short fixed reason
-// such as "decode", "gap" or "unknown_worker" (a label: keep the set small).
-func (m *Metrics) EventsDropped(reason string, n int) {
-	if m == nil || n <= 0 {
-		return
-	}
-	m.eventsDropped.WithLabelValues(reason).Add(float64(n))
 }
 
 // workerGauges are the per-worker gauges, resolved once per worker so that

@@ -25,8 +25,6 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	route(t, r, &Request{ID: "x", Hashes: chain("x", 4), PromptTokens: 64})
-	m.EventsIngested(3)
-	m.EventsDropped("gap", 2)
 
 	want := `
 # HELP hearth_router_active_blocks KV blocks held by the running requests of a worker, including expected output.
@@ -35,19 +33,12 @@ hearth_router_active_blocks{worker="gpu0"} 4
 # HELP hearth_router_pending_prefill_tokens Prompt tokens routed to a worker whose first token has not arrived.
 # TYPE hearth_router_pending_prefill_tokens gauge
 hearth_router_pending_prefill_tokens{worker="gpu0"} 64
-# HELP hearth_router_kv_events_ingested_total KV cache events applied to the index.
-# TYPE hearth_router_kv_events_ingested_total counter
-hearth_router_kv_events_ingested_total 3
-# HELP hearth_router_kv_events_dropped_total KV cache events not applied, by reason.
-# TYPE hearth_router_kv_events_dropped_total counter
-hearth_router_kv_events_dropped_total{reason="gap"} 2
 # HELP hearth_router_queue_depth Requests waiting for a worker that is not saturated.
 # TYPE hearth_router_queue_depth gauge
 hearth_router_queue_depth 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"hearth_router_active_blocks", "hearth_router_pending_prefill_tokens",
-		"hearth_router_kv_events_ingested_total", "hearth_router_kv_events_dropped_total",
 		"hearth_router_queue_depth"); err != nil {
 		t.Error(err)
 	}
@@ -66,6 +57,52 @@ hearth_router_queue_depth 0
 		t.Errorf("removed worker still has %d gauge series", n)
 	}
 	var nilMetrics *Metrics
-	nilMetrics.EventsIngested(1) // must not panic
-	nilMetrics.EventsDropped("x", 1)
+	nilMetrics.dropWorker("gpu0") // must not panic
+}
+
+func TestIngestCollector(t *testing.T) {
+	stats := []IngestStats{
+		{Worker: 0, Events: 7, BlocksStored: 20, Malformed: 1, Gaps: 2, MappedBlocks: 18},
+		{Worker: 3, Events: 1, Orphans: 4},
+	}
+	c := NewIngestCollector(func() []IngestStats { return stats }, func(w WorkerID) string {
+		return map[WorkerID]string{0: "gpu0", 3: "gpu3"}[w]
+	})
+	want := `
+# HELP hearth_router_kv_events_total KV cache events applied to the index.
+# TYPE hearth_router_kv_events_total counter
+hearth_router_kv_events_total{worker="gpu0"} 7
+hearth_router_kv_events_total{worker="gpu3"} 1
+# HELP hearth_router_kv_event_gaps_total Sequence gaps seen on a worker's live event stream.
+# TYPE hearth_router_kv_event_gaps_total counter
+hearth_router_kv_event_gaps_total{worker="gpu0"} 2
+hearth_router_kv_event_gaps_total{worker="gpu3"} 0
+# HELP hearth_router_kv_mapped_blocks Engine block hashes the router maps to its own hashes.
+# TYPE hearth_router_kv_mapped_blocks gauge
+hearth_router_kv_mapped_blocks{worker="gpu0"} 18
+hearth_router_kv_mapped_blocks{worker="gpu3"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
+		"hearth_router_kv_events_total", "hearth_router_kv_event_gaps_total", "hearth_router_kv_mapped_blocks"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(c, "hearth_router_kv_events_dropped_total"); n != 2*5 {
+		t.Errorf("%d dropped-event series, want one per worker and reason (10)", n)
+	}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP hearth_router_kv_events_dropped_total KV events or batches not applied, by reason: malformed (undecodable message), skipped (unusable event), orphan (stored block with an unknown parent), unknown_remove, duplicate (batch seen twice).
+# TYPE hearth_router_kv_events_dropped_total counter
+hearth_router_kv_events_dropped_total{reason="duplicate",worker="gpu0"} 0
+hearth_router_kv_events_dropped_total{reason="duplicate",worker="gpu3"} 0
+hearth_router_kv_events_dropped_total{reason="malformed",worker="gpu0"} 1
+hearth_router_kv_events_dropped_total{reason="malformed",worker="gpu3"} 0
+hearth_router_kv_events_dropped_total{reason="orphan",worker="gpu0"} 0
+hearth_router_kv_events_dropped_total{reason="orphan",worker="gpu3"} 4
+hearth_router_kv_events_dropped_total{reason="skipped",worker="gpu0"} 0
+hearth_router_kv_events_dropped_total{reason="skipped",worker="gpu3"} 0
+hearth_router_kv_events_dropped_total{reason="unknown_remove",worker="gpu0"} 0
+hearth_router_kv_events_dropped_total{reason="unknown_remove",worker="gpu3"} 0
+`), "hearth_router_kv_events_dropped_total"); err != nil {
+		t.Error(err)
+	}
 }

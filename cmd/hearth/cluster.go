@@ -103,3 +103,22 @@ func (c *simCluster) Run(ctx context.Context) error {
 	}
 	return g.Wait()
 }
+
+// ingestStats lists the KV-event ingest counters of every worker.
+func (c *simCluster) ingestStats() []router.IngestStats {
+	var out []router.IngestStats
+	for _, w := range c.workers {
+		out = append(out, w.subscriber.Stats()...)
+	}
+	return out
+}
+
+// workerName returns the name a worker was registered under.
+func (c *simCluster) workerName(id router.WorkerID) string {
+	for _, w := range c.workers {
+		if w.id == id {
+			return w.name
+		}
+	}
+	return fmt.Sprintf("worker%d", id)
+}

@@ -153,6 +153,10 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
+	if err := reg.Register(router.NewIngestCollector(cluster.ingestStats, cluster.workerName)); err != nil {
+		cluster.close(rt)
+		return fmt.Errorf("up: %w", err)
+	}
 	routes := newGatewayRouter(rt)
 	contextTokens := 0
 	for _, w := range cluster.workers {

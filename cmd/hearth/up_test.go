@@ -111,6 +111,30 @@ func TestUpServesTheThreeClients(t *testing.T) {
 	}
 }
 
+// TestUpMetrics: /metrics carries the gateway's, the router's and the event
+// ingest's figures.
+func TestUpMetrics(t *testing.T) {
+	baseURL, _ := startUp(t)
+	sendFixture(t, baseURL, "opencode-turn1.json", decodeChatStream)
+	resp, err := http.Get(baseURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, name := range []string{
+		"hearth_router_predicted_hit_rate_count 1",
+		"hearth_router_decisions_total{policy=\"hearth\"} 1",
+		`hearth_router_kv_events_total{worker="sim/gpu0"}`,
+		`hearth_router_kv_events_total{worker="sim/gpu1"}`,
+		`hearth_router_active_blocks{worker="sim/gpu0"}`,
+	} {
+		if !strings.Contains(string(body), name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+}
+
 // TestUpStopsCleanly: after Ctrl-C the gateway's port is free again and
 // serveUp reported no error.
 func TestUpStopsCleanly(t *testing.T) {
