@@ -199,6 +199,9 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 			Name:                fmt.Sprintf("%s-%d", gpu, i),
 			CapacityBlocks:      core.Config().NumGPUBlocks,
 			PrefillTokensPerSec: e.speed,
+			RAMCapacityBlocks:   core.Config().NumCPUBlocks,
+			BlockBytes:          core.ModelSpec().KVBytesPerToken() * core.Config().BlockSize,
+			LoadBytesPerSec:     core.GPU().PCIeGBps * 1e9,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("bench: sim: %w", err)
@@ -386,7 +389,7 @@ func (d *des) finish(f *flight, err error) {
 		Session: req.Session, Turn: req.Turn,
 		Sent: req.Due, FirstToken: f.first, Done: d.now,
 		PromptTokens: f.prompt, OutputTokens: f.outputs, CachedTokens: f.cached,
-		PredictedCachedTokens: f.decision.CachedBlocks * tokenizer.DefaultBlockSize,
+		PredictedCachedTokens: (f.decision.CachedBlocks + f.decision.LowerTierBlocks) * tokenizer.DefaultBlockSize,
 		Err:                   err,
 	}
 	d.results = append(d.results, r)
@@ -442,6 +445,7 @@ func (d *des) result(policy string, sessions int) *SimRun {
 		run.Engines = append(run.Engines, EngineStats{
 			GPU: e.gpu, NumGPUBlocks: st.NumGPUBlocks, PrefillTokensPerSec: e.speed,
 			PrefixQueries: st.PrefixQueries, PrefixHits: st.PrefixHits, Preemptions: st.Preemptions,
+			NumCPUBlocks: st.NumCPUBlocks, ExternalPrefixHits: st.ExternalPrefixHits,
 			Requests: e.requests, Steps: e.steps,
 		})
 	}

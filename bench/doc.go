@@ -75,40 +75,65 @@
 //
 // hearth bench agentic --sim 2x4090 --sessions 1,20,40 (Qwen3-14B-FP8,
 // default workload: 6,000-token shared prefix, 8 turns, tool pauses
-// log-normal with median 3 s and p90 20 s, 10 minutes, seed 0; about 3 s
-// of wall time on the 2-core development VM):
+// log-normal with median 3 s and p90 20 s, 10 minutes, seed 0; each engine
+// with the default 32 GiB host-RAM KV tier, DefaultKVOffloadingGiB; about
+// 4 s of wall time on the 2-core development VM). "hit engine" counts the
+// prompt tokens the engines did not compute, GPU hits and host-RAM loads
+// (vLLM's cached_tokens):
 //
 //	sessions  policy       requests  errors  ttft p50  ttft p90  out tok/s  hit engine  ttft vs rr
 //	       1  round_robin        56       0    1102.9    1501.4       14.0       74.2%       1.00x
 //	       1  kv                 61       0     574.5     829.2       15.1       86.8%       0.52x
 //	       1  hearth             61       0     574.5     829.2       15.1       86.8%       0.52x
-//	      20  round_robin       373       0   20155.5   35108.4       89.2       49.0%       1.00x
-//	      20  kv                379       0   18616.5   34203.8       92.1       49.3%       0.92x
-//	      20  hearth            376       0   20683.3   30867.4       91.4       49.3%       1.03x
-//	      40  round_robin       419       0   38009.9   94248.6       99.5       50.9%       1.00x
-//	      40  kv                417       0   37053.5   96892.8       99.7       50.9%       0.97x
-//	      40  hearth            420       0   36630.2   94760.6      100.9       51.0%       0.96x
+//	      20  round_robin       528       0   11254.8   19463.5      125.0       78.0%       1.00x
+//	      20  kv                535       0   10903.0   16609.4      128.6       79.4%       0.97x
+//	      20  hearth            566       0    9722.2   15399.0      137.6       84.2%       0.86x
+//	      40  round_robin       535       0   31026.6   69719.2      120.0       69.2%       1.00x
+//	      40  kv                549       0   29284.4   67163.0      125.8       72.7%       0.94x
+//	      40  hearth            597       0   27237.1   55253.2      137.2       81.2%       0.88x
 //
-// At 20 and 40 sessions two 24 GB cards are out of KV memory, not out of
-// routing choices: each holds 29,856 tokens, a running turn needs its whole
-// context (12,400 tokens on average, 6,000 of them shared), so a card has
-// room for about three running turns, the router's saturation check holds the
-// rest (about 300 requests waited) and every policy's hit rate falls to the
-// shared prefix (49%). TTFT is queueing. With the memory to keep contexts,
-// the policies separate: --sim 4x4090 at 20 sessions gives round_robin
-// 3,552 ms, kv 1,860 ms (0.52x), hearth 1,640 ms (0.46x) with 20% more
-// output tokens/s; --sim 2xh100 at 40 sessions gives 135, 122 (0.90x) and
-// 93 ms (0.69x); --sim 2x4090 at 8 sessions 1,516, 905 (0.60x) and 671 ms
-// (0.44x).
+// Without the tier (--kv-offloading-size 0) the same runs gave round_robin
+// 20,156 ms, kv 18,617 ms and hearth 20,683 ms at 20 sessions and 38,010,
+// 37,054 and 36,630 ms at 40, every hit rate about 49-51% (the shared
+// prefix only): each 4090 holds 29,856 tokens, a turn's context averages
+// 12,400, so paused sessions' contexts were evicted and recomputed. The tier
+// keeps them (32 GiB is 13,107 blocks, 210k tokens, per GPU; a 12k-token
+// context loads in about 80 ms over PCIe instead of 2.6 s of prefill), which
+// nearly halves every policy's TTFT p50 at 20 sessions and lifts round robin
+// too: with two workers a session's context is on whichever it was sent to, so even
+// round robin finds most of it in RAM (78% against an 87% ceiling that
+// perfect affinity reaches with unlimited GPU memory). hearth, which prices
+// RAM blocks at their load time and evictions at a reload, keeps sessions
+// where their context is (84%) and gets 10-14% more output tokens/s, but
+// only 0.86x and 0.88x of round robin's TTFT p50: at 20 and 40 sessions two
+// 24 GB cards are out of KV memory for running turns (about three 12k-token
+// turns each; the engines were busy 98-100% of the time with about three
+// requests in a batch), so TTFT is waiting for memory, which no choice of
+// worker removes. The router queue is not the cause: with
+// SaturationFraction 0.8 or 1, or no router queue, TTFT p50 moved by 10% at
+// most for every policy.
+//
+// With the memory to run more turns at once the policies separate: --sim
+// 4x4090 --sessions 1,20,40 gives round_robin 2,057 ms, kv 1,002 ms (0.49x)
+// and hearth 705 ms (0.34x) at 20 sessions, with 13% and 20% more output
+// tokens/s (208 and 222 against 185), and 13,220, 11,194 (0.85x) and 8,348
+// ms (0.63x) at 40 sessions (215, 236 and 275 output tokens/s); no errors.
 //
 // The Mooncake conversation trace (12,031 requests over 59 minutes, mean
 // input 12,035 tokens), hearth bench trace --trace
-// mooncake-conversation.jsonl --sim 4x4090: at --speed 0.3 every policy is
-// overloaded (TTFT p50 1,121 s round_robin, 1,113 s kv, 1,117 s hearth;
-// the router queue fills, 1,300 to 1,461 requests are refused with
-// ErrQueueFull and 890 to 914 exceed the 29,856 tokens a 4090 holds). At
-// --speed 0.1: round_robin 3,565 ms, kv 3,146 ms (0.88x), hearth 3,072 ms
-// (0.86x), p90 17.1 s, 7.6 s and 7.7 s, the 1,030 over-long prompts the
-// only errors; the engine hit rate is 6% for all, as a 4090 caches two or
-// three such prompts.
+// mooncake-conversation.jsonl --sim 4x4090 --speed 0.3, 32 GiB tier: every
+// policy is overloaded and the tier cannot help, since the RAM of a worker
+// turns over many times while a request waits (TTFT p50 1,117 s
+// round_robin, 1,107 s kv (0.99x), 1,071 s hearth (0.96x); hit rates 6.8%,
+// 7.5%, 8.0%; output 243, 253 and 255 tokens/s; the router queue fills:
+// 1,169, 1,383 and 1,346 requests refused with ErrQueueFull, and 909, 904
+// and 922 prompts exceed the 29,856 tokens a 4090 holds, so no policy runs
+// without errors). Before the tier existed the same command measured
+// 1,121 s, 1,113 s and 1,117 s.
+//
+// At --speed 0.1: round_robin 3,546 ms, kv 3,025 ms (0.85x), hearth
+// 2,963 ms (0.84x), p90 17.0 s, 7.5 s and 7.7 s, the 1,030 over-long
+// prompts the only errors; hit rates 6.7%, 7.8% and 7.9%: the trace's
+// conversations share little, and a worker's RAM holds about seventeen of
+// its 12k-token prompts.
 package bench

@@ -37,6 +37,11 @@ type SimConfig struct {
 	// Router is the router's configuration; its Policy is replaced by the
 	// policy of each run and its Seed by Seed.
 	Router router.Config
+	// KVOffloadingGiB is each engine's host-RAM KV tier, vLLM's
+	// --kv-offloading-size (DefaultKVOffloadingGiB); a negative value turns
+	// it off. Every engine gets the same, whatever the policy: the engine
+	// does not know who routes to it.
+	KVOffloadingGiB float64
 	// EventLatency is the delay from the end of the engine step that made a
 	// KV event batch to the router applying it (DefaultEventLatency); a
 	// negative value means none.
@@ -48,6 +53,14 @@ type SimConfig struct {
 	Logger *slog.Logger
 }
 
+// DefaultKVOffloadingGiB is the host RAM each simulated engine offloads KV
+// blocks to: what a homelab rig has to spare. A two-GPU workstation usually
+// has 64-128 GB of DDR4/DDR5 (two or four 32 GB modules); vLLM pins the
+// offload buffer, so 32 GiB per GPU leaves the rest of a 128 GB machine to
+// the OS, the containers and the daemon. For Qwen3-14B it is 13,107 blocks
+// (210k tokens), seven times a 4090's KV cache.
+const DefaultKVOffloadingGiB = 32
+
 // ErrBadSim is wrapped by every error about a simulation's configuration.
 var ErrBadSim = errors.New("bad simulation config")
 
@@ -55,6 +68,12 @@ var ErrBadSim = errors.New("bad simulation config")
 func (c SimConfig) WithDefaults() SimConfig {
 	if c.Model == "" {
 		c.Model = DefaultSimModel
+	}
+	switch {
+	case c.KVOffloadingGiB == 0:
+		c.KVOffloadingGiB = DefaultKVOffloadingGiB
+	case c.KVOffloadingGiB < 0:
+		c.KVOffloadingGiB = -1
 	}
 	switch {
 	case c.EventLatency == 0:
@@ -88,6 +107,7 @@ func (c SimConfig) Validate() error {
 func (c SimConfig) engineConfig(gpu string) sim.Config {
 	ec := c.Engine
 	ec.GPU, ec.Model, ec.Seed = gpu, c.Model, c.Seed
+	ec.CPUOffloadGiB = max(c.KVOffloadingGiB, 0)
 	return ec
 }
 
@@ -144,11 +164,15 @@ func (s *Sim) Describe() string {
 				n++
 			}
 		}
-		blocks := 0
+		blocks, cpuBlocks := 0, 0
 		if core, err := sim.NewCore(s.cfg.engineConfig(gpu), nil); err == nil {
-			blocks = core.Config().NumGPUBlocks
+			blocks, cpuBlocks = core.Config().NumGPUBlocks, core.Config().NumCPUBlocks
 		}
-		fmt.Fprintf(&b, " %dx %s (%d KV blocks, prefill %.0f tok/s)", n, gpu, blocks, s.prefillSpeed[gpu])
+		fmt.Fprintf(&b, " %dx %s (%d KV blocks", n, gpu, blocks)
+		if cpuBlocks > 0 {
+			fmt.Fprintf(&b, " + %d in %g GiB RAM", cpuBlocks, s.cfg.KVOffloadingGiB)
+		}
+		fmt.Fprintf(&b, ", prefill %.0f tok/s)", s.prefillSpeed[gpu])
 	}
 	fmt.Fprintf(&b, "; KV event latency %v", s.cfg.EventLatency)
 	return b.String()
@@ -189,9 +213,13 @@ type EngineStats struct {
 	// tokens.
 	PrefixQueries int64 `json:"prefix_queries"`
 	PrefixHits    int64 `json:"prefix_hits"`
-	Preemptions   int64 `json:"preemptions"`
-	Requests      int   `json:"requests"`
-	Steps         int64 `json:"steps"`
+	// NumCPUBlocks is the host-RAM tier's size, ExternalPrefixHits the
+	// prompt tokens loaded from it (vLLM's external prefix-cache counter).
+	NumCPUBlocks       int   `json:"num_cpu_blocks,omitempty"`
+	ExternalPrefixHits int64 `json:"external_prefix_hits,omitempty"`
+	Preemptions        int64 `json:"preemptions"`
+	Requests           int   `json:"requests"`
+	Steps              int64 `json:"steps"`
 }
 
 // SimRun is the outcome of one simulated run.
@@ -211,13 +239,28 @@ type SimRun struct {
 	ErrorCauses map[string]int
 }
 
-// EngineHitRate returns the engines' prefix-cache hit rate from their own
-// counters: hit tokens over looked-up tokens.
+// EngineHitRate returns the engines' GPU prefix-cache hit rate from their
+// own counters: hit tokens over looked-up tokens. Tokens loaded from host
+// RAM are not GPU hits; RAMHitRate counts them.
 func (r *SimRun) EngineHitRate() float64 {
 	var q, h int64
 	for _, e := range r.Engines {
 		q += e.PrefixQueries
 		h += e.PrefixHits
+	}
+	if q == 0 {
+		return 0
+	}
+	return float64(h) / float64(q)
+}
+
+// RAMHitRate returns the share of looked-up prompt tokens the engines loaded
+// from their host-RAM tier.
+func (r *SimRun) RAMHitRate() float64 {
+	var q, h int64
+	for _, e := range r.Engines {
+		q += e.PrefixQueries
+		h += e.ExternalPrefixHits
 	}
 	if q == 0 {
 		return 0

@@ -4,10 +4,12 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"math"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -105,14 +107,14 @@ func TestSimEngineCountersMatchResults(t *testing.T) {
 	}
 	var hits, queries int64
 	for _, e := range run.Engines {
-		hits += e.PrefixHits
+		hits += e.PrefixHits + e.ExternalPrefixHits // GPU hits and host-RAM loads
 		queries += e.PrefixQueries
 	}
 	if cached != hits || prompt != queries {
 		t.Errorf("results: %d cached of %d prompt tokens; engines: %d hits of %d queries", cached, prompt, hits, queries)
 	}
-	if run.EngineHitRate() != run.Summary.EngineHitRate {
-		t.Errorf("engine hit rate %v from counters, %v from results", run.EngineHitRate(), run.Summary.EngineHitRate)
+	if got := run.EngineHitRate() + run.RAMHitRate(); math.Abs(got-run.Summary.EngineHitRate) > 1e-12 {
+		t.Errorf("engine hit rate %v from counters, %v from results", got, run.Summary.EngineHitRate)
 	}
 	if run.EventBatches == 0 {
 		t.Fatal("no event batch reached the router")
@@ -125,6 +127,59 @@ func TestSimEngineCountersMatchResults(t *testing.T) {
 		if st.BlocksStored == 0 {
 			t.Errorf("engine %s: no block stored in the index", e.gpu)
 		}
+	}
+}
+
+// TestSimOffloading: with a host-RAM tier (the default) contexts the GPU
+// evicted come back from RAM, the router sees them in its RAM tier and
+// predicts the loads; without it they are recomputed.
+func TestSimOffloading(t *testing.T) {
+	tests := []struct {
+		name     string
+		gib      float64
+		wantLoad bool
+	}{
+		{"default tier", 0, true},
+		{"tier off", -1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// A GPU cache of 640 blocks (10k tokens) cannot keep four
+			// sessions' contexts across their tool pauses.
+			s := newTestSim(t, SimConfig{GPUs: []string{"rtx4090", "rtx4090"},
+				Engine: sim.Config{NumGPUBlocks: 640}, KVOffloadingGiB: tt.gib})
+			d, err := s.newDES(smallAgentic(t, 3, 4), router.PolicyHearth)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := d.run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			run := d.result(router.PolicyHearth, 4)
+			var loaded int64
+			for _, e := range run.Engines {
+				loaded += e.ExternalPrefixHits
+				if tt.wantLoad != (e.NumCPUBlocks == 13107) {
+					t.Errorf("engine %s: %d CPU blocks", e.GPU, e.NumCPUBlocks)
+				}
+			}
+			var ram [router.MaxWorkers]int
+			d.router.Index().BlockCounts(kvbm.TierRAM, &ram)
+			predictedLower := 0
+			for _, dec := range d.router.Decisions(0) {
+				predictedLower += dec.LowerTierBlocks
+			}
+			t.Logf("loaded %d tokens from RAM; router RAM blocks %v; recent decisions predict %d lower-tier blocks; hit rate %.1f%%",
+				loaded, ram[:2], predictedLower, 100*run.Summary.EngineHitRate)
+			if got := loaded > 0 && ram[0]+ram[1] > 0 && predictedLower > 0; got != tt.wantLoad {
+				t.Errorf("loads, RAM index and predictions seen: %v, want %v", got, tt.wantLoad)
+			}
+			for _, e := range d.engines {
+				if st := e.ingester.Stats(); st.Orphans != 0 || st.UnknownRemove != 0 || st.Malformed != 0 {
+					t.Errorf("engine %s: ingest %+v; every CPU event must map through a GPU one", e.gpu, st)
+				}
+			}
+		})
 	}
 }
 

@@ -87,10 +87,12 @@ type Result struct {
 	// OutputTokens is how many tokens arrived.
 	OutputTokens int
 	// PredictedCachedTokens is the router's prediction of the prompt tokens
-	// already cached on the worker it chose: overlap blocks × block size.
+	// already cached on the worker it chose: its GPU overlap blocks plus the
+	// blocks its lower tiers hold after them, × block size.
 	PredictedCachedTokens int
-	// CachedTokens is how many prompt tokens the engine served from its
-	// prefix cache (vLLM's prefix-cache hits for this request).
+	// CachedTokens is how many prompt tokens the engine did not compute:
+	// GPU prefix-cache hits plus blocks loaded from its host-RAM tier, as
+	// vLLM's num_cached_tokens (usage.prompt_tokens_details) counts them.
 	CachedTokens int
 	// Err is why the request failed; nil if it succeeded.
 	Err error

@@ -7,6 +7,8 @@ type Candidate struct {
 	Worker               WorkerID
 	Name                 string
 	OverlapBlocks        int     // leading prompt blocks cached on the worker's GPU
+	RAMBlocks            int     // prompt blocks in the worker's host RAM after its GPU overlap
+	DiskBlocks           int     // prompt blocks on the worker's disk after GPU and RAM
 	ActiveBlocks         int     // blocks held by its running requests
 	PendingPrefillTokens int     // prompt tokens routed to it and not yet prefilled
 	Cost                 float64 // the policy's cost; lower is better (0 for policies without one)
@@ -35,9 +37,13 @@ type Decision struct {
 	Reason     string
 	Candidates []Candidate
 
-	CachedBlocks     int     // the winner's overlap blocks
-	PromptBlocks     int     // ceil(prompt tokens / block size)
-	PredictedHitRate float64 // CachedBlocks / PromptBlocks (0 for an empty prompt)
+	CachedBlocks    int // the winner's overlap blocks (GPU)
+	LowerTierBlocks int // the winner's blocks in host RAM or on disk after its GPU overlap (kv and hearth only)
+	PromptBlocks    int // ceil(prompt tokens / block size)
+	// PredictedHitRate is (CachedBlocks + LowerTierBlocks) / PromptBlocks,
+	// the share of the prompt the engine will not compute (0 for an empty
+	// prompt).
+	PredictedHitRate float64
 
 	SpeculativePrefill bool          // carried from the request's hints for the gateway
 	Queued             time.Duration // time spent waiting in the router queue

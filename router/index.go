@@ -432,6 +432,67 @@ func (ix *Index) Match(hashes []tokenizer.SeqHash, tier kvbm.Tier, out *[MaxWork
 	}
 }
 
+// MatchBeyond writes into out, per worker, how many blocks of hashes the
+// worker holds in tier right after the from[worker] blocks an earlier
+// match found in a faster tier: the prefix extension a lower tier adds,
+// what an engine loads after its GPU hits (vLLM's offloading connector
+// continues the lookup where the GPU's stopped, as Dynamo's lower-tier
+// query does). Workers holding nothing in tier get 0. It costs O(blocks
+// walked) and does not allocate.
+func (ix *Index) MatchBeyond(hashes []tokenizer.SeqHash, tier kvbm.Tier, from, out *[MaxWorkers]int) {
+	*out = [MaxWorkers]int{}
+	if tier >= kvbm.NumTiers || len(hashes) == 0 {
+		return
+	}
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	// Workers with blocks in tier, by start depth (insertion sort: at most
+	// MaxWorkers entries).
+	var starts [MaxWorkers]WorkerID
+	n := 0
+	for w := range ix.workers {
+		if ix.workers[w].count[tier] == 0 || from[w] < 0 || from[w] >= len(hashes) {
+			continue
+		}
+		j := n
+		for ; j > 0 && from[starts[j-1]] > from[w]; j-- {
+			starts[j] = starts[j-1]
+		}
+		starts[j] = WorkerID(w)
+		n++
+	}
+	alive := uint64(0)
+	next := 0
+	for depth := 0; depth < len(hashes); depth++ {
+		if alive == 0 {
+			if next == n {
+				return
+			}
+			depth = max(depth, from[starts[next]])
+		}
+		for next < n && from[starts[next]] == depth {
+			alive |= 1 << starts[next]
+			next++
+		}
+		var m uint64
+		if i := ix.lookup(normKey(hashes[depth])); i >= 0 {
+			m = ix.slots[i].mask[tier] & alive
+			if m != 0 {
+				ix.setRef(i)
+			}
+		}
+		for lost := alive &^ m; lost != 0; lost &= lost - 1 {
+			w := bits.TrailingZeros64(lost)
+			out[w] = depth - from[w]
+		}
+		alive = m
+	}
+	for ; alive != 0; alive &= alive - 1 {
+		w := bits.TrailingZeros64(alive)
+		out[w] = len(hashes) - from[w]
+	}
+}
+
 // matchBatch is how many blocks Match touches ahead of its walk.
 const matchBatch = 32
 

@@ -33,6 +33,23 @@ func (m modelIndex) match(hashes []tokenizer.SeqHash, tier kvbm.Tier) [MaxWorker
 	return out
 }
 
+// matchBeyond is MatchBeyond by brute force: per worker, the blocks held
+// in tier from depth from[w] on.
+func (m modelIndex) matchBeyond(hashes []tokenizer.SeqHash, tier kvbm.Tier, from *[MaxWorkers]int) [MaxWorkers]int {
+	var out [MaxWorkers]int
+	for w := range WorkerID(MaxWorkers) {
+		n := 0
+		for i := from[w]; i >= 0 && i < len(hashes); i++ {
+			if !m[modelKey{hashes[i], w, tier}] {
+				break
+			}
+			n++
+		}
+		out[w] = n
+	}
+	return out
+}
+
 func (m modelIndex) counts(tier kvbm.Tier) [MaxWorkers]int {
 	var out [MaxWorkers]int
 	for k := range m {
@@ -107,6 +124,19 @@ func TestIndexMatchesModel(t *testing.T) {
 					if want := model.match(q, tier); got != want {
 						t.Fatalf("seed %d step %d tier %v: Match = %v, want %v", seed, step, tier, got, want)
 					}
+					// Continue in every tier from the GPU match, and from
+					// arbitrary depths.
+					var gpu, from, beyond [MaxWorkers]int
+					ix.Match(q, kvbm.TierGPU, &gpu)
+					for w := range from {
+						from[w] = rng.Intn(len(q) + 2)
+					}
+					for _, f := range []*[MaxWorkers]int{&gpu, &from} {
+						ix.MatchBeyond(q, tier, f, &beyond)
+						if want := model.matchBeyond(q, tier, f); beyond != want {
+							t.Fatalf("seed %d step %d tier %v: MatchBeyond(from %v) = %v, want %v", seed, step, tier, f[:8], beyond[:8], want[:8])
+						}
+					}
 				}
 			}
 			for tier := range kvbm.Tier(kvbm.NumTiers) {
@@ -156,6 +186,44 @@ func TestIndexPerTierMatch(t *testing.T) {
 	ix.Match(h, kvbm.TierGPU, &got)
 	if got[0] != 1 {
 		t.Errorf("after removing block 1: worker 0 matches %d, want 1", got[0])
+	}
+}
+
+// TestIndexMatchBeyond: a lower tier extends the GPU prefix only where it
+// continues it, as an engine loads after its GPU hits.
+func TestIndexMatchBeyond(t *testing.T) {
+	h := []tokenizer.SeqHash{10, 11, 12, 13, 14, 15}
+	tests := []struct {
+		name  string
+		gpu   []tokenizer.SeqHash
+		ram   []tokenizer.SeqHash
+		wantG int
+		wantR int
+	}{
+		{"ram only", nil, h[:4], 0, 4},
+		{"ram continues gpu", h[:2], h[2:5], 2, 3},
+		{"write-through copy of the gpu prefix", h[:3], h, 3, 3},
+		{"ram copy shorter than gpu", h[:4], h[:2], 4, 0},
+		{"gap after the gpu prefix", h[:2], h[3:], 2, 0},
+		{"nothing in ram", h[:2], nil, 2, 0},
+		{"ram to the end", nil, h, 0, 6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ix := NewIndex(0)
+			ix.Store(3, kvbm.TierGPU, tt.gpu)
+			ix.Store(3, kvbm.TierRAM, tt.ram)
+			ix.Store(5, kvbm.TierRAM, h[:1]) // another worker, other depths
+			var gpu, ram [MaxWorkers]int
+			ix.Match(h, kvbm.TierGPU, &gpu)
+			ix.MatchBeyond(h, kvbm.TierRAM, &gpu, &ram)
+			if gpu[3] != tt.wantG || ram[3] != tt.wantR {
+				t.Errorf("worker 3: gpu %d ram %d, want %d and %d", gpu[3], ram[3], tt.wantG, tt.wantR)
+			}
+			if ram[5] != 1 {
+				t.Errorf("worker 5: ram %d, want 1", ram[5])
+			}
+		})
 	}
 }
 

@@ -156,19 +156,27 @@ func sampleSoftmax(cands []Candidate, temperature float64, rng *rand.Rand) int {
 
 // scoreKV fills each candidate's cost with Dynamo's KV router logit:
 //
-//	prefill_blocks = (ISL - overlap·block_size + pending_prefill_tokens) / block_size
+//	credit_blocks  = overlap + host_weight·ram_blocks + disk_weight·disk_blocks
+//	prefill_blocks = (ISL - credit_blocks·block_size + pending_prefill_tokens) / block_size
 //	decode_blocks  = active_blocks + request blocks not already active there
 //	logit          = overlap_score_weight·prefill_blocks + decode_blocks
 //
 // active_blocks counts distinct prompt blocks of running requests, as
 // Dynamo's active-sequence tracker does; new prompt tokens never go below 0.
+// ram_blocks and disk_blocks are the blocks lower tiers hold after the GPU
+// prefix (tier-exclusive, each tier continuing where the faster one
+// stopped); Dynamo's router credits them with host_cache_hit_weight (0.75)
+// and disk_cache_hit_weight (0.25). Without lower-tier events both are 0
+// and the logit is the GPU-only formula.
 func (r *Router) scoreKV(in *routeInput, cands []Candidate) {
 	bs := r.cfg.BlockSize
 	for i := range cands {
 		c := &cands[i]
 		aw := &r.active.workers[c.Worker]
-		newTokens := max(in.promptTokens-c.OverlapBlocks*bs, 0)
-		prefill := float64(newTokens+aw.pendingTokens) / float64(bs)
+		credit := float64(c.OverlapBlocks) + r.cfg.HostCacheHitWeight*float64(c.RAMBlocks) +
+			r.cfg.DiskCacheHitWeight*float64(c.DiskBlocks)
+		newTokens := max(float64(in.promptTokens)-credit*float64(bs), 0)
+		prefill := (newTokens + float64(aw.pendingTokens)) / float64(bs)
 		newBlocks := in.hashBlocks - r.activeDepth[c.Worker]
 		decode := float64(aw.uniqueBlocks() + newBlocks)
 		c.ActiveBlocks = aw.uniqueBlocks()
@@ -190,14 +198,17 @@ func (r *Router) scoreLeastLoaded(cands []Candidate) {
 //
 //   - time to first token: the prompt tokens already waiting there plus the
 //     uncached part of this prompt, at the worker's prefill speed, slowed by
-//     the decode load of its running requests;
+//     the decode load of its running requests, plus the PCIe time of loading
+//     the blocks its host RAM holds after the GPU prefix
+//     (WorkerInfo.BlockBytes / LoadBytesPerSec each);
 //   - decode load: DecodeWeight × KV utilisation after adding the request
 //     (prompt and expected output), and the recompute time of whatever
 //     would not fit (the engine preempts);
 //   - capacity: if the new blocks do not fit in the worker's free cache, the
 //     engine evicts least recently used blocks, which are the context of
-//     paused sessions (an agent waiting on a tool): their recompute time,
-//     weighted by PausedEvictionWeight, is added;
+//     paused sessions (an agent waiting on a tool): their recompute time
+//     (their reload time on a worker with a host-RAM tier, which keeps a
+//     copy), weighted by PausedEvictionWeight, is added;
 //   - affinity: a session's last worker gets AffinityBonus off unless it is
 //     saturated, so ties and near ties keep a session where its context is.
 func (r *Router) scoreHearth(in *routeInput, cands []Candidate, sess *session) {
@@ -218,13 +229,28 @@ func (r *Router) scoreHearth(in *routeInput, cands []Candidate, sess *session) {
 			util = float64(aw.blocks()) / capacity
 		}
 		eff := speed / (1 + h.DecodeSlowdown*util)
-		uncached := max(in.promptTokens-c.OverlapBlocks*bs, 0)
-		cost := float64(aw.pendingTokens+uncached) / eff
+		// Blocks in host RAM after the GPU prefix are loaded over PCIe, not
+		// recomputed; a worker that did not say how fast it loads gets no
+		// credit for them.
+		blockLoad := ws.loadSecondsPerBlock()
+		loaded := 0
+		if blockLoad > 0 {
+			loaded = c.RAMBlocks
+		}
+		uncached := max(in.promptTokens-(c.OverlapBlocks+loaded)*bs, 0)
+		cost := float64(aw.pendingTokens+uncached)/eff + float64(loaded)*blockLoad
+		// What a block pushed out of the GPU costs to get back: a reload
+		// where the host-RAM tier keeps a copy (vLLM offloads on compute),
+		// a recompute otherwise.
+		refetch := float64(bs) / eff
+		if blockLoad > 0 && ws.info.RAMCapacityBlocks > 0 {
+			refetch = blockLoad
+		}
 		if capacity > 0 {
 			after := aw.blocks() + reqBlocks - r.activeDepth[c.Worker]
 			cost += h.DecodeWeight * float64(after) / capacity
 			if over := float64(after) - capacity; over > 0 {
-				cost += over * float64(bs) / eff
+				cost += over * refetch
 			}
 			newCached := reqBlocks - c.OverlapBlocks
 			free := max(ws.info.CapacityBlocks-r.cachedBlocks[c.Worker], 0)
@@ -234,7 +260,7 @@ func (r *Router) scoreHearth(in *routeInput, cands []Candidate, sess *session) {
 					paused -= sess.blocks // its own context is what it reuses
 				}
 				evicted := min(newCached-free, max(paused, 0))
-				cost += h.PausedEvictionWeight * float64(evicted*bs) / eff
+				cost += h.PausedEvictionWeight * float64(evicted) * refetch
 			}
 		}
 		if sess != nil && sess.hasWorker && sess.worker == c.Worker && !r.saturatedLocked(c.Worker) {
@@ -242,4 +268,13 @@ func (r *Router) scoreHearth(in *routeInput, cands []Candidate, sess *session) {
 		}
 		c.Cost = cost
 	}
+}
+
+// loadSecondsPerBlock is how long the worker takes to load one KV block
+// from host RAM; 0 when unknown.
+func (ws *workerState) loadSecondsPerBlock() float64 {
+	if ws.info.BlockBytes <= 0 || !(ws.info.LoadBytesPerSec > 0) {
+		return 0
+	}
+	return float64(ws.info.BlockBytes) / ws.info.LoadBytesPerSec
 }

@@ -26,6 +26,8 @@ var (
 // Defaults of Config fields left zero.
 const (
 	DefaultPolicy                  = PolicyHearth
+	DefaultHostCacheHitWeight      = 0.75
+	DefaultDiskCacheHitWeight      = 0.25
 	DefaultSaturationFraction      = 0.95
 	DefaultSaturationPendingTokens = 131072
 	DefaultSessionTTL              = 30 * time.Minute
@@ -44,6 +46,13 @@ type Config struct {
 	OverlapScoreWeight float64
 	// Temperature of the kv policy's softmax sampling; 0 picks the lowest.
 	Temperature float64
+	// HostCacheHitWeight and DiskCacheHitWeight credit the kv policy with
+	// blocks a worker holds in host RAM or on disk beyond its GPU prefix,
+	// as fractions of a GPU hit: Dynamo's host_cache_hit_weight and
+	// disk_cache_hit_weight, default 0.75 and 0.25 (Dynamo's defaults). A
+	// negative value gives no credit.
+	HostCacheHitWeight float64
+	DiskCacheHitWeight float64
 	// MaxIndexEntries bounds the block index, in (block, worker, tier)
 	// entries over all workers (DefaultMaxIndexEntries).
 	MaxIndexEntries int
@@ -107,6 +116,18 @@ func (c Config) withDefaults() Config {
 	if c.OverlapScoreWeight == 0 {
 		c.OverlapScoreWeight = 1
 	}
+	switch {
+	case c.HostCacheHitWeight == 0:
+		c.HostCacheHitWeight = DefaultHostCacheHitWeight
+	case c.HostCacheHitWeight < 0:
+		c.HostCacheHitWeight = 0
+	}
+	switch {
+	case c.DiskCacheHitWeight == 0:
+		c.DiskCacheHitWeight = DefaultDiskCacheHitWeight
+	case c.DiskCacheHitWeight < 0:
+		c.DiskCacheHitWeight = 0
+	}
 	if c.MaxIndexEntries == 0 {
 		c.MaxIndexEntries = DefaultMaxIndexEntries
 	}
@@ -157,6 +178,17 @@ type WorkerInfo struct {
 	// speed; 0 takes HearthConfig.DefaultPrefillTokensPerSec. Only the
 	// hearth policy uses it, so a 3090 next to a 4090 is weighed right.
 	PrefillTokensPerSec float64
+	// RAMCapacityBlocks is the size of the worker's host-RAM KV tier in
+	// blocks (vLLM's --kv-offloading-size over the block size); 0 if it has
+	// none or it is unknown.
+	RAMCapacityBlocks int
+	// BlockBytes is the size of one KV block (all layers' K and V) and
+	// LoadBytesPerSec the worker's host-to-device bandwidth: together they
+	// price loading blocks from host RAM. Either 0 turns the hearth
+	// policy's RAM term off (RAM blocks then cost a recompute, as with no
+	// tier).
+	BlockBytes      int
+	LoadBytesPerSec float64
 	// Approximate marks a worker that publishes no KV events: the router
 	// predicts its cache from its own decisions.
 	Approximate bool
@@ -223,6 +255,9 @@ type Router struct {
 	rr           int
 	decisions    *decisionLog
 	overlap      [MaxWorkers]int // scratch, guarded by mu
+	ramOverlap   [MaxWorkers]int // blocks in host RAM after the GPU overlap
+	diskOverlap  [MaxWorkers]int // blocks on disk after GPU and RAM
+	reach        [MaxWorkers]int // overlap + ramOverlap
 	activeDepth  [MaxWorkers]int
 	cachedBlocks [MaxWorkers]int
 }
@@ -550,6 +585,8 @@ func (r *Router) candidatesLocked(exclude []WorkerID) []Candidate {
 				Worker:               id,
 				Name:                 r.workers[id].info.Name,
 				OverlapBlocks:        r.overlap[id],
+				RAMBlocks:            r.ramOverlap[id],
+				DiskBlocks:           r.diskOverlap[id],
 				ActiveBlocks:         aw.blocks(),
 				PendingPrefillTokens: aw.pendingTokens,
 			})
@@ -571,6 +608,16 @@ func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int,
 	}
 	in.promptBlocks = max(in.promptBlocks, in.hashBlocks)
 	r.ix.Match(hashes, kvbm.TierGPU, &r.overlap)
+	r.ramOverlap, r.diskOverlap = [MaxWorkers]int{}, [MaxWorkers]int{}
+	if policy == PolicyKV || policy == PolicyHearth {
+		// What lower tiers add after the GPU prefix: an engine loads it
+		// instead of recomputing it.
+		r.ix.MatchBeyond(hashes, kvbm.TierRAM, &r.overlap, &r.ramOverlap)
+		for w := range r.reach {
+			r.reach[w] = r.overlap[w] + r.ramOverlap[w]
+		}
+		r.ix.MatchBeyond(hashes, kvbm.TierDisk, &r.reach, &r.diskOverlap)
+	}
 	r.active.activeDepth(hashes, &r.activeDepth)
 	r.ix.BlockCounts(kvbm.TierGPU, &r.cachedBlocks)
 
@@ -612,7 +659,8 @@ func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int,
 	win := cands[pick]
 
 	extra := in.promptBlocks - in.hashBlocks + in.oslBlocks
-	prefill := max(isl-win.OverlapBlocks*bs, 0)
+	// Blocks in lower tiers are loaded, not computed.
+	prefill := max(isl-(win.OverlapBlocks+win.RAMBlocks+win.DiskBlocks)*bs, 0)
 	ar := r.active.add(req.ID, win.Worker, hashes, extra, prefill, req.SessionID, now)
 	if r.workers[win.Worker].info.Approximate {
 		r.approx.insert(r.ix, win.Worker, ar.hashes, now)
@@ -630,13 +678,14 @@ func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int,
 		Reason:             reason,
 		Candidates:         cands,
 		CachedBlocks:       win.OverlapBlocks,
+		LowerTierBlocks:    win.RAMBlocks + win.DiskBlocks,
 		PromptBlocks:       in.promptBlocks,
 		SpeculativePrefill: req.Hints.SpeculativePrefill,
 		Queued:             queued,
 		At:                 now,
 	}
 	if in.promptBlocks > 0 {
-		d.PredictedHitRate = float64(win.OverlapBlocks) / float64(in.promptBlocks)
+		d.PredictedHitRate = float64(win.OverlapBlocks+d.LowerTierBlocks) / float64(in.promptBlocks)
 	}
 	r.decisions.add(d)
 	r.metrics.observeDecision(policy, d.PredictedHitRate, time.Since(start), r.ix)

@@ -39,6 +39,7 @@ type benchFlags struct {
 	limit         int
 	seed          uint64
 	eventLatency  time.Duration
+	offloadGiB    float64
 	jsonPath      string
 	plotPath      string
 }
@@ -156,6 +157,7 @@ func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags,
 	fs.IntVar(&f.limit, "limit", 0, "replay only the first N requests (trace)")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the workload, engine hashes and router choices")
 	fs.DurationVar(&f.eventLatency, "event-latency", bench.DefaultEventLatency, "delay of KV events from engine to router (simulated)")
+	fs.Float64Var(&f.offloadGiB, "kv-offloading-size", bench.DefaultKVOffloadingGiB, "host RAM per simulated engine for offloaded KV blocks in GiB, vLLM's native offloading (0: off)")
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report as JSON to FILE")
 	fs.StringVar(&f.plotPath, "plot", "", "also write a TTFT chart to FILE.svg")
 	if err := parseFlags(fs, args); err != nil {
@@ -185,10 +187,12 @@ func (f *benchFlags) check(set map[string]bool) error {
 	if f.kind == "trace" && f.trace == "" {
 		return fmt.Errorf("%w: bench trace needs --trace FILE", errUsage)
 	}
-	if f.target != "" && set["event-latency"] {
-		return fmt.Errorf("%w: --event-latency applies to a simulation only", errUsage)
+	for _, name := range []string{"event-latency", "kv-offloading-size"} {
+		if f.target != "" && set[name] {
+			return fmt.Errorf("%w: --%s applies to a simulation only", errUsage, name)
+		}
 	}
-	if f.eventLatency < 0 || f.duration < 0 || f.totalSessions < 0 || f.steps < 0 || f.prefixTokens < 0 || f.subagents < 0 || f.limit < 0 {
+	if f.offloadGiB < 0 || f.eventLatency < 0 || f.duration < 0 || f.totalSessions < 0 || f.steps < 0 || f.prefixTokens < 0 || f.subagents < 0 || f.limit < 0 {
 		return fmt.Errorf("%w: negative value", errUsage)
 	}
 	return nil
@@ -274,7 +278,12 @@ func (f *benchFlags) build(ctx context.Context) (bench.Plan, bench.Report, bench
 	if latency == 0 {
 		latency = -1 // zero means none here, not the default
 	}
-	s, err := bench.NewSim(bench.SimConfig{GPUs: kinds, Model: f.model, EventLatency: latency, Seed: int64(f.seed)})
+	offload := f.offloadGiB
+	if offload == 0 {
+		offload = -1 // zero means off here, not the default
+	}
+	s, err := bench.NewSim(bench.SimConfig{GPUs: kinds, Model: f.model, EventLatency: latency,
+		KVOffloadingGiB: offload, Seed: int64(f.seed)})
 	if err != nil {
 		return plan, report, nil, fmt.Errorf("%w: %v", errUsage, err)
 	}

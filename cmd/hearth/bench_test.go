@@ -36,6 +36,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"bad speed", []string{"bench", "trace", "--trace", trace, "--speed", "0"}},
 		{"negative latency", []string{"bench", "agentic", "--event-latency", "-1ms"}},
 		{"latency on a live run", []string{"bench", "agentic", "--target", "http://127.0.0.1:1/v1", "--event-latency", "1ms"}},
+		{"negative offloading", []string{"bench", "agentic", "--kv-offloading-size", "-2"}},
+		{"offloading on a live run", []string{"bench", "agentic", "--target", "http://127.0.0.1:1/v1", "--kv-offloading-size", "8"}},
 		{"target not a url", []string{"bench", "agentic", "--target", "localhost:8000"}},
 		{"unknown flag", []string{"bench", "agentic", "--frobnicate"}},
 		{"extra argument", []string{"bench", "agentic", "extra"}},
@@ -69,7 +71,7 @@ func TestBenchAgenticSimulated(t *testing.T) {
 	if errOut != "" {
 		t.Errorf("stderr is not a terminal, yet something was written: %q", errOut)
 	}
-	for _, want := range []string{"round_robin", "kv", "hearth", "ttft p50"} {
+	for _, want := range []string{"round_robin", "kv", "hearth", "ttft p50", "13107 in 32 GiB RAM"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -104,6 +106,30 @@ func TestBenchAgenticSimulated(t *testing.T) {
 	svg, err := os.ReadFile(plotPath)
 	if err != nil || !strings.Contains(string(svg), "<svg") {
 		t.Errorf("plot: %v, %.80q", err, svg)
+	}
+}
+
+// TestBenchOffloadingFlag: --kv-offloading-size sizes every simulated
+// engine's host-RAM tier, 0 turns it off.
+func TestBenchOffloadingFlag(t *testing.T) {
+	tests := []struct {
+		name, size, want, notWant string
+	}{
+		{"off", "0", "1866 KV blocks, prefill", "GiB RAM"},
+		{"8 GiB", "8", "1866 KV blocks + 3276 in 8 GiB RAM", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, err := runHearth(t, "", "bench", "agentic", "--sim", "1x4090", "--sessions", "1",
+				"--total-sessions", "1", "--steps", "2", "--prefix-tokens", "500", "--tool-pause", "const:10ms",
+				"--policies", "kv", "--kv-offloading-size", tt.size)
+			if err != nil {
+				t.Fatalf("bench: %v\n%s", err, errOut)
+			}
+			if !strings.Contains(out, tt.want) || tt.notWant != "" && strings.Contains(out, tt.notWant) {
+				t.Errorf("want %q and not %q in:\n%s", tt.want, tt.notWant, out)
+			}
+		})
 	}
 }
 

@@ -31,6 +31,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	policy := fs.String("scheduling-policy", sim.PolicyFCFS, "fcfs or priority")
 	speedup := fs.Float64("speedup", 1, "run the modelled GPU this many times faster than real time")
 	seed := fs.Int64("seed", 0, "seed of block hashes and answer texts")
+	offloadGiB := fs.Float64("kv-offloading-size", 0, "host RAM for offloaded KV blocks in GiB, vLLM's native offloading (0: off)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -48,6 +49,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 		GPU: *gpu, Model: *model, NumGPUBlocks: *numBlocks, BlockSize: *blockSize,
 		MaxNumSeqs: *maxSeqs, MaxNumBatchedTokens: *maxBatched, MaxModelLen: *maxModelLen,
 		GPUMemoryUtilization: *memUtil, SchedulingPolicy: *policy, Seed: *seed,
+		CPUOffloadGiB: *offloadGiB,
 	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

@@ -136,6 +136,7 @@ func TestSimEngineFlagErrors(t *testing.T) {
 		{"replay without events", []string{"--kv-replay", "tcp://127.0.0.1:0"}},
 		{"bad policy", []string{"--scheduling-policy", "lifo"}},
 		{"zero speedup", []string{"--speedup", "0"}},
+		{"negative offloading", []string{"--kv-offloading-size", "-1"}},
 		{"extra argument", []string{"extra"}},
 	}
 	for _, tc := range tests {

@@ -135,7 +135,7 @@ func (p *blockPool) evict(id int32) {
 	*p.events = append(*p.events, KVEvent{
 		Type:        BlockRemoved,
 		BlockHashes: p.arenaHash(b.hash),
-		Medium:      "GPU",
+		Medium:      MediumGPU,
 	})
 }
 

@@ -20,6 +20,12 @@ type GPUSpec struct {
 	// the GPU has no FP8 tensor cores (FP8 checkpoints then run as
 	// weight-only FP8 at the BF16 rate, as vLLM's Marlin kernels do).
 	FP8FLOPS float64
+	// PCIeGBps is the effective host-to-device bandwidth in GB/s (1e9
+	// bytes/s) of pinned-memory copies, what loading offloaded KV blocks
+	// from host RAM achieves: about 80% of the link's 32 GB/s (PCIe 4.0 x16)
+	// or 64 GB/s (PCIe 5.0 x16) after protocol overhead, as cudaMemcpy
+	// bandwidth tests measure.
+	PCIeGBps float64
 }
 
 // ModelSpec is the shape of a model as far as KV size and cost go.
@@ -60,6 +66,7 @@ var gpuCatalog = map[string]GPUSpec{
 		MemoryBandwidth: 1008e9,
 		BF16FLOPS:       165.2e12,
 		FP8FLOPS:        330.3e12,
+		PCIeGBps:        25, // PCIe 4.0 x16
 	},
 	"rtx3090": {
 		Name:            "rtx3090",
@@ -67,6 +74,7 @@ var gpuCatalog = map[string]GPUSpec{
 		MemoryBandwidth: 936e9,
 		BF16FLOPS:       71e12,
 		FP8FLOPS:        0,
+		PCIeGBps:        25, // PCIe 4.0 x16
 	},
 	"h100": {
 		Name:            "h100",
@@ -74,6 +82,7 @@ var gpuCatalog = map[string]GPUSpec{
 		MemoryBandwidth: 3.35e12,
 		BF16FLOPS:       989e12,
 		FP8FLOPS:        1979e12,
+		PCIeGBps:        50, // PCIe 5.0 x16
 	},
 }
 

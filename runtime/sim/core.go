@@ -29,11 +29,15 @@ type Core struct {
 	sink   EventSink
 	root   uint64
 
-	pool    *blockPool
-	waiting waitQueue
-	running []*request
-	byID    map[string]*request
-	arrival uint64
+	pool *blockPool
+	// cpu is the host-RAM tier, nil when off; loadSecondsPerBlock is the
+	// PCIe time of loading one block from it.
+	cpu                 *cpuPool
+	loadSecondsPerBlock float64
+	waiting             waitQueue
+	running             []*request
+	byID                map[string]*request
+	arrival             uint64
 
 	// Per-step buffers, reused by every Step.
 	events    []KVEvent
@@ -81,6 +85,7 @@ type request struct {
 	blocks      []int32
 	hashes      []uint64 // chained hashes of the full blocks known so far
 	numStored   int      // leading blocks already offered to the prefix cache
+	numOffered  int      // leading blocks already offered to the host-RAM tier
 	// cachedTokens is the prompt tokens found in the prefix cache when the
 	// request was first scheduled; -1 before.
 	cachedTokens int
@@ -113,6 +118,12 @@ func NewCore(cfg Config, sink EventSink) (*Core, error) {
 		byID:   make(map[string]*request),
 	}
 	c.pool = newBlockPool(cfg.NumGPUBlocks, cfg.BlockSize, &c.events)
+	if cfg.NumCPUBlocks > 0 {
+		c.cpu = newCPUPool(cfg.NumCPUBlocks, c.pool, &c.events)
+		if gpu.PCIeGBps > 0 {
+			c.loadSecondsPerBlock = float64(model.KVBytesPerToken()*cfg.BlockSize) / (gpu.PCIeGBps * 1e9)
+		}
+	}
 	c.waiting.less = c.waitLess
 	return c, nil
 }
@@ -199,9 +210,13 @@ func (c *Core) HasWork() bool { return len(c.running) > 0 || c.waiting.len() > 0
 // Reset clears the prefix cache like vLLM's /reset_prefix_cache: every block
 // forgets its hash (free blocks become plain free blocks, blocks in use keep
 // serving their requests but can no longer be hit) and one AllBlocksCleared
-// event is published.
+// event is published. The host-RAM tier is emptied too, since a consumer of
+// AllBlocksCleared forgets every tier of the engine.
 func (c *Core) Reset(now time.Duration) {
 	c.pool.clear()
+	if c.cpu != nil {
+		c.cpu.clear()
+	}
 	// Appended: events of a step still held by a Runner go out first.
 	c.events = append(c.events, KVEvent{Type: AllBlocksCleared})
 	c.publish(now)
@@ -210,6 +225,15 @@ func (c *Core) Reset(now time.Duration) {
 // CachedBlockHashes returns, sorted, the hash of every block that holds
 // reusable KV, in use or cached-free.
 func (c *Core) CachedBlockHashes() []uint64 { return c.pool.hashes() }
+
+// CachedCPUBlockHashes returns, sorted, the hash of every block the host-RAM
+// tier holds; nil when the tier is off.
+func (c *Core) CachedCPUBlockHashes() []uint64 {
+	if c.cpu == nil {
+		return nil
+	}
+	return c.cpu.hashes()
+}
 
 // Stats returns the engine's counters and gauges.
 func (c *Core) Stats() Stats {
@@ -222,6 +246,10 @@ func (c *Core) Stats() Stats {
 	s.CachedFreeBlocks = c.pool.numCachedFree
 	s.CachedBlocks = len(c.pool.byHash)
 	s.KVUsage = float64(s.UsedBlocks) / float64(c.cfg.NumGPUBlocks)
+	if c.cpu != nil {
+		s.NumCPUBlocks = c.cfg.NumCPUBlocks
+		s.CPUCachedBlocks = c.cpu.len()
+	}
 	return s
 }
 

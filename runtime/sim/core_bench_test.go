@@ -52,7 +52,17 @@ func BenchmarkStepDecode32(b *testing.B) {
 // chunked prefills, evictions and KV events into a sink; Add is part of the
 // timed loop (it allocates the request's state; Step itself does not).
 func BenchmarkStepAgents(b *testing.B) {
-	c := newCore(b, Config{GPU: "rtx4090", Model: "qwen3-14b-fp8", MaxNumBatchedTokens: 2048}, discardSink{})
+	for _, bc := range []struct {
+		name string
+		gib  float64
+	}{{"gpu", 0}, {"gpu+ram", 4}} {
+		b.Run(bc.name, func(b *testing.B) { benchAgents(b, bc.gib) })
+	}
+}
+
+// benchAgents runs BenchmarkStepAgents with a host-RAM tier of gib (0: none).
+func benchAgents(b *testing.B, gib float64) {
+	c := newCore(b, Config{GPU: "rtx4090", Model: "qwen3-14b-fp8", MaxNumBatchedTokens: 2048, CPUOffloadGiB: gib}, discardSink{})
 	rng := rand.New(rand.NewPCG(1, 2))
 	prefixes := make([][]uint32, 8)
 	for i := range prefixes {

@@ -45,6 +45,14 @@ type Config struct {
 	GPUMemoryUtilization float64
 	// SchedulingPolicy is "fcfs" (default) or "priority".
 	SchedulingPolicy string
+	// CPUOffloadGiB is the host memory of vLLM's native KV offloading tier
+	// (--kv-offloading-size GiB --kv-offloading-backend native); 0, the
+	// default, turns the tier off. See offload.go for what is modelled.
+	CPUOffloadGiB float64
+	// NumCPUBlocks is the host-RAM tier's size in blocks; 0 derives it from
+	// CPUOffloadGiB: GiB divided by the bytes of one block (all layers' K
+	// and V), as vLLM's CPU backend sizes its pool.
+	NumCPUBlocks int
 	// Seed seeds the engine's block hashes (like PYTHONHASHSEED for vLLM):
 	// two engines with the same seed give a block the same hash.
 	Seed int64
@@ -102,6 +110,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxModelLen == 0 {
 		c.MaxModelLen = min(model.MaxModelLen, c.NumGPUBlocks*c.BlockSize)
 	}
+	if c.NumCPUBlocks == 0 && c.CPUOffloadGiB > 0 && c.BlockSize > 0 {
+		c.NumCPUBlocks = int(math.Floor(c.CPUOffloadGiB * gib / float64(model.KVBytesPerToken()*c.BlockSize)))
+	}
 	return c
 }
 
@@ -140,6 +151,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: gpu_memory_utilization %v not in (0, 1]", errConfig, d.GPUMemoryUtilization)
 	case d.SchedulingPolicy != PolicyFCFS && d.SchedulingPolicy != PolicyPriority:
 		return fmt.Errorf("%w: scheduling policy %q (want fcfs or priority)", errConfig, d.SchedulingPolicy)
+	case !(c.CPUOffloadGiB >= 0 && c.CPUOffloadGiB <= 1<<20):
+		return fmt.Errorf("%w: kv offloading size %v GiB not in [0, 1 TiB]", errConfig, c.CPUOffloadGiB)
+	case d.NumCPUBlocks < 0:
+		return fmt.Errorf("%w: num_cpu_blocks %d < 0", errConfig, d.NumCPUBlocks)
 	case d.NumGPUBlocks < 1:
 		return fmt.Errorf("%w: no memory left for the KV cache (model %s on %s at utilisation %v)",
 			errConfig, d.Model, d.GPU, d.GPUMemoryUtilization)

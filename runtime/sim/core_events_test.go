@@ -25,6 +25,9 @@ func TestEventsRebuildCache(t *testing.T) {
 		{"tight cache priority", Config{NumGPUBlocks: 48, MaxModelLen: 768, MaxNumBatchedTokens: 256, SchedulingPolicy: PolicyPriority}, 3, false},
 		{"tiny blocks with resets", Config{NumGPUBlocks: 200, BlockSize: 4, MaxModelLen: 800, MaxNumBatchedTokens: 300}, 4, true},
 		{"few seqs", Config{NumGPUBlocks: 80, MaxModelLen: 1280, MaxNumSeqs: 3}, 5, true},
+		{"cpu tier larger than gpu", Config{NumGPUBlocks: 64, NumCPUBlocks: 300, MaxModelLen: 1024, MaxNumBatchedTokens: 512}, 6, false},
+		{"cpu tier under pressure with resets", Config{NumGPUBlocks: 80, NumCPUBlocks: 90, MaxModelLen: 1280, MaxNumBatchedTokens: 300}, 7, true},
+		{"cpu tier priority tiny blocks", Config{NumGPUBlocks: 200, NumCPUBlocks: 250, BlockSize: 4, MaxModelLen: 800, MaxNumBatchedTokens: 300, SchedulingPolicy: PolicyPriority}, 8, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,6 +78,11 @@ func TestEventsRebuildCache(t *testing.T) {
 				if !slices.Equal(got, want) {
 					t.Fatalf("step %d: events rebuild %d hashes, engine has %d", step, len(got), len(want))
 				}
+				wantCPU := c.CachedCPUBlockHashes()
+				gotCPU := slices.Sorted(maps.Keys(sink.cpu))
+				if !slices.Equal(gotCPU, wantCPU) {
+					t.Fatalf("step %d: events rebuild %d CPU hashes, engine has %d", step, len(gotCPU), len(wantCPU))
+				}
 				if s := c.Stats(); s.Running+s.Waiting != len(live) {
 					t.Fatalf("step %d: %d running + %d waiting, %d live", step, s.Running, s.Waiting, len(live))
 				}
@@ -86,6 +94,18 @@ func TestEventsRebuildCache(t *testing.T) {
 				float64(s.PrefixHits)/float64(max(s.PrefixQueries, 1)))
 			if sink.count(BlockStored) == 0 || s.PrefixHits == 0 {
 				t.Error("workload stored or hit nothing")
+			}
+			if tt.cfg.NumCPUBlocks > 0 {
+				t.Logf("CPU tier: %d stored / %d removed events, %d blocks loaded, external hits %d of %d tokens",
+					sink.countMedium(BlockStored, MediumCPU), sink.countMedium(BlockRemoved, MediumCPU),
+					s.CPULoadedBlocks, s.ExternalPrefixHits, s.ExternalPrefixQueries)
+				if sink.countMedium(BlockStored, MediumCPU) == 0 || sink.countMedium(BlockRemoved, MediumCPU) == 0 || s.CPULoadedBlocks == 0 {
+					t.Error("the CPU tier stored, evicted or loaded nothing")
+				}
+				// The connector is asked about what the GPU missed.
+				if s.ExternalPrefixQueries != s.PrefixQueries-s.PrefixHits || s.ExternalPrefixHits > s.ExternalPrefixQueries {
+					t.Errorf("external %d hits of %d queries, GPU %d hits of %d queries", s.ExternalPrefixHits, s.ExternalPrefixQueries, s.PrefixHits, s.PrefixQueries)
+				}
 			}
 			if s.UsedBlocks != 0 {
 				t.Errorf("%d blocks still used with no requests", s.UsedBlocks)

@@ -148,17 +148,32 @@ func checkInvariants(t testing.TB, c *Core) {
 	}
 }
 
-// fakeSink rebuilds the set of cached hashes from events, as a router would.
+// fakeSink rebuilds the sets of cached hashes from events, as a router
+// would: cached for the GPU, cpu for the host-RAM tier.
 type fakeSink struct {
 	t       testing.TB
 	cached  map[uint64]bool
+	cpu     map[uint64]bool
+	seen    map[uint64]bool // every hash a GPU BlockStored named
 	batches int
 	events  []KVEvent // copies, for inspection
 	lastAt  time.Duration
 }
 
 func newFakeSink(t testing.TB) *fakeSink {
-	return &fakeSink{t: t, cached: make(map[uint64]bool)}
+	return &fakeSink{t: t, cached: make(map[uint64]bool), cpu: make(map[uint64]bool), seen: make(map[uint64]bool)}
+}
+
+// set returns the sink's hash set for a medium.
+func (s *fakeSink) set(medium string) map[uint64]bool {
+	switch medium {
+	case MediumGPU:
+		return s.cached
+	case MediumCPU:
+		return s.cpu
+	}
+	s.t.Errorf("event with medium %q", medium)
+	return map[uint64]bool{}
 }
 
 func (s *fakeSink) PublishKVEvents(now time.Duration, events []KVEvent) {
@@ -177,23 +192,42 @@ func (s *fakeSink) PublishKVEvents(now time.Duration, events []KVEvent) {
 			if len(e.TokenIDs) != len(e.BlockHashes)*e.BlockSize {
 				s.t.Errorf("BlockStored with %d hashes carries %d tokens", len(e.BlockHashes), len(e.TokenIDs))
 			}
+			if e.Medium == MediumCPU {
+				// vLLM's offloading events: one block, no tokens, no
+				// parent, block size 0; only an engine hash seen in a GPU
+				// BlockStored can be mapped.
+				if len(e.BlockHashes) != 1 || len(e.TokenIDs) != 0 || e.BlockSize != 0 || e.HasParent {
+					s.t.Errorf("CPU BlockStored %+v, want one hash, no tokens, block size 0, no parent", e)
+				}
+				for _, h := range e.BlockHashes {
+					if !s.seen[h] {
+						s.t.Errorf("CPU BlockStored for hash %x never stored on the GPU", h)
+					}
+				}
+			}
+			set := s.set(e.Medium)
 			// A parent the sink does not know is legal: it may have been
 			// evicted or cleared while its child was computed.
 			for _, h := range e.BlockHashes {
-				if s.cached[h] {
-					s.t.Errorf("BlockStored for hash %x already stored", h)
+				if set[h] {
+					s.t.Errorf("%s BlockStored for hash %x already stored", e.Medium, h)
 				}
-				s.cached[h] = true
+				set[h] = true
+				if e.Medium == MediumGPU {
+					s.seen[h] = true
+				}
 			}
 		case BlockRemoved:
+			set := s.set(e.Medium)
 			for _, h := range e.BlockHashes {
-				if !s.cached[h] {
-					s.t.Errorf("BlockRemoved for unknown hash %x", h)
+				if !set[h] {
+					s.t.Errorf("%s BlockRemoved for unknown hash %x", e.Medium, h)
 				}
-				delete(s.cached, h)
+				delete(set, h)
 			}
 		case AllBlocksCleared:
 			clear(s.cached)
+			clear(s.cpu)
 		}
 	}
 }
@@ -202,6 +236,17 @@ func (s *fakeSink) count(typ EventType) int {
 	n := 0
 	for _, e := range s.events {
 		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// countMedium counts the events of a type and medium.
+func (s *fakeSink) countMedium(typ EventType, medium string) int {
+	n := 0
+	for _, e := range s.events {
+		if e.Type == typ && e.Medium == medium {
 			n++
 		}
 	}

@@ -92,7 +92,7 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 		Engine: runner, Tokenizer: opts.Tokenizer, ServedModelName: opts.ServedModelName,
 		ModelName: inst.cfg.Model, MaxModelLen: inst.cfg.MaxModelLen, NumGPUBlocks: inst.cfg.NumGPUBlocks,
 		BlockSize: inst.cfg.BlockSize, GPUMemoryUtilization: inst.cfg.GPUMemoryUtilization,
-		Speedup: opts.Speedup, Seed: inst.cfg.Seed, Logger: log,
+		NumCPUBlocks: inst.cfg.NumCPUBlocks, Speedup: opts.Speedup, Seed: inst.cfg.Seed, Logger: log,
 	})
 	if err != nil {
 		inst.Close()
@@ -136,7 +136,8 @@ func (inst *Instance) Run(ctx context.Context) error {
 		"num_gpu_blocks", eff.NumGPUBlocks, "block_size", eff.BlockSize, "max_num_seqs", eff.MaxNumSeqs,
 		"max_num_batched_tokens", eff.MaxNumBatchedTokens, "max_model_len", eff.MaxModelLen,
 		"gpu_memory_utilization", eff.GPUMemoryUtilization, "scheduling_policy", eff.SchedulingPolicy,
-		"seed", eff.Seed, "speedup", inst.speedup)
+		"seed", eff.Seed, "speedup", inst.speedup, "kv_offloading_gib", eff.CPUOffloadGiB,
+		"num_cpu_blocks", eff.NumCPUBlocks)
 	inst.log.Info("listening", "http", inst.ln.Addr().String(),
 		"kv_events", inst.KVEventsEndpoint(), "kv_replay", inst.KVReplayEndpoint())
 

@@ -38,6 +38,9 @@ type cacheInfo struct {
 	NumGPUBlocks         int
 	BlockSize            int
 	GPUMemoryUtilization float64
+	// External: the engine has a KV connector (the host-RAM tier), so it
+	// exports vLLM's external prefix-cache counters.
+	External bool
 }
 
 func newEngineMetrics(modelName string, cache cacheInfo, stats func() Stats) *engineMetrics {
@@ -61,7 +64,7 @@ func newEngineMetrics(modelName string, cache cacheInfo, stats func() Stats) *en
 		queue: histogram("vllm:request_queue_time_seconds",
 			"Histogram of time spent in WAITING phase for request.", requestLatencyBuckets),
 	}
-	reg.MustRegister(&statsCollector{labels: labels, stats: stats})
+	reg.MustRegister(&statsCollector{labels: labels, stats: stats, external: cache.External})
 
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "vllm:cache_config_info",
@@ -98,8 +101,9 @@ func (m *engineMetrics) observeRequest(firstToken, total time.Duration, gaps []t
 // statsCollector turns one Stats snapshot per scrape into vLLM's gauges and
 // counters, so all of them describe the same instant.
 type statsCollector struct {
-	labels prometheus.Labels
-	stats  func() Stats
+	labels   prometheus.Labels
+	stats    func() Stats
+	external bool
 }
 
 type statMetric struct {
@@ -113,7 +117,7 @@ func (c *statsCollector) metrics() []statMetric {
 		return prometheus.NewDesc(name, help, nil, c.labels)
 	}
 	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
-	return []statMetric{
+	out := []statMetric{
 		{d("vllm:num_requests_running", "Number of requests in model execution batches."), gauge,
 			func(s Stats) float64 { return float64(s.Running) }},
 		{d("vllm:num_requests_waiting", "Number of requests waiting to be processed."), gauge,
@@ -131,6 +135,16 @@ func (c *statsCollector) metrics() []statMetric {
 		{d("vllm:generation_tokens_total", "Number of generation tokens processed."), counter,
 			func(s Stats) float64 { return float64(s.GenerationTokens) }},
 	}
+	if c.external {
+		out = append(out,
+			statMetric{d("vllm:external_prefix_cache_queries_total",
+				"External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens."), counter,
+				func(s Stats) float64 { return float64(s.ExternalPrefixQueries) }},
+			statMetric{d("vllm:external_prefix_cache_hits_total",
+				"External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens."), counter,
+				func(s Stats) float64 { return float64(s.ExternalPrefixHits) }})
+	}
+	return out
 }
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -50,7 +50,7 @@ func (c *Core) Step(now time.Duration) StepResult {
 			continue
 		}
 		selfPreempted := false
-		for !c.allocateSlots(r, n, nil) {
+		for !c.allocateSlots(r, n, nil, 0) {
 			v := c.victim()
 			victim := c.running[v]
 			if victim.scheduled > 0 {
@@ -76,30 +76,49 @@ func (c *Core) Step(now time.Duration) StepResult {
 		i++
 	}
 
+	loadedBlocks := 0
 	if preempted == 0 {
 		for c.waiting.len() > 0 && budget > 0 && len(c.running) < c.cfg.MaxNumSeqs {
 			r := c.waiting.peek()
-			hits := c.findHits(r)
-			computed := len(hits) * c.cfg.BlockSize
+			hits, loaded := c.findHits(r)
+			computed := (len(hits) + loaded) * c.cfg.BlockSize
 			n := min(r.numTokens()-computed, budget)
-			if !c.allocateSlots(r, n, hits) {
+			if !c.allocateSlots(r, n, hits, loaded) {
 				break
 			}
 			c.waiting.pop()
 			r.running = true
 			c.running = append(c.running, r)
+			if loaded > 0 {
+				// Loaded blocks are in host RAM already; offloading
+				// resumes after them, as vLLM's connector does.
+				r.numOffered = len(hits) + loaded
+				loadedBlocks += loaded
+				c.stats.CPULoadedBlocks += int64(loaded)
+			}
 			if r.cachedTokens < 0 {
 				// vLLM's prefix-cache counters count a request when it is
 				// first admitted; re-admissions after preemption go to
-				// separate counters that the metrics do not export.
+				// separate counters that the metrics do not export. The
+				// GPU counters count GPU hits only; tokens loaded from
+				// host RAM go to the connector's external counters.
 				r.cachedTokens = computed
 				c.stats.PrefixQueries += int64(r.numTokens())
-				c.stats.PrefixHits += int64(computed)
+				c.stats.PrefixHits += int64(len(hits) * c.cfg.BlockSize)
+				if c.cpu != nil {
+					// The connector is asked about what the GPU missed.
+					c.stats.ExternalPrefixQueries += int64(r.numTokens() - len(hits)*c.cfg.BlockSize)
+					c.stats.ExternalPrefixHits += int64(loaded * c.cfg.BlockSize)
+				}
 			}
 			r.scheduled = n
 			budget -= n
 			c.scheduled = append(c.scheduled, r)
 		}
+	}
+
+	if c.cpu != nil {
+		c.offload()
 	}
 
 	var load stepLoad
@@ -109,6 +128,12 @@ func (c *Core) Step(now time.Duration) StepResult {
 		}
 	}
 	dur := c.timing.duration(&load)
+	if loadedBlocks > 0 {
+		// vLLM loads asynchronously and runs the batch meanwhile; charging
+		// the PCIe time to the step delays the whole batch, which
+		// overstates the cost of a load for the other requests.
+		dur += time.Duration(float64(loadedBlocks) * c.loadSecondsPerBlock * float64(time.Second))
+	}
 	if dur == 0 {
 		// Work exists but nothing fit (only reachable if every running
 		// request preempted itself); charge the fixed cost so that a caller
@@ -177,12 +202,14 @@ func (c *Core) Step(now time.Duration) StepResult {
 }
 
 // findHits returns the cached blocks of r's longest cached prefix, in the
-// core's scratch slice. At most (numTokens-1)/BlockSize blocks count: vLLM
-// must compute at least one token to produce logits, so a fully cached
-// prompt recomputes its last block.
-func (c *Core) findHits(r *request) []int32 {
-	hits := c.hits[:0]
-	maxBlocks := (r.numTokens() - 1) / c.cfg.BlockSize
+// core's scratch slice, and how many blocks after them the host-RAM tier
+// holds (0 when it is off). At most (numTokens-1)/BlockSize blocks count in
+// all: vLLM must compute at least one token to produce logits, so a fully
+// cached prompt recomputes its last block.
+func (c *Core) findHits(r *request) (hits []int32, loaded int) {
+	hits = c.hits[:0]
+	bs := c.cfg.BlockSize
+	maxBlocks := (r.numTokens() - 1) / bs
 	for i := 0; i < maxBlocks; i++ {
 		id, ok := c.pool.lookup(c.blockHash(r, i))
 		if !ok {
@@ -191,7 +218,43 @@ func (c *Core) findHits(r *request) []int32 {
 		hits = append(hits, id)
 	}
 	c.hits = hits
-	return hits
+	if c.cpu == nil {
+		return hits, 0
+	}
+	// The connector's lookup touches all of the request's full blocks
+	// first, then continues the match where the GPU's stopped.
+	if full := r.numTokens() / bs; full > 0 {
+		c.blockHash(r, full-1)
+		c.cpu.touch(r.hashes[:full])
+	}
+	for i := len(hits); i < maxBlocks && c.cpu.has(c.blockHash(r, i)); i++ {
+		loaded++
+	}
+	return hits, loaded
+}
+
+// offload offers the full blocks each scheduled request computes in this
+// step to the host-RAM tier (write-through, as vLLM's connector stores
+// after every step), then touches the request's blocks there.
+func (c *Core) offload() {
+	bs := c.cfg.BlockSize
+	for _, r := range c.scheduled {
+		if r.scheduled == 0 {
+			continue // preempted after it was scheduled
+		}
+		full := min(r.numComputed+r.scheduled, r.numTokens()) / bs
+		if full <= r.numOffered {
+			continue
+		}
+		stored, ok := c.cpu.store(r.hashes[r.numOffered:full])
+		if !ok {
+			continue // more new blocks than the whole tier: retried next step
+		}
+		r.numOffered = full
+		if stored > 0 {
+			c.cpu.touch(r.hashes[:full])
+		}
+	}
 }
 
 // blockHash returns the chained hash of r's i-th block, computing the hashes
@@ -213,11 +276,14 @@ func (c *Core) blockHash(r *request, i int) uint64 {
 // (after the hits, for a request coming from the waiting queue), and offers
 // the blocks these tokens fill to the prefix cache. It reports false, changing
 // nothing, when there are not enough free blocks.
-func (c *Core) allocateSlots(r *request, n int, hits []int32) bool {
+//
+// loaded blocks follow the hits: they come from the host-RAM tier, so they
+// get new GPU blocks and count as computed.
+func (c *Core) allocateSlots(r *request, n int, hits []int32, loaded int) bool {
 	bs := c.cfg.BlockSize
 	computed := r.numComputed
-	if len(hits) > 0 {
-		computed = len(hits) * bs
+	if len(hits)+loaded > 0 {
+		computed = (len(hits) + loaded) * bs
 	}
 	total := computed + n
 	need := (total+bs-1)/bs - len(r.blocks) - len(hits)
@@ -233,7 +299,7 @@ func (c *Core) allocateSlots(r *request, n int, hits []int32) bool {
 	for _, id := range hits {
 		c.pool.touch(id)
 	}
-	if len(hits) > 0 {
+	if len(hits)+loaded > 0 {
 		r.blocks = append(r.blocks, hits...)
 		r.numComputed = computed
 		r.numStored = len(hits)
@@ -259,7 +325,7 @@ func (c *Core) storeFullBlocks(r *request, full int) {
 			BlockHashes: r.hashes[runStart:end:end],
 			TokenIDs:    r.tokens[runStart*bs : end*bs : end*bs],
 			BlockSize:   bs,
-			Medium:      "GPU",
+			Medium:      MediumGPU,
 		}
 		if runStart > 0 {
 			ev.ParentBlockHash, ev.HasParent = r.hashes[runStart-1], true

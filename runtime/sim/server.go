@@ -57,6 +57,9 @@ type ServerOptions struct {
 	NumGPUBlocks         int
 	BlockSize            int
 	GPUMemoryUtilization float64
+	// NumCPUBlocks is the host-RAM tier's size; when positive the engine
+	// exports vLLM's external prefix-cache counters.
+	NumCPUBlocks int
 	// Speedup is the engine's: wall time times Speedup is modelled time, the
 	// unit latency histograms are kept in. Default 1.
 	Speedup float64
@@ -120,6 +123,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		NumGPUBlocks:         opts.NumGPUBlocks,
 		BlockSize:            opts.BlockSize,
 		GPUMemoryUtilization: opts.GPUMemoryUtilization,
+		External:             opts.NumCPUBlocks > 0,
 	}, opts.Engine.Stats)
 
 	mux := http.NewServeMux()

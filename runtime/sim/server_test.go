@@ -573,6 +573,31 @@ func TestMetricsNames(t *testing.T) {
 	}
 }
 
+// TestMetricsExternalPrefixCache: vLLM exports the connector's external
+// prefix-cache counters only when a KV connector (here the host-RAM tier)
+// is configured.
+func TestMetricsExternalPrefixCache(t *testing.T) {
+	tests := []struct {
+		name      string
+		cpuBlocks int
+		want      bool
+	}{
+		{"no tier", 0, false},
+		{"host-RAM tier", 100, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startServer(t, newTestEngine(t, 1000), func(o *ServerOptions) { o.NumCPUBlocks = tt.cpuBlocks })
+			_, data := srv.get(t, "/metrics")
+			for _, name := range []string{"vllm:external_prefix_cache_queries_total", "vllm:external_prefix_cache_hits_total"} {
+				if got := strings.Contains(string(data), name+"{"); got != tt.want {
+					t.Errorf("/metrics has %s: %v, want %v", name, got, tt.want)
+				}
+			}
+		})
+	}
+}
+
 func TestTokenizeRoundTrip(t *testing.T) {
 	srv := startServer(t, &fakeEngine{}, nil)
 	type tokenized struct {

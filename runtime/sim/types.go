@@ -52,8 +52,14 @@ type KVEvent struct {
 	HasParent       bool
 	TokenIDs        []uint32 // BlockStored: tokens of all stored blocks, concatenated
 	BlockSize       int
-	Medium          string // "GPU"
+	Medium          string // MediumGPU or MediumCPU
 }
+
+// Media of KV events, as vLLM names them.
+const (
+	MediumGPU = "GPU"
+	MediumCPU = "CPU" // host RAM, vLLM's native KV offloading
+)
 
 // EventSink receives the KV events of each scheduler step as one batch, in
 // the order they happened. now is the engine's clock when the step ended.
@@ -74,6 +80,20 @@ type Stats struct {
 	KVUsage          float64 // UsedBlocks / NumGPUBlocks, vllm:kv_cache_usage_perc
 	PrefixQueries    int64   // prompt tokens looked up in the prefix cache
 	PrefixHits       int64   // of those, tokens found
+	// NumCPUBlocks is the size of the host-RAM tier in blocks (0: off) and
+	// CPUCachedBlocks the blocks it holds.
+	NumCPUBlocks    int
+	CPUCachedBlocks int
+	// ExternalPrefixQueries and ExternalPrefixHits are vLLM's
+	// vllm:external_prefix_cache_{queries,hits}, counted only with a KV
+	// connector (here the host-RAM tier) when a request is first scheduled:
+	// the tokens the GPU prefix cache did not have, and of those the tokens
+	// loaded from host RAM. The GPU counters above do not include them.
+	ExternalPrefixQueries int64
+	ExternalPrefixHits    int64
+	// CPULoadedBlocks counts blocks loaded from host RAM, re-admissions
+	// after preemption included.
+	CPULoadedBlocks  int64
 	Preemptions      int64
 	PromptTokens     int64
 	GenerationTokens int64

@@ -1,0 +1,148 @@
+package router
+
+import (
+	"testing"
+
+	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/tokenizer"
+)
+
+// TestKVCreditsLowerTiers: the kv policy credits blocks held in host RAM or
+// on disk after the GPU prefix with Dynamo's host and disk weights.
+func TestKVCreditsLowerTiers(t *testing.T) {
+	h := chain("q", 8) // 8 blocks, 128 tokens
+	tests := []struct {
+		name       string
+		host, disk float64
+		// w0 holds 2 blocks on its GPU; w1 1 on its GPU, 4 more in RAM and
+		// 2 more on disk.
+		want   [2]float64
+		winner WorkerID
+	}{
+		// w0: prefill (128-2·16)/16 = 6, decode 8. w1: credit 1+0.75·4+0.25·2 = 4.5,
+		// prefill (128-72)/16 = 3.5, decode 8.
+		{"dynamo defaults", 0, 0, [2]float64{14, 11.5}, 1},
+		// credit 1+4+2 = 7: prefill 1.
+		{"full credit", 1, 1, [2]float64{14, 9}, 1},
+		// credit 1: prefill 7, the GPU-only formula.
+		{"no credit", -1, -1, [2]float64{14, 15}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, _ := newTestRouter(t, Config{Policy: PolicyKV, HostCacheHitWeight: tt.host, DiskCacheHitWeight: tt.disk},
+				WorkerInfo{Name: "w0"}, WorkerInfo{Name: "w1"})
+			r.Index().Store(0, kvbm.TierGPU, h[:2])
+			r.Index().Store(1, kvbm.TierGPU, h[:1])
+			r.Index().Store(1, kvbm.TierRAM, h[:5]) // a write-through copy: 4 beyond the GPU
+			r.Index().Store(1, kvbm.TierDisk, h[5:7])
+			d := route(t, r, &Request{ID: "r", Hashes: h, PromptTokens: 128})
+			for i, c := range d.Candidates {
+				if c.Cost != tt.want[i] {
+					t.Errorf("worker %d: logit %v, want %v", c.Worker, c.Cost, tt.want[i])
+				}
+			}
+			if c := d.Candidates[1]; c.OverlapBlocks != 1 || c.RAMBlocks != 4 || c.DiskBlocks != 2 {
+				t.Errorf("w1 seen as gpu %d ram %d disk %d, want 1, 4, 2", c.OverlapBlocks, c.RAMBlocks, c.DiskBlocks)
+			}
+			if d.Worker != tt.winner {
+				t.Fatalf("winner %d, want %d", d.Worker, tt.winner)
+			}
+			// Loaded blocks are not prefill work, and they count as
+			// predicted hits.
+			lower := []int{0, 6}[tt.winner]
+			gpu := []int{2, 1}[tt.winner]
+			if d.LowerTierBlocks != lower || d.PredictedHitRate != float64(gpu+lower)/8 {
+				t.Errorf("lower %d, hit rate %v, want %d and %v", d.LowerTierBlocks, d.PredictedHitRate, lower, float64(gpu+lower)/8)
+			}
+			if got, want := load(t, r, d.Worker).PendingPrefillTokens, 128-16*(gpu+lower); got != want {
+				t.Errorf("pending prefill %d, want %d", got, want)
+			}
+		})
+	}
+}
+
+// TestHearthPricesRAMBlocksAsLoads: the hearth policy costs blocks in a
+// worker's host RAM at their PCIe load time, not their recompute time.
+func TestHearthPricesRAMBlocksAsLoads(t *testing.T) {
+	const (
+		speed      = 4000.0            // prefill tokens/s
+		blockBytes = 2621440           // Qwen3-14B, 16 tokens
+		pcie       = 25e9              // bytes/s
+		load       = blockBytes / pcie // 0.105 ms per block
+	)
+	h := chain("ctx", 100) // 1600 tokens
+	tests := []struct {
+		name      string
+		loadRate  float64
+		wantCost1 float64 // w1: 10 blocks on GPU, 80 more in RAM
+		winner    WorkerID
+	}{
+		// w0: 50 GPU blocks, 800 tokens to compute: 0.2 s. w1: 160
+		// tokens to compute (0.04 s) and 80 blocks to load (8.4 ms).
+		{"loads are cheap", pcie, 160/speed + 80*load, 1},
+		// Without a load rate the RAM blocks are recomputed: 1440 tokens.
+		{"unknown load rate", 0, 1440 / speed, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hc := HearthConfig{DecodeWeight: -1, AffinityBonus: -1, PausedEvictionWeight: -1}
+			r, _ := newTestRouter(t, Config{Policy: PolicyHearth, Hearth: hc},
+				WorkerInfo{Name: "w0", PrefillTokensPerSec: speed, BlockBytes: blockBytes, LoadBytesPerSec: tt.loadRate},
+				WorkerInfo{Name: "w1", PrefillTokensPerSec: speed, BlockBytes: blockBytes, LoadBytesPerSec: tt.loadRate, RAMCapacityBlocks: 1000})
+			r.Index().Store(0, kvbm.TierGPU, h[:50])
+			r.Index().Store(1, kvbm.TierGPU, h[:10])
+			r.Index().Store(1, kvbm.TierRAM, h[:90])
+			d := route(t, r, &Request{ID: "r", Hashes: h, PromptTokens: 1600})
+			if got, want := d.Candidates[0].Cost, 800/speed; !near(got, want) {
+				t.Errorf("w0 cost %v, want %v", got, want)
+			}
+			if got := d.Candidates[1].Cost; !near(got, tt.wantCost1) {
+				t.Errorf("w1 cost %v, want %v", got, tt.wantCost1)
+			}
+			if d.Worker != tt.winner {
+				t.Errorf("winner %d, want %d (%+v)", d.Worker, tt.winner, d.Candidates)
+			}
+		})
+	}
+}
+
+// TestHearthRAMTierCheapensEviction: on a worker whose host RAM keeps a
+// copy of what the GPU evicts, pushing paused sessions' context out costs a
+// reload, so a full worker with the request's context in RAM stays the
+// better choice.
+func TestHearthRAMTierCheapensEviction(t *testing.T) {
+	const speed, blockBytes = 4000.0, 2621440
+	tests := []struct {
+		name      string
+		ramBlocks int
+		winner    WorkerID
+	}{
+		{"no tier: eviction of paused context weighs", 0, 1},
+		{"tier: eviction is a reload", 5000, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hc := HearthConfig{DecodeWeight: -1, AffinityBonus: -1, PausedEvictionWeight: 1}
+			r, _ := newTestRouter(t, Config{Policy: PolicyHearth, Hearth: hc, QueueSize: -1},
+				WorkerInfo{Name: "full", CapacityBlocks: 100, PrefillTokensPerSec: speed, BlockBytes: blockBytes, LoadBytesPerSec: 25e9, RAMCapacityBlocks: tt.ramBlocks},
+				WorkerInfo{Name: "empty", CapacityBlocks: 100, PrefillTokensPerSec: speed, BlockBytes: blockBytes, LoadBytesPerSec: 25e9, RAMCapacityBlocks: tt.ramBlocks})
+			// Worker 0's cache is full of a paused session's context.
+			paused := chain("paused", 100)
+			route(t, r, &Request{ID: "p", Hashes: paused, SessionID: "p", Policy: PolicyRoundRobin})
+			r.Free("p")
+			r.Index().Store(0, kvbm.TierGPU, paused)
+			// The new request shares 20 blocks with worker 0's GPU... and
+			// nothing with worker 1.
+			q := append(append([]tokenizer.SeqHash(nil), paused[:20]...), chain("new", 60)...)
+			d := route(t, r, &Request{ID: "q", Hashes: q, PromptTokens: 16 * 80})
+			if d.Worker != tt.winner {
+				t.Errorf("winner %d, want %d (%+v)", d.Worker, tt.winner, d.Candidates)
+			}
+		})
+	}
+}
+
+func near(a, b float64) bool {
+	d := a - b
+	return d < 1e-9 && d > -1e-9
+}
