@@ -189,7 +189,8 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 	d.router = r
 	d.queueSize = r.Config().QueueSize
 	for i, gpu := range cfg.GPUs {
-		e := &desEngine{d: d, gpu: gpu, speed: s.prefillSpeed[gpu]}
+		profile := s.profiles[gpu]
+		e := &desEngine{d: d, gpu: gpu, speed: profile.PrefillTokensPerSec}
 		core, err := sim.NewCore(cfg.engineConfig(gpu), e)
 		if err != nil {
 			return nil, fmt.Errorf("bench: sim: engine %d: %w", i, err)
@@ -197,11 +198,11 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 		e.core = core
 		id, err := r.AddWorker(router.WorkerInfo{
 			Name:                fmt.Sprintf("%s-%d", gpu, i),
-			CapacityBlocks:      core.Config().NumGPUBlocks,
-			PrefillTokensPerSec: e.speed,
-			RAMCapacityBlocks:   core.Config().NumCPUBlocks,
-			BlockBytes:          core.ModelSpec().KVBytesPerToken() * core.Config().BlockSize,
-			LoadBytesPerSec:     core.GPU().PCIeGBps * 1e9,
+			CapacityBlocks:      profile.GPUBlocks,
+			PrefillTokensPerSec: profile.PrefillTokensPerSec,
+			RAMCapacityBlocks:   profile.CPUBlocks,
+			BlockBytes:          profile.BlockBytes,
+			LoadBytesPerSec:     profile.LoadBytesPerSec,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("bench: sim: %w", err)

@@ -119,9 +119,9 @@ func (c SimConfig) engineConfig(gpu string) sim.Config {
 // decoder. The engines do not know which policy routes to them.
 type Sim struct {
 	cfg SimConfig
-	// prefillSpeed is each GPU kind's measured prefill speed, told to the
-	// router as a deployment measures it at start-up.
-	prefillSpeed map[string]float64
+	// profiles holds each GPU kind's measured profile (prefill speed, tier
+	// sizes), told to the router as a deployment measures it at start-up.
+	profiles map[string]sim.Profile
 }
 
 // NewSim checks cfg and measures each GPU's prefill speed once.
@@ -130,16 +130,16 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Sim{cfg: cfg, prefillSpeed: make(map[string]float64)}
+	s := &Sim{cfg: cfg, profiles: make(map[string]sim.Profile)}
 	for _, gpu := range cfg.GPUs {
-		if _, done := s.prefillSpeed[gpu]; done {
+		if _, done := s.profiles[gpu]; done {
 			continue
 		}
-		speed, err := measurePrefill(cfg.engineConfig(gpu))
+		profile, err := sim.ProfileOf(cfg.engineConfig(gpu))
 		if err != nil {
 			return nil, fmt.Errorf("bench: sim: %w", err)
 		}
-		s.prefillSpeed[gpu] = speed
+		s.profiles[gpu] = profile
 	}
 	return s, nil
 }
@@ -172,34 +172,10 @@ func (s *Sim) Describe() string {
 		if cpuBlocks > 0 {
 			fmt.Fprintf(&b, " + %d in %g GiB RAM", cpuBlocks, s.cfg.KVOffloadingGiB)
 		}
-		fmt.Fprintf(&b, ", prefill %.0f tok/s)", s.prefillSpeed[gpu])
+		fmt.Fprintf(&b, ", prefill %.0f tok/s)", s.profiles[gpu].PrefillTokensPerSec)
 	}
 	fmt.Fprintf(&b, "; KV event latency %v", s.cfg.EventLatency)
 	return b.String()
-}
-
-// measurePrefill returns an engine's prefill speed in tokens per second:
-// one full-budget prefill step of a cold prompt on a scratch engine, the
-// figure a deployment would measure with one long request.
-func measurePrefill(cfg sim.Config) (float64, error) {
-	core, err := sim.NewCore(cfg, nil)
-	if err != nil {
-		return 0, err
-	}
-	eff := core.Config()
-	n := min(eff.MaxNumBatchedTokens, eff.MaxModelLen-1)
-	prompt := make([]uint32, n)
-	for i := range prompt {
-		prompt[i] = uint32(i)
-	}
-	if err := core.Add(0, &sim.Request{ID: "calibrate", Prompt: prompt, Output: []uint32{0}}); err != nil {
-		return 0, err
-	}
-	res := core.Step(0)
-	if res.Duration <= 0 || res.NumTokens <= 0 {
-		return 0, errors.New("prefill calibration step took no time")
-	}
-	return float64(res.NumTokens) / res.Duration.Seconds(), nil
 }
 
 // EngineStats is what one engine counted during a run.

@@ -35,10 +35,13 @@ type simClusterOptions struct {
 	// NumGPUBlocks overrides the KV cache size the engines derive from GPU
 	// memory (0 keeps it).
 	NumGPUBlocks int
-	Speedup      float64
-	Seed         int64
-	Tokenizer    sim.Tokenizer
-	Logger       *slog.Logger
+	// KVOffloadingGiB is each engine's host-RAM KV tier (0: none), as
+	// vLLM's --kv-offloading-size.
+	KVOffloadingGiB float64
+	Speedup         float64
+	Seed            int64
+	Tokenizer       sim.Tokenizer
+	Logger          *slog.Logger
 }
 
 // newSimCluster binds every engine's sockets on loopback and registers the
@@ -48,11 +51,19 @@ func newSimCluster(rt *router.Router, opts simClusterOptions) (*simCluster, erro
 	for _, gpu := range opts.GPUs {
 		name := fmt.Sprintf("%s/gpu%d", gpu.Node, gpu.Index)
 		log := opts.Logger.With("worker", name)
+		engine := sim.Config{
+			GPU: gpu.Kind, Model: opts.Model, NumGPUBlocks: opts.NumGPUBlocks,
+			CPUOffloadGiB: opts.KVOffloadingGiB, Seed: opts.Seed + int64(gpu.Index),
+		}
+		// What a deployment measures of each engine at start-up, so the
+		// router weighs a 3090 next to a 4090 right.
+		profile, err := sim.ProfileOf(engine)
+		if err != nil {
+			c.close(rt)
+			return nil, fmt.Errorf("engine %s: %w", name, err)
+		}
 		inst, err := sim.NewInstance(sim.InstanceOptions{
-			Engine: sim.Config{
-				GPU: gpu.Kind, Model: opts.Model, NumGPUBlocks: opts.NumGPUBlocks,
-				Seed: opts.Seed + int64(gpu.Index),
-			},
+			Engine:   engine,
 			Listen:   "127.0.0.1:0",
 			KVEvents: "tcp://127.0.0.1:0",
 			KVReplay: "tcp://127.0.0.1:0",
@@ -62,7 +73,14 @@ func newSimCluster(rt *router.Router, opts simClusterOptions) (*simCluster, erro
 			c.close(rt)
 			return nil, fmt.Errorf("engine %s: %w", name, err)
 		}
-		id, err := rt.AddWorker(router.WorkerInfo{Name: name, CapacityBlocks: inst.Config().NumGPUBlocks})
+		id, err := rt.AddWorker(router.WorkerInfo{
+			Name:                name,
+			CapacityBlocks:      profile.GPUBlocks,
+			PrefillTokensPerSec: profile.PrefillTokensPerSec,
+			RAMCapacityBlocks:   profile.CPUBlocks,
+			BlockBytes:          profile.BlockBytes,
+			LoadBytesPerSec:     profile.LoadBytesPerSec,
+		})
 		if err != nil {
 			inst.Close()
 			c.close(rt)

@@ -25,6 +25,12 @@ import (
 // prompts with the tokenizer package, the engines with their own hashes over
 // the same tokens, so this also proves the two tokenize alike.
 func TestRouterViewEqualsEngines(t *testing.T) {
+	t.Run("gpu only", func(t *testing.T) { testRouterViewEqualsEngines(t, 0) })
+	// A host-RAM tier far smaller than what is sent, so it evicts too.
+	t.Run("gpu and ram", func(t *testing.T) { testRouterViewEqualsEngines(t, 0.05) })
+}
+
+func testRouterViewEqualsEngines(t *testing.T, offloadGiB float64) {
 	tok, err := tokenizer.Qwen3()
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +44,7 @@ func TestRouterViewEqualsEngines(t *testing.T) {
 		t.Fatal(err)
 	}
 	cluster, err := newSimCluster(rt, simClusterOptions{
-		GPUs: gpus, Model: "qwen3-8b", NumGPUBlocks: 48, Speedup: 200,
+		GPUs: gpus, Model: "qwen3-8b", NumGPUBlocks: 48, KVOffloadingGiB: offloadGiB, Speedup: 200,
 		Tokenizer: tok, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -95,13 +101,15 @@ func TestRouterViewEqualsEngines(t *testing.T) {
 	// Events travel asynchronously over ZMQ; there is no notification when
 	// the router has applied the last one, so wait, bounded, until the block
 	// counts agree.
-	var counts [router.MaxWorkers]int
+	var gpuCounts, ramCounts [router.MaxWorkers]int
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		rt.Index().BlockCounts(kvbm.TierGPU, &counts)
+		rt.Index().BlockCounts(kvbm.TierGPU, &gpuCounts)
+		rt.Index().BlockCounts(kvbm.TierRAM, &ramCounts)
 		agree := true
 		for _, w := range cluster.workers {
-			if counts[w.id] != w.instance.Stats().CachedBlocks {
+			st := w.instance.Stats()
+			if gpuCounts[w.id] != st.CachedBlocks || ramCounts[w.id] != st.CPUCachedBlocks {
 				agree = false
 			}
 		}
@@ -110,11 +118,20 @@ func TestRouterViewEqualsEngines(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			for _, w := range cluster.workers {
-				t.Errorf("worker %d: router holds %d blocks, engine %d", w.id, counts[w.id], w.instance.Stats().CachedBlocks)
+				st := w.instance.Stats()
+				t.Errorf("worker %d: router holds %d GPU and %d RAM blocks, engine %d and %d",
+					w.id, gpuCounts[w.id], ramCounts[w.id], st.CachedBlocks, st.CPUCachedBlocks)
 			}
 			t.FailNow()
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+	if offloadGiB > 0 {
+		for _, w := range cluster.workers {
+			if st := w.instance.Stats(); st.CPUCachedBlocks == 0 || st.CPUCachedBlocks != st.NumCPUBlocks {
+				t.Errorf("worker %d: RAM tier holds %d of %d blocks; want it full, so that it evicted", w.id, st.CPUCachedBlocks, st.NumCPUBlocks)
+			}
+		}
 	}
 	// The engines' cores may be read once they stopped.
 	if err := stop(); err != nil {
