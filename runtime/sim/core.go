@@ -79,6 +79,8 @@ type request struct {
 	priority  int
 	stop      bool
 	arrival   uint64
+	addedAt   time.Duration // engine time of Add
+	queueTime time.Duration // addedAt until first scheduled
 
 	numOutput   int // tokens generated so far
 	numComputed int // tokens whose KV is in the cache
@@ -172,6 +174,7 @@ func (c *Core) Add(now time.Duration, r *Request) error {
 		priority:     r.Priority,
 		stop:         r.StopAtEnd,
 		arrival:      c.arrival,
+		addedAt:      now,
 		blocks:       make([]int32, 0, maxBlocks),
 		hashes:       make([]uint64, 0, maxBlocks),
 		cachedTokens: -1,

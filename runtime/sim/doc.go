@@ -90,9 +90,8 @@
 //     tool_calls. The text is tokenized, cut at max_tokens and handed to the
 //     core as Request.Output.
 //   - metrics.go: vLLM's Prometheus names on a registry of their own;
-//     latency histograms in modelled time (wall time times the speed-up).
-//     vllm:request_queue_time_seconds is exposed but not observed: the
-//     Runner does not report when a request is first scheduled.
+//     latency histograms in modelled time (wall time times the speed-up);
+//     the queue time is the core's own, from Add to first scheduling.
 //   - kvpub.go: the Publisher, an EventSink that sends each step's events on
 //     a ZMQ PUB socket in vLLM's wire format (map- or array-form events) and
 //     answers replay requests on a ROUTER socket from a bounded ring buffer.

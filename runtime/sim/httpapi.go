@@ -246,7 +246,7 @@ func (ts *tokenStream) next() (delta string, ok bool) {
 	ts.pending = append(ts.pending, out.Token)
 	if out.Finished {
 		ts.finished = true
-		ts.s.metrics.observeRequest(ts.first, ts.s.modelled(now.Sub(ts.arrival)), ts.gaps)
+		ts.s.metrics.observeRequest(out.QueueTime, ts.first, ts.s.modelled(now.Sub(ts.arrival)), ts.gaps)
 		return ts.flush(), true
 	}
 	piece := ts.s.opts.Tokenizer.Decode(ts.pending)

@@ -88,9 +88,11 @@ func (m *engineMetrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
-// observeRequest records one finished request's latencies. firstToken and
-// tokenTimes are modelled durations since arrival.
-func (m *engineMetrics) observeRequest(firstToken, total time.Duration, gaps []time.Duration) {
+// observeRequest records one finished request's latencies, all modelled
+// durations: its wait in the engine's queue, its first token and its end
+// since arrival, and the gaps between its tokens.
+func (m *engineMetrics) observeRequest(queued, firstToken, total time.Duration, gaps []time.Duration) {
+	m.queue.Observe(queued.Seconds())
 	m.ttft.Observe(firstToken.Seconds())
 	m.e2e.Observe(total.Seconds())
 	for _, g := range gaps {

@@ -103,6 +103,7 @@ func (c *Core) Step(now time.Duration) StepResult {
 				// GPU counters count GPU hits only; tokens loaded from
 				// host RAM go to the connector's external counters.
 				r.cachedTokens = computed
+				r.queueTime = now - r.addedAt
 				c.stats.PrefixQueries += int64(r.numTokens())
 				c.stats.PrefixHits += int64(len(hits) * c.cfg.BlockSize)
 				if c.cpu != nil {
@@ -164,6 +165,7 @@ func (c *Core) Step(now time.Duration) StepResult {
 			Index:        idx,
 			CachedTokens: r.cachedTokens,
 			PromptTokens: r.promptLen,
+			QueueTime:    r.queueTime,
 		}
 		if r.numOutput == r.outputLen {
 			out.Finished = true

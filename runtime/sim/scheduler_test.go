@@ -273,3 +273,25 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("catalog: %v %v", GPUNames(), ModelNames())
 	}
 }
+
+// TestQueueTime: a request that must wait for a free slot reports the wait
+// as its queue time, in engine time; one scheduled at once reports none.
+func TestQueueTime(t *testing.T) {
+	c := newCore(t, Config{MaxNumSeqs: 1}, nil)
+	d := newDriver(c)
+	mustAdd(t, c, 0, &Request{ID: "first", Prompt: tokens(1, 100), Output: tokens(1, 5)})
+	mustAdd(t, c, 0, &Request{ID: "second", Prompt: tokens(1000, 100), Output: tokens(1, 5)})
+	d.run(t)
+	if q := d.outputs["first"][0].QueueTime; q != 0 {
+		t.Errorf("first request queued %v, want 0", q)
+	}
+	// The second starts the step after the first finished.
+	if q, end := d.outputs["second"][0].QueueTime, d.done["first"]; q != end {
+		t.Errorf("second request queued %v, want until the first ended at %v", q, end)
+	}
+	for _, o := range d.outputs["second"] {
+		if o.QueueTime != d.outputs["second"][0].QueueTime {
+			t.Fatalf("queue time changes between outputs: %+v", o)
+		}
+	}
+}

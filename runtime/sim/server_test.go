@@ -561,6 +561,7 @@ func TestMetricsNames(t *testing.T) {
 	}
 	for _, want := range []string{
 		`vllm:time_to_first_token_seconds_count{engine="0",model_name="qwen3-test"} 1`,
+		`vllm:request_queue_time_seconds_count{engine="0",model_name="qwen3-test"} 1`,
 		`vllm:num_requests_running{engine="0",model_name="qwen3-test"} 0`,
 		`vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",engine="0",gpu_memory_utilization="0.9",num_gpu_blocks="512"} 1`,
 	} {

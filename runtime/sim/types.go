@@ -28,7 +28,10 @@ type TokenOutput struct {
 	// cache; set on every output of a request.
 	CachedTokens int
 	PromptTokens int
-	Finished     bool
+	// QueueTime is how long, in engine time, the request waited before it
+	// was first scheduled (vllm:request_queue_time_seconds).
+	QueueTime time.Duration
+	Finished  bool
 	// FinishReason is "length", "stop" or "abort" when Finished.
 	FinishReason string
 }
