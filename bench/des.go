@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hearth-llm/hearth/router"
@@ -19,15 +21,6 @@ var simEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // errStalled means the simulation has requests left but nothing that could
 // ever move them: a bug, reported rather than looped on.
 var errStalled = errors.New("bench: simulation stalled")
-
-// cancelled is an already-cancelled context: Route returns at once with
-// context.Canceled where it would have waited in the router queue, and the
-// simulation keeps the request waiting in virtual time instead.
-var cancelled = func() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
-}()
 
 // des is one discrete-event simulation: a cluster of engine cores, the
 // router and a workload's driver, advanced in virtual time. Nothing sleeps:
@@ -49,13 +42,13 @@ type des struct {
 	session bool // pass session ids to the router (agentic workloads)
 	filler  []uint32
 
-	// waiting holds requests the router would have queued because every
-	// worker was saturated, oldest first; they are retried whenever a
-	// request reaches its first token or ends, when the router's own queue
-	// would dispatch.
-	waiting   []*flight
-	queueSize int
-	inflight  map[string]*flight
+	// waiting holds the tickets of requests the router queued because
+	// every worker was saturated, in arrival order. The router dispatches
+	// them inside PrefillDone and Free; collectDispatched starts them on
+	// their engines after each such call.
+	waiting  []*flight
+	ready    []*flight // scratch of collectDispatched
+	inflight map[string]*flight
 
 	results      []Result
 	queued       int
@@ -111,6 +104,7 @@ type flight struct {
 	hashes   []tokenizer.SeqHash
 	engine   *desEngine
 	decision router.Decision
+	ticket   *router.Ticket // while it waits in the router queue
 	first    time.Duration
 	cached   int
 	prompt   int
@@ -187,7 +181,6 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 		return nil, fmt.Errorf("bench: sim: %w", err)
 	}
 	d.router = r
-	d.queueSize = r.Config().QueueSize
 	for i, gpu := range cfg.GPUs {
 		profile := s.profiles[gpu]
 		e := &desEngine{d: d, gpu: gpu, speed: profile.PrefillTokensPerSec}
@@ -295,13 +288,14 @@ func (d *des) endStep(e *desEngine) {
 		if out.Index == 0 {
 			f.first, f.cached, f.prompt = d.now, out.CachedTokens, out.PromptTokens
 			d.router.PrefillDone(out.RequestID)
+			d.collectDispatched()
 		}
 		if out.Finished {
 			d.router.Free(out.RequestID)
 			d.finish(f, nil)
+			d.collectDispatched()
 		}
 	}
-	d.dispatchWaiting()
 }
 
 // deliver hands one event batch to the router's ingest, as its ZMQ
@@ -315,62 +309,83 @@ func (d *des) deliver(ev desEvent) {
 	d.eventBatches++
 }
 
-// arrive routes a request that fell due, or queues it behind those already
-// waiting for a worker.
+// arrive hands a request that fell due to the router, which either
+// decides at once or queues it.
 func (d *des) arrive(req *Request) {
 	f := &flight{req: req, hashes: tokenizer.BlockHashes(req.Prompt, tokenizer.DefaultBlockSize)}
 	d.inflight[req.ID()] = f
-	if len(d.waiting) == 0 && d.route(f) {
-		return
-	}
-	if d.queueSize > 0 && len(d.waiting) >= d.queueSize {
-		d.finish(f, fmt.Errorf("bench: route: %w", router.ErrQueueFull))
-		return
-	}
-	d.waiting = append(d.waiting, f)
-	d.queued++
-	d.maxQueue = max(d.maxQueue, len(d.waiting))
-}
-
-// dispatchWaiting routes waiting requests in order while workers take
-// them.
-func (d *des) dispatchWaiting() {
-	for len(d.waiting) > 0 && d.route(d.waiting[0]) {
-		d.waiting[0] = nil
-		d.waiting = d.waiting[1:]
-	}
-}
-
-// route asks the router for a worker and adds the request to its engine.
-// It reports false when the router would queue the request: every worker
-// is saturated.
-func (d *des) route(f *flight) bool {
-	req := f.req
 	rr := &router.Request{ID: req.ID(), Hashes: f.hashes, PromptTokens: len(req.Prompt)}
 	if d.session {
 		rr.SessionID = req.Session
 	}
-	dec, err := d.router.Route(cancelled, rr)
+	dec, ticket, err := d.router.Enqueue(rr)
 	switch {
-	case errors.Is(err, context.Canceled):
-		return false
 	case err != nil:
 		d.finish(f, fmt.Errorf("bench: route: %w", err))
-		return true
+	case ticket != nil:
+		f.ticket = ticket
+		d.waiting = append(d.waiting, f)
+		d.queued++
+		d.maxQueue = max(d.maxQueue, len(d.waiting))
+	default:
+		d.start(f, dec)
 	}
+	// Enqueue expires lost requests and start frees refused ones: either
+	// can dispatch waiters.
+	d.collectDispatched()
+}
+
+// collectDispatched starts the queued requests the router dispatched in
+// the calls just made, in the router's dispatch order (Ticket.Order), so
+// that a run is a function of its seed. Starting one may free it again
+// (the engine refuses it), which can dispatch more: it loops until none is
+// left.
+func (d *des) collectDispatched() {
+	for {
+		ready := d.ready[:0]
+		kept := d.waiting[:0]
+		for _, f := range d.waiting {
+			if f.ticket.Ready() {
+				ready = append(ready, f)
+			} else {
+				kept = append(kept, f)
+			}
+		}
+		if len(ready) == 0 {
+			return
+		}
+		clear(d.waiting[len(kept):])
+		d.waiting = kept
+		slices.SortFunc(ready, func(a, b *flight) int { return cmp.Compare(a.ticket.Order(), b.ticket.Order()) })
+		for _, f := range ready {
+			dec, err := f.ticket.Result()
+			f.ticket = nil
+			if err != nil {
+				d.finish(f, fmt.Errorf("bench: route: %w", err))
+				continue
+			}
+			d.start(f, dec)
+		}
+		clear(ready)
+		d.ready = ready[:0]
+	}
+}
+
+// start adds a routed request to the engine the router picked.
+func (d *des) start(f *flight, dec router.Decision) {
+	req := f.req
 	e := d.byID[dec.Worker]
 	f.engine, f.decision = e, dec
 	out := req.Answer
 	if len(out) != req.OutputTokens {
 		out = d.fill(req.OutputTokens)
 	}
-	if err := e.core.Add(d.now, &sim.Request{ID: rr.ID, Prompt: req.Prompt, Output: out}); err != nil {
-		d.router.Free(rr.ID)
+	if err := e.core.Add(d.now, &sim.Request{ID: dec.RequestID, Prompt: req.Prompt, Output: out}); err != nil {
+		d.router.Free(dec.RequestID) // may dispatch: the caller collects
 		d.finish(f, fmt.Errorf("bench: engine %s: %w", e.gpu, err))
-		return true
+		return
 	}
 	e.requests++
-	return true
 }
 
 // fill returns n output tokens for a request without a canned answer (a

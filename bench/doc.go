@@ -57,12 +57,14 @@
 // about half a second. Each step's KV events are encoded as vLLM's wire
 // payload and handed to the router's Ingester EventLatency after the step
 // that made them, so the router decides on a view that lags the engines as
-// a real one does. When every worker is saturated the router would hold a
-// request in its queue: the simulation calls Route with a cancelled context
-// (Route then returns at once instead of waiting), keeps the request in a
-// FIFO of its own and retries whenever a request reaches its first token or
-// ends, the moments the router's queue dispatches. TTFT counts from when
-// the request fell due, queueing included. Engines never learn the policy.
+// a real one does. When every worker is saturated the router holds a
+// request in its own queue: the simulation hands every request to
+// Router.Enqueue, keeps the Ticket of one that was queued, and after each
+// call that can dispatch (PrefillDone, Free, Enqueue itself) starts the
+// requests whose tickets are done, in the router's dispatch order
+// (Ticket.Order), so the queue order a policy uses is the one measured and
+// a run stays a function of its seed. TTFT counts from when the request
+// fell due, queueing included. Engines never learn the policy.
 //
 // Live (live.go) sends the workload to an OpenAI-compatible server as
 // streaming chat completions in real time, one goroutine per request in
@@ -73,67 +75,88 @@
 //
 // # Measured
 //
-// hearth bench agentic --sim 2x4090 --sessions 1,20,40 (Qwen3-14B-FP8,
-// default workload: 6,000-token shared prefix, 8 turns, tool pauses
-// log-normal with median 3 s and p90 20 s, 10 minutes, seed 0; each engine
-// with the default 32 GiB host-RAM KV tier, DefaultKVOffloadingGiB; about
-// 4 s of wall time on the 2-core development VM). "hit engine" counts the
-// prompt tokens the engines did not compute, GPU hits and host-RAM loads
-// (vLLM's cached_tokens):
+// hearth bench agentic --sim 2x4090 --sessions 1,20,40 --policies
+// round_robin,kv,hearth (Qwen3-14B-FP8, default workload: 6,000-token
+// shared prefix, 8 turns, tool pauses log-normal with median 3 s and p90
+// 20 s, 10 minutes, seed 0; each engine with the default 32 GiB host-RAM KV
+// tier, DefaultKVOffloadingGiB; about 8 s of wall time on the 2-core
+// development VM). "hit engine" counts the prompt tokens the engines did
+// not compute, GPU hits and host-RAM loads (vLLM's cached_tokens):
 //
-//	sessions  policy       requests  errors  ttft p50  ttft p90  out tok/s  hit engine  ttft vs rr
-//	       1  round_robin        56       0    1102.9    1501.4       14.0       74.2%       1.00x
-//	       1  kv                 61       0     574.5     829.2       15.1       86.8%       0.52x
-//	       1  hearth             61       0     574.5     829.2       15.1       86.8%       0.52x
-//	      20  round_robin       528       0   11254.8   19463.5      125.0       78.0%       1.00x
-//	      20  kv                535       0   10903.0   16609.4      128.6       79.4%       0.97x
-//	      20  hearth            566       0    9722.2   15399.0      137.6       84.2%       0.86x
-//	      40  round_robin       535       0   31026.6   69719.2      120.0       69.2%       1.00x
-//	      40  kv                549       0   29284.4   67163.0      125.8       72.7%       0.94x
-//	      40  hearth            597       0   27237.1   55253.2      137.2       81.2%       0.88x
+//	sessions  policy       requests  errors  ttft p50  ttft p90  ttft p99  out tok/s  hit engine  ttft vs rr
+//	       1  round_robin        56       0    1102.9    1501.4    2023.1       14.0       74.2%       1.00x
+//	       1  kv                 61       0     574.5     829.2    1159.2       15.1       86.8%       0.52x
+//	       1  hearth             61       0     574.5     829.2    1159.2       15.1       86.8%       0.52x
+//	      20  round_robin       528       0   11254.8   19463.5   25671.4      125.0       78.0%       1.00x
+//	      20  kv                535       0   10903.0   16609.4   21389.6      128.6       79.4%       0.97x
+//	      20  hearth            575       0    5291.2   18089.6   68197.2      139.5       84.4%       0.47x
+//	      40  round_robin       535       0   31026.6   69719.2   83270.0      120.0       69.2%       1.00x
+//	      40  kv                547       0   30458.7   70673.2   82590.8      124.1       72.4%       0.98x
+//	      40  hearth            595       0    7052.4   90602.2  191940.2      135.5       79.3%       0.23x
 //
-// Without the tier (--kv-offloading-size 0) the same runs gave round_robin
-// 20,156 ms, kv 18,617 ms and hearth 20,683 ms at 20 sessions and 38,010,
-// 37,054 and 36,630 ms at 40, every hit rate about 49-51% (the shared
-// prefix only): each 4090 holds 29,856 tokens, a turn's context averages
-// 12,400, so paused sessions' contexts were evicted and recomputed. The tier
-// keeps them (32 GiB is 13,107 blocks, 210k tokens, per GPU; a 12k-token
-// context loads in about 80 ms over PCIe instead of 2.6 s of prefill), which
-// nearly halves every policy's TTFT p50 at 20 sessions and lifts round robin
-// too: with two workers a session's context is on whichever it was sent to, so even
-// round robin finds most of it in RAM (78% against an 87% ceiling that
-// perfect affinity reaches with unlimited GPU memory). hearth, which prices
-// RAM blocks at their load time and evictions at a reload, keeps sessions
-// where their context is (84%) and gets 10-14% more output tokens/s, but
-// only 0.86x and 0.88x of round robin's TTFT p50: at 20 and 40 sessions two
-// 24 GB cards are out of KV memory for running turns (about three 12k-token
-// turns each; the engines were busy 98-100% of the time with about three
-// requests in a batch), so TTFT is waiting for memory, which no choice of
-// worker removes. The router queue is not the cause: with
-// SaturationFraction 0.8 or 1, or no router queue, TTFT p50 moved by 10% at
-// most for every policy.
+// At 20 and 40 sessions two 24 GB cards are out of KV memory for running
+// turns (about three 12k-token turns each), so requests wait, mostly in the
+// router queue (380 to 533 of them; peaks 13 and 36), and TTFT is mostly
+// that wait. What cuts hearth's median is the order of that queue: the
+// router's queue orders hearth requests by estimated cost with aging (see
+// package router), so turns whose context is cached on GPU or in host RAM
+// go before those that must recompute theirs. With the queue in arrival
+// order hearth measured 9,722 ms (0.86x) and 27,237 ms (0.88x), p99 20.0 s
+// and 74.8 s, out 137.6 and 137.2 tokens/s. Shortest-first trades the tail
+// for the median: at 40 sessions hearth's p90 is 90.6 s and p99 191.9 s
+// against round robin's 69.7 s and 83.3 s, at 20 sessions p99 68.2 s
+// against 25.7 s, since requests that must recompute a long context (at 40
+// sessions the 32 GiB tiers no longer hold every session's context) wait
+// behind cheaper ones for up to their cost difference / QueueAging. Output
+// tokens/s stays above round robin's (+12% and +13%); at 40 sessions it is
+// 1.2% below hearth's with a FIFO queue. kv and round_robin keep a FIFO
+// queue: their rows are the same as when the simulation kept its own FIFO,
+// except kv at 40 sessions (29,284 ms then), since dispatches now happen
+// inside PrefillDone rather than after a whole engine step's outputs.
 //
-// With the memory to run more turns at once the policies separate: --sim
-// 4x4090 --sessions 1,20,40 gives round_robin 2,057 ms, kv 1,002 ms (0.49x)
-// and hearth 705 ms (0.34x) at 20 sessions, with 13% and 20% more output
-// tokens/s (208 and 222 against 185), and 13,220, 11,194 (0.85x) and 8,348
-// ms (0.63x) at 40 sessions (215, 236 and 275 output tokens/s); no errors.
+// Without the tier (--kv-offloading-size 0, measured before the router
+// queue was ordered) the runs gave round_robin 20,156 ms, kv 18,617 ms and
+// hearth 20,683 ms at 20 sessions and 38,010, 37,054 and 36,630 ms at 40,
+// every hit rate about 49-51% (the shared prefix only): each 4090 holds
+// 29,856 tokens, a turn's context averages 12,400, so paused sessions'
+// contexts were evicted and recomputed. The tier keeps them (32 GiB is
+// 13,107 blocks, 210k tokens, per GPU; a 12k-token context loads in about
+// 80 ms over PCIe instead of 2.6 s of prefill).
+//
+// With the memory to run more turns at once, --sim 4x4090 --sessions 20,40:
+//
+//	sessions  policy       requests  errors  ttft p50  ttft p90  ttft p99  out tok/s  hit engine  ttft vs rr
+//	      20  round_robin       744       0    2056.7    8462.3   17327.3      184.9       67.5%       1.00x
+//	      20  kv                841       0    1001.6    4260.4    7681.6      208.3       75.6%       0.49x
+//	      20  hearth            902       0     691.6    3640.9    7937.8      223.3       85.6%       0.34x
+//	      40  round_robin       893       0   13220.1   27084.4   40555.0      214.6       66.2%       1.00x
+//	      40  kv                975       0   11194.0   19759.8   25392.5      236.3       71.6%       0.85x
+//	      40  hearth           1137       0    5584.9   14813.7   64686.8      278.0       82.9%       0.42x
+//
+// At 20 sessions almost nothing queues (6 hearth requests), so the rows are
+// those of routing alone; at 40 sessions hearth with a FIFO queue measured
+// 8,720 ms (0.66x), p99 18.8 s, 271.7 tokens/s.
 //
 // The Mooncake conversation trace (12,031 requests over 59 minutes, mean
 // input 12,035 tokens), hearth bench trace --trace
 // mooncake-conversation.jsonl --sim 4x4090 --speed 0.3, 32 GiB tier: every
 // policy is overloaded and the tier cannot help, since the RAM of a worker
 // turns over many times while a request waits (TTFT p50 1,117 s
-// round_robin, 1,107 s kv (0.99x), 1,071 s hearth (0.96x); hit rates 6.8%,
-// 7.5%, 8.0%; output 243, 253 and 255 tokens/s; the router queue fills:
-// 1,169, 1,383 and 1,346 requests refused with ErrQueueFull, and 909, 904
-// and 922 prompts exceed the 29,856 tokens a 4090 holds, so no policy runs
-// without errors). Before the tier existed the same command measured
-// 1,121 s, 1,113 s and 1,117 s.
+// round_robin, 1,093 s kv (0.98x), 850 s hearth (0.76x, its queue ordered
+// by cost; p99 1,986 s, 1,262 s and 1,561 s); hit rates 6.8%, 7.6%, 9.3%;
+// output 243, 254 and 258 tokens/s; the router queue fills: 1,169, 1,345
+// and 1,188 requests refused with ErrQueueFull, and 909, 920 and 921
+// prompts exceed the 29,856 tokens a 4090 holds, so no policy runs without
+// errors; about 3 minutes of wall time for the three). With the
+// simulation's own FIFO it measured 1,117 s, 1,107 s and 1,071 s, and
+// before the tier existed 1,121 s, 1,113 s and 1,117 s.
 //
-// At --speed 0.1: round_robin 3,546 ms, kv 3,025 ms (0.85x), hearth
-// 2,963 ms (0.84x), p90 17.0 s, 7.5 s and 7.7 s, the 1,030 over-long
-// prompts the only errors; hit rates 6.7%, 7.8% and 7.9%: the trace's
+// At --speed 0.1 (with the router queue ordered): round_robin 3,546 ms,
+// kv 3,032 ms (0.86x), hearth 2,948 ms (0.83x), p90 17.0 s, 7.5 s and
+// 7.6 s, p99 39.0 s, 23.7 s and 23.7 s, the 1,030 over-long prompts the
+// only errors; 32, 148 and 163 requests queued (peak 9); hit rates 6.7%,
+// 7.8% and 8.1% (with the simulation's own FIFO it measured 3,546, 3,025
+// and 2,963 ms): the trace's
 // conversations share little, and a worker's RAM holds about seventeen of
 // its 12k-token prompts.
 package bench

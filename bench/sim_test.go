@@ -322,29 +322,59 @@ func TestSimRouterSeesTheLaggedView(t *testing.T) {
 }
 
 // TestSimQueuesWhenEveryWorkerIsSaturated shrinks the engines' caches so
-// that the router's saturation check holds requests back; they must wait
-// in virtual time and all finish.
+// that the router's saturation check holds requests back. They must wait
+// in the router's own queue (its decisions record the wait), all finish,
+// and a second run must repeat the first exactly.
 func TestSimQueuesWhenEveryWorkerIsSaturated(t *testing.T) {
 	s := newTestSim(t, SimConfig{
 		GPUs:   []string{"rtx4090", "rtx4090"},
 		Engine: sim.Config{NumGPUBlocks: 400},
 	})
-	w, err := NewAgentic(AgenticConfig{
-		Seed: 4, PrefixTokens: 2000, Steps: 3, ResultTokens: IntRange{Min: 500, Max: 1500},
-		ToolPause: Constant{Value: 100 * time.Millisecond}, Sessions: 8, TotalSessions: 12,
-	})
-	if err != nil {
-		t.Fatal(err)
+	run := func(t *testing.T, policy string) (*SimRun, []router.Decision) {
+		t.Helper()
+		w, err := NewAgentic(AgenticConfig{
+			Seed: 4, PrefixTokens: 2000, Steps: 3, ResultTokens: IntRange{Min: 500, Max: 1500},
+			ToolPause: Constant{Value: 100 * time.Millisecond}, Sessions: 8, TotalSessions: 12,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := s.newDES(w, policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(d.waiting) != 0 || d.router.QueueLen() != 0 {
+			t.Errorf("%d requests still waiting, router queue %d", len(d.waiting), d.router.QueueLen())
+		}
+		return d.result(policy, 8), d.router.Decisions(0)
 	}
-	run, err := s.Run(context.Background(), w, router.PolicyHearth, 8, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if run.Queued == 0 {
-		t.Error("no request waited for a worker; the test does not exercise the queue")
-	}
-	if want := 12 * 3; run.Summary.Requests != want || run.Summary.Errors != 0 {
-		t.Errorf("%d requests, %d errors; want %d without errors", run.Summary.Requests, run.Summary.Errors, want)
+	for _, policy := range []string{router.PolicyKV, router.PolicyHearth} {
+		t.Run(policy, func(t *testing.T) {
+			first, decisions := run(t, policy)
+			if first.Queued == 0 {
+				t.Error("no request waited for a worker; the test does not exercise the queue")
+			}
+			waited := 0
+			for _, dec := range decisions {
+				if dec.Queued > 0 {
+					waited++
+				}
+			}
+			if waited == 0 {
+				t.Error("no decision came out of the router queue")
+			}
+			if want := 12 * 3; first.Summary.Requests != want || first.Summary.Errors != 0 {
+				t.Errorf("%d requests, %d errors; want %d without errors", first.Summary.Requests, first.Summary.Errors, want)
+			}
+			second, _ := run(t, policy)
+			if !reflect.DeepEqual(first.Summary, second.Summary) || first.Queued != second.Queued || first.MaxQueue != second.MaxQueue {
+				t.Errorf("two runs differ:\n%+v (queued %d, peak %d)\n%+v (queued %d, peak %d)",
+					first.Summary, first.Queued, first.MaxQueue, second.Summary, second.Queued, second.MaxQueue)
+			}
+		})
 	}
 }
 

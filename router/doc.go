@@ -49,18 +49,57 @@
 //     1.00 s against kv 1.14 s, round_robin 1.34 s and random 1.53 s.
 //
 // When every worker is saturated (running blocks ≥ SaturationFraction of
-// capacity, or pending prefill ≥ SaturationPendingTokens) Route waits in a
-// bounded queue ordered by strict_priority, then priority, then arrival;
-// ErrQueueFull when it is full, ctx ends a wait. Workers without KV events
-// (WorkerInfo.Approximate) get their routed prompts stored in the index as
-// if cached, for Config.ApproxTTL after they were last routed there.
+// capacity, or pending prefill ≥ SaturationPendingTokens) a request waits in
+// a bounded queue; ErrQueueFull when it is full. Enqueue is the queue's one
+// entry: it decides at once or returns a Ticket, whose Done closes when the
+// router dispatches it. Dispatching happens synchronously inside the call
+// that freed a worker (PrefillDone, Free, worker changes, lazy expiry), so a
+// single-threaded caller, such as the benchmark's simulation in virtual
+// time, sees each dispatch when that call returns; Ticket.Cancel takes a
+// request back out. Route is Enqueue plus a wait on the ticket or ctx.
+// Workers without KV events (WorkerInfo.Approximate) get their routed
+// prompts stored in the index as if cached, for Config.ApproxTTL after they
+// were last routed there.
 //
-// The saturation rule was measured in the benchmark's simulation (2 RTX
-// 4090, 32 GiB host-RAM tier each, 20 and 40 agent sessions): with
-// SaturationFraction 0.8, 0.95 (default) or 1, or no queue at all, TTFT p50
-// of every policy moved by at most 10% either way; the engines were out of
-// KV memory for running requests, not waiting on the router, so the rule
-// was left as it is.
+// The queue orders by strict_priority, then priority, then: for the hearth
+// policy, by estimated cost minus HearthConfig.QueueAging (default 0.02)
+// times the seconds waited, lowest first; for every other policy by
+// arrival, FIFO as Dynamo's queue is. The cost is the lowest hearth score
+// over the workers when the request arrives (its uncached prompt at the
+// worker's prefill speed slowed by load, the prompt already waiting there,
+// the RAM load time, its size in KV blocks), so a session whose context is
+// cached goes before one that must recompute its context. All waiters age
+// at one rate, so the order is fixed at arrival (key = cost + QueueAging ×
+// arrival time) and the queue stays a heap; a request waits at most its
+// cost difference / QueueAging longer than one that arrived with it (1 s
+// of estimate is 50 s of waiting at 0.02). That is shortest-job-first with
+// aging, and it trades the tail for the median.
+//
+// Measured in the benchmark's simulation, hearth bench agentic --sim
+// 2x4090 (32 GiB host-RAM tier per GPU, default workload, seed 0), hearth's
+// TTFT p50 / p90 / p99 in seconds, round_robin's in the last row (its queue
+// is FIFO whatever QueueAging is):
+//
+//	queue order         20 sessions          40 sessions
+//	FIFO               9.7 / 15.4 / 20.0    27.2 / 55.3 /  74.8
+//	aging 0.1          6.6 / 20.0 / 39.9    26.2 / 60.8 / 102.0
+//	aging 0.05         5.7 / 18.9 / 58.2    20.7 / 74.0 / 112.0
+//	aging 0.03         5.5 / 19.6 / 53.4     9.3 / 85.7 / 188.5
+//	aging 0.02         5.3 / 18.1 / 68.2     7.1 / 90.6 / 191.9
+//	aging 0.01         5.3 / 18.8 / 56.9     6.4 / 103.9 / 242.8
+//	round_robin       11.3 / 19.5 / 25.7    31.0 / 69.7 /  83.3
+//
+// Costs without the load terms (uncached prefill alone, size alone, or
+// both) ordered worse at 40 sessions (23-29 s p50 at aging 0.01-0.02);
+// dispatching a queued request only to an unsaturated worker lost cache
+// hits and 12-15% of the output tokens/s. With the queue ordered,
+// DecodeWeight 0 gave 5.5 / 7.7 s p50 (20 / 40 sessions) and 2 gave 5.6 /
+// 7.4 s against 5.3 / 7.1 s at 1, with output 141 / 141, 134 / 126 and 140 /
+// 136 tokens/s; SaturationFraction 1 gave hearth 5.5 / 7.9 s, and 0.8 gave
+// hearth 4.3 / 5.3 s (p99 85 s and 201 s) but moved round_robin to 9.5 /
+// 29.6 s and kv to 11.5 / 30.1 s, so the defaults stay 1 and 0.95. Without
+// a router queue (QueueSize −1) there is nothing to order: hearth 9.7 /
+// 27.2 s.
 //
 // # Block index
 //

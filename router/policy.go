@@ -60,6 +60,14 @@ type HearthConfig struct {
 	// cached context that a request would push out of a full cache: the
 	// chance that the session comes back for it. Default 0.5.
 	PausedEvictionWeight float64
+	// QueueAging orders the router queue for hearth requests (within a
+	// strict priority and priority): lowest estimated cost in seconds minus
+	// QueueAging × seconds waited first. Small values approach shortest
+	// job first, large ones arrival order; a request waits at most its
+	// cost difference / QueueAging longer than one that arrived with it.
+	// Default 0.02: a request whose estimate is 1 s higher waits at most
+	// 50 s longer.
+	QueueAging float64
 }
 
 func (h HearthConfig) withDefaults() HearthConfig {
@@ -76,6 +84,7 @@ func (h HearthConfig) withDefaults() HearthConfig {
 	def(&h.DecodeWeight, 1)
 	def(&h.AffinityBonus, 0.25)
 	def(&h.PausedEvictionWeight, 0.5)
+	def(&h.QueueAging, 0.02)
 	return h
 }
 

@@ -2,6 +2,7 @@ package router
 
 import (
 	"container/heap"
+	"errors"
 	"time"
 
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -9,6 +10,16 @@ import (
 
 // DefaultQueueSize is how many requests may wait for a free worker.
 const DefaultQueueSize = 1024
+
+// Errors of a Ticket.
+var (
+	// ErrTicketCancelled is the result of a ticket cancelled before the
+	// router dispatched it.
+	ErrTicketCancelled = errors.New("router: queued request cancelled")
+	// ErrTicketPending is the result of a ticket the router has not
+	// dispatched yet.
+	ErrTicketPending = errors.New("router: request still queued")
+)
 
 // routeResult is what a waiting request receives when it is dispatched.
 type routeResult struct {
@@ -24,13 +35,29 @@ type waiter struct {
 	isl      int
 	policy   string
 	enqueued time.Time
-	seq      uint64 // arrival order
-	index    int    // position in the heap, -1 once removed
-	done     chan routeResult
+	// key orders waiters of equal strict priority and priority, lower
+	// first: for the hearth policy its estimated cost in seconds plus
+	// QueueAging × its arrival time in seconds, for the others QueueAging ×
+	// its arrival time, which is arrival order (see queueKeyLocked).
+	key   float64
+	seq   uint64 // arrival order
+	index int    // position in the heap, -1 once removed
+	// res is set, and done closed, when the waiter leaves the queue: with a
+	// decision, an error, or ErrTicketCancelled. order numbers dispatches.
+	res   routeResult
+	order uint64
+	done  chan struct{}
+}
+
+// resolve records w's outcome and wakes whoever waits on it. The caller
+// holds the router's mutex and has taken w out of the queue.
+func (w *waiter) resolve(res routeResult, order uint64) {
+	w.res, w.order = res, order
+	close(w.done)
 }
 
 // waitQueue orders waiters by strict priority, then priority (both higher
-// first), then arrival. It is not safe for concurrent use.
+// first), then key, then arrival. It is not safe for concurrent use.
 type waitQueue struct {
 	items []*waiter
 	next  uint64
@@ -45,6 +72,9 @@ func (q *waitQueue) Less(i, j int) bool {
 	}
 	if a.req.Hints.Priority != b.req.Hints.Priority {
 		return a.req.Hints.Priority > b.req.Hints.Priority
+	}
+	if a.key != b.key {
+		return a.key < b.key
 	}
 	return a.seq < b.seq
 }
@@ -70,10 +100,11 @@ func (q *waitQueue) Pop() any {
 	return w
 }
 
-// push adds a waiter, which must have req set, and stamps its arrival.
+// push adds a waiter, which must have req and key set, and stamps its
+// arrival.
 func (q *waitQueue) push(w *waiter) *waiter {
 	w.seq = q.next
-	w.done = make(chan routeResult, 1)
+	w.done = make(chan struct{})
 	q.next++
 	heap.Push(q, w)
 	return w
@@ -90,5 +121,70 @@ func (q *waitQueue) remove(w *waiter) bool {
 		return false
 	}
 	heap.Remove(q, w.index)
+	return true
+}
+
+// Ticket is a request held in the router queue by Enqueue. The router
+// decides for it when it dispatches it, which happens synchronously inside
+// the call that freed a worker (PrefillDone, Free, AddWorker, UpdateWorker,
+// RemoveWorker, or any call that expired a request); Done is closed then.
+// Its methods are safe for concurrent use.
+type Ticket struct {
+	r *Router
+	w *waiter
+}
+
+// Done is closed when the request has left the queue: dispatched to a
+// worker, failed, or cancelled.
+func (t *Ticket) Done() <-chan struct{} { return t.w.done }
+
+// Ready reports whether Done is closed.
+func (t *Ticket) Ready() bool {
+	select {
+	case <-t.w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Result returns the decision made when the request was dispatched, the
+// error that ended its wait (ErrNoWorker when the last worker left,
+// ErrDuplicateRequest, ErrTicketCancelled), or ErrTicketPending while it
+// waits. A dispatched request runs on its worker until Free, like one that
+// Route returned.
+func (t *Ticket) Result() (Decision, error) {
+	if !t.Ready() {
+		return Decision{}, ErrTicketPending
+	}
+	return t.w.res.d, t.w.res.err
+}
+
+// Order numbers the router's dispatches: of two tickets dispatched, the
+// one with the lower Order was dispatched first. It is 0 until Done is
+// closed.
+func (t *Ticket) Order() uint64 {
+	if !t.Ready() {
+		return 0
+	}
+	return t.w.order
+}
+
+// Request returns the request the ticket holds.
+func (t *Ticket) Request() *Request { return t.w.req }
+
+// Cancel takes the request out of the queue and reports true, unless the
+// router dispatched it (or it failed) first: then it reports false and
+// Result holds the outcome; a dispatched request must then be freed by
+// whoever no longer wants it.
+func (t *Ticket) Cancel() bool {
+	r := t.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.queue.remove(t.w) {
+		return false
+	}
+	r.metrics.setQueueDepth(r.queue.Len())
+	t.w.resolve(routeResult{err: ErrTicketCancelled}, 0)
 	return true
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand"
 	"slices"
 	"sync"
@@ -251,6 +252,8 @@ type Router struct {
 	sessions     map[string]*session
 	nextSweep    time.Time
 	queue        waitQueue
+	epoch        time.Time // first enqueue: origin of the queue keys
+	dispatches   uint64    // tickets resolved, for Ticket.Order
 	rng          *rand.Rand
 	rr           int
 	decisions    *decisionLog
@@ -352,7 +355,7 @@ func (r *Router) RemoveWorker(id WorkerID) {
 	}
 	if len(r.order) == 0 {
 		for r.queue.Len() > 0 {
-			r.queue.pop().done <- routeResult{err: ErrNoWorker}
+			r.queue.pop().resolve(routeResult{err: ErrNoWorker}, r.nextDispatch())
 		}
 		r.metrics.setQueueDepth(0)
 		return
@@ -394,17 +397,47 @@ func (r *Router) dropSessionLocked(id string, s *session) {
 }
 
 // Route picks a worker for req and starts tracking it as running there.
-// When every worker is saturated it waits in the queue, ordered by the
-// request's hints, until a worker frees up or ctx ends.
+// When every worker is saturated it waits in the queue (see Enqueue) until
+// the router dispatches it or ctx ends.
 func (r *Router) Route(ctx context.Context, req *Request) (Decision, error) {
+	d, t, err := r.Enqueue(req)
+	if err != nil || t == nil {
+		return d, err
+	}
+	select {
+	case <-t.Done():
+		return t.Result()
+	case <-ctx.Done():
+	}
+	if !t.Cancel() {
+		// Dispatched while ctx ended: undo the route nobody will use.
+		if d, err := t.Result(); err == nil {
+			r.Free(d.RequestID)
+		}
+	}
+	return Decision{}, fmt.Errorf("router: waiting for a worker: %w", ctx.Err())
+}
+
+// Enqueue is Route without the wait. If some worker is not saturated (and
+// nothing waits before it) it decides at once and returns the decision with
+// a nil Ticket. Otherwise it queues the request and returns a Ticket whose
+// Done closes when the router dispatches it, which happens inside the call
+// that frees a worker, so a caller that drives the router from one
+// goroutine (a simulation in virtual time) sees every dispatch as soon as
+// that call returns. ErrQueueFull when the queue is full.
+//
+// The queue is ordered by strict priority, then priority, then, for the
+// hearth policy, by the request's estimated cost with aging, for the
+// others by arrival (see HearthConfig.QueueAging).
+func (r *Router) Enqueue(req *Request) (Decision, *Ticket, error) {
 	if req == nil || req.ID == "" {
-		return Decision{}, errors.New("router: request without id")
+		return Decision{}, nil, errors.New("router: request without id")
 	}
 	policy := req.Policy
 	if policy == "" {
 		policy = r.cfg.Policy
 	} else if !validPolicy(policy) {
-		return Decision{}, fmt.Errorf("router: %w: %q", ErrUnknownPolicy, policy)
+		return Decision{}, nil, fmt.Errorf("router: %w: %q", ErrUnknownPolicy, policy)
 	}
 	hashes := req.Hashes
 	if hashes == nil && len(req.Tokens) > 0 {
@@ -419,50 +452,49 @@ func (r *Router) Route(ctx context.Context, req *Request) (Decision, error) {
 	}
 
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	now := r.now()
 	r.expireLocked(now)
 	if len(r.order) == 0 {
-		r.mu.Unlock()
-		return Decision{}, ErrNoWorker
+		return Decision{}, nil, ErrNoWorker
 	}
 	if _, dup := r.active.reqs[req.ID]; dup {
-		r.mu.Unlock()
-		return Decision{}, fmt.Errorf("router: %w: %q", ErrDuplicateRequest, req.ID)
+		return Decision{}, nil, fmt.Errorf("router: %w: %q", ErrDuplicateRequest, req.ID)
 	}
 	if r.cfg.QueueSize > 0 && (r.queue.Len() > 0 || r.allSaturatedLocked()) {
 		if r.queue.Len() >= r.cfg.QueueSize {
-			r.mu.Unlock()
-			return Decision{}, ErrQueueFull
+			return Decision{}, nil, ErrQueueFull
 		}
-		w := r.queue.push(&waiter{req: req, hashes: hashes, isl: isl, policy: policy, enqueued: now})
+		w := &waiter{req: req, hashes: hashes, isl: isl, policy: policy, enqueued: now}
+		w.key = r.queueKeyLocked(w)
+		r.queue.push(w)
 		r.metrics.setQueueDepth(r.queue.Len())
-		r.mu.Unlock()
-		return r.wait(ctx, w)
+		return Decision{}, &Ticket{r: r, w: w}, nil
 	}
-	d := r.decideLocked(req, hashes, isl, policy, now, 0)
-	r.mu.Unlock()
-	return d, nil
+	return r.decideLocked(req, hashes, isl, policy, now, 0), nil, nil
 }
 
-func (r *Router) wait(ctx context.Context, w *waiter) (Decision, error) {
-	select {
-	case res := <-w.done:
-		return res.d, res.err
-	case <-ctx.Done():
+// queueKeyLocked orders a waiter within its priority level: its cost
+// minus QueueAging × the seconds it has waited, lowest first. Since every
+// waiter ages at the same rate, that order never changes while they wait,
+// so the key is fixed at arrival: cost + QueueAging × arrival time (in
+// seconds since the router's epoch). For the hearth policy the cost is
+// its estimated time to first token on its best worker as things stand
+// (queueCostLocked); for the other policies it is 0, which makes the key
+// arrival order: FIFO, as Dynamo's queue is.
+func (r *Router) queueKeyLocked(w *waiter) float64 {
+	if r.epoch.IsZero() {
+		r.epoch = w.enqueued
 	}
-	r.mu.Lock()
-	removed := r.queue.remove(w)
-	if removed {
-		r.metrics.setQueueDepth(r.queue.Len())
-	}
-	r.mu.Unlock()
-	if !removed {
-		// Dispatched while ctx ended: undo the route nobody will use.
-		if res := <-w.done; res.err == nil {
-			r.Free(w.req.ID)
+	aging := r.cfg.Hearth.QueueAging
+	key := aging * w.enqueued.Sub(r.epoch).Seconds()
+	if w.policy != PolicyHearth {
+		if aging == 0 {
+			return 0 // ties: arrival order
 		}
+		return key
 	}
-	return Decision{}, fmt.Errorf("router: waiting for a worker: %w", ctx.Err())
+	return key + r.queueCostLocked(w)
 }
 
 // PrefillDone records that the request's first token arrived. It reports
@@ -533,12 +565,19 @@ func (r *Router) dispatchLocked(now time.Time) {
 	for r.queue.Len() > 0 && len(r.order) > 0 && !r.allSaturatedLocked() {
 		w := r.queue.pop()
 		if _, dup := r.active.reqs[w.req.ID]; dup {
-			w.done <- routeResult{err: fmt.Errorf("router: %w: %q", ErrDuplicateRequest, w.req.ID)}
+			w.resolve(routeResult{err: fmt.Errorf("router: %w: %q", ErrDuplicateRequest, w.req.ID)}, r.nextDispatch())
 			continue
 		}
-		w.done <- routeResult{d: r.decideLocked(w.req, w.hashes, w.isl, w.policy, now, now.Sub(w.enqueued))}
+		d := r.decideLocked(w.req, w.hashes, w.isl, w.policy, now, now.Sub(w.enqueued))
+		w.resolve(routeResult{d: d}, r.nextDispatch())
 	}
 	r.metrics.setQueueDepth(r.queue.Len())
+}
+
+// nextDispatch numbers a ticket's outcome for Ticket.Order.
+func (r *Router) nextDispatch() uint64 {
+	r.dispatches++
+	return r.dispatches
 }
 
 func (r *Router) saturatedLocked(id WorkerID) bool {
@@ -568,9 +607,6 @@ func (r *Router) publishLocked(id WorkerID) {
 	ws.gauges.set(aw.blocks(), aw.pendingTokens)
 }
 
-// decideLocked scores the live workers, picks one and records the request
-// as running there. The Candidates slice is its only allocation besides the
-// active-request record.
 // candidatesLocked lists the workers a request may go to: all but the
 // excluded ones, or all when that would leave none.
 func (r *Router) candidatesLocked(exclude []WorkerID) []Candidate {
@@ -595,8 +631,9 @@ func (r *Router) candidatesLocked(exclude []WorkerID) []Candidate {
 	return cands
 }
 
-func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int, policy string, now time.Time, queued time.Duration) Decision {
-	start := time.Now()
+// matchLocked fills the scratch arrays (overlap per tier, active depth,
+// cached blocks) for a request and returns what a policy knows of it.
+func (r *Router) matchLocked(req *Request, hashes []tokenizer.SeqHash, isl int, policy string) routeInput {
 	bs := r.cfg.BlockSize
 	in := routeInput{
 		req:          req,
@@ -620,7 +657,36 @@ func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int,
 	}
 	r.active.activeDepth(hashes, &r.activeDepth)
 	r.ix.BlockCounts(kvbm.TierGPU, &r.cachedBlocks)
+	return in
+}
 
+// queueCostLocked estimates a queued hearth request's cost: the lowest
+// hearth score over the workers it may go to, as the index and loads stand
+// when it arrives. Dominated by its uncached prompt tokens at the worker's
+// prefill speed (a session whose context is cached is cheap) plus its size
+// in KV blocks (DecodeWeight and the refetch of what would not fit).
+func (r *Router) queueCostLocked(w *waiter) float64 {
+	in := r.matchLocked(w.req, w.hashes, w.isl, w.policy)
+	cands := r.candidatesLocked(w.req.Exclude)
+	var sess *session
+	if w.req.SessionID != "" {
+		sess = r.sessions[w.req.SessionID]
+	}
+	r.scoreHearth(&in, cands, sess)
+	best := math.Inf(1)
+	for _, c := range cands {
+		best = math.Min(best, c.Cost)
+	}
+	return best
+}
+
+// decideLocked scores the live workers, picks one and records the request
+// as running there. The Candidates slice is its only allocation besides the
+// active-request record.
+func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int, policy string, now time.Time, queued time.Duration) Decision {
+	start := time.Now()
+	bs := r.cfg.BlockSize
+	in := r.matchLocked(req, hashes, isl, policy)
 	cands := r.candidatesLocked(req.Exclude)
 	var sess *session
 	if req.SessionID != "" {

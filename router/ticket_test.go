@@ -1,0 +1,172 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hearth-llm/hearth/kvbm"
+)
+
+func TestEnqueueTicket(t *testing.T) {
+	r, clk := newTestRouter(t, Config{Policy: PolicyKV, SaturationFraction: 0.5, QueueSize: 4},
+		WorkerInfo{Name: "a", CapacityBlocks: 10})
+
+	d, ticket, err := r.Enqueue(&Request{ID: "first", Hashes: chain("first", 6)})
+	if err != nil || ticket != nil {
+		t.Fatalf("Enqueue on an idle worker: ticket %v, err %v; want an immediate decision", ticket, err)
+	}
+	if d.RequestID != "first" || d.Queued != 0 {
+		t.Fatalf("immediate decision %+v", d)
+	}
+
+	_, waiting, err := r.Enqueue(&Request{ID: "waiting", Hashes: chain("waiting", 6)})
+	if err != nil || waiting == nil {
+		t.Fatalf("Enqueue on a saturated worker: ticket %v, err %v; want a ticket", waiting, err)
+	}
+	_, cancelled, err := r.Enqueue(&Request{ID: "cancelled", Hashes: chain("cancelled", 6)})
+	if err != nil || cancelled == nil {
+		t.Fatalf("second waiter: ticket %v, err %v", cancelled, err)
+	}
+	if waiting.Ready() {
+		t.Fatal("ticket ready before any worker was freed")
+	}
+	if _, err := waiting.Result(); !errors.Is(err, ErrTicketPending) {
+		t.Fatalf("Result while queued: %v, want ErrTicketPending", err)
+	}
+	if got := waiting.Request().ID; got != "waiting" {
+		t.Errorf("Request().ID = %q", got)
+	}
+
+	if !cancelled.Cancel() {
+		t.Fatal("Cancel of a queued ticket reported false")
+	}
+	if _, err := cancelled.Result(); !errors.Is(err, ErrTicketCancelled) {
+		t.Errorf("cancelled ticket's result: %v, want ErrTicketCancelled", err)
+	}
+	if n := r.QueueLen(); n != 1 {
+		t.Fatalf("queue length %d after cancel, want 1", n)
+	}
+
+	clk.Advance(3 * time.Second)
+	r.Free("first") // dispatches inside the call
+	select {
+	case <-waiting.Done():
+	default:
+		t.Fatal("Free did not dispatch the queued request")
+	}
+	got, err := waiting.Result()
+	if err != nil || got.RequestID != "waiting" || got.Queued != 3*time.Second {
+		t.Fatalf("dispatched: %+v, %v; want request waiting, queued 3s", got, err)
+	}
+	if waiting.Order() == 0 {
+		t.Error("a dispatched ticket has no order")
+	}
+	if waiting.Cancel() {
+		t.Error("Cancel after dispatch reported true")
+	}
+	if !r.Free("waiting") {
+		t.Error("the dispatched request is not running")
+	}
+	if r.Free("cancelled") {
+		t.Error("the cancelled request was routed")
+	}
+}
+
+func TestEnqueueQueueFull(t *testing.T) {
+	r, _ := newTestRouter(t, Config{Policy: PolicyKV, SaturationFraction: 0.5, QueueSize: 1},
+		WorkerInfo{Name: "a", CapacityBlocks: 10})
+	route(t, r, &Request{ID: "first", Hashes: chain("first", 6)})
+	if _, tk, err := r.Enqueue(&Request{ID: "q1", Hashes: chain("q1", 6)}); err != nil || tk == nil {
+		t.Fatalf("first waiter: %v, %v", tk, err)
+	}
+	if _, tk, err := r.Enqueue(&Request{ID: "q2", Hashes: chain("q2", 6)}); !errors.Is(err, ErrQueueFull) || tk != nil {
+		t.Errorf("second waiter: ticket %v, err %v; want ErrQueueFull", tk, err)
+	}
+}
+
+// TestQueueOrderByCost checks the order in which queued requests leave:
+// for hearth, lowest estimated cost minus QueueAging × seconds waited; for
+// kv, arrival. The clock stays within ActiveTTL, so that no running request
+// expires and dispatches on its own. One worker, which one running request saturates; a freed
+// request dispatches exactly one waiter. "cheap" has its whole prompt
+// cached on the worker, "dear" none of it: 1,024 tokens at 1,000 tokens/s
+// slowed by the running request's load, about 1.3 s more.
+func TestQueueOrderByCost(t *testing.T) {
+	type arrival struct {
+		id       string
+		after    time.Duration // since the previous arrival
+		priority int
+	}
+	tests := []struct {
+		name     string
+		policy   string
+		aging    float64
+		arrivals []arrival
+		want     string
+	}{
+		{"hearth: cheaper first", PolicyHearth, 0,
+			[]arrival{{"dear", 0, 0}, {"cheap", 0, 0}}, "[cheap dear]"},
+		// Default aging 0.02: 1.33 s of cost is worth 66 s of waiting.
+		{"hearth: cheaper first although 60s later", PolicyHearth, 0,
+			[]arrival{{"dear", 0, 0}, {"cheap", 60 * time.Second, 0}}, "[cheap dear]"},
+		{"hearth: aging lets a request that waited 75s go first", PolicyHearth, 0,
+			[]arrival{{"dear", 0, 0}, {"cheap", 75 * time.Second, 0}}, "[dear cheap]"},
+		{"hearth: faster aging, 5s is enough", PolicyHearth, 1,
+			[]arrival{{"dear", 0, 0}, {"cheap", 5 * time.Second, 0}}, "[dear cheap]"},
+		{"hearth: no aging, cost alone", PolicyHearth, -1,
+			[]arrival{{"dear", 0, 0}, {"cheap", 4 * time.Minute, 0}}, "[cheap dear]"}, // within ActiveTTL
+		{"hearth: priority before cost", PolicyHearth, 0,
+			[]arrival{{"cheap", 0, 0}, {"dear", 0, 1}}, "[dear cheap]"},
+		{"kv: arrival order", PolicyKV, 0,
+			[]arrival{{"dear", 0, 0}, {"cheap", 0, 0}}, "[dear cheap]"},
+		{"kv: priority still orders", PolicyKV, 0,
+			[]arrival{{"cheap", 0, 0}, {"dear", 0, 1}}, "[dear cheap]"},
+		{"round_robin: arrival order", PolicyRoundRobin, 0,
+			[]arrival{{"dear", 0, 0}, {"cheap", time.Second, 0}}, "[dear cheap]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, clk := newTestRouter(t, Config{
+				Policy: tc.policy, SaturationFraction: 0.5, QueueSize: 8,
+				Hearth: HearthConfig{QueueAging: tc.aging},
+			}, WorkerInfo{Name: "a", CapacityBlocks: 100, PrefillTokensPerSec: 1000})
+			r.Index().Store(0, kvbm.TierGPU, chain("cheap", 64))
+			route(t, r, &Request{ID: "first", Hashes: chain("first", 60)})
+			tickets := map[string]*Ticket{}
+			for _, a := range tc.arrivals {
+				clk.Advance(a.after)
+				_, tk, err := r.Enqueue(&Request{ID: a.id, Hashes: chain(a.id, 64), Hints: Hints{Priority: a.priority}})
+				if err != nil || tk == nil {
+					t.Fatalf("Enqueue(%s): ticket %v, err %v", a.id, tk, err)
+				}
+				tickets[a.id] = tk
+			}
+			var order []string
+			prev := "first"
+			for range tc.arrivals {
+				clk.Advance(time.Second)
+				r.Free(prev)
+				var next []string
+				for id, tk := range tickets {
+					if tk.Ready() {
+						if _, err := tk.Result(); err != nil {
+							t.Fatalf("%s: %v", id, err)
+						}
+						next = append(next, id)
+						delete(tickets, id)
+					}
+				}
+				if len(next) != 1 {
+					t.Fatalf("Free(%s) dispatched %v, want one request", prev, next)
+				}
+				prev = next[0]
+				order = append(order, prev)
+			}
+			if got := fmt.Sprint(order); got != tc.want {
+				t.Errorf("dispatch order %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
