@@ -185,10 +185,10 @@ func placeholderFor(schema json.RawMessage, name string, depth int, budget *plac
 			return []any{v}
 		}
 		return []any{}
-	case "integer":
+	case "integer", "number":
+		// A whole number fits both: clients such as Codex parse "number"
+		// arguments (timeouts, counts) into integer types.
 		return 1
-	case "number":
-		return 1.5
 	case "boolean":
 		return true
 	case "null":
