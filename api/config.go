@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -63,6 +64,14 @@ type Deps struct {
 	// Client talks to the engines; nil = a client with no overall timeout
 	// (streams are long) and keep-alive pooling.
 	Client *http.Client
+	// Keys checks API keys kept outside Config.APIKeys (those created in
+	// the console); nil = none. While Config.APIKeys or Keys holds a key,
+	// every /v1 request needs one.
+	Keys KeyChecker
+	// Mount adds routes to the gateway's app, such as the console's. It is
+	// called after /health is registered and before the root's answer, the
+	// API's routes and the catch-all 404, so it may also answer GET /.
+	Mount func(fiber.Router)
 }
 
 const (

@@ -39,6 +39,17 @@ type ResponseStore interface {
 	GetResponse(ctx context.Context, id string) (store.Response, error)
 }
 
+// KeyChecker checks API keys that live outside the configuration, such as
+// the keys created in the console. The console's key store satisfies it
+// through a small adapter.
+type KeyChecker interface {
+	// HasKeys reports whether any key exists. An error counts as yes: a
+	// store that cannot answer keeps the API closed.
+	HasKeys(ctx context.Context) (bool, error)
+	// CheckKey returns nil when secret is a valid key.
+	CheckKey(ctx context.Context, secret string) error
+}
+
 // Sentinel errors a Router wraps so that the gateway can answer with the right
 // status in the client's dialect.
 var (

@@ -22,8 +22,13 @@
 //		Store:     responsesStore,  // *store.SQLite from api/store; optional
 //		Registry:  promRegistry,    // served at GET /metrics
 //		Logger:    log,
+//		Keys:      consoleKeys,     // api.KeyChecker; optional
+//		Mount:     console.Register, // more routes on the app; optional
 //	})
 //	err = gw.Run(ctx) // or gw.Serve(ctx, listener)
+//
+// Gateway.Traffic keeps the latest requests and agent sessions (bounded,
+// in memory) for the console; Gateway.KeyRequired is the API's key rule.
 //
 // The router adapter wraps its own sentinel errors so that errors.Is finds
 // api.ErrQueueFull (429 with Retry-After) or api.ErrNoWorker (503), and it
@@ -66,6 +71,13 @@
 // away (noticed by a failed write; SSE comments go out every
 // Config.KeepAlive while the engine is silent) cancels the engine request at
 // once. The router is told Done in every case.
+//
+// A prompt longer than Config.ContextTokens (or one the engine rejects as
+// such) is reported in the words each client acts on by compacting its
+// conversation: Anthropic's "prompt is too long: N tokens > M maximum",
+// OpenAI's context_length_exceeded code, and for a streaming Responses
+// request a response.failed event with that code. Errors that cannot succeed
+// on a retry carry x-should-retry: false.
 //
 // With nvext.agent_hints.speculative_prefill the next turn's prompt (history
 // plus answer) is sent to the same worker with max_tokens 1 after the answer,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
@@ -38,6 +39,44 @@ type apiError struct {
 	Param      string // the offending request field, if any
 	Message    string
 	RetryAfter int // seconds, for 429
+
+	// Overflow is set when the prompt does not fit the model's context: each
+	// dialect words this error the way its clients recognise, so that they
+	// compact the conversation instead of failing the turn.
+	Overflow *contextOverflow
+}
+
+// contextOverflow is a prompt longer than the context window.
+type contextOverflow struct {
+	PromptTokens, ContextTokens int
+}
+
+func errContextOverflow(prompt, limit int) *apiError {
+	return &apiError{
+		Status: http.StatusBadRequest, Param: "messages",
+		Message:  fmt.Sprintf("the prompt has %d tokens; the model's context holds %d", prompt, limit),
+		Overflow: &contextOverflow{PromptTokens: prompt, ContextTokens: limit},
+	}
+}
+
+// vllmOverflow matches vLLM's (and the simulated engine's) context error:
+// "This model's maximum context length is 29856 tokens. However, your
+// request has 40009 input tokens." or "... However, you requested 40009
+// tokens ...".
+var vllmOverflow = regexp.MustCompile(`maximum context length is (\d+) tokens\. However, (?:your request has|you requested) (\d+)`)
+
+// engineOverflow recognises an engine's context-length error message.
+func engineOverflow(msg string) *apiError {
+	m := vllmOverflow.FindStringSubmatch(msg)
+	if m == nil {
+		return nil
+	}
+	limit, err1 := strconv.Atoi(m[1])
+	prompt, err2 := strconv.Atoi(m[2])
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	return errContextOverflow(prompt, limit)
 }
 
 func (e *apiError) Error() string {
@@ -134,25 +173,64 @@ func writeError(c *fiber.Ctx, d dialect, err error) error {
 	if ae.RetryAfter > 0 {
 		c.Set("Retry-After", strconv.Itoa(ae.RetryAfter))
 	}
+	if !retryable(ae.Status) {
+		// Clients built on Anthropic's and OpenAI's SDKs honour this header;
+		// without it Claude Code retries a 401 ten times with backoff,
+		// minutes of silence before it says that the key is wrong.
+		c.Set("x-should-retry", "false")
+	}
 	c.Status(ae.Status)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSONCharsetUTF8)
 	return c.Send(errorBody(d, ae))
+}
+
+// retryable reports whether a client may usefully send the same request
+// again: timeouts, conflicts, rate limits and server errors.
+func retryable(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests:
+		return true
+	}
+	return status >= 500
 }
 
 // errorBody is the JSON error object of the dialect.
 func errorBody(d dialect, ae *apiError) []byte {
 	var v any
 	if d == dialectAnthropic {
-		v = anthropicError{Type: "error", Error: anthropicErrorDetail{Type: anthropicErrorType(ae.Status), Message: ae.Error()}}
+		v = anthropicError{Type: "error", Error: anthropicErrorDetail{Type: anthropicErrorType(ae.Status), Message: anthropicErrorMessage(ae)}}
 	} else {
-		detail := openAIErrorDetail{Message: ae.Error(), Type: openAIErrorType(ae.Status), Code: openAIErrorCode(ae)}
+		detail := openAIErrorDetail{Message: openAIErrorMessage(ae), Type: openAIErrorType(ae.Status), Code: openAIErrorCode(ae)}
 		if ae.Param != "" {
 			detail.Param = &ae.Param
+		}
+		if ae.Overflow != nil && d == dialectResponses {
+			input := "input"
+			detail.Param = &input
 		}
 		v = openAIError{Error: detail}
 	}
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// anthropicErrorMessage words ae as Anthropic does. Claude Code compacts the
+// conversation when a 400 says "prompt is too long: N tokens > M maximum".
+func anthropicErrorMessage(ae *apiError) string {
+	if o := ae.Overflow; o != nil {
+		return fmt.Sprintf("prompt is too long: %d tokens > %d maximum", o.PromptTokens, o.ContextTokens)
+	}
+	return ae.Error()
+}
+
+// openAIErrorMessage words ae as OpenAI does; OpenCode recognises "maximum context
+// length is N tokens" and Codex the context_length_exceeded code.
+func openAIErrorMessage(ae *apiError) string {
+	if o := ae.Overflow; o != nil {
+		return fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. "+
+			"Please reduce the length of the messages.", o.ContextTokens, o.PromptTokens)
+	}
+	return ae.Error()
 }
 
 type openAIError struct {
@@ -215,6 +293,8 @@ func openAIErrorType(status int) string {
 func openAIErrorCode(ae *apiError) *string {
 	var s string
 	switch {
+	case ae.Overflow != nil:
+		s = "context_length_exceeded"
 	case ae.Status == http.StatusUnauthorized:
 		s = "invalid_api_key"
 	case ae.Status == http.StatusNotFound && ae.Param == "model":

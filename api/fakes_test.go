@@ -148,9 +148,10 @@ type engineReply struct {
 	Text      string
 	ToolCalls []toolFunction
 	Finish    string
-	Status    int  // non-200: answer with this error status
-	BreakAt   int  // > 0: drop the connection after this many chunks
-	Hold      bool // after the first chunk, wait until the client cancels
+	Status    int    // non-200: answer with this error status
+	Error     string // the error message with Status; a scripted one if empty
+	BreakAt   int    // > 0: drop the connection after this many chunks
+	Hold      bool   // after the first chunk, wait until the client cancels
 }
 
 // fakeEngine is an OpenAI-compatible engine in the shape vLLM streams.
@@ -220,8 +221,13 @@ func (e *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 		reply = e.script(body, msgs)
 	}
 	if reply.Status != 0 {
+		msg := reply.Error
+		if msg == "" {
+			msg = fmt.Sprintf("scripted failure %d", reply.Status)
+		}
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg}})
 		w.WriteHeader(reply.Status)
-		fmt.Fprintf(w, `{"error":{"message":"scripted failure %d"}}`, reply.Status)
+		w.Write(b)
 		return
 	}
 	var stream bool

@@ -36,6 +36,8 @@ type Gateway struct {
 	models  modelResolver
 	metrics *metrics
 	app     *fiber.App
+	keys    KeyChecker
+	traffic *Traffic
 
 	background sync.WaitGroup // speculative prefills
 	closing    chan struct{}
@@ -58,7 +60,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	g := &Gateway{
 		cfg: cfg, router: deps.Router, tok: deps.Tokenizer, store: deps.Store,
 		log: deps.Logger, client: deps.Client, models: newModelResolver(cfg),
-		closing: make(chan struct{}),
+		closing: make(chan struct{}), keys: deps.Keys, traffic: NewTraffic(TrafficLimits{}),
 	}
 	if g.log == nil {
 		g.log = slog.Default()
@@ -81,7 +83,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		return nil, err
 	}
 	g.metrics = m
-	g.app = g.newApp(reg)
+	g.app = g.newApp(reg, deps.Mount)
 	return g, nil
 }
 
@@ -116,6 +118,10 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := g.app.ShutdownWithContext(shutCtx)
+	// A shutdown that came before the listener started serving finds nothing
+	// to stop, and the server would then serve forever: closing the listener
+	// ends it in every case.
+	ln.Close()
 	g.stopBackground()
 	<-errc
 	if err != nil {
@@ -152,7 +158,7 @@ func (g *Gateway) checkExposure(addr net.Addr) {
 	g.log.Warn("!!! " + w + " !!! set an API key or listen on 127.0.0.1")
 }
 
-func (g *Gateway) newApp(reg *prometheus.Registry) *fiber.App {
+func (g *Gateway) newApp(reg *prometheus.Registry, mount func(fiber.Router)) *fiber.App {
 	app := fiber.New(fiber.Config{
 		AppName:               "hearth",
 		DisableStartupMessage: true,
@@ -164,6 +170,9 @@ func (g *Gateway) newApp(reg *prometheus.Registry) *fiber.App {
 	app.Get("/health", func(c *fiber.Ctx) error {
 		return c.JSON(fiber.Map{"status": "ok"})
 	})
+	if mount != nil {
+		mount(app) // before the root's answer, which a mount may take over
+	}
 	// Claude Code probes the root with HEAD before its first request.
 	app.Get("/", func(c *fiber.Ctx) error { return c.SendString("hearth") })
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
@@ -194,9 +203,25 @@ func dialectOf(path string) dialect {
 	}
 }
 
+// KeyRequired reports whether /v1 requests need an API key right now:
+// when Config.APIKeys or Deps.Keys holds one.
+func (g *Gateway) KeyRequired(ctx context.Context) bool {
+	if len(g.cfg.APIKeys) > 0 {
+		return true
+	}
+	if g.keys == nil {
+		return false
+	}
+	has, err := g.keys.HasKeys(ctx)
+	return err != nil || has
+}
+
+// Traffic returns the gateway's record of recent requests and sessions.
+func (g *Gateway) Traffic() *Traffic { return g.traffic }
+
 // authenticate checks the API key when keys are configured.
 func (g *Gateway) authenticate(c *fiber.Ctx) error {
-	if len(g.cfg.APIKeys) == 0 {
+	if !g.KeyRequired(c.UserContext()) {
 		return c.Next()
 	}
 	key := c.Get("x-api-key")
@@ -209,6 +234,9 @@ func (g *Gateway) authenticate(c *fiber.Ctx) error {
 		if subtle.ConstantTimeCompare([]byte(key), []byte(k)) == 1 {
 			return c.Next()
 		}
+	}
+	if key != "" && g.keys != nil && g.keys.CheckKey(c.UserContext(), key) == nil {
+		return c.Next()
 	}
 	d := dialectOf(c.Path())
 	g.metrics.observe(d, http.StatusUnauthorized, 0)

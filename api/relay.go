@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // chatChunk is one chat.completion.chunk (or text_completion chunk) of an
@@ -169,6 +171,12 @@ type exchange struct {
 	first    bool
 	released sync.Once
 	status   int // reported in metrics
+
+	// For the traffic record.
+	arrived time.Time
+	client  string
+	hashes  []tokenizer.SeqHash
+	ttft    time.Duration
 }
 
 // dispatch routes the request and opens the engine's stream. A worker that
@@ -204,7 +212,11 @@ func (g *Gateway) dispatch(ctx context.Context, rr RouteRequest, path string, bo
 		if err == nil {
 			msg := engineErrorMessage(resp.Body)
 			resp.Body.Close()
-			err = &apiError{Status: resp.StatusCode, Message: "engine: " + msg}
+			if overflow := engineOverflow(msg); overflow != nil && resp.StatusCode == http.StatusBadRequest {
+				err = overflow
+			} else {
+				err = &apiError{Status: resp.StatusCode, Message: "engine: " + msg}
+			}
 		}
 		cancel()
 		g.router.Done(rr.ID)
@@ -264,9 +276,26 @@ func (ex *exchange) release() {
 	ex.released.Do(func() {
 		ex.cancel()
 		ex.resp.Body.Close()
+		ex.record() // before Done, so that whoever waits for Done finds it
 		ex.g.router.Done(ex.id)
 		ex.g.metrics.observe(ex.req.Dialect, ex.status, time.Since(ex.started))
 	})
+}
+
+// record adds the finished exchange to the gateway's traffic record.
+func (ex *exchange) record() {
+	r := RequestRecord{
+		ID: ex.id, At: ex.arrived, SessionID: ex.req.SessionID, Client: ex.client,
+		Worker: ex.route.WorkerID, Status: ex.status, PromptTokens: ex.prompt, TTFT: ex.ttft,
+	}
+	if ex.acc.HaveUsage {
+		if ex.acc.Usage.PromptTokens > 0 {
+			r.PromptTokens = ex.acc.Usage.PromptTokens
+		}
+		r.CachedTokens = ex.acc.Usage.cached()
+		r.OutputTokens = ex.acc.Usage.CompletionTokens
+	}
+	ex.g.traffic.Record(r, ex.hashes, time.Now())
 }
 
 // read consumes the engine's SSE stream, calling fn for every chunk with its
@@ -310,6 +339,7 @@ func (ex *exchange) read(fn func(raw []byte, ch *chatChunk) error) error {
 		if !ex.first {
 			ex.first = true
 			ex.g.router.FirstToken(ex.id)
+			ex.ttft = time.Since(ex.arrived)
 			ex.g.metrics.ttft.WithLabelValues(ex.req.Dialect.String()).Observe(time.Since(ex.started).Seconds())
 		}
 		ex.acc.add(&ch)
@@ -353,6 +383,11 @@ func (g *Gateway) forward(c *fiber.Ctx, req *engineRequest, rs func(ex *exchange
 	if err != nil {
 		return writeError(c, req.Dialect, badRequestf("messages", "cannot render the chat template: %v", err))
 	}
+	if g.cfg.ContextTokens > 0 && len(ids) >= g.cfg.ContextTokens {
+		// Said here rather than by the engine so that every dialect gets the
+		// wording its clients act on (see writeFailure).
+		return g.writeFailure(c, req, rs, errContextOverflow(len(ids), g.cfg.ContextTokens))
+	}
 	maxTokens := g.clampMaxTokens(req.MaxTokens, len(ids))
 	body, err := req.body(req.Messages, maxTokens, true)
 	if err != nil {
@@ -363,6 +398,7 @@ func (g *Gateway) forward(c *fiber.Ctx, req *engineRequest, rs func(ex *exchange
 
 // forwardBody routes an already built engine body and relays the answer.
 func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, body []byte, ids []uint32, rs func(ex *exchange) responder) error {
+	arrived := time.Now()
 	rr := RouteRequest{
 		ID: newID("req_"), Model: req.Model, PromptTokens: len(ids),
 		Hashes:    blockHashes(ids, g.cfg.BlockSize),
@@ -370,11 +406,10 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 	}
 	ex, err := g.dispatch(c.UserContext(), rr, path, body)
 	if err != nil {
-		ae := toAPIError(err)
-		g.metrics.observe(req.Dialect, ae.Status, 0)
-		return writeError(c, req.Dialect, ae)
+		return g.writeFailure(c, req, rs, err)
 	}
 	ex.req = req
+	ex.arrived, ex.client, ex.hashes = arrived, clientKind(c), rr.Hashes
 	ex.setRouteHeaders(c)
 	if len(req.DroppedTools) > 0 {
 		c.Set("x-hearth-dropped-tools", strings.Join(req.DroppedTools, ","))
@@ -400,6 +435,33 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 	c.Set("X-Accel-Buffering", "no")
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) { g.relay(ex, r, w) })
 	return nil
+}
+
+// writeFailure answers a request that failed before an engine answered. A
+// prompt too long for the context goes to a streaming Responses client as a
+// response.failed event with code context_length_exceeded: that is the only
+// form in which Codex recognises it, marks its context full and compacts
+// (dropping the oldest items while even the compaction request does not
+// fit); a plain 400 just fails the turn.
+func (g *Gateway) writeFailure(c *fiber.Ctx, req *engineRequest, rs func(ex *exchange) responder, err error) error {
+	ae := toAPIError(err)
+	g.metrics.observe(req.Dialect, ae.Status, 0)
+	if ae.Overflow == nil || req.Dialect != dialectResponses || !req.ClientStream {
+		return writeError(c, req.Dialect, ae)
+	}
+	var buf bytes.Buffer
+	w := bufio.NewWriter(&buf)
+	r := rs(&exchange{req: req})
+	if err := r.start(w); err != nil {
+		return writeError(c, req.Dialect, ae)
+	}
+	r.fail(w, ae)
+	if err := w.Flush(); err != nil {
+		return writeError(c, req.Dialect, ae)
+	}
+	c.Set(fiber.HeaderContentType, "text/event-stream")
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	return c.Send(buf.Bytes())
 }
 
 // relay copies the engine's stream to the client. A failed write means the

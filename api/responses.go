@@ -600,6 +600,9 @@ func (r *responsesResponder) fail(w *bufio.Writer, ae *apiError) {
 	o := r.snapshot("failed")
 	o.Output = r.outputs
 	o.Error = &responsesError{Code: "server_error", Message: ae.Error()}
+	if ae.Overflow != nil {
+		o.Error = &responsesError{Code: "context_length_exceeded", Message: openAIErrorMessage(ae)}
+	}
 	r.event(w, "response.failed", map[string]any{"response": o})
 }
 

@@ -22,6 +22,10 @@ type Config struct {
 	// Model is the model name put into client settings. Default "hearth"
 	// (the gateway maps unknown names to the served model).
 	Model string
+	// ContextTokens is the served model's context length; when set, client
+	// settings tell the clients, so they compact their history before the
+	// engine refuses it. 0 leaves it out.
+	ContextTokens int
 
 	// Interval is how often sources are sampled and pages pushed. Default 2s.
 	Interval time.Duration

@@ -19,38 +19,56 @@ const keyEnv = "HEARTH_API_KEY"
 // client is a coding agent the Connect page has settings for.
 type client struct {
 	id, title, where, keyName string
-	snippet                   func(baseURL, model, key string) (config, env string)
+	snippet                   func(t snippetTarget) (config, env string)
+}
+
+// snippetTarget is what client settings point at.
+type snippetTarget struct {
+	baseURL, model, key string
+	contextTokens       int // 0: unknown
 }
 
 var clients = []client{
 	{
 		id: "claude-code", title: "Claude Code", keyName: "claude-code",
 		where: "Environment of the shell that starts claude (or the env block of ~/.claude/settings.json).",
-		snippet: func(baseURL, _, key string) (string, string) {
-			return "export ANTHROPIC_BASE_URL=" + shellQuote(baseURL) + "\n" +
-				"export ANTHROPIC_AUTH_TOKEN=" + shellQuote(key) + "\n", ""
+		snippet: func(t snippetTarget) (string, string) {
+			return "export ANTHROPIC_BASE_URL=" + shellQuote(t.baseURL) + "\n" +
+				"export ANTHROPIC_AUTH_TOKEN=" + shellQuote(t.key) + "\n", ""
 		},
 	},
 	{
 		id: "codex", title: "Codex CLI", keyName: "codex",
 		where: "~/.codex/config.toml, and the key in the environment of the shell that starts codex.",
-		snippet: func(baseURL, model, key string) (string, string) {
-			return "model = " + strconv.Quote(model) + "\n" +
-					"model_provider = \"hearth\"\n\n" +
+		snippet: func(t snippetTarget) (string, string) {
+			window := ""
+			if t.contextTokens > 0 {
+				// Codex compacts its history before it reaches the window.
+				window = "model_context_window = " + strconv.Itoa(t.contextTokens) + "\n"
+			}
+			return "model = " + strconv.Quote(t.model) + "\n" +
+					"model_provider = \"hearth\"\n" + window + "\n" +
 					"[model_providers.hearth]\n" +
 					"name = \"Hearth\"\n" +
-					"base_url = " + strconv.Quote(baseURL+"/v1") + "\n" +
+					"base_url = " + strconv.Quote(t.baseURL+"/v1") + "\n" +
 					"wire_api = \"responses\"\n" +
 					"env_key = \"" + keyEnv + "\"\n",
-				"export " + keyEnv + "=" + shellQuote(key) + "\n"
+				"export " + keyEnv + "=" + shellQuote(t.key) + "\n"
 		},
 	},
 	{
 		id: "opencode", title: "OpenCode", keyName: "opencode",
 		where: "opencode.json (project) or ~/.config/opencode/opencode.json, and the key in the environment.",
-		snippet: func(baseURL, model, key string) (string, string) {
+		snippet: func(t snippetTarget) (string, string) {
+			type limit struct {
+				Context int `json:"context"`
+				Output  int `json:"output"`
+			}
 			type modelEntry struct {
 				Name string `json:"name"`
+				// Limit makes OpenCode compact its history in time and
+				// ask for fewer output tokens than its default 32000.
+				Limit *limit `json:"limit,omitempty"`
 			}
 			type options struct {
 				BaseURL string `json:"baseURL"`
@@ -71,19 +89,41 @@ var clients = []client{
 				Provider: map[string]provider{"hearth": {
 					NPM:     "@ai-sdk/openai-compatible",
 					Name:    "Hearth",
-					Options: options{BaseURL: baseURL + "/v1", APIKey: "{env:" + keyEnv + "}"},
-					Models:  map[string]modelEntry{model: {Name: model}},
+					Options: options{BaseURL: t.baseURL + "/v1", APIKey: "{env:" + keyEnv + "}"},
+					Models:  map[string]modelEntry{t.model: {Name: t.model}},
 				}},
-				Model: "hearth/" + model,
+				Model: "hearth/" + t.model,
+			}
+			if t.contextTokens > 0 {
+				cfg.Provider["hearth"].Models[t.model] = modelEntry{Name: t.model,
+					Limit: &limit{Context: t.contextTokens, Output: min(8192, t.contextTokens/4)}}
 			}
 			b, err := json.MarshalIndent(cfg, "", "  ")
 			if err != nil {
 				// Marshalling strings and maps of strings cannot fail.
 				return err.Error(), ""
 			}
-			return string(b) + "\n", "export " + keyEnv + "=" + shellQuote(key) + "\n"
+			return string(b) + "\n", "export " + keyEnv + "=" + shellQuote(t.key) + "\n"
 		},
 	},
+}
+
+// ClientSettings is what one coding agent needs to use Hearth: Config goes
+// where Where says, Env into the shell that starts the client.
+type ClientSettings struct {
+	Title, Where, Config, Env string
+}
+
+// SettingsFor returns every supported client's settings for the API at
+// baseURL serving model with key; contextTokens is the model's context
+// length, or 0 when unknown. The Connect page shows the same.
+func SettingsFor(baseURL, model, key string, contextTokens int) []ClientSettings {
+	out := make([]ClientSettings, 0, len(clients))
+	for _, c := range clients {
+		config, env := c.snippet(snippetTarget{baseURL: baseURL, model: model, key: key, contextTokens: contextTokens})
+		out = append(out, ClientSettings{Title: c.title, Where: c.where, Config: config, Env: env})
+	}
+	return out
 }
 
 func clientByID(id string) (client, bool) {
@@ -97,12 +137,12 @@ func clientByID(id string) (client, bool) {
 
 // clientSnippetVM renders one client's settings; secret is a key created
 // just now, or "".
-func clientSnippetVM(base, baseURL, model string, c client, secret string) components.ClientSnippet {
+func clientSnippetVM(base, baseURL string, cfg Config, c client, secret string) components.ClientSnippet {
 	key := keyPlaceholder
 	if secret != "" {
 		key = secret
 	}
-	config, env := c.snippet(baseURL, model, key)
+	config, env := c.snippet(snippetTarget{baseURL: baseURL, model: cfg.Model, key: key, contextTokens: cfg.ContextTokens})
 	return components.ClientSnippet{
 		ID: c.id, Title: c.title, Where: c.where,
 		Snippet: config, Env: env,

@@ -222,7 +222,7 @@ func (c *Console) connectVM(fc *fiber.Ctx, createdFor, secret string) components
 		if cl.id == createdFor {
 			s = secret
 		}
-		vm.Clients = append(vm.Clients, clientSnippetVM(c.cfg.BasePath, vm.BaseURL, c.cfg.Model, cl, s))
+		vm.Clients = append(vm.Clients, clientSnippetVM(c.cfg.BasePath, vm.BaseURL, c.cfg, cl, s))
 	}
 	return vm
 }
@@ -270,8 +270,8 @@ func (c *Console) handleSaveSettings(fc *fiber.Ctx) error {
 		return c.render(fc, fiber.StatusInternalServerError, components.Settings(l, vm))
 	}
 	next := cur
-	next.Policy = fc.FormValue("policy")
-	aliases, err := parseAliases(fc.FormValue("aliases"))
+	next.Policy = strings.Clone(fc.FormValue("policy")) // fiber reuses the request buffer
+	aliases, err := parseAliases(strings.Clone(fc.FormValue("aliases")))
 	if err == nil {
 		next.Aliases = aliases
 		err = c.settings.SaveSettings(ctx, next)
@@ -298,11 +298,11 @@ func (c *Console) handleSaveSettings(fc *fiber.Ctx) error {
 // with the Settings page. Either way the secret is shown this once.
 func (c *Console) handleCreateKey(fc *fiber.Ctx) error {
 	ctx := fc.UserContext()
-	name := strings.TrimSpace(fc.FormValue("name"))
+	name := strings.Clone(strings.TrimSpace(fc.FormValue("name")))
 	cl, forClient := clientByID(fc.FormValue("client"))
 	if name == "" || len(name) > 64 {
 		if forClient {
-			vm := clientSnippetVM(c.cfg.BasePath, c.apiBaseURL(fc), c.cfg.Model, cl, "")
+			vm := clientSnippetVM(c.cfg.BasePath, c.apiBaseURL(fc), c.cfg, cl, "")
 			vm.Err = "A key needs a name of 1 to 64 characters."
 			return c.render(fc, fiber.StatusUnprocessableEntity, components.ClientCard(vm))
 		}
@@ -316,7 +316,7 @@ func (c *Console) handleCreateKey(fc *fiber.Ctx) error {
 		c.log.Warn("creating an API key", "error", err)
 		msg := "Could not create the key: " + err.Error()
 		if forClient {
-			vm := clientSnippetVM(c.cfg.BasePath, c.apiBaseURL(fc), c.cfg.Model, cl, "")
+			vm := clientSnippetVM(c.cfg.BasePath, c.apiBaseURL(fc), c.cfg, cl, "")
 			vm.Err = msg
 			return c.render(fc, fiber.StatusInternalServerError, components.ClientCard(vm))
 		}
@@ -331,7 +331,7 @@ func (c *Console) handleCreateKey(fc *fiber.Ctx) error {
 	}
 	if forClient {
 		if fc.Get("HX-Request") == "true" {
-			return c.render(fc, fiber.StatusOK, components.ClientCard(clientSnippetVM(c.cfg.BasePath, c.apiBaseURL(fc), c.cfg.Model, cl, secret)))
+			return c.render(fc, fiber.StatusOK, components.ClientCard(clientSnippetVM(c.cfg.BasePath, c.apiBaseURL(fc), c.cfg, cl, secret)))
 		}
 		return c.render(fc, fiber.StatusOK, components.Connect(c.layout(fc, "Connect", "connect", ""), c.connectVM(fc, cl.id, secret)))
 	}

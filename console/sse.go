@@ -3,6 +3,7 @@ package console
 import (
 	"bufio"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -20,7 +21,9 @@ import (
 // the network within Config.WriteTimeout fails the write and ends the
 // stream. (The hub is unaffected either way: it drops what does not fit.)
 func (c *Console) handleEvents(fc *fiber.Ctx) error {
-	sub, err := c.hub.Subscribe(Topic(fc.Params("topic")))
+	// The hub keeps the topic as a map key: copy it out of fasthttp's
+	// request buffer, which the next request on the connection reuses.
+	sub, err := c.hub.Subscribe(Topic(strings.Clone(fc.Params("topic"))))
 	switch {
 	case errors.Is(err, ErrUnknownTopic):
 		return plainError(fc, fiber.StatusNotFound, "no such live page")

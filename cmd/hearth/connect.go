@@ -3,48 +3,40 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
+
+	"github.com/hearth-llm/hearth/console"
 )
 
-// printConnectSettings prints what a user pastes into each coding agent to
-// point it at Hearth.
-func printConnectSettings(w io.Writer, baseURL, model string, keyRequired bool) {
-	token, keyNote := "hearth", "any value works: no API key is configured"
+// printConnectSettings prints where Hearth serves and what a user pastes
+// into each coding agent to point it at Hearth: the same settings the
+// console's Connect page shows.
+func printConnectSettings(w io.Writer, baseURL, model string, contextTokens int, keyRequired bool) {
+	key, keyNote := "hearth", "any key works until one is created in the console"
 	if keyRequired {
-		token, keyNote = "<your Hearth API key>", "use one of the keys given with --api-key"
+		key, keyNote = "<your Hearth API key>", "use a key given with --api-key or created in the console"
 	}
-	fmt.Fprintf(w, `Hearth is serving %[2]s at %[1]s
-  OpenAI API:     %[1]s/v1
-  Anthropic API:  %[1]s/v1/messages
-  Metrics:        %[1]s/metrics
+	fmt.Fprintf(w, "Hearth is serving %[2]s at %[1]s\n"+
+		"  Console:        %[1]s/console/ (live GPUs, sessions, routing; API keys on its Connect page)\n"+
+		"  OpenAI API:     %[1]s/v1\n"+
+		"  Anthropic API:  %[1]s/v1/messages\n"+
+		"  Metrics:        %[1]s/metrics\n"+
+		"API key: %[3]s\n", baseURL, model, keyNote)
+	for _, s := range console.SettingsFor(baseURL, model, key, contextTokens) {
+		fmt.Fprintf(w, "\n%s: %s\n%s", s.Title, s.Where, indent(s.Config))
+		if s.Env != "" {
+			fmt.Fprint(w, "\n"+indent(s.Env))
+		}
+	}
+	fmt.Fprintln(w, "\nPress Ctrl-C to stop.")
+}
 
-Claude Code:
-  export ANTHROPIC_BASE_URL=%[1]s
-  export ANTHROPIC_AUTH_TOKEN=%[3]s   # %[4]s
-
-Codex CLI (~/.codex/config.toml), then: export HEARTH_API_KEY=%[3]s
-  model = "%[2]s"
-  model_provider = "hearth"
-
-  [model_providers.hearth]
-  name = "Hearth"
-  base_url = "%[1]s/v1"
-  wire_api = "responses"
-  env_key = "HEARTH_API_KEY"
-
-OpenCode (opencode.json):
-  {
-    "$schema": "https://opencode.ai/config.json",
-    "model": "hearth/%[2]s",
-    "provider": {
-      "hearth": {
-        "npm": "@ai-sdk/openai-compatible",
-        "name": "Hearth",
-        "options": { "baseURL": "%[1]s/v1", "apiKey": "%[3]s" },
-        "models": { "%[2]s": { "name": "%[2]s on Hearth" } }
-      }
-    }
-  }
-
-Press Ctrl-C to stop.
-`, baseURL, model, token, keyNote)
+func indent(text string) string {
+	lines := strings.SplitAfter(text, "\n")
+	for i, l := range lines {
+		if l != "" && l != "\n" {
+			lines[i] = "  " + l
+		}
+	}
+	return strings.Join(lines, "")
 }

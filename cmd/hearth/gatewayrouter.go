@@ -16,6 +16,10 @@ import (
 type gatewayRouter struct {
 	rt *router.Router
 
+	// defaultPolicy, when set, names the policy of requests that name
+	// none (the console's Settings change it while Hearth runs).
+	defaultPolicy func() string
+
 	mu       sync.RWMutex
 	baseURLs map[router.WorkerID]string
 	byName   map[string]router.WorkerID
@@ -52,11 +56,15 @@ func (g *gatewayRouter) Route(ctx context.Context, req api.RouteRequest) (api.Ro
 		}
 		g.mu.RUnlock()
 	}
+	policy := req.Policy
+	if policy == "" && g.defaultPolicy != nil {
+		policy = g.defaultPolicy()
+	}
 	d, err := g.rt.Route(ctx, &router.Request{
 		ID:           req.ID,
 		Hashes:       req.Hashes,
 		PromptTokens: req.PromptTokens,
-		Policy:       req.Policy,
+		Policy:       policy,
 		SessionID:    req.SessionID,
 		Exclude:      exclude,
 		Hints: router.Hints{

@@ -11,12 +11,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hearth-llm/hearth/api"
 	"github.com/hearth-llm/hearth/api/store"
+	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/runtime/sim"
@@ -35,6 +38,12 @@ type upConfig struct {
 	speedup  float64
 	seed     int64
 	logLevel slog.Level
+
+	// consoleInterval is how often the console samples and pushes, and
+	// consoleChartWindow how far back its charts reach (0: its defaults);
+	// tests shorten them.
+	consoleInterval    time.Duration
+	consoleChartWindow time.Duration
 }
 
 func runUp(ctx context.Context, env *environment, args []string) error {
@@ -169,19 +178,53 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		return fmt.Errorf("up: %w", err)
 	}
 	defer db.Close()
-	gw, err := api.New(api.Config{
-		Addr: ln.Addr().String(), Models: []string{cfg.model}, Aliases: cfg.aliases,
-		APIKeys: cfg.apiKeys, ContextTokens: contextTokens,
-	}, api.Deps{Router: routes, Tokenizer: tok, Store: db, Registry: reg, Logger: log})
+
+	// The console reads the cluster, the router and the gateway's traffic
+	// through adapters; its keys (kept in memory for now) open the API too.
+	keys := &keyStore{MemoryStore: console.NewMemoryStore(console.Settings{}, nil), static: cfg.apiKeys}
+	settings := newSettingsStore(cfg.policy, cfg.model, cfg.aliases)
+	routes.defaultPolicy = settings.Policy
+	traffic := &trafficSource{}
+	var gw *api.Gateway
+	con, err := console.New(console.Config{
+		Model: cfg.model, ContextTokens: contextTokens, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
+	}, console.Deps{
+		Engines:     engineSource{cluster: cluster, model: cfg.model},
+		Router:      routerSource{rt: rt},
+		Traffic:     traffic,
+		Keys:        keys,
+		Settings:    settings,
+		KeyRequired: func(ctx context.Context) bool { return gw.KeyRequired(ctx) },
+		Logger:      log,
+	})
 	if err != nil {
 		cluster.close(rt)
 		return fmt.Errorf("up: %w", err)
 	}
+	gw, err = api.New(api.Config{
+		Addr: ln.Addr().String(), Models: []string{cfg.model}, Aliases: cfg.aliases,
+		APIKeys: cfg.apiKeys, ContextTokens: contextTokens,
+	}, api.Deps{
+		Router: routes, Tokenizer: tok, Store: db, Registry: reg, Logger: log,
+		Keys: apiKeys{store: keys.MemoryStore},
+		Mount: func(r fiber.Router) {
+			con.Register(r)
+			// A browser opening the API's address lands on the console;
+			// HEAD / (Claude Code's probe) keeps the gateway's answer.
+			r.Add(fiber.MethodGet, "/", func(c *fiber.Ctx) error { return c.Redirect("/console/") })
+		},
+	})
+	if err != nil {
+		cluster.close(rt)
+		return fmt.Errorf("up: %w", err)
+	}
+	traffic.traffic = gw.Traffic()
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return cluster.Run(ctx) })
 	g.Go(func() error { return gw.Serve(ctx, ln) })
-	printConnectSettings(stdout, "http://"+ln.Addr().String(), cfg.model, len(cfg.apiKeys) > 0)
+	g.Go(func() error { return con.Run(ctx) })
+	printConnectSettings(stdout, "http://"+ln.Addr().String(), cfg.model, contextTokens, len(cfg.apiKeys) > 0)
 	err = g.Wait()
 	log.Info("stopped")
 	return err

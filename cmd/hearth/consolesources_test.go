@@ -1,0 +1,342 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hearth-llm/hearth/console"
+	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/runtime/sim"
+)
+
+// startUpWithConsole is startUp with the console sampling every interval
+// and its charts reaching back chartWindow (0: the defaults).
+func startUpWithConsole(t *testing.T, interval, chartWindow time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &environment{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	cfg, err := parseUpFlags(env, []string{"--sim", "2x4090", "--speedup", "20", "--data-dir", t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.consoleInterval, cfg.consoleChartWindow = interval, chartWindow
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serveUp(ctx, io.Discard, slog.New(slog.DiscardHandler), cfg, ln) }()
+	baseURL := "http://" + ln.Addr().String()
+	resp, err := http.Get(baseURL + "/health")
+	if err != nil {
+		cancel()
+		t.Fatalf("health: %v (serveUp: %v)", err, <-done)
+	}
+	resp.Body.Close()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("hearth up: %v", err)
+		}
+	})
+	return baseURL
+}
+
+// noRedirects is a client that shows redirects instead of following them.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+func get(t *testing.T, client *http.Client, u string) (int, string, http.Header) {
+	t.Helper()
+	resp, err := client.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+// postForm posts a console form as a same-origin browser does.
+func postForm(t *testing.T, baseURL, path string, form url.Values) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, baseURL+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", baseURL)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitLive reads the console's live stream of a page until one update
+// contains every want, and returns it. Updates follow the hub's samples,
+// so this waits for the sample that saw what the test just did.
+func waitLive(t *testing.T, baseURL, topic string, want ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/console/events/"+topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
+	var event strings.Builder
+	for sc.Scan() {
+		line := sc.Text()
+		if line != "" {
+			event.WriteString(strings.TrimPrefix(line, "data:"))
+			event.WriteByte('\n')
+			continue
+		}
+		got := event.String()
+		event.Reset()
+		if containsAll(got, want) {
+			return got
+		}
+	}
+	t.Fatalf("no live update of %s contained %q (stream: %v)", topic, want, sc.Err())
+	return ""
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+func postMessages(t *testing.T, baseURL, session, key string) int {
+	t.Helper()
+	status, _ := postMessagesHeader(t, baseURL, session, key)
+	return status
+}
+
+// postMessagesHeader sends a short Claude Code request and returns its
+// status and headers.
+func postMessagesHeader(t *testing.T, baseURL, session, key string) (int, http.Header) {
+	t.Helper()
+	body := `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"Say hello."}]}`
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/v1/messages", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "claude-cli/2.1.197 (external, sdk-cli)")
+	req.Header.Set("X-Claude-Code-Session-Id", session)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+// TestUpServesTheConsole checks the wiring without a browser: the root
+// sends browsers to the console, the overview lists both simulated GPUs,
+// a request shows up as a session and a routing decision, and a key
+// created on the Connect page closes the API to requests without it.
+func TestUpServesTheConsole(t *testing.T) {
+	baseURL := startUpWithConsole(t, 50*time.Millisecond, 0)
+
+	status, _, h := get(t, noRedirects, baseURL+"/")
+	if status != http.StatusFound || h.Get("Location") != "/console/" {
+		t.Fatalf("GET /: %d to %q, want a redirect to /console/", status, h.Get("Location"))
+	}
+	resp, err := http.Head(baseURL + "/")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("HEAD / (Claude Code's probe): %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	status, page, _ := get(t, http.DefaultClient, baseURL+"/console/")
+	if status != 200 || strings.Count(page, `class="card"`) != 2 || !strings.Contains(page, "4090") {
+		t.Fatalf("overview: %d, want two GPU cards:\n%s", status, page)
+	}
+
+	if s := postMessages(t, baseURL, "sess-wiring", ""); s != 200 {
+		t.Fatalf("request before any key: %d", s)
+	}
+	waitLive(t, baseURL, "sessions", "sess-wiring", "claude-code")
+	if _, page, _ = get(t, http.DefaultClient, baseURL+"/console/sessions"); !strings.Contains(page, "sess-wiring") {
+		t.Errorf("sessions page does not list the request's session:\n%s", page)
+	}
+	waitLive(t, baseURL, "requests", `class="candidates"`, "gpu0", "gpu1")
+
+	// Settings: the policy applies to the next request; aliases are fixed.
+	for _, tc := range []struct {
+		name, policy, aliases string
+		status                int
+		routedBy              string
+	}{
+		{"policy kv", router.PolicyKV, "* = qwen3-14b-fp8", 200, router.PolicyKV},
+		{"aliases are refused", router.PolicyRoundRobin, "claude-* = qwen3-14b-fp8", 422, router.PolicyKV},
+	} {
+		status, _ := postForm(t, baseURL, "/console/settings", url.Values{"policy": {tc.policy}, "aliases": {tc.aliases}})
+		if status != tc.status {
+			t.Errorf("settings %s: %d, want %d", tc.name, status, tc.status)
+		}
+		if _, h := postMessagesHeader(t, baseURL, "sess-policy", ""); h.Get("x-hearth-policy") != tc.routedBy {
+			t.Errorf("after settings %s the request was routed by %q, want %q", tc.name, h.Get("x-hearth-policy"), tc.routedBy)
+		}
+	}
+
+	status, b := postForm(t, baseURL, "/console/keys", url.Values{"name": {"claude-code"}, "client": {"claude-code"}})
+	key := regexp.MustCompile(`sk-hearth-[A-Za-z0-9_-]+`).FindString(b)
+	if status != 200 || key == "" {
+		t.Fatalf("create key: %d, no key in:\n%s", status, b)
+	}
+	for _, tc := range []struct {
+		name, key string
+		want      int
+	}{
+		{"without the key", "", 401},
+		{"with a wrong key", "sk-hearth-nope", 401},
+		{"with the console's key", key, 200},
+	} {
+		if got := postMessages(t, baseURL, "sess-keyed", tc.key); got != tc.want {
+			t.Errorf("API %s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	// The console now wants a login too.
+	if status, _, h := get(t, noRedirects, baseURL+"/console/"); status != http.StatusSeeOther || !strings.HasSuffix(h.Get("Location"), "/login") {
+		t.Errorf("console after the first key: %d to %q, want the login page", status, h.Get("Location"))
+	}
+}
+
+func TestDecisionOf(t *testing.T) {
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	d := decisionOf(router.Decision{
+		RequestID: "req_1", Policy: "hearth", WorkerName: "sim/gpu1", Reason: router.ReasonLowestCost,
+		PromptBlocks: 10, CachedBlocks: 8, PredictedHitRate: 0.8, Queued: time.Second, At: at,
+		Candidates: []router.Candidate{
+			{Name: "sim/gpu0", OverlapBlocks: 2, ActiveBlocks: 5, PendingPrefillTokens: 100, Cost: 3.5},
+			{Name: "sim/gpu1", OverlapBlocks: 8, ActiveBlocks: 1, Cost: 0.5},
+		},
+	})
+	if d.RequestID != "req_1" || d.Worker != "sim/gpu1" || d.Policy != "hearth" || d.PromptBlocks != 10 ||
+		d.CachedBlocks != 8 || d.PredictedHitRate != 0.8 || d.Queued != time.Second || !d.At.Equal(at) {
+		t.Errorf("decision %+v", d)
+	}
+	want := []console.Candidate{
+		{Worker: "sim/gpu0", OverlapBlocks: 2, ActiveBlocks: 5, PendingPrefillTokens: 100, Cost: 3.5},
+		{Worker: "sim/gpu1", OverlapBlocks: 8, ActiveBlocks: 1, Cost: 0.5},
+	}
+	if len(d.Candidates) != 2 || d.Candidates[0] != want[0] || d.Candidates[1] != want[1] {
+		t.Errorf("candidates %+v, want %+v", d.Candidates, want)
+	}
+}
+
+func TestEngineOf(t *testing.T) {
+	const gib = 1 << 30
+	st := sim.Stats{NumGPUBlocks: 1000, UsedBlocks: 100, CachedFreeBlocks: 300, Running: 2, Waiting: 1,
+		PrefixQueries: 5000, PrefixHits: 4000, GenerationTokens: 700}
+	for _, tc := range []struct {
+		name    string
+		memUsed uint64
+		util    float64
+		want    uint64
+	}{
+		{"a simulated GPU shows vLLM's default claim", 0, 0, 24 * gib * 9 / 10},
+		{"a configured utilisation", 0, 0.5, 12 * gib},
+		{"a measured use wins", 3 * gib, 0.9, 3 * gib},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := engineOf("n/gpu0", "qwen3-14b-fp8", "n", "NVIDIA GeForce RTX 4090", 24*gib, tc.memUsed, -1, -1,
+				sim.Config{GPUMemoryUtilization: tc.util}, st)
+			if e.MemoryUsed != tc.want || e.MemoryTotal != 24*gib {
+				t.Errorf("memory %d of %d, want %d", e.MemoryUsed, e.MemoryTotal, tc.want)
+			}
+			if e.TotalBlocks != 1000 || e.UsedBlocks != 100 || e.CachedFreeBlocks != 300 || e.Running != 2 || e.Waiting != 1 ||
+				e.PrefixQueries != 5000 || e.PrefixHits != 4000 || e.GenerationTokens != 700 || e.UtilizationPct != -1 || e.Worker != "n/gpu0" {
+				t.Errorf("engine %+v", e)
+			}
+		})
+	}
+}
+
+func TestSettingsStore(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		save       console.Settings
+		wantErr    error
+		wantPolicy string
+	}{
+		{"a known policy applies", console.Settings{Policy: router.PolicyKV, Aliases: []console.Alias{{From: "*", To: "m"}, {From: "gpt-*", To: "m"}}}, nil, router.PolicyKV},
+		{"an unknown policy is refused", console.Settings{Policy: "fastest", Aliases: []console.Alias{{From: "*", To: "m"}, {From: "gpt-*", To: "m"}}}, console.ErrInvalidSettings, router.PolicyHearth},
+		{"aliases cannot change yet", console.Settings{Policy: router.PolicyKV, Aliases: []console.Alias{{From: "claude-*", To: "m"}, {From: "gpt-*", To: "m"}}}, console.ErrInvalidSettings, router.PolicyHearth},
+		{"the same aliases in another order", console.Settings{Policy: router.PolicyKV, Aliases: []console.Alias{{From: "gpt-*", To: "m"}, {From: "*", To: "m"}}}, nil, router.PolicyKV},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSettingsStore(router.PolicyHearth, "m", map[string]string{"*": "m", "gpt-*": "m"})
+			err := s.SaveSettings(ctx, tc.save)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("SaveSettings: %v, want %v", err, tc.wantErr)
+			}
+			if s.Policy() != tc.wantPolicy {
+				t.Errorf("policy %q, want %q", s.Policy(), tc.wantPolicy)
+			}
+		})
+	}
+}
+
+func TestKeyStoreAcceptsCommandLineKeys(t *testing.T) {
+	ctx := context.Background()
+	k := &keyStore{MemoryStore: console.NewMemoryStore(console.Settings{}, nil), static: []string{"sk-cli"}}
+	_, secret, err := k.CreateKey(ctx, "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checker := apiKeys{store: k.MemoryStore}
+	for _, tc := range []struct {
+		name, secret   string
+		console, asAPI bool
+	}{
+		{"a stored key", secret, true, true},
+		// The gateway checks command-line keys itself (Config.APIKeys).
+		{"a command-line key", "sk-cli", true, false},
+		{"an unknown key", "sk-other", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := k.CheckKey(ctx, tc.secret)
+			if (err == nil) != tc.console {
+				t.Errorf("console login: %v, want ok=%v", err, tc.console)
+			}
+			if err := checker.CheckKey(ctx, tc.secret); (err == nil) != tc.asAPI {
+				t.Errorf("API check: %v, want ok=%v", err, tc.asAPI)
+			}
+		})
+	}
+	if has, err := checker.HasKeys(ctx); !has || err != nil {
+		t.Errorf("HasKeys = %v, %v; want true", has, err)
+	}
+}
