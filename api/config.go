@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"path"
+	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -24,6 +27,7 @@ type Config struct {
 	// Aliases maps a client's model name to a served one. Keys are exact names
 	// or path.Match patterns ("claude-*", "*"); exact names win, then the
 	// longest pattern. A name that is neither served nor aliased gets a 404.
+	// These are the aliases at start; Gateway.SetAliases replaces them.
 	Aliases map[string]string
 	// APIKeys, when non-empty, are required on every /v1 request (Bearer or
 	// x-api-key). /health and /metrics stay open.
@@ -114,13 +118,8 @@ func (c Config) Validate() error {
 		}
 		served[m] = true
 	}
-	for k, v := range c.Aliases {
-		if _, err := path.Match(k, ""); err != nil {
-			return fmt.Errorf("api: config: alias %q: %w", k, err)
-		}
-		if !served[v] {
-			return fmt.Errorf("api: config: alias %q points at %q, which is not served", k, v)
-		}
+	if err := checkAliases(c.Aliases, served); err != nil {
+		return fmt.Errorf("api: config: %w", err)
 	}
 	for _, k := range c.APIKeys {
 		if k == "" {
@@ -133,33 +132,85 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// modelResolver maps client model names to served ones.
+// checkAliases reports an alias whose name is a malformed pattern or whose
+// target is not served.
+func checkAliases(aliases map[string]string, served map[string]bool) error {
+	for _, k := range slices.Sorted(maps.Keys(aliases)) { // the same error every time
+		if _, err := path.Match(k, ""); err != nil {
+			return fmt.Errorf("alias %q: %w", k, err)
+		}
+		if v := aliases[k]; !served[v] {
+			return fmt.Errorf("alias %q points at %q, which is not served", k, v)
+		}
+	}
+	return nil
+}
+
+// modelResolver maps client model names to served ones. Copies share one
+// table, which SetAliases replaces whole: a request resolves against the
+// old aliases or the new ones, never a mix, and reading costs one atomic
+// load.
 type modelResolver struct {
+	table *atomic.Pointer[aliasTable]
+}
+
+// aliasTable is one immutable set of aliases, prepared for lookup.
+type aliasTable struct {
 	served   map[string]bool
 	exact    map[string]string
 	patterns []string // longest first
 	aliases  map[string]string
 }
 
+// newModelResolver prepares c's aliases; c must be valid.
 func newModelResolver(c Config) modelResolver {
-	r := modelResolver{served: map[string]bool{}, exact: map[string]string{}, aliases: c.Aliases}
-	for _, m := range c.Models {
-		r.served[m] = true
-	}
-	for k, v := range c.Aliases {
-		if isPattern(k) {
-			r.patterns = append(r.patterns, k)
-		} else {
-			r.exact[k] = v
-		}
-	}
-	sort.Slice(r.patterns, func(i, j int) bool {
-		if len(r.patterns[i]) != len(r.patterns[j]) {
-			return len(r.patterns[i]) > len(r.patterns[j])
-		}
-		return r.patterns[i] < r.patterns[j]
-	})
+	r := modelResolver{table: new(atomic.Pointer[aliasTable])}
+	r.table.Store(newAliasTable(c.Models, c.Aliases))
 	return r
+}
+
+func newAliasTable(models []string, aliases map[string]string) *aliasTable {
+	t := &aliasTable{served: map[string]bool{}, exact: map[string]string{}, aliases: maps.Clone(aliases)}
+	for _, m := range models {
+		t.served[m] = true
+	}
+	for k, v := range t.aliases {
+		if isPattern(k) {
+			t.patterns = append(t.patterns, k)
+		} else {
+			t.exact[k] = v
+		}
+	}
+	sort.Slice(t.patterns, func(i, j int) bool {
+		if len(t.patterns[i]) != len(t.patterns[j]) {
+			return len(t.patterns[i]) > len(t.patterns[j])
+		}
+		return t.patterns[i] < t.patterns[j]
+	})
+	return t
+}
+
+// setAliases validates aliases against the served models and, when they
+// are valid, puts them in place for the requests that follow. The served
+// models never change, so concurrent calls need no lock: the last wins.
+func (r modelResolver) setAliases(aliases map[string]string) error {
+	cur := r.table.Load()
+	if err := checkAliases(aliases, cur.served); err != nil {
+		return err
+	}
+	r.table.Store(newAliasTable(slices.Collect(maps.Keys(cur.served)), aliases))
+	return nil
+}
+
+// SetAliases replaces Config.Aliases while the gateway runs, with the same
+// rules: keys are exact names or path.Match patterns, values served models.
+// Invalid aliases are refused and the current ones stay. Requests already
+// past model resolution keep the model they resolved to.
+func (g *Gateway) SetAliases(aliases map[string]string) error {
+	if err := g.models.setAliases(aliases); err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	return nil
 }
 
 func isPattern(s string) bool {
@@ -177,15 +228,16 @@ func (r modelResolver) resolve(name string) (string, error) {
 	if name == "" {
 		return "", badRequest("model", "required")
 	}
-	if r.served[name] {
+	t := r.table.Load()
+	if t.served[name] {
 		return name, nil
 	}
-	if m, ok := r.exact[name]; ok {
+	if m, ok := t.exact[name]; ok {
 		return m, nil
 	}
-	for _, p := range r.patterns {
+	for _, p := range t.patterns {
 		if ok, _ := path.Match(p, name); ok {
-			return r.aliases[p], nil
+			return t.aliases[p], nil
 		}
 	}
 	return "", &apiError{Status: http.StatusNotFound, Param: "model", Message: fmt.Sprintf("model %q is not served here and no alias applies", name)}

@@ -28,7 +28,8 @@
 //	err = gw.Run(ctx) // or gw.Serve(ctx, listener)
 //
 // Gateway.Traffic keeps the latest requests and agent sessions (bounded,
-// in memory) for the console; Gateway.KeyRequired is the API's key rule.
+// in memory) for the console; Gateway.KeyRequired is the API's key rule;
+// Gateway.SetAliases replaces the model aliases while the gateway runs.
 //
 // The router adapter wraps its own sentinel errors so that errors.Is finds
 // api.ErrQueueFull (429 with Retry-After) or api.ErrNoWorker (503), and it

@@ -23,9 +23,10 @@ type Response struct {
 	Conversation []byte
 }
 
-// SQLite stores responses in a SQLite database.
+// SQLite keeps responses, API keys and settings in a SQLite database.
 type SQLite struct {
-	db *sql.DB
+	db  *sql.DB
+	now func() time.Time // creation times of keys; tests fix it
 }
 
 // Open opens (creating if needed) the database at path; ":memory:" gives a
@@ -42,18 +43,56 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 	if path == ":memory:" {
 		db.SetMaxOpenConns(1) // each connection would be its own database
 	}
-	const schema = `CREATE TABLE IF NOT EXISTS responses (
+	if err := migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &SQLite{db: db, now: time.Now}, nil
+}
+
+// schema creates every table; each statement may run again on a database
+// that has it, so opening a database written by an older Hearth adds what
+// it lacks and keeps what it holds.
+var schema = []string{
+	`CREATE TABLE IF NOT EXISTS responses (
 		id TEXT PRIMARY KEY,
 		model TEXT NOT NULL,
 		created_at INTEGER NOT NULL,
 		conversation BLOB NOT NULL
-	);
-	CREATE INDEX IF NOT EXISTS responses_created ON responses(created_at);`
-	if _, err := db.ExecContext(ctx, schema); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("store: create schema: %w", err)
+	)`,
+	`CREATE INDEX IF NOT EXISTS responses_created ON responses(created_at)`,
+	// api_keys keeps a SHA-256 of each secret, never the secret. Revoked
+	// keys stay, marked, so that an id is never handed out twice.
+	`CREATE TABLE IF NOT EXISTS api_keys (
+		id TEXT PRIMARY KEY,
+		name TEXT NOT NULL,
+		hint TEXT NOT NULL,
+		secret_sha256 BLOB NOT NULL UNIQUE,
+		created_at INTEGER NOT NULL,
+		revoked_at INTEGER
+	)`,
+	// settings holds one JSON value per setting the user saved.
+	`CREATE TABLE IF NOT EXISTS settings (
+		name TEXT PRIMARY KEY,
+		value TEXT NOT NULL
+	)`,
+}
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: create schema: %w", err)
 	}
-	return &SQLite{db: db}, nil
+	defer tx.Rollback()
+	for _, stmt := range schema {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("store: create schema: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: create schema: %w", err)
+	}
+	return nil
 }
 
 // Close closes the database.

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/api"
+	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/runtime/sim"
@@ -129,11 +132,11 @@ func (s *trafficSource) Sessions(context.Context) ([]console.Session, error) {
 	return out, nil
 }
 
-// keyStore holds the keys created in the console (in memory: they last
-// until Hearth stops) and also lets the console log in with a key given
-// on the command line, which the gateway checks itself.
+// keyStore is the console's view of the API keys kept in the database,
+// which also lets the console log in with a key given on the command line
+// (the gateway checks those itself, from its configuration).
 type keyStore struct {
-	*console.MemoryStore
+	db     *store.SQLite
 	static []string
 }
 
@@ -146,9 +149,33 @@ var (
 const staticKeyID = "cli"
 
 // CreateKey copies name first: the console hands over strings that point
-// into fasthttp's reused request buffers, and the store keeps it.
+// into fasthttp's reused request buffers, and keeps the key it gets back.
 func (k *keyStore) CreateKey(ctx context.Context, name string) (console.APIKey, string, error) {
-	return k.MemoryStore.CreateKey(ctx, strings.Clone(name))
+	key, secret, err := k.db.CreateKey(ctx, strings.Clone(name))
+	if err != nil {
+		return console.APIKey{}, "", err
+	}
+	return consoleKey(key), secret, nil
+}
+
+func (k *keyStore) Keys(ctx context.Context) ([]console.APIKey, error) {
+	keys, err := k.db.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]console.APIKey, len(keys))
+	for i, key := range keys {
+		out[i] = consoleKey(key)
+	}
+	return out, nil
+}
+
+func (k *keyStore) RevokeKey(ctx context.Context, id string) error {
+	err := k.db.RevokeKey(ctx, id)
+	if errors.Is(err, store.ErrNoSuchKey) {
+		return fmt.Errorf("revoke %q: %w", id, console.ErrNoSuchKey)
+	}
+	return err
 }
 
 func (k *keyStore) CheckKey(ctx context.Context, secret string) (console.APIKey, error) {
@@ -157,81 +184,174 @@ func (k *keyStore) CheckKey(ctx context.Context, secret string) (console.APIKey,
 			return console.APIKey{ID: staticKeyID, Name: "--api-key"}, nil
 		}
 	}
-	return k.MemoryStore.CheckKey(ctx, secret)
+	key, err := k.db.CheckKey(ctx, secret)
+	if errors.Is(err, store.ErrNoSuchKey) {
+		return console.APIKey{}, console.ErrNoSuchKey
+	}
+	if err != nil {
+		return console.APIKey{}, err
+	}
+	return consoleKey(key), nil
+}
+
+func consoleKey(k store.APIKey) console.APIKey {
+	return console.APIKey{ID: k.ID, Name: k.Name, Hint: k.Hint, Created: k.Created}
 }
 
 // apiKeys lets the gateway check the keys created in the console.
-type apiKeys struct{ store console.KeyStore }
+type apiKeys struct{ db *store.SQLite }
 
-func (a apiKeys) HasKeys(ctx context.Context) (bool, error) {
-	keys, err := a.store.Keys(ctx)
-	return len(keys) > 0, err
-}
+func (a apiKeys) HasKeys(ctx context.Context) (bool, error) { return a.db.HasKeys(ctx) }
 
 func (a apiKeys) CheckKey(ctx context.Context, secret string) error {
-	_, err := a.store.CheckKey(ctx, secret)
+	_, err := a.db.CheckKey(ctx, secret)
 	return err
 }
 
-// settingsStore keeps the console's settings in memory and applies the
-// routing policy to requests that name none. Aliases are fixed at start
-// (the gateway resolves them from its configuration), so changing them
-// is refused rather than silently ignored.
-type settingsStore struct {
-	*console.MemoryStore
-	aliases []console.Alias // as given at start
+// aliasSetter puts model aliases in place while the gateway runs
+// (api.Gateway).
+type aliasSetter interface {
+	SetAliases(map[string]string) error
+}
 
-	mu     sync.RWMutex
-	policy string
+// settingsStore holds the settings the console edits and applies them at
+// once: the routing policy to requests that name none (gatewayRouter
+// asks Policy on every request), the aliases through the gateway. A save
+// also goes to the database, where the next start finds it.
+type settingsStore struct {
+	db       *store.SQLite
+	policies []string // read only
+	models   []string // read only
+	// gateway is set once the gateway exists, before anything is served.
+	gateway aliasSetter
+
+	saveMu sync.Mutex // held through a save, so that saves do not interleave
+
+	mu      sync.RWMutex // guards the fields below; written with saveMu held too
+	policy  string
+	aliases []console.Alias
 }
 
 var _ console.SettingsStore = (*settingsStore)(nil)
 
-func newSettingsStore(policy, model string, aliases map[string]string) *settingsStore {
-	var as []console.Alias
-	for _, from := range slices.Sorted(maps.Keys(aliases)) {
-		as = append(as, console.Alias{From: from, To: aliases[from]})
+// newSettingsStore starts from the settings saved in the console when
+// there are any, and from the command line's policy and aliases when
+// there are none. Saved settings that no longer fit (an alias to a model
+// that is not served since --model changed) are left in the database
+// but not used, and a warning says so.
+func newSettingsStore(ctx context.Context, db *store.SQLite, log *slog.Logger, policy, model string, aliases map[string]string) (*settingsStore, error) {
+	s := &settingsStore{
+		db: db, policies: slices.Clone(router.Policies), models: []string{model},
+		policy: policy, aliases: aliasList(aliases),
 	}
-	return &settingsStore{
-		MemoryStore: console.NewMemoryStore(console.Settings{
-			Policy: policy, Policies: slices.Clone(router.Policies), Models: []string{model}, Aliases: as,
-		}, nil),
-		aliases: as,
-		policy:  policy,
+	saved, ok, err := db.Settings(ctx)
+	if err != nil {
+		return nil, err
 	}
+	if !ok {
+		return s, nil
+	}
+	savedAliases := make([]console.Alias, len(saved.Aliases))
+	for i, a := range saved.Aliases {
+		savedAliases[i] = console.Alias{From: a.From, To: a.To}
+	}
+	if err := s.check(saved.Policy, savedAliases); err != nil {
+		log.Warn("ignoring the settings saved in the console; using the command line's", "error", err)
+		return s, nil
+	}
+	log.Info("using the settings saved in the console instead of --policy and --alias",
+		"policy", saved.Policy, "aliases", len(savedAliases))
+	s.policy, s.aliases = saved.Policy, savedAliases
+	return s, nil
 }
 
-func (s *settingsStore) SaveSettings(ctx context.Context, st console.Settings) error {
-	// The strings may point into fasthttp's reused request buffers.
-	st.Policy = strings.Clone(st.Policy)
-	st.Aliases = slices.Clone(st.Aliases)
-	for i := range st.Aliases {
-		st.Aliases[i] = console.Alias{From: strings.Clone(st.Aliases[i].From), To: strings.Clone(st.Aliases[i].To)}
+// aliasList turns --alias flags into the console's list, sorted by name.
+func aliasList(aliases map[string]string) []console.Alias {
+	out := make([]console.Alias, 0, len(aliases))
+	for _, from := range slices.Sorted(maps.Keys(aliases)) {
+		out = append(out, console.Alias{From: from, To: aliases[from]})
 	}
-	if !sameAliases(st.Aliases, s.aliases) {
-		return fmt.Errorf("%w: model aliases are set with --alias when Hearth starts and cannot be changed while it runs", console.ErrInvalidSettings)
+	return out
+}
+
+// aliasMap is the gateway's form of aliases; check has refused duplicates.
+func aliasMap(aliases []console.Alias) map[string]string {
+	m := make(map[string]string, len(aliases))
+	for _, a := range aliases {
+		m[a.From] = a.To
 	}
-	if err := s.MemoryStore.SaveSettings(ctx, st); err != nil {
-		return err
+	return m
+}
+
+// check reports settings that cannot apply, wrapping
+// console.ErrInvalidSettings: the message is shown to the user.
+func (s *settingsStore) check(policy string, aliases []console.Alias) error {
+	if !slices.Contains(s.policies, policy) {
+		return fmt.Errorf("%w: unknown routing policy %q (known: %s)", console.ErrInvalidSettings, policy, strings.Join(s.policies, ", "))
 	}
-	s.mu.Lock()
-	s.policy = st.Policy
-	s.mu.Unlock()
+	seen := make(map[string]bool, len(aliases))
+	for _, a := range aliases {
+		if seen[a.From] {
+			return fmt.Errorf("%w: alias %q is set twice", console.ErrInvalidSettings, a.From)
+		}
+		seen[a.From] = true
+	}
+	// The gateway's own rules: pattern syntax, targets that are served.
+	if err := (api.Config{Models: s.models, Aliases: aliasMap(aliases)}).Validate(); err != nil {
+		return fmt.Errorf("%w: %v", console.ErrInvalidSettings, err)
+	}
 	return nil
 }
 
-// sameAliases reports whether a and b hold the same aliases, in any order.
-func sameAliases(a, b []console.Alias) bool {
-	cmp := func(x, y console.Alias) int {
-		if c := strings.Compare(x.From, y.From); c != 0 {
-			return c
-		}
-		return strings.Compare(x.To, y.To)
+// Aliases are the aliases in force, in the gateway's form.
+func (s *settingsStore) Aliases() map[string]string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return aliasMap(s.aliases)
+}
+
+func (s *settingsStore) Settings(context.Context) (console.Settings, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return console.Settings{
+		Policy: s.policy, Policies: slices.Clone(s.policies), Models: slices.Clone(s.models),
+		Aliases: slices.Clone(s.aliases),
+	}, nil
+}
+
+// SaveSettings checks st, applies its aliases to the gateway, saves it and
+// then switches the policy. Should the database refuse, the gateway's
+// aliases go back to what they were: what runs is what the next start
+// will find.
+func (s *settingsStore) SaveSettings(ctx context.Context, st console.Settings) error {
+	// The strings may point into fasthttp's reused request buffers.
+	policy := strings.Clone(st.Policy)
+	aliases := make([]console.Alias, len(st.Aliases))
+	for i, a := range st.Aliases {
+		aliases[i] = console.Alias{From: strings.Clone(a.From), To: strings.Clone(a.To)}
 	}
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.SortFunc(a, cmp)
-	slices.SortFunc(b, cmp)
-	return slices.Equal(a, b)
+	if err := s.check(policy, aliases); err != nil {
+		return err
+	}
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	if err := s.gateway.SetAliases(aliasMap(aliases)); err != nil {
+		return fmt.Errorf("%w: %v", console.ErrInvalidSettings, err)
+	}
+	saved := store.Settings{Policy: policy, Aliases: make([]store.Alias, len(aliases))}
+	for i, a := range aliases {
+		saved.Aliases[i] = store.Alias{From: a.From, To: a.To}
+	}
+	if err := s.db.SaveSettings(ctx, saved); err != nil {
+		if rerr := s.gateway.SetAliases(aliasMap(s.aliases)); rerr != nil {
+			return errors.Join(err, fmt.Errorf("restoring the aliases: %w", rerr))
+		}
+		return err
+	}
+	s.mu.Lock()
+	s.policy, s.aliases = policy, aliases
+	s.mu.Unlock()
+	return nil
 }
 
 // Policy is the routing policy for requests that do not name one.

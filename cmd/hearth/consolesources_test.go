@@ -4,16 +4,21 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/runtime/sim"
@@ -191,14 +196,15 @@ func TestUpServesTheConsole(t *testing.T) {
 	}
 	waitLive(t, baseURL, "requests", `class="candidates"`, "gpu0", "gpu1")
 
-	// Settings: the policy applies to the next request; aliases are fixed.
+	// Settings: the policy applies to the next request; an alias to a
+	// model that is not served is refused, policy and all.
 	for _, tc := range []struct {
 		name, policy, aliases string
 		status                int
 		routedBy              string
 	}{
 		{"policy kv", router.PolicyKV, "* = qwen3-14b-fp8", 200, router.PolicyKV},
-		{"aliases are refused", router.PolicyRoundRobin, "claude-* = qwen3-14b-fp8", 422, router.PolicyKV},
+		{"an alias to nothing", router.PolicyRoundRobin, "claude-* = gpt-oss-120b", 422, router.PolicyKV},
 	} {
 		status, _ := postForm(t, baseURL, "/console/settings", url.Values{"policy": {tc.policy}, "aliases": {tc.aliases}})
 		if status != tc.status {
@@ -283,40 +289,120 @@ func TestEngineOf(t *testing.T) {
 	}
 }
 
+// openTestDB opens a database file in a fresh directory.
+func openTestDB(t *testing.T) *store.SQLite {
+	t.Helper()
+	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "hearth.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// fakeGateway records the aliases put in place, as api.Gateway.SetAliases
+// does, refusing a name it was told to refuse.
+type fakeGateway struct {
+	aliases map[string]string
+	refuse  string
+}
+
+func (g *fakeGateway) SetAliases(a map[string]string) error {
+	if _, ok := a[g.refuse]; ok && g.refuse != "" {
+		return fmt.Errorf("api: alias %q: refused", g.refuse)
+	}
+	g.aliases = a
+	return nil
+}
+
 func TestSettingsStore(t *testing.T) {
 	ctx := context.Background()
+	start := map[string]string{"*": "m", "gpt-*": "m"}
 	for _, tc := range []struct {
-		name       string
-		save       console.Settings
-		wantErr    error
-		wantPolicy string
+		name        string
+		save        console.Settings
+		refuse      string // the gateway refuses this alias
+		wantErr     error
+		wantPolicy  string
+		wantAliases map[string]string
 	}{
-		{"a known policy applies", console.Settings{Policy: router.PolicyKV, Aliases: []console.Alias{{From: "*", To: "m"}, {From: "gpt-*", To: "m"}}}, nil, router.PolicyKV},
-		{"an unknown policy is refused", console.Settings{Policy: "fastest", Aliases: []console.Alias{{From: "*", To: "m"}, {From: "gpt-*", To: "m"}}}, console.ErrInvalidSettings, router.PolicyHearth},
-		{"aliases cannot change yet", console.Settings{Policy: router.PolicyKV, Aliases: []console.Alias{{From: "claude-*", To: "m"}, {From: "gpt-*", To: "m"}}}, console.ErrInvalidSettings, router.PolicyHearth},
-		{"the same aliases in another order", console.Settings{Policy: router.PolicyKV, Aliases: []console.Alias{{From: "gpt-*", To: "m"}, {From: "*", To: "m"}}}, nil, router.PolicyKV},
+		{"a known policy applies", console.Settings{Policy: router.PolicyKV, Aliases: []console.Alias{{From: "*", To: "m"}, {From: "gpt-*", To: "m"}}},
+			"", nil, router.PolicyKV, start},
+		{"an unknown policy is refused", console.Settings{Policy: "fastest", Aliases: []console.Alias{{From: "*", To: "m"}}},
+			"", console.ErrInvalidSettings, router.PolicyHearth, start},
+		{"new aliases apply", console.Settings{Policy: router.PolicyKV, Aliases: []console.Alias{{From: "claude-*", To: "m"}}},
+			"", nil, router.PolicyKV, map[string]string{"claude-*": "m"}},
+		{"no aliases", console.Settings{Policy: router.PolicyKV},
+			"", nil, router.PolicyKV, map[string]string{}},
+		{"an alias to a model not served", console.Settings{Policy: router.PolicyKV, Aliases: []console.Alias{{From: "claude-*", To: "gpt-oss"}}},
+			"", console.ErrInvalidSettings, router.PolicyHearth, start},
+		{"a malformed pattern", console.Settings{Policy: router.PolicyKV, Aliases: []console.Alias{{From: "claude-[", To: "m"}}},
+			"", console.ErrInvalidSettings, router.PolicyHearth, start},
+		{"a name twice", console.Settings{Policy: router.PolicyKV, Aliases: []console.Alias{{From: "x", To: "m"}, {From: "x", To: "m"}}},
+			"", console.ErrInvalidSettings, router.PolicyHearth, start},
+		{"the gateway refuses", console.Settings{Policy: router.PolicyKV, Aliases: []console.Alias{{From: "x", To: "m"}}},
+			"x", console.ErrInvalidSettings, router.PolicyHearth, start},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSettingsStore(router.PolicyHearth, "m", map[string]string{"*": "m", "gpt-*": "m"})
-			err := s.SaveSettings(ctx, tc.save)
+			db := openTestDB(t)
+			s, err := newSettingsStore(ctx, db, slog.New(slog.DiscardHandler), router.PolicyHearth, "m", start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gw := &fakeGateway{aliases: s.Aliases(), refuse: tc.refuse}
+			s.gateway = gw
+			err = s.SaveSettings(ctx, tc.save)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("SaveSettings: %v, want %v", err, tc.wantErr)
 			}
 			if s.Policy() != tc.wantPolicy {
 				t.Errorf("policy %q, want %q", s.Policy(), tc.wantPolicy)
 			}
+			if !maps.Equal(gw.aliases, tc.wantAliases) || !maps.Equal(s.Aliases(), tc.wantAliases) {
+				t.Errorf("gateway's aliases %v, settings' %v; want %v", gw.aliases, s.Aliases(), tc.wantAliases)
+			}
+			// What a restart finds: the save, or the command line when
+			// the save was refused.
+			again, err := newSettingsStore(ctx, db, slog.New(slog.DiscardHandler), router.PolicyHearth, "m", start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again.Policy() != tc.wantPolicy || !maps.Equal(again.Aliases(), tc.wantAliases) {
+				t.Errorf("after a restart: %s %v, want %s %v", again.Policy(), again.Aliases(), tc.wantPolicy, tc.wantAliases)
+			}
 		})
+	}
+}
+
+// TestSavedSettingsThatNoLongerFit: a restart with another --model skips
+// saved aliases to the old one and keeps the command line's.
+func TestSavedSettingsThatNoLongerFit(t *testing.T) {
+	ctx := context.Background()
+	db := openTestDB(t)
+	if err := db.SaveSettings(ctx, store.Settings{Policy: router.PolicyKV, Aliases: []store.Alias{{From: "*", To: "old-model"}}}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSettingsStore(ctx, db, slog.New(slog.DiscardHandler), router.PolicyHearth, "new-model", map[string]string{"*": "new-model"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Policy() != router.PolicyHearth || !maps.Equal(s.Aliases(), map[string]string{"*": "new-model"}) {
+		t.Errorf("settings %s %v, want the command line's", s.Policy(), s.Aliases())
 	}
 }
 
 func TestKeyStoreAcceptsCommandLineKeys(t *testing.T) {
 	ctx := context.Background()
-	k := &keyStore{MemoryStore: console.NewMemoryStore(console.Settings{}, nil), static: []string{"sk-cli"}}
-	_, secret, err := k.CreateKey(ctx, "laptop")
+	db := openTestDB(t)
+	k := &keyStore{db: db, static: []string{"sk-cli"}}
+	checker := apiKeys{db: db}
+	if has, err := checker.HasKeys(ctx); has || err != nil {
+		t.Errorf("before any key: HasKeys = %v, %v; want false", has, err)
+	}
+	created, secret, err := k.CreateKey(ctx, "laptop")
 	if err != nil {
 		t.Fatal(err)
 	}
-	checker := apiKeys{store: k.MemoryStore}
 	for _, tc := range []struct {
 		name, secret   string
 		console, asAPI bool
@@ -328,7 +414,7 @@ func TestKeyStoreAcceptsCommandLineKeys(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := k.CheckKey(ctx, tc.secret)
-			if (err == nil) != tc.console {
+			if (err == nil) != tc.console || (err != nil && !errors.Is(err, console.ErrNoSuchKey)) {
 				t.Errorf("console login: %v, want ok=%v", err, tc.console)
 			}
 			if err := checker.CheckKey(ctx, tc.secret); (err == nil) != tc.asAPI {
@@ -338,5 +424,135 @@ func TestKeyStoreAcceptsCommandLineKeys(t *testing.T) {
 	}
 	if has, err := checker.HasKeys(ctx); !has || err != nil {
 		t.Errorf("HasKeys = %v, %v; want true", has, err)
+	}
+	if keys, err := k.Keys(ctx); err != nil || len(keys) != 1 || keys[0] != created {
+		t.Errorf("Keys = %+v, %v; want [%+v]", keys, err, created)
+	}
+	if err := k.RevokeKey(ctx, created.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{created.ID, staticKeyID} {
+		if err := k.RevokeKey(ctx, id); !errors.Is(err, console.ErrNoSuchKey) {
+			t.Errorf("revoke %s: %v, want console.ErrNoSuchKey", id, err)
+		}
+	}
+	if _, err := k.CheckKey(ctx, secret); !errors.Is(err, console.ErrNoSuchKey) {
+		t.Errorf("revoked key: %v, want console.ErrNoSuchKey", err)
+	}
+}
+
+// askModel sends a short chat request for model and returns its status
+// and the policy that routed it.
+func askModel(t *testing.T, baseURL, model, key string) (int, string) {
+	t.Helper()
+	body := `{"model":"` + model + `","max_tokens":4,"messages":[{"role":"user","content":"Say hello."}]}`
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("x-hearth-policy")
+}
+
+// TestUpKeepsConsoleSettingsAcrossRestarts: a key created and the
+// settings saved in the console are in force after hearth up restarts on
+// the same --data-dir, over the command line's defaults and next to an
+// --api-key; a key revoked after that stops working.
+func TestUpKeepsConsoleSettingsAcrossRestarts(t *testing.T) {
+	dataDir := t.TempDir()
+	const served = "qwen3-14b-fp8"
+
+	baseURL, stop := startUp(t, "--data-dir", dataDir)
+	if status, _ := postForm(t, baseURL, "/console/settings", url.Values{
+		"policy": {router.PolicyKV}, "aliases": {"devstral* = " + served},
+	}); status != http.StatusOK {
+		t.Fatalf("save settings: %d", status)
+	}
+	for _, tc := range []struct {
+		model      string
+		wantStatus int
+	}{
+		{"devstral-small-2", 200},  // the saved alias, applied at once
+		{"claude-sonnet-4-5", 404}, // the default "*" went with the save
+		{served, 200},
+	} {
+		if got, policy := askModel(t, baseURL, tc.model, ""); got != tc.wantStatus || (got == 200 && policy != router.PolicyKV) {
+			t.Errorf("before the restart, %s: %d routed by %q; want %d by %s", tc.model, got, policy, tc.wantStatus, router.PolicyKV)
+		}
+	}
+	status, b := postForm(t, baseURL, "/console/keys", url.Values{"name": {"homelab-laptop"}})
+	key := regexp.MustCompile(`sk-hearth-[A-Za-z0-9_-]+`).FindString(b)
+	if status != http.StatusOK || key == "" {
+		t.Fatalf("create key: %d, no key in:\n%s", status, b)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+
+	// The same data directory, the command line's default policy and
+	// alias ("*"), and a key on the command line.
+	const staticKey = "sk-from-the-command-line"
+	baseURL, _ = startUp(t, "--data-dir", dataDir, "--api-key", staticKey)
+	for _, tc := range []struct {
+		name, model, key string
+		wantStatus       int
+	}{
+		{"no key", "devstral-small-2", "", 401},
+		{"a wrong key", "devstral-small-2", "sk-hearth-nope", 401},
+		{"the saved alias with the stored key", "devstral-small-2", key, 200},
+		{"the saved alias with --api-key", "devstral-small-2", staticKey, 200},
+		{"a name only the flag's alias would map", "claude-sonnet-4-5", key, 404},
+	} {
+		if got, policy := askModel(t, baseURL, tc.model, tc.key); got != tc.wantStatus || (got == 200 && policy != router.PolicyKV) {
+			t.Errorf("after the restart, %s: %d routed by %q; want %d by %s", tc.name, got, policy, tc.wantStatus, router.PolicyKV)
+		}
+	}
+
+	// The stored key opens the console, whose Settings page shows what
+	// was saved.
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	browser := &http.Client{Jar: jar}
+	send := func(path string, form url.Values) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, baseURL+path, strings.NewReader(form.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", baseURL)
+		resp, err := browser.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	send("/console/login", url.Values{"key": {key}})
+	status, page, _ := get(t, browser, baseURL+"/console/settings")
+	if status != http.StatusOK || !containsAll(page, []string{"devstral* = " + served, "homelab-laptop"}) {
+		t.Fatalf("settings page after the restart: %d, want the saved alias and the key:\n%s", status, page)
+	}
+	keyID := regexp.MustCompile(`/console/keys/(key_[0-9a-f]+)/revoke`).FindStringSubmatch(page)
+	if keyID == nil {
+		t.Fatalf("no revoke form on the settings page:\n%s", page)
+	}
+	send("/console/keys/"+keyID[1]+"/revoke", nil)
+	if got, _ := askModel(t, baseURL, "devstral-small-2", key); got != 401 {
+		t.Errorf("the revoked key: %d, want 401", got)
+	}
+	if got, _ := askModel(t, baseURL, "devstral-small-2", staticKey); got != 200 {
+		t.Errorf("--api-key after the revoke: %d, want 200", got)
 	}
 }

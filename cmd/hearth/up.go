@@ -141,6 +141,21 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	log.Info("starting", "sim", cfg.sim, "listen", ln.Addr().String(), "policy", cfg.policy,
 		"model", cfg.model, "data_dir", cfg.dataDir, "api_keys", len(cfg.apiKeys), "speedup", cfg.speedup)
 
+	db, err := store.Open(ctx, filepath.Join(cfg.dataDir, "hearth.db"))
+	if err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+	defer db.Close()
+	// Precedence of the routing policy and the model aliases: what was
+	// last saved on the console's Settings page, when anything was (it
+	// stays in the database across restarts); otherwise --policy and
+	// --alias. Saved settings that do not fit the served model are
+	// skipped with a warning.
+	settings, err := newSettingsStore(ctx, db, log, cfg.policy, cfg.model, cfg.aliases)
+	if err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+
 	tok, err := tokenizer.Qwen3()
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
@@ -150,7 +165,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
-	rt, err := router.New(router.Config{Policy: cfg.policy, Seed: cfg.seed},
+	rt, err := router.New(router.Config{Policy: settings.Policy(), Seed: cfg.seed},
 		router.WithLogger(log.With("component", "router")), router.WithMetrics(routerMetrics))
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
@@ -172,17 +187,11 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		routes.addWorker(w.id, w.name, w.instance.BaseURL())
 		contextTokens = w.instance.Config().MaxModelLen
 	}
-	db, err := store.Open(ctx, filepath.Join(cfg.dataDir, "hearth.db"))
-	if err != nil {
-		cluster.close(rt)
-		return fmt.Errorf("up: %w", err)
-	}
-	defer db.Close()
 
 	// The console reads the cluster, the router and the gateway's traffic
-	// through adapters; its keys (kept in memory for now) open the API too.
-	keys := &keyStore{MemoryStore: console.NewMemoryStore(console.Settings{}, nil), static: cfg.apiKeys}
-	settings := newSettingsStore(cfg.policy, cfg.model, cfg.aliases)
+	// through adapters; the keys it creates, kept in the database, open the
+	// API too, next to the command line's.
+	keys := &keyStore{db: db, static: cfg.apiKeys}
 	routes.defaultPolicy = settings.Policy
 	traffic := &trafficSource{}
 	var gw *api.Gateway
@@ -202,11 +211,11 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		return fmt.Errorf("up: %w", err)
 	}
 	gw, err = api.New(api.Config{
-		Addr: ln.Addr().String(), Models: []string{cfg.model}, Aliases: cfg.aliases,
+		Addr: ln.Addr().String(), Models: []string{cfg.model}, Aliases: settings.Aliases(),
 		APIKeys: cfg.apiKeys, ContextTokens: contextTokens,
 	}, api.Deps{
 		Router: routes, Tokenizer: tok, Store: db, Registry: reg, Logger: log,
-		Keys: apiKeys{store: keys.MemoryStore},
+		Keys: apiKeys{db: db},
 		Mount: func(r fiber.Router) {
 			con.Register(r)
 			// A browser opening the API's address lands on the console;
@@ -219,12 +228,15 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		return fmt.Errorf("up: %w", err)
 	}
 	traffic.traffic = gw.Traffic()
+	settings.gateway = gw
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return cluster.Run(ctx) })
 	g.Go(func() error { return gw.Serve(ctx, ln) })
 	g.Go(func() error { return con.Run(ctx) })
-	printConnectSettings(stdout, "http://"+ln.Addr().String(), cfg.model, contextTokens, len(cfg.apiKeys) > 0)
+	// Keys created in the console last across restarts: ask the gateway,
+	// not the command line, whether one is needed.
+	printConnectSettings(stdout, "http://"+ln.Addr().String(), cfg.model, contextTokens, gw.KeyRequired(ctx))
 	err = g.Wait()
 	log.Info("stopped")
 	return err
