@@ -28,16 +28,19 @@ import (
 
 // upConfig is the parsed command line of hearth up.
 type upConfig struct {
-	sim      string
-	listen   string
-	policy   string
-	dataDir  string
-	model    string
-	apiKeys  []string
-	aliases  map[string]string
-	speedup  float64
-	seed     int64
-	logLevel slog.Level
+	sim     string
+	listen  string
+	policy  string
+	dataDir string
+	model   string
+	apiKeys []string
+	aliases map[string]string
+	speedup float64
+	// kvOffloadGiB is each engine's host-RAM KV tier, vLLM's
+	// --kv-offloading-size.
+	kvOffloadGiB float64
+	seed         int64
+	logLevel     slog.Level
 
 	// consoleInterval is how often the console samples and pushes, and
 	// consoleChartWindow how far back its charts reach (0: its defaults);
@@ -68,6 +71,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs.StringVar(&cfg.dataDir, "data-dir", "", "where Hearth keeps its state (default $XDG_DATA_HOME/hearth or ~/.local/share/hearth)")
 	fs.StringVar(&cfg.model, "model", "qwen3-14b-fp8", "served model: "+strings.Join(sim.ModelNames(), ", "))
 	fs.Float64Var(&cfg.speedup, "speedup", 1, "run the simulated GPUs this many times faster than real time")
+	fs.Float64Var(&cfg.kvOffloadGiB, "kv-offloading-size", 32, "host RAM per engine for KV blocks evicted from the GPU, in GiB, as vLLM's flag (0: none)")
 	fs.Int64Var(&cfg.seed, "seed", 0, "seed of the simulated engines")
 	fs.Func("api-key", "require this API key from clients (repeatable; also $HEARTH_API_KEY)", func(s string) error {
 		if s == "" {
@@ -90,6 +94,9 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	}
 	if cfg.sim == "" {
 		return cfg, fmt.Errorf("%w: --sim is required: Hearth cannot start engines on real GPUs yet", errUsage)
+	}
+	if cfg.kvOffloadGiB < 0 {
+		return cfg, fmt.Errorf("%w: --kv-offloading-size must not be negative", errUsage)
 	}
 	if !(cfg.speedup > 0) {
 		return cfg, fmt.Errorf("%w: --speedup must be positive", errUsage)
@@ -171,7 +178,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		return fmt.Errorf("up: %w", err)
 	}
 	cluster, err := newSimCluster(rt, simClusterOptions{
-		GPUs: gpus, Model: cfg.model, Speedup: cfg.speedup, Seed: cfg.seed, Tokenizer: tok,
+		GPUs: gpus, Model: cfg.model, KVOffloadingGiB: cfg.kvOffloadGiB, Speedup: cfg.speedup, Seed: cfg.seed, Tokenizer: tok,
 		Logger: log,
 	})
 	if err != nil {

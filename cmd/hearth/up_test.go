@@ -155,6 +155,7 @@ func TestUpFlagErrors(t *testing.T) {
 		{}, // no --sim
 		{"--sim", "2x4090", "--policy", "fastest"},
 		{"--sim", "2x4090", "--speedup", "0"},
+		{"--sim", "2x4090", "--kv-offloading-size", "-1"},
 		{"--sim", "2x4090", "--alias", "claude"},
 	} {
 		if _, err := parseUpFlags(env, args); !errors.Is(err, errUsage) {
