@@ -83,4 +83,28 @@
 // With nvext.agent_hints.speculative_prefill the next turn's prompt (history
 // plus answer) is sent to the same worker with max_tokens 1 after the answer,
 // off the request's path.
+//
+// # Measured overhead
+//
+// The gateway against the same simulated engine reached directly and
+// through nginx 1.22 as a plain reverse proxy (proxy_buffering off,
+// keep-alive upstream), in one run on the 2-core development machine with
+// nothing else running:
+//
+//	go test -run '^$' -bench BenchmarkGatewayOverhead -benchtime 1x ./cmd/hearth/
+//
+//	streams                         1            64           256
+//	added TTFT p50, Hearth / nginx  0.70 / 0.48  16.8 / 10.0  114 / 54 ms
+//	added TTFT p99, Hearth / nginx  1.15 / 0.75  18.2 / 12.2  141 / 129 ms
+//	CPU per relayed chunk           8.1 / 7.2    10.3 / 5.5   16.2 / 7.4 µs
+//	capacity from that CPU          248k / 276k  194k / 361k  123k / 272k chunks/s
+//
+// Added TTFT is the shift of the proxy's TTFT distribution over the direct
+// path's. At 64 and 256 streams the two cores are saturated by client,
+// engine and proxy together, so those rows measure queueing more than the
+// proxy. An open stream costs the gateway about 97 KB (heap and stacks of
+// its goroutines) against nginx's 5.6 KB. The 1 ms p99 goal at one stream
+// is missed by 0.15 ms; what costs most is decoding every engine chunk as
+// JSON even when it is passed through unchanged, and the 32 KiB read
+// buffer per stream.
 package api
