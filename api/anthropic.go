@@ -1,11 +1,12 @@
 package api
 
 import (
-	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -346,19 +347,6 @@ type anthropicResponder struct {
 	thinking strings.Builder
 }
 
-func writeEvent(w *bufio.Writer, name string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	w.WriteString("event: ")
-	w.WriteString(name)
-	w.WriteString("\ndata: ")
-	w.Write(b)
-	_, err = w.WriteString("\n\n")
-	return err
-}
-
 type anthropicUsage struct {
 	InputTokens              int `json:"input_tokens"`
 	OutputTokens             int `json:"output_tokens"`
@@ -377,25 +365,25 @@ type anthropicMessageOut struct {
 	Usage        anthropicUsage   `json:"usage"`
 }
 
-func (r *anthropicResponder) start(w *bufio.Writer) error {
+func (r *anthropicResponder) start(w *bytes.Buffer) {
 	msg := anthropicMessageOut{ID: r.id, Type: "message", Role: "assistant", Model: r.model, Content: []map[string]any{},
 		Usage: anthropicUsage{InputTokens: r.promptTokens - r.predictedCached, CacheReadInputTokens: r.predictedCached}}
 	writeEvent(w, "message_start", map[string]any{"type": "message_start", "message": msg})
-	return writeEvent(w, "ping", map[string]string{"type": "ping"})
+	writeEvent(w, "ping", map[string]string{"type": "ping"})
 }
 
-func (r *anthropicResponder) openBlock(w *bufio.Writer, typ string, block map[string]any) {
+func (r *anthropicResponder) openBlock(w *bytes.Buffer, typ string, block map[string]any) {
 	r.closeBlock(w)
 	r.open = typ
 	writeEvent(w, "content_block_start", map[string]any{"type": "content_block_start", "index": r.next, "content_block": block})
 }
 
-func (r *anthropicResponder) closeBlock(w *bufio.Writer) {
+func (r *anthropicResponder) closeBlock(w *bytes.Buffer) {
 	if r.open == "" {
 		return
 	}
 	if r.open == "thinking" {
-		r.delta(w, map[string]string{"type": "signature_delta", "signature": thinkingSignature(r.thinking.String())})
+		r.delta(w, "signature_delta", "signature", thinkingSignature(r.thinking.String()))
 		r.thinking.Reset()
 	}
 	writeEvent(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": r.next})
@@ -403,8 +391,19 @@ func (r *anthropicResponder) closeBlock(w *bufio.Writer) {
 	r.next++
 }
 
-func (r *anthropicResponder) delta(w *bufio.Writer, d any) {
-	writeEvent(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": r.next, "delta": d})
+// delta writes a content_block_delta event whose delta has one string
+// field. Deltas are the bulk of a stream, so they are written directly
+// rather than marshalled.
+func (r *anthropicResponder) delta(w *bytes.Buffer, typ, field, value string) {
+	w.WriteString("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":")
+	w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(r.next), 10))
+	w.WriteString(`,"delta":{"type":"`)
+	w.WriteString(typ)
+	w.WriteString(`","`)
+	w.WriteString(field)
+	w.WriteString(`":`)
+	writeJSONString(w, value)
+	w.WriteString("}}\n\n")
 }
 
 // thinkingSignature stands in for Anthropic's signature: clients keep it and
@@ -414,7 +413,7 @@ func thinkingSignature(thinking string) string {
 	return base64.StdEncoding.EncodeToString(sum[:12])
 }
 
-func (r *anthropicResponder) chunk(w *bufio.Writer, raw []byte, ch *chatChunk) error {
+func (r *anthropicResponder) chunk(w *bytes.Buffer, raw []byte, ch *chatChunk) {
 	for i := range ch.Choices {
 		c := &ch.Choices[i]
 		if c.Index != 0 {
@@ -425,13 +424,13 @@ func (r *anthropicResponder) chunk(w *bufio.Writer, raw []byte, ch *chatChunk) e
 				r.openBlock(w, "thinking", map[string]any{"type": "thinking", "thinking": "", "signature": ""})
 			}
 			r.thinking.WriteString(t)
-			r.delta(w, map[string]string{"type": "thinking_delta", "thinking": t})
+			r.delta(w, "thinking_delta", "thinking", t)
 		}
 		if t := c.Delta.Content; t != "" {
 			if r.open != "text" {
 				r.openBlock(w, "text", map[string]any{"type": "text", "text": ""})
 			}
-			r.delta(w, map[string]string{"type": "text_delta", "text": t})
+			r.delta(w, "text_delta", "text", t)
 		}
 		for _, tc := range c.Delta.ToolCalls {
 			if r.open != "tool_use" || tc.Index != r.tool {
@@ -443,11 +442,10 @@ func (r *anthropicResponder) chunk(w *bufio.Writer, raw []byte, ch *chatChunk) e
 				r.tool = tc.Index
 			}
 			if tc.Function.Arguments != "" {
-				r.delta(w, map[string]string{"type": "input_json_delta", "partial_json": tc.Function.Arguments})
+				r.delta(w, "input_json_delta", "partial_json", tc.Function.Arguments)
 			}
 		}
 	}
-	return nil
 }
 
 func anthropicStopReason(acc *accumulator) string {
@@ -470,17 +468,17 @@ func (r *anthropicResponder) usage(acc *accumulator) anthropicUsage {
 	return anthropicUsage{InputTokens: prompt - cached, OutputTokens: acc.Usage.CompletionTokens, CacheReadInputTokens: cached}
 }
 
-func (r *anthropicResponder) finish(w *bufio.Writer, acc *accumulator) error {
+func (r *anthropicResponder) finish(w *bytes.Buffer, acc *accumulator) {
 	r.closeBlock(w)
 	writeEvent(w, "message_delta", map[string]any{
 		"type":  "message_delta",
 		"delta": map[string]any{"stop_reason": anthropicStopReason(acc), "stop_sequence": nil},
 		"usage": r.usage(acc),
 	})
-	return writeEvent(w, "message_stop", map[string]string{"type": "message_stop"})
+	writeEvent(w, "message_stop", map[string]string{"type": "message_stop"})
 }
 
-func (r *anthropicResponder) fail(w *bufio.Writer, ae *apiError) {
+func (r *anthropicResponder) fail(w *bytes.Buffer, ae *apiError) {
 	w.WriteString("event: error\ndata: ")
 	w.Write(errorBody(dialectAnthropic, ae))
 	w.WriteString("\n\n")

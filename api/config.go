@@ -46,10 +46,10 @@ type Config struct {
 	RetryAfter time.Duration
 	// SpeculativeTimeout bounds a speculative prefill request. Default 30s.
 	SpeculativeTimeout time.Duration
-	// KeepAlive is how long a stream may stay silent before an SSE comment
-	// goes out; the write is how a vanished client is noticed during a long
-	// prefill. Default 5s.
-	KeepAlive time.Duration
+	// ClientCheck is how often a request that has nothing to send (queued,
+	// or waiting through a long prefill) looks whether its client is still
+	// connected; one that left has its engine request cancelled. Default 1s.
+	ClientCheck time.Duration
 }
 
 // Deps are the gateway's collaborators.
@@ -98,8 +98,8 @@ func (c *Config) setDefaults() {
 	if c.RetryAfter <= 0 {
 		c.RetryAfter = defaultRetryAfter
 	}
-	if c.KeepAlive <= 0 {
-		c.KeepAlive = 5 * time.Second
+	if c.ClientCheck <= 0 {
+		c.ClientCheck = time.Second
 	}
 	if c.SpeculativeTimeout <= 0 {
 		c.SpeculativeTimeout = defaultSpecTimeout

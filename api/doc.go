@@ -69,9 +69,14 @@
 // A worker that refuses the connection or answers 5xx before the first byte
 // is excluded and the router asked once more. A failure mid-stream ends the
 // stream with an error event in the client's dialect. A client that goes
-// away (noticed by a failed write; SSE comments go out every
-// Config.KeepAlive while the engine is silent) cancels the engine request at
-// once. The router is told Done in every case.
+// away cancels the engine request at once: a write to it fails, and while
+// there is nothing to write (queued, or a long prefill) its connection is
+// looked at every Config.ClientCheck. The router is told Done in every case.
+//
+// A streamed answer is pulled by the HTTP server from the client
+// connection's goroutine: the engine's chunk is read, translated and written
+// without a goroutine in between, and written at once unless the next chunk
+// is already waiting, in which case they go out together.
 //
 // A prompt longer than Config.ContextTokens (or one the engine rejects as
 // such) is reported in the words each client acts on by compacting its

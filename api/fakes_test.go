@@ -151,7 +151,7 @@ type engineReply struct {
 	Status    int    // non-200: answer with this error status
 	Error     string // the error message with Status; a scripted one if empty
 	BreakAt   int    // > 0: drop the connection after this many chunks
-	Hold      bool   // after the first chunk, wait until the client cancels
+	Hold      bool   // after the first word of Text, wait until the client cancels
 }
 
 // fakeEngine is an OpenAI-compatible engine in the shape vLLM streams.
@@ -262,6 +262,9 @@ func (e *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 		send(chunk(map[string]any{"role": "assistant", "content": ""}, nil))
 	}
 	if reply.Hold {
+		if words := splitWords(reply.Text); len(words) > 0 {
+			send(chunk(map[string]any{"content": words[0]}, nil))
+		}
 		select {
 		case <-r.Context().Done():
 			close(e.cancelled)

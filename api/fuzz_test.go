@@ -1,11 +1,10 @@
 package api
 
 import (
-	"bufio"
 	"bytes"
+	"encoding/json"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -96,32 +95,30 @@ func FuzzParseNvext(f *testing.F) {
 	})
 }
 
-// FuzzEngineStream feeds arbitrary engine output through the stream reader
-// and every dialect's responder.
+// FuzzEngineStream feeds arbitrary engine output through the streamed body
+// of every dialect, as the server pulls it: it must end, and every event it
+// writes must carry valid JSON.
 func FuzzEngineStream(f *testing.F) {
 	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\",\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"f\",\"arguments\":\"{\"}}]}}]}\n\ndata: [DONE]\n\n"))
-	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"r\"},\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":3}}\n\n"))
+	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"r\\u0000\\ud800\"},\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":3}}\n\n"))
 	f.Add([]byte("data: {\"error\":{\"message\":\"boom\"}}\n\n"))
 	f.Add([]byte(": comment\nevent: x\ndata:{\"choices\":[{\"index\":2000,\"delta\":{\"tool_calls\":[{\"index\":-1}]}}]}\n"))
-	g := &Gateway{router: newFakeRouter(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	g := &Gateway{router: newFakeRouter(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), traffic: NewTraffic(TrafficLimits{})}
 	g.metrics, _ = newMetrics(prometheus.NewRegistry())
 	f.Fuzz(func(t *testing.T, stream []byte) {
-		ex := &exchange{g: g, req: &engineRequest{}, resp: &http.Response{Body: io.NopCloser(bytes.NewReader(stream))}}
-		rs := []responder{&openAIChatResponder{}, &anthropicResponder{tool: -1}, &responsesResponder{}}
-		w := bufio.NewWriter(io.Discard)
-		err := ex.read(func(raw []byte, ch *chatChunk) error {
-			for _, r := range rs {
-				if err := r.chunk(w, raw, ch); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		for _, r := range rs {
+		for _, r := range []responder{&openAIChatResponder{includeUsage: true}, &anthropicResponder{tool: -1}, &responsesResponder{}} {
+			ex := &exchange{g: g, req: &engineRequest{}, body: io.NopCloser(bytes.NewReader(stream))}
+			body := &streamBody{ex: ex, r: r}
+			out, err := io.ReadAll(body)
+			body.Close()
 			if err != nil {
-				r.fail(w, &apiError{Status: 502, Message: err.Error()})
-			} else if r.finish(w, &ex.acc) != nil {
-				t.Fatal("finish failed on a discarding writer")
+				t.Fatalf("%T: %v", r, err)
+			}
+			for _, line := range bytes.Split(out, []byte("\n")) {
+				data, ok := bytes.CutPrefix(line, []byte("data: "))
+				if ok && string(data) != "[DONE]" && !json.Valid(data) {
+					t.Fatalf("%T wrote invalid JSON: %s", r, data)
+				}
 			}
 			if _, err := r.final(&ex.acc); err != nil {
 				t.Fatalf("final: %v", err)

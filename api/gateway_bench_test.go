@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -34,7 +33,7 @@ func benchStream() []byte {
 // engine stream and writing it in each dialect, without any network.
 func BenchmarkRelay(b *testing.B) {
 	stream := benchStream()
-	g := &Gateway{router: newFakeRouter(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	g := &Gateway{router: newFakeRouter(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), traffic: NewTraffic(TrafficLimits{})}
 	g.metrics, _ = newMetrics(prometheus.NewRegistry())
 	for _, tc := range []struct {
 		name string
@@ -45,18 +44,25 @@ func BenchmarkRelay(b *testing.B) {
 		{"responses", func() responder { return &responsesResponder{} }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			w := bufio.NewWriterSize(io.Discard, 4096)
+			buf := make([]byte, 4096) // what fasthttp reads a body stream with
 			b.ReportAllocs()
 			b.SetBytes(int64(len(stream)))
 			for b.Loop() {
-				ex := &exchange{g: g, req: &engineRequest{}, resp: &http.Response{Body: io.NopCloser(bytes.NewReader(stream))}}
-				r := tc.rs()
-				_ = r.start(w)
-				if err := ex.read(func(raw []byte, ch *chatChunk) error { return r.chunk(w, raw, ch) }); err != nil {
-					b.Fatal(err)
+				ex := &exchange{g: g, req: &engineRequest{}, body: io.NopCloser(bytes.NewReader(stream)), status: http.StatusOK}
+				body := &streamBody{ex: ex, r: tc.rs()}
+				for {
+					_, err := body.Read(buf)
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
 				}
-				_ = r.finish(w, &ex.acc)
-				_ = w.Flush()
+				body.Close()
+				if ex.status != http.StatusOK {
+					b.Fatalf("status %d", ex.status)
+				}
 			}
 			b.ReportMetric(float64(benchChunks)*float64(b.N)/b.Elapsed().Seconds(), "chunks/s")
 		})

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -230,7 +231,7 @@ func TestMidStreamFailureEndsWithDialectError(t *testing.T) {
 }
 
 func TestClientGoingAwayCancelsTheEngine(t *testing.T) {
-	h := startGateway(t, nil, withConfig(func(c *Config) { c.KeepAlive = 10 * time.Millisecond }))
+	h := startGateway(t, nil, withConfig(func(c *Config) { c.ClientCheck = 10 * time.Millisecond }))
 	h.engine.script = func(map[string]json.RawMessage, []chatMessage) engineReply { return engineReply{Hold: true} }
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url+"/v1/messages",
@@ -513,5 +514,46 @@ func TestConfigValidate(t *testing.T) {
 		if err := tc.cfg.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%s: err %v", tc.name, err)
 		}
+	}
+}
+
+// TestStreamsAreNotBuffered holds the engine after its first word: every
+// dialect must have delivered that word to the client by then.
+func TestStreamsAreNotBuffered(t *testing.T) {
+	for _, tc := range []struct{ name, path, body string }{
+		{"openai", "/v1/chat/completions", chatBody("")},
+		{"anthropic", "/v1/messages", `{"model":"claude-x","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+		{"responses", "/v1/responses", `{"model":"gpt-x","stream":true,"input":"hi"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := startGateway(t, nil)
+			h.engine.script = func(map[string]json.RawMessage, []chatMessage) engineReply {
+				return engineReply{Text: "Firstword and more", Hold: true}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url+tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var got strings.Builder
+			br := bufio.NewReader(resp.Body)
+			for !strings.Contains(got.String(), "Firstword") {
+				line, err := br.ReadString('\n')
+				got.WriteString(line)
+				if err != nil {
+					t.Fatalf("the first word did not arrive while the engine held the rest (%v); got:\n%s", err, got.String())
+				}
+			}
+			cancel()
+			select {
+			case <-h.engine.cancelled:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the engine request was not cancelled after the client left")
+			}
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -273,24 +272,22 @@ var (
 	sseEventEnd   = []byte("\n\n")
 )
 
-func (r *openAIChatResponder) start(w *bufio.Writer) error { return nil }
+func (r *openAIChatResponder) start(w *bytes.Buffer) {}
 
-func (r *openAIChatResponder) chunk(w *bufio.Writer, raw []byte, ch *chatChunk) error {
+func (r *openAIChatResponder) chunk(w *bytes.Buffer, raw []byte, ch *chatChunk) {
 	if len(ch.Choices) == 0 && ch.Usage != nil && !r.includeUsage {
-		return nil // the engine always reports usage; this client did not ask
+		return // the engine always reports usage; this client did not ask
 	}
 	w.Write(sseDataPrefix)
 	w.Write(raw)
-	_, err := w.Write(sseEventEnd)
-	return err
+	w.Write(sseEventEnd)
 }
 
-func (r *openAIChatResponder) finish(w *bufio.Writer, acc *accumulator) error {
-	_, err := w.WriteString("data: [DONE]\n\n")
-	return err
+func (r *openAIChatResponder) finish(w *bytes.Buffer, acc *accumulator) {
+	w.WriteString("data: [DONE]\n\n")
 }
 
-func (r *openAIChatResponder) fail(w *bufio.Writer, ae *apiError) {
+func (r *openAIChatResponder) fail(w *bytes.Buffer, ae *apiError) {
 	w.Write(sseDataPrefix)
 	w.Write(errorBody(dialectOpenAI, ae))
 	w.Write(sseEventEnd)

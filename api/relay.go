@@ -8,11 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -154,8 +154,16 @@ func (a *accumulator) assistantMessage() chatMessage {
 	return m
 }
 
-// errClientGone marks a failed write to the client.
+// errClientGone is the cause of a request's cancellation when its client
+// went away.
 var errClientGone = errors.New("client went away")
+
+// engineLineBuffer is the read buffer of an engine stream: an SSE line of a
+// chunk is a few hundred bytes, and a longer one is gathered in
+// exchange.long.
+const engineLineBuffer = 4 << 10
+
+var lineReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, engineLineBuffer) }}
 
 // exchange is one request in flight to one worker.
 type exchange struct {
@@ -163,8 +171,11 @@ type exchange struct {
 	req      *engineRequest
 	id       string
 	route    Route
-	resp     *http.Response
-	cancel   context.CancelFunc
+	ctx      context.Context // ends when the request is released or its client goes away
+	watch    *clientWatch    // nil in tests that build an exchange by hand
+	body     io.ReadCloser   // the engine's answer
+	lines    *bufio.Reader   // over body
+	long     []byte          // a line longer than lines' buffer
 	started  time.Time
 	prompt   int // prompt tokens by our count
 	acc      accumulator
@@ -181,7 +192,7 @@ type exchange struct {
 
 // dispatch routes the request and opens the engine's stream. A worker that
 // refuses the connection or fails before answering is excluded and the
-// router is asked once more.
+// router is asked once more. ctx bounds the routing and the engine request.
 func (g *Gateway) dispatch(ctx context.Context, rr RouteRequest, path string, body []byte) (*exchange, error) {
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
@@ -195,10 +206,8 @@ func (g *Gateway) dispatch(ctx context.Context, rr RouteRequest, path string, bo
 			}
 			return nil, fmt.Errorf("route: %w", err)
 		}
-		upCtx, cancel := context.WithCancel(context.Background())
-		hreq, err := http.NewRequestWithContext(upCtx, http.MethodPost, strings.TrimRight(route.BaseURL, "/")+path, bytes.NewReader(body))
+		hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(route.BaseURL, "/")+path, bytes.NewReader(body))
 		if err != nil {
-			cancel()
 			g.router.Done(rr.ID)
 			return nil, fmt.Errorf("worker %s: %w", route.WorkerID, err)
 		}
@@ -207,7 +216,7 @@ func (g *Gateway) dispatch(ctx context.Context, rr RouteRequest, path string, bo
 		hreq.Header.Set("X-Request-Id", rr.ID)
 		resp, err := g.client.Do(hreq)
 		if err == nil && resp.StatusCode == http.StatusOK {
-			return &exchange{g: g, id: rr.ID, route: route, resp: resp, cancel: cancel, started: time.Now(), prompt: rr.PromptTokens, status: http.StatusOK}, nil
+			return &exchange{g: g, id: rr.ID, route: route, ctx: ctx, body: resp.Body, started: time.Now(), prompt: rr.PromptTokens, status: http.StatusOK}, nil
 		}
 		if err == nil {
 			msg := engineErrorMessage(resp.Body)
@@ -218,8 +227,10 @@ func (g *Gateway) dispatch(ctx context.Context, rr RouteRequest, path string, bo
 				err = &apiError{Status: resp.StatusCode, Message: "engine: " + msg}
 			}
 		}
-		cancel()
 		g.router.Done(rr.ID)
+		if context.Cause(ctx) == errClientGone {
+			return nil, errClientGone
+		}
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Status < 500 {
 			return nil, ae // the request itself is bad; another worker would say the same
@@ -270,12 +281,24 @@ func (ex *exchange) setRouteHeaders(c *fiber.Ctx) {
 	c.Set("x-request-id", ex.id)
 }
 
+// clientGone reports whether the request ended because its client left.
+func (ex *exchange) clientGone() bool {
+	return ex.ctx != nil && context.Cause(ex.ctx) == errClientGone
+}
+
 // release ends the exchange: the engine request is cancelled (a no-op when
 // it finished) and the router told. Safe to call more than once.
 func (ex *exchange) release() {
 	ex.released.Do(func() {
-		ex.cancel()
-		ex.resp.Body.Close()
+		if ex.watch != nil {
+			ex.watch.stop()
+		}
+		ex.body.Close()
+		if ex.lines != nil {
+			ex.lines.Reset(nil)
+			lineReaders.Put(ex.lines)
+			ex.lines = nil
+		}
 		ex.record() // before Done, so that whoever waits for Done finds it
 		ex.g.router.Done(ex.id)
 		ex.g.metrics.observe(ex.req.Dialect, ex.status, time.Since(ex.started))
@@ -298,43 +321,41 @@ func (ex *exchange) record() {
 	ex.g.traffic.Record(r, ex.hashes, time.Now())
 }
 
-// read consumes the engine's SSE stream, calling fn for every chunk with its
-// raw JSON. It returns nil at the end of a complete stream.
-func (ex *exchange) read(fn func(raw []byte, ch *chatChunk) error) error {
-	br := bufio.NewReaderSize(ex.resp.Body, 32<<10)
-	var long []byte
+// next returns the engine's next chunk, as raw JSON and decoded, and adds it
+// to the accumulated answer. At the end of a complete stream it returns
+// io.EOF.
+func (ex *exchange) next() ([]byte, *chatChunk, error) {
+	if ex.lines == nil {
+		ex.lines = lineReaders.Get().(*bufio.Reader)
+		ex.lines.Reset(ex.body)
+	}
 	for {
-		line, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			long = append(long[:0], line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = br.ReadSlice('\n')
-				long = append(long, line...)
-			}
-			line = long
-		}
+		line, err := ex.line()
 		if err != nil && (err != io.EOF || len(line) == 0) {
-			if err == io.EOF {
-				if ex.acc.FinishReason != "" {
-					return nil // an engine that ends without [DONE]
-				}
-				return errors.New("engine closed the stream before finishing")
+			switch {
+			case ex.clientGone():
+				return nil, nil, errClientGone
+			case err != io.EOF:
+				return nil, nil, fmt.Errorf("engine stream: %w", err)
+			case ex.acc.FinishReason != "":
+				return nil, nil, io.EOF // an engine that ends without [DONE]
+			default:
+				return nil, nil, errors.New("engine closed the stream before finishing")
 			}
-			return fmt.Errorf("engine stream: %w", err)
 		}
 		data, ok := sseData(line)
 		if !ok {
 			continue
 		}
 		if string(data) == "[DONE]" {
-			return nil
+			return nil, nil, io.EOF
 		}
-		var ch chatChunk
-		if err := json.Unmarshal(data, &ch); err != nil {
-			return fmt.Errorf("engine sent a malformed chunk: %w", err)
+		ch := new(chatChunk)
+		if err := json.Unmarshal(data, ch); err != nil {
+			return nil, nil, fmt.Errorf("engine sent a malformed chunk: %w", err)
 		}
 		if err := ch.streamError(); err != nil {
-			return err
+			return nil, nil, err
 		}
 		if !ex.first {
 			ex.first = true
@@ -342,9 +363,55 @@ func (ex *exchange) read(fn func(raw []byte, ch *chatChunk) error) error {
 			ex.ttft = time.Since(ex.arrived)
 			ex.g.metrics.ttft.WithLabelValues(ex.req.Dialect.String()).Observe(time.Since(ex.started).Seconds())
 		}
-		ex.acc.add(&ch)
+		ex.acc.add(ch)
+		return data, ch, nil
+	}
+}
+
+// line reads the engine's next line.
+func (ex *exchange) line() ([]byte, error) {
+	line, err := ex.lines.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return line, err
+	}
+	ex.long = append(ex.long[:0], line...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		line, err = ex.lines.ReadSlice('\n')
+		ex.long = append(ex.long, line...)
+	}
+	return ex.long, err
+}
+
+// pending reports whether a whole data line is already buffered, so that
+// next would not wait for the engine. The blank line that ends every SSE
+// event, and comments, do not count: next skips them and would wait.
+func (ex *exchange) pending() bool {
+	b, _ := ex.lines.Peek(ex.lines.Buffered())
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return false
+		}
+		if _, ok := sseData(b[:i+1]); ok {
+			return true
+		}
+		b = b[i+1:]
+	}
+}
+
+// read consumes the rest of the engine's stream, calling fn, when set, for
+// every chunk. It returns nil at the end of a complete stream.
+func (ex *exchange) read(fn func(raw []byte, ch *chatChunk) error) error {
+	for {
+		raw, ch, err := ex.next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 		if fn != nil {
-			if err := fn(data, &ch); err != nil {
+			if err := fn(raw, ch); err != nil {
 				return err
 			}
 		}
@@ -364,11 +431,11 @@ func sseData(line []byte) ([]byte, bool) {
 // responder writes an answer in one client dialect.
 type responder interface {
 	// start writes what precedes the first chunk (e.g. message_start).
-	start(w *bufio.Writer) error
-	chunk(w *bufio.Writer, raw []byte, ch *chatChunk) error
-	finish(w *bufio.Writer, acc *accumulator) error
+	start(w *bytes.Buffer)
+	chunk(w *bytes.Buffer, raw []byte, ch *chatChunk)
+	finish(w *bytes.Buffer, acc *accumulator)
 	// fail ends a stream that broke after it began.
-	fail(w *bufio.Writer, ae *apiError)
+	fail(w *bytes.Buffer, ae *apiError)
 	// final is the whole answer of a non-streaming request.
 	final(acc *accumulator) ([]byte, error)
 }
@@ -404,11 +471,18 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 		Hashes:    blockHashes(ids, g.cfg.BlockSize),
 		SessionID: req.SessionID, Session: req.Session, Hints: req.Hints, Policy: req.Policy,
 	}
-	ex, err := g.dispatch(c.UserContext(), rr, path, body)
+	ctx, watch := g.watchClient(c)
+	ex, err := g.dispatch(ctx, rr, path, body)
 	if err != nil {
+		watch.stop()
+		if errors.Is(err, errClientGone) {
+			g.metrics.clientGone.Inc()
+			g.metrics.observe(req.Dialect, statusClientGone, 0)
+			return nil // nobody to answer
+		}
 		return g.writeFailure(c, req, rs, err)
 	}
-	ex.req = req
+	ex.req, ex.watch = req, watch
 	ex.arrived, ex.client, ex.hashes = arrived, clientKind(c), rr.Hashes
 	ex.setRouteHeaders(c)
 	if len(req.DroppedTools) > 0 {
@@ -418,7 +492,7 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 	if !req.ClientStream {
 		defer ex.release()
 		if err := ex.read(nil); err != nil {
-			ex.status = http.StatusBadGateway
+			ex.failed(err)
 			return writeError(c, req.Dialect, &apiError{Status: http.StatusBadGateway, Message: err.Error()})
 		}
 		out, err := r.final(&ex.acc)
@@ -433,8 +507,24 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) { g.relay(ex, r, w) })
+	c.Context().SetBodyStream(&streamBody{ex: ex, r: r}, -1)
 	return nil
+}
+
+// statusClientGone is what metrics and the traffic record say of a request
+// whose client left: nginx's "client closed request".
+const statusClientGone = 499
+
+// failed records why the engine's answer broke off.
+func (ex *exchange) failed(err error) {
+	if errors.Is(err, errClientGone) {
+		ex.status = statusClientGone
+		ex.g.metrics.clientGone.Inc()
+		ex.g.log.Debug("client went away; engine request cancelled", "request", ex.id, "worker", ex.route.WorkerID)
+		return
+	}
+	ex.status = http.StatusBadGateway
+	ex.g.log.Warn("stream failed", "request", ex.id, "worker", ex.route.WorkerID, "error", err)
 }
 
 // writeFailure answers a request that failed before an engine answered. A
@@ -450,95 +540,135 @@ func (g *Gateway) writeFailure(c *fiber.Ctx, req *engineRequest, rs func(ex *exc
 		return writeError(c, req.Dialect, ae)
 	}
 	var buf bytes.Buffer
-	w := bufio.NewWriter(&buf)
 	r := rs(&exchange{req: req})
-	if err := r.start(w); err != nil {
-		return writeError(c, req.Dialect, ae)
-	}
-	r.fail(w, ae)
-	if err := w.Flush(); err != nil {
-		return writeError(c, req.Dialect, ae)
-	}
+	r.start(&buf)
+	r.fail(&buf, ae)
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	return c.Send(buf.Bytes())
 }
 
-// relay copies the engine's stream to the client. A failed write means the
-// client went away: the engine request is cancelled at once. While the engine
-// is silent (a long prefill), SSE comments go out every KeepAlive so that a
-// vanished client is noticed then too.
-func (g *Gateway) relay(ex *exchange, r responder, w *bufio.Writer) {
-	defer ex.release()
-	var (
-		mu      sync.Mutex // guards w between the relay and the keep-alive
-		gone    atomic.Bool
-		written atomic.Bool // something was written since the last tick
-	)
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(g.cfg.KeepAlive)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				if written.Swap(false) {
-					continue
-				}
-				mu.Lock()
-				_, err := w.WriteString(": keep-alive\n\n")
-				if err == nil {
-					err = w.Flush()
-				}
-				mu.Unlock()
-				if err != nil {
-					gone.Store(true)
-					ex.cancel()
-					return
-				}
-			}
-		}
-	}()
-	defer func() { close(stop); <-stopped }()
-	write := func(fn func() error) error {
-		mu.Lock()
-		defer mu.Unlock()
-		written.Store(true)
-		if fn() != nil || w.Flush() != nil {
-			gone.Store(true)
-			return errClientGone
-		}
-		return nil
-	}
+// streamBody is the body of a streamed answer. fasthttp's server pulls it
+// from the client connection's own goroutine, which so reads the engine,
+// translates and writes to the client with no goroutine or pipe in between.
+// The server flushes after every Read, and Read returns as soon as no
+// further engine chunk is already buffered: one write per chunk while the
+// gateway keeps up, chunks coalesced when it falls behind.
+type streamBody struct {
+	ex   *exchange
+	r    responder
+	out  bytes.Buffer // translated, not yet handed to the server
+	sent bool         // start was written
+	done bool         // the answer is complete, or broke off
+}
 
-	err := write(func() error { return r.start(w) })
-	if err == nil {
-		err = ex.read(func(raw []byte, ch *chatChunk) error {
-			return write(func() error { return r.chunk(w, raw, ch) })
-		})
+func (s *streamBody) Read(p []byte) (int, error) {
+	for s.out.Len() == 0 {
+		if s.done {
+			return 0, io.EOF
+		}
+		s.fill()
 	}
-	if gone.Load() {
-		err = errClientGone
+	return s.out.Read(p)
+}
+
+// fill translates at least one engine chunk into out, waiting for it, and
+// then every chunk that is already buffered.
+func (s *streamBody) fill() {
+	ex := s.ex
+	if !s.sent {
+		s.sent = true
+		s.r.start(&s.out)
+		if s.out.Len() > 0 {
+			return // e.g. message_start goes out before the engine's first token
+		}
 	}
-	switch {
-	case errors.Is(err, errClientGone):
-		ex.status = 499 // nginx's "client closed request"
-		g.metrics.clientGone.Inc()
-		g.log.Debug("client went away; engine request cancelled", "request", ex.id, "worker", ex.route.WorkerID)
-	case err != nil:
-		ex.status = http.StatusBadGateway
-		g.log.Warn("stream failed", "request", ex.id, "worker", ex.route.WorkerID, "error", err)
-		_ = write(func() error { r.fail(w, &apiError{Status: http.StatusBadGateway, Message: err.Error()}); return nil })
-	default:
-		if write(func() error { return r.finish(w, &ex.acc) }) != nil {
-			ex.status = 499
+	for {
+		raw, ch, err := ex.next()
+		switch {
+		case err == io.EOF:
+			s.r.finish(&s.out, &ex.acc)
+			s.done = true
+			ex.g.afterAnswer(ex)
+			return
+		case err != nil:
+			ex.failed(err)
+			if ex.status != statusClientGone {
+				s.r.fail(&s.out, &apiError{Status: http.StatusBadGateway, Message: err.Error()})
+			}
+			s.done = true
 			return
 		}
-		g.afterAnswer(ex)
+		s.r.chunk(&s.out, raw, ch)
+		if s.out.Len() > 0 && !ex.pending() {
+			return
+		}
 	}
+}
+
+// Close is called by the server when the body is written or the client
+// could not be written to.
+func (s *streamBody) Close() error {
+	if !s.done {
+		s.done = true
+		s.ex.failed(errClientGone)
+	}
+	s.ex.release()
+	return nil
+}
+
+// clientWatch notices a client that went away while its request waits for
+// something to send: in the router's queue, or for a silent engine during a
+// long prefill. Every interval it peeks at the client's connection and
+// cancels the request's context when the peer has closed it. A write to a
+// vanished client fails, which is how a flowing stream notices sooner.
+type clientWatch struct {
+	conn   net.Conn
+	every  time.Duration
+	cancel context.CancelCauseFunc
+
+	mu    sync.Mutex
+	timer *time.Timer
+	done  bool
+}
+
+// watchClient starts watching c's connection; the context it returns ends
+// when the client goes away or the watch is stopped.
+func (g *Gateway) watchClient(c *fiber.Ctx) (context.Context, *clientWatch) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	w := &clientWatch{conn: c.Context().Conn(), every: g.cfg.ClientCheck, cancel: cancel}
+	w.mu.Lock()
+	w.timer = time.AfterFunc(w.every, w.check)
+	w.mu.Unlock()
+	return ctx, w
+}
+
+func (w *clientWatch) check() {
+	w.mu.Lock()
+	done := w.done
+	w.mu.Unlock()
+	if done {
+		return
+	}
+	if peerClosed(w.conn) {
+		w.cancel(errClientGone)
+		return
+	}
+	w.mu.Lock()
+	if !w.done {
+		w.timer.Reset(w.every)
+	}
+	w.mu.Unlock()
+}
+
+// stop ends the watch and cancels its context, which ends the engine
+// request if it is still running.
+func (w *clientWatch) stop() {
+	w.mu.Lock()
+	w.done = true
+	w.timer.Stop()
+	w.mu.Unlock()
+	w.cancel(context.Canceled)
 }
 
 func (g *Gateway) clampMaxTokens(asked, prompt int) int {

@@ -1,13 +1,14 @@
 package api
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -455,16 +456,43 @@ type responsesResponder struct {
 
 	open    string // "", "reasoning", "message", "function_call"
 	item    map[string]any
+	itemID  string // of item
 	text    strings.Builder
 	tool    int
 	outputs []map[string]any
 }
 
-func (r *responsesResponder) event(w *bufio.Writer, typ string, fields map[string]any) error {
+func (r *responsesResponder) event(w *bytes.Buffer, typ string, fields map[string]any) {
 	fields["type"] = typ
 	fields["sequence_number"] = r.seq
 	r.seq++
-	return writeEvent(w, typ, fields)
+	writeEvent(w, typ, fields)
+}
+
+// delta writes one of the delta events, the bulk of a stream, directly
+// rather than marshalled: {"type", "sequence_number", "item_id",
+// "output_index", ["content_index": 0,] "delta", ["logprobs": [],]}.
+func (r *responsesResponder) delta(w *bytes.Buffer, typ, text string) {
+	w.WriteString("event: ")
+	w.WriteString(typ)
+	w.WriteString("\ndata: {\"type\":\"")
+	w.WriteString(typ)
+	w.WriteString(`","sequence_number":`)
+	w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(r.seq), 10))
+	r.seq++
+	w.WriteString(`,"item_id":`)
+	writeJSONString(w, r.itemID)
+	w.WriteString(`,"output_index":`)
+	w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(len(r.outputs)), 10))
+	if typ != "response.function_call_arguments.delta" {
+		w.WriteString(`,"content_index":0`)
+	}
+	w.WriteString(`,"delta":`)
+	writeJSONString(w, text)
+	if typ == "response.output_text.delta" {
+		w.WriteString(`,"logprobs":[]`)
+	}
+	w.WriteString("}\n\n")
 }
 
 func (r *responsesResponder) snapshot(status string) responseObject {
@@ -473,9 +501,9 @@ func (r *responsesResponder) snapshot(status string) responseObject {
 	return o
 }
 
-func (r *responsesResponder) start(w *bufio.Writer) error {
+func (r *responsesResponder) start(w *bytes.Buffer) {
 	r.event(w, "response.created", map[string]any{"response": r.snapshot("in_progress")})
-	return r.event(w, "response.in_progress", map[string]any{"response": r.snapshot("in_progress")})
+	r.event(w, "response.in_progress", map[string]any{"response": r.snapshot("in_progress")})
 }
 
 func (r *responsesResponder) clientName(flat string) (name, namespace string) {
@@ -485,9 +513,10 @@ func (r *responsesResponder) clientName(flat string) (name, namespace string) {
 	return flat, ""
 }
 
-func (r *responsesResponder) openItem(w *bufio.Writer, kind string, item map[string]any) {
+func (r *responsesResponder) openItem(w *bytes.Buffer, kind string, item map[string]any) {
 	r.closeItem(w)
 	r.open, r.item = kind, item
+	r.itemID, _ = item["id"].(string)
 	r.text.Reset()
 	r.event(w, "response.output_item.added", map[string]any{"output_index": len(r.outputs), "item": item})
 	if kind == "message" {
@@ -496,7 +525,7 @@ func (r *responsesResponder) openItem(w *bufio.Writer, kind string, item map[str
 	}
 }
 
-func (r *responsesResponder) closeItem(w *bufio.Writer) {
+func (r *responsesResponder) closeItem(w *bytes.Buffer) {
 	if r.open == "" {
 		return
 	}
@@ -526,7 +555,7 @@ func (r *responsesResponder) closeItem(w *bufio.Writer) {
 	r.open, r.item = "", nil
 }
 
-func (r *responsesResponder) chunk(w *bufio.Writer, raw []byte, ch *chatChunk) error {
+func (r *responsesResponder) chunk(w *bytes.Buffer, raw []byte, ch *chatChunk) {
 	for i := range ch.Choices {
 		c := &ch.Choices[i]
 		if c.Index != 0 {
@@ -537,14 +566,14 @@ func (r *responsesResponder) chunk(w *bufio.Writer, raw []byte, ch *chatChunk) e
 				r.openItem(w, "reasoning", map[string]any{"type": "reasoning", "id": newID("rs_"), "summary": []any{}})
 			}
 			r.text.WriteString(t)
-			r.event(w, "response.reasoning_text.delta", map[string]any{"item_id": r.item["id"], "output_index": len(r.outputs), "content_index": 0, "delta": t})
+			r.delta(w, "response.reasoning_text.delta", t)
 		}
 		if t := c.Delta.Content; t != "" {
 			if r.open != "message" {
 				r.openItem(w, "message", map[string]any{"type": "message", "id": newID("msg_"), "status": "in_progress", "role": "assistant", "content": []any{}})
 			}
 			r.text.WriteString(t)
-			r.event(w, "response.output_text.delta", map[string]any{"item_id": r.item["id"], "output_index": len(r.outputs), "content_index": 0, "delta": t, "logprobs": []any{}})
+			r.delta(w, "response.output_text.delta", t)
 		}
 		for _, tc := range c.Delta.ToolCalls {
 			if r.open != "function_call" || tc.Index != r.tool {
@@ -562,11 +591,10 @@ func (r *responsesResponder) chunk(w *bufio.Writer, raw []byte, ch *chatChunk) e
 			}
 			if d := tc.Function.Arguments; d != "" {
 				r.text.WriteString(d)
-				r.event(w, "response.function_call_arguments.delta", map[string]any{"item_id": r.item["id"], "output_index": len(r.outputs), "delta": d})
+				r.delta(w, "response.function_call_arguments.delta", d)
 			}
 		}
 	}
-	return nil
 }
 
 func (r *responsesResponder) completed(acc *accumulator) responseObject {
@@ -585,17 +613,17 @@ func (r *responsesResponder) completed(acc *accumulator) responseObject {
 	return o
 }
 
-func (r *responsesResponder) finish(w *bufio.Writer, acc *accumulator) error {
+func (r *responsesResponder) finish(w *bytes.Buffer, acc *accumulator) {
 	r.closeItem(w)
 	o := r.completed(acc)
 	name := "response.completed"
 	if o.Status == "incomplete" {
 		name = "response.incomplete"
 	}
-	return r.event(w, name, map[string]any{"response": o})
+	r.event(w, name, map[string]any{"response": o})
 }
 
-func (r *responsesResponder) fail(w *bufio.Writer, ae *apiError) {
+func (r *responsesResponder) fail(w *bytes.Buffer, ae *apiError) {
 	r.closeItem(w)
 	o := r.snapshot("failed")
 	o.Output = r.outputs
@@ -616,12 +644,8 @@ func (r *responsesResponder) final(acc *accumulator) ([]byte, error) {
 		d.Function.Name, d.Function.Arguments = tc.Function.Name, tc.Function.Arguments
 		ch.Choices[0].Delta.ToolCalls = append(ch.Choices[0].Delta.ToolCalls, d)
 	}
-	discard := bufio.NewWriterSize(discardWriter{}, 4096)
-	r.chunk(discard, nil, &ch)
-	r.closeItem(discard)
+	var discard bytes.Buffer
+	r.chunk(&discard, nil, &ch)
+	r.closeItem(&discard)
 	return json.Marshal(r.completed(acc))
 }
-
-type discardWriter struct{}
-
-func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }

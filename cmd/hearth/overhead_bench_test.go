@@ -215,7 +215,7 @@ type overheadStack struct {
 	idle                  func() bool // the engine has no request left
 }
 
-func startOverheadStack(ctx context.Context, b *testing.B, tok *tokenizer.Model, speedup float64) *overheadStack {
+func startOverheadStack(ctx context.Context, b testing.TB, tok *tokenizer.Model, speedup float64) *overheadStack {
 	b.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	gpus, err := nodes.ParseSimSpec("1x4090")
