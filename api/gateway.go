@@ -69,7 +69,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	if g.client == nil {
 		g.client = &http.Client{Transport: &http.Transport{
 			Proxy:               nil,
-			MaxIdleConnsPerHost: 64,
+			MaxIdleConnsPerHost: 1024, // one per open stream: a closed one costs the next request a dial
 			IdleConnTimeout:     90 * time.Second,
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		}}

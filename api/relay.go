@@ -16,84 +16,10 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fastjson"
 
 	"github.com/hearth-llm/hearth/tokenizer"
 )
-
-// chatChunk is one chat.completion.chunk (or text_completion chunk) of an
-// engine's stream: only the fields the gateway reads.
-type chatChunk struct {
-	ID      string        `json:"id"`
-	Object  string        `json:"object"`
-	Created int64         `json:"created"`
-	Model   string        `json:"model"`
-	Choices []chunkChoice `json:"choices"`
-	Usage   *chunkUsage   `json:"usage"`
-	Error   *struct {
-		Message string `json:"message"`
-	} `json:"error"`
-	Message string `json:"message"` // vLLM's older top-level error object
-}
-
-type chunkChoice struct {
-	Index        int        `json:"index"`
-	Delta        chunkDelta `json:"delta"`
-	Text         string     `json:"text"` // completions
-	FinishReason *string    `json:"finish_reason"`
-}
-
-type chunkDelta struct {
-	Role             string          `json:"role"`
-	Content          string          `json:"content"`
-	ReasoningContent string          `json:"reasoning_content"`
-	Reasoning        string          `json:"reasoning"` // newer vLLM name
-	ToolCalls        []toolCallDelta `json:"tool_calls"`
-}
-
-// reasoning returns the reasoning text of a delta under either name.
-func (d *chunkDelta) reasoning() string {
-	if d.ReasoningContent != "" {
-		return d.ReasoningContent
-	}
-	return d.Reasoning
-}
-
-type toolCallDelta struct {
-	Index    int    `json:"index"`
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type chunkUsage struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	CompletionTokens    int `json:"completion_tokens"`
-	TotalTokens         int `json:"total_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-}
-
-func (u *chunkUsage) cached() int {
-	if u == nil || u.PromptTokensDetails == nil {
-		return 0
-	}
-	return u.PromptTokensDetails.CachedTokens
-}
-
-// streamError reports an error the engine put into its stream, or nil.
-func (c *chatChunk) streamError() error {
-	if c.Error != nil {
-		return fmt.Errorf("engine: %s", c.Error.Message)
-	}
-	if c.Object == "error" {
-		return fmt.Errorf("engine: %s", c.Message)
-	}
-	return nil
-}
 
 // accumulator collects a whole answer from the chunks of choice 0.
 type accumulator struct {
@@ -176,6 +102,8 @@ type exchange struct {
 	body     io.ReadCloser   // the engine's answer
 	lines    *bufio.Reader   // over body
 	long     []byte          // a line longer than lines' buffer
+	parser   *fastjson.Parser
+	chunk    chatChunk // the latest, decoded; its slices are reused
 	started  time.Time
 	prompt   int // prompt tokens by our count
 	acc      accumulator
@@ -297,7 +225,8 @@ func (ex *exchange) release() {
 		if ex.lines != nil {
 			ex.lines.Reset(nil)
 			lineReaders.Put(ex.lines)
-			ex.lines = nil
+			chunkParsers.Put(ex.parser)
+			ex.lines, ex.parser = nil, nil
 		}
 		ex.record() // before Done, so that whoever waits for Done finds it
 		ex.g.router.Done(ex.id)
@@ -322,12 +251,13 @@ func (ex *exchange) record() {
 }
 
 // next returns the engine's next chunk, as raw JSON and decoded, and adds it
-// to the accumulated answer. At the end of a complete stream it returns
-// io.EOF.
+// to the accumulated answer; both are valid until the next call. At the end
+// of a complete stream it returns io.EOF.
 func (ex *exchange) next() ([]byte, *chatChunk, error) {
 	if ex.lines == nil {
 		ex.lines = lineReaders.Get().(*bufio.Reader)
 		ex.lines.Reset(ex.body)
+		ex.parser = chunkParsers.Get()
 	}
 	for {
 		line, err := ex.line()
@@ -350,8 +280,8 @@ func (ex *exchange) next() ([]byte, *chatChunk, error) {
 		if string(data) == "[DONE]" {
 			return nil, nil, io.EOF
 		}
-		ch := new(chatChunk)
-		if err := json.Unmarshal(data, ch); err != nil {
+		ch := &ex.chunk
+		if err := decodeChunk(ex.parser, data, ch); err != nil {
 			return nil, nil, fmt.Errorf("engine sent a malformed chunk: %w", err)
 		}
 		if err := ch.streamError(); err != nil {

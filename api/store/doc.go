@@ -6,7 +6,8 @@
 // through previous_response_id without resending it; the API keys
 // created in the console, as SHA-256 digests of their secrets; and the
 // settings saved in the console. Opening a database creates the tables it
-// lacks, so an older file keeps working.
+// lacks, so an older file keeps working. The live keys are also held in
+// memory, indexed by digest, because every API request checks one.
 //
 // It must not know HTTP or the shapes of any client protocol (a response
 // is an id, a model name and an opaque conversation blob), nor what makes

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -48,7 +47,43 @@ func (s *SQLite) CreateKey(ctx context.Context, name string) (APIKey, string, er
 	if err != nil {
 		return APIKey{}, "", fmt.Errorf("store: create key: %w", err)
 	}
+	s.mu.Lock()
+	s.live[sum] = k
+	s.mu.Unlock()
 	return k, secret, nil
+}
+
+// loadLiveKeys fills the index of live keys from the database.
+func (s *SQLite) loadLiveKeys(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT id, name, hint, created_at, secret_sha256 FROM api_keys WHERE revoked_at IS NULL`)
+	if err != nil {
+		return fmt.Errorf("store: load keys: %w", err)
+	}
+	defer rows.Close()
+	live := make(map[[sha256.Size]byte]APIKey)
+	for rows.Next() {
+		var (
+			k   APIKey
+			ms  int64
+			sum []byte
+		)
+		if err := rows.Scan(&k.ID, &k.Name, &k.Hint, &ms, &sum); err != nil {
+			return fmt.Errorf("store: load keys: %w", err)
+		}
+		if len(sum) != sha256.Size {
+			return fmt.Errorf("store: load keys: key %s has a %d-byte hash", k.ID, len(sum))
+		}
+		k.Created = time.UnixMilli(ms)
+		live[[sha256.Size]byte(sum)] = k
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: load keys: %w", err)
+	}
+	s.mu.Lock()
+	s.live = live
+	s.mu.Unlock()
+	return nil
 }
 
 // Keys lists the keys that are not revoked, oldest first.
@@ -75,15 +110,12 @@ func (s *SQLite) Keys(ctx context.Context) ([]APIKey, error) {
 	return out, nil
 }
 
-// HasKeys reports whether a key that is not revoked exists; it is what
-// the gateway asks on every request, so it reads one row at most.
+// HasKeys reports whether a key that is not revoked exists; the gateway
+// asks on every request.
 func (s *SQLite) HasKeys(ctx context.Context) (bool, error) {
-	var has bool
-	err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE revoked_at IS NULL)`).Scan(&has)
-	if err != nil {
-		return false, fmt.Errorf("store: count keys: %w", err)
-	}
-	return has, nil
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.live) > 0, nil
 }
 
 // RevokeKey revokes the key with id; its secret stops working at once.
@@ -99,6 +131,13 @@ func (s *SQLite) RevokeKey(ctx context.Context, id string) error {
 	} else if n == 0 {
 		return fmt.Errorf("store: revoke key %q: %w", id, ErrNoSuchKey)
 	}
+	s.mu.Lock()
+	for sum, k := range s.live {
+		if k.ID == id {
+			delete(s.live, sum)
+		}
+	}
+	s.mu.Unlock()
 	return nil
 }
 
@@ -110,17 +149,11 @@ func (s *SQLite) CheckKey(ctx context.Context, secret string) (APIKey, error) {
 		return APIKey{}, ErrNoSuchKey
 	}
 	sum := sha256.Sum256([]byte(secret))
-	var k APIKey
-	var ms int64
-	err := s.db.QueryRowContext(ctx,
-		`SELECT id, name, hint, created_at FROM api_keys WHERE secret_sha256 = ? AND revoked_at IS NULL`, sum[:]).
-		Scan(&k.ID, &k.Name, &k.Hint, &ms)
-	if errors.Is(err, sql.ErrNoRows) {
+	s.mu.RLock()
+	k, ok := s.live[sum]
+	s.mu.RUnlock()
+	if !ok {
 		return APIKey{}, ErrNoSuchKey
 	}
-	if err != nil {
-		return APIKey{}, fmt.Errorf("store: check key: %w", err)
-	}
-	k.Created = time.UnixMilli(ms)
 	return k, nil
 }

@@ -188,3 +188,41 @@ func TestOpenIsIdempotent(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestKeysSurviveReopen: the live keys a reopened database answers for are
+// the ones that were created and not revoked.
+func TestKeysSurviveReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "hearth.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, keptSecret, err := s.CreateKey(ctx, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, goneSecret, err := s.CreateKey(ctx, "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RevokeKey(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s, err = Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if has, err := s.HasKeys(ctx); !has || err != nil {
+		t.Errorf("HasKeys = %v, %v after reopening", has, err)
+	}
+	if k, err := s.CheckKey(ctx, keptSecret); err != nil || k != kept {
+		t.Errorf("kept key: %+v, %v; want %+v", k, err, kept)
+	}
+	if _, err := s.CheckKey(ctx, goneSecret); !errors.Is(err, ErrNoSuchKey) {
+		t.Errorf("revoked key: %v, want ErrNoSuchKey", err)
+	}
+}

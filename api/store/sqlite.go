@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -27,6 +29,14 @@ type Response struct {
 type SQLite struct {
 	db  *sql.DB
 	now func() time.Time // creation times of keys; tests fix it
+
+	// live indexes the keys that are not revoked by their secret's
+	// SHA-256: every API request asks, and a map answers in nanoseconds
+	// where a query takes tens of microseconds. This process is the
+	// database's only writer, so it changes only with CreateKey and
+	// RevokeKey.
+	mu   sync.RWMutex
+	live map[[sha256.Size]byte]APIKey
 }
 
 // Open opens (creating if needed) the database at path; ":memory:" gives a
@@ -47,7 +57,12 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 		db.Close()
 		return nil, err
 	}
-	return &SQLite{db: db, now: time.Now}, nil
+	s := &SQLite{db: db, now: time.Now}
+	if err := s.loadLiveKeys(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // schema creates every table; each statement may run again on a database
