@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,6 +160,7 @@ type fakeEngine struct {
 	srv          *httptest.Server
 	script       func(body map[string]json.RawMessage, msgs []chatMessage) engineReply
 	cachedTokens int
+	conns        atomic.Int32 // connections the gateway opened
 
 	mu        sync.Mutex
 	bodies    []map[string]json.RawMessage
@@ -168,7 +170,13 @@ type fakeEngine struct {
 
 func newFakeEngine(t testing.TB) *fakeEngine {
 	e := &fakeEngine{script: defaultScript, cancelled: make(chan struct{}), seen: make(chan map[string]json.RawMessage, 100)}
-	e.srv = httptest.NewServer(http.HandlerFunc(e.serve))
+	e.srv = httptest.NewUnstartedServer(http.HandlerFunc(e.serve))
+	e.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			e.conns.Add(1)
+		}
+	}
+	e.srv.Start()
 	t.Cleanup(e.srv.Close)
 	return e
 }
@@ -293,6 +301,10 @@ func (e *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 		"usage": map[string]any{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
 			"prompt_tokens_details": map[string]any{"cached_tokens": e.cachedTokens}}})
 	fmt.Fprint(w, "data: [DONE]\n\n")
+	// The end of the chunked body comes a moment after [DONE], as it does
+	// from an engine whose last write is [DONE].
+	fl.Flush()
+	time.Sleep(2 * time.Millisecond)
 }
 
 // splitWords splits s into pieces that concatenate back to s.

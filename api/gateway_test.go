@@ -557,3 +557,19 @@ func TestStreamsAreNotBuffered(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineConnectionsAreReused: streamed requests one after another go
+// over one engine connection, which the gateway reads to its end.
+func TestEngineConnectionsAreReused(t *testing.T) {
+	h := startGateway(t, nil)
+	for i := range 5 {
+		resp, body := h.post(t, "/v1/chat/completions", chatBody(""))
+		if resp.StatusCode != 200 || !strings.Contains(body, "[DONE]") {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
+		}
+		h.router.waitDone(t, 1)
+	}
+	if n := h.engine.conns.Load(); n != 1 {
+		t.Errorf("the gateway opened %d connections to the engine for 5 requests in a row, want 1", n)
+	}
+}

@@ -108,6 +108,7 @@ type exchange struct {
 	prompt   int // prompt tokens by our count
 	acc      accumulator
 	first    bool
+	complete bool // [DONE] was read
 	released sync.Once
 	status   int // reported in metrics
 
@@ -218,6 +219,9 @@ func (ex *exchange) clientGone() bool {
 // it finished) and the router told. Safe to call more than once.
 func (ex *exchange) release() {
 	ex.released.Do(func() {
+		if ex.complete {
+			ex.drain()
+		}
 		if ex.watch != nil {
 			ex.watch.stop()
 		}
@@ -233,6 +237,20 @@ func (ex *exchange) release() {
 		ex.g.metrics.observe(ex.req.Dialect, ex.status, time.Since(ex.started))
 	})
 }
+
+// drain reads what follows [DONE], the end of the chunked body, so that
+// the connection goes back to the pool: closing a body before its end
+// closes the connection, and the next request would pay for a new one. An
+// engine that keeps the stream open after [DONE] gets drainTimeout.
+func (ex *exchange) drain() {
+	if ex.watch != nil {
+		t := time.AfterFunc(drainTimeout, ex.watch.stop)
+		defer t.Stop()
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(ex.lines, 64<<10))
+}
+
+const drainTimeout = time.Second
 
 // record adds the finished exchange to the gateway's traffic record.
 func (ex *exchange) record() {
@@ -278,6 +296,7 @@ func (ex *exchange) next() ([]byte, *chatChunk, error) {
 			continue
 		}
 		if string(data) == "[DONE]" {
+			ex.complete = true
 			return nil, nil, io.EOF
 		}
 		ch := &ex.chunk

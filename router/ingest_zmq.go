@@ -218,7 +218,7 @@ func (r *kvRankSubscriber) session(ctx context.Context) (received bool, err erro
 	}
 	// Subscribe before replaying: batches published during the replay then
 	// arrive live, and the ingester drops the ones the replay also brought.
-	if err := sub.Dial(r.endpoint); err != nil {
+	if err := sub.Dial(dialEndpoint(r.endpoint)); err != nil {
 		return false, fmt.Errorf("dial: %w", err)
 	}
 	r.log.Info("kv events: connected")
@@ -296,7 +296,7 @@ func (z *zmqReplayer) Replay(ctx context.Context, from uint64, fn func(seq uint6
 
 	d := zmq4.NewDealer(rctx, kvSocketOptions(z.log)...)
 	defer d.Close()
-	if err := d.Dial(z.endpoint); err != nil {
+	if err := d.Dial(dialEndpoint(z.endpoint)); err != nil {
 		return fmt.Errorf("replay dial %s: %w", z.endpoint, err)
 	}
 	var req [8]byte

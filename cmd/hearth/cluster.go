@@ -73,34 +73,43 @@ func newSimCluster(rt *router.Router, opts simClusterOptions) (*simCluster, erro
 			c.close(rt)
 			return nil, fmt.Errorf("engine %s: %w", name, err)
 		}
-		id, err := rt.AddWorker(router.WorkerInfo{
-			Name:                name,
-			CapacityBlocks:      profile.GPUBlocks,
-			PrefillTokensPerSec: profile.PrefillTokensPerSec,
-			RAMCapacityBlocks:   profile.CPUBlocks,
-			BlockBytes:          profile.BlockBytes,
-			LoadBytesPerSec:     profile.LoadBytesPerSec,
-		})
+		id, sub, err := attachEngine(rt, name, profile, inst.KVEventsEndpoint(), inst.KVReplayEndpoint(), log)
 		if err != nil {
 			inst.Close()
 			c.close(rt)
 			return nil, fmt.Errorf("engine %s: %w", name, err)
 		}
-		w := &simWorker{name: name, gpu: gpu, id: id, instance: inst}
-		c.workers = append(c.workers, w)
-		w.subscriber, err = router.NewSubscriber(router.SubscriberConfig{
-			Endpoint:       inst.KVEventsEndpoint(),
-			ReplayEndpoint: inst.KVReplayEndpoint(),
-			Topic:          "kv-events",
-			Workers:        []router.WorkerID{w.id},
-			Logger:         log,
-		}, rt.Index())
-		if err != nil {
-			c.close(rt)
-			return nil, fmt.Errorf("engine %s: %w", name, err)
-		}
+		c.workers = append(c.workers, &simWorker{name: name, gpu: gpu, id: id, instance: inst, subscriber: sub})
 	}
 	return c, nil
+}
+
+// attachEngine registers an engine measured as profile with rt under name,
+// and builds the subscriber that follows its KV events (run it with Run).
+func attachEngine(rt *router.Router, name string, profile sim.Profile, events, replay string, log *slog.Logger) (router.WorkerID, *router.Subscriber, error) {
+	id, err := rt.AddWorker(router.WorkerInfo{
+		Name:                name,
+		CapacityBlocks:      profile.GPUBlocks,
+		PrefillTokensPerSec: profile.PrefillTokensPerSec,
+		RAMCapacityBlocks:   profile.CPUBlocks,
+		BlockBytes:          profile.BlockBytes,
+		LoadBytesPerSec:     profile.LoadBytesPerSec,
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	sub, err := router.NewSubscriber(router.SubscriberConfig{
+		Endpoint:       events,
+		ReplayEndpoint: replay,
+		Topic:          "kv-events",
+		Workers:        []router.WorkerID{id},
+		Logger:         log,
+	}, rt.Index())
+	if err != nil {
+		rt.RemoveWorker(id)
+		return 0, nil, err
+	}
+	return id, sub, nil
 }
 
 // close releases the sockets of a cluster that will never run.

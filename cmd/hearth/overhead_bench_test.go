@@ -15,8 +15,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,50 +33,59 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hearth-llm/hearth/api"
+	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // BenchmarkGatewayOverhead measures what the gateway adds on top of the
-// engine it fronts, against nginx as a plain reverse proxy in the same run:
+// engines it fronts, against nginx as a plain reverse proxy in the same run:
 //
 //	go test -run '^$' -bench BenchmarkGatewayOverhead -benchtime 1x ./cmd/hearth/
 //
-// One simulated engine (qwen3-8b on a modelled RTX 4090, speedup 1e6, so
-// that its modelled GPU time is negligible and only its HTTP work is left)
-// is reached three ways: directly, through nginx (proxy_buffering off,
-// HTTP/1.1 keep-alive upstream), and through Hearth's gateway wired as
-// hearth up wires it (the real router over that one worker, following its
-// KV events, and the real Qwen3 tokenizer). Clients run N concurrent
-// streams (1, 64, 256) of streamed chat completions over keep-alive
-// HTTP/1.1; each stream sends its requests one after another. Every path
-// gets the same prompts in the same order, and the paths take turns in
-// rounds (the order rotating) so that a burst of load from elsewhere on
-// the machine lands on all three.
+// Two simulated engines serve qwen3-8b on a modelled RTX 4090: a fast one
+// (speedup 1e6, so that its modelled GPU time is negligible and only its
+// HTTP work is left) and a paced one (speedup 1: tokens come at the rate
+// the modelled card would give them). Each is reached three ways: directly,
+// through nginx (proxy_buffering off, HTTP/1.1 keep-alive upstream), and
+// through one Hearth gateway wired as hearth up wires it, in front of both
+// (the real router following both engines' KV events, and the real Qwen3
+// tokenizer; background sessions are steered to the paced engine and the
+// rest to the fast one, see steeringRouter). Every path gets the same
+// requests in the same order, and the paths take turns in rounds (the
+// order rotating) so that a burst of load from elsewhere on the machine
+// lands on all three.
 //
-// Time to first token is from sending the request to reading the first
-// chunk with content. The time a proxy adds is the shift of the
-// distribution's quantiles, p50(proxy) − p50(direct) and p99(proxy) −
-// p99(direct): the requests of two paths are not paired, so this is the
-// difference of the distributions, not a quantile of per-request
-// differences. The ratio divides Hearth's shift by nginx's.
+// Time to first token with N streams open: N−1 background streams run
+// through the path to the paced engine, each asking for a 128-token answer
+// and asking again when it ends, and one probe stream sends short streamed
+// chat requests to the fast engine, one after another. TTFT is from sending
+// a probe to reading its first chunk with content. The time a proxy adds is
+// the shift of the probes' distribution over the direct path's,
+// p50(proxy) − p50(direct) and p99(proxy) − p99(direct): requests of two
+// paths are not paired, so this is a difference of distributions, not a
+// quantile of per-request differences. The ratio divides Hearth's shift by
+// nginx's.
 //
-// Chunks/s is what the client received end to end. The client, the engine
-// and the gateway share this process and its cores, so it is a floor of
-// what the gateway alone could relay. The process's CPU time per chunk,
-// Hearth's path minus the direct path's, is the gateway's own cost
-// (tokenizing, routing, relaying); nginx's is its processes' CPU time per
-// chunk from /proc. "capacity" is the machine's cores divided by that cost:
-// the chunks per second the proxy could relay if it had every core.
+// Relay throughput: N streams send streamed requests to the fast engine
+// back to back, which saturates the machine. Chunks/s is what the clients
+// received end to end; the client, the engine and the gateway share this
+// process and its two cores, so it is a floor of what the gateway alone
+// could relay. The process's CPU time per chunk, Hearth's path minus the
+// direct path's, is the gateway's own cost (tokenizing, routing,
+// relaying); nginx's is its processes' CPU time per chunk from /proc.
+// "capacity" is the machine's cores divided by that cost: the chunks per
+// second the proxy could relay if it had every core.
 //
-// Memory per open stream: a second, slow engine (speedup 0.2) keeps M
-// streams open while the client holds them mid-stream (each has its first
-// content chunk). The process's live heap plus goroutine stacks after GC,
-// minus the same before the streams opened, is divided by M. Through the
-// gateway it includes the client's and the engine's share of each stream,
-// so the direct path's figure is subtracted: what is left is the gateway's
-// (its client connection, its engine connection, the relay). nginx's is the
+// Memory per open stream: M streams to the paced engine are held open
+// while the client holds them mid-stream (each has its first content
+// chunk). The process's live heap plus goroutine stacks after GC, minus the
+// same before the streams opened, is divided by M. Through the gateway it
+// includes the client's and the engine's share of each stream, so the
+// direct path's figure is subtracted: what is left is the gateway's (its
+// client connection, its engine connection, the relay). nginx's is the
 // growth of its processes' resident memory, which counts pages, not bytes.
 //
 // Whatever b.N is the work is done once; -benchtime 1x says so.
@@ -91,18 +102,18 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	fast := startOverheadStack(ctx, b, tok, overheadFastSpeedup)
-	slow := startOverheadStack(ctx, b, tok, overheadSlowSpeedup)
-	ngx, err := startNginx(ctx, nginxBin, fast.engineURL, slow.engineURL)
+	st := startOverheadStack(ctx, b, tok)
+	ngx, err := startNginx(ctx, nginxBin, st.fastURL, st.pacedURL)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ngx.stop()
 
 	paths := []overheadPath{
-		{name: "direct", url: fast.engineURL},
-		{name: "nginx", url: ngx.url[0]},
-		{name: "hearth", url: fast.gatewayURL},
+		{name: "direct", fast: st.fastURL, paced: st.pacedURL},
+		{name: "nginx", fast: ngx.url[0], paced: ngx.url[1], cpu: ngx.cpu, rss: ngx.rss},
+		{name: "hearth", fast: st.gateway.url, paced: st.gateway.url, cpu: st.gateway.cpu, rss: st.gateway.rss,
+			memory: st.gateway.memory},
 	}
 	for i := range paths {
 		paths[i].client = newBenchClient()
@@ -111,48 +122,54 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	// Warm every path: connections, the tokenizer's caches, the router's
 	// first decisions.
 	for _, p := range paths {
-		if _, err := runCell(ctx, p, 256, 1, 1_000_000, nil); err != nil {
+		if _, err := throughputCell(ctx, p, 256, 1, 1_000_000); err != nil {
 			b.Fatalf("warm-up %s: %v", p.name, err)
 		}
 	}
 
 	b.ResetTimer()
-	results := make(map[string]map[int]*cellResult) // path → streams → result
+	ttft := make(map[string]map[int]*ttftResult) // path → streams → result
+	tput := make(map[string]map[int]*throughputResult)
 	for _, p := range paths {
-		results[p.name] = make(map[int]*cellResult)
+		ttft[p.name] = make(map[int]*ttftResult)
+		tput[p.name] = make(map[int]*throughputResult)
 	}
-	for _, lvl := range overheadLevels {
+	for _, lvl := range overheadTTFTLevels {
 		for round := range overheadRounds {
 			for i := range paths {
 				p := paths[(i+round)%len(paths)]
-				var nginxCPU func() time.Duration
-				if p.name == "nginx" {
-					nginxCPU = ngx.cpu
-				}
-				r, err := runCell(ctx, p, lvl.streams, lvl.requestsPerStream/overheadRounds,
-					round*lvl.requestsPerStream/overheadRounds, nginxCPU)
+				per := lvl.probes / overheadRounds
+				r, err := ttftCell(ctx, p, lvl.streams-1, per, round*per, st.pacedIdle)
 				if err != nil {
-					b.Fatalf("%s, %d streams: %v", p.name, lvl.streams, err)
+					b.Fatalf("time to first token, %s, %d streams: %v", p.name, lvl.streams, err)
 				}
-				if prev := results[p.name][lvl.streams]; prev != nil {
-					r.merge(prev)
+				r.merge(ttft[p.name][lvl.streams])
+				ttft[p.name][lvl.streams] = r
+			}
+		}
+	}
+	for _, lvl := range overheadThroughputLevels {
+		for round := range overheadRounds {
+			for i := range paths {
+				p := paths[(i+round)%len(paths)]
+				per := lvl.requestsPerStream / overheadRounds
+				r, err := throughputCell(ctx, p, lvl.streams, per, round*per)
+				if err != nil {
+					b.Fatalf("throughput, %s, %d streams: %v", p.name, lvl.streams, err)
 				}
-				results[p.name][lvl.streams] = r
+				r.merge(tput[p.name][lvl.streams])
+				tput[p.name][lvl.streams] = r
 			}
 		}
 	}
 
 	mem := make(map[string]memResult)
-	prompts, err := longAnswerPrompts(ctx, fast.engineURL, overheadMemStreams)
+	prompts, err := longAnswerPrompts(ctx, st.fastURL, overheadMemStreams)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, p := range []overheadPath{
-		{name: "direct", url: slow.engineURL},
-		{name: "nginx", url: ngx.url[1]},
-		{name: "hearth", url: slow.gatewayURL},
-	} {
-		r, err := holdStreams(ctx, p.url, prompts, slow.idle, ngx.rss)
+	for _, p := range paths {
+		r, err := holdStreams(ctx, p, prompts, st.pacedIdle)
 		if err != nil {
 			b.Fatalf("memory, %s: %v", p.name, err)
 		}
@@ -162,32 +179,49 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 
 	// Printed, not logged: the testing package cuts a benchmark's log to
 	// ten lines.
-	fmt.Print(overheadReport(b, results, mem))
+	fmt.Print(overheadReport(b, ttft, tput, mem))
 }
 
-// Settings of the run; the totals keep it under a minute on two cores.
-// Each stream's requests are split evenly over the rounds.
-var overheadLevels = []struct{ streams, requestsPerStream int }{
-	{1, 1200},
-	{64, 36},
-	{256, 18},
-}
+// Settings of the run; the totals keep it near two minutes on two cores.
+// Each cell's work is split evenly over the rounds.
+var (
+	overheadTTFTLevels = []struct{ streams, probes int }{
+		{1, 1200},
+		{64, 600},
+		{256, 600},
+	}
+	overheadThroughputLevels = []struct{ streams, requestsPerStream int }{
+		{64, 36},
+		{256, 18},
+	}
+)
 
 const (
 	overheadRounds      = 6
 	overheadModel       = "qwen3-8b"
-	overheadMaxTokens   = 64
+	overheadMaxTokens   = 64  // of a probe or throughput request
+	backgroundMaxTokens = 128 // of a background stream's request
 	overheadFastSpeedup = 1e6
-	overheadSlowSpeedup = 0.2
 	overheadMemStreams  = 256
 	// overheadMinHeld is the answer length, in tokens, of a prompt the
-	// memory phase holds open: at the slow speed it streams for seconds.
+	// memory phase holds open: at the paced engine's speed it streams for
+	// seconds.
 	overheadMinHeld = 100
+	// backgroundSession prefixes the session ids of background streams,
+	// which steeringRouter sends to the paced engine.
+	backgroundSession = "load-"
 )
 
+// overheadPath is one way to the two engines.
 type overheadPath struct {
-	name, url string
-	client    *http.Client
+	name        string
+	fast, paced string // base URLs that reach the fast and the paced engine
+	client      *http.Client
+	// The proxy's process: its CPU time, its resident memory and, for a Go
+	// process, its live heap and stacks. Nil on the direct path.
+	cpu    func() time.Duration
+	rss    func() int64
+	memory func() (heap, stack int64, err error)
 }
 
 func newBenchClient() *http.Client {
@@ -208,77 +242,328 @@ func findNginx() string {
 	return ""
 }
 
-// overheadStack is one simulated engine and a gateway in front of it, wired
-// as serveUp wires them.
+// overheadStack is the two engines, in this process, and the gateway in a
+// process of its own, as nginx is: the proxy shares the machine, not the
+// Go runtime of the clients and engines.
 type overheadStack struct {
-	engineURL, gatewayURL string
-	idle                  func() bool // the engine has no request left
+	fastURL, pacedURL string
+	pacedIdle         func() bool // the paced engine has no request left
+	gateway           *gatewayProcess
 }
 
-func startOverheadStack(ctx context.Context, b testing.TB, tok *tokenizer.Model, speedup float64) *overheadStack {
+func startOverheadStack(ctx context.Context, b testing.TB, tok *tokenizer.Model) *overheadStack {
 	b.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	gpus, err := nodes.ParseSimSpec("1x4090")
 	if err != nil {
 		b.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
-	routerMetrics, err := router.NewMetrics(reg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rt, err := router.New(router.Config{Policy: router.PolicyHearth},
-		router.WithLogger(log), router.WithMetrics(routerMetrics))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cluster, err := newSimCluster(rt, simClusterOptions{
-		GPUs: gpus, Model: overheadModel, Speedup: speedup, Tokenizer: tok, Logger: log,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := reg.Register(router.NewIngestCollector(cluster.ingestStats, cluster.workerName)); err != nil {
-		b.Fatal(err)
-	}
-	routes := newGatewayRouter(rt)
-	w := cluster.workers[0]
-	routes.addWorker(w.id, w.name, w.instance.BaseURL())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	gw, err := api.New(api.Config{
-		Addr: ln.Addr().String(), Models: []string{overheadModel}, Aliases: map[string]string{"*": overheadModel},
-		ContextTokens: w.instance.Config().MaxModelLen,
-	}, api.Deps{Router: routes, Tokenizer: tok, Registry: reg, Logger: log})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
+	// The engines outlive the benchmark's context: the gateway, stopped
+	// by the cleanup registered after this one, goes first.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return cluster.Run(gctx) })
-	g.Go(func() error { return gw.Serve(gctx, ln) })
 	b.Cleanup(func() {
 		cancel()
 		if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
-			b.Errorf("stack stopped: %v", err)
+			b.Errorf("engines stopped: %v", err)
 		}
 	})
+	var (
+		spec      benchGatewaySpec
+		instances = make(map[string]*sim.Instance)
+	)
+	for _, e := range []struct {
+		name    string
+		speedup float64
+	}{{"fast", overheadFastSpeedup}, {"paced", 1}} {
+		inst, err := sim.NewInstance(sim.InstanceOptions{
+			Engine:   sim.Config{GPU: gpus[0].Kind, Model: overheadModel},
+			Listen:   "127.0.0.1:0",
+			KVEvents: "tcp://127.0.0.1:0",
+			KVReplay: "tcp://127.0.0.1:0",
+			Speedup:  e.speedup, Tokenizer: tok, Logger: log,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		g.Go(func() error { return inst.Run(gctx) })
+		instances[e.name] = inst
+		spec.Engines = append(spec.Engines, benchEngine{
+			Name: e.name, BaseURL: inst.BaseURL(), Events: inst.KVEventsEndpoint(), Replay: inst.KVReplayEndpoint(),
+			GPU: gpus[0].Kind, Model: overheadModel, ContextTokens: inst.Config().MaxModelLen,
+		})
+	}
+	gw, err := startGatewayProcess(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(gw.stop)
+	paced := instances["paced"]
 	return &overheadStack{
-		engineURL:  w.instance.BaseURL(),
-		gatewayURL: "http://" + ln.Addr().String(),
-		idle: func() bool {
-			s := w.instance.Stats()
+		fastURL:  instances["fast"].BaseURL(),
+		pacedURL: paced.BaseURL(),
+		gateway:  gw,
+		pacedIdle: func() bool {
+			s := paced.Stats()
 			return s.Running == 0 && s.Waiting == 0
 		},
 	}
 }
 
+// --- the gateway process ---
+
+// benchGatewaySpec tells the gateway process which engines to front.
+type benchGatewaySpec struct {
+	Engines []benchEngine
+}
+
+type benchEngine struct {
+	Name, BaseURL, Events, Replay string
+	GPU, Model                    string
+	ContextTokens                 int
+}
+
+// benchGatewayEnv, when set in the environment of this test binary, holds
+// a benchGatewaySpec and makes the binary the benchmark's gateway process
+// instead of running tests.
+const benchGatewayEnv = "HEARTH_BENCH_GATEWAY"
+
+// benchGatewayProfileEnv names a file for the gateway process's CPU
+// profile, to see where its time goes:
+//
+//	HEARTH_BENCH_GATEWAY_PROFILE=/tmp/gw.pprof go test -run '^$' -bench BenchmarkGatewayOverhead -benchtime 1x ./cmd/hearth/
+const benchGatewayProfileEnv = "HEARTH_BENCH_GATEWAY_PROFILE"
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(benchGatewayEnv); spec != "" {
+		if err := runBenchGateway(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "gateway:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runBenchGateway wires the router and the gateway as hearth up does, in
+// front of engines it did not start, with a key store as hearth up has
+// (holding no key). It prints "listening ADDR" when it serves and, on
+// each SIGUSR1, "memory HEAP STACK" (live bytes after a collection). It
+// stops when its standard input closes.
+func runBenchGateway(specJSON string) error {
+	var spec benchGatewaySpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stop()
+	}()
+	if path := os.Getenv(benchGatewayProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	tok, err := tokenizer.Qwen3()
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	routerMetrics, err := router.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	rt, err := router.New(router.Config{Policy: router.PolicyHearth},
+		router.WithLogger(log), router.WithMetrics(routerMetrics))
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "hearth-bench-gateway-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	db, err := store.Open(ctx, filepath.Join(dir, "hearth.db"))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	g, gctx := errgroup.WithContext(ctx)
+	routes := newGatewayRouter(rt)
+	for _, e := range spec.Engines {
+		profile, err := sim.ProfileOf(sim.Config{GPU: e.GPU, Model: e.Model})
+		if err != nil {
+			return err
+		}
+		id, sub, err := attachEngine(rt, e.Name, profile, e.Events, e.Replay, log)
+		if err != nil {
+			return err
+		}
+		routes.addWorker(id, e.Name, e.BaseURL)
+		g.Go(func() error { return sub.Run(gctx) })
+	}
+	gw, err := api.New(api.Config{
+		Models: []string{spec.Engines[0].Model}, Aliases: map[string]string{"*": spec.Engines[0].Model},
+		ContextTokens: spec.Engines[0].ContextTokens,
+	}, api.Deps{
+		Router:    steeringRouter{Router: routes, fast: "fast", paced: "paced"},
+		Tokenizer: tok, Registry: reg, Logger: log, Keys: apiKeys{db},
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	go func() {
+		for range usr1 {
+			var m runtime.MemStats
+			runtime.GC()
+			runtime.GC()
+			runtime.ReadMemStats(&m)
+			fmt.Printf("memory %d %d\n", m.HeapAlloc, m.StackInuse)
+		}
+	}()
+	fmt.Printf("listening %s\n", ln.Addr())
+	g.Go(func() error { return gw.Serve(gctx, ln) })
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// gatewayProcess is the running gateway process, seen from the benchmark.
+type gatewayProcess struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string // what it prints
+	url   string
+	done  chan struct{} // closed when it has exited, with err set
+	err   error
+}
+
+func startGatewayProcess(spec benchGatewaySpec) (*gatewayProcess, error) {
+	specJSON, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), benchGatewayEnv+"="+string(specJSON))
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("gateway process: %w", err)
+	}
+	p := &gatewayProcess{cmd: cmd, stdin: stdin, lines: make(chan string, 16), done: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	line, err := p.line(60 * time.Second)
+	if err != nil {
+		p.stop()
+		return nil, err
+	}
+	addr, ok := strings.CutPrefix(line, "listening ")
+	if !ok {
+		p.stop()
+		return nil, fmt.Errorf("gateway process said %q", line)
+	}
+	p.url = "http://" + addr
+	return p, nil
+}
+
+// line waits for the next line the process prints.
+func (p *gatewayProcess) line(timeout time.Duration) (string, error) {
+	select {
+	case l, ok := <-p.lines:
+		if !ok {
+			<-p.done
+			return "", fmt.Errorf("gateway process exited: %v", p.err)
+		}
+		return l, nil
+	case <-time.After(timeout):
+		return "", errors.New("gateway process is silent")
+	}
+}
+
+// memory asks the process for its live heap and goroutine stacks.
+func (p *gatewayProcess) memory() (heap, stack int64, err error) {
+	if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		return 0, 0, err
+	}
+	line, err := p.line(30 * time.Second)
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, err := fmt.Sscanf(line, "memory %d %d", &heap, &stack); err != nil {
+		return 0, 0, fmt.Errorf("gateway process said %q: %w", line, err)
+	}
+	return heap, stack, nil
+}
+
+func (p *gatewayProcess) cpu() time.Duration { return procCPU([]int{p.cmd.Process.Pid}) }
+func (p *gatewayProcess) rss() int64         { return procRSS([]int{p.cmd.Process.Pid}) }
+
+// stop closes its input, which ends it, and waits.
+func (p *gatewayProcess) stop() {
+	p.stdin.Close()
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// steeringRouter keeps the benchmark's two kinds of traffic apart on one
+// gateway: background sessions go to the paced engine and everything else
+// to the fast one, as the URL does on the other paths. The real router
+// still makes every decision, over the one worker left to it.
+type steeringRouter struct {
+	api.Router
+	fast, paced string // worker names
+}
+
+func (s steeringRouter) Route(ctx context.Context, req api.RouteRequest) (api.Route, error) {
+	other := s.paced
+	if strings.HasPrefix(req.SessionID, backgroundSession) {
+		other = s.fast
+	}
+	req.Exclude = append(req.Exclude, other)
+	return s.Router.Route(ctx, req)
+}
+
 // --- the client ---
 
-// chatBody is a small streamed chat request; key picks its prompt, so every
-// path can be sent the same sequence.
+// chatBody is a streamed (or not) chat request for prompt.
 func chatBody(prompt string, maxTokens int, stream bool) []byte {
 	body, _ := json.Marshal(map[string]any{
 		"model":          overheadModel,
@@ -297,14 +582,23 @@ func cellPrompt(stream, turn int) string {
 	return fmt.Sprintf("Stream %d, turn %d: explain what the cache change does.", stream, turn)
 }
 
-// streamOnce sends one streamed chat request and reads it to the end. It
-// calls onFirst, if set, when the first content chunk arrives.
-func streamOnce(ctx context.Context, client *http.Client, url string, body []byte, onFirst func()) (ttft time.Duration, chunks int, err error) {
+// streamOptions are what a stream may report as it goes.
+type streamOptions struct {
+	session string        // sent as x-session-id when set
+	onFirst func()        // called when the first content chunk arrives
+	chunks  *atomic.Int64 // counts chunks as they arrive
+}
+
+// streamOnce sends one streamed chat request and reads it to the end.
+func streamOnce(ctx context.Context, client *http.Client, url string, body []byte, o streamOptions) (ttft time.Duration, chunks int, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		return 0, 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if o.session != "" {
+		req.Header.Set("x-session-id", o.session)
+	}
 	start := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
@@ -335,10 +629,13 @@ func streamOnce(ctx context.Context, client *http.Client, url string, body []byt
 			continue
 		}
 		chunks++
+		if o.chunks != nil {
+			o.chunks.Add(1)
+		}
 		if ttft == 0 && hasContent(data) {
 			ttft = time.Since(start)
-			if onFirst != nil {
-				onFirst()
+			if o.onFirst != nil {
+				o.onFirst()
 			}
 		}
 	}
@@ -368,25 +665,111 @@ func hasContent(data []byte) bool {
 	return false
 }
 
-// cellResult is one path at one concurrency.
-type cellResult struct {
-	ttfts    []time.Duration
+// --- time to first token with streams open ---
+
+// ttftResult is one path at one number of open streams.
+type ttftResult struct {
+	ttfts      []time.Duration
+	proxyCPU   time.Duration // the proxy process's CPU time while the probes ran
+	background int64         // chunks the background streams received while the probes ran
+	elapsed    time.Duration // of the probes
+}
+
+func (r *ttftResult) merge(prev *ttftResult) {
+	if prev == nil {
+		return
+	}
+	r.ttfts = append(r.ttfts, prev.ttfts...)
+	r.background += prev.background
+	r.elapsed += prev.elapsed
+	r.proxyCPU += prev.proxyCPU
+}
+
+// ttftCell opens background streams to the paced engine, waits until each
+// has its first content chunk, then sends probes requests to the fast engine
+// one after another, and closes the background streams.
+func ttftCell(ctx context.Context, p overheadPath, background, probes, firstTurn int, pacedIdle func() bool) (*ttftResult, error) {
+	if err := waitFor(ctx, pacedIdle); err != nil {
+		return nil, fmt.Errorf("paced engine still busy: %w", err)
+	}
+	bctx, stop := context.WithCancel(ctx)
+	var (
+		chunks  atomic.Int64
+		started sync.WaitGroup
+		running sync.WaitGroup
+		failed  atomic.Pointer[error]
+	)
+	started.Add(background)
+	for i := range background {
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			var once sync.Once
+			signal := func() { once.Do(started.Done) }
+			defer signal()
+			o := streamOptions{session: fmt.Sprintf("%s%d", backgroundSession, i), onFirst: signal, chunks: &chunks}
+			for n := 0; bctx.Err() == nil; n++ {
+				body := chatBody(fmt.Sprintf("Background stream %d, request %d: review this diff.", i, n), backgroundMaxTokens, true)
+				if _, _, err := streamOnce(bctx, p.client, p.paced, body, o); err != nil && bctx.Err() == nil {
+					failed.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		}()
+	}
+	started.Wait()
+	res := &ttftResult{ttfts: make([]time.Duration, 0, probes)}
+	before := chunks.Load()
+	var cpu0 time.Duration
+	if p.cpu != nil {
+		cpu0 = p.cpu()
+	}
+	start := time.Now()
+	var err error
+	for i := range probes {
+		var ttft time.Duration
+		ttft, _, err = streamOnce(ctx, p.client, p.fast, chatBody(cellPrompt(0, firstTurn+i), overheadMaxTokens, true), streamOptions{})
+		if err != nil {
+			break
+		}
+		res.ttfts = append(res.ttfts, ttft)
+	}
+	res.elapsed = time.Since(start)
+	res.background = chunks.Load() - before
+	if p.cpu != nil {
+		res.proxyCPU = p.cpu() - cpu0
+	}
+	stop()
+	running.Wait()
+	if e := failed.Load(); e != nil && err == nil {
+		err = fmt.Errorf("background stream: %w", *e)
+	}
+	return res, err
+}
+
+// --- relay throughput ---
+
+// throughputResult is one path at one concurrency.
+type throughputResult struct {
 	chunks   int64
 	elapsed  time.Duration
 	cpu      time.Duration // this process
-	nginxCPU time.Duration // nginx's processes, on its path
+	proxyCPU time.Duration // the proxy's processes, when it has its own
 }
 
-func (r *cellResult) merge(o *cellResult) {
-	r.ttfts = append(r.ttfts, o.ttfts...)
-	r.chunks += o.chunks
-	r.elapsed += o.elapsed
-	r.cpu += o.cpu
-	r.nginxCPU += o.nginxCPU
+func (r *throughputResult) merge(prev *throughputResult) {
+	if prev == nil {
+		return
+	}
+	r.chunks += prev.chunks
+	r.elapsed += prev.elapsed
+	r.cpu += prev.cpu
+	r.proxyCPU += prev.proxyCPU
 }
 
-// runCell runs streams concurrent streams of perStream requests each.
-func runCell(ctx context.Context, p overheadPath, streams, perStream, firstTurn int, nginxCPU func() time.Duration) (*cellResult, error) {
+// throughputCell runs streams concurrent streams of perStream requests each
+// to the fast engine.
+func throughputCell(ctx context.Context, p overheadPath, streams, perStream, firstTurn int) (*throughputResult, error) {
 	bodies := make([][][]byte, streams)
 	for s := range bodies {
 		for t := range perStream {
@@ -394,41 +777,33 @@ func runCell(ctx context.Context, p overheadPath, streams, perStream, firstTurn 
 		}
 	}
 	var (
-		mu  sync.Mutex
-		res = &cellResult{ttfts: make([]time.Duration, 0, streams*perStream)}
+		res    = &throughputResult{}
+		chunks atomic.Int64
+		proxy0 time.Duration
 	)
-	var ngx0 time.Duration
-	if nginxCPU != nil {
-		ngx0 = nginxCPU()
+	if p.cpu != nil {
+		proxy0 = p.cpu()
 	}
 	cpu0 := processCPU()
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	for s := range streams {
 		g.Go(func() error {
-			ttfts := make([]time.Duration, 0, perStream)
-			var chunks int64
 			for _, body := range bodies[s] {
-				ttft, n, err := streamOnce(gctx, p.client, p.url, body, nil)
-				if err != nil {
+				if _, _, err := streamOnce(gctx, p.client, p.fast, body, streamOptions{chunks: &chunks}); err != nil {
 					return err
 				}
-				ttfts = append(ttfts, ttft)
-				chunks += int64(n)
 			}
-			mu.Lock()
-			res.ttfts = append(res.ttfts, ttfts...)
-			res.chunks += chunks
-			mu.Unlock()
 			return nil
 		})
 	}
 	err := g.Wait()
 	res.elapsed = time.Since(start)
 	res.cpu = processCPU() - cpu0
-	if nginxCPU != nil {
-		res.nginxCPU = nginxCPU() - ngx0
+	if p.cpu != nil {
+		res.proxyCPU = p.cpu() - proxy0
 	}
+	res.chunks = chunks.Load()
 	return res, err
 }
 
@@ -443,17 +818,18 @@ func processCPU() time.Duration {
 // --- memory per open stream ---
 
 type memResult struct {
-	heap, stack int64 // growth of this process's live heap and stacks
-	goroutines  int
-	rss         int64 // growth of nginx's resident memory
+	heap, stack int64 // growth of this process's live heap and stacks (clients and engines)
+	goroutines  int   // growth of this process's goroutines
+	proxyRSS    int64 // growth of the proxy's resident memory
+	proxyHeap   int64 // growth of the proxy's live heap and stacks, when it is a Go process
 	open        int   // streams still open when measured
 	streams     int
 }
 
 // longAnswerPrompts finds prompts whose answers are at least overheadMinHeld
 // tokens long by asking the fast engine (answers depend only on the prompt
-// and the seed, which the slow engine shares), and returns n bodies cycling
-// through them.
+// and the seed, which the paced engine shares), and returns n bodies
+// cycling through them.
 func longAnswerPrompts(ctx context.Context, engineURL string, n int) ([][]byte, error) {
 	client := newBenchClient()
 	defer client.CloseIdleConnections()
@@ -494,20 +870,35 @@ func longAnswerPrompts(ctx context.Context, engineURL string, n int) ([][]byte, 
 	return bodies, nil
 }
 
-// holdStreams opens one stream per body, waits until each has its first
-// content chunk, measures, and cancels them all.
-func holdStreams(ctx context.Context, url string, bodies [][]byte, engineIdle func() bool, nginxRSS func() int64) (memResult, error) {
+// holdStreams opens one stream per body to the paced engine through p,
+// waits until each has its first content chunk, measures, and cancels them
+// all.
+func holdStreams(ctx context.Context, p overheadPath, bodies [][]byte, engineIdle func() bool) (memResult, error) {
 	res := memResult{streams: len(bodies)}
 	if err := waitFor(ctx, engineIdle); err != nil {
 		return res, fmt.Errorf("engine still busy: %w", err)
 	}
 	client := newBenchClient()
 	defer client.CloseIdleConnections()
+	proxy := func() (rss, heap int64, err error) {
+		if p.rss != nil {
+			rss = p.rss()
+		}
+		if p.memory != nil {
+			h, s, err := p.memory()
+			return rss, h + s, err
+		}
+		return rss, 0, nil
+	}
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	goroutines0, rss0 := runtime.NumGoroutine(), nginxRSS()
+	goroutines0 := runtime.NumGoroutine()
+	rss0, heap0, err := proxy()
+	if err != nil {
+		return res, err
+	}
 
 	hold, release := context.WithCancel(ctx)
 	defer release()
@@ -519,12 +910,13 @@ func holdStreams(ctx context.Context, url string, bodies [][]byte, engineIdle fu
 	)
 	first.Add(len(bodies))
 	all.Add(len(bodies))
-	for _, body := range bodies {
+	for i, body := range bodies {
 		go func() {
 			defer all.Done()
 			var once sync.Once
 			signal := func() { once.Do(first.Done) }
-			_, _, err := streamOnce(hold, client, url, body, signal)
+			o := streamOptions{session: fmt.Sprintf("%smem-%d", backgroundSession, i), onFirst: signal}
+			_, _, err := streamOnce(hold, client, p.paced, body, o)
 			if hold.Err() == nil {
 				ended.Add(1) // ended on its own: it was not held open
 				if err != nil {
@@ -540,15 +932,22 @@ func holdStreams(ctx context.Context, url string, bodies [][]byte, engineIdle fu
 	runtime.GC()
 	runtime.ReadMemStats(&during)
 	res.goroutines = runtime.NumGoroutine() - goroutines0
-	res.rss = nginxRSS() - rss0
+	rss1, heap1, err := proxy()
 	res.open = len(bodies) - int(ended.Load())
 	release()
 	all.Wait()
+	if err != nil {
+		return res, err
+	}
 	if p := firstErr.Load(); p != nil {
 		return res, *p
 	}
+	if res.open < res.streams {
+		return res, fmt.Errorf("%d of %d streams ended before they were measured", res.streams-res.open, res.streams)
+	}
 	res.heap = int64(during.HeapAlloc) - int64(before.HeapAlloc)
 	res.stack = int64(during.StackInuse) - int64(before.StackInuse)
+	res.proxyRSS, res.proxyHeap = rss1-rss0, heap1-heap0
 	return res, nil
 }
 
@@ -731,10 +1130,13 @@ func procStat(pid int) []string {
 // clockTick is USER_HZ, which Linux fixes at 100 for /proc.
 const clockTick = 10 * time.Millisecond
 
-// cpu is nginx's processes' user plus system time.
-func (n *nginxProc) cpu() time.Duration {
+func (n *nginxProc) cpu() time.Duration { return procCPU(n.pids()) }
+func (n *nginxProc) rss() int64         { return procRSS(n.pids()) }
+
+// procCPU is the processes' user plus system time.
+func procCPU(pids []int) time.Duration {
 	var t time.Duration
-	for _, pid := range n.pids() {
+	for _, pid := range pids {
 		f := procStat(pid)
 		if len(f) < 13 {
 			continue
@@ -746,10 +1148,10 @@ func (n *nginxProc) cpu() time.Duration {
 	return t
 }
 
-// rss is nginx's processes' resident memory in bytes.
-func (n *nginxProc) rss() int64 {
+// procRSS is the processes' resident memory in bytes.
+func procRSS(pids []int) int64 {
 	var total int64
-	for _, pid := range n.pids() {
+	for _, pid := range pids {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 		if err != nil {
 			continue
@@ -787,86 +1189,88 @@ func ratio(hearth, nginx float64) string {
 	return fmt.Sprintf("%.1f", hearth/nginx)
 }
 
-func overheadReport(b *testing.B, results map[string]map[int]*cellResult, mem map[string]memResult) string {
+func overheadReport(b *testing.B, ttft map[string]map[int]*ttftResult, tput map[string]map[int]*throughputResult, mem map[string]memResult) string {
 	var out strings.Builder
 	cores := float64(runtime.GOMAXPROCS(0))
-	fmt.Fprintf(&out, "time to first token (µs), chunks, CPU; %d cores, %d rounds per cell, paths interleaved\n",
+	names := []string{"direct", "nginx", "hearth"}
+
+	fmt.Fprintf(&out, "time to first token (µs) of probes while N−1 background streams run; %d cores, %d rounds per cell, paths interleaved\n",
 		int(cores), overheadRounds)
 	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "streams\tpath\trequests\tTTFT p50\tTTFT p99\tadded p50\tadded p99\tchunks\tchunks/s\tproxy CPU µs/chunk\tcapacity chunks/s\t")
-	for _, lvl := range overheadLevels {
+	fmt.Fprintln(tw, "streams\tpath\tprobes\tTTFT p50\tTTFT p99\tadded p50\tadded p99\tbackground chunks/s\tproxy CPU ms/s\t")
+	for _, lvl := range overheadTTFTLevels {
 		n := lvl.streams
-		direct := results["direct"][n]
+		direct := ttft["direct"][n]
 		d50, d99 := quantile(direct.ttfts, 0.5), quantile(direct.ttfts, 0.99)
-		directCPU := micros(direct.cpu) / float64(direct.chunks)
 		added := map[string][2]float64{}
-		proxyCPU := map[string]float64{}
-		for _, name := range []string{"direct", "nginx", "hearth"} {
-			r := results[name][n]
+		for _, name := range names {
+			r := ttft[name][n]
 			p50, p99 := quantile(r.ttfts, 0.5), quantile(r.ttfts, 0.99)
-			a50, a99 := micros(p50-d50), micros(p99-d99)
-			added[name] = [2]float64{a50, a99}
-			perChunk, addedCol, capCol := 0.0, "", ""
-			switch name {
-			case "nginx":
-				perChunk = micros(r.nginxCPU) / float64(r.chunks)
-			case "hearth":
-				perChunk = micros(r.cpu)/float64(r.chunks) - directCPU
+			added[name] = [2]float64{micros(p50 - d50), micros(p99 - d99)}
+			addedCol := fmt.Sprintf("%.0f\t%.0f", added[name][0], added[name][1])
+			if name == "direct" {
+				addedCol = "-\t-"
 			}
-			proxyCPU[name] = perChunk
+			cpuCol := "-"
 			if name != "direct" {
-				addedCol = fmt.Sprintf("%.0f\t%.0f", a50, a99)
-				if perChunk > 0 {
-					capCol = fmt.Sprintf("%.2f\t%.0f", perChunk, cores*1e6/perChunk)
-				} else {
-					capCol = fmt.Sprintf("%.2f\t-", perChunk)
-				}
-			} else {
-				addedCol, capCol = "-\t-", fmt.Sprintf("(all: %.2f)\t-", directCPU)
+				cpuCol = fmt.Sprintf("%.0f", float64(r.proxyCPU.Milliseconds())/r.elapsed.Seconds())
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%.0f\t%.0f\t%s\t%d\t%.0f\t%s\t\n", n, name, len(r.ttfts), micros(p50), micros(p99),
-				addedCol, r.chunks, float64(r.chunks)/r.elapsed.Seconds(), capCol)
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%.0f\t%.0f\t%s\t%.0f\t%s\t\n", n, name, len(r.ttfts), micros(p50), micros(p99),
+				addedCol, float64(r.background)/r.elapsed.Seconds(), cpuCol)
 		}
-		fmt.Fprintf(tw, "%d\thearth/nginx\t\t\t\t%s\t%s\t\t\t%s\t\t\n", n,
-			ratio(added["hearth"][0], added["nginx"][0]), ratio(added["hearth"][1], added["nginx"][1]),
-			ratio(proxyCPU["hearth"], proxyCPU["nginx"]))
-
+		fmt.Fprintf(tw, "%d\thearth/nginx\t\t\t\t%s\t%s\t\t\t\n", n,
+			ratio(added["hearth"][0], added["nginx"][0]), ratio(added["hearth"][1], added["nginx"][1]))
 		b.ReportMetric(added["hearth"][1], fmt.Sprintf("hearth-added-p99-µs@%d", n))
 		b.ReportMetric(added["nginx"][1], fmt.Sprintf("nginx-added-p99-µs@%d", n))
-		if added["nginx"][1] > 0 {
-			b.ReportMetric(added["hearth"][1]/added["nginx"][1], fmt.Sprintf("hearth/nginx-added-p99@%d", n))
-		}
-		if n == overheadLevels[len(overheadLevels)-1].streams {
-			h := results["hearth"][n]
-			b.ReportMetric(float64(h.chunks)/h.elapsed.Seconds(), fmt.Sprintf("hearth-chunks/s@%d", n))
-			if proxyCPU["hearth"] > 0 {
-				b.ReportMetric(cores*1e6/proxyCPU["hearth"], fmt.Sprintf("hearth-capacity-chunks/s@%d", n))
+	}
+	tw.Flush()
+
+	fmt.Fprintf(&out, "\nrelay throughput, streams sending requests back to back\n")
+	tw = tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "streams\tpath\tchunks\tchunks/s\tproxy CPU µs/chunk\tcapacity chunks/s\t")
+	for _, lvl := range overheadThroughputLevels {
+		n := lvl.streams
+		direct := tput["direct"][n]
+		directCPU := micros(direct.cpu) / float64(direct.chunks)
+		proxyCPU := map[string]float64{}
+		for _, name := range names {
+			r := tput[name][n]
+			capCol := fmt.Sprintf("(clients and engines: %.2f)\t-", directCPU)
+			if name != "direct" {
+				perChunk := micros(r.proxyCPU) / float64(r.chunks)
+				proxyCPU[name] = perChunk
+				capCol = fmt.Sprintf("%.2f\t-", perChunk)
+				if perChunk > 0 {
+					capCol = fmt.Sprintf("%.2f\t%.0f", perChunk, cores*1e6/perChunk)
+				}
 			}
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%.0f\t%s\t\n", n, name, r.chunks, float64(r.chunks)/r.elapsed.Seconds(), capCol)
+		}
+		fmt.Fprintf(tw, "%d\thearth/nginx\t\t\t%s\t\t\n", n, ratio(proxyCPU["hearth"], proxyCPU["nginx"]))
+		h := tput["hearth"][n]
+		b.ReportMetric(float64(h.chunks)/h.elapsed.Seconds(), fmt.Sprintf("hearth-chunks/s@%d", n))
+		if proxyCPU["hearth"] > 0 {
+			b.ReportMetric(cores*1e6/proxyCPU["hearth"], fmt.Sprintf("hearth-capacity-chunks/s@%d", n))
 		}
 	}
 	tw.Flush()
 
 	fmt.Fprintf(&out, "\nmemory per open stream, %d streams held mid-stream\n", mem["direct"].streams)
 	tw = tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "path\topen\theap B/stream\tstack B/stream\tgoroutines/stream\tnginx RSS B/stream\tproxy's own B/stream\t")
-	direct := mem["direct"]
-	directPer := float64(direct.heap+direct.stack) / float64(direct.streams)
-	for _, name := range []string{"direct", "nginx", "hearth"} {
+	fmt.Fprintln(tw, "path\topen\tclients+engines B/stream\tproxy RSS B/stream\tproxy Go heap+stacks B/stream\t")
+	for _, name := range names {
 		m := mem[name]
 		per := func(v int64) float64 { return float64(v) / float64(m.streams) }
-		own, rss := "-", "-"
-		switch name {
-		case "nginx":
-			own = fmt.Sprintf("%.0f", per(m.rss))
-			rss = own
-			b.ReportMetric(per(m.rss), "nginx-B/stream")
-		case "hearth":
-			v := per(m.heap+m.stack) - directPer
-			own = fmt.Sprintf("%.0f", v)
-			b.ReportMetric(v, "hearth-B/stream")
+		rss, heap := "-", "-"
+		if name != "direct" {
+			rss = fmt.Sprintf("%.0f", per(m.proxyRSS))
+			b.ReportMetric(per(m.proxyRSS), name+"-RSS-B/stream")
 		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%.0f\t%.0f\t%.2f\t%s\t%s\t\n", name, m.open, m.streams, per(m.heap), per(m.stack),
-			float64(m.goroutines)/float64(m.streams), rss, own)
+		if name == "hearth" {
+			heap = fmt.Sprintf("%.0f", per(m.proxyHeap))
+			b.ReportMetric(per(m.proxyHeap), "hearth-heap-B/stream")
+		}
+		fmt.Fprintf(tw, "%s\t%d/%d\t%.0f\t%s\t%s\t\n", name, m.open, m.streams, per(m.heap+m.stack), rss, heap)
 	}
 	tw.Flush()
 	return out.String()
