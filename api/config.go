@@ -50,6 +50,11 @@ type Config struct {
 	// or waiting through a long prefill) looks whether its client is still
 	// connected; one that left has its engine request cancelled. Default 1s.
 	ClientCheck time.Duration
+	// ConversationSessions is how many agent conversations keep a
+	// tokenizer session, so that a turn tokenizes only what it adds to the
+	// one before; each holds its prompt's text and tokens (a few hundred KB
+	// for a long conversation). Default 64; negative turns sessions off.
+	ConversationSessions int
 }
 
 // Deps are the gateway's collaborators.
@@ -97,6 +102,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RetryAfter <= 0 {
 		c.RetryAfter = defaultRetryAfter
+	}
+	if c.ConversationSessions == 0 {
+		c.ConversationSessions = 64
 	}
 	if c.ClientCheck <= 0 {
 		c.ClientCheck = time.Second

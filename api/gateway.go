@@ -20,8 +20,6 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // Gateway is Hearth's HTTP surface. Create it with New, serve it with Run or
@@ -38,6 +36,7 @@ type Gateway struct {
 	app     *fiber.App
 	keys    KeyChecker
 	traffic *Traffic
+	prompts *prompts
 
 	background sync.WaitGroup // speculative prefills
 	closing    chan struct{}
@@ -61,6 +60,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		cfg: cfg, router: deps.Router, tok: deps.Tokenizer, store: deps.Store,
 		log: deps.Logger, client: deps.Client, models: newModelResolver(cfg),
 		closing: make(chan struct{}), keys: deps.Keys, traffic: NewTraffic(TrafficLimits{}),
+		prompts: newPrompts(deps.Tokenizer, cfg.BlockSize, cfg.ConversationSessions),
 	}
 	if g.log == nil {
 		g.log = slog.Default()
@@ -341,10 +341,6 @@ func newID(prefix string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
-}
-
-func blockHashes(ids []uint32, blockSize int) []tokenizer.SeqHash {
-	return tokenizer.BlockHashes(ids, blockSize)
 }
 
 // readNvextEtc decodes the fields every dialect shares: nvext and the policy

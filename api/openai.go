@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // chatCompletionRequest is the part of an OpenAI chat request the gateway
@@ -431,7 +433,7 @@ func (g *Gateway) handleCompletions(c *fiber.Ctx) error {
 	if err != nil {
 		return writeError(c, dialectOpenAI, err)
 	}
-	return g.forwardBody(c, req, "/v1/completions", body, ids, func(ex *exchange) responder {
+	return g.forwardBody(c, req, "/v1/completions", body, len(ids), tokenizer.BlockHashes(ids, g.cfg.BlockSize), func(ex *exchange) responder {
 		return &openAIChatResponder{includeUsage: req.IncludeUsage, completions: true}
 	})
 }

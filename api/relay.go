@@ -395,7 +395,7 @@ func (g *Gateway) forward(c *fiber.Ctx, req *engineRequest, rs func(ex *exchange
 	if err != nil {
 		return writeError(c, req.Dialect, err)
 	}
-	_, ids, err := g.tok.EncodeChat(creq)
+	ids, hashes, err := g.prompts.encode(req.SessionID, creq)
 	if err != nil {
 		return writeError(c, req.Dialect, badRequestf("messages", "cannot render the chat template: %v", err))
 	}
@@ -409,15 +409,16 @@ func (g *Gateway) forward(c *fiber.Ctx, req *engineRequest, rs func(ex *exchange
 	if err != nil {
 		return writeError(c, req.Dialect, err)
 	}
-	return g.forwardBody(c, req, "/v1/chat/completions", body, ids, rs)
+	return g.forwardBody(c, req, "/v1/chat/completions", body, len(ids), hashes, rs)
 }
 
-// forwardBody routes an already built engine body and relays the answer.
-func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, body []byte, ids []uint32, rs func(ex *exchange) responder) error {
+// forwardBody routes an already built engine body, whose prompt has
+// promptTokens tokens and the block hashes hashes, and relays the answer.
+func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, body []byte, promptTokens int, hashes []tokenizer.SeqHash, rs func(ex *exchange) responder) error {
 	arrived := time.Now()
 	rr := RouteRequest{
-		ID: newID("req_"), Model: req.Model, PromptTokens: len(ids),
-		Hashes:    blockHashes(ids, g.cfg.BlockSize),
+		ID: newID("req_"), Model: req.Model, PromptTokens: promptTokens,
+		Hashes:    hashes,
 		SessionID: req.SessionID, Session: req.Session, Hints: req.Hints, Policy: req.Policy,
 	}
 	ctx, watch := g.watchClient(c)
