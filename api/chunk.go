@@ -112,7 +112,9 @@ func decodeChunk(p *fastjson.Parser, data []byte, ch *chatChunk) error {
 		case "model":
 			ch.Model = reuseString(prev.Model, v)
 		case "created":
-			ch.Created, _ = v.Int64()
+			if v.Type() == fastjson.TypeNumber {
+				ch.Created, _ = v.Int64()
+			}
 		case "choices":
 			choices = decodeChoices(v, choices[:0])
 		case "usage":
@@ -149,15 +151,14 @@ func decodeChoices(v *fastjson.Value, into []chunkChoice) []chunkChoice {
 		o.Visit(func(key []byte, v *fastjson.Value) {
 			switch string(key) {
 			case "index":
-				c.Index, _ = v.Int()
+				c.Index = intOf(v)
 			case "text":
 				c.Text = stringOf(v)
 			case "finish_reason":
-				if b, err := v.StringBytes(); err == nil {
-					s := string(b)
+				c.FinishReason = nil
+				if v.Type() == fastjson.TypeString {
+					s := stringOf(v)
 					c.FinishReason = &s
-				} else {
-					c.FinishReason = nil
 				}
 			case "delta":
 				decodeDelta(v, &c.Delta)
@@ -206,7 +207,7 @@ func decodeToolCalls(v *fastjson.Value, into []toolCallDelta) []toolCallDelta {
 		o.Visit(func(key []byte, v *fastjson.Value) {
 			switch string(key) {
 			case "index":
-				tc.Index, _ = v.Int()
+				tc.Index = intOf(v)
 			case "id":
 				tc.ID = stringOf(v)
 			case "type":
@@ -241,11 +242,11 @@ func decodeUsage(v *fastjson.Value) *chunkUsage {
 	o.Visit(func(key []byte, v *fastjson.Value) {
 		switch string(key) {
 		case "prompt_tokens":
-			u.PromptTokens, _ = v.Int()
+			u.PromptTokens = intOf(v)
 		case "completion_tokens":
-			u.CompletionTokens, _ = v.Int()
+			u.CompletionTokens = intOf(v)
 		case "total_tokens":
-			u.TotalTokens, _ = v.Int()
+			u.TotalTokens = intOf(v)
 		case "prompt_tokens_details":
 			d, err := v.Object()
 			if err != nil {
@@ -257,7 +258,7 @@ func decodeUsage(v *fastjson.Value) *chunkUsage {
 			}{}
 			d.Visit(func(key []byte, v *fastjson.Value) {
 				if string(key) == "cached_tokens" {
-					u.PromptTokensDetails.CachedTokens, _ = v.Int()
+					u.PromptTokensDetails.CachedTokens = intOf(v)
 				}
 			})
 		}
@@ -265,27 +266,37 @@ func decodeUsage(v *fastjson.Value) *chunkUsage {
 	return u
 }
 
+// The accessors below check a value's type first: fastjson reports a
+// mismatch, such as the null of every "finish_reason" but the last, with
+// an error it formats and allocates.
+
 // stringOf returns v's string value, or "" when v is absent or no string.
 func stringOf(v *fastjson.Value) string {
-	if v == nil {
+	if v == nil || v.Type() != fastjson.TypeString {
 		return ""
 	}
-	b, err := v.StringBytes()
-	if err != nil {
-		return ""
-	}
+	b, _ := v.StringBytes()
 	return string(b)
 }
 
 // reuseString is stringOf that returns prev, without allocating, when the
 // value equals it.
 func reuseString(prev string, v *fastjson.Value) string {
-	b, err := v.StringBytes()
-	if err != nil {
+	if v.Type() != fastjson.TypeString {
 		return ""
 	}
+	b, _ := v.StringBytes()
 	if string(b) == prev {
 		return prev
 	}
 	return string(b)
+}
+
+// intOf returns v's integer value, or 0 when v is no integer.
+func intOf(v *fastjson.Value) int {
+	if v.Type() != fastjson.TypeNumber {
+		return 0
+	}
+	n, _ := v.Int()
+	return n
 }

@@ -507,12 +507,19 @@ func (g *Gateway) writeFailure(c *fiber.Ctx, req *engineRequest, rs func(ex *exc
 type streamBody struct {
 	ex   *exchange
 	r    responder
-	out  bytes.Buffer // translated, not yet handed to the server
-	sent bool         // start was written
-	done bool         // the answer is complete, or broke off
+	out  *bytes.Buffer // translated, not yet handed to the server
+	sent bool          // start was written
+	done bool          // the answer is complete, or broke off
 }
 
+// outBuffers hold what streams translated and the server has not taken
+// yet: a few chunks each.
+var outBuffers = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 4<<10)) }}
+
 func (s *streamBody) Read(p []byte) (int, error) {
+	if s.out == nil {
+		s.out = outBuffers.Get().(*bytes.Buffer)
+	}
 	for s.out.Len() == 0 {
 		if s.done {
 			return 0, io.EOF
@@ -528,7 +535,7 @@ func (s *streamBody) fill() {
 	ex := s.ex
 	if !s.sent {
 		s.sent = true
-		s.r.start(&s.out)
+		s.r.start(s.out)
 		if s.out.Len() > 0 {
 			return // e.g. message_start goes out before the engine's first token
 		}
@@ -537,19 +544,19 @@ func (s *streamBody) fill() {
 		raw, ch, err := ex.next()
 		switch {
 		case err == io.EOF:
-			s.r.finish(&s.out, &ex.acc)
+			s.r.finish(s.out, &ex.acc)
 			s.done = true
 			ex.g.afterAnswer(ex)
 			return
 		case err != nil:
 			ex.failed(err)
 			if ex.status != statusClientGone {
-				s.r.fail(&s.out, &apiError{Status: http.StatusBadGateway, Message: err.Error()})
+				s.r.fail(s.out, &apiError{Status: http.StatusBadGateway, Message: err.Error()})
 			}
 			s.done = true
 			return
 		}
-		s.r.chunk(&s.out, raw, ch)
+		s.r.chunk(s.out, raw, ch)
 		if s.out.Len() > 0 && !ex.pending() {
 			return
 		}
@@ -564,6 +571,11 @@ func (s *streamBody) Close() error {
 		s.ex.failed(errClientGone)
 	}
 	s.ex.release()
+	if s.out != nil && s.out.Cap() <= 64<<10 {
+		s.out.Reset()
+		outBuffers.Put(s.out)
+	}
+	s.out = nil
 	return nil
 }
 
