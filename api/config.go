@@ -70,9 +70,6 @@ type Deps struct {
 	Registry *prometheus.Registry
 	// Logger; nil = slog.Default().
 	Logger *slog.Logger
-	// Client talks to the engines; nil = a client with no overall timeout
-	// (streams are long) and keep-alive pooling.
-	Client *http.Client
 	// Keys checks API keys kept outside Config.APIKeys (those created in
 	// the console); nil = none. While Config.APIKeys or Keys holds a key,
 	// every /v1 request needs one.

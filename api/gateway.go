@@ -30,7 +30,7 @@ type Gateway struct {
 	tok     Tokenizer
 	store   ResponseStore
 	log     *slog.Logger
-	client  *http.Client
+	client  *engineClient
 	models  modelResolver
 	metrics *metrics
 	app     *fiber.App
@@ -58,7 +58,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	}
 	g := &Gateway{
 		cfg: cfg, router: deps.Router, tok: deps.Tokenizer, store: deps.Store,
-		log: deps.Logger, client: deps.Client, models: newModelResolver(cfg),
+		log: deps.Logger, client: newEngineClient(), models: newModelResolver(cfg),
 		closing: make(chan struct{}), keys: deps.Keys, traffic: NewTraffic(TrafficLimits{}),
 		prompts: newPrompts(deps.Tokenizer, cfg.BlockSize, cfg.ConversationSessions),
 	}
@@ -66,14 +66,6 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		g.log = slog.Default()
 	}
 	g.log = g.log.With("component", "api")
-	if g.client == nil {
-		g.client = &http.Client{Transport: &http.Transport{
-			Proxy:               nil,
-			MaxIdleConnsPerHost: 1024, // one per open stream: a closed one costs the next request a dial
-			IdleConnTimeout:     90 * time.Second,
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		}}
-	}
 	reg := deps.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -133,6 +125,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 func (g *Gateway) stopBackground() {
 	g.closeOnce.Do(func() { close(g.closing) })
 	g.background.Wait()
+	g.client.closeIdle()
 }
 
 // SecurityWarning is non-empty when the gateway listens beyond loopback
@@ -318,7 +311,7 @@ func (g *Gateway) speculate(route Route, req *engineRequest, answer chatMessage)
 			return
 		}
 		hreq.Header.Set("Content-Type", "application/json")
-		resp, err := g.client.Do(hreq)
+		resp, err := g.client.do(ctx, hreq)
 		outcome := "ok"
 		if err != nil {
 			outcome = "error"

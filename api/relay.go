@@ -143,7 +143,7 @@ func (g *Gateway) dispatch(ctx context.Context, rr RouteRequest, path string, bo
 		hreq.Header.Set("Content-Type", "application/json")
 		hreq.Header.Set("Accept", "text/event-stream")
 		hreq.Header.Set("X-Request-Id", rr.ID)
-		resp, err := g.client.Do(hreq)
+		resp, err := g.client.do(ctx, hreq)
 		if err == nil && resp.StatusCode == http.StatusOK {
 			return &exchange{g: g, id: rr.ID, route: route, ctx: ctx, body: resp.Body, started: time.Now(), prompt: rr.PromptTokens, status: http.StatusOK}, nil
 		}
@@ -222,10 +222,13 @@ func (ex *exchange) release() {
 		if ex.complete {
 			ex.drain()
 		}
+		// Closing a body read to its end gives the connection back; any
+		// other is closed, which ends the engine's request. Only then is
+		// the context ended, which would close the connection.
+		ex.body.Close()
 		if ex.watch != nil {
 			ex.watch.stop()
 		}
-		ex.body.Close()
 		if ex.lines != nil {
 			ex.lines.Reset(nil)
 			lineReaders.Put(ex.lines)
