@@ -41,8 +41,11 @@ func newEngineClient() *engineClient {
 type engineConn struct {
 	net.Conn
 	br *bufio.Reader
-	bw *bufio.Writer
 }
+
+// requestWriters buffer a request while it is written; a connection needs
+// one only then.
+var requestWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
 
 // do sends req and returns the engine's response once its header has
 // arrived. The body reads from the connection; closing the body gives the
@@ -86,10 +89,15 @@ func (c *engineClient) do(ctx context.Context, req *http.Request) (*http.Respons
 }
 
 func roundTrip(conn *engineConn, req *http.Request) (*http.Response, error) {
-	if err := req.Write(conn.bw); err != nil {
-		return nil, err
+	bw := requestWriters.Get().(*bufio.Writer)
+	bw.Reset(conn)
+	err := req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
 	}
-	if err := conn.bw.Flush(); err != nil {
+	bw.Reset(nil)
+	requestWriters.Put(bw)
+	if err != nil {
 		return nil, err
 	}
 	return http.ReadResponse(conn.br, req)
@@ -119,7 +127,7 @@ func (c *engineClient) conn(ctx context.Context, addr string) (conn *engineConn,
 	if err != nil {
 		return nil, false, err
 	}
-	return &engineConn{Conn: nc, br: bufio.NewReaderSize(nc, 4<<10), bw: bufio.NewWriterSize(nc, 4<<10)}, false, nil
+	return &engineConn{Conn: nc, br: bufio.NewReaderSize(nc, 4<<10)}, false, nil
 }
 
 // put keeps conn for the next request to addr.
