@@ -48,15 +48,16 @@ import (
 // Two simulated engines serve qwen3-8b on a modelled RTX 4090: a fast one
 // (speedup 1e6, so that its modelled GPU time is negligible and only its
 // HTTP work is left) and a paced one (speedup 1: tokens come at the rate
-// the modelled card would give them). Each is reached three ways: directly,
-// through nginx (proxy_buffering off, HTTP/1.1 keep-alive upstream), and
-// through one Hearth gateway wired as hearth up wires it, in front of both
-// (the real router following both engines' KV events, and the real Qwen3
-// tokenizer; background sessions are steered to the paced engine and the
-// rest to the fast one, see steeringRouter). Every path gets the same
-// requests in the same order, and the paths take turns in rounds (the
-// order rotating) so that a burst of load from elsewhere on the machine
-// lands on all three.
+// the modelled card would give them). The clients and the engines run in
+// this process. Each engine is reached three ways: directly; through nginx
+// (proxy_buffering off, HTTP/1.1 keep-alive upstream); and through a Hearth
+// gateway in a process of its own, as nginx is, wired as hearth up wires it
+// (the real router following both engines' KV events, the real Qwen3
+// tokenizer, a key store; background sessions are steered to the paced
+// engine and the rest to the fast one, see steeringRouter). Every path gets
+// the same requests in the same order, and the paths take turns in rounds
+// (the order rotating) so that a burst of load from elsewhere on the
+// machine lands on all three.
 //
 // Time to first token with N streams open: N−1 background streams run
 // through the path to the paced engine, each asking for a 128-token answer
@@ -67,28 +68,27 @@ import (
 // p50(proxy) − p50(direct) and p99(proxy) − p99(direct): requests of two
 // paths are not paired, so this is a difference of distributions, not a
 // quantile of per-request differences. The ratio divides Hearth's shift by
-// nginx's.
+// nginx's. "proxy CPU ms/s" is the proxy process's CPU time per second of
+// probing.
 //
 // Relay throughput: N streams send streamed requests to the fast engine
 // back to back, which saturates the machine. Chunks/s is what the clients
-// received end to end; the client, the engine and the gateway share this
-// process and its two cores, so it is a floor of what the gateway alone
-// could relay. The process's CPU time per chunk, Hearth's path minus the
-// direct path's, is the gateway's own cost (tokenizing, routing,
-// relaying); nginx's is its processes' CPU time per chunk from /proc.
-// "capacity" is the machine's cores divided by that cost: the chunks per
-// second the proxy could relay if it had every core.
+// received end to end, with clients, engines and proxy sharing the two
+// cores, so it is a floor of what the proxy alone could relay. The proxy's
+// CPU time per chunk comes from /proc for both proxies; "capacity" is the
+// machine's cores divided by it: the chunks per second the proxy could
+// relay if it had every core.
 //
 // Memory per open stream: M streams to the paced engine are held open
 // while the client holds them mid-stream (each has its first content
-// chunk). The process's live heap plus goroutine stacks after GC, minus the
-// same before the streams opened, is divided by M. Through the gateway it
-// includes the client's and the engine's share of each stream, so the
-// direct path's figure is subtracted: what is left is the gateway's (its
-// client connection, its engine connection, the relay). nginx's is the
-// growth of its processes' resident memory, which counts pages, not bytes.
+// chunk). For each proxy, the growth of its resident memory divided by M;
+// for Hearth also the growth of its live heap and goroutine stacks after a
+// collection (its resident size says little: Go keeps freed memory and
+// returns it on its own schedule). The first column is the same for this
+// process: the clients' and engines' share, equal on every path.
 //
-// Whatever b.N is the work is done once; -benchtime 1x says so.
+// HEARTH_BENCH_GATEWAY_PROFILE=file writes the gateway process's CPU
+// profile. Whatever b.N is the work is done once; -benchtime 1x says so.
 func BenchmarkGatewayOverhead(b *testing.B) {
 	nginxBin := findNginx()
 	if nginxBin == "" {
@@ -329,9 +329,7 @@ type benchEngine struct {
 const benchGatewayEnv = "HEARTH_BENCH_GATEWAY"
 
 // benchGatewayProfileEnv names a file for the gateway process's CPU
-// profile, to see where its time goes:
-//
-//	HEARTH_BENCH_GATEWAY_PROFILE=/tmp/gw.pprof go test -run '^$' -bench BenchmarkGatewayOverhead -benchtime 1x ./cmd/hearth/
+// profile, to see where its time goes.
 const benchGatewayProfileEnv = "HEARTH_BENCH_GATEWAY_PROFILE"
 
 func TestMain(m *testing.M) {
