@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,7 +18,7 @@ type messagesRequest struct {
 	Model         string             `json:"model"`
 	Messages      []anthropicMessage `json:"messages"`
 	System        json.RawMessage    `json:"system"`
-	Tools         []json.RawMessage  `json:"tools"`
+	Tools         json.RawMessage    `json:"tools"`
 	ToolChoice    *anthropicChoice   `json:"tool_choice"`
 	MaxTokens     *int               `json:"max_tokens"`
 	Temperature   *float64           `json:"temperature"`
@@ -110,30 +111,11 @@ func decodeMessages(body []byte, models modelResolver, needMaxTokens bool) (*eng
 		}
 		req.Messages = append(req.Messages, msgs...)
 	}
-	var tools []chatTool
-	for i, raw := range in.Tools {
-		var t anthropicTool
-		if err := decodeStrict(raw, &t, fmt.Sprintf("tools[%d]", i)); err != nil {
-			return nil, nil, err
-		}
-		if t.Type != "" && t.Type != "custom" {
-			// A server tool (web search, code execution, ...) that only
-			// Anthropic can run: leave it out rather than fail.
-			req.DroppedTools = append(req.DroppedTools, t.Type)
-			continue
-		}
-		if t.Name == "" {
-			return nil, nil, badRequest(fmt.Sprintf("tools[%d].name", i), "required")
-		}
-		schema := compactOrNil(t.InputSchema)
-		if schema == nil {
-			schema = json.RawMessage(`{"type":"object","properties":{}}`)
-		}
-		tools = append(tools, chatTool{Type: "function", Function: chatToolFunction{Name: t.Name, Description: t.Description, Parameters: schema}})
+	tools, err := anthropicToolLists.get(in.Tools, func() (convertedTools, error) { return convertAnthropicTools(in.Tools) })
+	if err != nil {
+		return nil, nil, err
 	}
-	if len(tools) > 0 {
-		req.Tools, _ = json.Marshal(tools)
-	}
+	req.Tools, req.DroppedTools = tools.tools, slices.Clip(tools.dropped)
 	if tc := in.ToolChoice; tc != nil {
 		switch tc.Type {
 		case "auto", "":
@@ -154,7 +136,7 @@ func decodeMessages(body []byte, models modelResolver, needMaxTokens bool) (*eng
 			f := false
 			req.ParallelToolCalls = &f
 		}
-		if len(tools) == 0 {
+		if len(tools.tools) == 0 {
 			req.ToolChoice = nil
 		}
 	}
@@ -169,6 +151,51 @@ func decodeMessages(body []byte, models modelResolver, needMaxTokens bool) (*eng
 		}
 	}
 	return req, &in, nil
+}
+
+// convertedTools is a client's tool list as the engine takes it.
+type convertedTools struct {
+	tools   json.RawMessage // OpenAI function tools; nil when none
+	dropped []string        // tool types an engine cannot run, left out
+}
+
+var anthropicToolLists = newMemo[convertedTools](64)
+
+// convertAnthropicTools turns Anthropic tools into OpenAI function tools.
+func convertAnthropicTools(raw json.RawMessage) (convertedTools, error) {
+	var out convertedTools
+	if isNullJSON(raw) {
+		return out, nil
+	}
+	var list []json.RawMessage
+	if err := decodeStrict(raw, &list, "tools"); err != nil {
+		return out, err
+	}
+	var tools []chatTool
+	for i, raw := range list {
+		var t anthropicTool
+		if err := decodeStrict(raw, &t, fmt.Sprintf("tools[%d]", i)); err != nil {
+			return out, err
+		}
+		if t.Type != "" && t.Type != "custom" {
+			// A server tool (web search, code execution, ...) that only
+			// Anthropic can run: leave it out rather than fail.
+			out.dropped = append(out.dropped, t.Type)
+			continue
+		}
+		if t.Name == "" {
+			return out, badRequest(fmt.Sprintf("tools[%d].name", i), "required")
+		}
+		schema := compactOrNil(t.InputSchema)
+		if schema == nil {
+			schema = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		tools = append(tools, chatTool{Type: "function", Function: chatToolFunction{Name: t.Name, Description: t.Description, Parameters: schema}})
+	}
+	if len(tools) > 0 {
+		out.tools, _ = json.Marshal(tools)
+	}
+	return out, nil
 }
 
 // anthropicText flattens a string-or-text-blocks value. In system text the

@@ -98,6 +98,19 @@
 //	go test -run '^$' -bench PromptsAgentTurn -benchtime 50x ./api/
 //	render + tokenize + hash, 25k-token prompt: 1.06 ms plain, 0.23 ms with the session
 //
+// Handling a request: tool lists, which agents resend unchanged every turn,
+// are converted once and remembered by their bytes (see memo). For an 81 KB
+// request shaped like a Claude Code turn (24 tools with 60 KB of schemas,
+// 20 tool calls), decoding, normalising, rendering and tokenizing through
+// the session, and building the engine's body:
+//
+//	go test -run '^$' -bench RequestHandling -benchtime 200x ./api/
+//	1.70-1.78 ms, against 2.96-3.01 ms with the tools converted every time
+//
+// What is left is JSON work (decoding 0.7 ms, encoding 0.4 ms, parsing for
+// the template 0.2 ms of the profile), so a long agent turn pays well over
+// the 1 ms goal before it reaches an engine.
+//
 // Relaying: engines are spoken to from the goroutine that serves the client
 // (net/http's Request.Write and ReadResponse over kept connections, no
 // client goroutines), chunks are decoded with a reused fastjson parser and

@@ -82,7 +82,7 @@ func decodeChatCompletion(body []byte, models modelResolver) (*engineRequest, *c
 		}
 		req.Messages = append(req.Messages, m)
 	}
-	if req.Tools, err = normaliseChatTools(in.Tools); err != nil {
+	if req.Tools, err = chatToolLists.get(in.Tools, func() (json.RawMessage, error) { return normaliseChatTools(in.Tools) }); err != nil {
 		return nil, nil, err
 	}
 	var all map[string]json.RawMessage
@@ -228,6 +228,8 @@ func normaliseContent(raw json.RawMessage, field string) (json.RawMessage, error
 
 // normaliseChatTools checks an OpenAI tools array and returns it compacted,
 // in the given order.
+var chatToolLists = newMemo[json.RawMessage](64)
+
 func normaliseChatTools(raw json.RawMessage) (json.RawMessage, error) {
 	if isNullJSON(raw) {
 		return nil, nil
