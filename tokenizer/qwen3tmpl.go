@@ -4,8 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+	"sync"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/zeebo/xxh3"
 )
 
 // qwen3TemplateSHA256 identifies the chat template Qwen3 ships (all sizes of
@@ -23,7 +25,10 @@ func isQwen3Template(source string) bool {
 // renderQwen3 renders Qwen3's template. ok is false when the conversation
 // has a shape the Go version does not reproduce exactly (a content that is
 // not a string, say); the caller then renders through gonja.
-func renderQwen3(messages pyList, tools any, addGenerationPrompt bool, kwargs map[string]any) (out string, ok bool) {
+//
+// toolBlock is the tool definitions as the template writes them, one
+// "\n" plus tojson(tool) per tool (see qwen3ToolBlock); "" for none.
+func renderQwen3(messages pyList, toolBlock string, addGenerationPrompt bool, kwargs map[string]any) (out string, ok bool) {
 	if len(messages) == 0 {
 		return "", false
 	}
@@ -84,32 +89,17 @@ func renderQwen3(messages pyList, tools any, addGenerationPrompt bool, kwargs ma
 	}
 
 	var b strings.Builder
-	b.Grow(size + 4096 + 2*toolsSize(tools))
-	if tools != nil {
-		list, isList := tools.(pyList)
-		if !isList {
-			return "", false
+	b.Grow(size + 4096 + len(toolBlock))
+	if toolBlock != "" {
+		b.WriteString("<|im_start|>system\n")
+		if msgs[0].role == "system" {
+			b.WriteString(msgs[0].content)
+			b.WriteString("\n\n")
 		}
-		if len(list) > 0 {
-			b.WriteString("<|im_start|>system\n")
-			if msgs[0].role == "system" {
-				b.WriteString(msgs[0].content)
-				b.WriteString("\n\n")
-			}
-			b.WriteString("# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>")
-			for _, tool := range list {
-				b.WriteString("\n")
-				if writePyJSON(&b, tool, -1, 0) != nil {
-					return "", false
-				}
-			}
-			b.WriteString("\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n")
-			tools = true
-		} else {
-			tools = nil
-		}
-	}
-	if tools == nil && msgs[0].role == "system" {
+		b.WriteString("# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>")
+		b.WriteString(toolBlock)
+		b.WriteString("\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n")
+	} else if msgs[0].role == "system" {
 		b.WriteString("<|im_start|>system\n")
 		b.WriteString(msgs[0].content)
 		b.WriteString("<|im_end|>\n")
@@ -227,14 +217,62 @@ func dictGet(d *exec.Dict, key string) (any, bool) {
 	return nil, false
 }
 
-// toolsSize estimates the bytes the tool definitions take once written.
-func toolsSize(tools any) int {
-	list, _ := tools.(pyList)
-	n := 0
-	for _, t := range list {
-		if d, ok := t.(*exec.Dict); ok {
-			n += 64 * len(d.Pairs)
+// qwen3ToolBlock writes the tool definitions of raw (a JSON array of tools,
+// or null) as Qwen3's template does: "\n" and tojson(tool) for each. ok is
+// false when tools is no list or a tool cannot be written; the template
+// then goes through gonja.
+func qwen3ToolBlock(raw []byte) (block string, ok bool) {
+	if isNull(raw) {
+		return "", true
+	}
+	tools, err := parseOrderedJSON(raw)
+	if err != nil {
+		return "", false
+	}
+	list, isList := tools.(pyList)
+	if !isList {
+		return "", false
+	}
+	var b strings.Builder
+	for _, tool := range list {
+		b.WriteString("\n")
+		if writePyJSON(&b, tool, -1, 0) != nil {
+			return "", false
 		}
 	}
-	return n
+	return b.String(), true
+}
+
+// toolBlocks remembers the latest tool blocks by their JSON's hash: agents
+// send the same tools every turn, and parsing and writing Claude Code's
+// (60 KB of schemas) was half of rendering a turn.
+type toolBlocks struct {
+	mu      sync.Mutex
+	entries [8]toolBlockEntry
+	next    int // the entry replaced next
+}
+
+type toolBlockEntry struct {
+	key   xxh3.Uint128
+	block string
+	ok    bool
+	used  bool
+}
+
+func (c *toolBlocks) get(raw []byte) (string, bool) {
+	key := xxh3.Hash128(raw)
+	c.mu.Lock()
+	for _, e := range c.entries {
+		if e.used && e.key == key {
+			c.mu.Unlock()
+			return e.block, e.ok
+		}
+	}
+	c.mu.Unlock()
+	block, ok := qwen3ToolBlock(raw)
+	c.mu.Lock()
+	c.entries[c.next] = toolBlockEntry{key: key, block: block, ok: ok, used: true}
+	c.next = (c.next + 1) % len(c.entries)
+	c.mu.Unlock()
+	return block, ok
 }

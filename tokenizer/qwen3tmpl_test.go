@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -25,7 +26,9 @@ func renderBoth(t testing.TB, m *Model, req ChatRequest) (native string, nativeO
 			return "", false, "", err
 		}
 	}
-	native, nativeOK = renderQwen3(list, tools, req.AddGenerationPrompt, req.Kwargs)
+	if block, ok := qwen3ToolBlock(req.Tools); ok {
+		native, nativeOK = renderQwen3(list, block, req.AddGenerationPrompt, req.Kwargs)
+	}
 	jinja, jinjaErr = m.template.renderJinja(messages, tools, req)
 	return native, nativeOK, jinja, jinjaErr
 }
@@ -166,4 +169,24 @@ func TestQwen3GoTemplateEqualsJinjaOnRandomConversations(t *testing.T) {
 		rendered++
 	}
 	t.Logf("%d random conversations rendered identically", rendered)
+}
+
+// TestToolBlocksAnswerAsWrittenFresh asks the tool-block cache for more
+// tool lists than it keeps, round after round: every answer must be the
+// block written from scratch.
+func TestToolBlocksAnswerAsWrittenFresh(t *testing.T) {
+	var c toolBlocks
+	lists := [][]byte{[]byte(`null`), []byte(`[]`), []byte(`{"not":"a list"}`), []byte(`[{"broken"`)}
+	for i := range 12 {
+		lists = append(lists, []byte(fmt.Sprintf(`[{"type":"function","function":{"name":"tool_%d","parameters":{"type":"object","properties":{"x":{"type":"integer"}}}}}]`, i)))
+	}
+	for round := range 3 {
+		for i, raw := range lists {
+			got, gotOK := c.get(raw)
+			want, wantOK := qwen3ToolBlock(raw)
+			if got != want || gotOK != wantOK {
+				t.Fatalf("round %d, list %d: cached (%q, %v), fresh (%q, %v)", round, i, got, gotOK, want, wantOK)
+			}
+		}
+	}
 }

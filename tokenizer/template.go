@@ -27,10 +27,11 @@ var ErrTemplate = errors.New("chat template")
 // chatTemplate is a parsed Jinja chat template, rendered with the
 // environment Hugging Face transformers gives it.
 type chatTemplate struct {
-	tmpl    *exec.Template
-	qwen3   bool              // source is Qwen3's template: render it with renderQwen3
-	special map[string]string // bos_token, eos_token, ... as strings
-	now     func() time.Time
+	tmpl       *exec.Template
+	qwen3      bool              // source is Qwen3's template: render it with renderQwen3
+	toolBlocks toolBlocks        // for renderQwen3
+	special    map[string]string // bos_token, eos_token, ... as strings
+	now        func() time.Time
 }
 
 func newChatTemplate(source string, special map[string]string) (*chatTemplate, error) {
@@ -87,15 +88,17 @@ func (t *chatTemplate) render(req ChatRequest) (string, error) {
 	if _, ok := messages.(pyList); !ok {
 		return "", fmt.Errorf("tokenizer: messages is not a JSON array")
 	}
+	if t.qwen3 {
+		if block, ok := t.toolBlocks.get(req.Tools); ok {
+			if out, ok := renderQwen3(messages.(pyList), block, req.AddGenerationPrompt, req.Kwargs); ok {
+				return out, nil
+			}
+		}
+	}
 	var tools any
 	if !isNull(req.Tools) {
 		if tools, err = parseOrderedJSON(req.Tools); err != nil {
 			return "", fmt.Errorf("tokenizer: tools: %w", err)
-		}
-	}
-	if t.qwen3 {
-		if out, ok := renderQwen3(messages.(pyList), tools, req.AddGenerationPrompt, req.Kwargs); ok {
-			return out, nil
 		}
 	}
 	return t.renderJinja(messages, tools, req)
