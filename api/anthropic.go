@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
+	json "github.com/goccy/go-json"
 	"github.com/gofiber/fiber/v2"
 )
 

@@ -2,9 +2,10 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
+
+	json "github.com/goccy/go-json"
 
 	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/router"

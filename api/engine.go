@@ -2,9 +2,10 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"sort"
 	"strings"
+
+	json "github.com/goccy/go-json"
 
 	"github.com/hearth-llm/hearth/tokenizer"
 )

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -129,6 +130,33 @@ func FuzzEngineStream(f *testing.F) {
 			}
 			if _, err := r.final(&ex.acc); err != nil {
 				t.Fatalf("final: %v", err)
+			}
+		}
+	})
+}
+
+// FuzzDecodeStrictAgreesWithEncodingJSON: whatever encoding/json decodes,
+// decodeStrict (goccy/go-json first) decodes to the same request.
+func FuzzDecodeStrictAgreesWithEncodingJSON(f *testing.F) {
+	for _, name := range []string{"claude-turn2.json", "opencode-turn2.json", "codex-turn2.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"model":"m","MODEL":"n","messages":[{"role":"user","content":"\u00e9\ud800"}],"max_tokens":1e2}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var wantChat, gotChat chatCompletionRequest
+		if json.Unmarshal(body, &wantChat) == nil {
+			if err := decodeStrict(body, &gotChat, ""); err != nil || !reflect.DeepEqual(gotChat, wantChat) {
+				t.Fatalf("chat request: %v\ngot  %+v\nwant %+v", err, gotChat, wantChat)
+			}
+		}
+		var wantMsgs, gotMsgs messagesRequest
+		if json.Unmarshal(body, &wantMsgs) == nil {
+			if err := decodeStrict(body, &gotMsgs, ""); err != nil || !reflect.DeepEqual(gotMsgs, wantMsgs) {
+				t.Fatalf("messages request: %v\ngot  %+v\nwant %+v", err, gotMsgs, wantMsgs)
 			}
 		}
 	})

@@ -2,10 +2,10 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"strings"
 
+	json "github.com/goccy/go-json"
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hearth-llm/hearth/tokenizer"

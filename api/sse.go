@@ -2,8 +2,9 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"unicode/utf8"
+
+	json "github.com/goccy/go-json"
 )
 
 // writeEvent writes one named SSE event with v as its JSON data.
