@@ -87,7 +87,7 @@ var errClientGone = errors.New("client went away")
 // engineLineBuffer is the read buffer of an engine stream: an SSE line of a
 // chunk is a few hundred bytes, and a longer one is gathered in
 // exchange.long.
-const engineLineBuffer = 4 << 10
+const engineLineBuffer = 1 << 10
 
 var lineReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, engineLineBuffer) }}
 
@@ -517,7 +517,7 @@ type streamBody struct {
 
 // outBuffers hold what streams translated and the server has not taken
 // yet: a few chunks each.
-var outBuffers = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 4<<10)) }}
+var outBuffers = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 1<<10)) }}
 
 func (s *streamBody) Read(p []byte) (int, error) {
 	if s.out == nil {
