@@ -91,26 +91,18 @@
 //
 // # Where the time goes
 //
-// Tokenizing: agents resend the whole conversation every turn, so each
-// conversation (session id plus the start of its prompt) keeps a tokenizer
-// session that reuses the tokens of the previous turn:
-//
-//	go test -run '^$' -bench PromptsAgentTurn -benchtime 50x ./api/
-//	render + tokenize + hash, 25k-token prompt: 1.06 ms plain, 0.23 ms with the session
-//
 // Handling a request: tool lists, which agents resend unchanged every turn,
-// are converted once and remembered by their bytes (see memo). For an 81 KB
-// request shaped like a Claude Code turn (24 tools with 60 KB of schemas,
-// 20 tool calls), decoding, normalising, rendering and tokenizing through
-// the session, and building the engine's body:
+// are converted once and remembered by their bytes (see memo), and the
+// tokenizer writes their part of the prompt once per list; requests are
+// decoded with goccy/go-json; each conversation (session id plus the start
+// of its prompt) keeps a tokenizer session, so a turn tokenizes only what
+// it adds. For an 81 KB request shaped like a Claude Code turn (24 tools
+// with 60 KB of schemas, 20 tool calls), decoding, normalising, rendering
+// and tokenizing, and building the engine's body:
 //
-//	go test -run '^$' -bench RequestHandling -benchtime 200x ./api/
-//	1.70-1.78 ms, against 2.96-3.01 ms with the tools converted every time
-//
-// What is left is JSON work: in the CPU profile, decoding the request is
-// about half, encoding the engine's body a quarter and rendering the
-// template (most of it parsing messages and tools again) a quarter. A long
-// agent turn so pays more than the 1 ms goal before it reaches an engine.
+//	go test -run '^$' -bench 'RequestHandling|PromptsAgentTurn' -benchtime 300x ./api/
+//	request handling, 81 KB turn          0.45-0.54 ms (2.96-3.01 ms converting the tools every turn with encoding/json)
+//	render + tokenize + hash, 25k tokens  0.20-0.23 ms with the session, 0.99-1.00 ms without
 //
 // Relaying: engines are spoken to from the goroutine that serves the client
 // (net/http's Request.Write and ReadResponse over kept connections, no
@@ -118,7 +110,7 @@
 // the Anthropic and Responses deltas are written without reflection:
 //
 //	go test -run '^$' -bench BenchmarkRelay -benchtime 300x ./api/
-//	openai 0.9-1.1 µs per chunk, anthropic 0.7-1.2 µs, responses 0.9-1.3 µs, 1-2 allocations
+//	openai 0.53-0.72 µs per chunk, anthropic 0.63-0.71 µs, responses 0.82-0.88 µs, 1.1-1.4 allocations
 //
 // # Measured overhead
 //
@@ -126,34 +118,38 @@
 // the same simulated engines reached directly and through nginx 1.22 as a
 // plain reverse proxy (proxy_buffering off, keep-alive upstream); clients
 // and engines share the two cores of the development machine with the
-// proxy. Two runs, nothing else running:
+// proxy. Two runs on a quiet machine:
 //
 //	go test -run '^$' -bench BenchmarkGatewayOverhead -benchtime 1x ./cmd/hearth/
 //
-//	open streams (1 probe + background at a 4090's pace)   1            64           256
-//	added TTFT p50, Hearth / nginx (ms)                     0.61-0.88 /  0.59-0.82 /  0.62 /
-//	                                                        0.27-0.45    0.40-0.52    0.38
-//	added TTFT p99, Hearth / nginx (ms)                     1.48-1.65 /  1.81-2.62 /  6.1-6.3 /
-//	                                                        -0.15-0.33   1.32-1.40    3.0-3.1
+//	open streams (1 probe + background at a 4090's pace)  1             64            256
+//	added TTFT p50, Hearth (nginx), ms                     0.49-0.57     0.54-0.60     0.40-0.57
+//	                                                       (0.30-0.36)   (0.34)        (0.15-0.32)
+//	added TTFT p99, Hearth (nginx), ms                     0.74-1.85     1.52-2.83     4.9-5.3
+//	                                                       (-0.03-1.02)  (0.63-0.94)   (1.3-1.5)
 //
-//	relay, streams back to back                    64            256
-//	chunks/s end to end, Hearth / nginx            80-83k / 73-79k  77-79k / 80-83k
-//	proxy CPU per chunk, Hearth / nginx            8.3 / 5.6-6.4 µs 9.0 / 7.0-7.2 µs
-//	capacity from that CPU, Hearth / nginx         241k / 315-356k  222k / 280-288k chunks/s
+//	relay, streams back to back                  64                256
+//	chunks/s end to end, Hearth (nginx)          85-93k (91-102k)  98-99k (101k)
+//	proxy CPU per chunk, Hearth (nginx)          7.7-8.6 (5.1-5.9) 7.4 (5.4-5.6) µs
+//	capacity from that CPU, Hearth (nginx)       231-261k          270-272k (357-368k) chunks/s
 //
-//	memory per open stream: Hearth 45 KB of live heap and goroutine stacks,
-//	nginx 3-7 KB of resident memory
+//	memory per open stream: Hearth 39 KB of live heap and goroutine stacks,
+//	nginx 2-6 KB of resident memory
 //
-// Short of the goals: the added p99 is above 1 ms at every concurrency
-// (nginx's is too with open streams: the background's tokens come in bursts,
-// one per stream per decode step, and a probe that lands in a burst waits
-// behind it on this machine), and end-to-end relaying stays under 100,000
-// chunks/s because the clients and engines take most of the two cores; the
-// gateway's own CPU would relay 222,000 to 241,000. Against nginx the
-// gateway pays about 0.3 ms more per request (handling and tokenizing the
-// request, 16 µs of it JSON decoding and encoding, and the Go runtime's
-// goroutine wake-ups, futex and extra reads under the netpoller) and 1.3 to
-// 1.5 times its CPU per chunk. An open stream cost the gateway 97 KB before
-// it read engines without net/http's client, pulled streams from the
-// connection's goroutine and decoded chunks without encoding/json.
+// On a busier machine (other runs the same day) the one-stream p99 was
+// 1.2-1.65 ms and the relay 77-83k chunks/s, for nginx as for Hearth.
+//
+// Short of the goals: the added p99 is above 1 ms at one stream in most runs
+// and at every higher concurrency (nginx's is too at 256: the background's
+// tokens come in bursts, one per stream per decode step, and a probe that
+// lands in a burst waits behind it on two shared cores), and end-to-end
+// relaying stays just under 100,000 chunks/s because the clients and
+// engines take most of the machine; the gateway's own CPU would relay
+// 231,000 to 272,000. Against nginx the gateway pays about 0.2 ms more per
+// request (handling the request, about 60 µs at the median for a small one,
+// and the Go runtime's goroutine wake-ups, futex calls and extra reads under
+// its netpoller) and 1.3 to 1.5 times its CPU per chunk. An open stream cost
+// the gateway 97 KB before it read engines without net/http's client,
+// pulled streams from the connection's goroutine and decoded chunks without
+// encoding/json.
 package api
