@@ -137,7 +137,7 @@
 //	nginx 2-6 KB of resident memory
 //
 // On a busier machine (other runs the same day) the one-stream p99 was
-// 1.2-1.65 ms and the relay 77-83k chunks/s, for nginx as for Hearth.
+// 1.2-1.65 ms and the relay 73-83k chunks/s, for nginx as for Hearth.
 //
 // Short of the goals: the added p99 is above 1 ms at one stream in most runs
 // and at every higher concurrency (nginx's is too at 256: the background's
