@@ -76,14 +76,13 @@ func (c *engineClient) do(ctx context.Context, req *http.Request) (*http.Respons
 			return nil, context.Cause(ctx)
 		}
 		// A kept connection the engine closed while it sat idle fails
-		// before any answer; a fresh one is tried once.
-		if !reused || attempt > 0 {
+		// before any answer; a fresh one is tried once, when the body can
+		// be sent again.
+		if !reused || attempt > 0 || req.GetBody == nil {
 			return nil, err
 		}
-		if req.GetBody != nil {
-			if req.Body, err = req.GetBody(); err != nil {
-				return nil, err
-			}
+		if req.Body, err = req.GetBody(); err != nil {
+			return nil, err
 		}
 	}
 }
