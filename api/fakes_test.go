@@ -74,6 +74,9 @@ type fakeRouter struct {
 	first   map[string]int
 	done    map[string]int
 	doneCh  chan string
+	// queue, when set, keeps every Route waiting, as a full router queue
+	// does, until its context ends; then it is closed.
+	queue chan struct{}
 }
 
 func newFakeRouter(workers ...Route) *fakeRouter {
@@ -81,6 +84,11 @@ func newFakeRouter(workers ...Route) *fakeRouter {
 }
 
 func (r *fakeRouter) Route(ctx context.Context, req RouteRequest) (Route, error) {
+	if r.queue != nil {
+		<-ctx.Done()
+		close(r.queue)
+		return Route{}, ctx.Err()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	req.Hashes = append([]tokenizer.SeqHash(nil), req.Hashes...)

@@ -573,3 +573,36 @@ func TestEngineConnectionsAreReused(t *testing.T) {
 		t.Errorf("the gateway opened %d connections to the engine for 5 requests in a row, want 1", n)
 	}
 }
+
+// TestClientLeavingTheQueueIsNoticed: a request waiting in the router's
+// queue whose client goes away stops waiting, without any write to tell.
+func TestClientLeavingTheQueueIsNoticed(t *testing.T) {
+	h := startGateway(t, nil, withConfig(func(c *Config) { c.ClientCheck = 10 * time.Millisecond }))
+	h.router.queue = make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url+"/v1/chat/completions", strings.NewReader(chatBody("")))
+	req.Header.Set("Content-Type", "application/json")
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the request is queued by now
+	cancel()
+	<-errc
+	select {
+	case <-h.router.queue:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the queued request still waits after its client left")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(h.gw.metrics.clientGone) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("client disconnects metric %v", testutil.ToFloat64(h.gw.metrics.clientGone))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

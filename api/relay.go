@@ -127,6 +127,9 @@ func (g *Gateway) dispatch(ctx context.Context, rr RouteRequest, path string, bo
 	for attempt := 0; attempt < 2; attempt++ {
 		route, err := g.router.Route(ctx, rr)
 		if err != nil {
+			if context.Cause(ctx) == errClientGone {
+				return nil, errClientGone // it waited in the queue, and its client left
+			}
 			if lastErr != nil && errors.Is(err, ErrNoWorker) {
 				return nil, lastErr
 			}
