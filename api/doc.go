@@ -118,38 +118,42 @@
 // the same simulated engines reached directly and through nginx 1.22 as a
 // plain reverse proxy (proxy_buffering off, keep-alive upstream); clients
 // and engines share the two cores of the development machine with the
-// proxy. Two runs on a quiet machine:
+// proxy:
 //
 //	go test -run '^$' -bench BenchmarkGatewayOverhead -benchtime 1x ./cmd/hearth/
 //
-//	open streams (1 probe + background at a 4090's pace)  1             64            256
-//	added TTFT p50, Hearth (nginx), ms                     0.49-0.57     0.54-0.60     0.40-0.57
-//	                                                       (0.30-0.36)   (0.34)        (0.15-0.32)
-//	added TTFT p99, Hearth (nginx), ms                     0.74-1.85     1.52-2.83     4.9-5.3
-//	                                                       (-0.03-1.02)  (0.63-0.94)   (1.3-1.5)
+// Time to first token, two runs (2,400 probes at one stream, 600 at the
+// others):
 //
-//	relay, streams back to back                  64                256
-//	chunks/s end to end, Hearth (nginx)          85-93k (91-102k)  98-99k (101k)
-//	proxy CPU per chunk, Hearth (nginx)          7.7-8.6 (5.1-5.9) 7.4 (5.4-5.6) µs
-//	capacity from that CPU, Hearth (nginx)       231-261k          270-272k (357-368k) chunks/s
+//	open streams (1 probe + background at a 4090's pace)  1            64           256
+//	added TTFT p50, Hearth (nginx), ms                     0.57-0.63    0.57-0.62    0.56-0.63
+//	                                                       (0.30-0.39)  (0.34-0.38)  (0.31-0.33)
+//	added TTFT p99, Hearth (nginx), ms                     1.49-1.98    1.50-1.85    5.1-6.4
+//	                                                       (0.28-0.97)  (1.11-1.16)  (2.6-3.6)
 //
-//	memory per open stream: Hearth 39 KB of live heap and goroutine stacks,
-//	nginx 2-6 KB of resident memory
+// Relay throughput and memory, four runs (two of them on a quieter machine,
+// which gave the higher chunk rates):
 //
-// On a busier machine (other runs the same day) the one-stream p99 was
-// 1.2-1.65 ms and the relay 73-83k chunks/s, for nginx as for Hearth.
+//	streams back to back                     64                   256
+//	chunks/s end to end, Hearth (nginx)      81-93k (76-102k)     78-99k (82-101k)
+//	proxy CPU per chunk, Hearth (nginx)      7.7-9.2 (4.9-6.3) µs 7.4-9.6 (5.4-7.1) µs
+//	capacity from that CPU, Hearth           217-261k             209-272k chunks/s
 //
-// Short of the goals: the added p99 is above 1 ms at one stream in most runs
-// and at every higher concurrency (nginx's is too at 256: the background's
-// tokens come in bursts, one per stream per decode step, and a probe that
-// lands in a burst waits behind it on two shared cores), and end-to-end
-// relaying stays just under 100,000 chunks/s because the clients and
-// engines take most of the machine; the gateway's own CPU would relay
-// 231,000 to 272,000. Against nginx the gateway pays about 0.2 ms more per
-// request (handling the request, about 60 µs at the median for a small one,
-// and the Go runtime's goroutine wake-ups, futex calls and extra reads under
-// its netpoller) and 1.3 to 1.5 times its CPU per chunk. An open stream cost
-// the gateway 97 KB before it read engines without net/http's client,
-// pulled streams from the connection's goroutine and decoded chunks without
-// encoding/json.
+//	memory per open stream: Hearth 39.4-39.6 KB of live heap and goroutine
+//	stacks, nginx 2-7 KB of resident memory
+//
+// Short of the goals: the added p99 is above 1 ms at every concurrency
+// (nginx's is too at 64 and 256 streams: the background's tokens come in
+// bursts, one per stream per decode step, and a probe that lands in a
+// burst waits behind it on two shared cores), and end-to-end relaying
+// stays just under 100,000 chunks/s because the clients and engines take
+// most of the machine; by its CPU the gateway would relay 209,000 to
+// 272,000. Against nginx the gateway adds about 0.25 ms more at the median
+// (handling the request, about 60 µs for a small one, and the Go runtime's
+// wake-ups, futex calls and extra reads under its netpoller; timed with
+// temporary instrumentation, the engine round trip and the relay add
+// nothing over nginx's) and costs 1.3 to 1.7 times its CPU per chunk. An
+// open stream cost the gateway 97 KB before it read engines without
+// net/http's client, pulled streams from the connection's goroutine and
+// decoded chunks without encoding/json.
 package api
