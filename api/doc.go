@@ -150,7 +150,7 @@
 // most of the machine; by its CPU the gateway would relay 209,000 to
 // 272,000. Against nginx the gateway adds about 0.25 ms more at the median
 // and costs 1.3 to 1.7 times its CPU per chunk. Timed inside the gateway at
-// one stream (temporary instrumentation, three runs): handling the request
+// one stream (temporary instrumentation, two runs): handling the request
 // 54-62 µs at the median, the engine's answer header 0.35-0.52 ms (about
 // the engine's whole time on the direct path), the first content chunk
 // 47-57 µs after it; the rest is the two extra hops, where the Go runtime's
