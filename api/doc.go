@@ -101,7 +101,7 @@
 // and tokenizing, and building the engine's body:
 //
 //	go test -run '^$' -bench 'RequestHandling|PromptsAgentTurn' -benchtime 300x ./api/
-//	request handling, 81 KB turn          0.45-0.54 ms (2.96-3.01 ms converting the tools every turn with encoding/json)
+//	request handling, 81 KB turn          0.45-0.54 ms (2.96-3.01 ms converting and rendering the tools every turn, with encoding/json)
 //	render + tokenize + hash, 25k tokens  0.20-0.23 ms with the session, 0.99-1.00 ms without
 //
 // Relaying: engines are spoken to from the goroutine that serves the client
@@ -164,7 +164,8 @@
 // of its ~900 requests a second (a real GPU's are a few a second): with the
 // event subscription left out, in two runs, the one-stream p99 was 1.18-1.24
 // ms and the p50 0.50-0.54 ms. An
-// open stream cost the gateway 97 KB before it read engines without
+// open stream cost the gateway 93 KB (same benchmark, gateway then inside
+// the benchmark's process) before it read engines without
 // net/http's client, pulled streams from the connection's goroutine and
 // decoded chunks without encoding/json.
 package api
