@@ -163,9 +163,10 @@
 // the router following the fast engine's KV events, which come at the rate
 // of its ~900 requests a second (a real GPU's are a few a second): with the
 // event subscription left out, in two runs, the one-stream p99 was 1.18-1.24
-// ms and the p50 0.50-0.54 ms. An
-// open stream cost the gateway 93 KB (same benchmark, gateway then inside
-// the benchmark's process) before it read engines without
+// ms and the p50 0.50-0.54 ms.
+//
+// An open stream cost the gateway 93 KB (same benchmark, with the gateway
+// then inside the benchmark's process) before it read engines without
 // net/http's client, pulled streams from the connection's goroutine and
 // decoded chunks without encoding/json.
 package api
