@@ -484,11 +484,16 @@ type sse struct {
 	err     error
 }
 
+// newSSE starts a stream. The headers go out at once, before the first
+// token, as vLLM's server sends them.
 func newSSE(w http.ResponseWriter) *sse {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	f, _ := w.(http.Flusher)
+	if f != nil {
+		f.Flush()
+	}
 	return &sse{w: w, flusher: f}
 }
 
@@ -531,11 +536,20 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *generatio
 		return chatResponse{ID: g.id, Object: "chat.completion.chunk", Created: ts.arrival.Unix(),
 			Model: s.opts.ServedModelName, Choices: []chatChoice{{Delta: &delta, FinishReason: finish}}}
 	}
-	empty := ""
-	out.send(chunk(chatDelta{Role: "assistant", Content: &empty}, nil))
+	// vLLM names the role in a chunk of its own when the engine's first
+	// output arrives, right before that output's text.
+	roleSent := false
+	sendRole := func() {
+		if !roleSent {
+			roleSent = true
+			empty := ""
+			out.send(chunk(chatDelta{Role: "assistant", Content: &empty}, nil))
+		}
+	}
 
 	var sent parsedAnswer // what the client has been sent so far
 	emit := func(cur parsedAnswer) {
+		sendRole()
 		if d := grow(sent.Reasoning, cur.Reasoning); d != "" {
 			out.send(chunk(chatDelta{ReasoningContent: &d}, nil))
 			sent.Reasoning = cur.Reasoning

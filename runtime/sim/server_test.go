@@ -1,12 +1,15 @@
 package sim
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // chatBody builds a chat request with one user message of text.
@@ -686,5 +689,68 @@ func TestDisconnectAbortsNonStreaming(t *testing.T) {
 				t.Error("the cancelled client got a response")
 			}
 		})
+	}
+}
+
+// gatedEngine hands each request's tokens out only when the test sends
+// them, so that a test can look at the stream between engine outputs.
+type gatedEngine struct {
+	fakeEngine
+	outputs chan TokenOutput
+}
+
+func (g *gatedEngine) Submit(ctx context.Context, req *Request) (<-chan TokenOutput, error) {
+	return g.outputs, nil
+}
+
+func TestStreamHeadersComeFirstAndRoleWithFirstToken(t *testing.T) {
+	engine := &gatedEngine{outputs: make(chan TokenOutput)}
+	srv := startServer(t, engine, nil)
+	raw, _ := json.Marshal(chatBody("hello", map[string]any{"stream": true}))
+	resp, err := http.Post(srv.url+"/v1/chat/completions", "application/json", bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// The headers came before any engine output: vLLM's server sends them
+	// as soon as the request is accepted.
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		br := bufio.NewReader(resp.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
+				lines <- data
+			}
+		}
+	}()
+	select {
+	case data := <-lines:
+		t.Fatalf("%s arrived before the engine produced anything", data)
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	engine.outputs <- TokenOutput{Token: 'H', PromptTokens: 5}
+	role := <-lines
+	var first chatResponse
+	if err := json.Unmarshal([]byte(role), &first); err != nil || len(first.Choices) != 1 ||
+		first.Choices[0].Delta.Role != "assistant" || first.Choices[0].Delta.Content == nil || *first.Choices[0].Delta.Content != "" {
+		t.Fatalf("first chunk %s, want the role with empty content", role)
+	}
+	if text := <-lines; !strings.Contains(text, `"content":"H"`) {
+		t.Fatalf("second chunk %s, want the first token", text)
+	}
+	engine.outputs <- TokenOutput{Token: 'i', PromptTokens: 5, Finished: true, FinishReason: "stop"}
+	close(engine.outputs)
+	var rest []string
+	for data := range lines {
+		rest = append(rest, data)
+	}
+	if len(rest) < 2 || !strings.Contains(rest[0], `"content":"i"`) || rest[len(rest)-1] != "[DONE]" {
+		t.Errorf("rest of the stream %q", rest)
 	}
 }
