@@ -36,6 +36,24 @@ type chunkDelta struct {
 	ToolCalls        []toolCallDelta `json:"tool_calls"`
 }
 
+// bare reports whether the chunk carries nothing a client could show or act
+// on: no text, reasoning, tool call, finish reason or usage. vLLM's first
+// chunk, which only names the role, is one.
+func (c *chatChunk) bare() bool {
+	if c.Usage != nil {
+		return false
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		d := &ch.Delta
+		if d.Content != "" || d.reasoning() != "" || len(d.ToolCalls) > 0 || ch.Text != "" ||
+			(ch.FinishReason != nil && *ch.FinishReason != "") {
+			return false
+		}
+	}
+	return true
+}
+
 // reasoning returns the reasoning text of a delta under either name.
 func (d *chunkDelta) reasoning() string {
 	if d.ReasoningContent != "" {

@@ -2,9 +2,14 @@ package api
 
 import (
 	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fastjson"
 )
 
@@ -128,4 +133,73 @@ func FuzzDecodeChunk(f *testing.F) {
 			t.Fatalf("%s\ngot  %+v\nwant %+v", data, got, want)
 		}
 	})
+}
+
+func TestBareChunks(t *testing.T) {
+	for _, tc := range []struct {
+		data string
+		bare bool
+	}{
+		{`{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`, true},
+		{`{"choices":[{"index":0,"delta":{}}]}`, true},
+		{`{"choices":[]}`, true},
+		{`{"choices":[{"index":0,"delta":{"content":"Hi"}}]}`, false},
+		{`{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}`, false},
+		{`{"choices":[{"index":0,"delta":{"reasoning":"hmm"}}]}`, false},
+		{`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"ls"}}]}}]}`, false},
+		{`{"choices":[{"index":0,"text":"Hi"}]}`, false},
+		{`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, false},
+		{`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`, false},
+	} {
+		var ch chatChunk
+		if err := decodeChunk(new(fastjson.Parser), []byte(tc.data), &ch); err != nil {
+			t.Fatal(err)
+		}
+		if got := ch.bare(); got != tc.bare {
+			t.Errorf("%s: bare %v, want %v", tc.data, got, tc.bare)
+		}
+	}
+}
+
+// piecewise returns one piece per Read, as chunks arrive from a socket.
+type piecewise [][]byte
+
+func (p *piecewise) Read(b []byte) (int, error) {
+	if len(*p) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(b, (*p)[0])
+	(*p)[0] = (*p)[0][n:]
+	if len((*p)[0]) == 0 {
+		*p = (*p)[1:]
+	}
+	return n, nil
+}
+
+// TestRoleChunkGoesOutWithFirstToken: the engine's role-only chunk is not
+// written to the client on its own.
+func TestRoleChunkGoesOutWithFirstToken(t *testing.T) {
+	g := &Gateway{router: newFakeRouter(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), traffic: NewTraffic(TrafficLimits{})}
+	g.metrics, _ = newMetrics(prometheus.NewRegistry())
+	stream := piecewise{
+		[]byte(`data: {"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n"),
+		[]byte(`data: {"id":"c","choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}` + "\n\n"),
+		[]byte(`data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n"),
+		[]byte("data: [DONE]\n\n"),
+	}
+	ex := &exchange{g: g, req: &engineRequest{}, body: io.NopCloser(&stream), status: http.StatusOK}
+	body := &streamBody{ex: ex, r: &openAIChatResponder{}}
+	defer body.Close()
+	buf := make([]byte, 4096)
+	n, err := body.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := string(buf[:n]); !strings.Contains(first, `"role":"assistant"`) || !strings.Contains(first, "Hello") {
+		t.Errorf("first write to the client:\n%s\nwant the role and the first token together", first)
+	}
+	n, _ = body.Read(buf)
+	if next := string(buf[:n]); !strings.Contains(next, `"finish_reason":"stop"`) || strings.Contains(next, "Hello") {
+		t.Errorf("second write:\n%s\nwant the finish chunk alone", next)
+	}
 }

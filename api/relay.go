@@ -563,7 +563,10 @@ func (s *streamBody) fill() {
 			return
 		}
 		s.r.chunk(s.out, raw, ch)
-		if s.out.Len() > 0 && !ex.pending() {
+		// A chunk that carries nothing to show waits for the next one:
+		// vLLM writes its role-only first chunk right before the first
+		// token's, and one write to the client is cheaper than two.
+		if s.out.Len() > 0 && !ex.pending() && !ch.bare() {
 			return
 		}
 	}
