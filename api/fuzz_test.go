@@ -161,3 +161,40 @@ func FuzzDecodeStrictAgreesWithEncodingJSON(f *testing.F) {
 		}
 	})
 }
+
+// FuzzUnknownFieldsAgreeWithEncodingJSON: the fields passed on to the
+// engine are those encoding/json finds in the body, with equal values.
+func FuzzUnknownFieldsAgreeWithEncodingJSON(f *testing.F) {
+	addFixtureBodies(f, "opencode-turn1.json", "opencode-turn2.json")
+	f.Add([]byte(`{"model":"m","seed":1,"logit_bias":{"1":-100},"x\u00e9":"\ud800","n":1e2,"model":"again","deep":[[[{"a":null}]]]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var all map[string]json.RawMessage
+		if json.Unmarshal(body, &all) != nil {
+			return
+		}
+		got := unknownFields(body, chatKnownFields)
+		want := 0
+		for k, raw := range all {
+			if chatKnownFields[k] {
+				continue
+			}
+			want++
+			a, _ := decodeAny(raw)
+			if b, err := decodeAny(got[k]); err != nil || !reflect.DeepEqual(a, b) {
+				t.Fatalf("field %q: got %s (%v), want %s", k, got[k], err, raw)
+			}
+		}
+		if len(got) != want {
+			t.Fatalf("got %d fields %v, want %d", len(got), got, want)
+		}
+	})
+}
+
+// decodeAny decodes JSON with numbers kept as written.
+func decodeAny(raw []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	err := d.Decode(&v)
+	return v, err
+}

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	json "github.com/goccy/go-json"
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fastjson"
 
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -85,18 +87,68 @@ func decodeChatCompletion(body []byte, models modelResolver) (*engineRequest, *c
 	if req.Tools, err = chatToolLists.get(in.Tools, func() (json.RawMessage, error) { return normaliseChatTools(in.Tools) }); err != nil {
 		return nil, nil, err
 	}
-	var all map[string]json.RawMessage
-	if err := json.Unmarshal(body, &all); err == nil {
+	req.Extra = unknownFields(body, chatKnownFields)
+	return req, &in, nil
+}
+
+// requestParsers find the fields of a request body that the gateway does
+// not read.
+var requestParsers fastjson.ParserPool
+
+// unknownFields returns the top-level fields of the JSON object body whose
+// names known lacks, as compact JSON; nil when there are none. The body
+// was decoded once already: this pass only walks it, without copying the
+// long messages and tools it skips.
+func unknownFields(body []byte, known map[string]bool) map[string]json.RawMessage {
+	p := requestParsers.Get()
+	defer requestParsers.Put(p)
+	var extra map[string]json.RawMessage
+	v, err := p.ParseBytes(body)
+	if err != nil {
+		// Deeper than fastjson goes, say: the slow way, which agrees with
+		// the decoding already done.
+		var all map[string]json.RawMessage
+		_ = json.Unmarshal(body, &all)
 		for k, v := range all {
-			if !chatKnownFields[k] {
-				if req.Extra == nil {
-					req.Extra = map[string]json.RawMessage{}
+			if !known[k] {
+				if extra == nil {
+					extra = make(map[string]json.RawMessage)
 				}
-				req.Extra[k] = v
+				extra[k] = v
 			}
 		}
+		return extra
 	}
-	return req, &in, nil
+	o, err := v.Object()
+	if err != nil {
+		return nil
+	}
+	o.Visit(func(key []byte, v *fastjson.Value) {
+		name := jsonKey(key)
+		if known[name] {
+			return
+		}
+		if extra == nil {
+			extra = make(map[string]json.RawMessage)
+		}
+		extra[name] = v.MarshalTo(nil)
+	})
+	return extra
+}
+
+// jsonKey is an object key as encoding/json reads it: each byte that is not
+// part of valid UTF-8 becomes U+FFFD.
+func jsonKey(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	var sb strings.Builder
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		sb.WriteRune(r)
+		b = b[size:]
+	}
+	return sb.String()
 }
 
 func compactOrNil(raw json.RawMessage) json.RawMessage {
