@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -202,4 +204,44 @@ func TestRoleChunkGoesOutWithFirstToken(t *testing.T) {
 	if next := string(buf[:n]); !strings.Contains(next, `"finish_reason":"stop"`) || strings.Contains(next, "Hello") {
 		t.Errorf("second write:\n%s\nwant the finish chunk alone", next)
 	}
+}
+
+// TestChunksReceivedTogetherGoOutTogether: engine chunks that arrived in
+// one read are handed to the client in one write, even when they are more
+// than the line reader holds.
+func TestChunksReceivedTogetherGoOutTogether(t *testing.T) {
+	release := make(chan struct{})
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 6 {
+			fmt.Fprintf(w, `data: {"id":"c","choices":[{"index":0,"delta":{"content":"word%d %s"},"finish_reason":null}]}`+"\n\n",
+				i, strings.Repeat("x", 300))
+		}
+		w.(http.Flusher).Flush() // one write, longer than engineLineBuffer
+		<-release
+		fmt.Fprint(w, `data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+	})
+	g := &Gateway{router: newFakeRouter(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), traffic: NewTraffic(TrafficLimits{})}
+	g.metrics, _ = newMetrics(prometheus.NewRegistry())
+	client := newEngineClient()
+	defer client.closeIdle()
+	resp, err := post(t, client, context.Background(), srv.URL, "{}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := &exchange{g: g, req: &engineRequest{}, body: resp.Body, status: http.StatusOK}
+	body := &streamBody{ex: ex, r: &openAIChatResponder{}}
+	buf := make([]byte, 16<<10)
+	n, err := body.Read(buf)
+	close(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(buf[:n]), "data: "); got != 6 {
+		t.Errorf("the first write carries %d of the 6 chunks received together", got)
+	}
+	if _, err := io.ReadAll(body); err != nil {
+		t.Fatal(err)
+	}
+	body.Close()
 }

@@ -43,6 +43,12 @@ type engineConn struct {
 	br *bufio.Reader
 }
 
+// readAhead returns what was read from the connection and not yet taken.
+func (c *engineConn) readAhead() []byte {
+	b, _ := c.br.Peek(c.br.Buffered())
+	return b
+}
+
 // requestWriters buffer a request while it is written; a connection needs
 // one only then.
 var requestWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}

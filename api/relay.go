@@ -337,11 +337,25 @@ func (ex *exchange) line() ([]byte, error) {
 	return ex.long, err
 }
 
-// pending reports whether a whole data line is already buffered, so that
-// next would not wait for the engine. The blank line that ends every SSE
-// event, and comments, do not count: next skips them and would wait.
+// pending reports whether a whole data line has already been received, so
+// that next would not wait for the engine: in the line reader, or below it
+// in what the engine connection read ahead (the engine's next chunks, in
+// HTTP chunked framing, whose size lines are not data lines). The blank
+// line that ends every SSE event, and comments, do not count: next skips
+// them and would wait.
 func (ex *exchange) pending() bool {
 	b, _ := ex.lines.Peek(ex.lines.Buffered())
+	if hasDataLine(b) {
+		return true
+	}
+	if eb, ok := ex.body.(*engineBody); ok {
+		return hasDataLine(eb.conn.readAhead())
+	}
+	return false
+}
+
+// hasDataLine reports whether b holds a whole SSE data line.
+func hasDataLine(b []byte) bool {
 	for {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
@@ -508,8 +522,9 @@ func (g *Gateway) writeFailure(c *fiber.Ctx, req *engineRequest, rs func(ex *exc
 // from the client connection's own goroutine, which so reads the engine,
 // translates and writes to the client with no goroutine or pipe in between.
 // The server flushes after every Read, and Read returns as soon as no
-// further engine chunk is already buffered: one write per chunk while the
-// gateway keeps up, chunks coalesced when it falls behind.
+// further engine chunk has been received: one write per chunk while the
+// gateway keeps up, and everything that arrived together in one write (up
+// to the server's buffer) when the engine sends faster than that.
 type streamBody struct {
 	ex   *exchange
 	r    responder
