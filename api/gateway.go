@@ -37,6 +37,7 @@ type Gateway struct {
 	keys    KeyChecker
 	traffic *Traffic
 	prompts *prompts
+	watcher *clientWatcher
 
 	background sync.WaitGroup // speculative prefills
 	closing    chan struct{}
@@ -61,6 +62,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		log: deps.Logger, client: newEngineClient(), models: newModelResolver(cfg),
 		closing: make(chan struct{}), keys: deps.Keys, traffic: NewTraffic(TrafficLimits{}),
 		prompts: newPrompts(deps.Tokenizer, cfg.BlockSize, cfg.ConversationSessions),
+		watcher: newClientWatcher(cfg.ClientCheck),
 	}
 	if g.log == nil {
 		g.log = slog.Default()
@@ -96,6 +98,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 // cancelled.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	g.checkExposure(ln.Addr())
+	g.background.Add(1)
+	go func() {
+		defer g.background.Done()
+		g.watcher.run(g.closing)
+	}()
 	errc := make(chan error, 1)
 	go func() { errc <- g.app.Listener(ln) }()
 	select {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -247,11 +246,11 @@ func (ex *exchange) release() {
 // drain reads what follows [DONE], the end of the chunked body, so that
 // the connection goes back to the pool: closing a body before its end
 // closes the connection, and the next request would pay for a new one. An
-// engine that keeps the stream open after [DONE] gets drainTimeout.
+// engine that keeps the stream open after [DONE] is cut off after
+// drainTimeout, give or take Config.ClientCheck.
 func (ex *exchange) drain() {
 	if ex.watch != nil {
-		t := time.AfterFunc(drainTimeout, ex.watch.stop)
-		defer t.Stop()
+		ex.watch.stopAfter(drainTimeout)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(ex.lines, 64<<10))
 }
@@ -441,7 +440,7 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 		Hashes:    hashes,
 		SessionID: req.SessionID, Session: req.Session, Hints: req.Hints, Policy: req.Policy,
 	}
-	ctx, watch := g.watchClient(c)
+	ctx, watch := g.watcher.watch(c.Context().Conn())
 	ex, err := g.dispatch(ctx, rr, path, body)
 	if err != nil {
 		watch.stop()
@@ -601,60 +600,6 @@ func (s *streamBody) Close() error {
 	}
 	s.out = nil
 	return nil
-}
-
-// clientWatch notices a client that went away while its request waits for
-// something to send: in the router's queue, or for a silent engine during a
-// long prefill. Every interval it peeks at the client's connection and
-// cancels the request's context when the peer has closed it. A write to a
-// vanished client fails, which is how a flowing stream notices sooner.
-type clientWatch struct {
-	conn   net.Conn
-	every  time.Duration
-	cancel context.CancelCauseFunc
-
-	mu    sync.Mutex
-	timer *time.Timer
-	done  bool
-}
-
-// watchClient starts watching c's connection; the context it returns ends
-// when the client goes away or the watch is stopped.
-func (g *Gateway) watchClient(c *fiber.Ctx) (context.Context, *clientWatch) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	w := &clientWatch{conn: c.Context().Conn(), every: g.cfg.ClientCheck, cancel: cancel}
-	w.mu.Lock()
-	w.timer = time.AfterFunc(w.every, w.check)
-	w.mu.Unlock()
-	return ctx, w
-}
-
-func (w *clientWatch) check() {
-	w.mu.Lock()
-	done := w.done
-	w.mu.Unlock()
-	if done {
-		return
-	}
-	if peerClosed(w.conn) {
-		w.cancel(errClientGone)
-		return
-	}
-	w.mu.Lock()
-	if !w.done {
-		w.timer.Reset(w.every)
-	}
-	w.mu.Unlock()
-}
-
-// stop ends the watch and cancels its context, which ends the engine
-// request if it is still running.
-func (w *clientWatch) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.timer.Stop()
-	w.mu.Unlock()
-	w.cancel(context.Canceled)
 }
 
 func (g *Gateway) clampMaxTokens(asked, prompt int) int {
