@@ -40,8 +40,13 @@ func newEngineClient() *engineClient {
 
 type engineConn struct {
 	net.Conn
-	br *bufio.Reader
+	br        *bufio.Reader
+	idleSince time.Time // when it was last put back
 }
+
+// trustIdle is how long a kept connection is reused without looking
+// whether the engine closed it.
+const trustIdle = time.Second
 
 // readAhead returns what was read from the connection and not yet taken.
 func (c *engineConn) readAhead() []byte {
@@ -121,8 +126,11 @@ func (c *engineClient) conn(ctx context.Context, addr string) (conn *engineConn,
 			break
 		}
 		// Engines close connections that sit idle (vLLM after 5 s);
-		// one closed by now is seen without a round trip.
-		if !peerClosed(conn.Conn) {
+		// one closed by now is seen without a round trip. One back from
+		// its last answer for less than a second is taken as it is: the
+		// look costs every request of an agent's loop a system call, and
+		// do retries the rare one that closed all the same.
+		if time.Since(conn.idleSince) < trustIdle || !peerClosed(conn.Conn) {
 			return conn, true, nil
 		}
 		conn.Close()
@@ -143,6 +151,7 @@ func (c *engineClient) put(addr string, conn *engineConn) {
 		conn.Close()
 		return
 	}
+	conn.idleSince = time.Now()
 	c.idle[addr] = append(c.idle[addr], conn)
 }
 

@@ -72,6 +72,26 @@ func TestEngineClientKeepsConnections(t *testing.T) {
 	if n := conns.Load(); n != 3 {
 		t.Fatalf("%d connections after the engine closed the idle one, want 3", n)
 	}
+
+	// A connection idle for longer is looked at before it is used, so that
+	// even a body that cannot be sent twice goes out once, on a fresh one.
+	c.mu.Lock()
+	for _, conn := range c.idle[strings.TrimPrefix(srv.URL, "http://")] {
+		conn.idleSince = time.Now().Add(-2 * trustIdle)
+	}
+	c.mu.Unlock()
+	srv.CloseClientConnections()
+	time.Sleep(10 * time.Millisecond)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/echo", io.NopCloser(strings.NewReader("six")))
+	resp, err := c.do(context.Background(), req)
+	if err != nil {
+		t.Fatalf("the closed idle connection was used: %v", err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(got) != "six" || conns.Load() != 4 {
+		t.Fatalf("echo %q over %d connections, want six over 4", got, conns.Load())
+	}
 }
 
 func TestEngineClientCancelClosesTheConnection(t *testing.T) {
