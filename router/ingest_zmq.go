@@ -158,7 +158,7 @@ func NewSubscriber(cfg SubscriberConfig, index blockIndex) (*Subscriber, error) 
 		var src replaySource
 		if cfg.ReplayEndpoint != "" {
 			rep, _ := kvRankEndpoint(cfg.ReplayEndpoint, r)
-			rs.replay = &zmqReplayer{endpoint: rep, timeout: cfg.ReplayTimeout, clock: cfg.Clock, log: log}
+			rs.replay = &zmqReplayer{endpoint: rep, timeout: cfg.ReplayTimeout, clock: cfg.Clock}
 			src = rs.replay
 		}
 		rs.ing = NewIngester(IngesterConfig{Worker: w, BlockSize: cfg.BlockSize, Logger: log}, index, src)
@@ -209,24 +209,23 @@ func (r *kvRankSubscriber) run(ctx context.Context) error {
 // session connects, syncs the view and applies live batches until the
 // connection fails. received reports whether any batch arrived.
 func (r *kvRankSubscriber) session(ctx context.Context) (received bool, err error) {
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sub := zmq4.NewSub(sctx, kvSocketOptions(r.log)...)
-	defer sub.Close()
-	if err := sub.SetOption(zmq4.OptionSubscribe, r.cfg.Topic); err != nil {
-		return false, fmt.Errorf("subscribe: %w", err)
+	sub, err := dialZMQ(ctx, r.endpoint, zmq4.Sub)
+	if err != nil {
+		return false, fmt.Errorf("dial: %w", err)
 	}
+	defer sub.Close()
 	// Subscribe before replaying: batches published during the replay then
 	// arrive live, and the ingester drops the ones the replay also brought.
-	if err := sub.Dial(dialEndpoint(r.endpoint)); err != nil {
-		return false, fmt.Errorf("dial: %w", err)
+	// A ZMTP 3.0 subscription is a message: 1, then the topic.
+	if err := sub.SendMsg(zmq4.NewMsg(append([]byte{1}, r.cfg.Topic...))); err != nil {
+		return false, fmt.Errorf("subscribe: %w", err)
 	}
 	r.log.Info("kv events: connected")
 	if err := r.ing.Sync(ctx); err != nil {
 		return false, err
 	}
 	for {
-		msg, err := sub.Recv()
+		msg, err := sub.RecvMsg()
 		if err != nil {
 			return received, fmt.Errorf("receive: %w", err)
 		}
@@ -244,17 +243,6 @@ func (r *kvRankSubscriber) session(ctx context.Context) (received bool, err erro
 	}
 }
 
-// kvSocketOptions makes a socket dial once (the caller retries on its own
-// clock), give up on an unanswered TCP connect after 10s instead of zmq4's
-// 5 minutes, and log through slog.
-func kvSocketOptions(log *slog.Logger) []zmq4.Option {
-	return []zmq4.Option{
-		zmq4.WithDialerMaxRetries(0),
-		zmq4.WithDialerTimeout(10 * time.Second),
-		zmq4.WithLogger(slog.NewLogLogger(log.Handler(), slog.LevelDebug)),
-	}
-}
-
 // errReplayTimeout means the engine stopped answering a replay request.
 var errReplayTimeout = errors.New("replay timed out")
 
@@ -263,12 +251,11 @@ type zmqReplayer struct {
 	endpoint string
 	timeout  time.Duration // longest wait for the next reply
 	clock    IngestClock
-	log      *slog.Logger
 }
 
 var _ replaySource = (*zmqReplayer)(nil)
 
-// Replay sends ["", from] from a fresh DEALER socket and hands every reply
+// Replay sends ["", from] over a fresh DEALER connection and hands every reply
 // ["", (topic,)? seq, payload] to fn until the end marker, seq -1 (vLLM and
 // SGLang send no topic frame; one is tolerated).
 func (z *zmqReplayer) Replay(ctx context.Context, from uint64, fn func(seq uint64, payload []byte)) error {
@@ -294,18 +281,23 @@ func (z *zmqReplayer) Replay(ctx context.Context, from uint64, fn func(seq uint6
 		}
 	}()
 
-	d := zmq4.NewDealer(rctx, kvSocketOptions(z.log)...)
-	defer d.Close()
-	if err := d.Dial(dialEndpoint(z.endpoint)); err != nil {
+	d, err := dialZMQ(rctx, z.endpoint, zmq4.Dealer)
+	if err != nil {
+		select {
+		case <-timedOut:
+			return errReplayTimeout
+		default:
+		}
 		return fmt.Errorf("replay dial %s: %w", z.endpoint, err)
 	}
+	defer d.Close()
 	var req [8]byte
 	binary.BigEndian.PutUint64(req[:], from)
-	if err := d.Send(zmq4.NewMsgFrom([]byte{}, req[:])); err != nil {
+	if err := d.SendMsg(zmq4.NewMsgFrom([]byte{}, req[:])); err != nil {
 		return fmt.Errorf("replay request: %w", err)
 	}
 	for {
-		msg, err := d.Recv()
+		msg, err := d.RecvMsg()
 		if err != nil {
 			select {
 			case <-timedOut:
