@@ -96,13 +96,17 @@
 // tokenizer writes their part of the prompt once per list; requests are
 // decoded with goccy/go-json; each conversation (session id plus the start
 // of its prompt) keeps a tokenizer session, so a turn tokenizes only what
-// it adds. For an 81 KB request shaped like a Claude Code turn (24 tools
-// with 60 KB of schemas, 20 tool calls), decoding, normalising, rendering
-// and tokenizing, and building the engine's body:
+// it adds. The fields of a chat request passed on to the engine unread are
+// found by a fastjson walk of the body, not a second decode. For an 81 KB
+// request shaped like a Claude Code turn (24 tools with 60 KB of schemas,
+// 20 tool calls), decoding, normalising, rendering and tokenizing, and
+// building the engine's body; and decoding an OpenAI chat request of the
+// same shape:
 //
-//	go test -run '^$' -bench 'RequestHandling|PromptsAgentTurn' -benchtime 300x ./api/
-//	request handling, 81 KB turn          0.45-0.54 ms (2.96-3.01 ms converting and rendering the tools every turn, with encoding/json)
-//	render + tokenize + hash, 25k tokens  0.20-0.23 ms with the session, 0.99-1.00 ms without
+//	go test -run '^$' -bench 'RequestHandling|PromptsAgentTurn|DecodeChatCompletion' -benchtime 300x ./api/
+//	request handling, 81 KB turn          0.45-0.55 ms (2.96-3.01 ms converting and rendering the tools every turn, with encoding/json)
+//	render + tokenize + hash, 25k tokens  0.19-0.23 ms with the session, 0.99-1.06 ms without
+//	chat request decode, 82 KB            0.21-0.35 ms (the passthrough pass: 28-29 µs, 124-142 µs as a second decode)
 //
 // Relaying: engines are spoken to from the goroutine that serves the client
 // (net/http's Request.Write and ReadResponse over kept connections, no
@@ -110,7 +114,17 @@
 // the Anthropic and Responses deltas are written without reflection:
 //
 //	go test -run '^$' -bench BenchmarkRelay -benchtime 300x ./api/
-//	openai 0.53-0.72 µs per chunk, anthropic 0.63-0.71 µs, responses 0.82-0.88 µs, 1.1-1.4 allocations
+//	openai 0.53-0.72 µs per chunk, anthropic 0.63-0.80 µs, responses 0.82-0.98 µs, 1.1-1.4 allocations
+//
+// What costs a gateway in Go more than nginx is system calls and the
+// runtime's thread wake-ups, so the relay saves both: every engine chunk
+// already received (in the line reader or read ahead on the engine
+// connection) goes to the client in one write, a role-only first chunk waits
+// for the token behind it, one ticker watches every waiting client rather
+// than a timer per request (each new timer woke the network poller's
+// thread), an engine connection back for under a second is reused without
+// a peek, and the router reads KV events on its subscriber's goroutine
+// rather than through a socket's reader goroutine and channel.
 //
 // # Measured overhead
 //
@@ -122,51 +136,46 @@
 //
 //	go test -run '^$' -bench BenchmarkGatewayOverhead -benchtime 1x ./cmd/hearth/
 //
-// Time to first token, two runs (2,400 probes at one stream, 600 at the
-// others):
+// Two runs, 7,200 probes at one stream and 1,800 at the others:
 //
 //	open streams (1 probe + background at a 4090's pace)  1            64           256
-//	added TTFT p50, Hearth (nginx), ms                     0.57-0.63    0.57-0.62    0.56-0.63
-//	                                                       (0.30-0.39)  (0.34-0.38)  (0.31-0.33)
-//	added TTFT p99, Hearth (nginx), ms                     1.49-1.98    1.50-1.85    5.1-6.4
-//	                                                       (0.28-0.97)  (1.11-1.16)  (2.6-3.6)
+//	added TTFT p50, Hearth (nginx), ms                     0.46-0.55    0.46-0.54    0.56-0.58
+//	                                                       (0.31-0.36)  (0.32-0.38)  (0.34-0.39)
+//	added TTFT p99, Hearth (nginx), ms                     1.38-1.43    1.36-2.21    5.4-5.9
+//	                                                       (0.33-0.80)  (1.00-1.12)  (3.0-4.1)
 //
-// Relay throughput and memory, four runs (two of them on a quieter machine,
-// which gave the higher chunk rates):
+//	streams back to back                     64                     256
+//	chunks/s end to end, Hearth (nginx)      91-93k (91k)           96k (94k)
+//	proxy CPU per chunk, Hearth (nginx)      6.6-7.3 (5.9-6.0) µs   7.0 (6.2-6.5) µs
+//	capacity from that CPU, Hearth           276-303k               286-288k chunks/s
 //
-//	streams back to back                     64                   256
-//	chunks/s end to end, Hearth (nginx)      81-93k (76-102k)     78-99k (82-101k)
-//	proxy CPU per chunk, Hearth (nginx)      7.7-9.2 (4.9-6.3) µs 7.4-9.6 (5.4-7.1) µs
-//	capacity from that CPU, Hearth           217-261k             209-272k chunks/s
-//
-//	memory per open stream: Hearth 39.4-39.6 KB of live heap and goroutine
-//	stacks, nginx 2-7 KB of resident memory
+//	memory per open stream: Hearth 39.4 KB of live heap and goroutine
+//	stacks, nginx 7 KB of resident memory
 //
 // Short of the goals: the added p99 is above 1 ms at every concurrency
 // (nginx's is too at 64 and 256 streams: the background's tokens come in
 // bursts, one per stream per decode step, and a probe that lands in a
 // burst waits behind it on two shared cores), and end-to-end relaying
-// stays just under 100,000 chunks/s because the clients and engines take
-// most of the machine; by its CPU the gateway would relay 209,000 to
-// 272,000. Against nginx the gateway adds about 0.25 ms more at the median
-// and costs 1.3 to 1.7 times its CPU per chunk. Timed inside the gateway at
-// one stream (temporary instrumentation, two runs): handling the request
-// 54-62 µs at the median, the engine's answer header 0.35-0.52 ms (about
-// the engine's whole time on the direct path), the first content chunk
-// 47-57 µs after it; the rest is the two extra hops, where the Go runtime's
-// wake-ups, futex calls and extra reads under its netpoller cost more than
-// nginx's event loop. A bare relay on the same stack (fiber, this package's
-// engine client, bytes copied through unparsed), tried once in the same
-// benchmark, added 0.40-0.50 ms at the median, 0.93 ms at the one-stream
-// p99 and 6.3-7.1 µs of CPU per chunk: close to nginx, so about 0.1 ms and
-// 2 µs per chunk are what the gateway's own work costs. Part of the tail is
-// the router following the fast engine's KV events, which come at the rate
-// of its ~900 requests a second (a real GPU's are a few a second): with the
-// event subscription left out, in two runs, the one-stream p99 was 1.18-1.24
-// ms and the p50 0.50-0.54 ms.
+// stays under 100,000 chunks/s because the clients and engines take most of
+// the machine (nginx stays under it too); by its CPU the gateway would
+// relay 276,000 to 303,000. The p99 is noisy from run to run on this
+// machine: with 2,400 probes, five runs of this code (the one-stream level
+// alone, and the whole benchmark) gave Hearth 0.51 to 1.73 ms and nginx
+// 0.26 to 0.89 ms at one stream. Against nginx the gateway adds 0.14 to
+// 0.24 ms at the median and costs 1.1 to 1.2 times its CPU per chunk.
+// Timed inside the gateway at one stream (temporary instrumentation):
+// decoding, tokenizing and routing a probe take 35-75 µs at the median and
+// the engine request itself about what the whole direct path takes; the
+// rest is the extra hops, where counting system calls with strace shows the
+// difference: per request the gateway also makes futex calls (thread
+// hand-offs), and its runtime's monitor wakes every 20 µs while it is busy,
+// which nginx's event loop does not.
 //
-// An open stream cost the gateway 93 KB (same benchmark, with the gateway
-// then inside the benchmark's process) before it read engines without
+// Before the savings listed above, the same benchmark gave 0.57-0.63 ms
+// added at the one-stream p50 and 1.5-2.0 ms at its p99 (2,400 probes),
+// 78-99k chunks/s end to end at 256 streams and 7.4-9.6 µs of CPU per
+// chunk, 1.3 to 1.7 times nginx's. An open stream cost the gateway 93 KB
+// (then inside the benchmark's process) before it read engines without
 // net/http's client, pulled streams from the connection's goroutine and
 // decoded chunks without encoding/json.
 package api

@@ -182,15 +182,16 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	fmt.Print(overheadReport(b, ttft, tput, mem))
 }
 
-// Settings of the run; the totals keep it near two minutes on two cores.
-// Each cell's work is split evenly over the rounds.
+// Settings of the run; the totals keep it near a minute on two cores, with
+// enough probes that the p99 is not a handful of them. Each cell's work is
+// split evenly over the rounds.
 var (
 	// At one stream a round costs nothing to set up, so there are many:
 	// a pause of the machine then falls on every path alike.
 	overheadTTFTLevels = []struct{ streams, probes, rounds int }{
-		{1, 2400, 24},
-		{64, 600, 6},
-		{256, 600, 6},
+		{1, 7200, 72},
+		{64, 1800, 6},
+		{256, 1800, 6},
 	}
 	overheadThroughputLevels = []struct{ streams, requestsPerStream int }{
 		{64, 36},
