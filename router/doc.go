@@ -101,6 +101,15 @@
 // a router queue (QueueSize −1) there is nothing to order: hearth 9.7 /
 // 27.2 s.
 //
+// # KV events
+//
+// A Subscriber follows each engine rank's PUB stream (tcp:// or ipc://)
+// over one ZMTP connection, read through a buffer on the subscriber's own
+// goroutine: zmq4 speaks the protocol, but its sockets read every
+// connection on a goroutine of their own and hand messages over a channel,
+// a second wake-up for each event batch. Gaps in the sequence numbers, and
+// reconnects, are recovered from the engine's replay ROUTER when it has one.
+//
 // # Block index
 //
 // Index is one open-addressing table (linear probing, backward-shift
