@@ -85,7 +85,8 @@
 //     console/).
 //   - answer.go: what the model "says", chosen from a seed and the prompt:
 //     prose, a <think> block when chat_template_kwargs enable thinking, and
-//     on a turn that does not follow a tool result a hermes-style
+//     on a turn that does not follow a tool result (nor asks for text only,
+//     as Claude Code's compaction does) a hermes-style
 //     <tool_call> whose arguments fit the tool's schema, returned as OpenAI
 //     tool_calls. The text is tokenized, cut at max_tokens and handed to the
 //     core as Request.Output.

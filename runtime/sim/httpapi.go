@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 
@@ -351,8 +352,36 @@ func toolCallID(requestID string, i int) string {
 
 // chatMessageHead is what the answer needs to know of each message.
 type chatMessageHead struct {
-	Role string `json:"role"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
 }
+
+// text returns the message's text: its content string, or its text parts.
+func (m chatMessageHead) text() string {
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(m.Content, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			b.WriteString(p.Text)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// textOnly matches a turn that tells the model to answer without tools, as
+// Claude Code's compaction request does ("Respond with TEXT ONLY. Do NOT
+// call any tools."). A model follows that; an agent whose summary comes
+// back as a tool call fails its compaction.
+var textOnly = regexp.MustCompile(`(?i)\btext only\b|\bdo not (call|use) (any )?tools?\b`)
 
 type chatToolJSON struct {
 	Type     string `json:"type"`
@@ -392,12 +421,14 @@ func (s *Server) prepareChat(req *chatCompletionRequest) (*generation, error) {
 		ForcedTool: forced,
 		Thinking:   req.ChatTemplateKwargs["enable_thinking"] == true,
 	}
-	// Agents alternate: a tool call, its result, an answer about it.
+	// Agents alternate: a tool call, its result, an answer about it. A turn
+	// that asks for text only gets text.
 	switch choice {
 	case "required":
 		spec.ToolCall = true
 	case "auto":
-		spec.ToolCall = msgs[len(msgs)-1].Role != "tool"
+		last := msgs[len(msgs)-1]
+		spec.ToolCall = last.Role != "tool" && !textOnly.MatchString(last.text())
 	}
 	spec.ToolCall = spec.ToolCall && len(tools) > 0
 	maxTokens := req.MaxCompletionTokens
