@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	gojson "github.com/goccy/go-json"
+
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -513,6 +515,7 @@ type sse struct {
 	w       http.ResponseWriter
 	flusher http.Flusher
 	err     error
+	buf     []byte // the event being written
 }
 
 // newSSE starts a stream. The headers go out at once, before the first
@@ -528,11 +531,14 @@ func newSSE(w http.ResponseWriter) *sse {
 	return &sse{w: w, flusher: f}
 }
 
+// send writes v as one event. It is marshalled with goccy/go-json, which
+// writes what encoding/json writes at a fraction of its cost: a chunk per
+// token is most of what a fast simulated engine does.
 func (e *sse) send(v any) {
 	if e.err != nil {
 		return
 	}
-	b, err := json.Marshal(v)
+	b, err := gojson.Marshal(v)
 	if err != nil {
 		e.err = err
 		return
@@ -544,7 +550,8 @@ func (e *sse) raw(data []byte) {
 	if e.err != nil {
 		return
 	}
-	if _, err := fmt.Fprintf(e.w, "data: %s\n\n", data); err != nil {
+	e.buf = append(append(append(e.buf[:0], "data: "...), data...), "\n\n"...)
+	if _, err := e.w.Write(e.buf); err != nil {
 		e.err = err // the client is gone; its context aborts the request
 		return
 	}
