@@ -136,33 +136,37 @@
 //
 //	go test -run '^$' -bench BenchmarkGatewayOverhead -benchtime 1x ./cmd/hearth/
 //
-// Two runs, 7,200 probes at one stream and 1,800 at the others:
+// Three runs, 7,200 probes at one stream and 1,800 at the others (the
+// machine's speed varied by a third between them). The simulated engine
+// marshals its events with goccy/go-json, which leaves both proxies more of
+// the machine than the runs below under "Before":
 //
 //	open streams (1 probe + background at a 4090's pace)  1            64           256
-//	added TTFT p50, Hearth (nginx), ms                     0.46-0.55    0.46-0.54    0.56-0.58
-//	                                                       (0.31-0.36)  (0.32-0.38)  (0.34-0.39)
-//	added TTFT p99, Hearth (nginx), ms                     1.38-1.43    1.36-2.21    5.4-5.9
-//	                                                       (0.33-0.80)  (1.00-1.12)  (3.0-4.1)
+//	added TTFT p50, Hearth (nginx), ms                     0.48-0.53    0.51-0.63    0.47-0.62
+//	                                                       (0.30-0.34)  (0.32-0.39)  (0.30-0.31)
+//	added TTFT p99, Hearth (nginx), ms                     1.19-1.46    1.64-2.35    4.9-6.8
+//	                                                       (0.61-0.82)  (0.91-1.48)  (2.9-3.9)
 //
 //	streams back to back                     64                     256
-//	chunks/s end to end, Hearth (nginx)      91-93k (91k)           96k (94k)
-//	proxy CPU per chunk, Hearth (nginx)      6.6-7.3 (5.9-6.0) µs   7.0 (6.2-6.5) µs
-//	capacity from that CPU, Hearth           276-303k               286-288k chunks/s
+//	chunks/s end to end, Hearth (nginx)      79-99k (75-101k)       84-109k (86-106k)
+//	proxy CPU per chunk, Hearth (nginx)      6.6-8.6 (4.7-7.1) µs   6.1-8.0 (5.3-6.5) µs
+//	capacity from that CPU, Hearth           234-303k               251-331k chunks/s
 //
-//	memory per open stream: Hearth 39.4 KB of live heap and goroutine
-//	stacks, nginx 7 KB of resident memory
+//	memory per open stream: Hearth 38.6-39.6 KB of live heap and goroutine
+//	stacks, nginx 2-5 KB of resident memory
 //
 // Short of the goals: the added p99 is above 1 ms at every concurrency
-// (nginx's is too at 64 and 256 streams: the background's tokens come in
-// bursts, one per stream per decode step, and a probe that lands in a
-// burst waits behind it on two shared cores), and end-to-end relaying
-// stays under 100,000 chunks/s because the clients and engines take most of
-// the machine (nginx stays under it too); by its CPU the gateway would
-// relay 276,000 to 303,000. The p99 is noisy from run to run on this
-// machine: with 2,400 probes, five runs of this code (the one-stream level
-// alone, and the whole benchmark) gave Hearth 0.51 to 1.73 ms and nginx
-// 0.26 to 0.89 ms at one stream. Against nginx the gateway adds 0.14 to
-// 0.24 ms at the median and costs 1.1 to 1.2 times its CPU per chunk.
+// (nginx's is too at 256 streams, and at 64 in one run of three: the
+// background's tokens come in bursts, one per stream per decode step, and a
+// probe that lands in a burst waits behind it on two shared cores), and
+// end-to-end relaying reaches 100,000 chunks/s only when the machine runs
+// fast, because the clients and engines take most of it (nginx the same);
+// by its CPU the gateway would relay 234,000 to 331,000. The p99 is noisy
+// from run to run on this machine: with 2,400 probes, five runs of the
+// same gateway gave Hearth 0.51 to 1.73 ms and nginx 0.26 to 0.89 ms at
+// one stream. Against nginx the gateway adds 0.17 to 0.31 ms at the median
+// and costs 1.1 to 1.4 times its CPU per chunk.
+//
 // Timed inside the gateway at one stream (temporary instrumentation):
 // decoding, tokenizing and routing a probe take 35-75 µs at the median and
 // the engine request itself about what the whole direct path takes; the
