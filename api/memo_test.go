@@ -71,18 +71,28 @@ func modelResolverFor(t testing.TB) modelResolver {
 	return newModelResolver(cfg)
 }
 
+// sizedTools is how many tools an agent-sized request offers; each schema
+// (sizedToolSchema) is about 2.5 KB.
+const sizedTools = 24
+
+// sizedToolSchema is the parameter schema of tool i of an agent-sized
+// request: twelve described string parameters.
+func sizedToolSchema(i int) map[string]any {
+	props := map[string]any{}
+	for j := range 12 {
+		props[fmt.Sprintf("param_%d", j)] = map[string]any{"type": "string", "description": strings.Repeat(fmt.Sprintf("What parameter %d of tool %d means. ", j, i), 4)}
+	}
+	return map[string]any{"type": "object", "properties": props, "required": []string{"param_0"}}
+}
+
 // claudeSizedRequest is an Anthropic request the size of a Claude Code
 // turn: about 60 KB of tool schemas, a long system prompt and a
 // conversation of tool calls.
 func claudeSizedRequest(turns int) []byte {
 	var tools []map[string]any
-	for i := range 24 {
-		props := map[string]any{}
-		for j := range 12 {
-			props[fmt.Sprintf("param_%d", j)] = map[string]any{"type": "string", "description": strings.Repeat(fmt.Sprintf("What parameter %d of tool %d means. ", j, i), 4)}
-		}
+	for i := range sizedTools {
 		tools = append(tools, map[string]any{"name": fmt.Sprintf("tool_%d", i), "description": strings.Repeat("Does one thing well. ", 20),
-			"input_schema": map[string]any{"type": "object", "properties": props, "required": []string{"param_0"}}})
+			"input_schema": sizedToolSchema(i)})
 	}
 	msgs := []map[string]any{{"role": "user", "content": "Fix the failing test in the router."}}
 	for t := range turns {

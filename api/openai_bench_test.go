@@ -12,14 +12,10 @@ import (
 // calls.
 func chatSizedRequest(turns int) []byte {
 	var tools []map[string]any
-	for i := range 24 {
-		props := map[string]any{}
-		for j := range 12 {
-			props[fmt.Sprintf("param_%d", j)] = map[string]any{"type": "string", "description": strings.Repeat(fmt.Sprintf("What parameter %d of tool %d means. ", j, i), 4)}
-		}
+	for i := range sizedTools {
 		tools = append(tools, map[string]any{"type": "function", "function": map[string]any{
 			"name": fmt.Sprintf("tool_%d", i), "description": strings.Repeat("Does one thing well. ", 20),
-			"parameters": map[string]any{"type": "object", "properties": props, "required": []string{"param_0"}}}})
+			"parameters": sizedToolSchema(i)}})
 	}
 	msgs := []map[string]any{
 		{"role": "system", "content": strings.Repeat("You are a coding agent. Follow the repository's conventions. ", 60)},
