@@ -161,6 +161,7 @@ type engineReply struct {
 	Error     string // the error message with Status; a scripted one if empty
 	BreakAt   int    // > 0: drop the connection after this many chunks
 	Hold      bool   // after the first word of Text, wait until the client cancels
+	Linger    bool   // after [DONE], keep the body open until the gateway closes it
 }
 
 // fakeEngine is an OpenAI-compatible engine in the shape vLLM streams.
@@ -312,6 +313,14 @@ func (e *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 	// The end of the chunked body comes a moment after [DONE], as it does
 	// from an engine whose last write is [DONE].
 	fl.Flush()
+	if reply.Linger {
+		select {
+		case <-r.Context().Done():
+			close(e.cancelled)
+		case <-time.After(30 * time.Second):
+		}
+		return
+	}
 	time.Sleep(2 * time.Millisecond)
 }
 

@@ -606,3 +606,27 @@ func TestClientLeavingTheQueueIsNoticed(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestEngineLingeringAfterDoneIsCutOff: an engine that keeps its stream open
+// after [DONE] does not hold the client's answer, and its connection is
+// closed once the drain's time is up.
+func TestEngineLingeringAfterDoneIsCutOff(t *testing.T) {
+	h := startGateway(t, nil, withConfig(func(c *Config) { c.ClientCheck = 10 * time.Millisecond }))
+	h.engine.script = func(map[string]json.RawMessage, []chatMessage) engineReply {
+		return engineReply{Text: "All done here", Finish: "stop", Linger: true}
+	}
+	start := time.Now()
+	resp, body := h.post(t, "/v1/chat/completions", chatBody(""))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "[DONE]") || !strings.Contains(body, `" here"`) {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	select {
+	case <-h.engine.cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the engine's lingering stream was never closed")
+	}
+	if d := time.Since(start); d < drainTimeout {
+		t.Errorf("the stream was closed after %v, before the drain's %v were up", d, drainTimeout)
+	}
+	h.router.waitDone(t, 1)
+}
