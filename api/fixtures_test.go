@@ -85,24 +85,11 @@ func parseSSE(t *testing.T, r io.Reader) []sseEvent {
 // send posts a fixture and parses the event stream of the answer.
 func (h *harness) send(t *testing.T, f fixture) (*http.Response, []sseEvent) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, h.url+f.Path, strings.NewReader(string(f.Body)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range f.Headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp, body := h.postFixture(t, f)
 	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("%s: status %d: %s", f.Path, resp.StatusCode, b)
+		t.Fatalf("%s: status %d: %s", f.Path, resp.StatusCode, body)
 	}
-	return resp, parseSSE(t, resp.Body)
+	return resp, parseSSE(t, strings.NewReader(body))
 }
 
 // answer is what a client would make of a streamed answer.
