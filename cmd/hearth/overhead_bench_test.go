@@ -29,7 +29,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hearth-llm/hearth/api"
@@ -49,15 +51,17 @@ import (
 // (speedup 1e6, so that its modelled GPU time is negligible and only its
 // HTTP work is left) and a paced one (speedup 1: tokens come at the rate
 // the modelled card would give them). The clients and the engines run in
-// this process. Each engine is reached three ways: directly; through nginx
-// (proxy_buffering off, HTTP/1.1 keep-alive upstream); and through a Hearth
-// gateway in a process of its own, as nginx is, wired as hearth up wires it
-// (the real router following both engines' KV events, the real Qwen3
-// tokenizer, a key store; background sessions are steered to the paced
-// engine and the rest to the fast one, see steeringRouter). Every path gets
-// the same requests in the same order, and the paths take turns in rounds
-// (the order rotating) so that a burst of load from elsewhere on the
-// machine lands on all three.
+// this process. Each engine is reached four ways: directly; through nginx
+// (proxy_buffering off, HTTP/1.1 keep-alive upstream); through the Go relay
+// (runGoRelay: a plain reverse proxy on the gateway's server library, with
+// none of its work, which shows what Go and fiber cost here); and through a
+// Hearth gateway, wired as hearth up wires it (the real router following
+// both engines' KV events, the real Qwen3 tokenizer, a key store;
+// background sessions are steered to the paced engine and the rest to the
+// fast one, see steeringRouter). Each proxy runs in a process of its own.
+// Every path gets the same requests in the same order, and the paths take
+// turns in rounds (the order rotating) so that a burst of load from
+// elsewhere on the machine lands on all of them.
 //
 // Time to first token with N streams open: N−1 background streams run
 // through the path to the paced engine, each asking for a 128-token answer
@@ -67,8 +71,8 @@ import (
 // the shift of the probes' distribution over the direct path's,
 // p50(proxy) − p50(direct) and p99(proxy) − p99(direct): requests of two
 // paths are not paired, so this is a difference of distributions, not a
-// quantile of per-request differences. The ratio divides Hearth's shift by
-// nginx's. "proxy CPU ms/s" is the proxy process's CPU time per second of
+// quantile of per-request differences. The ratios divide Hearth's shift by
+// nginx's and by the Go relay's. "proxy CPU ms/s" is the proxy process's CPU time per second of
 // probing.
 //
 // Relay throughput: N streams send streamed requests to the fast engine
@@ -82,7 +86,7 @@ import (
 // Memory per open stream: M streams to the paced engine are held open
 // while the client holds them mid-stream (each has its first content
 // chunk). For each proxy, the growth of its resident memory divided by M;
-// for Hearth also the growth of its live heap and goroutine stacks after a
+// for the Go proxies also the growth of their live heap and goroutine stacks after a
 // collection (its resident size says little: Go keeps freed memory and
 // returns it on its own schedule). The first column is the same for this
 // process: the clients' and engines' share, equal on every path.
@@ -108,11 +112,17 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ngx.stop()
+	relay, err := startGatewayProcess(benchGatewaySpec{Relay: []string{st.fastURL, st.pacedURL}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer relay.stop()
 
 	paths := []overheadPath{
 		{name: "direct", fast: st.fastURL, paced: st.pacedURL},
 		{name: "nginx", fast: ngx.url[0], paced: ngx.url[1], cpu: ngx.cpu, rss: ngx.rss},
-		{name: "hearth", fast: st.gateway.url, paced: st.gateway.url, cpu: st.gateway.cpu, rss: st.gateway.rss,
+		{name: "go-relay", fast: relay.urls[0], paced: relay.urls[1], cpu: relay.cpu, rss: relay.rss, memory: relay.memory},
+		{name: "hearth", fast: st.gateway.urls[0], paced: st.gateway.urls[0], cpu: st.gateway.cpu, rss: st.gateway.rss,
 			memory: st.gateway.memory},
 	}
 	for i := range paths {
@@ -315,9 +325,12 @@ func startOverheadStack(ctx context.Context, b testing.TB, tok *tokenizer.Model)
 
 // --- the gateway process ---
 
-// benchGatewaySpec tells the gateway process which engines to front.
+// benchGatewaySpec tells the gateway process which engines to front: as
+// Hearth's gateway (Engines), or as a plain Go relay with a listener for
+// each engine URL in Relay.
 type benchGatewaySpec struct {
 	Engines []benchEngine
+	Relay   []string
 }
 
 type benchEngine struct {
@@ -348,9 +361,9 @@ func TestMain(m *testing.M) {
 
 // runBenchGateway wires the router and the gateway as hearth up does, in
 // front of engines it did not start, with a key store as hearth up has
-// (holding no key). It prints "listening ADDR" when it serves and, on
-// each SIGUSR1, "memory HEAP STACK" (live bytes after a collection). It
-// stops when its standard input closes.
+// (holding no key), or serves the Go relay. It prints "listening ADDR..."
+// when it serves and, on each SIGUSR1, "memory HEAP STACK" (live bytes
+// after a collection). It stops when its standard input closes.
 func runBenchGateway(specJSON string) error {
 	var spec benchGatewaySpec
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
@@ -362,6 +375,10 @@ func runBenchGateway(specJSON string) error {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		stop()
 	}()
+	go reportMemory()
+	if len(spec.Relay) > 0 {
+		return runGoRelay(ctx, spec.Relay)
+	}
 	if path := os.Getenv(benchGatewayProfileEnv); path != "" {
 		f, err := os.Create(path)
 		if err != nil {
@@ -427,17 +444,6 @@ func runBenchGateway(specJSON string) error {
 	if err != nil {
 		return err
 	}
-	usr1 := make(chan os.Signal, 1)
-	signal.Notify(usr1, syscall.SIGUSR1)
-	go func() {
-		for range usr1 {
-			var m runtime.MemStats
-			runtime.GC()
-			runtime.GC()
-			runtime.ReadMemStats(&m)
-			fmt.Printf("memory %d %d\n", m.HeapAlloc, m.StackInuse)
-		}
-	}()
 	fmt.Printf("listening %s\n", ln.Addr())
 	g.Go(func() error { return gw.Serve(gctx, ln) })
 	err = g.Wait()
@@ -447,12 +453,99 @@ func runBenchGateway(specJSON string) error {
 	return err
 }
 
+// reportMemory prints "memory HEAP STACK" on each SIGUSR1.
+func reportMemory() {
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	for range usr1 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		fmt.Printf("memory %d %d\n", m.HeapAlloc, m.StackInuse)
+	}
+}
+
+// runGoRelay serves the Go relay: the floor of a proxy built as the gateway
+// is built, with none of its work. Each listener passes chat requests to
+// its engine unread and the answer back as it comes, on fiber, with kept
+// engine connections that the handler's goroutine writes and reads itself
+// (fasthttp's client; the gateway's own engine client works the same way).
+// It shows what the language and the server cost on this machine; the
+// gateway's distance from it is what decoding, routing and translating
+// cost.
+func runGoRelay(ctx context.Context, engines []string) error {
+	g, gctx := errgroup.WithContext(ctx)
+	var addrs []string
+	for _, engine := range engines {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		addrs = append(addrs, ln.Addr().String())
+		app := goRelayApp(engine)
+		g.Go(func() error { return app.Listener(ln) })
+		g.Go(func() error {
+			<-gctx.Done()
+			return app.Shutdown()
+		})
+	}
+	fmt.Printf("listening %s\n", strings.Join(addrs, " "))
+	return g.Wait()
+}
+
+func goRelayApp(engineURL string) *fiber.App {
+	engine := &fasthttp.HostClient{Addr: strings.TrimPrefix(engineURL, "http://"), StreamResponseBody: true,
+		MaxConns: 4096, MaxIdleConnDuration: time.Minute}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Post("/v1/chat/completions", func(c *fiber.Ctx) error {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		req.SetRequestURI(engineURL + "/v1/chat/completions")
+		req.Header.SetMethod(fiber.MethodPost)
+		req.Header.SetContentType(fiber.MIMEApplicationJSON)
+		req.SetBodyRaw(c.Body())
+		if err := engine.Do(req, resp); err != nil {
+			fasthttp.ReleaseResponse(resp)
+			return fiber.NewError(fiber.StatusBadGateway, err.Error())
+		}
+		c.Status(resp.StatusCode())
+		c.Set(fiber.HeaderContentType, string(resp.Header.ContentType()))
+		c.Context().SetBodyStream(&relayedBody{resp: resp}, -1)
+		return nil
+	})
+	return app
+}
+
+// relayedBody is an engine's answer as the relay's response body; closing
+// it gives the engine connection back when the answer was read to its end,
+// and closes it otherwise.
+type relayedBody struct {
+	resp  *fasthttp.Response
+	atEOF bool
+}
+
+func (b *relayedBody) Read(p []byte) (int, error) {
+	n, err := b.resp.BodyStream().Read(p)
+	b.atEOF = b.atEOF || errors.Is(err, io.EOF)
+	return n, err
+}
+
+func (b *relayedBody) Close() error {
+	if !b.atEOF {
+		b.resp.SetConnectionClose()
+	}
+	err := b.resp.CloseBodyStream()
+	fasthttp.ReleaseResponse(b.resp)
+	return err
+}
+
 // gatewayProcess is the running gateway process, seen from the benchmark.
 type gatewayProcess struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	lines chan string // what it prints
-	url   string
+	lines chan string   // what it prints
+	urls  []string      // one for the gateway, one per engine for the relay
 	done  chan struct{} // closed when it has exited, with err set
 	err   error
 }
@@ -492,12 +585,14 @@ func startGatewayProcess(spec benchGatewaySpec) (*gatewayProcess, error) {
 		p.stop()
 		return nil, err
 	}
-	addr, ok := strings.CutPrefix(line, "listening ")
+	addrs, ok := strings.CutPrefix(line, "listening ")
 	if !ok {
 		p.stop()
 		return nil, fmt.Errorf("gateway process said %q", line)
 	}
-	p.url = "http://" + addr
+	for _, a := range strings.Fields(addrs) {
+		p.urls = append(p.urls, "http://"+a)
+	}
 	return p, nil
 }
 
@@ -823,6 +918,7 @@ type memResult struct {
 	goroutines  int   // growth of this process's goroutines
 	proxyRSS    int64 // growth of the proxy's resident memory
 	proxyHeap   int64 // growth of the proxy's live heap and stacks, when it is a Go process
+	goProxy     bool  // proxyHeap was measured
 	open        int   // streams still open when measured
 	streams     int
 }
@@ -948,7 +1044,7 @@ func holdStreams(ctx context.Context, p overheadPath, bodies [][]byte, engineIdl
 	}
 	res.heap = int64(during.HeapAlloc) - int64(before.HeapAlloc)
 	res.stack = int64(during.StackInuse) - int64(before.StackInuse)
-	res.proxyRSS, res.proxyHeap = rss1-rss0, heap1-heap0
+	res.proxyRSS, res.proxyHeap, res.goProxy = rss1-rss0, heap1-heap0, p.memory != nil
 	return res, nil
 }
 
@@ -1193,7 +1289,7 @@ func ratio(hearth, nginx float64) string {
 func overheadReport(b *testing.B, ttft map[string]map[int]*ttftResult, tput map[string]map[int]*throughputResult, mem map[string]memResult) string {
 	var out strings.Builder
 	cores := float64(runtime.GOMAXPROCS(0))
-	names := []string{"direct", "nginx", "hearth"}
+	names := []string{"direct", "nginx", "go-relay", "hearth"}
 
 	fmt.Fprintf(&out, "time to first token (µs) of probes while N−1 background streams run; %d cores, paths interleaved in rounds\n",
 		int(cores))
@@ -1219,10 +1315,13 @@ func overheadReport(b *testing.B, ttft map[string]map[int]*ttftResult, tput map[
 			fmt.Fprintf(tw, "%d\t%s\t%d\t%.0f\t%.0f\t%s\t%.0f\t%s\t\n", n, name, len(r.ttfts), micros(p50), micros(p99),
 				addedCol, float64(r.background)/r.elapsed.Seconds(), cpuCol)
 		}
-		fmt.Fprintf(tw, "%d\thearth/nginx\t\t\t\t%s\t%s\t\t\t\n", n,
-			ratio(added["hearth"][0], added["nginx"][0]), ratio(added["hearth"][1], added["nginx"][1]))
-		b.ReportMetric(added["hearth"][1], fmt.Sprintf("hearth-added-p99-µs@%d", n))
-		b.ReportMetric(added["nginx"][1], fmt.Sprintf("nginx-added-p99-µs@%d", n))
+		for _, floor := range []string{"nginx", "go-relay"} {
+			fmt.Fprintf(tw, "%d\thearth/%s\t\t\t\t%s\t%s\t\t\t\n", n, floor,
+				ratio(added["hearth"][0], added[floor][0]), ratio(added["hearth"][1], added[floor][1]))
+		}
+		for _, name := range names[1:] {
+			b.ReportMetric(added[name][1], fmt.Sprintf("%s-added-p99-µs@%d", name, n))
+		}
 	}
 	tw.Flush()
 
@@ -1247,7 +1346,9 @@ func overheadReport(b *testing.B, ttft map[string]map[int]*ttftResult, tput map[
 			}
 			fmt.Fprintf(tw, "%d\t%s\t%d\t%.0f\t%s\t\n", n, name, r.chunks, float64(r.chunks)/r.elapsed.Seconds(), capCol)
 		}
-		fmt.Fprintf(tw, "%d\thearth/nginx\t\t\t%s\t\t\n", n, ratio(proxyCPU["hearth"], proxyCPU["nginx"]))
+		for _, floor := range []string{"nginx", "go-relay"} {
+			fmt.Fprintf(tw, "%d\thearth/%s\t\t\t%s\t\t\n", n, floor, ratio(proxyCPU["hearth"], proxyCPU[floor]))
+		}
 		h := tput["hearth"][n]
 		b.ReportMetric(float64(h.chunks)/h.elapsed.Seconds(), fmt.Sprintf("hearth-chunks/s@%d", n))
 		if proxyCPU["hearth"] > 0 {
@@ -1267,9 +1368,9 @@ func overheadReport(b *testing.B, ttft map[string]map[int]*ttftResult, tput map[
 			rss = fmt.Sprintf("%.0f", per(m.proxyRSS))
 			b.ReportMetric(per(m.proxyRSS), name+"-RSS-B/stream")
 		}
-		if name == "hearth" {
+		if m.goProxy {
 			heap = fmt.Sprintf("%.0f", per(m.proxyHeap))
-			b.ReportMetric(per(m.proxyHeap), "hearth-heap-B/stream")
+			b.ReportMetric(per(m.proxyHeap), name+"-heap-B/stream")
 		}
 		fmt.Fprintf(tw, "%s\t%d/%d\t%.0f\t%s\t%s\t\n", name, m.open, m.streams, per(m.heap+m.stack), rss, heap)
 	}
