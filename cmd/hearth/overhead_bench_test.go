@@ -72,8 +72,8 @@ import (
 // p50(proxy) − p50(direct) and p99(proxy) − p99(direct): requests of two
 // paths are not paired, so this is a difference of distributions, not a
 // quantile of per-request differences. The ratios divide Hearth's shift by
-// nginx's and by the Go relay's. "proxy CPU ms/s" is the proxy process's CPU time per second of
-// probing.
+// nginx's and by the Go relay's. "proxy CPU ms/s" is the proxy process's
+// CPU time per second of probing.
 //
 // Relay throughput: N streams send streamed requests to the fast engine
 // back to back, which saturates the machine. Chunks/s is what the clients
@@ -86,9 +86,9 @@ import (
 // Memory per open stream: M streams to the paced engine are held open
 // while the client holds them mid-stream (each has its first content
 // chunk). For each proxy, the growth of its resident memory divided by M;
-// for the Go proxies also the growth of their live heap and goroutine stacks after a
-// collection (its resident size says little: Go keeps freed memory and
-// returns it on its own schedule). The first column is the same for this
+// for the Go proxies also the growth of their live heap and goroutine
+// stacks after a collection (their resident size says little: Go keeps
+// freed memory and returns it on its own schedule). The first column is the same for this
 // process: the clients' and engines' share, equal on every path.
 //
 // HEARTH_BENCH_GATEWAY_PROFILE=file writes the gateway process's CPU
