@@ -31,7 +31,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hearth-llm/hearth/api"
@@ -468,12 +467,12 @@ func reportMemory() {
 
 // runGoRelay serves the Go relay: the floor of a proxy built as the gateway
 // is built, with none of its work. Each listener passes chat requests to
-// its engine unread and the answer back as it comes, on fiber, with kept
+// its engine unread and the answer back as it comes, on fiber, over kept
 // engine connections that the handler's goroutine writes and reads itself
-// (fasthttp's client; the gateway's own engine client works the same way).
-// It shows what the language and the server cost on this machine; the
-// gateway's distance from it is what decoding, routing and translating
-// cost.
+// with net/http's Request.Write and ReadResponse, as the gateway's engine
+// client does. It shows what the language and the server cost on this
+// machine; the gateway's distance from it is what decoding, tokenizing,
+// routing and translating cost.
 func runGoRelay(ctx context.Context, engines []string) error {
 	g, gctx := errgroup.WithContext(ctx)
 	var addrs []string
@@ -483,7 +482,7 @@ func runGoRelay(ctx context.Context, engines []string) error {
 			return err
 		}
 		addrs = append(addrs, ln.Addr().String())
-		app := goRelayApp(engine)
+		app := goRelayApp(&relayEngine{url: engine})
 		g.Go(func() error { return app.Listener(ln) })
 		g.Go(func() error {
 			<-gctx.Done()
@@ -494,50 +493,98 @@ func runGoRelay(ctx context.Context, engines []string) error {
 	return g.Wait()
 }
 
-func goRelayApp(engineURL string) *fiber.App {
-	engine := &fasthttp.HostClient{Addr: strings.TrimPrefix(engineURL, "http://"), StreamResponseBody: true,
-		MaxConns: 4096, MaxIdleConnDuration: time.Minute}
+func goRelayApp(engine *relayEngine) *fiber.App {
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	app.Post("/v1/chat/completions", func(c *fiber.Ctx) error {
-		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-		defer fasthttp.ReleaseRequest(req)
-		req.SetRequestURI(engineURL + "/v1/chat/completions")
-		req.Header.SetMethod(fiber.MethodPost)
-		req.Header.SetContentType(fiber.MIMEApplicationJSON)
-		req.SetBodyRaw(c.Body())
-		if err := engine.Do(req, resp); err != nil {
-			fasthttp.ReleaseResponse(resp)
+		req, err := http.NewRequest(http.MethodPost, engine.url+"/v1/chat/completions", bytes.NewReader(c.Body()))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		body, status, contentType, err := engine.do(req)
+		if err != nil {
 			return fiber.NewError(fiber.StatusBadGateway, err.Error())
 		}
-		c.Status(resp.StatusCode())
-		c.Set(fiber.HeaderContentType, string(resp.Header.ContentType()))
-		c.Context().SetBodyStream(&relayedBody{resp: resp}, -1)
+		c.Status(status)
+		c.Set(fiber.HeaderContentType, contentType)
+		c.Context().SetBodyStream(body, -1)
 		return nil
 	})
 	return app
 }
 
+// relayEngine keeps connections to one engine, most recently used first.
+type relayEngine struct {
+	url  string
+	mu   sync.Mutex
+	idle []*relayConn
+}
+
+type relayConn struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+// do sends req over a kept connection, or a new one, and returns the
+// answer's body once its header has arrived.
+func (e *relayEngine) do(req *http.Request) (body io.ReadCloser, status int, contentType string, err error) {
+	var conn *relayConn
+	e.mu.Lock()
+	if n := len(e.idle); n > 0 {
+		conn, e.idle = e.idle[n-1], e.idle[:n-1]
+	}
+	e.mu.Unlock()
+	if conn == nil {
+		nc, err := net.Dial("tcp", req.URL.Host)
+		if err != nil {
+			return nil, 0, "", err
+		}
+		conn = &relayConn{Conn: nc, br: bufio.NewReaderSize(nc, 4<<10)}
+	}
+	resp, err := writeAndRead(conn, req)
+	if err != nil {
+		conn.Close()
+		return nil, 0, "", err
+	}
+	return &relayedBody{ReadCloser: resp.Body, engine: e, conn: conn}, resp.StatusCode, resp.Header.Get("Content-Type"), nil
+}
+
+func writeAndRead(conn *relayConn, req *http.Request) (*http.Response, error) {
+	bw := bufio.NewWriterSize(conn, 4<<10)
+	if err := req.Write(bw); err != nil {
+		return nil, err
+	}
+	if err := bw.Flush(); err != nil {
+		return nil, err
+	}
+	return http.ReadResponse(conn.br, req)
+}
+
 // relayedBody is an engine's answer as the relay's response body; closing
-// it gives the engine connection back when the answer was read to its end,
-// and closes it otherwise.
+// it keeps the connection when the answer was read to its end, and closes
+// it otherwise.
 type relayedBody struct {
-	resp  *fasthttp.Response
-	atEOF bool
+	io.ReadCloser
+	engine *relayEngine
+	conn   *relayConn
+	atEOF  bool
 }
 
 func (b *relayedBody) Read(p []byte) (int, error) {
-	n, err := b.resp.BodyStream().Read(p)
+	n, err := b.ReadCloser.Read(p)
 	b.atEOF = b.atEOF || errors.Is(err, io.EOF)
 	return n, err
 }
 
 func (b *relayedBody) Close() error {
+	b.ReadCloser.Close()
 	if !b.atEOF {
-		b.resp.SetConnectionClose()
+		return b.conn.Close()
 	}
-	err := b.resp.CloseBodyStream()
-	fasthttp.ReleaseResponse(b.resp)
-	return err
+	b.engine.mu.Lock()
+	b.engine.idle = append(b.engine.idle, b.conn)
+	b.engine.mu.Unlock()
+	return nil
 }
 
 // gatewayProcess is the running gateway process, seen from the benchmark.
