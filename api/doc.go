@@ -131,60 +131,65 @@
 // The gateway, in a process of its own as hearth up would run it, against
 // the same simulated engines reached directly, through nginx 1.22 as a
 // plain reverse proxy (proxy_buffering off, keep-alive upstream) and
-// through the Go relay: a plain reverse proxy on fiber, with fasthttp's
-// client, which passes requests and answers through unread. The Go relay
-// is the floor of the stack the gateway is built on; what the gateway adds
-// over it is what decoding, tokenizing, routing and translating cost.
-// Clients and engines share the two cores of the development machine with
-// the proxy:
+// through the Go relay: a reverse proxy on fiber that passes requests and
+// answers through unread, over engine connections it reads as the
+// gateway's engine client does. The Go relay is the floor of the stack the
+// gateway is built on; what the gateway adds over it is what decoding,
+// tokenizing, routing and translating cost. Clients and engines share the
+// two cores of the development machine with the proxy:
 //
 //	go test -run '^$' -bench BenchmarkGatewayOverhead -benchtime 1x ./cmd/hearth/
 //
 // Three runs, 7,200 probes at one stream and 1,800 at the others; ranges
-// are over the runs:
+// are over the runs, and the machine's speed moved by half between them
+// (the direct path relayed 107,000 to 164,000 chunks/s):
 //
 //	open streams (1 probe + background at a 4090's pace)  1          64         256
-//	added TTFT p50, ms   Hearth                          0.42-0.60  0.50-0.54  0.46-0.57
-//	                     Go relay                        0.44-0.59  0.52-0.55  0.50-0.62
-//	                     nginx                           0.27-0.35  0.32-0.35  0.33-0.34
-//	added TTFT p99, ms   Hearth                          0.86-1.84  1.66-3.65  5.0-6.1
-//	                     Go relay                        1.17-1.61  1.90-2.54  4.8-6.3
-//	                     nginx                           0.62-0.93  0.90-1.81  2.8-3.3
+//	added TTFT p50, ms   Hearth                          0.48-0.68  0.49-0.53  0.47-0.52
+//	                     Go relay                        0.39-0.55  0.38-0.48  0.39-0.43
+//	                     nginx                           0.29-0.45  0.29-0.37  0.30-0.35
+//	added TTFT p99, ms   Hearth                          1.16-1.60  1.69-2.00  4.6-5.3
+//	                     Go relay                        0.81-1.44  1.13-2.11  2.6-4.3
+//	                     nginx                           0.65-0.88  0.96-1.24  1.9-2.9
 //
 //	streams back to back                          64          256
-//	chunks/s end to end   Hearth                  91-95k      86-99k
-//	                      Go relay                77-86k      77-84k
-//	                      nginx                   91-105k     89-105k
-//	proxy CPU per chunk   Hearth                  6.8-7.3 µs  6.7-7.7 µs
-//	                      Go relay                8.6-9.7 µs  8.3-9.2 µs
-//	                      nginx                   4.9-5.5 µs  5.3-6.7 µs
-//	capacity from that CPU, Hearth                276-296k    260-300k chunks/s
+//	chunks/s end to end   Hearth                  71-113k     74-112k
+//	                      Go relay                75-109k     81-116k
+//	                      nginx                   71-124k     76-111k
+//	proxy CPU per chunk   Hearth                  5.5-9.4 µs  5.9-9.5 µs
+//	                      Go relay                5.0-7.1 µs  4.5-6.7 µs
+//	                      nginx                   3.4-8.1 µs  5.2-7.4 µs
+//	capacity from that CPU, Hearth                214-361k    211-340k chunks/s
 //
-//	memory per open stream: Hearth 38.9-39.3 KB of live heap and goroutine
-//	stacks, the Go relay 29.2-29.4 KB, nginx 5.0-7.0 KB of resident memory
+//	memory per open stream: Hearth 38.5-39.5 KB of live heap and goroutine
+//	stacks, the Go relay 26.8-28.2 KB, nginx 2.5-7.3 KB of resident memory
 //
-// The gateway costs what the Go relay costs: its added time is 0.9 to 1.0
-// times the relay's at the median and 0.7 to 1.4 times at the p99, and it
-// spends less CPU per chunk (it writes every chunk already received in one
-// go; the relay writes each on its own). Against nginx it adds 0.11 to
-// 0.25 ms at the median and costs 1.1 to 1.4 times its CPU per chunk.
+// Against the Go relay the gateway adds 0.06 to 0.13 ms at the median and
+// costs 1.1 to 1.4 times its CPU per chunk; against nginx 0.15 to 0.24 ms
+// and 1.1 to 1.6 times. Before the gateway sends a one-stream probe to an
+// engine it has spent, at the median, 11-13 µs decoding it, 14-18 µs
+// rendering and tokenizing its prompt and 8-10 µs routing it (temporary
+// timestamps in the gateway, two runs; measured alone, decoding and
+// tokenizing take 8 µs: the rest is a cold cache and a shared machine).
+// The tail stretches that difference: in one run, up to the 99th
+// percentile, the gateway's one-stream distribution was that of a relay
+// like the Go relay (in the gateway's process) times 1.07 to 1.16.
 //
 // Short of the goals:
-//   - p99 within 1 ms: not met. At one stream the Go relay, doing nothing
-//     but relaying, misses it as well: 1.2 to 1.6 ms in these runs (0.76
-//     and 1.22 in two earlier runs of the same benchmark, where the gateway
-//     had 0.85 and 1.79). nginx stays under 1 ms.
-//     At 64 and 256 streams nginx misses it too: the background's tokens
-//     come in bursts (one per stream per decode step), and a probe that
-//     lands in a burst waits behind it on two shared cores.
-//   - 100,000 chunks/s: met by the gateway's CPU (260,000 to 300,000 if it
-//     had the machine), not end to end, where the clients and engines take
-//     most of the two cores. nginx reaches 105,000 at best.
+//   - p99 within 1 ms: not met. At 256 streams nginx (1.9 to 2.9 ms) and
+//     the Go relay miss it too, and at one stream the Go relay met it in one
+//     run of three. The background's tokens come in bursts (one per stream
+//     per decode step), and a probe that lands in a burst waits behind it
+//     on two cores shared with the clients and engines.
+//   - 100,000 chunks/s: met end to end in two runs of three at 64 streams
+//     and one of three at 256 (112,000 to 113,000 in the fastest run), and
+//     by the gateway's CPU in every run (211,000 to 361,000 chunks/s if it
+//     had the machine). nginx and the Go relay fall short in the slow run
+//     as well.
 //
 // The p99 is noisy from run to run on this machine: the slowest probes of
 // every path, direct ones included, come in clusters, when the machine
-// stalls. Up to the 98th percentile the gateway's distribution at one
-// stream was nginx's shifted by 0.12 to 0.15 ms (one run).
+// stalls.
 //
 // Where a one-stream probe's time goes, from the gateway's timestamps
 // joined with the client's (temporary instrumentation, one run, medians):
@@ -196,9 +201,7 @@
 // has read it. Counting system calls with strace shows what the extra hops
 // cost Go more than nginx: per request the gateway also makes futex calls
 // (thread hand-offs), and its runtime's monitor wakes every 20 µs while it
-// is busy, which nginx's event loop does not. Measured alone (a temporary
-// benchmark), a probe's decoding, template, tokens, block hashes and engine
-// body take 9 µs.
+// is busy, which nginx's event loop does not.
 //
 // Before the savings listed above, the same benchmark gave 0.57-0.63 ms
 // added at the one-stream p50 and 1.5-2.0 ms at its p99 (2,400 probes),
