@@ -1,6 +1,30 @@
-// Package runtime starts, stops and lists inference engine instances (vLLM or
-// SGLang containers, or the built-in simulated engine) from an engine Spec.
+// Package runtime owns the life of inference engines: a Launcher starts one
+// engine from a Spec and hands back a Handle (ready, exit, stop, endpoints,
+// logs), and a Supervisor keeps every engine of the daemon running.
 //
-// The name shadows the standard library's; import it as hruntime where both
-// are needed. It must not make routing decisions.
+// Three runtimes implement Launcher: runtime/sim runs the simulated engine
+// in-process, runtime/process runs an engine as a child process (the
+// simulated engine as `hearth sim-engine`, or a natively installed vLLM or
+// SGLang), and the Docker runtime runs engine containers. The Supervisor does
+// not know which it drives.
+//
+// The Supervisor's contract:
+//   - An engine is put into service (Attacher.Attach) only once its HTTP API
+//     answers and its profile was measured; it is taken out (the function
+//     Attach returned) as soon as it exits, before it is restarted.
+//   - A dead engine is restarted with exponential backoff (1 s doubling to
+//     60 s), reset once it has run healthy for 10 minutes. An engine that
+//     dies before becoming ready five times in a row is marked failed, with
+//     its last error and log lines, and is not started again; the other
+//     engines and the Supervisor go on.
+//   - When the Supervisor's context ends, every engine is stopped: SIGTERM
+//     (or the runtime's graceful stop), then a forced stop when the stop
+//     timeout passes.
+//
+// The profile of an engine (KV capacity, prefill speed, host tier) is
+// measured from the engine where it tells (vLLM's vllm:cache_config_info,
+// SGLang's /get_server_info) and otherwise taken from the Spec's estimate.
+//
+// The package shadows the standard library's name: import it as hruntime
+// where both are needed. It makes no routing decision.
 package runtime

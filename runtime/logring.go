@@ -1,0 +1,92 @@
+package runtime
+
+import (
+	"bytes"
+	"sync"
+)
+
+// maxLogLine bounds one kept line: a progress bar redrawn with carriage
+// returns and no newline must not grow without end.
+const maxLogLine = 4096
+
+// LogRing keeps the last lines written to it. It is an io.Writer for an
+// engine's stdout and stderr; a line is kept once its newline arrives, or
+// when it reaches maxLogLine bytes. Safe for concurrent use.
+type LogRing struct {
+	mu      sync.Mutex
+	lines   []string // ring of up to cap(lines) lines
+	next    int      // where the next line goes once the ring is full
+	partial []byte
+	// onLine, when set, sees every complete line (the daemon's log, a
+	// diagnosis); it runs with mu held and must not call back.
+	onLine func(string)
+}
+
+// NewLogRing keeps the last n lines (at least one).
+func NewLogRing(n int, onLine func(string)) *LogRing {
+	return &LogRing{lines: make([]string, 0, max(n, 1)), onLine: onLine}
+}
+
+// Write splits p into lines. It never fails.
+func (r *LogRing) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexAny(p, "\r\n")
+		if i < 0 {
+			room := maxLogLine - len(r.partial)
+			if len(p) < room {
+				r.partial = append(r.partial, p...)
+				break
+			}
+			r.partial = append(r.partial, p[:room]...)
+			p = p[room:]
+			r.flushLocked()
+			continue
+		}
+		r.partial = append(r.partial, p[:min(i, maxLogLine-len(r.partial))]...)
+		p = p[i+1:]
+		r.flushLocked()
+	}
+	return n, nil
+}
+
+func (r *LogRing) flushLocked() {
+	line := string(bytes.TrimRight(r.partial, " \t"))
+	r.partial = r.partial[:0]
+	if line == "" {
+		return
+	}
+	if r.onLine != nil {
+		r.onLine(line)
+	}
+	if len(r.lines) < cap(r.lines) {
+		r.lines = append(r.lines, line)
+		return
+	}
+	r.lines[r.next] = line
+	r.next = (r.next + 1) % len(r.lines)
+}
+
+// Lines returns the kept lines, oldest first, and a line still being
+// written last.
+func (r *LogRing) Lines() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.lines)+1)
+	out = append(out, r.lines[r.next:]...)
+	out = append(out, r.lines[:r.next]...)
+	if len(r.partial) > 0 {
+		out = append(out, string(r.partial))
+	}
+	return out
+}
+
+// Tail returns up to n of the last lines.
+func Tail(lines []string, n int) []string {
+	if len(lines) > n {
+		return lines[len(lines)-n:]
+	}
+	return lines
+}

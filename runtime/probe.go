@@ -1,0 +1,243 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// ErrExited is returned by Ready when the engine exits before it serves.
+var ErrExited = errors.New("engine exited before it was ready")
+
+// readyPoll is how often a starting engine's HTTP API is asked whether it
+// serves: often enough that a simulated engine is in service within a blink,
+// rarely enough to cost nothing while a real one loads for minutes.
+const readyPoll = 100 * time.Millisecond
+
+// probeTimeout bounds one probe request: an engine that accepts the
+// connection and then hangs is not ready.
+const probeTimeout = 5 * time.Second
+
+// WaitReady polls an engine's HTTP API until /health answers 200 and
+// /v1/models lists model. It returns ErrExited as soon as exited is closed,
+// and ctx's error when ctx ends first; the last probe error is wrapped so
+// that a timeout says what was seen.
+func WaitReady(ctx context.Context, client *http.Client, baseURL, model string, exited <-chan struct{}) error {
+	tick := time.NewTicker(readyPoll)
+	defer tick.Stop()
+	var last error
+	for {
+		if last = probe(ctx, client, baseURL, model); last == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return ErrExited
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last probe: %v)", context.Cause(ctx), last)
+		case <-tick.C:
+		}
+	}
+}
+
+func probe(ctx context.Context, client *http.Client, baseURL, model string) error {
+	if err := getJSON(ctx, client, baseURL+"/health", nil); err != nil {
+		return err
+	}
+	var models struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := getJSON(ctx, client, baseURL+"/v1/models", &models); err != nil {
+		return err
+	}
+	for _, m := range models.Data {
+		if m.ID == model {
+			return nil
+		}
+	}
+	return fmt.Errorf("/v1/models does not list %q yet", model)
+}
+
+// getJSON GETs url and decodes a 200 answer's JSON body into v (nil: the
+// body is ignored).
+func getJSON(ctx context.Context, client *http.Client, url string, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	if v == nil {
+		return nil
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	return nil
+}
+
+// MeasureProfile asks a serving engine how much KV it holds and returns the
+// estimate with what the engine told. vLLM (and the simulated engine) report
+// it in vllm:cache_config_info, SGLang in /get_server_info; an engine that
+// tells nothing keeps the estimate, with Measured false.
+func MeasureProfile(ctx context.Context, client *http.Client, baseURL string, kind Kind, estimate Profile) Profile {
+	p := estimate
+	p.Measured = false
+	switch kind {
+	case KindSGLang:
+		var info struct {
+			MaxTotalNumTokens int `json:"max_total_num_tokens"`
+			PageSize          int `json:"page_size"`
+			ContextLength     int `json:"context_length"`
+		}
+		if getJSON(ctx, client, baseURL+"/get_server_info", &info) != nil || info.MaxTotalNumTokens <= 0 {
+			return p
+		}
+		if info.PageSize > 0 {
+			p.BlockSize = info.PageSize
+		}
+		if p.BlockSize <= 0 {
+			return p
+		}
+		p.GPUBlocks = info.MaxTotalNumTokens / p.BlockSize
+		if info.ContextLength > 0 {
+			p.MaxModelLen = info.ContextLength
+		}
+		p.Measured = true
+	default:
+		families, err := scrape(ctx, client, baseURL)
+		if err != nil {
+			return p
+		}
+		labels := firstLabels(families["vllm:cache_config_info"])
+		blocks, _ := strconv.Atoi(labels["num_gpu_blocks"])
+		size, _ := strconv.Atoi(labels["block_size"])
+		if blocks <= 0 || size <= 0 {
+			return p
+		}
+		if cpu, err := strconv.Atoi(labels["num_cpu_blocks"]); err == nil && cpu > 0 {
+			p.CPUBlocks = cpu
+		}
+		p.GPUBlocks, p.BlockSize, p.Measured = blocks, size, true
+	}
+	return p
+}
+
+// Stats is what an engine's /metrics says of its load and cache, in vLLM's
+// terms whatever the engine.
+type Stats struct {
+	Running, Waiting int
+	// KVUsage is the fraction of KV blocks held by running requests.
+	KVUsage float64
+	// Cumulative counters (they restart with the engine).
+	PrefixQueries, PrefixHits int64 // prompt tokens looked up, and found
+	GenerationTokens          int64
+}
+
+// ScrapeStats reads an engine's /metrics: vLLM's names, or SGLang's where
+// vLLM's are absent.
+func ScrapeStats(ctx context.Context, client *http.Client, baseURL string) (Stats, error) {
+	families, err := scrape(ctx, client, baseURL)
+	if err != nil {
+		return Stats{}, err
+	}
+	v := func(name string) float64 { return sum(families[name]) }
+	if _, ok := families["vllm:num_requests_running"]; ok {
+		return Stats{
+			Running: int(v("vllm:num_requests_running")), Waiting: int(v("vllm:num_requests_waiting")),
+			KVUsage:       v("vllm:kv_cache_usage_perc"),
+			PrefixQueries: int64(v("vllm:prefix_cache_queries_total")), PrefixHits: int64(v("vllm:prefix_cache_hits_total")),
+			GenerationTokens: int64(v("vllm:generation_tokens_total")),
+		}, nil
+	}
+	if _, ok := families["sglang:num_running_reqs"]; ok {
+		return Stats{
+			Running: int(v("sglang:num_running_reqs")), Waiting: int(v("sglang:num_queue_reqs")),
+			KVUsage:          v("sglang:token_usage"),
+			PrefixQueries:    int64(v("sglang:prompt_tokens_total")),
+			PrefixHits:       int64(v("sglang:cached_tokens_total")),
+			GenerationTokens: int64(v("sglang:generation_tokens_total")),
+		}, nil
+	}
+	return Stats{}, errors.New("metrics: neither vLLM's nor SGLang's names")
+}
+
+// scrape GETs baseURL/metrics and parses the Prometheus text format.
+func scrape(ctx context.Context, client *http.Client, baseURL string) (map[string]*dto.MetricFamily, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return families, nil
+}
+
+// sum adds a family's samples over their labels (vLLM labels each series
+// with its engine index; data-parallel engines have several).
+func sum(f *dto.MetricFamily) float64 {
+	if f == nil {
+		return 0
+	}
+	var total float64
+	for _, m := range f.GetMetric() {
+		switch {
+		case m.Gauge != nil:
+			total += m.GetGauge().GetValue()
+		case m.Counter != nil:
+			total += m.GetCounter().GetValue()
+		case m.Untyped != nil:
+			total += m.GetUntyped().GetValue()
+		}
+	}
+	return total
+}
+
+// firstLabels returns the labels of a family's first sample.
+func firstLabels(f *dto.MetricFamily) map[string]string {
+	out := map[string]string{}
+	if f == nil || len(f.GetMetric()) == 0 {
+		return out
+	}
+	for _, l := range f.GetMetric()[0].GetLabel() {
+		out[strings.ToLower(l.GetName())] = l.GetValue()
+	}
+	return out
+}

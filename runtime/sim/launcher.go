@@ -1,0 +1,135 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	hruntime "github.com/hearth-llm/hearth/runtime"
+)
+
+// Launcher runs simulated engines inside the daemon's process, each on
+// loopback ports of its own: real HTTP and ZMQ, no child process.
+type Launcher struct {
+	Tokenizer Tokenizer // required
+	// HTTPClient probes readiness; default a client of its own.
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+	// LogLines is how many of an engine's log lines are kept; default 200.
+	LogLines int
+}
+
+var _ hruntime.Launcher = (*Launcher)(nil)
+
+// Name is "sim".
+func (l *Launcher) Name() string { return "sim" }
+
+// ConfigOf is the simulated engine's configuration for a spec.
+func ConfigOf(spec hruntime.Spec) Config {
+	return Config{
+		GPU: spec.GPU.Kind, Model: spec.Model, NumGPUBlocks: spec.NumGPUBlocks,
+		MaxModelLen: spec.MaxModelLen, GPUMemoryUtilization: spec.GPUMemoryUtilization,
+		CPUOffloadGiB: spec.KVOffloadingGiB, Seed: spec.Seed,
+	}
+}
+
+// Launch binds the engine's sockets and runs it until Stop.
+func (l *Launcher) Launch(ctx context.Context, spec hruntime.Spec) (hruntime.Handle, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if spec.Engine != hruntime.KindSim {
+		return nil, fmt.Errorf("sim launcher: engine %s is %s, not a simulated engine", spec.Name, spec.Engine)
+	}
+	lines := l.LogLines
+	if lines <= 0 {
+		lines = 200
+	}
+	ring := hruntime.NewLogRing(lines, nil)
+	parent := l.Logger
+	if parent == nil {
+		parent = slog.New(slog.DiscardHandler)
+	}
+	// The engine's own log lines go to the daemon's log and to the ring
+	// that the engines API shows, as a child process's output would.
+	log := slog.New(slog.NewMultiHandler(parent.Handler(), slog.NewTextHandler(ring, nil))).With("engine", spec.Name)
+	inst, err := NewInstance(InstanceOptions{
+		Engine:   ConfigOf(spec),
+		Listen:   "127.0.0.1:0",
+		KVEvents: "tcp://127.0.0.1:0",
+		KVReplay: "tcp://127.0.0.1:0",
+		Topic:    hruntime.KVEventsTopic,
+		Speedup:  spec.Speedup, Tokenizer: l.Tokenizer, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	client := l.HTTPClient
+	if client == nil {
+		client = &http.Client{}
+	}
+	h := &simHandle{
+		inst: inst, model: spec.Model, ring: ring, client: client, cancel: cancel, exited: make(chan struct{}),
+		endpoints: hruntime.Endpoints{
+			BaseURL: inst.BaseURL(), KVEvents: inst.KVEventsEndpoint(), KVReplay: inst.KVReplayEndpoint(),
+			Topic: hruntime.KVEventsTopic,
+		},
+	}
+	go func() {
+		h.err = inst.Run(runCtx)
+		close(h.exited)
+	}()
+	return h, nil
+}
+
+// simHandle is one in-process simulated engine.
+type simHandle struct {
+	inst      *Instance
+	model     string
+	endpoints hruntime.Endpoints
+	ring      *hruntime.LogRing
+	client    *http.Client
+	cancel    context.CancelFunc
+	exited    chan struct{}
+	err       error // set before exited closes
+	stopOnce  sync.Once
+}
+
+func (h *simHandle) Endpoints() hruntime.Endpoints { return h.endpoints }
+
+func (h *simHandle) Identity() hruntime.Identity { return hruntime.Identity{} }
+
+func (h *simHandle) Logs() []string { return h.ring.Lines() }
+
+// Ready probes the engine over HTTP like any other, so that the in-process
+// engine goes through the readiness path real engines take.
+func (h *simHandle) Ready(ctx context.Context) error {
+	return hruntime.WaitReady(ctx, h.client, h.endpoints.BaseURL, h.model, h.exited)
+}
+
+// Wait returns nil after Stop: the engine ended because it was asked to.
+func (h *simHandle) Wait() error {
+	<-h.exited
+	if errors.Is(h.err, context.Canceled) {
+		return nil
+	}
+	return h.err
+}
+
+// Stop ends the engine's loop; an in-process engine stops at once.
+func (h *simHandle) Stop(ctx context.Context) error {
+	h.stopOnce.Do(h.cancel)
+	select {
+	case <-h.exited:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop: %w", context.Cause(ctx))
+	}
+}
+
+// Instance is the running engine, for in-process readers of its counters.
+func (h *simHandle) Instance() *Instance { return h.inst }

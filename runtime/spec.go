@@ -1,0 +1,153 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Kind names an inference engine implementation.
+type Kind string
+
+// The engines Hearth can start.
+const (
+	KindVLLM   Kind = "vllm"
+	KindSGLang Kind = "sglang"
+	KindSim    Kind = "sim" // the built-in simulated vLLM server
+)
+
+// ParseKind checks an engine kind named on a command line.
+func ParseKind(s string) (Kind, error) {
+	switch k := Kind(strings.ToLower(s)); k {
+	case KindVLLM, KindSGLang, KindSim:
+		return k, nil
+	}
+	return "", fmt.Errorf("unknown engine %q (known: vllm, sglang, sim)", s)
+}
+
+// GPU is the device an engine runs on, as the launcher needs it.
+type GPU struct {
+	Index int    // CUDA device index on the node
+	UUID  string // "GPU-…", empty for simulated GPUs
+	Kind  string // Hearth's short name, "rtx4090"; the simulated engine models it
+	Name  string // marketing name, "NVIDIA GeForce RTX 4090"
+	Node  string // host the GPU is in
+}
+
+// Spec describes one engine to start. It says what to run, never where its
+// ports are: the launcher picks them and reports them as Endpoints.
+type Spec struct {
+	Name   string // unique among engines, e.g. "sim/gpu0"
+	Engine Kind
+	// Model is the served model name clients and the router use
+	// ("qwen3-14b-fp8"); ModelPath is what the engine loads (a Hugging Face
+	// repository id or a local path), Model when empty.
+	Model     string
+	ModelPath string
+	GPU       GPU
+
+	MaxModelLen          int     // 0: the engine's default
+	GPUMemoryUtilization float64 // 0: the engine's default
+	// KVOffloadingGiB is the engine's host-RAM KV tier (vLLM's
+	// --kv-offloading-size, SGLang's --hicache-size); 0: none.
+	KVOffloadingGiB float64
+
+	// Simulated engines only: run the modelled GPU this many times faster
+	// than real time, seed its answers, override its KV size (0: derive).
+	Speedup      float64
+	Seed         int64
+	NumGPUBlocks int
+
+	// Command, when set, is run instead of the engine's own command line
+	// (process runtime): a user's wrapper script, or a test's failing
+	// stand-in. Hearth passes it the ports through the environment.
+	Command []string
+	Env     []string // extra KEY=VALUE pairs for the engine
+
+	// Estimate is the profile assumed until the engine tells better (from
+	// the catalog of GPUs and models).
+	Estimate Profile
+}
+
+// Validate reports what is wrong with the spec, if anything.
+func (s Spec) Validate() error {
+	switch {
+	case s.Name == "":
+		return errors.New("engine spec: name is empty")
+	case s.Engine != KindVLLM && s.Engine != KindSGLang && s.Engine != KindSim:
+		return fmt.Errorf("engine spec %s: unknown engine %q", s.Name, s.Engine)
+	case s.Model == "":
+		return fmt.Errorf("engine spec %s: model is empty", s.Name)
+	case s.Speedup < 0:
+		return fmt.Errorf("engine spec %s: negative speedup", s.Name)
+	case s.KVOffloadingGiB < 0:
+		return fmt.Errorf("engine spec %s: negative KV offloading size", s.Name)
+	}
+	return nil
+}
+
+// Endpoints are where a started engine serves.
+type Endpoints struct {
+	// BaseURL is the engine's HTTP root, e.g. "http://127.0.0.1:8100"; its
+	// OpenAI API is under /v1.
+	BaseURL string
+	// KVEvents and KVReplay are the ZMQ endpoints of its KV-event publisher
+	// and replay socket, e.g. "tcp://127.0.0.1:5557"; empty when it
+	// publishes no events (the router then predicts its cache).
+	KVEvents, KVReplay string
+	Topic              string
+}
+
+// Profile is what the router needs to know of an engine to weigh it against
+// others.
+type Profile struct {
+	GPUBlocks  int // KV cache blocks on the GPU
+	BlockSize  int // tokens per block
+	CPUBlocks  int // blocks of the host-RAM tier (0: none)
+	BlockBytes int // KV bytes of one block
+	// PrefillTokensPerSec is the engine's prompt throughput; LoadBytesPerSec
+	// the host-to-device bandwidth a reload from host RAM runs at.
+	PrefillTokensPerSec float64
+	LoadBytesPerSec     float64
+	MaxModelLen         int
+	// Measured says the KV capacity came from the engine itself, not from
+	// the estimate.
+	Measured bool
+}
+
+// Launcher starts engines. Implementations: runtime/sim (in-process),
+// runtime/process (child processes) and the Docker runtime.
+type Launcher interface {
+	// Name is the runtime's name as the API shows it: "sim", "process",
+	// "docker".
+	Name() string
+	// Launch starts the engine and returns as soon as it runs (a process
+	// spawned, a container started), long before it serves. On error
+	// nothing is left running.
+	Launch(ctx context.Context, spec Spec) (Handle, error)
+}
+
+// Handle is one started engine.
+type Handle interface {
+	Endpoints() Endpoints
+	// Ready returns nil once the engine serves (its HTTP API answers with the
+	// model listed), or an error when it exits first or ctx ends. Real
+	// engines take minutes.
+	Ready(ctx context.Context) error
+	// Wait blocks until the engine has exited and says why.
+	Wait() error
+	// Stop asks the engine to stop and returns once it has exited; when ctx
+	// ends first the engine is killed.
+	Stop(ctx context.Context) error
+	// Identity names what runs: a process ID or a container ID.
+	Identity() Identity
+	// Logs returns the engine's last output lines, oldest first.
+	Logs() []string
+}
+
+// Identity names the operating-system object an engine runs as.
+type Identity struct {
+	PID       int    // process runtime
+	Container string // docker runtime
+}
