@@ -171,7 +171,10 @@ func toAPIError(err error) *apiError {
 	case errors.Is(err, ErrQueueFull):
 		return &apiError{Status: http.StatusTooManyRequests, Message: "all workers are busy; retry later", RetryAfter: 1}
 	case errors.Is(err, ErrNoWorker):
-		return &apiError{Status: http.StatusServiceUnavailable, Message: "no worker can serve this model right now"}
+		// The error says why (engines loading, restarting or failed); an
+		// engine that comes back takes seconds to minutes, so clients are
+		// told to come back rather than left waiting.
+		return &apiError{Status: http.StatusServiceUnavailable, Message: "no engine can serve this model right now: " + err.Error(), RetryAfter: 5}
 	}
 	return &apiError{Status: http.StatusInternalServerError, Message: err.Error()}
 }

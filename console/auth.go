@@ -204,3 +204,29 @@ func (s *loginStore) revokeKey(keyID string) {
 		}
 	}
 }
+
+// Guard protects the daemon's JSON API (/api/v1/…) with the console's
+// rule, for scripts and the hearth CLI as well as the browser: a console
+// login, or an API key as a bearer token (or x-api-key) while the API needs
+// one; loopback only while it does not. Refusals are JSON.
+func (c *Console) Guard(fc *fiber.Ctx) error {
+	if !c.keyReq(fc.UserContext()) {
+		if c.isLocal(fc) {
+			return fc.Next()
+		}
+		return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "the API is open only to this machine while no API key is set"})
+	}
+	if _, ok := c.logins.get(fc.Cookies(cookieName)); ok {
+		return fc.Next()
+	}
+	key := fc.Get("x-api-key")
+	if a := fc.Get(fiber.HeaderAuthorization); key == "" && len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+		key = strings.TrimSpace(a[7:])
+	}
+	if key != "" {
+		if _, err := c.keys.CheckKey(fc.UserContext(), key); err == nil {
+			return fc.Next()
+		}
+	}
+	return fc.Status(fiber.StatusUnauthorized).JSON(fiber.Map{"error": "missing or invalid API key"})
+}

@@ -30,6 +30,9 @@ type Engine struct {
 	Node   string // host the GPU is in
 	GPU    string // marketing name, "NVIDIA GeForce RTX 4090"
 	Model  string // served model, "" when unknown
+	// State is the engine's life stage: starting, loading, ready,
+	// restarting, failed or stopped ("" when the source does not tell).
+	State string
 
 	MemoryUsed  uint64 // bytes; 0 when the source cannot tell
 	MemoryTotal uint64 // bytes; 0 when unknown

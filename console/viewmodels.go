@@ -107,6 +107,8 @@ func gpuCardVM(cfg Config, e Engine, w workerView) components.GPUCard {
 		TokensPerSec: noValue,
 		KV:           kvBarVM(e),
 		Chart:        hitChartVM(cfg, w.chart),
+		State:        e.State,
+		StateClass:   stateClass(e.State),
 		Err:          e.Err,
 	}
 	if w.chart != nil {
@@ -361,4 +363,16 @@ func requestsVM(cfg Config, snap *snapshot) components.RequestsVM {
 		vm.Rows = append(vm.Rows, row)
 	}
 	return vm
+}
+
+// stateClass colours an engine's state: serving is good, dead is bad, the
+// stages in between are neither.
+func stateClass(state string) string {
+	switch state {
+	case "ready":
+		return "good"
+	case "restarting", "failed", "stopped":
+		return "bad"
+	}
+	return ""
 }

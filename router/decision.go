@@ -34,6 +34,7 @@ type Decision struct {
 	Policy     string
 	Worker     WorkerID
 	WorkerName string
+	BaseURL    string // the worker's WorkerInfo.BaseURL
 	Reason     string
 	Candidates []Candidate
 

@@ -172,6 +172,9 @@ func WithMetrics(m *Metrics) Option { return func(r *Router) { r.metrics = m } }
 // WorkerInfo describes a worker when it joins.
 type WorkerInfo struct {
 	Name string
+	// BaseURL is where the worker's engine serves (its OpenAI API root);
+	// decisions carry it to the gateway.
+	BaseURL string
 	// CapacityBlocks is the worker's KV cache size in blocks (vLLM's
 	// num_gpu_blocks); 0 if unknown, which turns off capacity terms.
 	CapacityBlocks int
@@ -741,6 +744,7 @@ func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int,
 		Policy:             policy,
 		Worker:             win.Worker,
 		WorkerName:         win.Name,
+		BaseURL:            r.workers[win.Worker].info.BaseURL,
 		Reason:             reason,
 		Candidates:         cands,
 		CachedBlocks:       win.OverlapBlocks,
@@ -821,6 +825,18 @@ func (r *Router) Workers() []WorkerLoad {
 		})
 	}
 	return out
+}
+
+// WorkerByName returns the id of the live worker registered under name.
+func (r *Router) WorkerByName(name string) (WorkerID, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range r.order {
+		if r.workers[id].info.Name == name {
+			return id, true
+		}
+	}
+	return 0, false
 }
 
 // QueueLen returns how many requests wait for a worker.

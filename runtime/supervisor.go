@@ -138,14 +138,19 @@ type Supervisor struct {
 	cfg     SupervisorConfig
 	log     *slog.Logger
 	engines []*supervised
+
+	unsettled sync.WaitGroup // engines not yet ready or failed once
+	settled   chan struct{}
 }
 
 // supervised is the Supervisor's record of one engine.
 type supervised struct {
 	Supervised
-	mu     sync.Mutex
-	status Status
-	handle Handle // the current one, nil between runs
+	settle   sync.Once // marks the engine's first ready or failed state
+	onSettle func()
+	mu       sync.Mutex
+	status   Status
+	handle   Handle // the current one, nil between runs
 }
 
 // NewSupervisor checks the engines' specs; nothing starts before Run.
@@ -154,7 +159,7 @@ func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
 	if cfg.Attacher == nil {
 		return nil, errors.New("supervisor: no attacher")
 	}
-	s := &Supervisor{cfg: cfg, log: cfg.Logger}
+	s := &Supervisor{cfg: cfg, log: cfg.Logger, settled: make(chan struct{})}
 	seen := map[string]bool{}
 	for _, e := range cfg.Engines {
 		if err := e.Spec.Validate(); err != nil {
@@ -167,13 +172,22 @@ func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
 			return nil, fmt.Errorf("supervisor: two engines named %s", e.Spec.Name)
 		}
 		seen[e.Spec.Name] = true
-		s.engines = append(s.engines, &supervised{Supervised: e, status: Status{
+		s.unsettled.Add(1)
+		s.engines = append(s.engines, &supervised{Supervised: e, onSettle: s.unsettled.Done, status: Status{
 			Name: e.Spec.Name, Runtime: e.Launcher.Name(), Engine: e.Spec.Engine, Model: e.Spec.Model,
 			GPU: e.Spec.GPU, State: StateStarting, Since: time.Now(),
 		}})
 	}
+	go func() {
+		s.unsettled.Wait()
+		close(s.settled)
+	}()
 	return s, nil
 }
+
+// Settled is closed once every engine has either become ready or failed:
+// when the daemon has what it will serve with.
+func (s *Supervisor) Settled() <-chan struct{} { return s.settled }
 
 // Run supervises every engine until ctx ends, then stops them all and
 // returns nil. Engines that fail do not end Run: the daemon serves with the
@@ -239,6 +253,9 @@ func (e *supervised) set(state State, update func(*Status)) {
 	defer e.mu.Unlock()
 	if e.status.State != state {
 		e.status.State, e.status.Since = state, time.Now()
+	}
+	if state == StateReady || state == StateFailed || state == StateStopped {
+		e.settle.Do(e.onSettle)
 	}
 	if update != nil {
 		update(&e.status)

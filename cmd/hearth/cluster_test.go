@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
+	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -43,22 +46,62 @@ func testRouterViewEqualsEngines(t *testing.T, offloadGiB float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cluster, err := newSimCluster(rt, simClusterOptions{
-		GPUs: gpus, Model: "qwen3-8b", NumGPUBlocks: 48, KVOffloadingGiB: offloadGiB, Speedup: 200,
-		Tokenizer: tok, Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Engines put into service as the supervisor does: launched, ready,
+	// measured, attached to the router through the fleet.
+	launcher := &sim.Launcher{Tokenizer: tok}
+	engines := newFleet(rt, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cluster.Run(ctx) }()
-	stop := sync.OnceValue(func() error { cancel(); return <-done })
+	type testEngine struct {
+		h        hruntime.Handle
+		instance *sim.Instance
+		id       router.WorkerID
+		detach   func()
+	}
+	var workers []testEngine
+	// stop ends the engines but keeps them in the router, whose view is
+	// compared with the stopped engines' caches below.
+	stop := sync.OnceValue(func() error {
+		var errs []error
+		for _, w := range workers {
+			errs = append(errs, w.h.Stop(context.Background()))
+		}
+		return errors.Join(errs...)
+	})
 	defer func() {
 		if err := stop(); err != nil {
-			t.Errorf("cluster: %v", err)
+			t.Errorf("engines: %v", err)
+		}
+		cancel()
+		for _, w := range workers {
+			w.detach()
 		}
 	}()
+	for i, gpu := range gpus {
+		spec := hruntime.Spec{
+			Name: fmt.Sprintf("gpu%d", i), Engine: hruntime.KindSim, Model: "qwen3-8b",
+			GPU: hruntime.GPU{Index: i, Kind: gpu.Kind}, NumGPUBlocks: 48, KVOffloadingGiB: offloadGiB, Speedup: 200,
+		}
+		h, err := launcher.Launch(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Ready(ctx); err != nil {
+			t.Fatal(err)
+		}
+		profile := hruntime.MeasureProfile(ctx, http.DefaultClient, h.Endpoints().BaseURL, spec.Engine, hruntime.Profile{})
+		if !profile.Measured || profile.GPUBlocks != 48 {
+			t.Fatalf("engine %d: measured profile %+v, want 48 GPU blocks from its metrics", i, profile)
+		}
+		detach, err := engines.Attach(ctx, hruntime.ReadyEngine{Spec: spec, Runtime: launcher.Name(), Endpoints: h.Endpoints(), Profile: profile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, ok := engines.workerID(spec.Name)
+		if !ok {
+			t.Fatalf("engine %s attached but not in service", spec.Name)
+		}
+		workers = append(workers, testEngine{h: h, instance: h.(interface{ Instance() *sim.Instance }).Instance(), id: id, detach: detach})
+	}
 
 	// Conversations that share a system prompt and grow turn by turn, sent
 	// to every engine, so that caches fill, share prefixes and evict.
@@ -75,7 +118,7 @@ func testRouterViewEqualsEngines(t *testing.T, offloadGiB float64) {
 		}
 	}
 	var wg sync.WaitGroup
-	for i, w := range cluster.workers {
+	for i, w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -107,7 +150,7 @@ func testRouterViewEqualsEngines(t *testing.T, offloadGiB float64) {
 		rt.Index().BlockCounts(kvbm.TierGPU, &gpuCounts)
 		rt.Index().BlockCounts(kvbm.TierRAM, &ramCounts)
 		agree := true
-		for _, w := range cluster.workers {
+		for _, w := range workers {
 			st := w.instance.Stats()
 			if gpuCounts[w.id] != st.CachedBlocks || ramCounts[w.id] != st.CPUCachedBlocks {
 				agree = false
@@ -117,7 +160,7 @@ func testRouterViewEqualsEngines(t *testing.T, offloadGiB float64) {
 			break
 		}
 		if time.Now().After(deadline) {
-			for _, w := range cluster.workers {
+			for _, w := range workers {
 				st := w.instance.Stats()
 				t.Errorf("worker %d: router holds %d GPU and %d RAM blocks, engine %d and %d",
 					w.id, gpuCounts[w.id], ramCounts[w.id], st.CachedBlocks, st.CPUCachedBlocks)
@@ -127,7 +170,7 @@ func testRouterViewEqualsEngines(t *testing.T, offloadGiB float64) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if offloadGiB > 0 {
-		for _, w := range cluster.workers {
+		for _, w := range workers {
 			if st := w.instance.Stats(); st.CPUCachedBlocks == 0 || st.CPUCachedBlocks != st.NumCPUBlocks {
 				t.Errorf("worker %d: RAM tier holds %d of %d blocks; want it full, so that it evicted", w.id, st.CPUCachedBlocks, st.NumCPUBlocks)
 			}
@@ -135,7 +178,7 @@ func testRouterViewEqualsEngines(t *testing.T, offloadGiB float64) {
 	}
 	// The engines' cores may be read once they stopped.
 	if err := stop(); err != nil {
-		t.Fatalf("cluster: %v", err)
+		t.Fatalf("engines: %v", err)
 	}
 
 	evicted := false
@@ -146,7 +189,7 @@ func testRouterViewEqualsEngines(t *testing.T, offloadGiB float64) {
 			t.Fatal(err)
 		}
 		rt.Index().Match(tokenizer.BlockHashes(ids, 16), kvbm.TierGPU, &overlap)
-		for _, w := range cluster.workers {
+		for _, w := range workers {
 			want := w.instance.Core().CachedPrefixBlocks(ids)
 			if overlap[w.id] != want {
 				t.Errorf("worker %d, prompt of %d tokens: router predicts %d cached blocks, engine holds %d", w.id, len(ids), overlap[w.id], want)
@@ -159,7 +202,7 @@ func testRouterViewEqualsEngines(t *testing.T, offloadGiB float64) {
 	if !evicted {
 		t.Error("every prompt stayed fully cached everywhere: the caches were too big to test eviction")
 	}
-	for _, w := range cluster.workers {
+	for _, w := range workers {
 		if w.instance.Stats().CachedBlocks == 0 {
 			t.Errorf("worker %d cached nothing", w.id)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -15,50 +16,74 @@ import (
 	"github.com/hearth-llm/hearth/api"
 	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/console"
+	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
 )
 
 // The console reads the daemon only through the interfaces it declares;
-// the adapters below turn the simulated cluster, the router and the
+// the adapters below turn the supervised engines, the router and the
 // gateway into them. Each returns fresh copies, as the console asks.
 
-// engineSource reports every simulated GPU and its engine's cache.
+// engineSource reports every engine the supervisor runs: its GPU, its
+// state, and its cache and load as its own /metrics tell (the same path for
+// a simulated engine and a real one), with the cached blocks the router
+// knows of from its KV events.
 type engineSource struct {
-	cluster *simCluster
-	model   string
+	engines func() []hruntime.Status
+	rt      *router.Router
+	gpus    map[string]nodes.GPU // by engine name
+	client  *http.Client
 }
 
 var _ console.EngineSource = engineSource{}
 
-func (s engineSource) Engines(context.Context) ([]console.Engine, error) {
-	out := make([]console.Engine, 0, len(s.cluster.workers))
-	for _, w := range s.cluster.workers {
-		out = append(out, engineOf(w.name, s.model, w.gpu.Node, w.gpu.Name, w.gpu.MemoryTotal, w.gpu.MemoryUsed,
-			w.gpu.UtilizationPct, w.gpu.TemperatureC, w.instance.Config(), w.instance.Stats()))
+func (s engineSource) Engines(ctx context.Context) ([]console.Engine, error) {
+	cached := map[string]int{}
+	for _, w := range s.rt.Workers() {
+		cached[w.Info.Name] = w.CachedBlocks
+	}
+	statuses := s.engines()
+	out := make([]console.Engine, len(statuses))
+	for i, st := range statuses {
+		var stats hruntime.Stats
+		var err error
+		if st.State == hruntime.StateReady {
+			stats, err = hruntime.ScrapeStats(ctx, s.client, st.BaseURL)
+		}
+		out[i] = engineOf(st, s.gpus[st.Name], stats, err, cached[st.Name])
 	}
 	return out, nil
 }
 
-// engineOf fills a console engine from a GPU's facts and its simulated
-// engine's counters. A simulated GPU reports no memory use; vLLM claims
-// its GPUMemoryUtilization share of the memory when it starts, so that is
-// what the card shows.
-func engineOf(worker, model, node, gpuName string, memTotal, memUsed uint64, util, temp int, cfg sim.Config, st sim.Stats) console.Engine {
-	if memUsed == 0 && memTotal > 0 {
-		frac := cfg.GPUMemoryUtilization
-		if frac <= 0 {
-			frac = sim.DefaultGPUMemoryUtilization
-		}
-		memUsed = uint64(float64(memTotal) * frac)
+// engineOf fills a console engine from its status, its GPU's facts and
+// what its metrics said. A simulated GPU reports no memory use; vLLM claims
+// its memory-utilisation share of the memory when it starts, so that is
+// what the card shows. Blocks cached but not in use are the router's count
+// less those running requests hold.
+func engineOf(st hruntime.Status, gpu nodes.GPU, stats hruntime.Stats, scrapeErr error, cachedBlocks int) console.Engine {
+	memUsed := gpu.MemoryUsed
+	if memUsed == 0 && gpu.MemoryTotal > 0 && st.State == hruntime.StateReady {
+		memUsed = uint64(float64(gpu.MemoryTotal) * sim.DefaultGPUMemoryUtilization)
 	}
-	return console.Engine{
-		Worker: worker, Node: node, GPU: gpuName, Model: model,
-		MemoryUsed: memUsed, MemoryTotal: memTotal, UtilizationPct: util, TemperatureC: temp,
-		TotalBlocks: st.NumGPUBlocks, UsedBlocks: st.UsedBlocks, CachedFreeBlocks: st.CachedFreeBlocks,
-		Running: st.Running, Waiting: st.Waiting,
-		PrefixQueries: st.PrefixQueries, PrefixHits: st.PrefixHits, GenerationTokens: st.GenerationTokens,
+	total := st.Profile.GPUBlocks
+	used := min(int(stats.KVUsage*float64(total)+0.5), total)
+	e := console.Engine{
+		Worker: st.Name, Node: gpu.Node, GPU: gpu.Name, Model: st.Model, State: string(st.State),
+		MemoryUsed: memUsed, MemoryTotal: gpu.MemoryTotal, UtilizationPct: gpu.UtilizationPct, TemperatureC: gpu.TemperatureC,
+		TotalBlocks: total, UsedBlocks: used, CachedFreeBlocks: max(min(cachedBlocks, total)-used, 0),
+		Running: stats.Running, Waiting: stats.Waiting,
+		PrefixQueries: stats.PrefixQueries, PrefixHits: stats.PrefixHits, GenerationTokens: stats.GenerationTokens,
+		PrefillTokensPerSec: st.Profile.PrefillTokensPerSec,
 	}
+	switch {
+	case st.State != hruntime.StateReady && st.LastError != "":
+		e.Err = string(st.State) + ": " + st.LastError
+	case scrapeErr != nil:
+		e.Err = scrapeErr.Error()
+	}
+	return e
 }
 
 // routerSource reports the router's decisions and queue.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -20,39 +19,17 @@ import (
 
 	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/console"
+	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
-	"github.com/hearth-llm/hearth/runtime/sim"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // startUpWithConsole is startUp with the console sampling every interval
 // and its charts reaching back chartWindow (0: the defaults).
 func startUpWithConsole(t *testing.T, interval, chartWindow time.Duration) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &environment{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
-	cfg, err := parseUpFlags(env, []string{"--sim", "2x4090", "--speedup", "20", "--data-dir", t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.consoleInterval, cfg.consoleChartWindow = interval, chartWindow
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- serveUp(ctx, io.Discard, slog.New(slog.DiscardHandler), cfg, ln) }()
-	baseURL := "http://" + ln.Addr().String()
-	resp, err := http.Get(baseURL + "/health")
-	if err != nil {
-		cancel()
-		t.Fatalf("health: %v (serveUp: %v)", err, <-done)
-	}
-	resp.Body.Close()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("hearth up: %v", err)
-		}
+	baseURL, _ := serveTestUp(t, []string{"--sim", "2x4090", "--speedup", "20", "--data-dir", t.TempDir()}, func(cfg *upConfig) {
+		cfg.consoleInterval, cfg.consoleChartWindow = interval, chartWindow
 	})
 	return baseURL
 }
@@ -263,26 +240,45 @@ func TestDecisionOf(t *testing.T) {
 
 func TestEngineOf(t *testing.T) {
 	const gib = 1 << 30
-	st := sim.Stats{NumGPUBlocks: 1000, UsedBlocks: 100, CachedFreeBlocks: 300, Running: 2, Waiting: 1,
-		PrefixQueries: 5000, PrefixHits: 4000, GenerationTokens: 700}
+	gpu := nodes.GPU{Node: "n", Name: "NVIDIA GeForce RTX 4090", MemoryTotal: 24 * gib, UtilizationPct: -1, TemperatureC: -1}
+	ready := hruntime.Status{Name: "n/gpu0", Model: "qwen3-14b-fp8", State: hruntime.StateReady,
+		Profile: hruntime.Profile{GPUBlocks: 1000, PrefillTokensPerSec: 9000}}
+	stats := hruntime.Stats{Running: 2, Waiting: 1, KVUsage: 0.1, PrefixQueries: 5000, PrefixHits: 4000, GenerationTokens: 700}
 	for _, tc := range []struct {
-		name    string
-		memUsed uint64
-		util    float64
-		want    uint64
+		name      string
+		status    hruntime.Status
+		memUsed   uint64
+		scrapeErr error
+		wantMem   uint64
+		wantErr   string
 	}{
-		{"a simulated GPU shows vLLM's default claim", 0, 0, 24 * gib * 9 / 10},
-		{"a configured utilisation", 0, 0.5, 12 * gib},
-		{"a measured use wins", 3 * gib, 0.9, 3 * gib},
+		{"a ready simulated GPU shows vLLM's default claim", ready, 0, nil, 24 * gib * 9 / 10, ""},
+		{"a measured use wins", ready, 3 * gib, nil, 3 * gib, ""},
+		{"unreadable metrics are shown", ready, 0, errors.New("metrics: connection refused"), 24 * gib * 9 / 10, "metrics: connection refused"},
+		{"a restarting engine claims nothing and says why", hruntime.Status{Name: "n/gpu0", State: hruntime.StateRestarting,
+			LastError: "exited: signal: killed", Profile: ready.Profile}, 0, nil, 0, "restarting: exited: signal: killed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := engineOf("n/gpu0", "qwen3-14b-fp8", "n", "NVIDIA GeForce RTX 4090", 24*gib, tc.memUsed, -1, -1,
-				sim.Config{GPUMemoryUtilization: tc.util}, st)
-			if e.MemoryUsed != tc.want || e.MemoryTotal != 24*gib {
-				t.Errorf("memory %d of %d, want %d", e.MemoryUsed, e.MemoryTotal, tc.want)
+			g := gpu
+			g.MemoryUsed = tc.memUsed
+			st := stats
+			if tc.status.State != hruntime.StateReady {
+				st = hruntime.Stats{}
 			}
+			e := engineOf(tc.status, g, st, tc.scrapeErr, 400)
+			if e.MemoryUsed != tc.wantMem || e.MemoryTotal != 24*gib {
+				t.Errorf("memory %d of %d, want %d", e.MemoryUsed, e.MemoryTotal, tc.wantMem)
+			}
+			if e.Err != tc.wantErr || e.State != string(tc.status.State) {
+				t.Errorf("state %q, error %q; want %q, %q", e.State, e.Err, tc.status.State, tc.wantErr)
+			}
+			if tc.status.State != hruntime.StateReady {
+				return
+			}
+			// 10% of 1,000 blocks in use; the router knows of 400 cached.
 			if e.TotalBlocks != 1000 || e.UsedBlocks != 100 || e.CachedFreeBlocks != 300 || e.Running != 2 || e.Waiting != 1 ||
-				e.PrefixQueries != 5000 || e.PrefixHits != 4000 || e.GenerationTokens != 700 || e.UtilizationPct != -1 || e.Worker != "n/gpu0" {
+				e.PrefixQueries != 5000 || e.PrefixHits != 4000 || e.GenerationTokens != 700 || e.UtilizationPct != -1 ||
+				e.Worker != "n/gpu0" || e.PrefillTokensPerSec != 9000 {
 				t.Errorf("engine %+v", e)
 			}
 		})

@@ -4,41 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/hearth-llm/hearth/api"
 	"github.com/hearth-llm/hearth/router"
 )
 
 // gatewayRouter adapts the router to the interface the gateway declares: it
-// translates requests and decisions, and knows where each worker's OpenAI
-// API is.
+// translates requests and decisions. Where each worker serves is in the
+// router's worker info, which decisions carry.
 type gatewayRouter struct {
 	rt *router.Router
 
-	// defaultPolicy, when set, names the policy of requests that name
-	// none (the console's Settings change it while Hearth runs).
+	// defaultPolicy names the policy of requests that name none (the
+	// console's Settings change it while Hearth runs).
 	defaultPolicy func() string
-
-	mu       sync.RWMutex
-	baseURLs map[router.WorkerID]string
-	byName   map[string]router.WorkerID
+	// whyNoWorker, when set, says why no engine serves a model right now
+	// (engines loading, restarting or failed), for the 503 the client gets.
+	whyNoWorker func(model string) string
 }
 
 var _ api.Router = (*gatewayRouter)(nil)
-
-func newGatewayRouter(rt *router.Router) *gatewayRouter {
-	return &gatewayRouter{rt: rt, baseURLs: make(map[router.WorkerID]string), byName: make(map[string]router.WorkerID)}
-}
-
-// addWorker makes a worker registered with the router under name reachable
-// for the gateway.
-func (g *gatewayRouter) addWorker(id router.WorkerID, name, baseURL string) {
-	g.mu.Lock()
-	g.baseURLs[id] = baseURL
-	g.byName[name] = id
-	g.mu.Unlock()
-}
 
 func (g *gatewayRouter) Route(ctx context.Context, req api.RouteRequest) (api.Route, error) {
 	if req.SessionID != "" && req.Session.Action != "" {
@@ -47,17 +32,13 @@ func (g *gatewayRouter) Route(ctx context.Context, req api.RouteRequest) (api.Ro
 		})
 	}
 	var exclude []router.WorkerID
-	if len(req.Exclude) > 0 {
-		g.mu.RLock()
-		for _, name := range req.Exclude {
-			if id, ok := g.byName[name]; ok {
-				exclude = append(exclude, id)
-			}
+	for _, name := range req.Exclude {
+		if id, ok := g.rt.WorkerByName(name); ok {
+			exclude = append(exclude, id)
 		}
-		g.mu.RUnlock()
 	}
 	policy := req.Policy
-	if policy == "" && g.defaultPolicy != nil {
+	if policy == "" {
 		policy = g.defaultPolicy()
 	}
 	d, err := g.rt.Route(ctx, &router.Request{
@@ -78,20 +59,16 @@ func (g *gatewayRouter) Route(ctx context.Context, req api.RouteRequest) (api.Ro
 	case errors.Is(err, router.ErrQueueFull):
 		return api.Route{}, fmt.Errorf("%w: %w", api.ErrQueueFull, err)
 	case errors.Is(err, router.ErrNoWorker):
+		if g.whyNoWorker != nil {
+			return api.Route{}, fmt.Errorf("%w: %s", api.ErrNoWorker, g.whyNoWorker(req.Model))
+		}
 		return api.Route{}, fmt.Errorf("%w: %w", api.ErrNoWorker, err)
 	case err != nil:
 		return api.Route{}, err
 	}
-	g.mu.RLock()
-	baseURL, ok := g.baseURLs[d.Worker]
-	g.mu.RUnlock()
-	if !ok {
-		g.rt.Free(req.ID)
-		return api.Route{}, fmt.Errorf("%w: worker %s has no address", api.ErrNoWorker, d.WorkerName)
-	}
 	return api.Route{
 		WorkerID:         d.WorkerName,
-		BaseURL:          baseURL,
+		BaseURL:          d.BaseURL,
 		OverlapBlocks:    d.CachedBlocks,
 		PromptBlocks:     d.PromptBlocks,
 		PredictedHitRate: d.PredictedHitRate,

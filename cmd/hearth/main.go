@@ -38,6 +38,8 @@ func commands() []command {
 		{"version", "print the version", runVersion},
 		{"tokenize", "tokenize text or chat conversations read as JSON lines", runTokenize},
 		{"bench", "benchmark routing policies on agentic workloads or traces, simulated or live", runBench},
+		{"engines", "list the engines of a running daemon and their states", runEngines},
+		{"logs", "print an engine's last output lines", runLogs},
 		{"sim-engine", "run one simulated vLLM server (HTTP API, metrics, ZMQ KV events)", runSimEngine},
 	}
 }

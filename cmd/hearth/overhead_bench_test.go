@@ -37,6 +37,7 @@ import (
 	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -416,18 +417,25 @@ func runBenchGateway(specJSON string) error {
 	defer db.Close()
 
 	g, gctx := errgroup.WithContext(ctx)
-	routes := newGatewayRouter(rt)
+	routes := &gatewayRouter{rt: rt, defaultPolicy: func() string { return "" }}
+	engines := newFleet(rt, log)
 	for _, e := range spec.Engines {
 		profile, err := sim.ProfileOf(sim.Config{GPU: e.GPU, Model: e.Model})
 		if err != nil {
 			return err
 		}
-		id, sub, err := attachEngine(rt, e.Name, profile, e.Events, e.Replay, log)
+		detach, err := engines.Attach(gctx, hruntime.ReadyEngine{
+			Spec:      hruntime.Spec{Name: e.Name, Engine: hruntime.KindSim, Model: e.Model},
+			Endpoints: hruntime.Endpoints{BaseURL: e.BaseURL, KVEvents: e.Events, KVReplay: e.Replay, Topic: hruntime.KVEventsTopic},
+			Profile: hruntime.Profile{
+				GPUBlocks: profile.GPUBlocks, CPUBlocks: profile.CPUBlocks, BlockBytes: profile.BlockBytes,
+				PrefillTokensPerSec: profile.PrefillTokensPerSec, LoadBytesPerSec: profile.LoadBytesPerSec,
+			},
+		})
 		if err != nil {
 			return err
 		}
-		routes.addWorker(id, e.Name, e.BaseURL)
-		g.Go(func() error { return sub.Run(gctx) })
+		defer detach()
 	}
 	gw, err := api.New(api.Config{
 		Models: []string{spec.Engines[0].Model}, Aliases: map[string]string{"*": spec.Engines[0].Model},

@@ -7,9 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,8 +22,8 @@ import (
 	"github.com/hearth-llm/hearth/api"
 	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/console"
-	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -41,6 +43,17 @@ type upConfig struct {
 	kvOffloadGiB float64
 	seed         int64
 	logLevel     slog.Level
+
+	// engineRuntime runs the engines: in-process ("sim") or as child
+	// processes ("process"). engine names a natively installed engine
+	// (vllm, sglang) to run on gpus instead of simulated GPUs.
+	engineRuntime string
+	engine        string
+	gpus          []int
+	maxModelLen   int
+	stopTimeout   time.Duration
+	// hearthBinary runs simulated engines as child processes.
+	hearthBinary string
 
 	// consoleInterval is how often the console samples and pushes, and
 	// consoleChartWindow how far back its charts reach (0: its defaults);
@@ -65,7 +78,12 @@ func runUp(ctx context.Context, env *environment, args []string) error {
 func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs := newFlagSet(env, "up", "up --sim 2x4090 [flags]")
 	cfg := upConfig{aliases: map[string]string{}}
-	fs.StringVar(&cfg.sim, "sim", "", `simulated GPUs to serve from, e.g. "2x4090" or "1x4090+2x3090" (required until real GPUs are supported)`)
+	fs.StringVar(&cfg.sim, "sim", "", `simulated GPUs to serve from, e.g. "2x4090" or "1x4090+2x3090"`)
+	fs.StringVar(&cfg.engineRuntime, "engine-runtime", "sim", "how engines run: sim (simulated engines inside the daemon) or process (child processes)")
+	fs.StringVar(&cfg.engine, "engine", "", "a natively installed engine to run on --gpus as child processes: vllm or sglang (needs --engine-runtime process)")
+	gpuList := fs.String("gpus", "", "CUDA device indices for --engine, e.g. 0,1: one engine per GPU")
+	fs.IntVar(&cfg.maxModelLen, "max-model-len", 0, "context length of each engine (0: the engine's default)")
+	fs.DurationVar(&cfg.stopTimeout, "stop-timeout", 30*time.Second, "how long a stopping engine may take before it is killed")
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8000", "address of the API (OpenAI and Anthropic)")
 	fs.StringVar(&cfg.policy, "policy", router.PolicyHearth, "routing policy: "+strings.Join(router.Policies, ", "))
 	fs.StringVar(&cfg.dataDir, "data-dir", "", "where Hearth keeps its state (default $XDG_DATA_HOME/hearth or ~/.local/share/hearth)")
@@ -92,8 +110,33 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	if err := parseFlags(fs, args); err != nil {
 		return cfg, err
 	}
-	if cfg.sim == "" {
-		return cfg, fmt.Errorf("%w: --sim is required: Hearth cannot start engines on real GPUs yet", errUsage)
+	switch {
+	case cfg.engineRuntime != "sim" && cfg.engineRuntime != "process":
+		return cfg, fmt.Errorf("%w: unknown --engine-runtime %q (known: sim, process)", errUsage, cfg.engineRuntime)
+	case cfg.sim == "" && cfg.engine == "":
+		return cfg, fmt.Errorf("%w: say what to serve from: --sim 2x4090 for simulated GPUs, or --engine-runtime process --engine vllm --gpus 0 for an installed engine", errUsage)
+	case cfg.sim != "" && cfg.engine != "":
+		return cfg, fmt.Errorf("%w: --sim and --engine exclude each other", errUsage)
+	case cfg.engine != "" && cfg.engineRuntime != "process":
+		return cfg, fmt.Errorf("%w: --engine %s runs an installed engine: add --engine-runtime process", errUsage, cfg.engine)
+	case cfg.engine != "" && *gpuList == "":
+		return cfg, fmt.Errorf("%w: --engine %s needs --gpus, e.g. --gpus 0,1", errUsage, cfg.engine)
+	}
+	if cfg.engine != "" {
+		k, err := hruntime.ParseKind(cfg.engine)
+		if err != nil || k == hruntime.KindSim {
+			return cfg, fmt.Errorf("%w: --engine: want vllm or sglang, got %q", errUsage, cfg.engine)
+		}
+		for _, f := range strings.Split(*gpuList, ",") {
+			i, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || i < 0 {
+				return cfg, fmt.Errorf("%w: --gpus: %q is not a device index", errUsage, f)
+			}
+			cfg.gpus = append(cfg.gpus, i)
+		}
+	}
+	if cfg.maxModelLen < 0 {
+		return cfg, fmt.Errorf("%w: --max-model-len must not be negative", errUsage)
 	}
 	if cfg.kvOffloadGiB < 0 {
 		return cfg, fmt.Errorf("%w: --kv-offloading-size must not be negative", errUsage)
@@ -130,39 +173,44 @@ func defaultDataDir(getenv func(string) string) string {
 	return "hearth-data"
 }
 
-// serveUp runs the whole daemon on ln until ctx ends: the simulated engines,
-// the router following their KV events, and the gateway.
+// serveUp runs the whole daemon on ln until ctx ends: the engines under
+// their supervisor, the router following their KV events, the gateway and
+// the console. It builds in stages (plan, store, routing, engines, API);
+// what a stage opened is released by one cleanup stack, whichever stage
+// fails.
 func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConfig, ln net.Listener) (err error) {
-	defer func() {
-		if err != nil {
-			ln.Close()
-		}
-	}()
-	gpus, err := nodes.ParseSimSpec(cfg.sim)
+	var cleanup cleanupStack
+	defer cleanup.run()
+	cleanup.push(func() { ln.Close() }) // the gateway closes it too; a second close is harmless
+
+	// Plan: which engines run where.
+	specs, gpus, err := planEngines(cfg)
 	if err != nil {
-		return fmt.Errorf("%w: --sim: %v", errUsage, err)
+		return err
 	}
 	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
 		return fmt.Errorf("up: data dir: %w", err)
 	}
-	log.Info("starting", "sim", cfg.sim, "listen", ln.Addr().String(), "policy", cfg.policy,
-		"model", cfg.model, "data_dir", cfg.dataDir, "api_keys", len(cfg.apiKeys), "speedup", cfg.speedup)
+	log.Info("starting", "sim", cfg.sim, "engine", cfg.engine, "engine_runtime", cfg.engineRuntime, "engines", len(specs),
+		"listen", ln.Addr().String(), "policy", cfg.policy, "model", cfg.model, "data_dir", cfg.dataDir,
+		"api_keys", len(cfg.apiKeys), "speedup", cfg.speedup)
 
+	// Store: settings and keys that outlive the daemon. Precedence of the
+	// routing policy and the model aliases: what was last saved on the
+	// console's Settings page, when anything was; otherwise --policy and
+	// --alias. Saved settings that do not fit the served model are skipped
+	// with a warning.
 	db, err := store.Open(ctx, filepath.Join(cfg.dataDir, "hearth.db"))
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
-	defer db.Close()
-	// Precedence of the routing policy and the model aliases: what was
-	// last saved on the console's Settings page, when anything was (it
-	// stays in the database across restarts); otherwise --policy and
-	// --alias. Saved settings that do not fit the served model are
-	// skipped with a warning.
+	cleanup.push(func() { db.Close() })
 	settings, err := newSettingsStore(ctx, db, log, cfg.policy, cfg.model, cfg.aliases)
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
 
+	// Routing.
 	tok, err := tokenizer.Qwen3()
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
@@ -177,35 +225,41 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
-	cluster, err := newSimCluster(rt, simClusterOptions{
-		GPUs: gpus, Model: cfg.model, KVOffloadingGiB: cfg.kvOffloadGiB, Speedup: cfg.speedup, Seed: cfg.seed, Tokenizer: tok,
-		Logger: log,
+	engines := newFleet(rt, log.With("component", "fleet"))
+	if err := reg.Register(router.NewIngestCollector(engines.ingestStats, engines.workerName)); err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+
+	// Engines, under one supervisor.
+	launcher, err := newLauncher(cfg, tok, log)
+	if err != nil {
+		return err
+	}
+	supervised := make([]hruntime.Supervised, len(specs))
+	for i, spec := range specs {
+		supervised[i] = hruntime.Supervised{Spec: spec, Launcher: launcher}
+	}
+	sup, err := hruntime.NewSupervisor(hruntime.SupervisorConfig{
+		Engines: supervised, Attacher: engines, StopTimeout: cfg.stopTimeout,
+		Logger: log.With("component", "supervisor"),
 	})
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
-	if err := reg.Register(router.NewIngestCollector(cluster.ingestStats, cluster.workerName)); err != nil {
-		cluster.close(rt)
-		return fmt.Errorf("up: %w", err)
-	}
-	routes := newGatewayRouter(rt)
-	contextTokens := 0
-	for _, w := range cluster.workers {
-		routes.addWorker(w.id, w.name, w.instance.BaseURL())
-		contextTokens = w.instance.Config().MaxModelLen
-	}
+	contextTokens := specs[0].Estimate.MaxModelLen
 
-	// The console reads the cluster, the router and the gateway's traffic
-	// through adapters; the keys it creates, kept in the database, open the
-	// API too, next to the command line's.
+	// API: the gateway, with the console mounted on it. The console reads
+	// the engines, the router and the gateway's traffic through adapters;
+	// the keys it creates, kept in the database, open the API too, next to
+	// the command line's.
+	routes := &gatewayRouter{rt: rt, defaultPolicy: settings.Policy, whyNoWorker: sup.Summary}
 	keys := &keyStore{db: db, static: cfg.apiKeys}
-	routes.defaultPolicy = settings.Policy
 	traffic := &trafficSource{}
 	var gw *api.Gateway
 	con, err := console.New(console.Config{
 		Model: cfg.model, ContextTokens: contextTokens, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
 	}, console.Deps{
-		Engines:     engineSource{cluster: cluster, model: cfg.model},
+		Engines:     engineSource{engines: sup.Engines, rt: rt, gpus: gpus, client: &http.Client{}},
 		Router:      routerSource{rt: rt},
 		Traffic:     traffic,
 		Keys:        keys,
@@ -214,7 +268,6 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		Logger:      log,
 	})
 	if err != nil {
-		cluster.close(rt)
 		return fmt.Errorf("up: %w", err)
 	}
 	gw, err = api.New(api.Config{
@@ -225,26 +278,48 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		Keys: apiKeys{db: db},
 		Mount: func(r fiber.Router) {
 			con.Register(r)
+			r.Get("/api/v1/engines", con.Guard, enginesHandler(sup))
+			r.Get("/api/v1/engines/:name/logs", con.Guard, engineLogsHandler(sup))
 			// A browser opening the API's address lands on the console;
 			// HEAD / (Claude Code's probe) keeps the gateway's answer.
 			r.Add(fiber.MethodGet, "/", func(c *fiber.Ctx) error { return c.Redirect("/console/") })
 		},
 	})
 	if err != nil {
-		cluster.close(rt)
 		return fmt.Errorf("up: %w", err)
 	}
 	traffic.traffic = gw.Traffic()
 	settings.gateway = gw
 
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return cluster.Run(ctx) })
+	g.Go(func() error { return sup.Run(ctx) })
 	g.Go(func() error { return gw.Serve(ctx, ln) })
 	g.Go(func() error { return con.Run(ctx) })
-	// Keys created in the console last across restarts: ask the gateway,
-	// not the command line, whether one is needed.
-	printConnectSettings(stdout, "http://"+ln.Addr().String(), cfg.model, contextTokens, gw.KeyRequired(ctx))
+	// The settings are printed once the engines are ready (or have failed):
+	// a client that follows them at once finds them serving. Keys created
+	// in the console last across restarts: ask the gateway, not the
+	// command line, whether one is needed.
+	g.Go(func() error {
+		select {
+		case <-sup.Settled():
+			printConnectSettings(stdout, "http://"+ln.Addr().String(), cfg.model, contextTokens, gw.KeyRequired(ctx))
+		case <-ctx.Done():
+		}
+		return nil
+	})
 	err = g.Wait()
 	log.Info("stopped")
 	return err
+}
+
+// cleanupStack runs what was pushed in reverse order.
+type cleanupStack []func()
+
+func (s *cleanupStack) push(f func()) { *s = append(*s, f) }
+
+func (s *cleanupStack) run() {
+	for i := len(*s) - 1; i >= 0; i-- {
+		(*s)[i]()
+	}
+	*s = nil
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -20,28 +21,37 @@ import (
 // returns what serveUp returned.
 func startUp(t *testing.T, extraArgs ...string) (baseURL string, stop func() error) {
 	t.Helper()
+	args := append([]string{"--sim", "2x4090", "--speedup", "100", "--data-dir", t.TempDir()}, extraArgs...)
+	return serveTestUp(t, args, nil)
+}
+
+// serveTestUp runs serveUp with a command line, adjusted by tweak when set,
+// and returns once its engines are ready: when it prints the clients'
+// settings.
+func serveTestUp(t *testing.T, args []string, tweak func(*upConfig)) (baseURL string, stop func() error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	env := &environment{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
-	args := append([]string{"--sim", "2x4090", "--speedup", "100", "--data-dir", t.TempDir()}, extraArgs...)
 	cfg, err := parseUpFlags(env, args)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serveUp(ctx, io.Discard, slog.New(slog.DiscardHandler), cfg, ln) }()
-	baseURL = "http://" + ln.Addr().String()
-	// serveUp owns the listener, so requests queue in the kernel until the
-	// gateway accepts them; /health answers once it does.
-	resp, err := http.Get(baseURL + "/health")
-	if err != nil {
+	printed := &firstWrite{c: make(chan struct{})}
+	go func() { done <- serveUp(ctx, printed, slog.New(slog.DiscardHandler), cfg, ln) }()
+	select {
+	case <-printed.c:
+	case err := <-done:
 		cancel()
-		t.Fatalf("health: %v (serveUp: %v)", err, <-done)
+		t.Fatalf("hearth up ended before its engines were ready: %v", err)
 	}
-	resp.Body.Close()
 	var once bool
 	var result error
 	stop = func() error {
@@ -57,7 +67,18 @@ func startUp(t *testing.T, extraArgs ...string) (baseURL string, stop func() err
 			t.Errorf("hearth up: %v", err)
 		}
 	})
-	return baseURL, stop
+	return "http://" + ln.Addr().String(), stop
+}
+
+// firstWrite closes c when something is first written to it.
+type firstWrite struct {
+	once sync.Once
+	c    chan struct{}
+}
+
+func (w *firstWrite) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.c) })
+	return len(p), nil
 }
 
 // clientFixture is one recorded-shape request of a coding agent, written

@@ -38,6 +38,8 @@ type Totals struct {
 type GPUCard struct {
 	DOMID        string
 	Worker       string
+	State        string // the engine's life stage; "" when unknown
+	StateClass   string // "good" when it serves, "bad" when it is down
 	Node         string
 	GPU          string
 	Model        string

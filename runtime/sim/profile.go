@@ -17,6 +17,8 @@ type Profile struct {
 	// LoadBytesPerSec is the host-to-device bandwidth a reload from the
 	// host-RAM tier runs at.
 	LoadBytesPerSec float64
+	BlockSize       int // tokens per block
+	MaxModelLen     int // the context an engine so configured accepts
 }
 
 // ProfileOf models an engine configured as cfg on a scratch core and
@@ -45,5 +47,7 @@ func ProfileOf(cfg Config) (Profile, error) {
 		BlockBytes:          core.ModelSpec().KVBytesPerToken() * eff.BlockSize,
 		PrefillTokensPerSec: float64(res.NumTokens) / res.Duration.Seconds(),
 		LoadBytesPerSec:     core.GPU().PCIeGBps * 1e9,
+		BlockSize:           eff.BlockSize,
+		MaxModelLen:         eff.MaxModelLen,
 	}, nil
 }

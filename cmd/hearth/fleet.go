@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	hruntime "github.com/hearth-llm/hearth/runtime"
+
+	"github.com/hearth-llm/hearth/router"
+)
+
+// fleet puts engines into service as the supervisor reports them ready,
+// and takes them out when they go down: each is a router worker, with the
+// engine's address, that follows the engine's KV events.
+type fleet struct {
+	rt  *router.Router
+	log *slog.Logger
+
+	mu   sync.Mutex
+	live map[string]*liveEngine // by engine name
+}
+
+// liveEngine is an engine in service.
+type liveEngine struct {
+	id  router.WorkerID
+	sub *router.Subscriber
+}
+
+var _ hruntime.Attacher = (*fleet)(nil)
+
+func newFleet(rt *router.Router, log *slog.Logger) *fleet {
+	return &fleet{rt: rt, log: log, live: make(map[string]*liveEngine)}
+}
+
+// Attach registers the engine with the router, follows its KV events until
+// ctx ends (a restarted engine gets a fresh subscription: its sequence
+// numbers start again at 0) and tells the gateway where it is.
+func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), error) {
+	name, p := e.Spec.Name, e.Profile
+	id, err := f.rt.AddWorker(router.WorkerInfo{
+		Name:                name,
+		BaseURL:             e.Endpoints.BaseURL,
+		CapacityBlocks:      p.GPUBlocks,
+		PrefillTokensPerSec: p.PrefillTokensPerSec,
+		RAMCapacityBlocks:   p.CPUBlocks,
+		BlockBytes:          p.BlockBytes,
+		LoadBytesPerSec:     p.LoadBytesPerSec,
+		Approximate:         e.Endpoints.KVEvents == "",
+	})
+	if err != nil {
+		return nil, err
+	}
+	var sub *router.Subscriber
+	done := make(chan struct{})
+	if e.Endpoints.KVEvents == "" {
+		close(done)
+	} else {
+		sub, err = router.NewSubscriber(router.SubscriberConfig{
+			Endpoint:       e.Endpoints.KVEvents,
+			ReplayEndpoint: e.Endpoints.KVReplay,
+			Topic:          e.Endpoints.Topic,
+			Workers:        []router.WorkerID{id},
+			Logger:         f.log.With("worker", name),
+		}, f.rt.Index())
+		if err != nil {
+			f.rt.RemoveWorker(id)
+			return nil, fmt.Errorf("kv events of %s: %w", name, err)
+		}
+		go func() {
+			defer close(done)
+			if err := sub.Run(ctx); err != nil && ctx.Err() == nil {
+				f.log.Warn("kv events stopped", "worker", name, "error", err)
+			}
+		}()
+	}
+	f.mu.Lock()
+	f.live[name] = &liveEngine{id: id, sub: sub}
+	f.mu.Unlock()
+	return func() {
+		// ctx has ended: the subscription stops; then the router forgets
+		// the worker (its index entries, its running requests, which end
+		// with the engine's connections). A request routed to it meanwhile
+		// finds the engine gone before any byte and is retried on another
+		// worker.
+		<-done
+		f.rt.RemoveWorker(id)
+		f.mu.Lock()
+		delete(f.live, name)
+		f.mu.Unlock()
+	}, nil
+}
+
+// ingestStats lists the KV-event ingest counters of every engine in
+// service.
+func (f *fleet) ingestStats() []router.IngestStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []router.IngestStats
+	for _, e := range f.live {
+		if e.sub != nil {
+			out = append(out, e.sub.Stats()...)
+		}
+	}
+	return out
+}
+
+// workerName returns the name of the engine a worker id serves.
+func (f *fleet) workerName(id router.WorkerID) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for name, e := range f.live {
+		if e.id == id {
+			return name
+		}
+	}
+	return fmt.Sprintf("worker%d", id)
+}
+
+// workerID returns the router's id of an engine in service.
+func (f *fleet) workerID(name string) (router.WorkerID, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.live[name]
+	if !ok {
+		return 0, false
+	}
+	return e.id, true
+}
