@@ -13,7 +13,8 @@ const (
 	PolicyRoundRobin  = "round_robin"
 	PolicyRandom      = "random"
 	PolicyLeastLoaded = "least_loaded"
-	// PolicyKV is Dynamo's KV router cost, reproduced exactly (SPEC-wire.md).
+	// PolicyKV is Dynamo's KV router cost, reproduced exactly (the formula
+	// is in the package doc).
 	PolicyKV = "kv"
 	// PolicyHearth estimates each worker's time to first token in seconds
 	// and adds decode load, session affinity and cache-capacity terms.

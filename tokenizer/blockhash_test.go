@@ -8,8 +8,8 @@ import (
 )
 
 // TestBlockHashesFollowTheSpec recomputes the chain from the written formula
-// (SPEC-wire.md) with nothing but xxh3, so a change in the implementation that
-// drifts from the formula fails here.
+// (docs/ARCHITECTURE.md, "Block hashes") with nothing but xxh3, so a change
+// in the implementation that drifts from the formula fails here.
 func TestBlockHashesFollowTheSpec(t *testing.T) {
 	tokens := make([]uint32, 16*3+5)
 	for i := range tokens {

@@ -52,39 +52,9 @@
 // A Model is safe for concurrent use; its word cache is sharded. A Session
 // is not.
 //
-// # Measured performance
+// # Performance
 //
-// Measured on the 2-core development machine while other builds and tests
-// shared it (load average 7 to 10), so wall times swing two to three fold
-// between runs; cpu-ns/op, the process's CPU time per operation with GC
-// included, is the steadier figure. Ranges are over three runs of:
-//
-//	go test -run x -bench . -benchtime 20x -cpu 1 ./tokenizer/
-//	go test -run x -bench AgentTurn -benchtime 300x -cpu 1 ./tokenizer/
-//
-//	Encode, English prose (warm word cache)   17.5-17.7 M tokens per CPU second (5.8-13 M/s wall)
-//	Encode, Go source code                    17.3-19.6 M tokens per CPU second (7-11 M/s wall)
-//	Encode, 8.8k-token agent prompt           14.4-19.2 M tokens per CPU second
-//	Encode, empty word cache every time        5.7-7.6 M tokens per CPU second
-//	LoadFiles, Qwen3 (11 MB tokenizer.json)   147-184 ms CPU (190-311 ms wall)
-//	Agent turn, 30.9k-token history + 1k new tokens:
-//	  render + tokenize + hash with a Session  0.39-0.66 ms CPU (0.47-1.2 ms wall)
-//	  of which tokenize + hash                 0.09-0.13 ms CPU (30,867 tokens reused)
-//	  of which render (Go Qwen3 template)      0.29-0.39 ms CPU
-//	  render through gonja instead             1.6-2.5 ms CPU
-//	  render + tokenize + hash, no Session     2.0-3.4 ms CPU
-//
-// Again with nothing else running (load average about 1.5), wall time:
-// Encode 20.7 M tokens/s on English prose and 24.7 M on Go code, LoadFiles
-// 184 ms, an agent turn with a Session 0.34-0.41 ms (-benchtime 300x,
-// three runs).
-//
-// What bounds them: plain encoding is bound by the word-cache lookup (a
-// hash and a map probe per word, behind a read lock) and the scanner's
-// per-rune classification; a cold cache adds the merge loop. Loading is
-// bound by building the merge and vocabulary maps (151k entries each) and
-// scanning 11 MB of JSON. A session turn is bound by rendering: parsing the
-// conversation's JSON (every turn re-reads the whole history) and writing
-// the prompt; the tokenizer's share is the appended text plus a comparison
-// of the two prompts.
+// Encoding rates, load time and the cost of an agent turn with and without
+// a Session, with the commands that measure them (tokenizer_bench_test.go)
+// and what bounds each, are in docs/perf.md.
 package tokenizer

@@ -11,8 +11,9 @@ import (
 const module = "github.com/hearth-llm/hearth"
 
 // allowedHearthImports says, per top-level package, which other Hearth
-// packages it may import directly (DESIGN.md, "Layout"). A package may always
-// import its own subpackages. cmd is absent: it may import everything.
+// packages it may import directly (docs/ARCHITECTURE.md, "Import layering").
+// A package may always import its own subpackages. cmd is absent: it may
+// import everything.
 var allowedHearthImports = map[string][]string{
 	"api":       {"router", "tokenizer", "kvbm", "runtime", "nodes"},
 	"tokenizer": {},
@@ -40,7 +41,7 @@ var confinedModules = []struct {
 }
 
 // TestImportRules checks the direct imports of every package (tests
-// included) against the layout rules of DESIGN.md.
+// included) against the layering rules of docs/ARCHITECTURE.md.
 func TestImportRules(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("skipping: the go command is not on PATH, so packages cannot be listed")
@@ -97,7 +98,7 @@ func checkImport(pkg, imp string) string {
 	}
 	allowed, known := allowedHearthImports[top]
 	if !known {
-		return "top-level package " + top + " has no import rule in DESIGN.md; add one here"
+		return "top-level package " + top + " has no import rule in docs/ARCHITECTURE.md; add one here"
 	}
 	for _, a := range allowed {
 		if impTop == a {

@@ -89,7 +89,7 @@ var gpuCatalog = map[string]GPUSpec{
 // modelCatalog holds the models the simulator knows. Shapes are from the
 // models' config.json on Hugging Face; parameter counts from their model
 // cards; the FP8 weight size is what vLLM reports after loading Qwen3-14B-FP8
-// (SPEC-wire.md "Sizes"), the BF16 size is 2 bytes per parameter.
+// (15.7 GiB), the BF16 size is 2 bytes per parameter.
 var modelCatalog = map[string]ModelSpec{
 	"qwen3-14b-fp8": {
 		Name: "qwen3-14b-fp8", Layers: 40, QueryHeads: 40, KVHeads: 8, HeadDim: 128,

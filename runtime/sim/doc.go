@@ -41,38 +41,15 @@
 //     figures and core_config.go sizes the KV cache from GPU memory as vLLM
 //     does.
 //
-// # Calibration (RTX 4090, Qwen3-14B-FP8, defaults)
+// # Calibration and speed
 //
-// Measured with go test -run Calibration -v ./runtime/sim/ (timing_test.go
-// asserts the ranges):
-//
-//	KV cache                          1,866 blocks (29,856 tokens)  target ~1,900
-//	TTFT, 6,000-token prompt, cold    1.256 s                       target 0.8-2.5 s
-//	TTFT, same prompt fully cached    22.8 ms (1.8% of cold)        target < 15%
-//	decode, 1 stream                  45.6 tokens/s                 target 40-60
-//	decode, 32 streams                1,213 tokens/s (26.6x)        target > 8x
-//
-// # Simulation speed
-//
-// A request-step is one request taking part in one scheduler step (batch size
-// times steps). Measured on the shared 2-core development VM (AMD Turin-class
-// vCPUs, load average 1-14 from other work, hence the spread) with
-// go test -run XXX -bench . -benchtime 2s ./runtime/sim/:
-//
-//	BenchmarkStepDecode32   3.0-13.7 M request-steps/s  (2.2-9.8 µs per 32-request step, 0 allocs/op)
-//	BenchmarkStepAgents     1.0-5.7 M request-steps/s   (5.6-32 µs per step with arrivals, prefix
-//	                                                     hits, chunked prefill and evictions;
-//	                                                     1,200-7,100x faster than the modelled time)
-//
-// With a 4 GiB host-RAM tier (BenchmarkStepAgents/gpu+ram, -benchtime
-// 2000x, two bench runs of the CLI busy on the same VM) a step took 30 µs
-// against 17 µs without (1.05 against 1.88 M request-steps/s, 0 allocs/op):
-// write-through stores and the LRU touches of whole contexts cost about as
-// much as the rest of the step.
-//
-// The target was 20,000 request-steps/s. Step does not allocate once its
-// buffers have grown (TestStepDoesNotAllocate); Add allocates the request's
-// state (about 1.5 KB per step in BenchmarkStepAgents, amortised).
+// timing_test.go holds an RTX 4090 serving Qwen3-14B-FP8 to published
+// figures for that pair (KV cache size, cold and cached time to first
+// token, decode rate for one and for 32 streams); the targets are listed in
+// docs/ARCHITECTURE.md and what the model gives, with the simulation's
+// speed in request-steps per second, in docs/perf.md. Step does not
+// allocate once its buffers have grown (TestStepDoesNotAllocate); Add
+// allocates the request's state.
 //
 // # Network side
 //

@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// The calibration targets for an RTX 4090 serving Qwen3-14B-FP8 (SPEC-wire.md
-// "Sizes"): they pin the timing model's constants to published figures.
+// The calibration targets for an RTX 4090 serving Qwen3-14B-FP8
+// (docs/ARCHITECTURE.md, "Calibration targets"): they pin the timing
+// model's constants to published figures.
 
 func TestCalibrationKVBlocks(t *testing.T) {
 	c := newCore(t, Config{GPU: "rtx4090", Model: "qwen3-14b-fp8"}, nil)
