@@ -60,6 +60,9 @@ func planEngines(cfg upConfig) ([]hruntime.Spec, map[string]nodes.GPU, error) {
 			return nil, nil, fmt.Errorf("up: engine %s: %w", spec.Name, err)
 		}
 		spec.Estimate = estimate
+		if cfg.tweakSpec != nil {
+			cfg.tweakSpec(&spec)
+		}
 		specs[i] = spec
 		byName[spec.Name] = gpu
 	}

@@ -4,9 +4,31 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
+
+// asHearthEnv, set in the environment of this test binary, makes it the
+// hearth binary itself: tests run daemons and engines (hearth sim-engine)
+// as child processes of it.
+const asHearthEnv = "HEARTH_TEST_AS_HEARTH"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asHearthEnv) == "1" {
+		main() // exits on error
+		os.Exit(0)
+	}
+	if spec := os.Getenv(benchGatewayEnv); spec != "" {
+		if err := runBenchGateway(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "gateway:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
 
 // runHearth runs the CLI in-process and returns what it printed.
 func runHearth(t *testing.T, stdin string, args ...string) (stdout, stderr string, err error) {

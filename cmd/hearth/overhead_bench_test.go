@@ -348,17 +348,6 @@ const benchGatewayEnv = "HEARTH_BENCH_GATEWAY"
 // profile, to see where its time goes.
 const benchGatewayProfileEnv = "HEARTH_BENCH_GATEWAY_PROFILE"
 
-func TestMain(m *testing.M) {
-	if spec := os.Getenv(benchGatewayEnv); spec != "" {
-		if err := runBenchGateway(spec); err != nil {
-			fmt.Fprintln(os.Stderr, "gateway:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
 // runBenchGateway wires the router and the gateway as hearth up does, in
 // front of engines it did not start, with a key store as hearth up has
 // (holding no key), or serves the Go relay. It prints "listening ADDR..."

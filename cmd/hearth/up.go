@@ -52,8 +52,12 @@ type upConfig struct {
 	gpus          []int
 	maxModelLen   int
 	stopTimeout   time.Duration
-	// hearthBinary runs simulated engines as child processes.
+	// hearthBinary runs simulated engines as child processes (default:
+	// this binary). Tests shorten the restart backoff and change engines'
+	// specs (one that fails at start).
 	hearthBinary string
+	backoff      hruntime.Backoff
+	tweakSpec    func(*hruntime.Spec)
 
 	// consoleInterval is how often the console samples and pushes, and
 	// consoleChartWindow how far back its charts reach (0: its defaults);
@@ -240,7 +244,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		supervised[i] = hruntime.Supervised{Spec: spec, Launcher: launcher}
 	}
 	sup, err := hruntime.NewSupervisor(hruntime.SupervisorConfig{
-		Engines: supervised, Attacher: engines, StopTimeout: cfg.stopTimeout,
+		Engines: supervised, Attacher: engines, StopTimeout: cfg.stopTimeout, Backoff: cfg.backoff,
 		Logger: log.With("component", "supervisor"),
 	})
 	if err != nil {
