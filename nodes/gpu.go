@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/hearth-llm/hearth/catalog"
 )
 
 // GPU is one GPU as discovery sees it. It is a plain value so that everything
@@ -14,8 +16,9 @@ type GPU struct {
 	Index int    // device index on that machine (CUDA_VISIBLE_DEVICES order)
 	UUID  string
 	Name  string // marketing name, e.g. "NVIDIA GeForce RTX 4090"
-	// Kind is Hearth's short name for the model of GPU ("rtx4090"), the key
-	// the simulated engine's timing model knows it by; empty when unknown.
+	// Kind is the catalog's short name for the model of GPU ("rtx4090"),
+	// the key the simulated engine's timing model knows it by;
+	// catalog.Unknown for a board the catalog does not list.
 	Kind string
 
 	MemoryTotal uint64 // bytes
@@ -29,31 +32,13 @@ type GPU struct {
 	Simulated bool
 }
 
-// gpuKind describes a GPU model Hearth knows by name.
-type gpuKind struct {
-	kind    string
-	name    string
-	memory  uint64
-	aliases []string
-}
-
-const gib = 1 << 30
-
-// knownKinds are the GPUs a simulated list can name. Memory sizes are the
-// boards' published capacities.
-var knownKinds = []gpuKind{
-	{"rtx4090", "NVIDIA GeForce RTX 4090", 24 * gib, []string{"4090"}},
-	{"rtx3090", "NVIDIA GeForce RTX 3090", 24 * gib, []string{"3090"}},
-	{"h100", "NVIDIA H100 80GB HBM3", 80 * gib, []string{"h100-80gb"}},
-}
-
 // ErrBadSimSpec is returned for a simulated GPU list that cannot be parsed.
 var ErrBadSimSpec = errors.New("bad simulated GPU list")
 
 // ParseSimSpec turns a simulated GPU list such as "2x4090" or
 // "1x4090+2x3090" into GPUs on the node "sim". A term without a count
-// ("4090") means one GPU. GPU kinds are matched case-insensitively, with or
-// without the "rtx" prefix.
+// ("4090") means one GPU. A term names a catalog kind or one of its aliases,
+// in any case (catalog.LookupGPU).
 func ParseSimSpec(spec string) ([]GPU, error) {
 	spec = strings.TrimSpace(spec)
 	if spec == "" {
@@ -70,18 +55,18 @@ func ParseSimSpec(spec string) ([]GPU, error) {
 			}
 			count, term = c, kind
 		}
-		k, ok := lookupKind(term)
+		k, ok := catalog.LookupGPU(term)
 		if !ok {
-			return nil, fmt.Errorf("%w: unknown GPU %q (known: %s)", ErrBadSimSpec, term, strings.Join(KnownKinds(), ", "))
+			return nil, fmt.Errorf("%w: unknown GPU %q (known: %s)", ErrBadSimSpec, term, strings.Join(catalog.GPUKinds(), ", "))
 		}
 		for range count {
 			gpus = append(gpus, GPU{
 				Node:           "sim",
 				Index:          len(gpus),
-				UUID:           fmt.Sprintf("GPU-sim-%s-%d", k.kind, len(gpus)),
-				Name:           k.name,
-				Kind:           k.kind,
-				MemoryTotal:    k.memory,
+				UUID:           fmt.Sprintf("GPU-sim-%s-%d", k.Kind, len(gpus)),
+				Name:           k.Name,
+				Kind:           k.Kind,
+				MemoryTotal:    k.MemoryBytes,
 				UtilizationPct: -1,
 				TemperatureC:   -1,
 				Simulated:      true,
@@ -89,29 +74,6 @@ func ParseSimSpec(spec string) ([]GPU, error) {
 		}
 	}
 	return gpus, nil
-}
-
-// KnownKinds lists the GPU kinds a simulated list may name.
-func KnownKinds() []string {
-	out := make([]string, len(knownKinds))
-	for i, k := range knownKinds {
-		out[i] = k.kind
-	}
-	return out
-}
-
-func lookupKind(s string) (gpuKind, bool) {
-	for _, k := range knownKinds {
-		if s == k.kind || strings.TrimPrefix(k.kind, "rtx") == s {
-			return k, true
-		}
-		for _, a := range k.aliases {
-			if s == a {
-				return k, true
-			}
-		}
-	}
-	return gpuKind{}, false
 }
 
 func isDigits(s string) bool {

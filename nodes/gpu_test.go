@@ -15,6 +15,7 @@ func TestParseSimSpec(t *testing.T) {
 		{"mix", "1x4090+2x3090", []string{"rtx4090", "rtx3090", "rtx3090"}},
 		{"no count means one", "h100", []string{"h100"}},
 		{"full names and case", "1xRTX4090 + rtx3090", []string{"rtx4090", "rtx3090"}},
+		{"every kind of the catalog", "l40s+a6000+4080+3080+h200", []string{"l40s", "a6000", "rtx4080", "rtx3080", "h200"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -40,7 +41,7 @@ func TestParseSimSpec(t *testing.T) {
 }
 
 func TestParseSimSpecRejects(t *testing.T) {
-	for _, spec := range []string{"", "2x", "0x4090", "65x4090", "2x4080", "x4090", "2x4090+", "-1x4090"} {
+	for _, spec := range []string{"", "2x", "0x4090", "65x4090", "2x4070", "x4090", "2x4090+", "-1x4090"} {
 		if gpus, err := ParseSimSpec(spec); !errors.Is(err, ErrBadSimSpec) {
 			t.Errorf("ParseSimSpec(%q) = %v, %v; want ErrBadSimSpec", spec, gpus, err)
 		}

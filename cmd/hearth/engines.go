@@ -16,6 +16,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/process"
@@ -77,7 +78,7 @@ func estimateProfile(spec hruntime.Spec) (hruntime.Profile, error) {
 	if cfg.GPU == "" {
 		cfg.GPU = "rtx4090" // an unknown board: size it as the common case
 	}
-	if _, ok := sim.LookupModel(cfg.Model); !ok {
+	if _, ok := catalog.LookupModel(cfg.Model); !ok {
 		// A model Hearth has no figures for: the engine's own measurement
 		// will say its capacity.
 		return hruntime.Profile{BlockSize: hruntime.BlockSize, MaxModelLen: spec.MaxModelLen}, nil

@@ -15,16 +15,17 @@ const module = "github.com/hearth-llm/hearth"
 // A package may always import its own subpackages. cmd is absent: it may
 // import everything.
 var allowedHearthImports = map[string][]string{
-	"api":       {"router", "tokenizer", "kvbm", "runtime", "nodes"},
+	"api":       {"router", "tokenizer", "kvbm", "runtime", "nodes", "catalog"},
 	"tokenizer": {},
 	"router":    {"tokenizer", "kvbm"},
 	"kvbm":      {},
-	"runtime":   {"tokenizer"},
-	"nodes":     {},
+	"runtime":   {"tokenizer", "catalog"},
+	"nodes":     {"catalog"},
 	"console":   {"assets"},
-	"bench":     {"router", "runtime", "tokenizer", "kvbm"},
+	"bench":     {"router", "runtime", "tokenizer", "kvbm", "catalog"},
 	"assets":    {},
 	"installer": {},
+	"catalog":   {},
 }
 
 // confinedModules names third-party modules that only some packages may
@@ -130,6 +131,10 @@ func TestCheckImport(t *testing.T) {
 		{"sim uses tokenizer", "runtime/sim", module + "/tokenizer", true},
 		{"tokenizer stays standalone", "tokenizer", module + "/router", false},
 		{"bench uses the sim engine", "bench", module + "/runtime/sim", true},
+		{"sim reads the catalog", "runtime/sim", module + "/catalog", true},
+		{"nodes reads the catalog", "nodes", module + "/catalog", true},
+		{"catalog stays standalone", "catalog", module + "/nodes", false},
+		{"router needs no catalog", "router", module + "/catalog", false},
 		{"nvml outside nodes", "router", "github.com/NVIDIA/go-nvml/pkg/nvml", false},
 		{"nvml inside nodes", "nodes", "github.com/NVIDIA/go-nvml/pkg/nvml", true},
 		{"docker outside its package", "runtime", "github.com/docker/docker/client", false},

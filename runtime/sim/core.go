@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/hearth-llm/hearth/catalog"
 )
 
 // Errors returned by Core.Add (and Runner.Submit) that callers branch on.
@@ -23,8 +25,8 @@ var (
 // produces the same results.
 type Core struct {
 	cfg    Config
-	gpu    GPUSpec
-	model  ModelSpec
+	gpu    catalog.GPU
+	model  catalog.Model
 	timing timingModel
 	sink   EventSink
 	root   uint64
@@ -107,9 +109,9 @@ func NewCore(cfg Config, sink EventSink) (*Core, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	gpu, _ := LookupGPU(cfg.GPU)
-	model, _ := LookupModel(cfg.Model)
-	cfg.GPU, cfg.Model = gpu.Name, model.Name
+	gpu, _ := catalog.LookupGPU(cfg.GPU)
+	model, _ := catalog.LookupModel(cfg.Model)
+	cfg.GPU, cfg.Model = gpu.Kind, model.Name
 	c := &Core{
 		cfg:    cfg,
 		gpu:    gpu,
@@ -135,10 +137,10 @@ func NewCore(cfg Config, sink EventSink) (*Core, error) {
 func (c *Core) Config() Config { return c.cfg }
 
 // GPU returns the modelled GPU.
-func (c *Core) GPU() GPUSpec { return c.gpu }
+func (c *Core) GPU() catalog.GPU { return c.gpu }
 
-// ModelSpec returns the modelled model.
-func (c *Core) ModelSpec() ModelSpec { return c.model }
+// Model returns the modelled model.
+func (c *Core) Model() catalog.Model { return c.model }
 
 // CheckRequest reports whether r could be added, ignoring id clashes. It only
 // reads the immutable configuration, so it is safe from any goroutine.

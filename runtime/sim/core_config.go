@@ -4,13 +4,25 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/hearth-llm/hearth/catalog"
 )
+
+const gib = 1 << 30
 
 // Scheduling policies, as vLLM's --scheduling-policy names them.
 const (
 	PolicyFCFS     = "fcfs"
 	PolicyPriority = "priority"
 )
+
+// GPUNames lists the GPUs the simulator can model: every kind of the
+// catalog (a board the catalog does not list has no peaks to time).
+func GPUNames() []string { return catalog.GPUKinds() }
+
+// ModelNames lists the models the simulator can model: every model of the
+// catalog.
+func ModelNames() []string { return catalog.ModelNames() }
 
 // Config describes one simulated engine: the GPU and model it models and the
 // vLLM engine arguments that shape its scheduler and cache. Zero fields take
@@ -75,7 +87,7 @@ const nonTorchReserveBytes = 0.5 * gib
 // activationBytesPerToken estimates the activation peak per batched token:
 // the MLP's gate and up projections (2 x intermediate) plus about four hidden
 // vectors (residual, norm output, attention output, QKV), all BF16.
-func activationBytesPerToken(m ModelSpec) float64 {
+func activationBytesPerToken(m catalog.Model) float64 {
 	return float64(2*m.Intermediate+4*m.Hidden) * 2
 }
 
@@ -99,8 +111,8 @@ func (c Config) withDefaults() Config {
 	if c.SchedulingPolicy == "" {
 		c.SchedulingPolicy = PolicyFCFS
 	}
-	gpu, okG := LookupGPU(c.GPU)
-	model, okM := LookupModel(c.Model)
+	gpu, okG := catalog.LookupGPU(c.GPU)
+	model, okM := catalog.LookupModel(c.Model)
 	if !okG || !okM {
 		return c
 	}
@@ -119,8 +131,8 @@ func (c Config) withDefaults() Config {
 // DeriveNumGPUBlocks sizes the KV cache as vLLM does at start-up:
 // (memory x utilisation - weights - non-torch memory - activation peak)
 // divided by the bytes of one block. It returns 0 when nothing is left.
-func DeriveNumGPUBlocks(gpu GPUSpec, model ModelSpec, blockSize, maxBatchedTokens int, util float64) int {
-	avail := gpu.MemoryBytes*util - model.WeightBytes - nonTorchReserveBytes -
+func DeriveNumGPUBlocks(gpu catalog.GPU, model catalog.Model, blockSize, maxBatchedTokens int, util float64) int {
+	avail := float64(gpu.MemoryBytes)*util - model.WeightBytes - nonTorchReserveBytes -
 		activationBytesPerToken(model)*float64(maxBatchedTokens)
 	perBlock := float64(model.KVBytesPerToken() * blockSize)
 	if avail <= 0 || perBlock <= 0 {
@@ -133,10 +145,10 @@ func DeriveNumGPUBlocks(gpu GPUSpec, model ModelSpec, blockSize, maxBatchedToken
 // engine that can start.
 func (c Config) Validate() error {
 	d := c.withDefaults()
-	if _, ok := LookupGPU(d.GPU); !ok {
+	if _, ok := catalog.LookupGPU(d.GPU); !ok {
 		return fmt.Errorf("%w: unknown GPU %q (known: %v)", errConfig, c.GPU, GPUNames())
 	}
-	model, ok := LookupModel(d.Model)
+	model, ok := catalog.LookupModel(d.Model)
 	if !ok {
 		return fmt.Errorf("%w: unknown model %q (known: %v)", errConfig, c.Model, ModelNames())
 	}

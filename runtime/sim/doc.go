@@ -27,7 +27,7 @@
 //     stores after every step, not on GPU eviction); a waiting request's
 //     prefix match continues there after the GPU hits, and those blocks are
 //     loaded into new GPU blocks instead of recomputed, the step paying
-//     blocks × block bytes / GPUSpec.PCIeGBps (vLLM loads asynchronously;
+//     blocks × block bytes / catalog.GPU.PCIeGBps (vLLM loads asynchronously;
 //     charging the step delays the whole batch, a conservative
 //     simplification). CPU-tier events carry medium "CPU", one BlockStored
 //     per block without tokens or parent and with block_size 0, one
@@ -37,9 +37,9 @@
 //     (exported when the tier is on), not in the GPU prefix-cache counters.
 //   - timing.go: a roofline per step, max(FLOPs at an effective fraction of
 //     the tensor-core peak, bytes at an effective fraction of DRAM
-//     bandwidth) plus a fixed step cost; catalog.go holds the GPU and model
-//     figures and core_config.go sizes the KV cache from GPU memory as vLLM
-//     does.
+//     bandwidth) plus a fixed step cost, over the GPU peaks and model
+//     shapes of the catalog package; core_config.go sizes the KV cache from
+//     GPU memory as vLLM does.
 //
 // # Calibration and speed
 //

@@ -44,7 +44,7 @@ func ProfileOf(cfg Config) (Profile, error) {
 	return Profile{
 		GPUBlocks:           eff.NumGPUBlocks,
 		CPUBlocks:           eff.NumCPUBlocks,
-		BlockBytes:          core.ModelSpec().KVBytesPerToken() * eff.BlockSize,
+		BlockBytes:          core.Model().KVBytesPerToken() * eff.BlockSize,
 		PrefillTokensPerSec: float64(res.NumTokens) / res.Duration.Seconds(),
 		LoadBytesPerSec:     core.GPU().PCIeGBps * 1e9,
 		BlockSize:           eff.BlockSize,

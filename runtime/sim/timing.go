@@ -1,6 +1,10 @@
 package sim
 
-import "time"
+import (
+	"time"
+
+	"github.com/hearth-llm/hearth/catalog"
+)
 
 // The timing model prices one scheduler step (one forward pass over every
 // scheduled token) on the modelled GPU with a roofline:
@@ -57,7 +61,7 @@ type timingModel struct {
 	byteRate            float64 // effective bytes/s
 }
 
-func newTimingModel(gpu GPUSpec, model ModelSpec) timingModel {
+func newTimingModel(gpu catalog.GPU, model catalog.Model) timingModel {
 	linearPeak := gpu.BF16FLOPS
 	if model.FP8 && gpu.FP8FLOPS > 0 {
 		linearPeak = gpu.FP8FLOPS

@@ -17,7 +17,7 @@ func TestCalibrationKVBlocks(t *testing.T) {
 	if cfg.NumGPUBlocks < 1800 || cfg.NumGPUBlocks > 2000 {
 		t.Errorf("NumGPUBlocks = %d, want about 1,900 (1,800..2,000)", cfg.NumGPUBlocks)
 	}
-	if got := c.ModelSpec().KVBytesPerToken(); got != 160<<10 {
+	if got := c.Model().KVBytesPerToken(); got != 160<<10 {
 		t.Errorf("KV bytes per token = %d, want 160 KiB", got)
 	}
 }
