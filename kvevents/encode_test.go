@@ -264,7 +264,18 @@ func TestFormatNames(t *testing.T) {
 }
 
 func TestTimestamp(t *testing.T) {
-	if got := Timestamp(time.Unix(1_700_000_000, 500_000_000)); got != 1_700_000_000.5 {
-		t.Errorf("Timestamp = %v, want 1700000000.5", got)
+	tests := []struct {
+		t    time.Time
+		want float64
+	}{
+		{time.Unix(1_700_000_000, 500_000_000), 1_700_000_000.5},
+		{time.Unix(1_700_000_000, 250_000_000), 1_700_000_000.25},
+		{time.Unix(0, 0), 0},
+		{time.Unix(-2, 500_000_000), -1.5},
+	}
+	for _, tc := range tests {
+		if got := Timestamp(tc.t); got != tc.want {
+			t.Errorf("Timestamp(%v) = %v, want %v", tc.t, got, tc.want)
+		}
 	}
 }

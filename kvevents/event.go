@@ -188,7 +188,9 @@ func (b *Batch) nextEvent() *Event {
 }
 
 // Timestamp returns t as a batch timestamp: seconds since the Unix epoch,
-// as Python's time.time() gives them to vLLM.
+// as Python's time.time() gives them to vLLM. Whole seconds and the
+// fraction are converted apart: nanoseconds since the epoch do not fit a
+// float64 exactly, and dividing them would lose even a quarter second.
 func Timestamp(t time.Time) float64 {
-	return float64(t.UnixNano()) / 1e9
+	return float64(t.Unix()) + float64(t.Nanosecond())/1e9
 }
