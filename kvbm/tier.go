@@ -1,6 +1,10 @@
 package kvbm
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/hearth-llm/hearth/kvevents"
+)
 
 // Tier is a level of KV-cache storage, fastest first.
 type Tier uint8
@@ -24,6 +28,21 @@ func (t Tier) String() string {
 		return "Disk"
 	}
 	return "Tier(" + string(rune('0'+t)) + ")"
+}
+
+// TierOf is the tier that holds the blocks of a KV event in medium m; ok is
+// false for a medium no tier stands for. Package kvevents reads the medium
+// names engines write.
+func TierOf(m kvevents.Medium) (t Tier, ok bool) {
+	switch m {
+	case kvevents.MediumGPU:
+		return TierGPU, true
+	case kvevents.MediumCPU:
+		return TierRAM, true
+	case kvevents.MediumDisk:
+		return TierDisk, true
+	}
+	return TierGPU, false
 }
 
 // ParseMedium maps the medium an engine names in its KV events to a tier.
