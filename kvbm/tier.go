@@ -1,10 +1,6 @@
 package kvbm
 
-import (
-	"strings"
-
-	"github.com/hearth-llm/hearth/kvevents"
-)
+import "github.com/hearth-llm/hearth/kvevents"
 
 // Tier is a level of KV-cache storage, fastest first.
 type Tier uint8
@@ -40,22 +36,6 @@ func TierOf(m kvevents.Medium) (t Tier, ok bool) {
 	case kvevents.MediumCPU:
 		return TierRAM, true
 	case kvevents.MediumDisk:
-		return TierDisk, true
-	}
-	return TierGPU, false
-}
-
-// ParseMedium maps the medium an engine names in its KV events to a tier.
-// vLLM says "GPU" and "CPU"; offloading connectors use "DISK" or "LMCACHE"
-// style names for storage below host memory. ok is false for an unknown
-// medium; an empty medium means the GPU, as in events from older engines.
-func ParseMedium(medium string) (t Tier, ok bool) {
-	switch strings.ToUpper(medium) {
-	case "", "GPU", "CUDA":
-		return TierGPU, true
-	case "CPU", "RAM", "CPU_TIER", "HOST":
-		return TierRAM, true
-	case "DISK", "SSD", "NVME":
 		return TierDisk, true
 	}
 	return TierGPU, false
