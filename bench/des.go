@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -88,12 +89,14 @@ type desEngine struct {
 
 // PublishKVEvents is the engine's event sink: it encodes the batch as the
 // wire payload at once (the slice is reused) and schedules its delivery.
-func (e *desEngine) PublishKVEvents(now time.Duration, events []sim.KVEvent) {
+func (e *desEngine) PublishKVEvents(now time.Duration, events []kvevents.Event) {
 	if len(events) == 0 {
 		return
 	}
 	d := e.d
-	payload := sim.EncodeEventBatch(simEpoch.Add(now), events, sim.EventFormatMap, 0)
+	payload := kvevents.AppendBatch(nil, &kvevents.Batch{
+		TS: kvevents.Timestamp(simEpoch.Add(now)), HasDPRank: true, Events: events,
+	}, kvevents.FormatMap)
 	d.events.push(desEvent{at: now + d.latency, kind: evDeliver, engine: e, batchSeq: e.nextSeq, payload: payload, published: now})
 	e.nextSeq++
 }

@@ -1,6 +1,6 @@
 package kvbm
 
-import "strings"
+import "github.com/hearth-llm/hearth/kvevents"
 
 // Tier is a level of KV-cache storage, fastest first.
 type Tier uint8
@@ -26,17 +26,16 @@ func (t Tier) String() string {
 	return "Tier(" + string(rune('0'+t)) + ")"
 }
 
-// ParseMedium maps the medium an engine names in its KV events to a tier.
-// vLLM says "GPU" and "CPU"; offloading connectors use "DISK" or "LMCACHE"
-// style names for storage below host memory. ok is false for an unknown
-// medium; an empty medium means the GPU, as in events from older engines.
-func ParseMedium(medium string) (t Tier, ok bool) {
-	switch strings.ToUpper(medium) {
-	case "", "GPU", "CUDA":
+// TierOf is the tier that holds the blocks of a KV event in medium m; ok is
+// false for a medium no tier stands for. Package kvevents reads the medium
+// names engines write.
+func TierOf(m kvevents.Medium) (t Tier, ok bool) {
+	switch m {
+	case kvevents.MediumGPU:
 		return TierGPU, true
-	case "CPU", "RAM", "CPU_TIER", "HOST":
+	case kvevents.MediumCPU:
 		return TierRAM, true
-	case "DISK", "SSD", "NVME":
+	case kvevents.MediumDisk:
 		return TierDisk, true
 	}
 	return TierGPU, false

@@ -9,6 +9,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -87,8 +88,8 @@ type Ingester struct {
 	replay    replaySource // nil: no replay endpoint
 	log       *slog.Logger
 
-	dec     kvDecoder
-	batch   kvEventBatch
+	dec     kvevents.Decoder
+	batch   kvevents.Batch
 	table   ehTable
 	scratch []tokenizer.SeqHash
 
@@ -264,7 +265,7 @@ func (in *Ingester) replayVerified(ctx context.Context) (same bool, err error) {
 		}
 		if first {
 			first = false
-			same = seq == from && in.dec.decode(payload, &in.batch) == nil && in.batch.ts == in.lastTS
+			same = seq == from && in.dec.Decode(payload, &in.batch) == nil && in.batch.TS == in.lastTS
 			mismatch = !same
 			return
 		}
@@ -340,21 +341,21 @@ func (in *Ingester) resetView(reason string) {
 // its own events.
 func (in *Ingester) apply(seq uint64, payload []byte) {
 	in.next = seq + 1
-	if err := in.dec.decode(payload, &in.batch); err != nil {
+	if err := in.dec.Decode(payload, &in.batch); err != nil {
 		in.stats.malformed.Add(1)
 		in.lastTS = math.NaN()
 		in.log.Debug("kv events: skipping malformed batch", "seq", seq, "error", err)
 		return
 	}
-	in.lastTS = in.batch.ts
+	in.lastTS = in.batch.TS
 	in.applyBatch(&in.batch)
 }
 
 // applyBatch applies a decoded batch to the index and the mapping.
-func (in *Ingester) applyBatch(b *kvEventBatch) {
+func (in *Ingester) applyBatch(b *kvevents.Batch) {
 	in.stats.batches.Add(1)
-	for i := range b.events {
-		in.applyEvent(&b.events[i])
+	for i := range b.Events {
+		in.applyEvent(&b.Events[i])
 	}
 	in.updateGauges()
 }
@@ -364,13 +365,13 @@ func (in *Ingester) updateGauges() {
 	in.stats.mappingBytes.Store(int64(in.table.bytes()))
 }
 
-func (in *Ingester) applyEvent(ev *kvEvent) {
-	switch ev.kind {
-	case kvBlockStored:
+func (in *Ingester) applyEvent(ev *kvevents.Event) {
+	switch ev.Kind {
+	case kvevents.BlockStored:
 		in.applyStored(ev)
-	case kvBlockRemoved:
+	case kvevents.BlockRemoved:
 		in.applyRemoved(ev)
-	case kvAllBlocksCleared:
+	case kvevents.AllBlocksCleared:
 		in.stats.events.Add(1)
 		in.index.ClearWorker(in.worker)
 		in.table.reset()
@@ -379,77 +380,79 @@ func (in *Ingester) applyEvent(ev *kvEvent) {
 	}
 }
 
-// usable reports whether an event is about blocks the index tracks.
-// Hybrid models report each KV-cache group separately; group 0 holds the
-// full-attention layers whose blocks decide prefix reuse, so the others are
-// skipped.
-func (in *Ingester) usable(ev *kvEvent) bool {
-	if !ev.tierKnown || ev.groupIdx != 0 || ev.tier >= kvbm.NumTiers {
+// usable reports whether an event is about blocks the index tracks, and in
+// which tier. Hybrid models report each KV-cache group separately; group 0
+// holds the full-attention layers whose blocks decide prefix reuse, so the
+// others are skipped.
+func (in *Ingester) usable(ev *kvevents.Event) (kvbm.Tier, bool) {
+	tier, ok := kvbm.TierOf(ev.Medium)
+	if !ok || ev.GroupIdx != 0 {
 		in.stats.skipped.Add(1)
-		return false
+		return 0, false
 	}
-	return true
+	return tier, true
 }
 
-func (in *Ingester) applyStored(ev *kvEvent) {
-	if !in.usable(ev) {
+func (in *Ingester) applyStored(ev *kvevents.Event) {
+	tier, ok := in.usable(ev)
+	if !ok {
 		return
 	}
-	bit := uint8(1) << ev.tier
+	bit := uint8(1) << tier
 	seqs := in.scratch[:0]
 	defer func() { in.scratch = seqs[:0] }()
 
-	if len(ev.tokens) == 0 {
+	if len(ev.TokenIDs) == 0 {
 		// Offloaded copies of blocks stored earlier: known only by their
 		// engine hashes.
-		for _, h := range ev.blockHashes {
+		for _, h := range ev.BlockHashes {
 			if s, ok := in.table.addTier(h, bit); ok {
 				seqs = append(seqs, tokenizer.SeqHash(s))
 			} else {
 				in.stats.orphans.Add(1)
 			}
 		}
-		in.store(ev.tier, seqs)
+		in.store(tier, seqs)
 		return
 	}
 
-	bs := ev.blockSize
-	if bs == 0 && len(ev.blockHashes) > 0 {
-		bs = len(ev.tokens) / len(ev.blockHashes)
+	bs := ev.BlockSize
+	if bs == 0 && len(ev.BlockHashes) > 0 {
+		bs = len(ev.TokenIDs) / len(ev.BlockHashes)
 	}
-	if bs != in.blockSize || ev.hasLoRAID && len(ev.loraName) == 0 {
+	if bs != in.blockSize || ev.HasLoRAID && len(ev.LoRAName) == 0 {
 		// Blocks of another size never match a request's hashes, and an
 		// adapter named only by id cannot be hashed like the requests for
 		// it. Skipping under-reports the cache, which costs a hit at worst.
 		in.stats.skipped.Add(1)
 		return
 	}
-	if len(ev.tokens) != len(ev.blockHashes)*bs || len(ev.extraKeys) > 0 && len(ev.extraKeys) != len(ev.blockHashes) {
+	if len(ev.TokenIDs) != len(ev.BlockHashes)*bs || len(ev.ExtraKeys) > 0 && len(ev.ExtraKeys) != len(ev.BlockHashes) {
 		in.stats.malformed.Add(1)
 		in.log.Debug("kv events: BlockStored tokens or extra keys do not match its blocks",
-			"tokens", len(ev.tokens), "extra_keys", len(ev.extraKeys), "blocks", len(ev.blockHashes), "block_size", bs)
+			"tokens", len(ev.TokenIDs), "extra_keys", len(ev.ExtraKeys), "blocks", len(ev.BlockHashes), "block_size", bs)
 		return
 	}
 
 	var parent tokenizer.SeqHash
-	if ev.hasParent {
-		s, ok := in.table.get(ev.parent)
+	if ev.HasParent {
+		s, ok := in.table.get(ev.ParentBlockHash)
 		if !ok {
 			// The parent's BlockStored was missed, so these blocks' prefix
 			// is unknown and so are their sequence hashes.
-			in.stats.orphans.Add(uint64(len(ev.blockHashes)))
+			in.stats.orphans.Add(uint64(len(ev.BlockHashes)))
 			return
 		}
 		parent = tokenizer.SeqHash(s)
 	}
-	h := in.hasherFor(ev.loraName)
-	for i, eh := range ev.blockHashes {
-		local := h.LocalHash(ev.tokens[i*bs : (i+1)*bs])
-		if len(ev.extraKeys) > 0 {
-			local = in.mixExtraKeys(local, ev, i)
+	h := in.hasherFor(ev.LoRAName)
+	for i, eh := range ev.BlockHashes {
+		local := h.LocalHash(ev.TokenIDs[i*bs : (i+1)*bs])
+		if len(ev.ExtraKeys) > 0 {
+			local = mixExtraKeys(local, ev.ExtraKeys[i], ev.LoRAName)
 		}
 		var s tokenizer.SeqHash
-		if i == 0 && !ev.hasParent {
+		if i == 0 && !ev.HasParent {
 			s = tokenizer.SeqHash(local)
 		} else {
 			s = tokenizer.Chain(parent, local)
@@ -458,7 +461,7 @@ func (in *Ingester) applyStored(ev *kvEvent) {
 		in.table.put(eh, uint64(s), bit)
 		seqs = append(seqs, s)
 	}
-	in.store(ev.tier, seqs)
+	in.store(tier, seqs)
 }
 
 func (in *Ingester) store(tier kvbm.Tier, seqs []tokenizer.SeqHash) {
@@ -470,14 +473,15 @@ func (in *Ingester) store(tier kvbm.Tier, seqs []tokenizer.SeqHash) {
 	in.stats.blocksStored.Add(uint64(len(seqs)))
 }
 
-func (in *Ingester) applyRemoved(ev *kvEvent) {
-	if !in.usable(ev) {
+func (in *Ingester) applyRemoved(ev *kvevents.Event) {
+	tier, ok := in.usable(ev)
+	if !ok {
 		return
 	}
 	in.stats.events.Add(1)
-	bit := uint8(1) << ev.tier
+	bit := uint8(1) << tier
 	seqs := in.scratch[:0]
-	for _, h := range ev.blockHashes {
+	for _, h := range ev.BlockHashes {
 		if s, ok := in.table.dropTier(h, bit); ok {
 			seqs = append(seqs, tokenizer.SeqHash(s))
 		} else {
@@ -485,7 +489,7 @@ func (in *Ingester) applyRemoved(ev *kvEvent) {
 		}
 	}
 	if len(seqs) > 0 {
-		in.index.Remove(in.worker, ev.tier, seqs)
+		in.index.Remove(in.worker, tier, seqs)
 		in.stats.blocksRemoved.Add(uint64(len(seqs)))
 	}
 	in.scratch = seqs[:0]
@@ -505,17 +509,16 @@ func (in *Ingester) hasherFor(name []byte) tokenizer.Hasher {
 	return h
 }
 
-// mixExtraKeys folds block i's extra keys into its local hash. vLLM lists,
-// per block, what besides the tokens its own hash covered: multimodal input
-// hashes, the cache salt, prompt-embedding hashes, the LoRA name. Blocks
+// mixExtraKeys folds a block's extra keys (raw msgpack) into its local hash.
+// vLLM lists, per block, what besides the tokens its own hash covered:
+// multimodal input hashes, the cache salt, prompt-embedding hashes, the
+// LoRA name. Blocks
 // whose KV depends on more than their tokens must not match a text request
 // with the same (placeholder) tokens, so they get a hash no request
 // produces. The LoRA name alone is already in the hasher's seed and changes
 // nothing.
-func (in *Ingester) mixExtraKeys(local uint64, ev *kvEvent, i int) uint64 {
-	sp := ev.extraKeys[i]
-	raw := in.dec.payload[sp.start:sp.end]
-	if kvExtraKeysTrivial(raw, ev.loraName) {
+func mixExtraKeys(local uint64, raw, loraName []byte) uint64 {
+	if kvExtraKeysTrivial(raw, loraName) {
 		return local
 	}
 	return local ^ xxh3.HashSeed(raw, 0x6b76_6578_7472_61) // "kvextra"

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvevents"
 )
 
 // benchBatches makes a realistic steady-state stream for a worker whose
@@ -15,9 +16,9 @@ import (
 // the second chained from the first, and removes the 16 sequences stored
 // 32 batches earlier, as an engine evicts to make room. The stream is
 // cyclic: after one warm-up pass every remove finds its blocks.
-func benchBatches(b *testing.B) (payloads [][]byte, storedPerPass int) {
+func benchBatches() (payloads [][]byte, storedPerPass int) {
 	r := rand.New(rand.NewPCG(7, 7))
-	e := newFakeEngine(b, 1, 1)
+	e := newFakeEngine(1, 1)
 	const (
 		batches   = 64
 		seqsPer   = 16
@@ -35,7 +36,7 @@ func benchBatches(b *testing.B) (payloads [][]byte, storedPerPass int) {
 		}
 	}
 	for i := range batches {
-		var evs []testEvent
+		var evs []kvevents.Event
 		for _, toks := range seqs[i] {
 			evs = append(evs, e.store(toks, 0, blocksPer, ""), e.store(toks, blocksPer, 2*blocksPer, ""))
 			storedPerPass += 2 * blocksPer
@@ -43,7 +44,7 @@ func benchBatches(b *testing.B) (payloads [][]byte, storedPerPass int) {
 		for _, toks := range seqs[(i+batches-window)%batches] {
 			evs = append(evs, e.remove(toks, 0, 2*blocksPer, kvbm.TierGPU))
 		}
-		payloads = append(payloads, encodeBatch(b, 1, evs...))
+		payloads = append(payloads, encodeBatch(1, evs...))
 	}
 	return payloads, storedPerPass
 }
@@ -54,7 +55,7 @@ func benchBatches(b *testing.B) (payloads [][]byte, storedPerPass int) {
 // time (pinned to its thread), which is what one core sustains even when
 // the machine is busy with other work.
 func BenchmarkIngest(b *testing.B) {
-	payloads, storedPerPass := benchBatches(b)
+	payloads, storedPerPass := benchBatches()
 	idx := &countingIndex{}
 	in := NewIngester(IngesterConfig{Worker: 1, Logger: slog.New(slog.DiscardHandler)}, idx, nil)
 	seq := uint64(0)
@@ -95,14 +96,14 @@ func BenchmarkIngest(b *testing.B) {
 
 // BenchmarkDecodeBatch measures decoding alone, per stored-blocks batch.
 func BenchmarkDecodeBatch(b *testing.B) {
-	payloads, _ := benchBatches(b)
+	payloads, _ := benchBatches()
 	p := payloads[0]
-	var kd kvDecoder
-	var batch kvEventBatch
+	var dec kvevents.Decoder
+	var batch kvevents.Batch
 	b.SetBytes(int64(len(p)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := kd.decode(p, &batch); err != nil {
+		if err := dec.Decode(p, &batch); err != nil {
 			b.Fatal(err)
 		}
 	}

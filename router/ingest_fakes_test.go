@@ -1,7 +1,6 @@
 package router
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -102,129 +100,13 @@ func (f *fakeIndex) waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// testEvent describes one event for encodeBatch.
-type testEvent struct {
-	kind      kvEventKind
-	hashes    []uint64
-	parent    *uint64
-	tokens    []uint32
-	blockSize int
-	medium    string // "" encodes nil
-	lora      string
-	groupIdx  int
-	extraKeys [][]byte // msgpack of each block's extra keys, map form only
-	arrayForm bool     // positional encoding instead of a map
+// encodeBatch encodes events as one engine batch in vLLM's current format.
+func encodeBatch(ts float64, events ...kvevents.Event) []byte {
+	return encodeBatchAs(kvevents.FormatMap, ts, events...)
 }
 
-// encodeBatch encodes a batch the way vLLM does, for tests of the ingest
-// logic (the decoder itself is tested against hand-written vectors).
-func encodeBatch(t testing.TB, ts float64, events ...testEvent) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	e := msgpack.NewEncoder(&buf)
-	must := func(err error) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	optStr := func(s string) {
-		if s == "" {
-			must(e.EncodeNil())
-		} else {
-			must(e.EncodeString(s))
-		}
-	}
-	must(e.EncodeArrayLen(3))
-	must(e.EncodeFloat64(ts))
-	must(e.EncodeArrayLen(len(events)))
-	for _, ev := range events {
-		hashes := func() {
-			must(e.EncodeArrayLen(len(ev.hashes)))
-			for _, h := range ev.hashes {
-				must(e.EncodeUint(h))
-			}
-		}
-		parent := func() {
-			if ev.parent == nil {
-				must(e.EncodeNil())
-			} else {
-				must(e.EncodeUint(*ev.parent))
-			}
-		}
-		tokens := func() {
-			must(e.EncodeArrayLen(len(ev.tokens)))
-			for _, tok := range ev.tokens {
-				must(e.EncodeUint(uint64(tok)))
-			}
-		}
-		switch {
-		case ev.kind == kvBlockStored && ev.arrayForm:
-			must(e.EncodeArrayLen(10))
-			must(e.EncodeString("BlockStored"))
-			hashes()
-			parent()
-			tokens()
-			must(e.EncodeInt(int64(ev.blockSize)))
-			must(e.EncodeNil())
-			optStr(ev.medium)
-			optStr(ev.lora)
-			must(e.EncodeNil())
-			must(e.EncodeInt(int64(ev.groupIdx)))
-		case ev.kind == kvBlockStored:
-			if ev.extraKeys != nil {
-				must(e.EncodeMapLen(10))
-				must(e.EncodeString("extra_keys"))
-				must(e.EncodeArrayLen(len(ev.extraKeys)))
-				for _, raw := range ev.extraKeys {
-					must(e.Encode(msgpack.RawMessage(raw)))
-				}
-			} else {
-				must(e.EncodeMapLen(9))
-			}
-			must(e.EncodeString("type"))
-			must(e.EncodeString("BlockStored"))
-			must(e.EncodeString("block_hashes"))
-			hashes()
-			must(e.EncodeString("parent_block_hash"))
-			parent()
-			must(e.EncodeString("token_ids"))
-			tokens()
-			must(e.EncodeString("block_size"))
-			must(e.EncodeInt(int64(ev.blockSize)))
-			must(e.EncodeString("lora_id"))
-			must(e.EncodeNil())
-			must(e.EncodeString("medium"))
-			optStr(ev.medium)
-			must(e.EncodeString("lora_name"))
-			optStr(ev.lora)
-			must(e.EncodeString("group_idx"))
-			must(e.EncodeInt(int64(ev.groupIdx)))
-		case ev.kind == kvBlockRemoved && ev.arrayForm:
-			must(e.EncodeArrayLen(4))
-			must(e.EncodeString("BlockRemoved"))
-			hashes()
-			optStr(ev.medium)
-			must(e.EncodeInt(int64(ev.groupIdx)))
-		case ev.kind == kvBlockRemoved:
-			must(e.EncodeMapLen(4))
-			must(e.EncodeString("type"))
-			must(e.EncodeString("BlockRemoved"))
-			must(e.EncodeString("block_hashes"))
-			hashes()
-			must(e.EncodeString("medium"))
-			optStr(ev.medium)
-			must(e.EncodeString("group_idx"))
-			must(e.EncodeInt(int64(ev.groupIdx)))
-		case ev.kind == kvAllBlocksCleared:
-			must(e.EncodeMapLen(1))
-			must(e.EncodeString("type"))
-			must(e.EncodeString("AllBlocksCleared"))
-		default:
-			t.Fatalf("cannot encode event kind %v", ev.kind)
-		}
-	}
-	must(e.EncodeNil())
-	return buf.Bytes()
+func encodeBatchAs(f kvevents.Format, ts float64, events ...kvevents.Event) []byte {
+	return kvevents.AppendBatch(nil, &kvevents.Batch{TS: ts, Events: events}, f)
 }
 
 // engineHashOf is the fake engine's own id for a block: any function of the
@@ -258,22 +140,22 @@ type fakeBatch struct {
 // numbers from 0, keeps a bounded replay buffer, and knows which blocks it
 // holds, by the router's hashes, as the expected view.
 type fakeEngine struct {
-	t         testing.TB
 	epoch     float64 // start time of this process; batch ts derive from it
+	format    kvevents.Format
 	seq       uint64
 	bufferCap int
 	buffer    []fakeBatch
 	held      map[kvbm.Tier]map[tokenizer.SeqHash]bool
 }
 
-func newFakeEngine(t testing.TB, epoch float64, bufferCap int) *fakeEngine {
-	return &fakeEngine{t: t, epoch: epoch, bufferCap: bufferCap, held: map[kvbm.Tier]map[tokenizer.SeqHash]bool{}}
+func newFakeEngine(epoch float64, bufferCap int) *fakeEngine {
+	return &fakeEngine{epoch: epoch, bufferCap: bufferCap, held: map[kvbm.Tier]map[tokenizer.SeqHash]bool{}}
 }
 
 // publish makes the next batch of events and returns it; it also enters
 // the replay buffer.
-func (e *fakeEngine) publish(events ...testEvent) fakeBatch {
-	b := fakeBatch{seq: e.seq, payload: encodeBatch(e.t, e.epoch+float64(e.seq)/8, events...)}
+func (e *fakeEngine) publish(events ...kvevents.Event) fakeBatch {
+	b := fakeBatch{seq: e.seq, payload: encodeBatchAs(e.format, e.epoch+float64(e.seq)/8, events...)}
 	e.seq++
 	e.buffer = append(e.buffer, b)
 	if len(e.buffer) > e.bufferCap {
@@ -294,48 +176,47 @@ func (e *fakeEngine) heldIn(t kvbm.Tier) map[tokenizer.SeqHash]bool {
 
 // store returns a BlockStored for blocks [from, to) of a sequence of tokens
 // on the GPU, the way vLLM reports a request's newly computed blocks.
-func (e *fakeEngine) store(tokens []uint32, from, to int, lora string) testEvent {
+func (e *fakeEngine) store(tokens []uint32, from, to int, lora string) kvevents.Event {
 	all := seqHashes(tokens, lora)
-	ev := testEvent{kind: kvBlockStored, blockSize: tokenizer.DefaultBlockSize, medium: "GPU", lora: lora}
+	ev := kvevents.Event{Kind: kvevents.BlockStored, BlockSize: tokenizer.DefaultBlockSize, Medium: kvevents.MediumGPU, LoRAName: []byte(lora)}
 	if from > 0 {
-		p := engineHashOf(all[from-1], lora)
-		ev.parent = &p
+		ev.ParentBlockHash, ev.HasParent = engineHashOf(all[from-1], lora), true
 	}
 	for i := from; i < to; i++ {
-		ev.hashes = append(ev.hashes, engineHashOf(all[i], lora))
+		ev.BlockHashes = append(ev.BlockHashes, engineHashOf(all[i], lora))
 		e.heldIn(kvbm.TierGPU)[all[i]] = true
 	}
-	ev.tokens = tokens[from*tokenizer.DefaultBlockSize : to*tokenizer.DefaultBlockSize]
+	ev.TokenIDs = tokens[from*tokenizer.DefaultBlockSize : to*tokenizer.DefaultBlockSize]
 	return ev
 }
 
 // offload returns a BlockStored of blocks [from, to) copied to host memory,
 // which carries engine hashes only.
-func (e *fakeEngine) offload(tokens []uint32, from, to int) testEvent {
+func (e *fakeEngine) offload(tokens []uint32, from, to int) kvevents.Event {
 	all := seqHashes(tokens, "")
-	ev := testEvent{kind: kvBlockStored, medium: "CPU"}
+	ev := kvevents.Event{Kind: kvevents.BlockStored, Medium: kvevents.MediumCPU}
 	for i := from; i < to; i++ {
-		ev.hashes = append(ev.hashes, engineHashOf(all[i], ""))
+		ev.BlockHashes = append(ev.BlockHashes, engineHashOf(all[i], ""))
 		e.heldIn(kvbm.TierRAM)[all[i]] = true
 	}
 	return ev
 }
 
 // remove returns a BlockRemoved of blocks [from, to) in a tier.
-func (e *fakeEngine) remove(tokens []uint32, from, to int, tier kvbm.Tier) testEvent {
+func (e *fakeEngine) remove(tokens []uint32, from, to int, tier kvbm.Tier) kvevents.Event {
 	all := seqHashes(tokens, "")
-	medium := map[kvbm.Tier]string{kvbm.TierGPU: "GPU", kvbm.TierRAM: "CPU"}[tier]
-	ev := testEvent{kind: kvBlockRemoved, medium: medium}
+	medium := map[kvbm.Tier]kvevents.Medium{kvbm.TierGPU: kvevents.MediumGPU, kvbm.TierRAM: kvevents.MediumCPU}[tier]
+	ev := kvevents.Event{Kind: kvevents.BlockRemoved, Medium: medium}
 	for i := from; i < to; i++ {
-		ev.hashes = append(ev.hashes, engineHashOf(all[i], ""))
+		ev.BlockHashes = append(ev.BlockHashes, engineHashOf(all[i], ""))
 		delete(e.heldIn(tier), all[i])
 	}
 	return ev
 }
 
-func (e *fakeEngine) clearAll() testEvent {
+func (e *fakeEngine) clearAll() kvevents.Event {
 	e.held = map[kvbm.Tier]map[tokenizer.SeqHash]bool{}
-	return testEvent{kind: kvAllBlocksCleared}
+	return kvevents.Event{Kind: kvevents.AllBlocksCleared}
 }
 
 func (e *fakeEngine) want(t kvbm.Tier) []tokenizer.SeqHash {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -39,13 +40,13 @@ func TestIngestEvents(t *testing.T) {
 
 	tests := []struct {
 		name  string
-		steps func(e *fakeEngine) []testEvent
+		steps func(e *fakeEngine) []kvevents.Event
 		check func(t *testing.T, s IngestStats)
 	}{
 		{
 			name: "a chain stored in two events",
-			steps: func(e *fakeEngine) []testEvent {
-				return []testEvent{e.store(a, 0, 3, ""), e.store(a, 3, 5, "")}
+			steps: func(e *fakeEngine) []kvevents.Event {
+				return []kvevents.Event{e.store(a, 0, 3, ""), e.store(a, 3, 5, "")}
 			},
 			check: func(t *testing.T, s IngestStats) {
 				if s.BlocksStored != 5 || s.MappedBlocks != 5 {
@@ -55,24 +56,21 @@ func TestIngestEvents(t *testing.T) {
 		},
 		{
 			name: "positional events",
-			steps: func(e *fakeEngine) []testEvent {
-				first, second := e.store(a, 0, 2, ""), e.store(a, 2, 4, "")
-				first.arrayForm, second.arrayForm = true, true
-				rm := e.remove(a, 3, 4, kvbm.TierGPU)
-				rm.arrayForm = true
-				return []testEvent{first, second, rm}
+			steps: func(e *fakeEngine) []kvevents.Event {
+				e.format = kvevents.FormatArray
+				return []kvevents.Event{e.store(a, 0, 2, ""), e.store(a, 2, 4, ""), e.remove(a, 3, 4, kvbm.TierGPU)}
 			},
 		},
 		{
 			name: "a branch chains from the shared prefix",
-			steps: func(e *fakeEngine) []testEvent {
-				return []testEvent{e.store(a, 0, 4, ""), e.store(b, 2, 4, "")}
+			steps: func(e *fakeEngine) []kvevents.Event {
+				return []kvevents.Event{e.store(a, 0, 4, ""), e.store(b, 2, 4, "")}
 			},
 		},
 		{
 			name: "a LoRA adapter hashes in its own space",
-			steps: func(e *fakeEngine) []testEvent {
-				return []testEvent{e.store(lora, 0, 2, "my-lora"), e.store(lora, 0, 2, "")}
+			steps: func(e *fakeEngine) []kvevents.Event {
+				return []kvevents.Event{e.store(lora, 0, 2, "my-lora"), e.store(lora, 0, 2, "")}
 			},
 			check: func(t *testing.T, s IngestStats) {
 				if s.BlocksStored != 4 {
@@ -82,8 +80,8 @@ func TestIngestEvents(t *testing.T) {
 		},
 		{
 			name: "offloaded copies map through engine hashes",
-			steps: func(e *fakeEngine) []testEvent {
-				return []testEvent{e.store(a, 0, 4, ""), e.offload(a, 0, 3), e.remove(a, 0, 2, kvbm.TierGPU)}
+			steps: func(e *fakeEngine) []kvevents.Event {
+				return []kvevents.Event{e.store(a, 0, 4, ""), e.offload(a, 0, 3), e.remove(a, 0, 2, kvbm.TierGPU)}
 			},
 			check: func(t *testing.T, s IngestStats) {
 				// Blocks 0 and 1 live on in RAM, so their mappings stay.
@@ -94,8 +92,8 @@ func TestIngestEvents(t *testing.T) {
 		},
 		{
 			name: "a block removed from every tier leaves the mapping",
-			steps: func(e *fakeEngine) []testEvent {
-				return []testEvent{
+			steps: func(e *fakeEngine) []kvevents.Event {
+				return []kvevents.Event{
 					e.store(a, 0, 3, ""), e.offload(a, 0, 1),
 					e.remove(a, 0, 1, kvbm.TierRAM), e.remove(a, 0, 1, kvbm.TierGPU), e.remove(a, 2, 3, kvbm.TierGPU),
 				}
@@ -108,10 +106,10 @@ func TestIngestEvents(t *testing.T) {
 		},
 		{
 			name: "removing what a tier does not hold changes nothing",
-			steps: func(e *fakeEngine) []testEvent {
+			steps: func(e *fakeEngine) []kvevents.Event {
 				ev := e.store(a, 0, 2, "")
 				rm := e.remove(a, 0, 1, kvbm.TierRAM)
-				return []testEvent{ev, rm}
+				return []kvevents.Event{ev, rm}
 			},
 			check: func(t *testing.T, s IngestStats) {
 				if s.UnknownRemove != 1 || s.BlocksRemoved != 0 {
@@ -121,8 +119,8 @@ func TestIngestEvents(t *testing.T) {
 		},
 		{
 			name: "all blocks cleared",
-			steps: func(e *fakeEngine) []testEvent {
-				return []testEvent{e.store(a, 0, 3, ""), e.offload(a, 0, 1), e.clearAll(), e.store(b, 0, 1, "")}
+			steps: func(e *fakeEngine) []kvevents.Event {
+				return []kvevents.Event{e.store(a, 0, 3, ""), e.offload(a, 0, 1), e.clearAll(), e.store(b, 0, 1, "")}
 			},
 			check: func(t *testing.T, s IngestStats) {
 				if s.MappedBlocks != 1 {
@@ -132,14 +130,14 @@ func TestIngestEvents(t *testing.T) {
 		},
 		{
 			name: "unknown parent: the blocks are orphans, not guessed",
-			steps: func(e *fakeEngine) []testEvent {
+			steps: func(e *fakeEngine) []kvevents.Event {
 				orphan := e.store(a, 2, 4, "")
 				// The engine holds them, but the view cannot know their
 				// hashes; the expected view leaves them out.
 				all := seqHashes(a, "")
 				delete(e.heldIn(kvbm.TierGPU), all[2])
 				delete(e.heldIn(kvbm.TierGPU), all[3])
-				return []testEvent{orphan}
+				return []kvevents.Event{orphan}
 			},
 			check: func(t *testing.T, s IngestStats) {
 				if s.Orphans != 2 || s.BlocksStored != 0 {
@@ -149,10 +147,10 @@ func TestIngestEvents(t *testing.T) {
 		},
 		{
 			name: "offload of unknown blocks is an orphan",
-			steps: func(e *fakeEngine) []testEvent {
+			steps: func(e *fakeEngine) []kvevents.Event {
 				ev := e.offload(a, 0, 2)
 				e.held = nil
-				return []testEvent{ev}
+				return []kvevents.Event{ev}
 			},
 			check: func(t *testing.T, s IngestStats) {
 				if s.Orphans != 2 {
@@ -162,11 +160,11 @@ func TestIngestEvents(t *testing.T) {
 		},
 		{
 			name: "events ingest cannot use are skipped",
-			steps: func(e *fakeEngine) []testEvent {
-				tape := testEvent{kind: kvBlockStored, hashes: []uint64{1}, tokens: a[:16], blockSize: 16, medium: "TAPE"}
-				group := testEvent{kind: kvBlockStored, hashes: []uint64{2}, tokens: a[:16], blockSize: 16, groupIdx: 1}
-				big := testEvent{kind: kvBlockStored, hashes: []uint64{3}, tokens: a[:32], blockSize: 32}
-				return []testEvent{tape, group, big}
+			steps: func(e *fakeEngine) []kvevents.Event {
+				tape := kvevents.Event{Kind: kvevents.BlockStored, BlockHashes: []uint64{1}, TokenIDs: a[:16], BlockSize: 16, Medium: kvevents.MediumUnknown}
+				group := kvevents.Event{Kind: kvevents.BlockStored, BlockHashes: []uint64{2}, TokenIDs: a[:16], BlockSize: 16, GroupIdx: 1}
+				big := kvevents.Event{Kind: kvevents.BlockStored, BlockHashes: []uint64{3}, TokenIDs: a[:32], BlockSize: 32}
+				return []kvevents.Event{tape, group, big}
 			},
 			check: func(t *testing.T, s IngestStats) {
 				if s.Skipped != 3 || s.MappedBlocks != 0 {
@@ -176,8 +174,8 @@ func TestIngestEvents(t *testing.T) {
 		},
 		{
 			name: "token count that does not fill the blocks is malformed",
-			steps: func(e *fakeEngine) []testEvent {
-				return []testEvent{{kind: kvBlockStored, hashes: []uint64{1, 2}, tokens: a[:20], blockSize: 16}}
+			steps: func(e *fakeEngine) []kvevents.Event {
+				return []kvevents.Event{{Kind: kvevents.BlockStored, BlockHashes: []uint64{1, 2}, TokenIDs: a[:20], BlockSize: 16}}
 			},
 			check: func(t *testing.T, s IngestStats) {
 				if s.Malformed != 1 {
@@ -189,7 +187,7 @@ func TestIngestEvents(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			idx := newFakeIndex()
-			e := newFakeEngine(t, 100, 1000)
+			e := newFakeEngine(100, 1000)
 			in := newTestIngester(t, idx, nil)
 			// One event per batch, so a rejected event cannot hide others.
 			for _, ev := range tc.steps(e) {
@@ -207,7 +205,7 @@ func TestIngestMatchesRequestHashes(t *testing.T) {
 	// The point of re-hashing: a request for the same tokens must find the
 	// blocks, whatever the engine calls them.
 	idx := newFakeIndex()
-	e := newFakeEngine(t, 1, 10)
+	e := newFakeEngine(1, 10)
 	in := newTestIngester(t, idx, nil)
 	prompt := tokenRun(7, 3*16)
 	live(t, in, e.publish(e.store(prompt, 0, 1, ""), e.store(prompt, 1, 3, "")))
@@ -220,8 +218,8 @@ func TestIngestMatchesRequestHashes(t *testing.T) {
 
 func TestIngestExtraKeys(t *testing.T) {
 	toks := tokenRun(500, 3*16)
-	loraKey := unhex(t, "91 a7 6d792d6c6f7261") // ["my-lora"]
-	mmKey := unhex(t, "91 a4 61626364")         // ["abcd"], a multimodal input's hash
+	loraKey := []byte("\x91\xa7my-lora") // ["my-lora"]
+	mmKey := []byte("\x91\xa4abcd")      // ["abcd"], a multimodal input's hash
 	nilKey := []byte{0xc0}
 	tests := []struct {
 		name      string
@@ -239,10 +237,10 @@ func TestIngestExtraKeys(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			idx := newFakeIndex()
-			e := newFakeEngine(t, 1, 10)
+			e := newFakeEngine(1, 10)
 			in := newTestIngester(t, idx, nil)
 			ev := e.store(toks, 0, 3, tc.lora)
-			ev.extraKeys = tc.extra
+			ev.ExtraKeys = tc.extra
 			live(t, in, e.publish(ev))
 
 			got := idx.view(testWorker, kvbm.TierGPU)
@@ -263,7 +261,7 @@ func TestIngestExtraKeys(t *testing.T) {
 
 func TestIngestMalformedBatchIsSkipped(t *testing.T) {
 	idx := newFakeIndex()
-	e := newFakeEngine(t, 1, 10)
+	e := newFakeEngine(1, 10)
 	in := newTestIngester(t, idx, nil)
 	a := tokenRun(1, 32)
 	live(t, in, e.publish(e.store(a, 0, 1, "")))
@@ -291,7 +289,7 @@ func TestIngestRecovery(t *testing.T) {
 		{
 			name: "gap recovered by replay",
 			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
-				e := newFakeEngine(t, 10, 100)
+				e := newFakeEngine(10, 100)
 				src.engine = e
 				var bs []fakeBatch
 				for i := range 10 {
@@ -311,7 +309,7 @@ func TestIngestRecovery(t *testing.T) {
 		{
 			name: "gap beyond the replay buffer resets the view",
 			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
-				e := newFakeEngine(t, 10, 3)
+				e := newFakeEngine(10, 3)
 				src.engine = e
 				live(t, in, storeA(e, 0), storeA(e, 1))
 				for i := 2; i < 6; i++ {
@@ -334,7 +332,7 @@ func TestIngestRecovery(t *testing.T) {
 		{
 			name: "gap without a replay source resets the view",
 			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
-				e := newFakeEngine(t, 10, 100)
+				e := newFakeEngine(10, 100)
 				src.err = errFakeReplay
 				live(t, in, storeA(e, 0))
 				storeA(e, 1)
@@ -349,12 +347,12 @@ func TestIngestRecovery(t *testing.T) {
 		{
 			name: "sequence reset on the live stream: restart, clear, replay",
 			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
-				old := newFakeEngine(t, 10, 100)
+				old := newFakeEngine(10, 100)
 				src.engine = old
 				for i := range 5 {
 					live(t, in, storeA(old, i))
 				}
-				e := newFakeEngine(t, 99, 100) // the new process
+				e := newFakeEngine(99, 100) // the new process
 				src.engine = e
 				e.publish(e.store(seqB, 0, 2, "")) // missed: we were not subscribed yet
 				b1 := e.publish(e.store(seqB, 2, 3, ""))
@@ -367,7 +365,7 @@ func TestIngestRecovery(t *testing.T) {
 		{
 			name: "start-up replays blocks cached before the subscription",
 			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
-				e := newFakeEngine(t, 10, 100)
+				e := newFakeEngine(10, 100)
 				src.engine = e
 				var bs []fakeBatch
 				for i := range 4 {
@@ -385,7 +383,7 @@ func TestIngestRecovery(t *testing.T) {
 		{
 			name: "start-up with an empty buffer, then a gap from seq 0",
 			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
-				e := newFakeEngine(t, 10, 100)
+				e := newFakeEngine(10, 100)
 				src.engine = e
 				if err := in.Sync(t.Context()); err != nil {
 					t.Fatal(err)
@@ -399,7 +397,7 @@ func TestIngestRecovery(t *testing.T) {
 		{
 			name: "reconnect to the same process replays only what was missed",
 			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
-				e := newFakeEngine(t, 10, 100)
+				e := newFakeEngine(10, 100)
 				src.engine = e
 				for i := range 3 {
 					live(t, in, storeA(e, i))
@@ -420,12 +418,12 @@ func TestIngestRecovery(t *testing.T) {
 		{
 			name: "reconnect to a restarted process with fewer batches",
 			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
-				old := newFakeEngine(t, 10, 100)
+				old := newFakeEngine(10, 100)
 				src.engine = old
 				for i := range 5 {
 					live(t, in, storeA(old, i))
 				}
-				e := newFakeEngine(t, 50, 100)
+				e := newFakeEngine(50, 100)
 				src.engine = e
 				e.publish(e.store(seqB, 0, 1, ""))
 				e.publish(e.store(seqB, 1, 2, ""))
@@ -442,12 +440,12 @@ func TestIngestRecovery(t *testing.T) {
 		{
 			name: "reconnect to a restarted process with more batches",
 			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
-				old := newFakeEngine(t, 10, 100)
+				old := newFakeEngine(10, 100)
 				src.engine = old
 				for i := range 2 {
 					live(t, in, storeA(old, i))
 				}
-				e := newFakeEngine(t, 50, 100)
+				e := newFakeEngine(50, 100)
 				src.engine = e
 				for i := range 4 {
 					e.publish(e.store(seqB, i, i+1, ""))
@@ -463,7 +461,7 @@ func TestIngestRecovery(t *testing.T) {
 		{
 			name: "reconnect without replay: an older first batch means a restart",
 			run: func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine {
-				old := newFakeEngine(t, 10, 100)
+				old := newFakeEngine(10, 100)
 				src.err = errFakeReplay
 				for i := range 4 {
 					live(t, in, storeA(old, i))
@@ -471,7 +469,7 @@ func TestIngestRecovery(t *testing.T) {
 				if err := in.Sync(t.Context()); err != nil {
 					t.Fatal(err)
 				}
-				e := newFakeEngine(t, 50, 100)
+				e := newFakeEngine(50, 100)
 				e.publish(e.store(seqB, 0, 1, "")) // missed
 				live(t, in, e.publish(e.store(seqB, 1, 2, "")))
 				// Block 1's parent was in the missed batch.
@@ -504,7 +502,7 @@ func TestIngestRecovery(t *testing.T) {
 
 func TestIngestReplayStopsWithContext(t *testing.T) {
 	idx := newFakeIndex()
-	e := newFakeEngine(t, 1, 100)
+	e := newFakeEngine(1, 100)
 	src := &fakeReplay{engine: e}
 	in := newTestIngester(t, idx, src)
 	live(t, in, e.publish(e.store(tokenRun(1, 16), 0, 1, "")))
@@ -523,9 +521,9 @@ func TestIngestReplayStopsWithContext(t *testing.T) {
 func TestIngestApplyAllocations(t *testing.T) {
 	idx := &countingIndex{}
 	in := NewIngester(IngesterConfig{Worker: 1, Logger: slog.New(slog.DiscardHandler)}, idx, nil)
-	e := newFakeEngine(t, 1, 1)
+	e := newFakeEngine(1, 1)
 	toks := tokenRun(1, 8*16)
-	payload := encodeBatch(t, 1, e.store(toks, 0, 8, ""), e.store(toks, 0, 2, "lora-a"), e.remove(toks, 0, 8, kvbm.TierGPU))
+	payload := encodeBatch(1, e.store(toks, 0, 8, ""), e.store(toks, 0, 2, "lora-a"), e.remove(toks, 0, 8, kvbm.TierGPU))
 	in.apply(0, payload) // grow buffers and the table once
 	allocs := testing.AllocsPerRun(100, func() { in.apply(0, payload) })
 	if allocs != 0 {
@@ -547,13 +545,15 @@ func (c *countingIndex) ClearWorker(WorkerID)                                  {
 // an ingester: nothing may panic, and the mapping never holds more blocks
 // than the index was told about.
 func FuzzIngest(f *testing.F) {
-	e := newFakeEngine(f, 1, 10)
+	e := newFakeEngine(1, 10)
 	toks := tokenRun(1, 4*16)
-	f.Add(uint64(0), encodeBatch(f, 1, e.store(toks, 0, 2, ""), e.offload(toks, 0, 1)), uint64(1), encodeBatch(f, 2, e.store(toks, 2, 4, ""), e.remove(toks, 0, 1, kvbm.TierGPU)))
-	f.Add(uint64(5), unhex(f, vecVLLMArrayFull), uint64(2), unhex(f, vecSGLangArray))
+	f.Add(uint64(0), encodeBatch(1, e.store(toks, 0, 2, ""), e.offload(toks, 0, 1)), uint64(1), encodeBatch(2, e.store(toks, 2, 4, ""), e.remove(toks, 0, 1, kvbm.TierGPU)))
+	lora := e.store(toks, 0, 2, "lora-a")
+	lora.ExtraKeys = [][]byte{nil, []byte("\x91\xa4abcd")}
+	f.Add(uint64(5), encodeBatchAs(kvevents.FormatArray, 3, lora, e.offload(toks, 0, 1)), uint64(2), encodeBatchAs(kvevents.FormatSGLang, 4, e.store(toks, 0, 4, ""), e.clearAll()))
 	f.Fuzz(func(t *testing.T, seq1 uint64, p1 []byte, seq2 uint64, p2 []byte) {
 		idx := newFakeIndex()
-		e := newFakeEngine(t, 1, 10)
+		e := newFakeEngine(1, 10)
 		e.publish()
 		in := NewIngester(IngesterConfig{Worker: 1, Logger: slog.New(slog.DiscardHandler)}, idx, &fakeReplay{engine: e})
 		for _, m := range []struct {

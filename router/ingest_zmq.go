@@ -2,17 +2,17 @@ package router
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/hearth-llm/hearth/kvevents"
 )
 
 // IngestClock is the time source of a Subscriber's reconnect backoff and
@@ -230,14 +230,13 @@ func (r *kvRankSubscriber) session(ctx context.Context) (received bool, err erro
 			return received, fmt.Errorf("receive: %w", err)
 		}
 		received = true
-		// [topic, seq (8 bytes, big-endian), payload]
-		if len(msg.Frames) != 3 || len(msg.Frames[1]) != 8 {
+		seq, payload, err := kvevents.ParseMessage(msg.Frames)
+		if err != nil {
 			r.ing.stats.malformed.Add(1)
-			r.log.Debug("kv events: skipping message with unexpected frames", "frames", len(msg.Frames))
+			r.log.Debug("kv events: skipping message", "error", err)
 			continue
 		}
-		seq := binary.BigEndian.Uint64(msg.Frames[1])
-		if err := r.ing.HandleLive(ctx, seq, msg.Frames[2]); err != nil {
+		if err := r.ing.HandleLive(ctx, seq, payload); err != nil {
 			return received, err
 		}
 	}
@@ -255,9 +254,8 @@ type zmqReplayer struct {
 
 var _ replaySource = (*zmqReplayer)(nil)
 
-// Replay sends ["", from] over a fresh DEALER connection and hands every reply
-// ["", (topic,)? seq, payload] to fn until the end marker, seq -1 (vLLM and
-// SGLang send no topic frame; one is tolerated).
+// Replay sends a replay request for from over a fresh DEALER connection and
+// hands every reply to fn until the end marker.
 func (z *zmqReplayer) Replay(ctx context.Context, from uint64, fn func(seq uint64, payload []byte)) error {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -291,9 +289,7 @@ func (z *zmqReplayer) Replay(ctx context.Context, from uint64, fn func(seq uint6
 		return fmt.Errorf("replay dial %s: %w", z.endpoint, err)
 	}
 	defer d.Close()
-	var req [8]byte
-	binary.BigEndian.PutUint64(req[:], from)
-	if err := d.SendMsg(zmq4.NewMsgFrom([]byte{}, req[:])); err != nil {
+	if err := d.SendMsg(zmq4.NewMsgFrom(kvevents.ReplayRequest(from)...)); err != nil {
 		return fmt.Errorf("replay request: %w", err)
 	}
 	for {
@@ -310,20 +306,13 @@ func (z *zmqReplayer) Replay(ctx context.Context, from uint64, fn func(seq uint6
 		case progress <- struct{}{}:
 		default:
 		}
-		frames := msg.Frames
-		if len(frames) > 0 && len(frames[0]) == 0 {
-			frames = frames[1:] // the empty delimiter
+		seq, payload, end, err := kvevents.ParseReplayReply(msg.Frames)
+		if err != nil {
+			return fmt.Errorf("replay reply: %w", err)
 		}
-		if len(frames) == 3 {
-			frames = frames[1:] // a topic
-		}
-		if len(frames) != 2 || len(frames[0]) != 8 {
-			return fmt.Errorf("replay reply: %w: %d frames", ErrMalformedEvent, len(msg.Frames))
-		}
-		seq := binary.BigEndian.Uint64(frames[0])
-		if seq == math.MaxUint64 {
+		if end {
 			return nil
 		}
-		fn(seq, frames[1])
+		fn(seq, payload)
 	}
 }

@@ -2,8 +2,6 @@ package router
 
 import (
 	"context"
-	"encoding/binary"
-	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -13,6 +11,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvevents"
 )
 
 // testPublisher plays an engine's event publisher over real ZMQ: a PUB
@@ -56,12 +55,12 @@ func (p *testPublisher) serveReplay() {
 		if err != nil {
 			return // closed
 		}
-		// [identity, "", start seq]
-		if len(msg.Frames) != 3 || len(msg.Frames[2]) != 8 {
-			p.t.Errorf("bad replay request: %d frames", len(msg.Frames))
+		id, from, err := kvevents.ParseReplayRequest(msg.Frames)
+		if err != nil {
+			p.t.Errorf("bad replay request: %v", err)
 			continue
 		}
-		p.replay(msg.Frames[0], binary.BigEndian.Uint64(msg.Frames[2]))
+		p.replay(id, from)
 	}
 }
 
@@ -71,21 +70,18 @@ func (p *testPublisher) replay(id []byte, from uint64) {
 	p.mu.Lock()
 	buffer := slices.Clone(p.engine.buffer)
 	p.mu.Unlock()
-	var seq [8]byte
 	for _, b := range buffer {
 		if b.seq >= from {
-			binary.BigEndian.PutUint64(seq[:], b.seq)
-			if err := p.router.Send(zmq4.NewMsgFrom(id, nil, seq[:], b.payload)); err != nil {
+			if err := p.router.Send(zmq4.NewMsgFrom(kvevents.ReplayReply(id, b.seq, b.payload)...)); err != nil {
 				return
 			}
 		}
 	}
-	binary.BigEndian.PutUint64(seq[:], math.MaxUint64)
-	_ = p.router.Send(zmq4.NewMsgFrom(id, nil, seq[:], nil))
+	_ = p.router.Send(zmq4.NewMsgFrom(kvevents.ReplayEndReply(id)...))
 }
 
 // publish makes the engine's next batch; it goes out live only if live.
-func (p *testPublisher) publish(live bool, events ...testEvent) {
+func (p *testPublisher) publish(live bool, events ...kvevents.Event) {
 	p.t.Helper()
 	p.mu.Lock()
 	b := p.engine.publish(events...)
@@ -93,9 +89,7 @@ func (p *testPublisher) publish(live bool, events ...testEvent) {
 	if !live {
 		return // dropped, as by a PUB socket past its high-water mark
 	}
-	var seq [8]byte
-	binary.BigEndian.PutUint64(seq[:], b.seq)
-	if err := p.pub.Send(zmq4.NewMsgFrom([]byte(p.topic), seq[:], b.payload)); err != nil {
+	if err := p.pub.Send(zmq4.NewMsgFrom(kvevents.Message([]byte(p.topic), b.seq, b.payload)...)); err != nil {
 		p.t.Fatalf("publish: %v", err)
 	}
 }
@@ -138,7 +132,7 @@ func TestSubscriberOverZMQ(t *testing.T) {
 	seqA := tokenRun(1, 12*16)
 	seqB := tokenRun(70000, 4*16)
 
-	e1 := newFakeEngine(t, 10, 1000)
+	e1 := newFakeEngine(10, 1000)
 	// Blocks cached before the router subscribes: known only via replay.
 	e1.publish(e1.store(seqA, 0, 2, ""))
 	e1.publish(e1.store(seqA, 2, 4, ""))
@@ -192,7 +186,7 @@ func TestSubscriberOverZMQ(t *testing.T) {
 	// The engine restarts on the same ports with a fresh sequence and
 	// publishes before the router is back.
 	pub.close()
-	e2 := newFakeEngine(t, 99, 1000)
+	e2 := newFakeEngine(99, 1000)
 	e2.publish(e2.store(seqB, 0, 3, ""))
 	pub2, _, _ := startTestPublisher(t, pubEP, replayEP, topic, e2)
 	defer pub2.close()

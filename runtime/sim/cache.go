@@ -3,6 +3,8 @@ package sim
 import (
 	"encoding/binary"
 	"slices"
+
+	"github.com/hearth-llm/hearth/kvevents"
 )
 
 // The KV cache is a pool of fixed-size blocks managed the way vLLM V1's
@@ -44,12 +46,12 @@ type blockPool struct {
 	// numCachedFree counts free blocks that still hold a hash.
 	numCachedFree int
 	byHash        map[uint64]int32
-	events        *[]KVEvent // the core's event buffer for this step
-	arena         []uint64   // backing store of BlockRemoved hashes, per step
+	events        *[]kvevents.Event // the core's event buffer for this step
+	arena         []uint64          // backing store of BlockRemoved hashes, per step
 	blockSize     int
 }
 
-func newBlockPool(n, blockSize int, events *[]KVEvent) *blockPool {
+func newBlockPool(n, blockSize int, events *[]kvevents.Event) *blockPool {
 	p := &blockPool{
 		blocks:    make([]block, n),
 		head:      noBlock,
@@ -132,10 +134,10 @@ func (p *blockPool) evict(id int32) {
 	b := &p.blocks[id]
 	delete(p.byHash, b.hash)
 	b.hashed = false
-	*p.events = append(*p.events, KVEvent{
-		Type:        BlockRemoved,
+	*p.events = append(*p.events, kvevents.Event{
+		Kind:        kvevents.BlockRemoved,
 		BlockHashes: p.arenaHash(b.hash),
-		Medium:      MediumGPU,
+		Medium:      kvevents.MediumGPU,
 	})
 }
 

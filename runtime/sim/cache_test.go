@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/kvevents"
 )
 
 func TestPrefixCacheHits(t *testing.T) {
@@ -94,7 +96,7 @@ func TestEvictionOrder(t *testing.T) {
 			names := map[uint64]string{hashA[0]: "a0", hashA[1]: "a1", hashB[0]: "b0", hashB[1]: "b1"}
 			var removed []string
 			for _, e := range sink.events {
-				if e.Type == BlockRemoved {
+				if e.Kind == kvevents.BlockRemoved {
 					for _, h := range e.BlockHashes {
 						removed = append(removed, names[h])
 					}
@@ -218,7 +220,7 @@ func TestGeneratedTokensAreCached(t *testing.T) {
 	// made of generated tokens only.
 	var stored [][]uint32
 	for _, e := range sink.events {
-		if e.Type == BlockStored {
+		if e.Kind == kvevents.BlockStored {
 			stored = append(stored, e.TokenIDs)
 		}
 	}
@@ -253,7 +255,7 @@ func TestDuplicateBlockStaysAnonymous(t *testing.T) {
 	if got, want := sink.cached, c.CachedBlockHashes(); len(got) != len(want) {
 		t.Errorf("sink holds %d hashes, engine %d", len(got), len(want))
 	}
-	if n := sink.count(BlockStored); n == 0 {
+	if n := sink.count(kvevents.BlockStored); n == 0 {
 		t.Error("no BlockStored events")
 	}
 }
@@ -273,8 +275,8 @@ func TestReset(t *testing.T) {
 	if got := c.CachedBlockHashes(); len(got) != 0 {
 		t.Errorf("cached after reset: %v", got)
 	}
-	if sink.count(AllBlocksCleared) != 1 || len(sink.cached) != 0 {
-		t.Errorf("AllBlocksCleared events %d, sink cache %d", sink.count(AllBlocksCleared), len(sink.cached))
+	if sink.count(kvevents.AllBlocksCleared) != 1 || len(sink.cached) != 0 {
+		t.Errorf("AllBlocksCleared events %d, sink cache %d", sink.count(kvevents.AllBlocksCleared), len(sink.cached))
 	}
 	s := c.Stats()
 	if s.CachedFreeBlocks != 0 || s.UsedBlocks == 0 {

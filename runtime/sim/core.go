@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/kvevents"
 )
 
 // Errors returned by Core.Add (and Runner.Submit) that callers branch on.
@@ -42,7 +43,7 @@ type Core struct {
 	arrival             uint64
 
 	// Per-step buffers, reused by every Step.
-	events    []KVEvent
+	events    []kvevents.Event
 	outputs   []TokenOutput
 	scheduled []*request
 	hits      []int32
@@ -223,7 +224,7 @@ func (c *Core) Reset(now time.Duration) {
 		c.cpu.clear()
 	}
 	// Appended: events of a step still held by a Runner go out first.
-	c.events = append(c.events, KVEvent{Type: AllBlocksCleared})
+	c.events = append(c.events, kvevents.Event{Kind: kvevents.AllBlocksCleared})
 	c.publish(now)
 }
 

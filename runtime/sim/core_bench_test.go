@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/kvevents"
 )
 
 // The benchmarks measure the simulator's own speed in virtual time. The
@@ -98,7 +100,7 @@ func benchAgents(b *testing.B, gib float64) {
 
 type discardSink struct{}
 
-func (discardSink) PublishKVEvents(time.Duration, []KVEvent) {}
+func (discardSink) PublishKVEvents(time.Duration, []kvevents.Event) {}
 
 // TestStepDoesNotAllocate: a decode step of a running batch allocates
 // nothing.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/kvevents"
 )
 
 // TestEventsRebuildCache drives random workloads (shared prefixes, cache
@@ -90,16 +92,16 @@ func TestEventsRebuildCache(t *testing.T) {
 			d.run(t)
 			s := c.Stats()
 			t.Logf("%d requests, %d steps, %d stored / %d removed events, %d preemptions, hit rate %.2f",
-				next, d.steps, sink.count(BlockStored), sink.count(BlockRemoved), s.Preemptions,
+				next, d.steps, sink.count(kvevents.BlockStored), sink.count(kvevents.BlockRemoved), s.Preemptions,
 				float64(s.PrefixHits)/float64(max(s.PrefixQueries, 1)))
-			if sink.count(BlockStored) == 0 || s.PrefixHits == 0 {
+			if sink.count(kvevents.BlockStored) == 0 || s.PrefixHits == 0 {
 				t.Error("workload stored or hit nothing")
 			}
 			if tt.cfg.NumCPUBlocks > 0 {
 				t.Logf("CPU tier: %d stored / %d removed events, %d blocks loaded, external hits %d of %d tokens",
-					sink.countMedium(BlockStored, MediumCPU), sink.countMedium(BlockRemoved, MediumCPU),
+					sink.countMedium(kvevents.BlockStored, kvevents.MediumCPU), sink.countMedium(kvevents.BlockRemoved, kvevents.MediumCPU),
 					s.CPULoadedBlocks, s.ExternalPrefixHits, s.ExternalPrefixQueries)
-				if sink.countMedium(BlockStored, MediumCPU) == 0 || sink.countMedium(BlockRemoved, MediumCPU) == 0 || s.CPULoadedBlocks == 0 {
+				if sink.countMedium(kvevents.BlockStored, kvevents.MediumCPU) == 0 || sink.countMedium(kvevents.BlockRemoved, kvevents.MediumCPU) == 0 || s.CPULoadedBlocks == 0 {
 					t.Error("the CPU tier stored, evicted or loaded nothing")
 				}
 				// The connector is asked about what the GPU missed.

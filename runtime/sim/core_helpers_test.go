@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/kvevents"
 )
 
 // tokens returns n token ids starting at base: distinct bases give prompts
@@ -156,7 +158,7 @@ type fakeSink struct {
 	cpu     map[uint64]bool
 	seen    map[uint64]bool // every hash a GPU BlockStored named
 	batches int
-	events  []KVEvent // copies, for inspection
+	events  []kvevents.Event // copies, for inspection
 	lastAt  time.Duration
 }
 
@@ -165,18 +167,18 @@ func newFakeSink(t testing.TB) *fakeSink {
 }
 
 // set returns the sink's hash set for a medium.
-func (s *fakeSink) set(medium string) map[uint64]bool {
+func (s *fakeSink) set(medium kvevents.Medium) map[uint64]bool {
 	switch medium {
-	case MediumGPU:
+	case kvevents.MediumGPU:
 		return s.cached
-	case MediumCPU:
+	case kvevents.MediumCPU:
 		return s.cpu
 	}
-	s.t.Errorf("event with medium %q", medium)
+	s.t.Errorf("event with medium %v", medium)
 	return map[uint64]bool{}
 }
 
-func (s *fakeSink) PublishKVEvents(now time.Duration, events []KVEvent) {
+func (s *fakeSink) PublishKVEvents(now time.Duration, events []kvevents.Event) {
 	if now < s.lastAt {
 		s.t.Errorf("events at %v after events at %v", now, s.lastAt)
 	}
@@ -187,12 +189,12 @@ func (s *fakeSink) PublishKVEvents(now time.Duration, events []KVEvent) {
 		cp.BlockHashes = append([]uint64(nil), e.BlockHashes...)
 		cp.TokenIDs = append([]uint32(nil), e.TokenIDs...)
 		s.events = append(s.events, cp)
-		switch e.Type {
-		case BlockStored:
+		switch e.Kind {
+		case kvevents.BlockStored:
 			if len(e.TokenIDs) != len(e.BlockHashes)*e.BlockSize {
 				s.t.Errorf("BlockStored with %d hashes carries %d tokens", len(e.BlockHashes), len(e.TokenIDs))
 			}
-			if e.Medium == MediumCPU {
+			if e.Medium == kvevents.MediumCPU {
 				// vLLM's offloading events: one block, no tokens, no
 				// parent, block size 0; only an engine hash seen in a GPU
 				// BlockStored can be mapped.
@@ -213,11 +215,11 @@ func (s *fakeSink) PublishKVEvents(now time.Duration, events []KVEvent) {
 					s.t.Errorf("%s BlockStored for hash %x already stored", e.Medium, h)
 				}
 				set[h] = true
-				if e.Medium == MediumGPU {
+				if e.Medium == kvevents.MediumGPU {
 					s.seen[h] = true
 				}
 			}
-		case BlockRemoved:
+		case kvevents.BlockRemoved:
 			set := s.set(e.Medium)
 			for _, h := range e.BlockHashes {
 				if !set[h] {
@@ -225,17 +227,17 @@ func (s *fakeSink) PublishKVEvents(now time.Duration, events []KVEvent) {
 				}
 				delete(set, h)
 			}
-		case AllBlocksCleared:
+		case kvevents.AllBlocksCleared:
 			clear(s.cached)
 			clear(s.cpu)
 		}
 	}
 }
 
-func (s *fakeSink) count(typ EventType) int {
+func (s *fakeSink) count(typ kvevents.Kind) int {
 	n := 0
 	for _, e := range s.events {
-		if e.Type == typ {
+		if e.Kind == typ {
 			n++
 		}
 	}
@@ -243,10 +245,10 @@ func (s *fakeSink) count(typ EventType) int {
 }
 
 // countMedium counts the events of a type and medium.
-func (s *fakeSink) countMedium(typ EventType, medium string) int {
+func (s *fakeSink) countMedium(typ kvevents.Kind, medium kvevents.Medium) int {
 	n := 0
 	for _, e := range s.events {
-		if e.Type == typ && e.Medium == medium {
+		if e.Kind == typ && e.Medium == medium {
 			n++
 		}
 	}

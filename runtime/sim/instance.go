@@ -8,6 +8,8 @@ import (
 	"net"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/hearth-llm/hearth/kvevents"
 )
 
 // InstanceOptions describes one whole simulated vLLM server: the engine
@@ -20,7 +22,7 @@ type InstanceOptions struct {
 	// an empty KVEvents publishes no events (and KVReplay must be empty).
 	KVEvents, KVReplay string
 	Topic              string
-	Format             EventFormat
+	Format             kvevents.Format
 	// ServedModelName is the model id clients use; default Engine.Model.
 	ServedModelName string
 	// Speedup runs the modelled GPU this many times faster than real time;

@@ -1,9 +1,7 @@
 package sim
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,46 +11,14 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
-	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/hearth-llm/hearth/kvevents"
 )
 
-// EventFormat selects how each KV event is laid out inside a batch.
-type EventFormat int
-
-const (
-	// EventFormatMap writes each event as a msgpack map with a "type" key,
-	// as vLLM has done since mid-2026.
-	EventFormatMap EventFormat = iota
-	// EventFormatArray writes each event as a positional array whose first
-	// element is the class name, as older vLLM and SGLang releases do.
-	EventFormatArray
-	// EventFormatMapBatch writes map-form events and the batch itself as a
-	// map {"ts", "events", "data_parallel_rank"}: vLLM's main branch dropped
-	// msgspec's array_like from EventBatch as well as from the events.
-	EventFormatMapBatch
-)
-
-// ParseEventFormat parses "map", "array" or "map-batch".
-func ParseEventFormat(s string) (EventFormat, error) {
-	switch s {
-	case "map", "":
-		return EventFormatMap, nil
-	case "array":
-		return EventFormatArray, nil
-	case "map-batch":
-		return EventFormatMapBatch, nil
-	}
-	return 0, fmt.Errorf("kv events: unknown event format %q (want map, array or map-batch)", s)
-}
-
-func (f EventFormat) String() string {
-	switch f {
-	case EventFormatArray:
-		return "array"
-	case EventFormatMapBatch:
-		return "map-batch"
-	}
-	return "map"
+// ParseEventFormat parses the name of a KV-event payload format:
+// kvevents.ParseFormat, for the engine's command line.
+func ParseEventFormat(s string) (kvevents.Format, error) {
+	return kvevents.ParseFormat(s)
 }
 
 // PublisherOptions configures a Publisher. Zero values take the documented
@@ -66,8 +32,9 @@ type PublisherOptions struct {
 	ReplayEndpoint string
 	// Topic is the first frame of every message; default "kv-events".
 	Topic string
-	// Format selects map-form (default) or array-form events.
-	Format EventFormat
+	// Format is the payload layout: vLLM's current one by default, or that
+	// of older vLLM releases or of SGLang.
+	Format kvevents.Format
 	// DataParallelRank is written as the third element of every batch.
 	DataParallelRank int
 	// QueueSize bounds the batches waiting for the sender; default 4096.
@@ -84,24 +51,16 @@ type PublisherOptions struct {
 	Logger *slog.Logger
 }
 
-// Publisher publishes the engine's KV events over ZMQ in vLLM's wire format.
+// Publisher publishes the engine's KV events over ZMQ as vLLM does (payloads
+// and frames as package kvevents defines them): one message per batch on a
+// PUB socket, sequence numbers from 0, and a ROUTER socket that answers
+// replay requests from a bounded buffer of past batches, as vLLM's
+// ZmqEventPublisher._service_replay does, without a topic frame in the
+// replies. Requests of any other shape are ignored.
+//
 // It implements EventSink without blocking the engine loop: batches are
 // encoded and numbered by the caller, then handed to a sender goroutine
 // through a bounded queue.
-//
-// Wire format (one ZMQ message per batch, three frames):
-//
-//	topic   utf-8
-//	seq     uint64, 8 bytes big-endian, 0 for the first batch of the process
-//	payload msgpack [ts float64, events array, data_parallel_rank int]
-//	        (or, with EventFormatMapBatch, the same three as a map)
-//
-// Replay (vLLM's ZmqEventPublisher._service_replay): a DEALER sends
-// ["", start_seq (8 bytes BE)]; the ROUTER sees [identity, "", start_seq]
-// and answers with one message [identity, "", seq, payload] per buffered
-// batch with seq >= start_seq, then [identity, "", 8×0xFF, ""] as the end
-// marker. The DEALER therefore receives ["", seq, payload] frames; there is
-// no topic frame in replies. Requests of any other shape are ignored.
 type Publisher struct {
 	opts  PublisherOptions
 	log   *slog.Logger
@@ -129,10 +88,6 @@ var _ EventSink = (*Publisher)(nil)
 
 // pubHighWaterMark bounds the messages the PUB socket queues.
 const pubHighWaterMark = 100_000
-
-// replayEndMarker is the sequence number (-1 as signed 64-bit) that ends a
-// replay answer.
-var replayEndMarker = bytes.Repeat([]byte{0xFF}, 8)
 
 // NewPublisher binds the PUB (and replay) sockets. Run must be called to send
 // anything; it closes the sockets when it returns.
@@ -212,11 +167,15 @@ func (p *Publisher) Dropped() int64 { return p.dropped.Load() }
 
 // PublishKVEvents encodes one batch, gives it the next sequence number, keeps
 // it for replay and queues it for sending. It never blocks on the network.
-func (p *Publisher) PublishKVEvents(_ time.Duration, events []KVEvent) {
+func (p *Publisher) PublishKVEvents(_ time.Duration, events []kvevents.Event) {
 	if len(events) == 0 {
 		return
 	}
-	payload := EncodeEventBatch(p.opts.Now(), events, p.opts.Format, p.opts.DataParallelRank)
+	payload := kvevents.AppendBatch(nil, &kvevents.Batch{
+		TS:     kvevents.Timestamp(p.opts.Now()),
+		DPRank: int64(p.opts.DataParallelRank), HasDPRank: true,
+		Events: events,
+	}, p.opts.Format)
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -255,7 +214,6 @@ func (p *Publisher) Run(ctx context.Context) error {
 	p.log.Info("publishing KV events", "endpoint", p.Endpoint(), "replay", p.ReplayEndpoint(),
 		"topic", p.opts.Topic, "format", p.opts.Format.String())
 
-	var seqBuf [8]byte
 	for {
 		select {
 		case <-ctx.Done():
@@ -266,11 +224,9 @@ func (p *Publisher) Run(ctx context.Context) error {
 			}
 			return nil
 		case b := <-p.queue:
-			binary.BigEndian.PutUint64(seqBuf[:], b.seq)
-			// NewMsgFrom keeps the frames; copy the sequence bytes because
-			// the socket writes asynchronously.
-			seq := append([]byte(nil), seqBuf[:]...)
-			if err := p.pub.SendMulti(zmq4.NewMsgFrom(p.topic, seq, b.payload)); err != nil {
+			// The frames are fresh for each message (the payload is never
+			// written again): the socket writes them asynchronously.
+			if err := p.pub.SendMulti(zmq4.NewMsgFrom(kvevents.Message(p.topic, b.seq, b.payload)...)); err != nil {
 				p.log.Warn("send KV event batch", "seq", b.seq, "error", err)
 			}
 		}
@@ -284,21 +240,18 @@ func (p *Publisher) serveReplay() {
 		if err != nil {
 			return // socket closed by Run
 		}
-		// [identity, "", start_seq]
-		if len(msg.Frames) != 3 || len(msg.Frames[1]) != 0 || len(msg.Frames[2]) != 8 {
-			p.log.Debug("ignoring malformed replay request", "frames", len(msg.Frames))
+		id, start, err := kvevents.ParseReplayRequest(msg.Frames)
+		if err != nil {
+			p.log.Debug("ignoring replay request", "error", err)
 			continue
 		}
-		id := msg.Frames[0]
-		start := binary.BigEndian.Uint64(msg.Frames[2])
 		for _, b := range p.replayFrom(start) {
-			seq := binary.BigEndian.AppendUint64(nil, b.seq)
-			if err := p.replay.SendMulti(zmq4.NewMsgFrom(id, []byte{}, seq, b.payload)); err != nil {
+			if err := p.replay.SendMulti(zmq4.NewMsgFrom(kvevents.ReplayReply(id, b.seq, b.payload)...)); err != nil {
 				p.log.Debug("replay send", "error", err)
 				break
 			}
 		}
-		if err := p.replay.SendMulti(zmq4.NewMsgFrom(id, []byte{}, replayEndMarker, []byte{})); err != nil {
+		if err := p.replay.SendMulti(zmq4.NewMsgFrom(kvevents.ReplayEndReply(id)...)); err != nil {
 			p.log.Debug("replay end marker", "error", err)
 		}
 	}
@@ -316,129 +269,4 @@ func (p *Publisher) replayFrom(start uint64) []publishedBatch {
 		}
 	}
 	return out
-}
-
-// EncodeEventBatch returns one EventBatch payload in the given layout: the
-// bytes the publisher sends as a message's third frame, and what an
-// in-process simulation hands to the router's decoder. The msgpack writer
-// only fails when its io.Writer does, and bytes.Buffer does not, so errors
-// are impossible here.
-func EncodeEventBatch(now time.Time, events []KVEvent, format EventFormat, dpRank int) []byte {
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	ts := float64(now.UnixNano()) / 1e9
-	if format == EventFormatMapBatch {
-		_ = enc.EncodeMapLen(3)
-		_ = enc.EncodeString("ts")
-		_ = enc.EncodeFloat64(ts)
-		_ = enc.EncodeString("events")
-	} else {
-		_ = enc.EncodeArrayLen(3)
-		_ = enc.EncodeFloat64(ts)
-	}
-	_ = enc.EncodeArrayLen(len(events))
-	for i := range events {
-		if format == EventFormatArray {
-			encodeEventArray(enc, &events[i])
-		} else {
-			encodeEventMap(enc, &events[i])
-		}
-	}
-	if format == EventFormatMapBatch {
-		_ = enc.EncodeString("data_parallel_rank")
-	}
-	_ = enc.EncodeInt(int64(dpRank))
-	return buf.Bytes()
-}
-
-// Field order follows vLLM's BlockStored / BlockRemoved / AllBlocksCleared
-// structs; fields without a default (lora_id, medium, lora_name) are always
-// written, those with one (extra_keys, group_idx, ...) are left out.
-func encodeEventMap(enc *msgpack.Encoder, ev *KVEvent) {
-	switch ev.Type {
-	case BlockStored:
-		_ = enc.EncodeMapLen(8)
-		_ = enc.EncodeString("type")
-		_ = enc.EncodeString("BlockStored")
-		_ = enc.EncodeString("block_hashes")
-		encodeHashes(enc, ev.BlockHashes)
-		_ = enc.EncodeString("parent_block_hash")
-		encodeParent(enc, ev)
-		_ = enc.EncodeString("token_ids")
-		encodeTokens(enc, ev.TokenIDs)
-		_ = enc.EncodeString("block_size")
-		_ = enc.EncodeInt(int64(ev.BlockSize))
-		_ = enc.EncodeString("lora_id")
-		_ = enc.EncodeNil()
-		_ = enc.EncodeString("medium")
-		_ = enc.EncodeString(medium(ev))
-		_ = enc.EncodeString("lora_name")
-		_ = enc.EncodeNil()
-	case BlockRemoved:
-		_ = enc.EncodeMapLen(3)
-		_ = enc.EncodeString("type")
-		_ = enc.EncodeString("BlockRemoved")
-		_ = enc.EncodeString("block_hashes")
-		encodeHashes(enc, ev.BlockHashes)
-		_ = enc.EncodeString("medium")
-		_ = enc.EncodeString(medium(ev))
-	default: // AllBlocksCleared
-		_ = enc.EncodeMapLen(1)
-		_ = enc.EncodeString("type")
-		_ = enc.EncodeString("AllBlocksCleared")
-	}
-}
-
-func encodeEventArray(enc *msgpack.Encoder, ev *KVEvent) {
-	switch ev.Type {
-	case BlockStored:
-		_ = enc.EncodeArrayLen(8)
-		_ = enc.EncodeString("BlockStored")
-		encodeHashes(enc, ev.BlockHashes)
-		encodeParent(enc, ev)
-		encodeTokens(enc, ev.TokenIDs)
-		_ = enc.EncodeInt(int64(ev.BlockSize))
-		_ = enc.EncodeNil() // lora_id
-		_ = enc.EncodeString(medium(ev))
-		_ = enc.EncodeNil() // lora_name
-	case BlockRemoved:
-		_ = enc.EncodeArrayLen(3)
-		_ = enc.EncodeString("BlockRemoved")
-		encodeHashes(enc, ev.BlockHashes)
-		_ = enc.EncodeString(medium(ev))
-	default:
-		_ = enc.EncodeArrayLen(1)
-		_ = enc.EncodeString("AllBlocksCleared")
-	}
-}
-
-// encodeHashes writes hashes as the smallest msgpack unsigned int that holds
-// them, so values >= 2^63 become uint64, as Python's encoder does.
-func encodeHashes(enc *msgpack.Encoder, hashes []uint64) {
-	_ = enc.EncodeArrayLen(len(hashes))
-	for _, h := range hashes {
-		_ = enc.EncodeUint(h)
-	}
-}
-
-func encodeParent(enc *msgpack.Encoder, ev *KVEvent) {
-	if !ev.HasParent {
-		_ = enc.EncodeNil()
-		return
-	}
-	_ = enc.EncodeUint(ev.ParentBlockHash)
-}
-
-func encodeTokens(enc *msgpack.Encoder, ids []uint32) {
-	_ = enc.EncodeArrayLen(len(ids))
-	for _, id := range ids {
-		_ = enc.EncodeUint(uint64(id))
-	}
-}
-
-func medium(ev *KVEvent) string {
-	if ev.Medium == "" {
-		return "GPU"
-	}
-	return ev.Medium
 }

@@ -3,37 +3,25 @@ package sim
 import (
 	"context"
 	"testing"
-	"time"
+
+	"github.com/hearth-llm/hearth/kvevents"
 )
 
 // benchEvents is one busy step's events: a 64-block prefill stored and 32
 // evicted blocks removed.
-func benchEvents() []KVEvent {
-	stored := KVEvent{Type: BlockStored, BlockSize: 16, HasParent: true, ParentBlockHash: 1 << 63}
+func benchEvents() []kvevents.Event {
+	stored := kvevents.Event{Kind: kvevents.BlockStored, BlockSize: 16, HasParent: true, ParentBlockHash: 1 << 63}
 	for i := range 64 {
 		stored.BlockHashes = append(stored.BlockHashes, uint64(i)*0x9e3779b97f4a7c15)
 		for j := range 16 {
 			stored.TokenIDs = append(stored.TokenIDs, uint32(i*16+j)*7919%151000)
 		}
 	}
-	removed := KVEvent{Type: BlockRemoved}
+	removed := kvevents.Event{Kind: kvevents.BlockRemoved}
 	for i := range 32 {
 		removed.BlockHashes = append(removed.BlockHashes, uint64(i)*0xbf58476d1ce4e5b9)
 	}
-	return []KVEvent{stored, removed}
-}
-
-func BenchmarkEncodeEventBatch(b *testing.B) {
-	events := benchEvents()
-	now := time.Unix(1_700_000_000, 0)
-	for _, format := range []EventFormat{EventFormatMap, EventFormatArray} {
-		b.Run(format.String(), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				EncodeEventBatch(now, events, format, 0)
-			}
-		})
-	}
+	return []kvevents.Event{stored, removed}
 }
 
 // BenchmarkPublishKVEvents is the engine loop's cost per step with events:

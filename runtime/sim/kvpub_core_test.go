@@ -42,7 +42,7 @@ func driveCore(t *testing.T, core *Core, rng *rand.Rand, now *time.Duration, n i
 // purpose, and still rebuilds exactly the core's cached blocks from the
 // events and the replay socket alone.
 func TestPublisherMirrorsCoreCache(t *testing.T) {
-	for _, format := range []EventFormat{EventFormatMap, EventFormatArray, EventFormatMapBatch} {
+	for _, format := range allFormats {
 		t.Run(format.String(), func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -61,7 +61,7 @@ func TestPublisherMirrorsCoreCache(t *testing.T) {
 			var now time.Duration
 
 			driveCore(t, core, rng, &now, 20, prefixes) // nobody listens yet
-			sub, mirror := subscribe(t, ctx, p, format)
+			sub, mirror := subscribe(t, ctx, p)
 			driveCore(t, core, rng, &now, 20, prefixes)
 			core.Reset(now)
 			driveCore(t, core, rng, &now, 40, prefixes)

@@ -1,319 +1,26 @@
 package sim
 
 import (
+	"bytes"
 	"context"
-	"encoding/binary"
-	"errors"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/hearth-llm/hearth/kvevents"
 )
-
-// --- an independent msgpack reader, so the publisher's encoder is checked
-// against the format itself rather than against its own library ---
-
-type mpReader struct {
-	b []byte
-}
-
-var errShort = errors.New("msgpack: short input")
-
-func (r *mpReader) take(n int) ([]byte, error) {
-	if n < 0 || len(r.b) < n {
-		return nil, errShort
-	}
-	out := r.b[:n]
-	r.b = r.b[n:]
-	return out, nil
-}
-
-func (r *mpReader) uint(n int) (uint64, error) {
-	b, err := r.take(n)
-	if err != nil {
-		return 0, err
-	}
-	var v uint64
-	for _, c := range b {
-		v = v<<8 | uint64(c)
-	}
-	return v, nil
-}
-
-// value decodes one msgpack value into nil, bool, int64, uint64, float64,
-// string, []byte, []any or map[string]any.
-func (r *mpReader) value() (any, error) {
-	head, err := r.take(1)
-	if err != nil {
-		return nil, err
-	}
-	c := head[0]
-	switch {
-	case c <= 0x7f:
-		return uint64(c), nil
-	case c >= 0xe0:
-		return int64(int8(c)), nil
-	case c&0xf0 == 0x80:
-		return r.mapOf(int(c & 0x0f))
-	case c&0xf0 == 0x90:
-		return r.arrayOf(int(c & 0x0f))
-	case c&0xe0 == 0xa0:
-		b, err := r.take(int(c & 0x1f))
-		return string(b), err
-	}
-	sized := func(n int) (int, error) { v, err := r.uint(n); return int(v), err }
-	switch c {
-	case 0xc0:
-		return nil, nil
-	case 0xc2:
-		return false, nil
-	case 0xc3:
-		return true, nil
-	case 0xcc, 0xcd, 0xce, 0xcf:
-		return r.uint(1 << (c - 0xcc))
-	case 0xd0, 0xd1, 0xd2, 0xd3:
-		n := 1 << (c - 0xd0)
-		v, err := r.uint(n)
-		shift := 64 - 8*n
-		return int64(v<<shift) >> shift, err
-	case 0xca:
-		v, err := r.uint(4)
-		return float64(math.Float32frombits(uint32(v))), err
-	case 0xcb:
-		v, err := r.uint(8)
-		return math.Float64frombits(v), err
-	case 0xd9, 0xda, 0xdb:
-		n, err := sized(1 << (c - 0xd9))
-		if err != nil {
-			return nil, err
-		}
-		b, err := r.take(n)
-		return string(b), err
-	case 0xc4, 0xc5, 0xc6:
-		n, err := sized(1 << (c - 0xc4))
-		if err != nil {
-			return nil, err
-		}
-		b, err := r.take(n)
-		return slices.Clone(b), err
-	case 0xdc, 0xdd:
-		n, err := sized(2 << (c - 0xdc))
-		if err != nil {
-			return nil, err
-		}
-		return r.arrayOf(n)
-	case 0xde, 0xdf:
-		n, err := sized(2 << (c - 0xde))
-		if err != nil {
-			return nil, err
-		}
-		return r.mapOf(n)
-	}
-	return nil, fmt.Errorf("msgpack: unsupported type byte %#x", c)
-}
-
-func (r *mpReader) arrayOf(n int) ([]any, error) {
-	out := make([]any, 0, min(n, len(r.b)))
-	for range n {
-		v, err := r.value()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
-
-func (r *mpReader) mapOf(n int) (map[string]any, error) {
-	out := make(map[string]any, min(n, len(r.b)))
-	for range n {
-		k, err := r.value()
-		if err != nil {
-			return nil, err
-		}
-		ks, ok := k.(string)
-		if !ok {
-			return nil, fmt.Errorf("msgpack: map key %T, want string", k)
-		}
-		v, err := r.value()
-		if err != nil {
-			return nil, err
-		}
-		out[ks] = v
-	}
-	return out, nil
-}
-
-func decodeMsgpack(b []byte) (any, error) {
-	r := &mpReader{b: b}
-	v, err := r.value()
-	if err == nil && len(r.b) != 0 {
-		err = fmt.Errorf("msgpack: %d trailing bytes", len(r.b))
-	}
-	return v, err
-}
-
-// --- a subscriber that rebuilds an engine's cached blocks from events ---
-
-// wireEvent is one event as decoded from the wire, in either form.
-type wireEvent struct {
-	kind      string
-	hashes    []uint64
-	parent    any // nil or uint64
-	tokens    []uint64
-	blockSize uint64
-	medium    string
-}
-
-func asUint(v any) (uint64, error) {
-	switch x := v.(type) {
-	case uint64:
-		return x, nil
-	case int64:
-		if x >= 0 {
-			return uint64(x), nil
-		}
-	}
-	return 0, fmt.Errorf("want a non-negative int, got %T %v", v, v)
-}
-
-func asUints(v any) ([]uint64, error) {
-	arr, ok := v.([]any)
-	if !ok {
-		return nil, fmt.Errorf("want an array, got %T", v)
-	}
-	out := make([]uint64, len(arr))
-	for i, x := range arr {
-		u, err := asUint(x)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = u
-	}
-	return out, nil
-}
-
-// parseWireEvent checks one event's shape strictly against vLLM's structs.
-func parseWireEvent(v any, format EventFormat) (wireEvent, error) {
-	var ev wireEvent
-	var fields map[string]any
-	switch format {
-	case EventFormatMap, EventFormatMapBatch:
-		m, ok := v.(map[string]any)
-		if !ok {
-			return ev, fmt.Errorf("event is %T, want a map", v)
-		}
-		fields = m
-		ev.kind, _ = m["type"].(string)
-	case EventFormatArray:
-		a, ok := v.([]any)
-		if !ok || len(a) == 0 {
-			return ev, fmt.Errorf("event is %T, want a non-empty array", v)
-		}
-		ev.kind, _ = a[0].(string)
-		var names []string
-		switch ev.kind {
-		case "BlockStored":
-			names = []string{"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name"}
-		case "BlockRemoved":
-			names = []string{"block_hashes", "medium"}
-		}
-		if len(a) != len(names)+1 {
-			return ev, fmt.Errorf("%s array has %d elements, want %d", ev.kind, len(a), len(names)+1)
-		}
-		fields = map[string]any{"type": ev.kind}
-		for i, n := range names {
-			fields[n] = a[i+1]
-		}
-	}
-	wantKeys := map[string]int{"BlockStored": 8, "BlockRemoved": 3, "AllBlocksCleared": 1}[ev.kind]
-	if wantKeys == 0 || len(fields) != wantKeys {
-		return ev, fmt.Errorf("event %q has %d fields: %v", ev.kind, len(fields), fields)
-	}
-	var err error
-	if ev.kind == "AllBlocksCleared" {
-		return ev, nil
-	}
-	if ev.hashes, err = asUints(fields["block_hashes"]); err != nil {
-		return ev, fmt.Errorf("block_hashes: %w", err)
-	}
-	if ev.medium, _ = fields["medium"].(string); ev.medium != "GPU" {
-		return ev, fmt.Errorf("medium %v, want GPU", fields["medium"])
-	}
-	if ev.kind == "BlockRemoved" {
-		return ev, nil
-	}
-	if fields["lora_id"] != nil || fields["lora_name"] != nil {
-		return ev, fmt.Errorf("lora fields %v %v, want nil", fields["lora_id"], fields["lora_name"])
-	}
-	if p := fields["parent_block_hash"]; p != nil {
-		u, err := asUint(p)
-		if err != nil {
-			return ev, fmt.Errorf("parent_block_hash: %w", err)
-		}
-		ev.parent = u
-	}
-	if ev.tokens, err = asUints(fields["token_ids"]); err != nil {
-		return ev, fmt.Errorf("token_ids: %w", err)
-	}
-	if ev.blockSize, err = asUint(fields["block_size"]); err != nil {
-		return ev, fmt.Errorf("block_size: %w", err)
-	}
-	if uint64(len(ev.tokens)) != ev.blockSize*uint64(len(ev.hashes)) {
-		return ev, fmt.Errorf("%d token ids for %d blocks of %d", len(ev.tokens), len(ev.hashes), ev.blockSize)
-	}
-	return ev, nil
-}
-
-// parseBatch decodes one payload: [ts float64, events, dp_rank].
-func parseBatch(payload []byte, format EventFormat) ([]wireEvent, error) {
-	v, err := decodeMsgpack(payload)
-	if err != nil {
-		return nil, err
-	}
-	batch, ok := v.([]any)
-	if format == EventFormatMapBatch {
-		m, isMap := v.(map[string]any)
-		if !isMap || len(m) != 3 {
-			return nil, fmt.Errorf("batch is %T %v, want a map of 3", v, v)
-		}
-		batch, ok = []any{m["ts"], m["events"], m["data_parallel_rank"]}, true
-	}
-	if !ok || len(batch) != 3 {
-		return nil, fmt.Errorf("batch is %T %v, want a 3-element array", v, v)
-	}
-	if ts, ok := batch[0].(float64); !ok || ts <= 0 {
-		return nil, fmt.Errorf("ts %T %v, want a positive float64", batch[0], batch[0])
-	}
-	if rank, err := asUint(batch[2]); err != nil || rank != 0 {
-		return nil, fmt.Errorf("data_parallel_rank %v: %v", batch[2], err)
-	}
-	raw, ok := batch[1].([]any)
-	if !ok {
-		return nil, fmt.Errorf("events is %T, want an array", batch[1])
-	}
-	out := make([]wireEvent, 0, len(raw))
-	for _, e := range raw {
-		ev, err := parseWireEvent(e, format)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ev)
-	}
-	return out, nil
-}
 
 // cacheMirror is what a router keeps per engine: the set of block hashes the
 // engine holds, rebuilt from events alone, with gap recovery by replay.
 type cacheMirror struct {
 	t       *testing.T
-	format  EventFormat
 	topic   string
+	dec     kvevents.Decoder
+	batch   kvevents.Batch
 	blocks  map[uint64]bool
 	next    uint64 // next sequence number expected
 	replays int
@@ -332,29 +39,36 @@ func (m *cacheMirror) apply(seq uint64, payload []byte) {
 			return
 		}
 	}
-	events, err := parseBatch(payload, m.format)
-	if err != nil {
+	if err := m.dec.Decode(payload, &m.batch); err != nil {
 		m.t.Fatalf("batch %d: %v", seq, err)
 	}
-	for _, ev := range events {
-		switch ev.kind {
-		case "BlockStored":
-			if p, ok := ev.parent.(uint64); ok && !m.blocks[p] {
-				m.t.Errorf("batch %d: stored block's parent %#x is not cached", seq, p)
+	for _, ev := range m.batch.Events {
+		if ev.Kind != kvevents.AllBlocksCleared && ev.Medium != kvevents.MediumGPU {
+			m.t.Errorf("batch %d: %v event in medium %v, want GPU", seq, ev.Kind, ev.Medium)
+		}
+		switch ev.Kind {
+		case kvevents.BlockStored:
+			if ev.HasParent && !m.blocks[ev.ParentBlockHash] {
+				m.t.Errorf("batch %d: stored block's parent %#x is not cached", seq, ev.ParentBlockHash)
 			}
-			for _, h := range ev.hashes {
+			if len(ev.TokenIDs) != len(ev.BlockHashes)*ev.BlockSize {
+				m.t.Errorf("batch %d: %d token ids for %d blocks of %d", seq, len(ev.TokenIDs), len(ev.BlockHashes), ev.BlockSize)
+			}
+			for _, h := range ev.BlockHashes {
 				m.blocks[h] = true
 			}
-		case "BlockRemoved":
+		case kvevents.BlockRemoved:
 			m.removed++
-			for _, h := range ev.hashes {
+			for _, h := range ev.BlockHashes {
 				if !m.blocks[h] {
 					m.t.Errorf("batch %d: removed block %#x was not cached", seq, h)
 				}
 				delete(m.blocks, h)
 			}
-		case "AllBlocksCleared":
+		case kvevents.AllBlocksCleared:
 			clear(m.blocks)
+		default:
+			m.t.Errorf("batch %d: event of unknown kind", seq)
 		}
 	}
 	m.next = seq + 1
@@ -364,8 +78,7 @@ func (m *cacheMirror) apply(seq uint64, payload []byte) {
 func (m *cacheMirror) replay(start uint64) {
 	m.t.Helper()
 	m.replays++
-	req := zmq4.NewMsgFrom([]byte{}, binary.BigEndian.AppendUint64(nil, start))
-	if err := m.dealer.SendMulti(req); err != nil {
+	if err := m.dealer.SendMulti(zmq4.NewMsgFrom(kvevents.ReplayRequest(start)...)); err != nil {
 		m.t.Fatalf("replay request: %v", err)
 	}
 	for {
@@ -373,30 +86,31 @@ func (m *cacheMirror) replay(start uint64) {
 		if err != nil {
 			m.t.Fatalf("replay reply: %v", err)
 		}
-		// ["", seq, payload], no topic frame.
-		if len(msg.Frames) != 3 || len(msg.Frames[0]) != 0 || len(msg.Frames[1]) != 8 {
+		// ["", seq, payload]: vLLM sends no topic frame in replies.
+		if len(msg.Frames) != 3 {
 			m.t.Fatalf("replay reply has frames %q", msg.Frames)
 		}
-		if string(msg.Frames[1]) == string(replayEndMarkerForTest) {
+		seq, payload, end, err := kvevents.ParseReplayReply(msg.Frames)
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		if end {
 			if len(msg.Frames[2]) != 0 {
 				m.t.Fatalf("end marker carries a payload of %d bytes", len(msg.Frames[2]))
 			}
 			return
 		}
-		seq := binary.BigEndian.Uint64(msg.Frames[1])
 		if seq != m.next {
 			m.t.Fatalf("replay gave seq %d, want %d (the buffer lost it)", seq, m.next)
 		}
-		m.apply(seq, msg.Frames[2])
+		m.apply(seq, payload)
 	}
 }
-
-var replayEndMarkerForTest = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
 // subscribe connects SUB and DEALER sockets to p and waits until p's PUB
 // socket has registered the subscription: ZMQ offers no notification, so the
 // test polls the publisher's own view of its subscribers.
-func subscribe(t *testing.T, ctx context.Context, p *Publisher, format EventFormat) (zmq4.Socket, *cacheMirror) {
+func subscribe(t *testing.T, ctx context.Context, p *Publisher) (zmq4.Socket, *cacheMirror) {
 	t.Helper()
 	sub := zmq4.NewSub(ctx)
 	t.Cleanup(func() { sub.Close() })
@@ -418,7 +132,7 @@ func subscribe(t *testing.T, ctx context.Context, p *Publisher, format EventForm
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return sub, &cacheMirror{t: t, format: format, topic: p.opts.Topic, blocks: map[uint64]bool{}, dealer: dealer}
+	return sub, &cacheMirror{t: t, topic: p.opts.Topic, blocks: map[uint64]bool{}, dealer: dealer}
 }
 
 // receiveUntil reads live messages into the mirror until it has applied
@@ -431,14 +145,15 @@ func receiveUntil(t *testing.T, sub zmq4.Socket, m *cacheMirror, last uint64, dr
 		if err != nil {
 			t.Fatalf("recv: %v", err)
 		}
-		if len(msg.Frames) != 3 || string(msg.Frames[0]) != m.topic || len(msg.Frames[1]) != 8 {
-			t.Fatalf("message frames %q", msg.Frames)
+		seq, payload, err := kvevents.ParseMessage(msg.Frames)
+		if err != nil || string(msg.Frames[0]) != m.topic {
+			t.Fatalf("message frames %q: %v", msg.Frames, err)
 		}
 		received++
 		if dropEvery > 0 && received%dropEvery == 0 {
 			continue
 		}
-		m.apply(binary.BigEndian.Uint64(msg.Frames[1]), msg.Frames[2])
+		m.apply(seq, payload)
 	}
 }
 
@@ -451,16 +166,16 @@ type syntheticCache struct {
 	order  []uint64
 }
 
-func (c *syntheticCache) step() []KVEvent {
-	var events []KVEvent
+func (c *syntheticCache) step() []kvevents.Event {
+	var events []kvevents.Event
 	c.steps++
 	if c.steps == 100 {
 		clear(c.blocks)
 		c.order = nil
-		return []KVEvent{{Type: AllBlocksCleared}}
+		return []kvevents.Event{{Kind: kvevents.AllBlocksCleared}}
 	}
 	n := 1 + c.rng.IntN(4)
-	ev := KVEvent{Type: BlockStored, BlockSize: 16, Medium: "GPU"}
+	ev := kvevents.Event{Kind: kvevents.BlockStored, BlockSize: 16, Medium: kvevents.MediumGPU}
 	if len(c.order) > 0 && c.rng.IntN(2) == 0 {
 		ev.ParentBlockHash, ev.HasParent = c.order[c.rng.IntN(len(c.order))], true
 	}
@@ -476,7 +191,7 @@ func (c *syntheticCache) step() []KVEvent {
 	events = append(events, ev)
 	if len(c.order) > 24 {
 		evict := c.order[:len(c.order)-24]
-		events = append(events, KVEvent{Type: BlockRemoved, BlockHashes: slices.Clone(evict), Medium: "GPU"})
+		events = append(events, kvevents.Event{Kind: kvevents.BlockRemoved, BlockHashes: slices.Clone(evict), Medium: kvevents.MediumGPU})
 		for _, h := range evict {
 			delete(c.blocks, h)
 		}
@@ -499,7 +214,7 @@ func startPublisher(t *testing.T, ctx context.Context, opts PublisherOptions) (*
 }
 
 func TestPublisherMirrorFromEventsWithGaps(t *testing.T) {
-	for _, format := range []EventFormat{EventFormatMap, EventFormatArray, EventFormatMapBatch} {
+	for _, format := range allFormats {
 		t.Run(format.String(), func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -512,7 +227,7 @@ func TestPublisherMirrorFromEventsWithGaps(t *testing.T) {
 				p.PublishKVEvents(0, cache.step())
 				seq++
 			}
-			sub, mirror := subscribe(t, ctx, p, format)
+			sub, mirror := subscribe(t, ctx, p)
 			for range 200 {
 				p.PublishKVEvents(0, cache.step())
 				seq++
@@ -553,7 +268,7 @@ func TestPublisherReplayBufferIsBounded(t *testing.T) {
 	defer cancel()
 	p, _ := startPublisher(t, ctx, PublisherOptions{ReplayBuffer: 3})
 	for i := range 5 {
-		p.PublishKVEvents(0, []KVEvent{{Type: BlockRemoved, BlockHashes: []uint64{uint64(i)}}})
+		p.PublishKVEvents(0, []kvevents.Event{{Kind: kvevents.BlockRemoved, BlockHashes: []uint64{uint64(i)}}})
 	}
 	var got []uint64
 	for _, b := range p.replayFrom(0) {
@@ -569,14 +284,14 @@ func TestPublisherReplayBufferIsBounded(t *testing.T) {
 	if err := dealer.Dial(p.ReplayEndpoint()); err != nil {
 		t.Fatal(err)
 	}
-	if err := dealer.SendMulti(zmq4.NewMsgFrom([]byte{}, binary.BigEndian.AppendUint64(nil, 9))); err != nil {
+	if err := dealer.SendMulti(zmq4.NewMsgFrom(kvevents.ReplayRequest(9)...)); err != nil {
 		t.Fatal(err)
 	}
 	msg, err := dealer.Recv()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(msg.Frames) != 3 || string(msg.Frames[1]) != string(replayEndMarkerForTest) || len(msg.Frames[2]) != 0 {
+	if _, _, end, err := kvevents.ParseReplayReply(msg.Frames); err != nil || !end || len(msg.Frames) != 3 || len(msg.Frames[2]) != 0 {
 		t.Errorf("reply %q, want only the end marker", msg.Frames)
 	}
 }
@@ -591,7 +306,7 @@ func TestPublisherFullQueueLeavesBatchesToReplay(t *testing.T) {
 	defer p.Run(ctx) // closes the sockets
 
 	for range 3 {
-		p.PublishKVEvents(0, []KVEvent{{Type: AllBlocksCleared}})
+		p.PublishKVEvents(0, []kvevents.Event{{Kind: kvevents.AllBlocksCleared}})
 	}
 	if got := p.Dropped(); got != 2 {
 		t.Errorf("Dropped() = %d, want 2", got)
@@ -601,63 +316,48 @@ func TestPublisherFullQueueLeavesBatchesToReplay(t *testing.T) {
 	}
 }
 
-func TestEncodeEventBatchWireShape(t *testing.T) {
-	ts := time.Unix(1_700_000_000, 500_000_000)
-	events := []KVEvent{
-		{Type: BlockStored, BlockHashes: []uint64{1 << 63, 5}, TokenIDs: make([]uint32, 32), BlockSize: 16},
-		{Type: BlockStored, BlockHashes: []uint64{7}, ParentBlockHash: 5, HasParent: true, TokenIDs: make([]uint32, 16), BlockSize: 16},
-		{Type: BlockRemoved, BlockHashes: []uint64{math.MaxUint64}},
-		{Type: AllBlocksCleared},
+var allFormats = []kvevents.Format{kvevents.FormatMap, kvevents.FormatArray, kvevents.FormatMapBatch, kvevents.FormatSGLang}
+
+// TestPublisherPayload checks what the publisher puts around the engine's
+// events: the configured format, the wall-clock timestamp and the
+// data-parallel rank. The format itself is kvevents' to test.
+func TestPublisherPayload(t *testing.T) {
+	now := time.Unix(1_700_000_000, 250_000_000)
+	events := []kvevents.Event{
+		{Kind: kvevents.BlockStored, BlockHashes: []uint64{1 << 63, 5}, TokenIDs: make([]uint32, 32), BlockSize: 16, Medium: kvevents.MediumGPU},
+		{Kind: kvevents.BlockStored, BlockHashes: []uint64{7}, Medium: kvevents.MediumCPU},
+		{Kind: kvevents.BlockRemoved, BlockHashes: []uint64{math.MaxUint64}, Medium: kvevents.MediumCPU},
+		{Kind: kvevents.AllBlocksCleared},
 	}
-	tests := []struct {
-		name   string
-		format EventFormat
-		want   string // fmt of the decoded events
-	}{
-		{"map", EventFormatMap, "map[block_hashes:[9223372036854775808 5] block_size:16 lora_id:<nil> lora_name:<nil> medium:GPU parent_block_hash:<nil>"},
-		{"array", EventFormatArray, "[BlockStored [9223372036854775808 5] <nil> ["},
-		{"map-batch", EventFormatMapBatch, "map[block_hashes:[9223372036854775808 5] block_size:16 lora_id:<nil> lora_name:<nil> medium:GPU parent_block_hash:<nil>"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			payload := EncodeEventBatch(ts, events, tc.format, 0)
-			// The largest hash must be a msgpack uint64 (0xcf), not an int64.
-			if !strings.Contains(string(payload), "\xcf\x80\x00\x00\x00\x00\x00\x00\x00") {
-				t.Error("2^63 is not encoded as msgpack uint64")
-			}
-			v, err := decodeMsgpack(payload)
+	for _, format := range allFormats {
+		t.Run(format.String(), func(t *testing.T) {
+			p, err := NewPublisher(PublisherOptions{
+				Endpoint: "tcp://127.0.0.1:0", Format: format, DataParallelRank: 2,
+				Now: func() time.Time { return now },
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			batch, _ := v.([]any)
-			if m, ok := v.(map[string]any); ok {
-				batch = []any{m["ts"], m["events"], m["data_parallel_rank"]}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			defer p.Run(ctx) // closes the sockets
+
+			p.PublishKVEvents(0, events)
+			buffered := p.replayFrom(0)
+			if len(buffered) != 1 || buffered[0].seq != 0 {
+				t.Fatalf("replay buffer holds %+v", buffered)
 			}
-			if tc.format == EventFormatMapBatch && len(v.(map[string]any)) != 3 {
-				t.Errorf("map batch %v", v)
+			payload := buffered[0].payload
+			if want := kvevents.AppendBatch(nil, &kvevents.Batch{TS: 1_700_000_000.25, DPRank: 2, HasDPRank: true, Events: events}, format); !bytes.Equal(payload, want) {
+				t.Errorf("payload\n%x\nwant\n%x", payload, want)
 			}
-			if batch[0].(float64) != 1_700_000_000.5 {
-				t.Errorf("ts = %v", batch[0])
-			}
-			evs := batch[1].([]any)
-			if len(evs) != 4 {
-				t.Fatalf("%d events", len(evs))
-			}
-			if got := fmt.Sprint(evs[0]); !strings.HasPrefix(got, tc.want) {
-				t.Errorf("first event %s, want prefix %s", got, tc.want)
-			}
-			parsed, err := parseBatch(payload, tc.format)
-			if err != nil {
+			var dec kvevents.Decoder
+			var b kvevents.Batch
+			if err := dec.Decode(payload, &b); err != nil {
 				t.Fatal(err)
 			}
-			if parsed[1].parent != uint64(5) || parsed[0].parent != nil {
-				t.Errorf("parents %v %v, want nil 5", parsed[0].parent, parsed[1].parent)
-			}
-			if parsed[2].kind != "BlockRemoved" || parsed[2].hashes[0] != math.MaxUint64 {
-				t.Errorf("removed event %+v", parsed[2])
-			}
-			if parsed[3].kind != "AllBlocksCleared" {
-				t.Errorf("last event %+v", parsed[3])
+			if b.TS != 1_700_000_000.25 || b.DPRank != 2 || !b.HasDPRank || len(b.Events) != len(events) {
+				t.Errorf("batch ts %v rank %d/%v, %d events", b.TS, b.DPRank, b.HasDPRank, len(b.Events))
 			}
 		})
 	}

@@ -1,6 +1,10 @@
 package sim
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/hearth-llm/hearth/kvevents"
+)
 
 // The host-RAM tier models vLLM's native KV offloading (--kv-offloading-size
 // GiB --kv-offloading-backend native: the OffloadingConnector with its CPU
@@ -48,7 +52,7 @@ type cpuPool struct {
 	head, tail int32
 	free       []int32 // unused slot ids
 	gpu        *blockPool
-	events     *[]KVEvent
+	events     *[]kvevents.Event
 }
 
 type cpuSlot struct {
@@ -56,7 +60,7 @@ type cpuSlot struct {
 	prev, next int32
 }
 
-func newCPUPool(n int, gpu *blockPool, events *[]KVEvent) *cpuPool {
+func newCPUPool(n int, gpu *blockPool, events *[]kvevents.Event) *cpuPool {
 	p := &cpuPool{
 		slots:  make([]cpuSlot, n),
 		byHash: make(map[uint64]int32, n),
@@ -142,10 +146,10 @@ func (p *cpuPool) store(hashes []uint64) (stored int, ok bool) {
 			p.gpu.arena = append(p.gpu.arena, h)
 		}
 		end := len(p.gpu.arena)
-		*p.events = append(*p.events, KVEvent{
-			Type:        BlockRemoved,
+		*p.events = append(*p.events, kvevents.Event{
+			Kind:        kvevents.BlockRemoved,
 			BlockHashes: p.gpu.arena[start:end:end],
-			Medium:      MediumCPU,
+			Medium:      kvevents.MediumCPU,
 		})
 	}
 	for _, h := range hashes {
@@ -157,10 +161,10 @@ func (p *cpuPool) store(hashes []uint64) (stored int, ok bool) {
 		p.slots[id].hash = h
 		p.byHash[h] = id
 		p.pushTail(id)
-		*p.events = append(*p.events, KVEvent{
-			Type:        BlockStored,
+		*p.events = append(*p.events, kvevents.Event{
+			Kind:        kvevents.BlockStored,
 			BlockHashes: p.gpu.arenaHash(h),
-			Medium:      MediumCPU,
+			Medium:      kvevents.MediumCPU,
 		})
 	}
 	return n, true

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/kvevents"
 )
 
 // TestOffloadConfig: the host-RAM tier's size follows from the GiB asked for
@@ -73,10 +75,10 @@ func TestOffloadWriteThrough(t *testing.T) {
 			if got := len(c.CachedCPUBlockHashes()); got != tt.wantCPU {
 				t.Errorf("host RAM holds %d blocks, want %d", got, tt.wantCPU)
 			}
-			if got := sink.countMedium(BlockStored, MediumCPU); got != tt.wantStore {
+			if got := sink.countMedium(kvevents.BlockStored, kvevents.MediumCPU); got != tt.wantStore {
 				t.Errorf("%d CPU BlockStored events, want %d", got, tt.wantStore)
 			}
-			if n := sink.countMedium(BlockRemoved, MediumGPU); n != 0 {
+			if n := sink.countMedium(kvevents.BlockRemoved, kvevents.MediumGPU); n != 0 {
 				t.Errorf("%d GPU evictions in a roomy cache: the tier must not wait for them", n)
 			}
 			// Write-through: every GPU-cached block is in host RAM too.
@@ -219,7 +221,7 @@ func TestOffloadLRUEviction(t *testing.T) {
 			}
 			var removed [][]uint64
 			for _, e := range sink.events {
-				if e.Type == BlockRemoved && e.Medium == MediumCPU {
+				if e.Kind == kvevents.BlockRemoved && e.Medium == kvevents.MediumCPU {
 					removed = append(removed, e.BlockHashes)
 				}
 			}

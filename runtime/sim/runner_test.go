@@ -9,6 +9,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/hearth-llm/hearth/kvevents"
 )
 
 // startRunner runs r in the background until the test's bubble ends.
@@ -221,16 +223,16 @@ func TestRunnerStopClosesChannels(t *testing.T) {
 // recordingSink records event batches and the goroutine-free order they came in.
 type recordingSink struct {
 	mu      sync.Mutex
-	batches [][]EventType
+	batches [][]kvevents.Kind
 	times   []time.Duration
 }
 
-func (s *recordingSink) PublishKVEvents(now time.Duration, events []KVEvent) {
+func (s *recordingSink) PublishKVEvents(now time.Duration, events []kvevents.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var types []EventType
+	var types []kvevents.Kind
 	for _, e := range events {
-		types = append(types, e.Type)
+		types = append(types, e.Kind)
 	}
 	s.batches = append(s.batches, types)
 	s.times = append(s.times, now)
@@ -257,7 +259,7 @@ func TestRunnerResetAndEvents(t *testing.T) {
 		}
 		sink.mu.Lock()
 		defer sink.mu.Unlock()
-		if len(sink.batches) != 2 || sink.batches[0][0] != BlockStored || sink.batches[1][0] != AllBlocksCleared {
+		if len(sink.batches) != 2 || sink.batches[0][0] != kvevents.BlockStored || sink.batches[1][0] != kvevents.AllBlocksCleared {
 			t.Errorf("event batches %v, want [BlockStored] then [AllBlocksCleared]", sink.batches)
 		}
 		if !slices.IsSorted(sink.times) {

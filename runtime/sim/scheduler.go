@@ -1,6 +1,10 @@
 package sim
 
-import "time"
+import (
+	"time"
+
+	"github.com/hearth-llm/hearth/kvevents"
+)
 
 // The scheduler follows vLLM V1's: one token budget per step shared by all
 // requests, no separate prefill and decode phases.
@@ -322,12 +326,12 @@ func (c *Core) storeFullBlocks(r *request, full int) {
 		if runStart < 0 {
 			return
 		}
-		ev := KVEvent{
-			Type:        BlockStored,
+		ev := kvevents.Event{
+			Kind:        kvevents.BlockStored,
 			BlockHashes: r.hashes[runStart:end:end],
 			TokenIDs:    r.tokens[runStart*bs : end*bs : end*bs],
 			BlockSize:   bs,
-			Medium:      MediumGPU,
+			Medium:      kvevents.MediumGPU,
 		}
 		if runStart > 0 {
 			ev.ParentBlockHash, ev.HasParent = r.hashes[runStart-1], true

@@ -1,6 +1,10 @@
 package sim
 
-import "time"
+import (
+	"time"
+
+	"github.com/hearth-llm/hearth/kvevents"
+)
 
 // Request is one generation request as the engine core sees it.
 type Request struct {
@@ -36,39 +40,11 @@ type TokenOutput struct {
 	FinishReason string
 }
 
-// EventType is the kind of a KV-cache event.
-type EventType uint8
-
-// The KV-cache events vLLM publishes.
-const (
-	BlockStored EventType = iota + 1
-	BlockRemoved
-	AllBlocksCleared
-)
-
-// KVEvent is one KV-cache event, with the engine's own block hashes (opaque
-// ids, as vLLM's are: not the router's hashes).
-type KVEvent struct {
-	Type            EventType
-	BlockHashes     []uint64
-	ParentBlockHash uint64
-	HasParent       bool
-	TokenIDs        []uint32 // BlockStored: tokens of all stored blocks, concatenated
-	BlockSize       int
-	Medium          string // MediumGPU or MediumCPU
-}
-
-// Media of KV events, as vLLM names them.
-const (
-	MediumGPU = "GPU"
-	MediumCPU = "CPU" // host RAM, vLLM's native KV offloading
-)
-
 // EventSink receives the KV events of each scheduler step as one batch, in
 // the order they happened. now is the engine's clock when the step ended.
 // The sink must not keep the slice after it returns.
 type EventSink interface {
-	PublishKVEvents(now time.Duration, events []KVEvent)
+	PublishKVEvents(now time.Duration, events []kvevents.Event)
 }
 
 // Stats is a snapshot of an engine's counters and gauges, named after the

@@ -1,0 +1,58 @@
+// Package kvevents is the wire format of the KV-cache events that vLLM and
+// SGLang publish over ZMQ, both ways: Decoder reads a payload into a Batch,
+// AppendBatch writes one, and the frame functions build and split the ZMQ
+// messages around it. The simulated engine (runtime/sim) publishes with it,
+// the router (router) and the block manager (kvbm) read with it, so that the
+// format has one copy.
+//
+// It imports only the standard library and the msgpack module, and no other
+// Hearth package; it opens no sockets, which stay with its users.
+//
+// # Payload
+//
+// A payload is one msgpack-encoded EventBatch. Engines have used several
+// encodings of it and the Decoder accepts all of them:
+//
+//   - the batch: an array [ts float64, events array, data_parallel_rank
+//     int|nil] (msgspec's array_like form; the rank may be missing) or a map
+//     with the keys "ts", "events" and "data_parallel_rank";
+//   - each event: a map whose "type" key names the class (vLLM since
+//     mid-2026), or a positional array whose first element names it (older
+//     vLLM, SGLang), with the fields in class order:
+//     BlockStored:  [tag, block_hashes, parent_block_hash, token_ids,
+//     block_size, lora_id, medium, lora_name, extra_keys, group_idx,
+//     kv_cache_spec_kind, kv_cache_spec_sliding_window, ...]
+//     BlockRemoved: [tag, block_hashes, medium, group_idx]
+//     AllBlocksCleared: [tag]
+//     Trailing fields may be missing (msgspec omits defaults; SGLang's
+//     classes end at medium); fields the Decoder does not know, in either
+//     form, are skipped, and so are classes it does not know (KindUnknown).
+//
+// Block hashes are the engine's own ids and become uint64 keys. An int
+// keeps its 64-bit two's complement pattern: vLLM's uint64 hashes of 2^63 or
+// more arrive as msgpack uint64, SGLang's (the first 8 bytes of a SHA-256 as
+// a signed int64) may be negative, and both fit. Bytes (vLLM with
+// VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0) become BytesHashKey of the bytes.
+//
+// A missing or nil medium means the GPU. ParseMedium folds the names of
+// vLLM ("GPU", "CPU"), SGLang ("GPU", "CPU_TIER1", "CPU_TIER2") and
+// offloading connectors ("CPU_PINNED", "DISK", "STORAGE", ...) into
+// MediumGPU, MediumCPU and MediumDisk, ignoring case.
+//
+// AppendBatch writes each Format as the engine it names does, down to the
+// integer widths, so that a payload from the simulated engine exercises a
+// consumer as a real one would; every format it writes decodes back to the
+// same Batch.
+//
+// # Performance
+//
+// The Decoder is on the router's ingest path, which must keep up with every
+// engine's cache churn: it reads integer arrays in place, keeps strings in
+// the payload, and reuses its buffers, so a batch decodes without
+// allocating once they have grown (BenchmarkDecode). AppendBatch sizes its
+// output once and allocates nothing else (BenchmarkAppendBatch).
+//
+// The golden payloads in testdata pin both directions: hand-written ones
+// for what engines send, generated ones (go test -update) for what
+// AppendBatch writes.
+package kvevents
