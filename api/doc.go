@@ -33,8 +33,8 @@
 //
 // The router adapter wraps its own sentinel errors so that errors.Is finds
 // api.ErrQueueFull (429 with Retry-After) or api.ErrNoWorker (503), and it
-// must call nothing back: the gateway calls FirstToken and Done itself,
-// Done exactly once per successful Route.
+// must call nothing back: the gateway calls PrefillDone and Free itself,
+// Free exactly once per successful Route.
 //
 // # Endpoints
 //
@@ -71,7 +71,7 @@
 // stream with an error event in the client's dialect. A client that goes
 // away cancels the engine request at once: a write to it fails, and while
 // there is nothing to write (queued, or a long prefill) its connection is
-// looked at every Config.ClientCheck. The router is told Done in every case.
+// looked at every Config.ClientCheck. The router is told Free in every case.
 //
 // A streamed answer is pulled by the HTTP server from the client
 // connection's goroutine: the engine's chunk is read, translated and written

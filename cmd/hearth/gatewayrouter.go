@@ -41,10 +41,8 @@ func (g *gatewayRouter) addWorker(id router.WorkerID, name, baseURL string) {
 }
 
 func (g *gatewayRouter) Route(ctx context.Context, req api.RouteRequest) (api.Route, error) {
-	if req.SessionID != "" && req.Session.Action != "" {
-		g.rt.ApplySessionControl(router.SessionControl{
-			SessionID: req.SessionID, Action: req.Session.Action, Timeout: req.Session.Timeout,
-		})
+	if req.Session.Action != "" {
+		g.rt.ApplySessionControl(req.SessionID, req.Session)
 	}
 	var exclude []router.WorkerID
 	if len(req.Exclude) > 0 {
@@ -67,12 +65,7 @@ func (g *gatewayRouter) Route(ctx context.Context, req api.RouteRequest) (api.Ro
 		Policy:       policy,
 		SessionID:    req.SessionID,
 		Exclude:      exclude,
-		Hints: router.Hints{
-			Priority:           req.Hints.Priority,
-			StrictPriority:     req.Hints.StrictPriority,
-			OSL:                req.Hints.OSL,
-			SpeculativePrefill: req.Hints.SpeculativePrefill,
-		},
+		Hints:        req.Hints,
 	})
 	switch {
 	case errors.Is(err, router.ErrQueueFull):
@@ -83,22 +76,22 @@ func (g *gatewayRouter) Route(ctx context.Context, req api.RouteRequest) (api.Ro
 		return api.Route{}, err
 	}
 	g.mu.RLock()
-	baseURL, ok := g.baseURLs[d.Worker]
+	baseURL, ok := g.baseURLs[d.WorkerID]
 	g.mu.RUnlock()
 	if !ok {
 		g.rt.Free(req.ID)
-		return api.Route{}, fmt.Errorf("%w: worker %s has no address", api.ErrNoWorker, d.WorkerName)
+		return api.Route{}, fmt.Errorf("%w: worker %s has no address", api.ErrNoWorker, d.Worker)
 	}
 	return api.Route{
-		WorkerID:         d.WorkerName,
+		Worker:           d.Worker,
 		BaseURL:          baseURL,
-		OverlapBlocks:    d.CachedBlocks,
+		CachedBlocks:     d.CachedBlocks,
 		PromptBlocks:     d.PromptBlocks,
 		PredictedHitRate: d.PredictedHitRate,
 		Policy:           d.Policy,
 	}, nil
 }
 
-func (g *gatewayRouter) FirstToken(requestID string) { g.rt.PrefillDone(requestID) }
+func (g *gatewayRouter) PrefillDone(requestID string) { g.rt.PrefillDone(requestID) }
 
-func (g *gatewayRouter) Done(requestID string) { g.rt.Free(requestID) }
+func (g *gatewayRouter) Free(requestID string) { g.rt.Free(requestID) }
