@@ -85,9 +85,12 @@
 // request a response.failed event with that code. Errors that cannot succeed
 // on a retry carry x-should-retry: false.
 //
-// With nvext.agent_hints.speculative_prefill the next turn's prompt (history
-// plus answer) is sent to the same worker with max_tokens 1 after the answer,
-// off the request's path.
+// Dynamo's nvext object (agent_hints, session_control) is parsed and
+// validated here (ParseNvext: an invalid field is a 400 naming it) into the
+// router's own Hints and SessionControl, which RouteRequest carries; the
+// router never reads client JSON. With nvext.agent_hints.speculative_prefill
+// the next turn's prompt (history plus answer) is sent to the same worker
+// with max_tokens 1 after the answer, off the request's path.
 //
 // # Where the time goes
 //
