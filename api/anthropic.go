@@ -340,7 +340,7 @@ func (g *Gateway) handleMessages(c *fiber.Ctx) error {
 	}
 	return g.forward(c, req, func(ex *exchange) responder {
 		r := &anthropicResponder{id: newID("msg_"), model: req.ClientModel, promptTokens: ex.prompt, tool: -1}
-		r.predictedCached = min(ex.route.OverlapBlocks*g.cfg.BlockSize, ex.prompt)
+		r.predictedCached = min(ex.route.CachedBlocks*g.cfg.BlockSize, ex.prompt)
 		return r
 	})
 }

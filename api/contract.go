@@ -3,9 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"time"
-
-	json "github.com/goccy/go-json"
 
 	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/router"
@@ -13,15 +10,16 @@ import (
 )
 
 // Router picks the worker that serves a request. The gateway calls Route once
-// per attempt, FirstToken when the engine produced its first token (prefill is
-// over) and Done exactly once per successful Route, when the request ended for
-// any reason.
+// per attempt, PrefillDone when the engine produced its first token (prefill
+// is over) and Free exactly once per successful Route, when the request ended
+// for any reason. The names are router.Router's, whose methods of the same
+// names an adapter forwards to.
 type Router interface {
 	// Route picks a worker. It may block while the request waits in a queue;
 	// it returns an error wrapping ErrQueueFull or ErrNoWorker when it cannot.
 	Route(ctx context.Context, req RouteRequest) (Route, error)
-	FirstToken(requestID string)
-	Done(requestID string)
+	PrefillDone(requestID string)
+	Free(requestID string)
 }
 
 // Tokenizer renders a chat with the served model's template and turns text
@@ -62,63 +60,23 @@ var (
 
 // RouteRequest is what the router sees of a request.
 type RouteRequest struct {
-	ID           string              // unique per request; FirstToken and Done use it
+	ID           string              // unique per request; PrefillDone and Free use it
 	Model        string              // the served model name (aliases resolved)
 	Hashes       []tokenizer.SeqHash // sequence hashes of the prompt's full blocks
 	PromptTokens int
-	SessionID    string // "" when the client sent none
-	Session      SessionControl
-	Hints        Hints
-	Policy       string   // routing policy override from the x-hearth-policy header; "" = default
-	Exclude      []string // worker ids that already failed this request
-}
-
-// Hints are Dynamo's agent hints (nvext.agent_hints), as plain fields.
-type Hints struct {
-	Priority           int  // higher = sooner, evicted later
-	StrictPriority     int  // a strict tier in the router queue
-	OSL                int  // expected output tokens; 0 = unknown
-	SpeculativePrefill bool // warm the next turn's prompt after the answer
-}
-
-// SessionControl is nvext.session_control: sticky sessions opened and closed
-// by the client.
-type SessionControl struct {
-	Action  string        // "", "open" or "close"
-	Timeout time.Duration // 0 = router default
+	SessionID    string                // "" when the client sent none
+	Session      router.SessionControl // nvext.session_control, applied to SessionID
+	Hints        router.Hints          // nvext.agent_hints
+	Policy       string                // routing policy override from the x-hearth-policy header; "" = default
+	Exclude      []string              // names of the workers that already failed this request
 }
 
 // Route is the router's decision.
 type Route struct {
-	WorkerID         string
+	Worker           string // the worker's name
 	BaseURL          string // the worker's OpenAI endpoint root, e.g. http://10.0.0.2:8000
-	OverlapBlocks    int    // prompt blocks the worker already holds
+	CachedBlocks     int    // leading prompt blocks the worker already holds on its GPU
 	PromptBlocks     int    // full blocks in the prompt
 	PredictedHitRate float64
 	Policy           string // the policy that decided
-}
-
-// parseNvext decodes and validates the request body's Dynamo extension with
-// the router's own parser; errors are 400s naming the offending field.
-// Unknown fields are ignored.
-func parseNvext(raw json.RawMessage) (h Hints, sc SessionControl, sessionID string, err error) {
-	nv, err := router.ParseNvext(raw)
-	if err != nil {
-		var ne *router.NvextError
-		if errors.As(err, &ne) {
-			return h, sc, "", badRequest(ne.Field, ne.Reason)
-		}
-		return h, sc, "", badRequest("nvext", err.Error())
-	}
-	h = Hints{
-		Priority:           nv.AgentHints.Priority,
-		StrictPriority:     nv.AgentHints.StrictPriority,
-		OSL:                nv.AgentHints.OSL,
-		SpeculativePrefill: nv.AgentHints.SpeculativePrefill,
-	}
-	if c := nv.SessionControl; c != nil {
-		sc = SessionControl{Action: c.Action, Timeout: c.Timeout}
-		sessionID = c.SessionID
-	}
-	return h, sc, sessionID, nil
 }

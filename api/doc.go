@@ -33,8 +33,8 @@
 //
 // The router adapter wraps its own sentinel errors so that errors.Is finds
 // api.ErrQueueFull (429 with Retry-After) or api.ErrNoWorker (503), and it
-// must call nothing back: the gateway calls FirstToken and Done itself,
-// Done exactly once per successful Route.
+// must call nothing back: the gateway calls PrefillDone and Free itself,
+// Free exactly once per successful Route.
 //
 // # Endpoints
 //
@@ -71,7 +71,7 @@
 // stream with an error event in the client's dialect. A client that goes
 // away cancels the engine request at once: a write to it fails, and while
 // there is nothing to write (queued, or a long prefill) its connection is
-// looked at every Config.ClientCheck. The router is told Done in every case.
+// looked at every Config.ClientCheck. The router is told Free in every case.
 //
 // A streamed answer is pulled by the HTTP server from the client
 // connection's goroutine: the engine's chunk is read, translated and written
@@ -85,9 +85,12 @@
 // request a response.failed event with that code. Errors that cannot succeed
 // on a retry carry x-should-retry: false.
 //
-// With nvext.agent_hints.speculative_prefill the next turn's prompt (history
-// plus answer) is sent to the same worker with max_tokens 1 after the answer,
-// off the request's path.
+// Dynamo's nvext object (agent_hints, session_control) is parsed and
+// validated here (ParseNvext: an invalid field is a 400 naming it) into the
+// router's own Hints and SessionControl, which RouteRequest carries; the
+// router never reads client JSON. With nvext.agent_hints.speculative_prefill
+// the next turn's prompt (history plus answer) is sent to the same worker
+// with max_tokens 1 after the answer, off the request's path.
 //
 // # Keeping the hot path cheap
 //

@@ -7,6 +7,7 @@ import (
 
 	json "github.com/goccy/go-json"
 
+	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -70,8 +71,8 @@ type engineRequest struct {
 	IncludeUsage bool // the client asked for a usage chunk (OpenAI chat)
 
 	SessionID    string
-	Session      SessionControl
-	Hints        Hints
+	Session      router.SessionControl
+	Hints        router.Hints
 	Policy       string
 	DroppedTools []string // built-in tools the engine cannot run, left out
 

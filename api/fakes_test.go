@@ -67,20 +67,20 @@ func bytesToIDs(s string) []uint32 {
 
 // fakeRouter routes to fixed workers in order, skipping excluded ones.
 type fakeRouter struct {
-	mu      sync.Mutex
-	workers []Route
-	err     error // returned by Route when set
-	routed  []RouteRequest
-	first   map[string]int
-	done    map[string]int
-	doneCh  chan string
+	mu        sync.Mutex
+	workers   []Route
+	err       error // returned by Route when set
+	routed    []RouteRequest
+	prefilled map[string]int
+	freed     map[string]int
+	freedCh   chan string
 	// queue, when set, keeps every Route waiting, as a full router queue
 	// does, until its context ends; then it is closed.
 	queue chan struct{}
 }
 
 func newFakeRouter(workers ...Route) *fakeRouter {
-	return &fakeRouter{workers: workers, first: map[string]int{}, done: map[string]int{}, doneCh: make(chan string, 100)}
+	return &fakeRouter{workers: workers, prefilled: map[string]int{}, freed: map[string]int{}, freedCh: make(chan string, 100)}
 }
 
 func (r *fakeRouter) Route(ctx context.Context, req RouteRequest) (Route, error) {
@@ -100,7 +100,7 @@ func (r *fakeRouter) Route(ctx context.Context, req RouteRequest) (Route, error)
 next:
 	for _, w := range r.workers {
 		for _, x := range req.Exclude {
-			if x == w.WorkerID {
+			if x == w.Worker {
 				continue next
 			}
 		}
@@ -110,18 +110,18 @@ next:
 	return Route{}, fmt.Errorf("fake: %w", ErrNoWorker)
 }
 
-func (r *fakeRouter) FirstToken(id string) {
+func (r *fakeRouter) PrefillDone(id string) {
 	r.mu.Lock()
-	r.first[id]++
+	r.prefilled[id]++
 	r.mu.Unlock()
 }
 
-func (r *fakeRouter) Done(id string) {
+func (r *fakeRouter) Free(id string) {
 	r.mu.Lock()
-	r.done[id]++
+	r.freed[id]++
 	r.mu.Unlock()
 	select {
-	case r.doneCh <- id:
+	case r.freedCh <- id:
 	default: // benchmarks end more requests than anyone waits for
 	}
 }
@@ -136,13 +136,13 @@ func (r *fakeRouter) lastRoute(t *testing.T) RouteRequest {
 	return r.routed[len(r.routed)-1]
 }
 
-// waitDone waits until the router was told that n more requests ended.
-func (r *fakeRouter) waitDone(t *testing.T, n int) []string {
+// waitFreed waits until the router was told that n more requests ended.
+func (r *fakeRouter) waitFreed(t *testing.T, n int) []string {
 	t.Helper()
 	var ids []string
 	for range n {
 		select {
-		case id := <-r.doneCh:
+		case id := <-r.freedCh:
 			ids = append(ids, id)
 		case <-time.After(10 * time.Second):
 			t.Fatalf("router was not told that a request ended (got %d of %d)", len(ids), n)
@@ -403,7 +403,7 @@ func startGateway(t testing.TB, router *fakeRouter, opts ...harnessOption) *harn
 	h := &harness{router: router, registry: prometheus.NewRegistry()}
 	if router == nil {
 		h.engine = newFakeEngine(t)
-		h.router = newFakeRouter(Route{WorkerID: "w1", BaseURL: h.engine.srv.URL, OverlapBlocks: 3, Policy: "kv"})
+		h.router = newFakeRouter(Route{Worker: "w1", BaseURL: h.engine.srv.URL, CachedBlocks: 3, Policy: "kv"})
 	}
 	cfg := Config{
 		Models:  []string{servedModel},

@@ -239,7 +239,7 @@ func TestFixtureConversations(t *testing.T) {
 			if n := commonPrefix(r1.Hashes, r2.Hashes); n != len(r1.Hashes) {
 				t.Errorf("turn 2 shares %d of turn 1's %d prompt blocks; want all", n, len(r1.Hashes))
 			}
-			h.router.waitDone(t, len(routed))
+			h.router.waitFreed(t, len(routed))
 			for _, b := range h.engine.requests() {
 				raw, _ := json.Marshal(b)
 				for _, volatile := range []string{"cache_control", "x-anthropic-billing-header", "cch=", "msg_aa0", "msg_bb0", "fc_bb06", "nvext"} {

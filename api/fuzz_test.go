@@ -85,17 +85,6 @@ func FuzzDecodeCompletion(f *testing.F) {
 	})
 }
 
-func FuzzParseNvext(f *testing.F) {
-	f.Add([]byte(`{"agent_hints":{"priority":1,"strict_priority":2,"osl":3,"speculative_prefill":true},"session_control":{"session_id":"s","action":"open","timeout":1.5}}`))
-	f.Add([]byte(`null`))
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		h, sc, _, err := parseNvext(raw)
-		if err == nil && (h.OSL < 0 || sc.Timeout < 0) {
-			t.Fatalf("accepted negative values: %+v %+v", h, sc)
-		}
-	})
-}
-
 // FuzzEngineStream feeds arbitrary engine output through the streamed body
 // of every dialect, as the server pulls it: it must end, and every event it
 // writes must carry valid JSON when the engine's did (OpenAI chunks pass

@@ -331,7 +331,7 @@ func (g *Gateway) speculate(route Route, req *engineRequest, answer chatMessage)
 		}
 		g.metrics.speculative.WithLabelValues(outcome).Inc()
 		if outcome != "ok" {
-			g.log.Debug("speculative prefill failed", "worker", route.WorkerID, "error", err)
+			g.log.Debug("speculative prefill failed", "worker", route.Worker, "error", err)
 		}
 	}()
 }
@@ -343,15 +343,17 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// readNvextEtc decodes the fields every dialect shares: nvext and the policy
-// header.
-func (g *Gateway) commonFields(c *fiber.Ctx, req *engineRequest, nv json.RawMessage, bodySession string) error {
-	h, sc, sid, err := parseNvext(nv)
-	if err != nil {
-		return err
+// commonFields decodes the fields every dialect shares: nvext, the session
+// id and the policy header. An invalid nvext is a 400 naming the field.
+func (g *Gateway) commonFields(c *fiber.Ctx, req *engineRequest, raw json.RawMessage, bodySession string) error {
+	nv, err := ParseNvext(raw)
+	if ne := (*NvextError)(nil); errors.As(err, &ne) {
+		return badRequest(ne.Field, ne.Reason)
+	} else if err != nil {
+		return badRequest("nvext", err.Error())
 	}
-	req.Hints, req.Session = h, sc
-	req.SessionID = sessionID(c, sid, bodySession)
+	req.Hints, req.Session = nv.AgentHints, nv.SessionControl
+	req.SessionID = sessionID(c, nv.SessionID, bodySession)
 	req.Policy = strings.Clone(c.Get("x-hearth-policy"))
 	return nil
 }

@@ -86,7 +86,7 @@ func BenchmarkGatewayStream(b *testing.B) {
 		{"responses", "/v1/responses", `{"model":"gpt-x","stream":true,"instructions":"Be brief.","input":"Tell me a story."}`},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			h := startGateway(b, newFakeRouter(Route{WorkerID: "w", BaseURL: engine.URL}))
+			h := startGateway(b, newFakeRouter(Route{Worker: "w", BaseURL: engine.URL}))
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 			b.ReportAllocs()
 			for b.Loop() {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/hearth-llm/hearth/router"
 )
 
 func chatBody(extra string) string {
@@ -65,9 +67,9 @@ func TestChatPassesChunksThroughAndUsageOnlyWhenAsked(t *testing.T) {
 			if !so.IncludeUsage {
 				t.Error("the engine was not asked for usage")
 			}
-			id := h.router.waitDone(t, 1)[0]
-			if h.router.first[id] != 1 || h.router.done[id] != 1 {
-				t.Errorf("router first token %d, done %d; want 1 and 1", h.router.first[id], h.router.done[id])
+			id := h.router.waitFreed(t, 1)[0]
+			if h.router.prefilled[id] != 1 || h.router.freed[id] != 1 {
+				t.Errorf("router prefill done %d, free %d; want 1 and 1", h.router.prefilled[id], h.router.freed[id])
 			}
 		})
 	}
@@ -141,7 +143,7 @@ func TestRetriesOnceOnTheNextWorker(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			good := newFakeEngine(t)
-			router := newFakeRouter(Route{WorkerID: "bad", BaseURL: tc.first(t)}, Route{WorkerID: "good", BaseURL: good.srv.URL})
+			router := newFakeRouter(Route{Worker: "bad", BaseURL: tc.first(t)}, Route{Worker: "good", BaseURL: good.srv.URL})
 			h := startGateway(t, router)
 			resp, body := h.post(t, "/v1/messages", `{"model":"claude-opus-4-8","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)
 			if resp.StatusCode != 200 || resp.Header.Get("x-hearth-worker") != "good" {
@@ -150,7 +152,7 @@ func TestRetriesOnceOnTheNextWorker(t *testing.T) {
 			if len(router.routed) != 2 || strings.Join(router.routed[1].Exclude, ",") != "bad" || router.routed[0].ID != router.routed[1].ID {
 				t.Fatalf("routes %+v", router.routed)
 			}
-			router.waitDone(t, 2) // the failed attempt and the answer
+			router.waitFreed(t, 2) // the failed attempt and the answer
 			if got := testutil.ToFloat64(h.gw.metrics.retries); got != 1 {
 				t.Errorf("retries metric %v", got)
 			}
@@ -168,7 +170,7 @@ func TestFailuresBeforeAnswering(t *testing.T) {
 		header     string
 	}{
 		{"every worker down", func(t *testing.T) *fakeRouter {
-			return newFakeRouter(Route{WorkerID: "a", BaseURL: refusedAddr(t)}, Route{WorkerID: "b", BaseURL: refusedAddr(t)})
+			return newFakeRouter(Route{Worker: "a", BaseURL: refusedAddr(t)}, Route{Worker: "b", BaseURL: refusedAddr(t)})
 		}, "/v1/chat/completions", chatBody(""), http.StatusBadGateway, `"type":"server_error"`, ""},
 		{"queue full", func(t *testing.T) *fakeRouter {
 			r := newFakeRouter()
@@ -180,7 +182,7 @@ func TestFailuresBeforeAnswering(t *testing.T) {
 		{"engine rejects the request", func(t *testing.T) *fakeRouter {
 			e := newFakeEngine(t)
 			e.script = func(map[string]json.RawMessage, []chatMessage) engineReply { return engineReply{Status: 400} }
-			return newFakeRouter(Route{WorkerID: "a", BaseURL: e.srv.URL}, Route{WorkerID: "b", BaseURL: e.srv.URL})
+			return newFakeRouter(Route{Worker: "a", BaseURL: e.srv.URL}, Route{Worker: "b", BaseURL: e.srv.URL})
 		}, "/v1/chat/completions", chatBody(""), http.StatusBadRequest, "scripted failure 400", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -225,7 +227,7 @@ func TestMidStreamFailureEndsWithDialectError(t *testing.T) {
 			if resp.StatusCode != 200 || len(events) == 0 || !tc.lastEvent(events[len(events)-1]) {
 				t.Fatalf("status %d, stream:\n%s", resp.StatusCode, body)
 			}
-			h.router.waitDone(t, 1)
+			h.router.waitFreed(t, 1)
 		})
 	}
 }
@@ -251,7 +253,7 @@ func TestClientGoingAwayCancelsTheEngine(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the engine request was not cancelled after the client left")
 	}
-	h.router.waitDone(t, 1)
+	h.router.waitFreed(t, 1)
 	if got := testutil.ToFloat64(h.gw.metrics.clientGone); got != 1 {
 		t.Errorf("client disconnects metric %v", got)
 	}
@@ -289,7 +291,7 @@ func TestHintsAndSessionsReachTheRouter(t *testing.T) {
 		{"nvext hints and session control", "/v1/chat/completions",
 			chatBody(`"nvext":{"agent_hints":{"priority":5,"strict_priority":1,"osl":300,"speculative_prefill":false,"future_hint":true},"session_control":{"session_id":"s-nv","action":"open","timeout":30}}`),
 			[]string{"x-session-id", "s-header", "x-hearth-policy", "round_robin"},
-			RouteRequest{SessionID: "s-nv", Hints: Hints{Priority: 5, StrictPriority: 1, OSL: 300}, Session: SessionControl{Action: "open", Timeout: 30 * time.Second}, Policy: "round_robin"}},
+			RouteRequest{SessionID: "s-nv", Hints: router.Hints{Priority: 5, StrictPriority: 1, OSL: 300}, Session: router.SessionControl{Action: router.SessionOpen, Timeout: 30 * time.Second}, Policy: "round_robin"}},
 		{"opencode headers", "/v1/chat/completions", chatBody(""), []string{"x-session-affinity", "ses_a"}, RouteRequest{SessionID: "ses_a"}},
 		{"prompt_cache_key", "/v1/responses", `{"model":"gpt-5.5","input":"hi","prompt_cache_key":"pck"}`, nil, RouteRequest{SessionID: "pck"}},
 		{"claude user_id json", "/v1/messages", `{"model":"claude-x","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"metadata":{"user_id":"{\"device_id\":\"d\",\"session_id\":\"cc-1\"}"}}`, nil, RouteRequest{SessionID: "cc-1"}},
@@ -398,7 +400,7 @@ func TestMetricsCountRequests(t *testing.T) {
 	h := startGateway(t, nil)
 	h.post(t, "/v1/chat/completions", chatBody(""))
 	h.post(t, "/v1/chat/completions", `{"model":"nope","messages":[]}`)
-	h.router.waitDone(t, 1)
+	h.router.waitFreed(t, 1)
 	resp, err := http.Get(h.url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -567,7 +569,7 @@ func TestEngineConnectionsAreReused(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(body, "[DONE]") {
 			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
 		}
-		h.router.waitDone(t, 1)
+		h.router.waitFreed(t, 1)
 	}
 	if n := h.engine.conns.Load(); n != 1 {
 		t.Errorf("the gateway opened %d connections to the engine for 5 requests in a row, want 1", n)
@@ -628,5 +630,5 @@ func TestEngineLingeringAfterDoneIsCutOff(t *testing.T) {
 	if d := time.Since(start); d < drainTimeout {
 		t.Errorf("the stream was closed after %v, before the drain's %v were up", d, drainTimeout)
 	}
-	h.router.waitDone(t, 1)
+	h.router.waitFreed(t, 1)
 }

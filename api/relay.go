@@ -139,8 +139,8 @@ func (g *Gateway) dispatch(ctx context.Context, rr RouteRequest, path string, bo
 		}
 		hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(route.BaseURL, "/")+path, bytes.NewReader(body))
 		if err != nil {
-			g.router.Done(rr.ID)
-			return nil, fmt.Errorf("worker %s: %w", route.WorkerID, err)
+			g.router.Free(rr.ID)
+			return nil, fmt.Errorf("worker %s: %w", route.Worker, err)
 		}
 		hreq.Header.Set("Content-Type", "application/json")
 		hreq.Header.Set("Accept", "text/event-stream")
@@ -158,7 +158,7 @@ func (g *Gateway) dispatch(ctx context.Context, rr RouteRequest, path string, bo
 				err = &apiError{Status: resp.StatusCode, Message: "engine: " + msg}
 			}
 		}
-		g.router.Done(rr.ID)
+		g.router.Free(rr.ID)
 		if context.Cause(ctx) == errClientGone {
 			return nil, errClientGone
 		}
@@ -166,10 +166,10 @@ func (g *Gateway) dispatch(ctx context.Context, rr RouteRequest, path string, bo
 		if errors.As(err, &ae) && ae.Status < 500 {
 			return nil, ae // the request itself is bad; another worker would say the same
 		}
-		g.log.Warn("worker failed before answering", "worker", route.WorkerID, "request", rr.ID, "error", err)
+		g.log.Warn("worker failed before answering", "worker", route.Worker, "request", rr.ID, "error", err)
 		g.metrics.retries.Inc()
-		lastErr = &apiError{Status: http.StatusBadGateway, Message: fmt.Sprintf("worker %s failed: %v", route.WorkerID, err)}
-		rr.Exclude = append(rr.Exclude, route.WorkerID)
+		lastErr = &apiError{Status: http.StatusBadGateway, Message: fmt.Sprintf("worker %s failed: %v", route.Worker, err)}
+		rr.Exclude = append(rr.Exclude, route.Worker)
 	}
 	return nil, lastErr
 }
@@ -203,8 +203,8 @@ func engineErrorMessage(r io.Reader) string {
 
 // setRouteHeaders tells the client where its request went.
 func (ex *exchange) setRouteHeaders(c *fiber.Ctx) {
-	c.Set("x-hearth-worker", ex.route.WorkerID)
-	c.Set("x-hearth-cached-blocks", strconv.Itoa(ex.route.OverlapBlocks))
+	c.Set("x-hearth-worker", ex.route.Worker)
+	c.Set("x-hearth-cached-blocks", strconv.Itoa(ex.route.CachedBlocks))
 	c.Set("x-hearth-prompt-blocks", strconv.Itoa(ex.route.PromptBlocks))
 	if ex.route.Policy != "" {
 		c.Set("x-hearth-policy", ex.route.Policy)
@@ -237,8 +237,8 @@ func (ex *exchange) release() {
 			chunkParsers.Put(ex.parser)
 			ex.lines, ex.parser = nil, nil
 		}
-		ex.record() // before Done, so that whoever waits for Done finds it
-		ex.g.router.Done(ex.id)
+		ex.record() // before Free, so that whoever waits for Free finds it
+		ex.g.router.Free(ex.id)
 		ex.g.metrics.observe(ex.req.Dialect, ex.status, time.Since(ex.started))
 	})
 }
@@ -261,7 +261,7 @@ const drainTimeout = time.Second
 func (ex *exchange) record() {
 	r := RequestRecord{
 		ID: ex.id, At: ex.arrived, SessionID: ex.req.SessionID, Client: ex.client,
-		Worker: ex.route.WorkerID, Status: ex.status, PromptTokens: ex.prompt, TTFT: ex.ttft,
+		Worker: ex.route.Worker, Status: ex.status, PromptTokens: ex.prompt, TTFT: ex.ttft,
 	}
 	if ex.acc.HaveUsage {
 		if ex.acc.Usage.PromptTokens > 0 {
@@ -313,7 +313,7 @@ func (ex *exchange) next() ([]byte, *chatChunk, error) {
 		}
 		if !ex.first {
 			ex.first = true
-			ex.g.router.FirstToken(ex.id)
+			ex.g.router.PrefillDone(ex.id)
 			ex.ttft = time.Since(ex.arrived)
 			ex.g.metrics.ttft.WithLabelValues(ex.req.Dialect.String()).Observe(time.Since(ex.started).Seconds())
 		}
@@ -489,11 +489,11 @@ func (ex *exchange) failed(err error) {
 	if errors.Is(err, errClientGone) {
 		ex.status = statusClientGone
 		ex.g.metrics.clientGone.Inc()
-		ex.g.log.Debug("client went away; engine request cancelled", "request", ex.id, "worker", ex.route.WorkerID)
+		ex.g.log.Debug("client went away; engine request cancelled", "request", ex.id, "worker", ex.route.Worker)
 		return
 	}
 	ex.status = http.StatusBadGateway
-	ex.g.log.Warn("stream failed", "request", ex.id, "worker", ex.route.WorkerID, "error", err)
+	ex.g.log.Warn("stream failed", "request", ex.id, "worker", ex.route.Worker, "error", err)
 }
 
 // writeFailure answers a request that failed before an engine answered. A

@@ -52,7 +52,7 @@ func TestSimulatedEngineReusesTheCache(t *testing.T) {
 		t.Skipf("the Qwen3 tokenizer does not load: %v", err)
 	}
 	url := startSimEngine(t, tok)
-	router := newFakeRouter(Route{WorkerID: "sim", BaseURL: url})
+	router := newFakeRouter(Route{Worker: "sim", BaseURL: url})
 	h := startGateway(t, router, func(c *Config, d *Deps) { d.Tokenizer = tok; c.MaxOutputTokens = 24 })
 	ctx := context.Background()
 	system := "You are a coding helper. Answer in one sentence. " + longText(40)

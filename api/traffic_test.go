@@ -245,7 +245,7 @@ func TestGatewayRecordsTraffic(t *testing.T) {
 			t.Fatalf("%d %s", resp.StatusCode, out)
 		}
 	}
-	h.router.waitDone(t, 2) // the record is written before the router hears Done
+	h.router.waitFreed(t, 2) // the record is written before the router hears Free
 	sessions := h.gw.Traffic().Sessions()
 	if len(sessions) != 1 || len(sessions[0].Turns) != 2 {
 		t.Fatalf("sessions: %+v", sessions)

@@ -205,7 +205,7 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 		}
 		e.worker = id
 		e.ingester = router.NewIngester(router.IngesterConfig{
-			Worker: id, BlockSize: core.Config().BlockSize, Logger: cfg.Logger,
+			WorkerID: id, BlockSize: core.Config().BlockSize, Logger: cfg.Logger,
 		}, r.Index(), nil)
 		d.engines = append(d.engines, e)
 		d.byID[id] = e
@@ -377,7 +377,7 @@ func (d *des) collectDispatched() {
 // start adds a routed request to the engine the router picked.
 func (d *des) start(f *flight, dec router.Decision) {
 	req := f.req
-	e := d.byID[dec.Worker]
+	e := d.byID[dec.WorkerID]
 	f.engine, f.decision = e, dec
 	out := req.Answer
 	if len(out) != req.OutputTokens {

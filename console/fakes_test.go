@@ -214,10 +214,10 @@ func loadedSources(now time.Time, gpus, sessions, perMinute int) *fakeSources {
 			}
 			d.PredictedHitRate = float64(d.CachedBlocks) / float64(d.PromptBlocks)
 			for k, cw := range workers {
-				c := Candidate{Worker: cw, OverlapBlocks: rng.IntN(1250), ActiveBlocks: rng.IntN(900), PendingPrefillTokens: rng.IntN(8000)}
-				c.Cost = float64(1250-c.OverlapBlocks) + float64(c.ActiveBlocks+c.PendingPrefillTokens/16) + float64(k)
+				c := Candidate{Worker: cw, CachedBlocks: rng.IntN(1250), ActiveBlocks: rng.IntN(900), PendingPrefillTokens: rng.IntN(8000)}
+				c.Cost = float64(1250-c.CachedBlocks) + float64(c.ActiveBlocks+c.PendingPrefillTokens/16) + float64(k)
 				if cw == w {
-					c.OverlapBlocks = d.CachedBlocks
+					c.CachedBlocks = d.CachedBlocks
 					c.Cost = 100
 				}
 				d.Candidates = append(d.Candidates, c)

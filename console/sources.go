@@ -90,7 +90,7 @@ type Decision struct {
 // Candidate is one worker as the policy weighed it.
 type Candidate struct {
 	Worker               string
-	OverlapBlocks        int
+	CachedBlocks         int
 	ActiveBlocks         int
 	PendingPrefillTokens int
 	Cost                 float64 // lower is better; 0 for policies without one

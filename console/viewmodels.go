@@ -353,7 +353,7 @@ func requestsVM(cfg Config, snap *snapshot) components.RequestsVM {
 		for _, c := range d.Candidates {
 			row.Candidates = append(row.Candidates, components.CandidateRow{
 				Worker:  c.Worker,
-				Overlap: c.OverlapBlocks,
+				Overlap: c.CachedBlocks,
 				Active:  c.ActiveBlocks,
 				Pending: c.PendingPrefillTokens,
 				Cost:    strconv.FormatFloat(c.Cost, 'f', 2, 64),

@@ -4,9 +4,9 @@ import "time"
 
 // Candidate is one worker as a policy saw it for one request.
 type Candidate struct {
-	Worker               WorkerID
-	Name                 string
-	OverlapBlocks        int     // leading prompt blocks cached on the worker's GPU
+	WorkerID             WorkerID
+	Worker               string  // the worker's name (WorkerInfo.Name)
+	CachedBlocks         int     // leading prompt blocks cached on the worker's GPU
 	RAMBlocks            int     // prompt blocks in the worker's host RAM after its GPU overlap
 	DiskBlocks           int     // prompt blocks on the worker's disk after GPU and RAM
 	ActiveBlocks         int     // blocks held by its running requests
@@ -32,13 +32,13 @@ const (
 type Decision struct {
 	RequestID  string
 	Policy     string
-	Worker     WorkerID
-	WorkerName string
-	BaseURL    string // the worker's WorkerInfo.BaseURL
+	WorkerID   WorkerID // the winner
+	Worker     string   // the winner's name (WorkerInfo.Name)
+	BaseURL    string   // the winner's WorkerInfo.BaseURL
 	Reason     string
 	Candidates []Candidate
 
-	CachedBlocks    int // the winner's overlap blocks (GPU)
+	CachedBlocks    int // the winner's leading prompt blocks on its GPU (Candidate.CachedBlocks)
 	LowerTierBlocks int // the winner's blocks in host RAM or on disk after its GPU overlap (kv and hearth only)
 	PromptBlocks    int // ceil(prompt tokens / block size)
 	// PredictedHitRate is (CachedBlocks + LowerTierBlocks) / PromptBlocks,

@@ -32,7 +32,7 @@ type replaySource interface {
 // IngestStats counts what an Ingester has seen. All counters only grow,
 // except MappedBlocks and MappingBytes, which are gauges.
 type IngestStats struct {
-	Worker WorkerID
+	WorkerID WorkerID
 
 	Batches       uint64 // batches applied (live and replayed)
 	Events        uint64 // events applied
@@ -65,8 +65,8 @@ type ingestCounters struct {
 
 // IngesterConfig configures an Ingester.
 type IngesterConfig struct {
-	// Worker is the worker whose events this ingester applies.
-	Worker WorkerID
+	// WorkerID is the worker whose events this ingester applies.
+	WorkerID WorkerID
 	// BlockSize is the number of tokens per block the router hashes
 	// (default tokenizer.DefaultBlockSize). Stored blocks of another size
 	// cannot be matched against requests and are skipped.
@@ -124,11 +124,11 @@ func NewIngester(cfg IngesterConfig, index blockIndex, replay replaySource) *Ing
 		cfg.Logger = slog.Default()
 	}
 	return &Ingester{
-		worker:    cfg.Worker,
+		worker:    cfg.WorkerID,
 		blockSize: cfg.BlockSize,
 		index:     index,
 		replay:    replay,
-		log:       cfg.Logger.With("worker", cfg.Worker),
+		log:       cfg.Logger.With("worker", cfg.WorkerID),
 		hashers:   map[string]tokenizer.Hasher{},
 	}
 }
@@ -137,7 +137,7 @@ func NewIngester(cfg IngesterConfig, index blockIndex, replay replaySource) *Ing
 func (in *Ingester) Stats() IngestStats {
 	c := &in.stats
 	return IngestStats{
-		Worker:        in.worker,
+		WorkerID:      in.worker,
 		Batches:       c.batches.Load(),
 		Events:        c.events.Load(),
 		BlocksStored:  c.blocksStored.Load(),

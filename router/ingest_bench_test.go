@@ -57,7 +57,7 @@ func benchBatches() (payloads [][]byte, storedPerPass int) {
 func BenchmarkIngest(b *testing.B) {
 	payloads, storedPerPass := benchBatches()
 	idx := &countingIndex{}
-	in := NewIngester(IngesterConfig{Worker: 1, Logger: slog.New(slog.DiscardHandler)}, idx, nil)
+	in := NewIngester(IngesterConfig{WorkerID: 1, Logger: slog.New(slog.DiscardHandler)}, idx, nil)
 	seq := uint64(0)
 	pass := func() {
 		for _, p := range payloads {

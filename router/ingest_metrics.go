@@ -49,7 +49,7 @@ func (c *IngestCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *IngestCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.stats() {
-		w := c.names(s.Worker)
+		w := c.names(s.WorkerID)
 		counter := func(d *prometheus.Desc, v uint64) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), w)
 		}

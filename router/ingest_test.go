@@ -20,7 +20,7 @@ func testLogger(t testing.TB) *slog.Logger {
 
 func newTestIngester(t *testing.T, idx *fakeIndex, src replaySource) *Ingester {
 	t.Helper()
-	return NewIngester(IngesterConfig{Worker: testWorker, Logger: testLogger(t)}, idx, src)
+	return NewIngester(IngesterConfig{WorkerID: testWorker, Logger: testLogger(t)}, idx, src)
 }
 
 // live feeds batches to the ingester as if they arrived on the live stream.
@@ -520,7 +520,7 @@ func TestIngestReplayStopsWithContext(t *testing.T) {
 
 func TestIngestApplyAllocations(t *testing.T) {
 	idx := &countingIndex{}
-	in := NewIngester(IngesterConfig{Worker: 1, Logger: slog.New(slog.DiscardHandler)}, idx, nil)
+	in := NewIngester(IngesterConfig{WorkerID: 1, Logger: slog.New(slog.DiscardHandler)}, idx, nil)
 	e := newFakeEngine(1, 1)
 	toks := tokenRun(1, 8*16)
 	payload := encodeBatch(1, e.store(toks, 0, 8, ""), e.store(toks, 0, 2, "lora-a"), e.remove(toks, 0, 8, kvbm.TierGPU))
@@ -555,7 +555,7 @@ func FuzzIngest(f *testing.F) {
 		idx := newFakeIndex()
 		e := newFakeEngine(1, 10)
 		e.publish()
-		in := NewIngester(IngesterConfig{Worker: 1, Logger: slog.New(slog.DiscardHandler)}, idx, &fakeReplay{engine: e})
+		in := NewIngester(IngesterConfig{WorkerID: 1, Logger: slog.New(slog.DiscardHandler)}, idx, &fakeReplay{engine: e})
 		for _, m := range []struct {
 			seq     uint64
 			payload []byte

@@ -161,7 +161,7 @@ func NewSubscriber(cfg SubscriberConfig, index blockIndex) (*Subscriber, error) 
 			rs.replay = &zmqReplayer{endpoint: rep, timeout: cfg.ReplayTimeout, clock: cfg.Clock}
 			src = rs.replay
 		}
-		rs.ing = NewIngester(IngesterConfig{Worker: w, BlockSize: cfg.BlockSize, Logger: log}, index, src)
+		rs.ing = NewIngester(IngesterConfig{WorkerID: w, BlockSize: cfg.BlockSize, Logger: log}, index, src)
 		s.ranks = append(s.ranks, rs)
 	}
 	return s, nil

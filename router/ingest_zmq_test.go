@@ -179,7 +179,7 @@ func TestSubscriberOverZMQ(t *testing.T) {
 	pub.publish(false, e1.store(seqA, 6, 8, ""))
 	pub.publish(true, e1.store(seqA, 8, 10, ""), e1.remove(seqA, 0, 1, kvbm.TierGPU))
 	idx.waitFor(t, "recovery of the lost batch", viewIs(e1))
-	if s := sub.Stats()[0]; s.Gaps != 1 || s.Orphans != 0 || s.Worker != worker {
+	if s := sub.Stats()[0]; s.Gaps != 1 || s.Orphans != 0 || s.WorkerID != worker {
 		t.Errorf("after the gap: %+v", s)
 	}
 
@@ -268,7 +268,7 @@ func TestSubscriberConfig(t *testing.T) {
 	if r1.endpoint != "tcp://h:5558" || r1.replay.endpoint != "tcp://h:5601" || r1.ing.worker != 9 {
 		t.Errorf("rank 1: endpoint %s, replay %s, worker %d", r1.endpoint, r1.replay.endpoint, r1.ing.worker)
 	}
-	if st := s.Stats(); len(st) != 2 || st[0].Worker != 4 || st[1].Worker != 9 {
+	if st := s.Stats(); len(st) != 2 || st[0].WorkerID != 4 || st[1].WorkerID != 9 {
 		t.Errorf("Stats = %+v", st)
 	}
 }

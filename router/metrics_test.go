@@ -62,8 +62,8 @@ hearth_router_queue_depth 0
 
 func TestIngestCollector(t *testing.T) {
 	stats := []IngestStats{
-		{Worker: 0, Events: 7, BlocksStored: 20, Malformed: 1, Gaps: 2, MappedBlocks: 18},
-		{Worker: 3, Events: 1, Orphans: 4},
+		{WorkerID: 0, Events: 7, BlocksStored: 20, Malformed: 1, Gaps: 2, MappedBlocks: 18},
+		{WorkerID: 3, Events: 1, Orphans: 4},
 	}
 	c := NewIngestCollector(func() []IngestStats { return stats }, func(w WorkerID) string {
 		return map[WorkerID]string{0: "gpu0", 3: "gpu3"}[w]

@@ -100,7 +100,7 @@ func pickMin(cands []Candidate, cached *[MaxWorkers]int, rng *rand.Rand) (int, s
 	for _, c := range cands {
 		if c.Cost == best {
 			ties++
-			fewest = min(fewest, cached[c.Worker])
+			fewest = min(fewest, cached[c.WorkerID])
 		}
 	}
 	if ties == 1 {
@@ -112,7 +112,7 @@ func pickMin(cands []Candidate, cached *[MaxWorkers]int, rng *rand.Rand) (int, s
 	}
 	n := 0
 	for _, c := range cands {
-		if c.Cost == best && cached[c.Worker] == fewest {
+		if c.Cost == best && cached[c.WorkerID] == fewest {
 			n++
 		}
 	}
@@ -123,7 +123,7 @@ func pickMin(cands []Candidate, cached *[MaxWorkers]int, rng *rand.Rand) (int, s
 		pick = rng.Intn(n)
 	}
 	for i, c := range cands {
-		if c.Cost == best && cached[c.Worker] == fewest {
+		if c.Cost == best && cached[c.WorkerID] == fewest {
 			if pick == 0 {
 				return i, reason
 			}
@@ -182,12 +182,12 @@ func (r *Router) scoreKV(in *routeInput, cands []Candidate) {
 	bs := r.cfg.BlockSize
 	for i := range cands {
 		c := &cands[i]
-		aw := &r.active.workers[c.Worker]
-		credit := float64(c.OverlapBlocks) + r.cfg.HostCacheHitWeight*float64(c.RAMBlocks) +
+		aw := &r.active.workers[c.WorkerID]
+		credit := float64(c.CachedBlocks) + r.cfg.HostCacheHitWeight*float64(c.RAMBlocks) +
 			r.cfg.DiskCacheHitWeight*float64(c.DiskBlocks)
 		newTokens := max(float64(in.promptTokens)-credit*float64(bs), 0)
 		prefill := (newTokens + float64(aw.pendingTokens)) / float64(bs)
-		newBlocks := in.hashBlocks - r.activeDepth[c.Worker]
+		newBlocks := in.hashBlocks - r.activeDepth[c.WorkerID]
 		decode := float64(aw.uniqueBlocks() + newBlocks)
 		c.ActiveBlocks = aw.uniqueBlocks()
 		c.Cost = r.cfg.OverlapScoreWeight*prefill + decode
@@ -227,8 +227,8 @@ func (r *Router) scoreHearth(in *routeInput, cands []Candidate, sess *session) {
 	reqBlocks := in.promptBlocks + in.oslBlocks
 	for i := range cands {
 		c := &cands[i]
-		ws := r.workers[c.Worker]
-		aw := &r.active.workers[c.Worker]
+		ws := r.workers[c.WorkerID]
+		aw := &r.active.workers[c.WorkerID]
 		speed := ws.info.PrefillTokensPerSec
 		if speed <= 0 {
 			speed = h.DefaultPrefillTokensPerSec
@@ -247,7 +247,7 @@ func (r *Router) scoreHearth(in *routeInput, cands []Candidate, sess *session) {
 		if blockLoad > 0 {
 			loaded = c.RAMBlocks
 		}
-		uncached := max(in.promptTokens-(c.OverlapBlocks+loaded)*bs, 0)
+		uncached := max(in.promptTokens-(c.CachedBlocks+loaded)*bs, 0)
 		cost := float64(aw.pendingTokens+uncached)/eff + float64(loaded)*blockLoad
 		// What a block pushed out of the GPU costs to get back: a reload
 		// where the host-RAM tier keeps a copy (vLLM offloads on compute),
@@ -257,23 +257,23 @@ func (r *Router) scoreHearth(in *routeInput, cands []Candidate, sess *session) {
 			refetch = blockLoad
 		}
 		if capacity > 0 {
-			after := aw.blocks() + reqBlocks - r.activeDepth[c.Worker]
+			after := aw.blocks() + reqBlocks - r.activeDepth[c.WorkerID]
 			cost += h.DecodeWeight * float64(after) / capacity
 			if over := float64(after) - capacity; over > 0 {
 				cost += over * refetch
 			}
-			newCached := reqBlocks - c.OverlapBlocks
-			free := max(ws.info.CapacityBlocks-r.cachedBlocks[c.Worker], 0)
+			newCached := reqBlocks - c.CachedBlocks
+			free := max(ws.info.CapacityBlocks-r.cachedBlocks[c.WorkerID], 0)
 			if newCached > free {
 				paused := ws.pausedBlocks
-				if sess != nil && sess.hasWorker && sess.worker == c.Worker && sess.active == 0 {
+				if sess != nil && sess.hasWorker && sess.worker == c.WorkerID && sess.active == 0 {
 					paused -= sess.blocks // its own context is what it reuses
 				}
 				evicted := min(newCached-free, max(paused, 0))
 				cost += h.PausedEvictionWeight * float64(evicted) * refetch
 			}
 		}
-		if sess != nil && sess.hasWorker && sess.worker == c.Worker && !r.saturatedLocked(c.Worker) {
+		if sess != nil && sess.hasWorker && sess.worker == c.WorkerID && !r.saturatedLocked(c.WorkerID) {
 			cost -= h.AffinityBonus
 		}
 		c.Cost = cost

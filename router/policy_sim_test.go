@@ -161,7 +161,7 @@ func simulateAgentsWith(t *testing.T, cfg Config) simResult {
 			if err != nil {
 				t.Fatal(err)
 			}
-			eng := engines[d.Worker]
+			eng := engines[d.WorkerID]
 			cached := eng.cachedPrefix(prompt)
 			hits += cached
 			prompts += len(prompt)

@@ -366,25 +366,26 @@ func (r *Router) RemoveWorker(id WorkerID) {
 	r.dispatchLocked(now)
 }
 
-// ApplySessionControl applies a request's nvext.session_control: open
-// starts (or refreshes) a session with its timeout, close forgets it.
-func (r *Router) ApplySessionControl(ctl SessionControl) {
-	if ctl.SessionID == "" {
+// ApplySessionControl applies a request's nvext.session_control to the
+// session sessionID: open starts (or refreshes) it with its timeout, close
+// forgets it. An empty sessionID is ignored.
+func (r *Router) ApplySessionControl(sessionID string, ctl SessionControl) {
+	if sessionID == "" {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := r.sessions[ctl.SessionID]
+	s := r.sessions[sessionID]
 	switch ctl.Action {
 	case SessionClose:
 		if s != nil {
-			r.dropSessionLocked(ctl.SessionID, s)
+			r.dropSessionLocked(sessionID, s)
 		}
 		return
 	}
 	if s == nil {
 		s = &session{ttl: r.cfg.SessionTTL}
-		r.sessions[ctl.SessionID] = s
+		r.sessions[sessionID] = s
 	}
 	if ctl.Timeout > 0 {
 		s.ttl = ctl.Timeout
@@ -621,9 +622,9 @@ func (r *Router) candidatesLocked(exclude []WorkerID) []Candidate {
 			}
 			aw := &r.active.workers[id]
 			cands = append(cands, Candidate{
-				Worker:               id,
-				Name:                 r.workers[id].info.Name,
-				OverlapBlocks:        r.overlap[id],
+				WorkerID:             id,
+				Worker:               r.workers[id].info.Name,
+				CachedBlocks:         r.overlap[id],
 				RAMBlocks:            r.ramOverlap[id],
 				DiskBlocks:           r.diskOverlap[id],
 				ActiveBlocks:         aw.blocks(),
@@ -729,25 +730,25 @@ func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int,
 
 	extra := in.promptBlocks - in.hashBlocks + in.oslBlocks
 	// Blocks in lower tiers are loaded, not computed.
-	prefill := max(isl-(win.OverlapBlocks+win.RAMBlocks+win.DiskBlocks)*bs, 0)
-	ar := r.active.add(req.ID, win.Worker, hashes, extra, prefill, req.SessionID, now)
-	if r.workers[win.Worker].info.Approximate {
-		r.approx.insert(r.ix, win.Worker, ar.hashes, now)
+	prefill := max(isl-(win.CachedBlocks+win.RAMBlocks+win.DiskBlocks)*bs, 0)
+	ar := r.active.add(req.ID, win.WorkerID, hashes, extra, prefill, req.SessionID, now)
+	if r.workers[win.WorkerID].info.Approximate {
+		r.approx.insert(r.ix, win.WorkerID, ar.hashes, now)
 	}
 	if req.SessionID != "" {
-		r.sessionRoutedLocked(req.SessionID, sess, win.Worker, in.promptBlocks+in.oslBlocks, now)
+		r.sessionRoutedLocked(req.SessionID, sess, win.WorkerID, in.promptBlocks+in.oslBlocks, now)
 	}
-	r.publishLocked(win.Worker)
+	r.publishLocked(win.WorkerID)
 
 	d := Decision{
 		RequestID:          req.ID,
 		Policy:             policy,
+		WorkerID:           win.WorkerID,
 		Worker:             win.Worker,
-		WorkerName:         win.Name,
-		BaseURL:            r.workers[win.Worker].info.BaseURL,
+		BaseURL:            r.workers[win.WorkerID].info.BaseURL,
 		Reason:             reason,
 		Candidates:         cands,
-		CachedBlocks:       win.OverlapBlocks,
+		CachedBlocks:       win.CachedBlocks,
 		LowerTierBlocks:    win.RAMBlocks + win.DiskBlocks,
 		PromptBlocks:       in.promptBlocks,
 		SpeculativePrefill: req.Hints.SpeculativePrefill,
@@ -755,14 +756,14 @@ func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int,
 		At:                 now,
 	}
 	if in.promptBlocks > 0 {
-		d.PredictedHitRate = float64(win.OverlapBlocks+d.LowerTierBlocks) / float64(in.promptBlocks)
+		d.PredictedHitRate = float64(win.CachedBlocks+d.LowerTierBlocks) / float64(in.promptBlocks)
 	}
 	r.decisions.add(d)
 	r.metrics.observeDecision(policy, d.PredictedHitRate, time.Since(start), r.ix)
 	if r.log.Enabled(context.Background(), slog.LevelDebug) {
 		r.log.LogAttrs(context.Background(), slog.LevelDebug, "routed",
 			slog.String("request", req.ID), slog.String("policy", policy),
-			slog.String("worker", win.Name), slog.Int("cached_blocks", win.OverlapBlocks),
+			slog.String("worker", win.Worker), slog.Int("cached_blocks", win.CachedBlocks),
 			slog.Int("prompt_blocks", in.promptBlocks), slog.String("reason", reason))
 	}
 	return d
@@ -793,12 +794,12 @@ func (r *Router) Decisions(n int) []Decision {
 
 // WorkerLoad is a snapshot of one worker's load, for the console.
 type WorkerLoad struct {
-	Worker               WorkerID
+	WorkerID             WorkerID
 	Info                 WorkerInfo
 	ActiveRequests       int
 	ActiveBlocks         int
 	PendingPrefillTokens int
-	CachedBlocks         int // GPU blocks in the index
+	CachedBlocks         int // every GPU block the index holds for the worker, not only a prompt's
 	PausedSessionBlocks  int
 	Saturated            bool
 }
@@ -814,7 +815,7 @@ func (r *Router) Workers() []WorkerLoad {
 		aw := &r.active.workers[id]
 		ws := r.workers[id]
 		out = append(out, WorkerLoad{
-			Worker:               id,
+			WorkerID:             id,
 			Info:                 ws.info,
 			ActiveRequests:       aw.requests,
 			ActiveBlocks:         aw.blocks(),

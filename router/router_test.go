@@ -78,7 +78,7 @@ func route(t *testing.T, r *Router, req *Request) Decision {
 func load(t *testing.T, r *Router, id WorkerID) WorkerLoad {
 	t.Helper()
 	for _, w := range r.Workers() {
-		if w.Worker == id {
+		if w.WorkerID == id {
 			return w
 		}
 	}
@@ -120,11 +120,11 @@ func TestKVFormulaWorkedExample(t *testing.T) {
 			d := route(t, r, req())
 			for i, c := range d.Candidates {
 				if c.Cost != tt.want[i] {
-					t.Errorf("worker %d: logit %v, want %v", c.Worker, c.Cost, tt.want[i])
+					t.Errorf("worker %d: logit %v, want %v", c.WorkerID, c.Cost, tt.want[i])
 				}
 			}
-			if d.Worker != tt.winner || d.Reason != ReasonLowestCost {
-				t.Errorf("winner %d (%s), want %d", d.Worker, d.Reason, tt.winner)
+			if d.WorkerID != tt.winner || d.Reason != ReasonLowestCost {
+				t.Errorf("winner %d (%s), want %d", d.WorkerID, d.Reason, tt.winner)
 			}
 			wantCached := []int{3, 1}[tt.winner]
 			if d.CachedBlocks != wantCached || d.PromptBlocks != 5 || d.PredictedHitRate != float64(wantCached)/5 {
@@ -141,8 +141,8 @@ func TestKVTies(t *testing.T) {
 		r.Index().Store(1, kvbm.TierGPU, chain("other1", 2))
 		r.Index().Store(2, kvbm.TierGPU, chain("other2", 9))
 		d := route(t, r, &Request{ID: "r", Hashes: chain("new", 4)})
-		if d.Worker != 1 || d.Reason != ReasonTieIndex {
-			t.Errorf("picked %d (%s), want 1 by fewest cached blocks", d.Worker, d.Reason)
+		if d.WorkerID != 1 || d.Reason != ReasonTieIndex {
+			t.Errorf("picked %d (%s), want 1 by fewest cached blocks", d.WorkerID, d.Reason)
 		}
 	})
 	t.Run("random among equal", func(t *testing.T) {
@@ -153,7 +153,7 @@ func TestKVTies(t *testing.T) {
 			if d.Reason != ReasonTieRandom {
 				t.Fatalf("reason %q, want %q", d.Reason, ReasonTieRandom)
 			}
-			seen[d.Worker] = true
+			seen[d.WorkerID] = true
 		}
 		if !seen[0] || !seen[1] {
 			t.Errorf("20 seeds always picked the same worker: %v", seen)
@@ -167,9 +167,9 @@ func TestKVTies(t *testing.T) {
 				d := route(t, r, &Request{ID: string(rune('a' + i)), Hashes: chain("x", 1)})
 				r.Free(d.RequestID)
 				if run == 0 {
-					first = append(first, d.Worker)
-				} else if first[i] != d.Worker {
-					t.Fatalf("decision %d: worker %d, first run %d", i, d.Worker, first[i])
+					first = append(first, d.WorkerID)
+				} else if first[i] != d.WorkerID {
+					t.Fatalf("decision %d: worker %d, first run %d", i, d.WorkerID, first[i])
 				}
 			}
 		}
@@ -177,7 +177,7 @@ func TestKVTies(t *testing.T) {
 }
 
 func TestSoftmaxSampling(t *testing.T) {
-	cands := []Candidate{{Worker: 0, Cost: 10}, {Worker: 1, Cost: 12}, {Worker: 2, Cost: 20}}
+	cands := []Candidate{{WorkerID: 0, Cost: 10}, {WorkerID: 1, Cost: 12}, {WorkerID: 2, Cost: 20}}
 	tests := []struct {
 		name string
 		temp float64
@@ -227,7 +227,7 @@ func TestSoftmaxSampling(t *testing.T) {
 			if d.Reason != ReasonSampled {
 				t.Fatalf("reason %q", d.Reason)
 			}
-			counts[d.Worker]++
+			counts[d.WorkerID]++
 		}
 		// Logits 8 and 16 (span 8): p(w0) = 1/(1+e^-2) = 0.881.
 		if p := float64(counts[0]) / 400; p < 0.83 || p > 0.93 {
@@ -246,7 +246,7 @@ func TestSimplePolicies(t *testing.T) {
 		r, _ := newTestRouter(t, Config{Policy: PolicyRoundRobin}, WorkerInfo{Name: "a"}, WorkerInfo{Name: "b"}, WorkerInfo{Name: "c"})
 		var got []WorkerID
 		for i := range 5 {
-			got = append(got, route(t, r, &Request{ID: string(rune('a' + i)), Hashes: chain("x", 2)}).Worker)
+			got = append(got, route(t, r, &Request{ID: string(rune('a' + i)), Hashes: chain("x", 2)}).WorkerID)
 		}
 		if want := []WorkerID{0, 1, 2, 0, 1}; !equalIDs(got, want) {
 			t.Errorf("order %v, want %v", got, want)
@@ -257,7 +257,7 @@ func TestSimplePolicies(t *testing.T) {
 			r, _ := newTestRouter(t, Config{Policy: PolicyRandom, Seed: seed}, WorkerInfo{Name: "a"}, WorkerInfo{Name: "b"}, WorkerInfo{Name: "c"})
 			var got []WorkerID
 			for i := range 30 {
-				got = append(got, route(t, r, &Request{ID: string(rune('a' + i)), Hashes: chain("x", 2)}).Worker)
+				got = append(got, route(t, r, &Request{ID: string(rune('a' + i)), Hashes: chain("x", 2)}).WorkerID)
 			}
 			return got
 		}
@@ -278,8 +278,8 @@ func TestSimplePolicies(t *testing.T) {
 		r.Index().Store(0, kvbm.TierGPU, chain("big", 50))                                 // cache is ignored
 		route(t, r, &Request{ID: "x", Hashes: chain("big", 50), Policy: PolicyRoundRobin}) // → 0
 		d := route(t, r, &Request{ID: "y", Hashes: chain("big", 50)})
-		if d.Worker != 1 {
-			t.Errorf("least_loaded picked %d, want idle worker 1", d.Worker)
+		if d.WorkerID != 1 {
+			t.Errorf("least_loaded picked %d, want idle worker 1", d.WorkerID)
 		}
 	})
 	t.Run("unknown override", func(t *testing.T) {
@@ -342,8 +342,8 @@ func TestHearthPolicy(t *testing.T) {
 					if policy == PolicyKV {
 						want = tt.kv
 					}
-					if d.Worker != want {
-						t.Errorf("%s picked %d, want %d (costs %+v)", policy, d.Worker, want, d.Candidates)
+					if d.WorkerID != want {
+						t.Errorf("%s picked %d, want %d (costs %+v)", policy, d.WorkerID, want, d.Candidates)
 					}
 				}
 			})
@@ -360,8 +360,8 @@ func TestHearthPolicy(t *testing.T) {
 		// The index never heard of its blocks (an engine without events):
 		// both workers look the same but for the session.
 		d := route(t, r, &Request{ID: "t2", Hashes: chain("s", 12), SessionID: "s"})
-		if d.Worker != 1 {
-			t.Errorf("turn 2 went to %d, want the session's worker 1 (%+v)", d.Worker, d.Candidates)
+		if d.WorkerID != 1 {
+			t.Errorf("turn 2 went to %d, want the session's worker 1 (%+v)", d.WorkerID, d.Candidates)
 		}
 		r.Free("t2")
 		// Saturate worker 1 with another request: affinity no longer holds.
@@ -369,8 +369,8 @@ func TestHearthPolicy(t *testing.T) {
 		r.active.add("hog", 1, chain("hog", 60), 0, 0, "", r.now())
 		r.mu.Unlock()
 		d = route(t, r, &Request{ID: "t3", Hashes: chain("s", 14), SessionID: "s"})
-		if d.Worker != 0 {
-			t.Errorf("turn 3 went to saturated worker %d (%+v)", d.Worker, d.Candidates)
+		if d.WorkerID != 0 {
+			t.Errorf("turn 3 went to saturated worker %d (%+v)", d.WorkerID, d.Candidates)
 		}
 	})
 	t.Run("keeps new sessions off paused context", func(t *testing.T) {
@@ -383,7 +383,7 @@ func TestHearthPolicy(t *testing.T) {
 			ix.Store(0, kvbm.TierGPU, chain("p", 900))
 			r.Free("p1")
 			if !paused {
-				r.ApplySessionControl(SessionControl{SessionID: "p", Action: SessionClose})
+				r.ApplySessionControl("p", SessionControl{Action: SessionClose})
 			}
 			// Worker 1 caches 950 blocks nobody is waiting for.
 			ix.Store(1, kvbm.TierGPU, chain("old", 950))
@@ -392,8 +392,8 @@ func TestHearthPolicy(t *testing.T) {
 			if !paused {
 				want = 0 // equal costs, fewer cached blocks
 			}
-			if d.Worker != want {
-				t.Errorf("paused=%v: new session went to %d, want %d (%+v)", paused, d.Worker, want, d.Candidates)
+			if d.WorkerID != want {
+				t.Errorf("paused=%v: new session went to %d, want %d (%+v)", paused, d.WorkerID, want, d.Candidates)
 			}
 		}
 	})
@@ -413,8 +413,8 @@ func TestHearthPolicy(t *testing.T) {
 			r.active.add("other", 0, chain("other", 1100), 0, 0, "", r.now())
 			r.mu.Unlock()
 			d := route(t, r, &Request{ID: "turn", Hashes: chain("ctx", 1010), SessionID: "s"})
-			if d.Worker != tc.want {
-				t.Errorf("%s picked %d, want %d (%+v)", tc.policy, d.Worker, tc.want, d.Candidates)
+			if d.WorkerID != tc.want {
+				t.Errorf("%s picked %d, want %d (%+v)", tc.policy, d.WorkerID, tc.want, d.Candidates)
 			}
 		}
 	})
@@ -468,8 +468,8 @@ func TestApproximateMode(t *testing.T) {
 	p := chain("p", 6)
 	r.Index().Store(1, kvbm.TierGPU, chain("noise", 3)) // so an empty tie goes to 0
 	d := route(t, r, &Request{ID: "1", Hashes: p})
-	if d.Worker != 0 {
-		t.Fatalf("first request went to %d", d.Worker)
+	if d.WorkerID != 0 {
+		t.Fatalf("first request went to %d", d.WorkerID)
 	}
 	r.Free("1")
 	var out [MaxWorkers]int
@@ -479,8 +479,8 @@ func TestApproximateMode(t *testing.T) {
 	}
 	clk.Advance(100 * time.Second)
 	d = route(t, r, &Request{ID: "2", Hashes: p[:4]}) // refreshes 4 blocks
-	if d.Worker != 0 || d.CachedBlocks != 4 {
-		t.Fatalf("second request: worker %d cached %d", d.Worker, d.CachedBlocks)
+	if d.WorkerID != 0 || d.CachedBlocks != 4 {
+		t.Fatalf("second request: worker %d cached %d", d.WorkerID, d.CachedBlocks)
 	}
 	r.Free("2")
 	clk.Advance(20 * time.Second) // 120 s after the first route
@@ -570,7 +570,7 @@ func TestDecisionLog(t *testing.T) {
 	if got := r.Decisions(2); len(got) != 2 || got[1].RequestID != "4" {
 		t.Errorf("Decisions(2) = %v", ids(got))
 	}
-	if got[0].WorkerName == "" || len(got[0].Candidates) != 2 || got[0].Policy != PolicyRoundRobin {
+	if got[0].Worker == "" || len(got[0].Candidates) != 2 || got[0].Policy != PolicyRoundRobin {
 		t.Errorf("decision record incomplete: %+v", got[0])
 	}
 }
@@ -640,7 +640,7 @@ func TestRouterConcurrent(t *testing.T) {
 	wg.Wait()
 	for _, w := range r.Workers() {
 		if w.ActiveRequests != 0 || w.ActiveBlocks != 0 || w.PendingPrefillTokens != 0 {
-			t.Errorf("worker %d not idle after every request ended: %+v", w.Worker, w)
+			t.Errorf("worker %d not idle after every request ended: %+v", w.WorkerID, w)
 		}
 	}
 	if r.QueueLen() != 0 {
@@ -660,14 +660,14 @@ func TestExcludeSendsARetryElsewhere(t *testing.T) {
 			r.Index().Store(0, kvbm.TierGPU, prompt)
 			r.Index().Store(1, kvbm.TierGPU, prompt[:4])
 			d := route(t, r, &Request{ID: "x1", Hashes: prompt, Exclude: []WorkerID{0}})
-			if d.Worker == 0 {
+			if d.WorkerID == 0 {
 				t.Fatalf("retry went back to the excluded worker")
 			}
-			if policy != PolicyRoundRobin && d.Worker != 1 {
-				t.Errorf("retry went to worker %d, want 1, the next best by overlap", d.Worker)
+			if policy != PolicyRoundRobin && d.WorkerID != 1 {
+				t.Errorf("retry went to worker %d, want 1, the next best by overlap", d.WorkerID)
 			}
 			for _, c := range d.Candidates {
-				if c.Worker == 0 {
+				if c.WorkerID == 0 {
 					t.Errorf("excluded worker listed as a candidate")
 				}
 			}

@@ -38,14 +38,14 @@ func TestKVCreditsLowerTiers(t *testing.T) {
 			d := route(t, r, &Request{ID: "r", Hashes: h, PromptTokens: 128})
 			for i, c := range d.Candidates {
 				if c.Cost != tt.want[i] {
-					t.Errorf("worker %d: logit %v, want %v", c.Worker, c.Cost, tt.want[i])
+					t.Errorf("worker %d: logit %v, want %v", c.WorkerID, c.Cost, tt.want[i])
 				}
 			}
-			if c := d.Candidates[1]; c.OverlapBlocks != 1 || c.RAMBlocks != 4 || c.DiskBlocks != 2 {
-				t.Errorf("w1 seen as gpu %d ram %d disk %d, want 1, 4, 2", c.OverlapBlocks, c.RAMBlocks, c.DiskBlocks)
+			if c := d.Candidates[1]; c.CachedBlocks != 1 || c.RAMBlocks != 4 || c.DiskBlocks != 2 {
+				t.Errorf("w1 seen as gpu %d ram %d disk %d, want 1, 4, 2", c.CachedBlocks, c.RAMBlocks, c.DiskBlocks)
 			}
-			if d.Worker != tt.winner {
-				t.Fatalf("winner %d, want %d", d.Worker, tt.winner)
+			if d.WorkerID != tt.winner {
+				t.Fatalf("winner %d, want %d", d.WorkerID, tt.winner)
 			}
 			// Loaded blocks are not prefill work, and they count as
 			// predicted hits.
@@ -54,7 +54,7 @@ func TestKVCreditsLowerTiers(t *testing.T) {
 			if d.LowerTierBlocks != lower || d.PredictedHitRate != float64(gpu+lower)/8 {
 				t.Errorf("lower %d, hit rate %v, want %d and %v", d.LowerTierBlocks, d.PredictedHitRate, lower, float64(gpu+lower)/8)
 			}
-			if got, want := load(t, r, d.Worker).PendingPrefillTokens, 128-16*(gpu+lower); got != want {
+			if got, want := load(t, r, d.WorkerID).PendingPrefillTokens, 128-16*(gpu+lower); got != want {
 				t.Errorf("pending prefill %d, want %d", got, want)
 			}
 		})
@@ -99,8 +99,8 @@ func TestHearthPricesRAMBlocksAsLoads(t *testing.T) {
 			if got := d.Candidates[1].Cost; !near(got, tt.wantCost1) {
 				t.Errorf("w1 cost %v, want %v", got, tt.wantCost1)
 			}
-			if d.Worker != tt.winner {
-				t.Errorf("winner %d, want %d (%+v)", d.Worker, tt.winner, d.Candidates)
+			if d.WorkerID != tt.winner {
+				t.Errorf("winner %d, want %d (%+v)", d.WorkerID, tt.winner, d.Candidates)
 			}
 		})
 	}
@@ -135,8 +135,8 @@ func TestHearthRAMTierCheapensEviction(t *testing.T) {
 			// nothing with worker 1.
 			q := append(append([]tokenizer.SeqHash(nil), paused[:20]...), chain("new", 60)...)
 			d := route(t, r, &Request{ID: "q", Hashes: q, PromptTokens: 16 * 80})
-			if d.Worker != tt.winner {
-				t.Errorf("winner %d, want %d (%+v)", d.Worker, tt.winner, d.Candidates)
+			if d.WorkerID != tt.winner {
+				t.Errorf("winner %d, want %d (%+v)", d.WorkerID, tt.winner, d.Candidates)
 			}
 		})
 	}

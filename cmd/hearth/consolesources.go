@@ -104,13 +104,13 @@ func (s routerSource) QueueLen(context.Context) (int, error) { return s.rt.Queue
 
 func decisionOf(d router.Decision) console.Decision {
 	cd := console.Decision{
-		RequestID: d.RequestID, At: d.At, Policy: d.Policy, Worker: d.WorkerName, Reason: d.Reason,
+		RequestID: d.RequestID, At: d.At, Policy: d.Policy, Worker: d.Worker, Reason: d.Reason,
 		PromptBlocks: d.PromptBlocks, CachedBlocks: d.CachedBlocks, PredictedHitRate: d.PredictedHitRate,
 		Queued: d.Queued, Candidates: make([]console.Candidate, len(d.Candidates)),
 	}
 	for i, c := range d.Candidates {
 		cd.Candidates[i] = console.Candidate{
-			Worker: c.Name, OverlapBlocks: c.OverlapBlocks, ActiveBlocks: c.ActiveBlocks,
+			Worker: c.Worker, CachedBlocks: c.CachedBlocks, ActiveBlocks: c.ActiveBlocks,
 			PendingPrefillTokens: c.PendingPrefillTokens, Cost: c.Cost,
 		}
 	}

@@ -218,11 +218,11 @@ func TestUpServesTheConsole(t *testing.T) {
 func TestDecisionOf(t *testing.T) {
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	d := decisionOf(router.Decision{
-		RequestID: "req_1", Policy: "hearth", WorkerName: "sim/gpu1", Reason: router.ReasonLowestCost,
+		RequestID: "req_1", Policy: "hearth", Worker: "sim/gpu1", Reason: router.ReasonLowestCost,
 		PromptBlocks: 10, CachedBlocks: 8, PredictedHitRate: 0.8, Queued: time.Second, At: at,
 		Candidates: []router.Candidate{
-			{Name: "sim/gpu0", OverlapBlocks: 2, ActiveBlocks: 5, PendingPrefillTokens: 100, Cost: 3.5},
-			{Name: "sim/gpu1", OverlapBlocks: 8, ActiveBlocks: 1, Cost: 0.5},
+			{Worker: "sim/gpu0", CachedBlocks: 2, ActiveBlocks: 5, PendingPrefillTokens: 100, Cost: 3.5},
+			{Worker: "sim/gpu1", CachedBlocks: 8, ActiveBlocks: 1, Cost: 0.5},
 		},
 	})
 	if d.RequestID != "req_1" || d.Worker != "sim/gpu1" || d.Policy != "hearth" || d.PromptBlocks != 10 ||
@@ -230,8 +230,8 @@ func TestDecisionOf(t *testing.T) {
 		t.Errorf("decision %+v", d)
 	}
 	want := []console.Candidate{
-		{Worker: "sim/gpu0", OverlapBlocks: 2, ActiveBlocks: 5, PendingPrefillTokens: 100, Cost: 3.5},
-		{Worker: "sim/gpu1", OverlapBlocks: 8, ActiveBlocks: 1, Cost: 0.5},
+		{Worker: "sim/gpu0", CachedBlocks: 2, ActiveBlocks: 5, PendingPrefillTokens: 100, Cost: 3.5},
+		{Worker: "sim/gpu1", CachedBlocks: 8, ActiveBlocks: 1, Cost: 0.5},
 	}
 	if len(d.Candidates) != 2 || d.Candidates[0] != want[0] || d.Candidates[1] != want[1] {
 		t.Errorf("candidates %+v, want %+v", d.Candidates, want)

@@ -26,10 +26,8 @@ type gatewayRouter struct {
 var _ api.Router = (*gatewayRouter)(nil)
 
 func (g *gatewayRouter) Route(ctx context.Context, req api.RouteRequest) (api.Route, error) {
-	if req.SessionID != "" && req.Session.Action != "" {
-		g.rt.ApplySessionControl(router.SessionControl{
-			SessionID: req.SessionID, Action: req.Session.Action, Timeout: req.Session.Timeout,
-		})
+	if req.Session.Action != "" {
+		g.rt.ApplySessionControl(req.SessionID, req.Session)
 	}
 	var exclude []router.WorkerID
 	for _, name := range req.Exclude {
@@ -48,12 +46,7 @@ func (g *gatewayRouter) Route(ctx context.Context, req api.RouteRequest) (api.Ro
 		Policy:       policy,
 		SessionID:    req.SessionID,
 		Exclude:      exclude,
-		Hints: router.Hints{
-			Priority:           req.Hints.Priority,
-			StrictPriority:     req.Hints.StrictPriority,
-			OSL:                req.Hints.OSL,
-			SpeculativePrefill: req.Hints.SpeculativePrefill,
-		},
+		Hints:        req.Hints,
 	})
 	switch {
 	case errors.Is(err, router.ErrQueueFull):
@@ -67,15 +60,15 @@ func (g *gatewayRouter) Route(ctx context.Context, req api.RouteRequest) (api.Ro
 		return api.Route{}, err
 	}
 	return api.Route{
-		WorkerID:         d.WorkerName,
+		Worker:           d.Worker,
 		BaseURL:          d.BaseURL,
-		OverlapBlocks:    d.CachedBlocks,
+		CachedBlocks:     d.CachedBlocks,
 		PromptBlocks:     d.PromptBlocks,
 		PredictedHitRate: d.PredictedHitRate,
 		Policy:           d.Policy,
 	}, nil
 }
 
-func (g *gatewayRouter) FirstToken(requestID string) { g.rt.PrefillDone(requestID) }
+func (g *gatewayRouter) PrefillDone(requestID string) { g.rt.PrefillDone(requestID) }
 
-func (g *gatewayRouter) Done(requestID string) { g.rt.Free(requestID) }
+func (g *gatewayRouter) Free(requestID string) { g.rt.Free(requestID) }

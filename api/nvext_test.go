@@ -1,11 +1,12 @@
-package router
+package api
 
 import (
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/router"
 )
 
 func TestParseNvext(t *testing.T) {
@@ -19,16 +20,16 @@ func TestParseNvext(t *testing.T) {
 		{"null", `null`, Nvext{}, ""},
 		{"empty object", `{}`, Nvext{}, ""},
 		{"all hints", `{"agent_hints":{"priority":5,"strict_priority":1,"osl":256,"speculative_prefill":true}}`,
-			Nvext{AgentHints: Hints{Priority: 5, StrictPriority: 1, OSL: 256, SpeculativePrefill: true}}, ""},
-		{"negative priority", `{"agent_hints":{"priority":-3}}`, Nvext{AgentHints: Hints{Priority: -3}}, ""},
-		{"integral float", `{"agent_hints":{"osl":100.0}}`, Nvext{AgentHints: Hints{OSL: 100}}, ""},
+			Nvext{AgentHints: router.Hints{Priority: 5, StrictPriority: 1, OSL: 256, SpeculativePrefill: true}}, ""},
+		{"negative priority", `{"agent_hints":{"priority":-3}}`, Nvext{AgentHints: router.Hints{Priority: -3}}, ""},
+		{"integral float", `{"agent_hints":{"osl":100.0}}`, Nvext{AgentHints: router.Hints{OSL: 100}}, ""},
 		{"null fields", `{"agent_hints":{"priority":null,"osl":null},"session_control":null}`, Nvext{}, ""},
 		{"unknown fields ignored", `{"greed":1,"agent_hints":{"priority":2,"mood":"calm"},"annotations":["x"]}`,
-			Nvext{AgentHints: Hints{Priority: 2}}, ""},
+			Nvext{AgentHints: router.Hints{Priority: 2}}, ""},
 		{"session", `{"session_control":{"session_id":"abc","action":"open","timeout":600}}`,
-			Nvext{SessionControl: &SessionControl{SessionID: "abc", Action: SessionOpen, Timeout: 600 * time.Second}}, ""},
+			Nvext{SessionID: "abc", SessionControl: router.SessionControl{Action: router.SessionOpen, Timeout: 600 * time.Second}}, ""},
 		{"session close", `{"session_control":{"session_id":"abc","action":"close"}}`,
-			Nvext{SessionControl: &SessionControl{SessionID: "abc", Action: SessionClose}}, ""},
+			Nvext{SessionID: "abc", SessionControl: router.SessionControl{Action: router.SessionClose}}, ""},
 		{"not an object", `[1]`, Nvext{}, "nvext: must be an object"},
 		{"hints not an object", `{"agent_hints":3}`, Nvext{}, "nvext.agent_hints: must be an object"},
 		{"priority string", `{"agent_hints":{"priority":"high"}}`, Nvext{}, "nvext.agent_hints.priority: must be an integer"},
@@ -38,7 +39,7 @@ func TestParseNvext(t *testing.T) {
 		{"negative osl", `{"agent_hints":{"osl":-1}}`, Nvext{}, "nvext.agent_hints.osl: must be between 0"},
 		{"speculative string", `{"agent_hints":{"speculative_prefill":"yes"}}`, Nvext{}, "nvext.agent_hints.speculative_prefill: must be a boolean"},
 		{"session id from elsewhere", `{"session_control":{"action":"open"}}`,
-			Nvext{SessionControl: &SessionControl{Action: SessionOpen}}, ""},
+			Nvext{SessionControl: router.SessionControl{Action: router.SessionOpen}}, ""},
 		{"session id too long", `{"session_control":{"session_id":"` + strings.Repeat("s", MaxSessionIDLen+1) + `"}}`, Nvext{}, "nvext.session_control.session_id: must be at most"},
 		{"session id number", `{"session_control":{"session_id":7}}`, Nvext{}, "nvext.session_control.session_id: must be a string"},
 		{"bad action", `{"session_control":{"session_id":"a","action":"pause"}}`, Nvext{}, "nvext.session_control.action"},
@@ -47,7 +48,7 @@ func TestParseNvext(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseNvext(json.RawMessage(tt.in))
+			got, err := ParseNvext([]byte(tt.in))
 			if tt.wantErr != "" {
 				var ne *NvextError
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrInvalidNvext) ||
@@ -59,12 +60,8 @@ func TestParseNvext(t *testing.T) {
 			if err != nil {
 				t.Fatalf("err = %v", err)
 			}
-			if got.AgentHints != tt.want.AgentHints {
-				t.Errorf("hints = %+v, want %+v", got.AgentHints, tt.want.AgentHints)
-			}
-			if (got.SessionControl == nil) != (tt.want.SessionControl == nil) ||
-				got.SessionControl != nil && *got.SessionControl != *tt.want.SessionControl {
-				t.Errorf("session = %+v, want %+v", got.SessionControl, tt.want.SessionControl)
+			if got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
 		})
 	}
@@ -74,7 +71,8 @@ func FuzzParseNvext(f *testing.F) {
 	for _, s := range []string{
 		``, `null`, `{}`, `{"agent_hints":{"priority":5,"strict_priority":1,"osl":256,"speculative_prefill":true}}`,
 		`{"session_control":{"session_id":"abc","action":"open","timeout":600}}`, `{"agent_hints":{"osl":1e400}}`,
-		`{"agent_hints":{"priority":-0.0}}`, `[` + `{}` + `]`,
+		`{"agent_hints":{"priority":-0.0}}`, `[` + `{}` + `]`, `{"session_control":{}}`,
+		`{"agent_hints":{"priority":1,"strict_priority":2,"osl":3,"speculative_prefill":true},"session_control":{"session_id":"s","action":"open","timeout":1.5}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -91,10 +89,10 @@ func FuzzParseNvext(f *testing.F) {
 			h.StrictPriority < -MaxPriority || h.StrictPriority > MaxPriority {
 			t.Fatalf("accepted out-of-range hints %+v from %q", h, data)
 		}
-		if sc := nv.SessionControl; sc != nil {
-			if sc.SessionID == "" || len(sc.SessionID) > MaxSessionIDLen || sc.Timeout < 0 || sc.Timeout > MaxSessionTimeout {
-				t.Fatalf("accepted bad session control %+v from %q", sc, data)
-			}
+		sc := nv.SessionControl
+		if len(nv.SessionID) > MaxSessionIDLen || sc.Timeout < 0 || sc.Timeout > MaxSessionTimeout ||
+			sc.Action != "" && sc.Action != router.SessionOpen && sc.Action != router.SessionClose {
+			t.Fatalf("accepted bad session control %q %+v from %q", nv.SessionID, sc, data)
 		}
 	})
 }
