@@ -86,6 +86,21 @@
 // connection on a goroutine of their own and hand messages over a channel,
 // a second wake-up for each event batch. Gaps in the sequence numbers, and
 // reconnects, are recovered from the engine's replay ROUTER when it has one.
+// Payloads and frames are package kvevents' to read.
+//
+// Ingest throughput: decode, re-hash, engine-hash mapping and index updates
+// into a trivial index, in a steady state of ~8k mapped blocks where every
+// batch stores 256 blocks (16 tokens each, in 8-block BlockStored events)
+// and removes as many. Measured with
+//
+//	go test ./router/ -run '^$' -bench 'BenchmarkIngest$' -benchtime 2s -cpu 1
+//
+// on the shared 2-core VM (AMD EPYC, load average 5 to 15 from other
+// work), five runs: 4.4-4.5 million stored blocks per CPU-second of the
+// ingesting thread (blocks/cpu-s), 4.4-4.5 million per wall-clock second; 0
+// allocations per batch; the mapping held 25.8 bytes per mapped block.
+// Decoding alone is about 18 µs of that per batch (kvevents'
+// BenchmarkDecode).
 //
 // # Block index
 //

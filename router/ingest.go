@@ -512,11 +512,10 @@ func (in *Ingester) hasherFor(name []byte) tokenizer.Hasher {
 // mixExtraKeys folds a block's extra keys (raw msgpack) into its local hash.
 // vLLM lists, per block, what besides the tokens its own hash covered:
 // multimodal input hashes, the cache salt, prompt-embedding hashes, the
-// LoRA name. Blocks
-// whose KV depends on more than their tokens must not match a text request
-// with the same (placeholder) tokens, so they get a hash no request
-// produces. The LoRA name alone is already in the hasher's seed and changes
-// nothing.
+// LoRA name. Blocks whose KV depends on more than their tokens must not
+// match a text request with the same (placeholder) tokens, so they get a
+// hash no request produces. The LoRA name alone is already in the hasher's
+// seed and changes nothing.
 func mixExtraKeys(local uint64, raw, loraName []byte) uint64 {
 	if kvExtraKeysTrivial(raw, loraName) {
 		return local

@@ -93,19 +93,3 @@ func BenchmarkIngest(b *testing.B) {
 	}
 	b.ReportMetric(float64(after.MappingBytes)/float64(after.MappedBlocks), "mapB/block")
 }
-
-// BenchmarkDecodeBatch measures decoding alone, per stored-blocks batch.
-func BenchmarkDecodeBatch(b *testing.B) {
-	payloads, _ := benchBatches()
-	p := payloads[0]
-	var dec kvevents.Decoder
-	var batch kvevents.Batch
-	b.SetBytes(int64(len(p)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := dec.Decode(p, &batch); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(16*16*b.N)/b.Elapsed().Seconds(), "blocks/s")
-}
