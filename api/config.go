@@ -74,6 +74,12 @@ type Deps struct {
 	// the console); nil = none. While Config.APIKeys or Keys holds a key,
 	// every /v1 request needs one.
 	Keys KeyChecker
+	// Models resolves client model names; nil = one made from
+	// Config.Models and Config.Aliases (which it then replaces).
+	Models *Models
+	// Traffic records requests and sessions; nil = a record of the
+	// gateway's own. A daemon passes one its console reads too.
+	Traffic *Traffic
 	// Mount adds routes to the gateway's app, such as the console's. It is
 	// called after /health is registered and before the root's answer, the
 	// API's routes and the catch-all 404, so it may also answer GET /.
@@ -204,6 +210,30 @@ func (r modelResolver) setAliases(aliases map[string]string) error {
 		return err
 	}
 	r.table.Store(newAliasTable(slices.Collect(maps.Keys(cur.served)), aliases))
+	return nil
+}
+
+// Models maps client model names to the served ones. A daemon makes one
+// and hands it to the gateway (Deps.Models) and to whatever edits the
+// aliases while the gateway runs (the console's settings), so that neither
+// needs the other.
+type Models struct{ r modelResolver }
+
+// NewModels checks aliases against the served models, with the rules of
+// Config.Aliases.
+func NewModels(served []string, aliases map[string]string) (*Models, error) {
+	c := Config{Models: served, Aliases: aliases}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &Models{r: newModelResolver(c)}, nil
+}
+
+// SetAliases replaces the aliases, as Gateway.SetAliases does.
+func (m *Models) SetAliases(aliases map[string]string) error {
+	if err := m.r.setAliases(aliases); err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
 	return nil
 }
 

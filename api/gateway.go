@@ -60,12 +60,18 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	g := &Gateway{
 		cfg: cfg, router: deps.Router, tok: deps.Tokenizer, store: deps.Store,
 		log: deps.Logger, client: newEngineClient(), models: newModelResolver(cfg),
-		closing: make(chan struct{}), keys: deps.Keys, traffic: NewTraffic(TrafficLimits{}),
+		closing: make(chan struct{}), keys: deps.Keys, traffic: deps.Traffic,
 		prompts: newPrompts(deps.Tokenizer, cfg.BlockSize, cfg.ConversationSessions),
 		watcher: newClientWatcher(cfg.ClientCheck),
 	}
 	if g.log == nil {
 		g.log = slog.Default()
+	}
+	if deps.Models != nil {
+		g.models = deps.Models.r
+	}
+	if g.traffic == nil {
+		g.traffic = NewTraffic(TrafficLimits{})
 	}
 	g.log = g.log.With("component", "api")
 	reg := deps.Registry

@@ -181,10 +181,12 @@ func (t *Ticket) Cancel() bool {
 	r := t.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.queue.remove(t.w) {
+	q := r.queues[t.w.req.Model]
+	if q == nil || !q.remove(t.w) {
 		return false
 	}
-	r.metrics.setQueueDepth(r.queue.Len())
+	r.queued--
+	r.metrics.setQueueDepth(r.queued)
 	t.w.resolve(routeResult{err: ErrTicketCancelled}, 0)
 	return true
 }

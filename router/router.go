@@ -175,6 +175,10 @@ type WorkerInfo struct {
 	// BaseURL is where the worker's engine serves (its OpenAI API root);
 	// decisions carry it to the gateway.
 	BaseURL string
+	// Model is the model the worker serves; a request for another model
+	// never goes to it. "" serves any request (a simulation with one
+	// model).
+	Model string
 	// CapacityBlocks is the worker's KV cache size in blocks (vLLM's
 	// num_gpu_blocks); 0 if unknown, which turns off capacity terms.
 	CapacityBlocks int
@@ -214,6 +218,10 @@ type Request struct {
 	PromptTokens int
 	// Policy overrides the daemon's policy for this request.
 	Policy string
+	// Model is the served model the request is for: only workers of that
+	// model are candidates, and with none live it fails at once with
+	// ErrNoWorker. "" may go to any worker.
+	Model string
 	// SessionID names the agent session the request belongs to, if any.
 	SessionID string
 	Hints     Hints
@@ -254,9 +262,10 @@ type Router struct {
 	approx       *approxState
 	sessions     map[string]*session
 	nextSweep    time.Time
-	queue        waitQueue
-	epoch        time.Time // first enqueue: origin of the queue keys
-	dispatches   uint64    // tickets resolved, for Ticket.Order
+	queues       map[string]*waitQueue // requests waiting for a worker, by model
+	queued       int                   // their total
+	epoch        time.Time             // first enqueue: origin of the queue keys
+	dispatches   uint64                // tickets resolved, for Ticket.Order
 	rng          *rand.Rand
 	rr           int
 	decisions    *decisionLog
@@ -282,6 +291,7 @@ func New(cfg Config, opts ...Option) (*Router, error) {
 		active:    newActiveSet(cfg.ActiveTTL),
 		approx:    newApproxState(cfg.ApproxTTL),
 		sessions:  make(map[string]*session),
+		queues:    make(map[string]*waitQueue),
 		rng:       rand.New(rand.NewSource(cfg.Seed)),
 		decisions: newDecisionLog(cfg.DecisionLogSize),
 	}
@@ -356,13 +366,19 @@ func (r *Router) RemoveWorker(id WorkerID) {
 			s.hasWorker = false
 		}
 	}
-	if len(r.order) == 0 {
-		for r.queue.Len() > 0 {
-			r.queue.pop().resolve(routeResult{err: ErrNoWorker}, r.nextDispatch())
+	// Requests waiting for a model that no live worker serves any more
+	// fail now rather than wait for one that may never come.
+	for model, q := range r.queues {
+		if r.hasWorkerLocked(model) {
+			continue
 		}
-		r.metrics.setQueueDepth(0)
-		return
+		for q.Len() > 0 {
+			q.pop().resolve(routeResult{err: ErrNoWorker}, r.nextDispatch())
+			r.queued--
+		}
+		delete(r.queues, model)
 	}
+	r.metrics.setQueueDepth(r.queued)
 	r.dispatchLocked(now)
 }
 
@@ -459,20 +475,29 @@ func (r *Router) Enqueue(req *Request) (Decision, *Ticket, error) {
 	defer r.mu.Unlock()
 	now := r.now()
 	r.expireLocked(now)
-	if len(r.order) == 0 {
+	if !r.hasWorkerLocked(req.Model) {
+		if req.Model != "" && len(r.order) > 0 {
+			return Decision{}, nil, fmt.Errorf("%w for model %q", ErrNoWorker, req.Model)
+		}
 		return Decision{}, nil, ErrNoWorker
 	}
 	if _, dup := r.active.reqs[req.ID]; dup {
 		return Decision{}, nil, fmt.Errorf("router: %w: %q", ErrDuplicateRequest, req.ID)
 	}
-	if r.cfg.QueueSize > 0 && (r.queue.Len() > 0 || r.allSaturatedLocked()) {
-		if r.queue.Len() >= r.cfg.QueueSize {
+	q := r.queues[req.Model]
+	if r.cfg.QueueSize > 0 && (q != nil && q.Len() > 0 || r.allSaturatedLocked(req.Model)) {
+		if r.queued >= r.cfg.QueueSize {
 			return Decision{}, nil, ErrQueueFull
+		}
+		if q == nil {
+			q = &waitQueue{}
+			r.queues[req.Model] = q
 		}
 		w := &waiter{req: req, hashes: hashes, isl: isl, policy: policy, enqueued: now}
 		w.key = r.queueKeyLocked(w)
-		r.queue.push(w)
-		r.metrics.setQueueDepth(r.queue.Len())
+		q.push(w)
+		r.queued++
+		r.metrics.setQueueDepth(r.queued)
 		return Decision{}, &Ticket{r: r, w: w}, nil
 	}
 	return r.decideLocked(req, hashes, isl, policy, now, 0), nil, nil
@@ -563,19 +588,22 @@ func (r *Router) expireLocked(now time.Time) {
 
 // dispatchLocked routes waiting requests while some worker is not saturated.
 func (r *Router) dispatchLocked(now time.Time) {
-	if r.queue.Len() == 0 {
+	if r.queued == 0 {
 		return
 	}
-	for r.queue.Len() > 0 && len(r.order) > 0 && !r.allSaturatedLocked() {
-		w := r.queue.pop()
-		if _, dup := r.active.reqs[w.req.ID]; dup {
-			w.resolve(routeResult{err: fmt.Errorf("router: %w: %q", ErrDuplicateRequest, w.req.ID)}, r.nextDispatch())
-			continue
+	for model, q := range r.queues {
+		for q.Len() > 0 && r.hasWorkerLocked(model) && !r.allSaturatedLocked(model) {
+			w := q.pop()
+			r.queued--
+			if _, dup := r.active.reqs[w.req.ID]; dup {
+				w.resolve(routeResult{err: fmt.Errorf("router: %w: %q", ErrDuplicateRequest, w.req.ID)}, r.nextDispatch())
+				continue
+			}
+			d := r.decideLocked(w.req, w.hashes, w.isl, w.policy, now, now.Sub(w.enqueued))
+			w.resolve(routeResult{d: d}, r.nextDispatch())
 		}
-		d := r.decideLocked(w.req, w.hashes, w.isl, w.policy, now, now.Sub(w.enqueued))
-		w.resolve(routeResult{d: d}, r.nextDispatch())
 	}
-	r.metrics.setQueueDepth(r.queue.Len())
+	r.metrics.setQueueDepth(r.queued)
 }
 
 // nextDispatch numbers a ticket's outcome for Ticket.Order.
@@ -593,13 +621,31 @@ func (r *Router) saturatedLocked(id WorkerID) bool {
 	return capacity > 0 && float64(aw.blocks()) >= r.cfg.SaturationFraction*float64(capacity)
 }
 
-func (r *Router) allSaturatedLocked() bool {
+// allSaturatedLocked reports whether every live worker of a model is
+// saturated.
+func (r *Router) allSaturatedLocked(model string) bool {
 	for _, id := range r.order {
-		if !r.saturatedLocked(id) {
+		if r.servesLocked(id, model) && !r.saturatedLocked(id) {
 			return false
 		}
 	}
 	return true
+}
+
+// servesLocked reports whether worker id may take a request for model.
+func (r *Router) servesLocked(id WorkerID, model string) bool {
+	m := r.workers[id].info.Model
+	return model == "" || m == "" || m == model
+}
+
+// hasWorkerLocked reports whether some live worker serves model.
+func (r *Router) hasWorkerLocked(model string) bool {
+	for _, id := range r.order {
+		if r.servesLocked(id, model) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Router) publishLocked(id WorkerID) {
@@ -613,11 +659,11 @@ func (r *Router) publishLocked(id WorkerID) {
 
 // candidatesLocked lists the workers a request may go to: all but the
 // excluded ones, or all when that would leave none.
-func (r *Router) candidatesLocked(exclude []WorkerID) []Candidate {
+func (r *Router) candidatesLocked(exclude []WorkerID, model string) []Candidate {
 	cands := make([]Candidate, 0, len(r.order))
 	for pass := 0; pass < 2 && len(cands) == 0; pass++ {
 		for _, id := range r.order {
-			if pass == 0 && slices.Contains(exclude, id) {
+			if !r.servesLocked(id, model) || pass == 0 && slices.Contains(exclude, id) {
 				continue
 			}
 			aw := &r.active.workers[id]
@@ -671,7 +717,7 @@ func (r *Router) matchLocked(req *Request, hashes []tokenizer.SeqHash, isl int, 
 // in KV blocks (DecodeWeight and the refetch of what would not fit).
 func (r *Router) queueCostLocked(w *waiter) float64 {
 	in := r.matchLocked(w.req, w.hashes, w.isl, w.policy)
-	cands := r.candidatesLocked(w.req.Exclude)
+	cands := r.candidatesLocked(w.req.Exclude, w.req.Model)
 	var sess *session
 	if w.req.SessionID != "" {
 		sess = r.sessions[w.req.SessionID]
@@ -691,7 +737,7 @@ func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int,
 	start := time.Now()
 	bs := r.cfg.BlockSize
 	in := r.matchLocked(req, hashes, isl, policy)
-	cands := r.candidatesLocked(req.Exclude)
+	cands := r.candidatesLocked(req.Exclude, req.Model)
 	var sess *session
 	if req.SessionID != "" {
 		sess = r.sessions[req.SessionID]
@@ -844,5 +890,5 @@ func (r *Router) WorkerByName(name string) (WorkerID, bool) {
 func (r *Router) QueueLen() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.queue.Len()
+	return r.queued
 }

@@ -3,6 +3,8 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -677,5 +679,53 @@ func TestExcludeSendsARetryElsewhere(t *testing.T) {
 				t.Errorf("with every worker excluded, %d candidates; want all 3", len(d.Candidates))
 			}
 		})
+	}
+}
+
+// TestRouterKeepsModelsApart: a request goes only to a worker of its model;
+// one for a model nobody serves fails at once; a model whose workers are
+// all saturated queues its requests without holding up another model's;
+// and its waiters fail when its last worker leaves.
+func TestRouterKeepsModelsApart(t *testing.T) {
+	r, _ := newTestRouter(t, Config{Policy: PolicyHearth, SaturationFraction: 0.5},
+		WorkerInfo{Name: "a0", Model: "a", CapacityBlocks: 10},
+		WorkerInfo{Name: "b0", Model: "b", CapacityBlocks: 10})
+	for i, model := range []string{"a", "b", "a", "b"} {
+		id := fmt.Sprintf("r%d", i)
+		d, err := r.Route(context.Background(), &Request{ID: id, Model: model, Hashes: chain(id, 1)})
+		if err != nil || d.Worker != model+"0" {
+			t.Fatalf("request for %s went to %q (%v)", model, d.Worker, err)
+		}
+		r.Free(id)
+	}
+	if _, err := r.Route(context.Background(), &Request{ID: "c", Model: "c", Hashes: chain("c", 1)}); !errors.Is(err, ErrNoWorker) || !strings.Contains(err.Error(), `"c"`) {
+		t.Fatalf("request for an unserved model: %v, want ErrNoWorker naming it", err)
+	}
+
+	// Saturate a0: 6 of 10 blocks.
+	if _, err := r.Route(context.Background(), &Request{ID: "big", Model: "a", Hashes: chain("big", 6)}); err != nil {
+		t.Fatal(err)
+	}
+	_, ticket, err := r.Enqueue(&Request{ID: "waits", Model: "a", Hashes: chain("w", 1)})
+	if err != nil || ticket == nil {
+		t.Fatalf("a request for a saturated model should queue: ticket %v, %v", ticket, err)
+	}
+	if d, tb, err := r.Enqueue(&Request{ID: "other", Model: "b", Hashes: chain("o", 1)}); err != nil || tb != nil || d.Worker != "b0" {
+		t.Fatalf("model b waited behind model a: %+v, ticket %v, %v", d, tb, err)
+	}
+	if r.QueueLen() != 1 {
+		t.Fatalf("queue length %d, want 1", r.QueueLen())
+	}
+	r.RemoveWorker(0)
+	select {
+	case <-ticket.Done():
+	default:
+		t.Fatal("the waiter of a model with no worker left is still waiting")
+	}
+	if _, err := ticket.Result(); !errors.Is(err, ErrNoWorker) {
+		t.Fatalf("waiter: %v, want ErrNoWorker", err)
+	}
+	if r.QueueLen() != 0 {
+		t.Errorf("queue length %d after its model left, want 0", r.QueueLen())
 	}
 }

@@ -117,16 +117,12 @@ func decisionOf(d router.Decision) console.Decision {
 	return cd
 }
 
-// trafficSource reports the gateway's requests and sessions. traffic is
-// set once the gateway exists, before anything is served.
+// trafficSource reports the gateway's requests and sessions.
 type trafficSource struct{ traffic *api.Traffic }
 
 var _ console.TrafficSource = (*trafficSource)(nil)
 
 func (s *trafficSource) RequestsSince(_ context.Context, since time.Time) ([]console.Request, error) {
-	if s.traffic == nil {
-		return nil, nil
-	}
 	rs := s.traffic.RequestsSince(since)
 	out := make([]console.Request, len(rs))
 	for i, r := range rs {
@@ -139,9 +135,6 @@ func (s *trafficSource) RequestsSince(_ context.Context, since time.Time) ([]con
 }
 
 func (s *trafficSource) Sessions(context.Context) ([]console.Session, error) {
-	if s.traffic == nil {
-		return nil, nil
-	}
 	ss := s.traffic.Sessions()
 	out := make([]console.Session, len(ss))
 	for i, r := range ss {
@@ -157,9 +150,8 @@ func (s *trafficSource) Sessions(context.Context) ([]console.Session, error) {
 	return out, nil
 }
 
-// keyStore is the console's view of the API keys kept in the database,
-// which also lets the console log in with a key given on the command line
-// (the gateway checks those itself, from its configuration).
+// keyStore is the console's view of the API keys: those kept in the
+// database and those given on the command line.
 type keyStore struct {
 	db     *store.SQLite
 	static []string
@@ -223,18 +215,32 @@ func consoleKey(k store.APIKey) console.APIKey {
 	return console.APIKey{ID: k.ID, Name: k.Name, Hint: k.Hint, Created: k.Created}
 }
 
-// apiKeys lets the gateway check the keys created in the console.
-type apiKeys struct{ db *store.SQLite }
+// apiKeys lets the gateway check the keys: those of the command line and
+// those created in the console. It is the one place that says whether the
+// API needs a key.
+type apiKeys struct{ keys *keyStore }
 
-func (a apiKeys) HasKeys(ctx context.Context) (bool, error) { return a.db.HasKeys(ctx) }
+func (a apiKeys) HasKeys(ctx context.Context) (bool, error) {
+	if len(a.keys.static) > 0 {
+		return true, nil
+	}
+	return a.keys.db.HasKeys(ctx)
+}
 
 func (a apiKeys) CheckKey(ctx context.Context, secret string) error {
-	_, err := a.db.CheckKey(ctx, secret)
+	_, err := a.keys.CheckKey(ctx, secret)
 	return err
 }
 
+// required reports whether the API needs a key right now; when the
+// database cannot tell, it does.
+func (a apiKeys) required(ctx context.Context) bool {
+	has, err := a.HasKeys(ctx)
+	return err != nil || has
+}
+
 // aliasSetter puts model aliases in place while the gateway runs
-// (api.Gateway).
+// (api.Models, which the gateway resolves names with).
 type aliasSetter interface {
 	SetAliases(map[string]string) error
 }
@@ -247,8 +253,7 @@ type settingsStore struct {
 	db       *store.SQLite
 	policies []string // read only
 	models   []string // read only
-	// gateway is set once the gateway exists, before anything is served.
-	gateway aliasSetter
+	resolver aliasSetter
 
 	saveMu sync.Mutex // held through a save, so that saves do not interleave
 
@@ -264,17 +269,27 @@ var _ console.SettingsStore = (*settingsStore)(nil)
 // there are none. Saved settings that no longer fit (an alias to a model
 // that is not served since --model changed) are left in the database
 // but not used, and a warning says so.
-func newSettingsStore(ctx context.Context, db *store.SQLite, log *slog.Logger, policy, model string, aliases map[string]string) (*settingsStore, error) {
+func newSettingsStore(ctx context.Context, db *store.SQLite, log *slog.Logger, policy string, models []string, aliases map[string]string, resolver aliasSetter) (*settingsStore, error) {
 	s := &settingsStore{
-		db: db, policies: slices.Clone(router.Policies), models: []string{model},
+		db: db, policies: slices.Clone(router.Policies), models: slices.Clone(models), resolver: resolver,
 		policy: policy, aliases: aliasList(aliases),
 	}
-	saved, ok, err := db.Settings(ctx)
-	if err != nil {
+	if err := s.load(ctx, log); err != nil {
 		return nil, err
 	}
-	if !ok {
-		return s, nil
+	if err := resolver.SetAliases(aliasMap(s.aliases)); err != nil {
+		return nil, fmt.Errorf("--alias: %w", err)
+	}
+	return s, nil
+}
+
+// load replaces the command line's settings with those saved in the
+// console, when they fit.
+func (s *settingsStore) load(ctx context.Context, log *slog.Logger) error {
+	db := s.db
+	saved, ok, err := db.Settings(ctx)
+	if err != nil || !ok {
+		return err
 	}
 	savedAliases := make([]console.Alias, len(saved.Aliases))
 	for i, a := range saved.Aliases {
@@ -282,12 +297,12 @@ func newSettingsStore(ctx context.Context, db *store.SQLite, log *slog.Logger, p
 	}
 	if err := s.check(saved.Policy, savedAliases); err != nil {
 		log.Warn("ignoring the settings saved in the console; using the command line's", "error", err)
-		return s, nil
+		return nil
 	}
 	log.Info("using the settings saved in the console instead of --policy and --alias",
 		"policy", saved.Policy, "aliases", len(savedAliases))
 	s.policy, s.aliases = saved.Policy, savedAliases
-	return s, nil
+	return nil
 }
 
 // aliasList turns --alias flags into the console's list, sorted by name.
@@ -360,7 +375,7 @@ func (s *settingsStore) SaveSettings(ctx context.Context, st console.Settings) e
 	}
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
-	if err := s.gateway.SetAliases(aliasMap(aliases)); err != nil {
+	if err := s.resolver.SetAliases(aliasMap(aliases)); err != nil {
 		return fmt.Errorf("%w: %v", console.ErrInvalidSettings, err)
 	}
 	saved := store.Settings{Policy: policy, Aliases: make([]store.Alias, len(aliases))}
@@ -368,7 +383,7 @@ func (s *settingsStore) SaveSettings(ctx context.Context, st console.Settings) e
 		saved.Aliases[i] = store.Alias{From: a.From, To: a.To}
 	}
 	if err := s.db.SaveSettings(ctx, saved); err != nil {
-		if rerr := s.gateway.SetAliases(aliasMap(s.aliases)); rerr != nil {
+		if rerr := s.resolver.SetAliases(aliasMap(s.aliases)); rerr != nil {
 			return errors.Join(err, fmt.Errorf("restoring the aliases: %w", rerr))
 		}
 		return err

@@ -296,14 +296,14 @@ func openTestDB(t *testing.T) *store.SQLite {
 	return db
 }
 
-// fakeGateway records the aliases put in place, as api.Gateway.SetAliases
+// fakeResolver records the aliases put in place, as api.Models.SetAliases
 // does, refusing a name it was told to refuse.
-type fakeGateway struct {
+type fakeResolver struct {
 	aliases map[string]string
 	refuse  string
 }
 
-func (g *fakeGateway) SetAliases(a map[string]string) error {
+func (g *fakeResolver) SetAliases(a map[string]string) error {
 	if _, ok := a[g.refuse]; ok && g.refuse != "" {
 		return fmt.Errorf("api: alias %q: refused", g.refuse)
 	}
@@ -341,12 +341,14 @@ func TestSettingsStore(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := openTestDB(t)
-			s, err := newSettingsStore(ctx, db, slog.New(slog.DiscardHandler), router.PolicyHearth, "m", start)
+			gw := &fakeResolver{refuse: tc.refuse}
+			s, err := newSettingsStore(ctx, db, slog.New(slog.DiscardHandler), router.PolicyHearth, []string{"m"}, start, gw)
 			if err != nil {
 				t.Fatal(err)
 			}
-			gw := &fakeGateway{aliases: s.Aliases(), refuse: tc.refuse}
-			s.gateway = gw
+			if !maps.Equal(gw.aliases, start) {
+				t.Fatalf("aliases in place at start: %v, want %v", gw.aliases, start)
+			}
 			err = s.SaveSettings(ctx, tc.save)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("SaveSettings: %v, want %v", err, tc.wantErr)
@@ -359,7 +361,7 @@ func TestSettingsStore(t *testing.T) {
 			}
 			// What a restart finds: the save, or the command line when
 			// the save was refused.
-			again, err := newSettingsStore(ctx, db, slog.New(slog.DiscardHandler), router.PolicyHearth, "m", start)
+			again, err := newSettingsStore(ctx, db, slog.New(slog.DiscardHandler), router.PolicyHearth, []string{"m"}, start, &fakeResolver{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -378,7 +380,7 @@ func TestSavedSettingsThatNoLongerFit(t *testing.T) {
 	if err := db.SaveSettings(ctx, store.Settings{Policy: router.PolicyKV, Aliases: []store.Alias{{From: "*", To: "old-model"}}}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := newSettingsStore(ctx, db, slog.New(slog.DiscardHandler), router.PolicyHearth, "new-model", map[string]string{"*": "new-model"})
+	s, err := newSettingsStore(ctx, db, slog.New(slog.DiscardHandler), router.PolicyHearth, []string{"new-model"}, map[string]string{"*": "new-model"}, &fakeResolver{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,9 +393,12 @@ func TestKeyStoreAcceptsCommandLineKeys(t *testing.T) {
 	ctx := context.Background()
 	db := openTestDB(t)
 	k := &keyStore{db: db, static: []string{"sk-cli"}}
-	checker := apiKeys{db: db}
-	if has, err := checker.HasKeys(ctx); has || err != nil {
-		t.Errorf("before any key: HasKeys = %v, %v; want false", has, err)
+	if has, err := (apiKeys{&keyStore{db: db}}).HasKeys(ctx); has || err != nil {
+		t.Errorf("no key at all: HasKeys = %v, %v; want false", has, err)
+	}
+	checker := apiKeys{k}
+	if has, err := checker.HasKeys(ctx); !has || err != nil || !checker.required(ctx) {
+		t.Errorf("with a command-line key: HasKeys = %v, %v; want true", has, err)
 	}
 	created, secret, err := k.CreateKey(ctx, "laptop")
 	if err != nil {
@@ -404,8 +409,7 @@ func TestKeyStoreAcceptsCommandLineKeys(t *testing.T) {
 		console, asAPI bool
 	}{
 		{"a stored key", secret, true, true},
-		// The gateway checks command-line keys itself (Config.APIKeys).
-		{"a command-line key", "sk-cli", true, false},
+		{"a command-line key", "sk-cli", true, true},
 		{"an unknown key", "sk-other", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

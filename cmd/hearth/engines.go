@@ -47,7 +47,7 @@ func planEngines(cfg upConfig) ([]hruntime.Spec, map[string]nodes.GPU, error) {
 		spec := hruntime.Spec{
 			Name:   fmt.Sprintf("%s/gpu%d", gpu.Node, gpu.Index),
 			Engine: engine,
-			Model:  cfg.model,
+			Model:  cfg.models[i%len(cfg.models)],
 			GPU: hruntime.GPU{
 				Index: gpu.Index, UUID: gpu.UUID, Kind: gpu.Kind, Name: gpu.Name, Node: gpu.Node,
 			},

@@ -42,6 +42,7 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 	id, err := f.rt.AddWorker(router.WorkerInfo{
 		Name:                name,
 		BaseURL:             e.Endpoints.BaseURL,
+		Model:               e.Spec.Model,
 		CapacityBlocks:      p.GPUBlocks,
 		PrefillTokensPerSec: p.PrefillTokensPerSec,
 		RAMCapacityBlocks:   p.CPUBlocks,

@@ -41,6 +41,7 @@ func (g *gatewayRouter) Route(ctx context.Context, req api.RouteRequest) (api.Ro
 	}
 	d, err := g.rt.Route(ctx, &router.Request{
 		ID:           req.ID,
+		Model:        req.Model,
 		Hashes:       req.Hashes,
 		PromptTokens: req.PromptTokens,
 		Policy:       policy,

@@ -431,7 +431,7 @@ func runBenchGateway(specJSON string) error {
 		ContextTokens: spec.Engines[0].ContextTokens,
 	}, api.Deps{
 		Router:    steeringRouter{Router: routes, fast: "fast", paced: "paced"},
-		Tokenizer: tok, Registry: reg, Logger: log, Keys: apiKeys{db},
+		Tokenizer: tok, Registry: reg, Logger: log, Keys: apiKeys{&keyStore{db: db}},
 	})
 	if err != nil {
 		return err

@@ -34,7 +34,8 @@ type upConfig struct {
 	listen  string
 	policy  string
 	dataDir string
-	model   string
+	model   string   // the first of models: what unknown names map to
+	models  []string // served models; engine i serves models[i % len]
 	apiKeys []string
 	aliases map[string]string
 	speedup float64
@@ -91,7 +92,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8000", "address of the API (OpenAI and Anthropic)")
 	fs.StringVar(&cfg.policy, "policy", router.PolicyHearth, "routing policy: "+strings.Join(router.Policies, ", "))
 	fs.StringVar(&cfg.dataDir, "data-dir", "", "where Hearth keeps its state (default $XDG_DATA_HOME/hearth or ~/.local/share/hearth)")
-	fs.StringVar(&cfg.model, "model", "qwen3-14b-fp8", "served model: "+strings.Join(sim.ModelNames(), ", "))
+	modelList := fs.String("model", "qwen3-14b-fp8", "served model ("+strings.Join(sim.ModelNames(), ", ")+" when simulated); several, separated by commas, are served by the GPUs in turn")
 	fs.Float64Var(&cfg.speedup, "speedup", 1, "run the simulated GPUs this many times faster than real time")
 	fs.Float64Var(&cfg.kvOffloadGiB, "kv-offloading-size", 32, "host RAM per engine for KV blocks evicted from the GPU, in GiB, as vLLM's flag (0: none)")
 	fs.Int64Var(&cfg.seed, "seed", 0, "seed of the simulated engines")
@@ -154,6 +155,15 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	if key := env.getenv("HEARTH_API_KEY"); key != "" {
 		cfg.apiKeys = append(cfg.apiKeys, key)
 	}
+	for _, m := range strings.Split(*modelList, ",") {
+		if m = strings.TrimSpace(m); m != "" && !slices.Contains(cfg.models, m) {
+			cfg.models = append(cfg.models, m)
+		}
+	}
+	if len(cfg.models) == 0 {
+		return cfg, fmt.Errorf("%w: --model is empty", errUsage)
+	}
+	cfg.model = cfg.models[0]
 	if len(cfg.aliases) == 0 {
 		cfg.aliases["*"] = cfg.model
 	}
@@ -209,7 +219,11 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		return fmt.Errorf("up: %w", err)
 	}
 	cleanup.push(func() { db.Close() })
-	settings, err := newSettingsStore(ctx, db, log, cfg.policy, cfg.model, cfg.aliases)
+	models, err := api.NewModels(cfg.models, nil)
+	if err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+	settings, err := newSettingsStore(ctx, db, log, cfg.policy, cfg.models, cfg.aliases, models)
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
@@ -258,28 +272,26 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	// the command line's.
 	routes := &gatewayRouter{rt: rt, defaultPolicy: settings.Policy, whyNoWorker: sup.Summary}
 	keys := &keyStore{db: db, static: cfg.apiKeys}
-	traffic := &trafficSource{}
-	var gw *api.Gateway
+	traffic := api.NewTraffic(api.TrafficLimits{})
 	con, err := console.New(console.Config{
 		Model: cfg.model, ContextTokens: contextTokens, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
 	}, console.Deps{
 		Engines:     engineSource{engines: sup.Engines, rt: rt, gpus: gpus, client: &http.Client{}},
 		Router:      routerSource{rt: rt},
-		Traffic:     traffic,
+		Traffic:     &trafficSource{traffic: traffic},
 		Keys:        keys,
 		Settings:    settings,
-		KeyRequired: func(ctx context.Context) bool { return gw.KeyRequired(ctx) },
+		KeyRequired: apiKeys{keys}.required,
 		Logger:      log,
 	})
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
-	gw, err = api.New(api.Config{
-		Addr: ln.Addr().String(), Models: []string{cfg.model}, Aliases: settings.Aliases(),
-		APIKeys: cfg.apiKeys, ContextTokens: contextTokens,
+	gw, err := api.New(api.Config{
+		Addr: ln.Addr().String(), Models: cfg.models, ContextTokens: contextTokens,
 	}, api.Deps{
 		Router: routes, Tokenizer: tok, Store: db, Registry: reg, Logger: log,
-		Keys: apiKeys{db: db},
+		Keys: apiKeys{keys}, Models: models, Traffic: traffic,
 		Mount: func(r fiber.Router) {
 			con.Register(r)
 			r.Get("/api/v1/engines", con.Guard, enginesHandler(sup))
@@ -292,8 +304,6 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
-	traffic.traffic = gw.Traffic()
-	settings.gateway = gw
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return sup.Run(ctx) })

@@ -14,6 +14,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // startUp runs hearth up --sim 2x4090 in-process on a loopback port and
@@ -361,4 +364,50 @@ func decodeChatStream(t *testing.T, events []sseEvent) streamedAnswer {
 		}
 	}
 	return a
+}
+
+// TestUpServesTwoModels: with two models on two GPUs each request goes to
+// an engine of its model; when the engines of one model are gone, its
+// requests get 503 with Retry-After at once while the other model serves.
+func TestUpServesTwoModels(t *testing.T) {
+	ask := func(t *testing.T, baseURL, model string) (int, string, http.Header) {
+		t.Helper()
+		resp, err := http.Post(baseURL+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"`+model+`","max_tokens":4,"messages":[{"role":"user","content":"Say hello."}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), resp.Header
+	}
+	t.Run("both serve", func(t *testing.T) {
+		baseURL, _ := startUp(t, "--model", "qwen3-14b-fp8,qwen3-8b")
+		for range 3 {
+			for model, worker := range map[string]string{"qwen3-14b-fp8": "sim/gpu0", "qwen3-8b": "sim/gpu1"} {
+				status, body, h := ask(t, baseURL, model)
+				if status != http.StatusOK || h.Get("x-hearth-worker") != worker {
+					t.Fatalf("%s: %d from %q, want 200 from %s: %s", model, status, h.Get("x-hearth-worker"), worker, body)
+				}
+			}
+		}
+	})
+	t.Run("one model's engine failed", func(t *testing.T) {
+		baseURL, _ := serveTestUp(t, []string{"--sim", "2x4090", "--speedup", "100", "--data-dir", t.TempDir(),
+			"--model", "qwen3-14b-fp8,qwen3-8b"}, func(cfg *upConfig) {
+			cfg.backoff = hruntime.Backoff{Initial: time.Millisecond}
+			cfg.tweakSpec = func(s *hruntime.Spec) {
+				if s.Model == "qwen3-8b" {
+					s.GPUMemoryUtilization = 0.05 // the weights do not fit: the engine cannot start
+				}
+			}
+		})
+		status, body, h := ask(t, baseURL, "qwen3-8b")
+		if status != http.StatusServiceUnavailable || h.Get("Retry-After") == "" || !strings.Contains(body, "sim/gpu1 failed") {
+			t.Errorf("qwen3-8b with its engine failed: %d, Retry-After %q: %s; want 503 saying why", status, h.Get("Retry-After"), body)
+		}
+		if status, body, _ := ask(t, baseURL, "qwen3-14b-fp8"); status != http.StatusOK {
+			t.Errorf("qwen3-14b-fp8: %d: %s", status, body)
+		}
+	})
 }
