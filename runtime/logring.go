@@ -33,20 +33,23 @@ func (r *LogRing) Write(p []byte) (int, error) {
 	defer r.mu.Unlock()
 	n := len(p)
 	for len(p) > 0 {
-		i := bytes.IndexAny(p, "\r\n")
-		if i < 0 {
-			room := maxLogLine - len(r.partial)
-			if len(p) < room {
-				r.partial = append(r.partial, p...)
-				break
-			}
+		end := bytes.IndexAny(p, "\r\n")
+		found := end >= 0
+		if !found {
+			end = len(p)
+		}
+		if room := maxLogLine - len(r.partial); end > room {
+			// Too long for one line: keep it as several.
 			r.partial = append(r.partial, p[:room]...)
 			p = p[room:]
 			r.flushLocked()
 			continue
 		}
-		r.partial = append(r.partial, p[:min(i, maxLogLine-len(r.partial))]...)
-		p = p[i+1:]
+		r.partial = append(r.partial, p[:end]...)
+		if !found {
+			break
+		}
+		p = p[end+1:]
 		r.flushLocked()
 	}
 	return n, nil

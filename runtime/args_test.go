@@ -1,0 +1,63 @@
+package runtime
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var testPorts = Ports{Host: "127.0.0.1", HTTP: 8100, KVEvents: 5557, Replay: 5558}
+
+// TestEngineArgs holds the command lines Hearth gives each engine to the
+// flags those engines document: KV events on (SGLang's publisher named),
+// block or page size 16, the parsers of the model's family, the planned
+// memory, context and host tier.
+func TestEngineArgs(t *testing.T) {
+	spec := Spec{
+		Name: "gpu0", Engine: KindVLLM, Model: "qwen3-14b-fp8", ModelPath: "Qwen/Qwen3-14B-FP8",
+		MaxModelLen: 32768, GPUMemoryUtilization: 0.9, KVOffloadingGiB: 32,
+	}
+	cases := []struct {
+		name string
+		spec func(Spec) Spec
+		want string
+	}{
+		{"vllm", func(s Spec) Spec { return s },
+			`vllm serve Qwen/Qwen3-14B-FP8 --served-model-name qwen3-14b-fp8 --host 127.0.0.1 --port 8100 --block-size 16 ` +
+				`--kv-events-config {"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","publisher":"zmq","replay_endpoint":"tcp://*:5558","topic":"kv-events"} ` +
+				`--enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser qwen3 --gpu-memory-utilization 0.9 --max-model-len 32768 ` +
+				`--kv-offloading-size 32 --kv-offloading-backend native`},
+		{"vllm, qwen3-coder", func(s Spec) Spec { s.Model, s.ModelPath, s.MaxModelLen, s.KVOffloadingGiB, s.GPUMemoryUtilization = "Qwen/Qwen3-Coder-30B-A3B-Instruct", "", 0, 0, 0; return s },
+			`vllm serve Qwen/Qwen3-Coder-30B-A3B-Instruct --served-model-name Qwen/Qwen3-Coder-30B-A3B-Instruct --host 127.0.0.1 --port 8100 --block-size 16 ` +
+				`--kv-events-config {"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","publisher":"zmq","replay_endpoint":"tcp://*:5558","topic":"kv-events"} ` +
+				`--enable-auto-tool-choice --tool-call-parser qwen3_xml`},
+		{"sglang", func(s Spec) Spec { s.Engine = KindSGLang; return s },
+			`python3 -m sglang.launch_server --model-path Qwen/Qwen3-14B-FP8 --served-model-name qwen3-14b-fp8 --host 127.0.0.1 --port 8100 --page-size 16 ` +
+				`--kv-events-config {"endpoint":"tcp://*:5557","publisher":"zmq","replay_endpoint":"tcp://*:5558","topic":"kv-events"} --enable-metrics ` +
+				`--tool-call-parser qwen25 --reasoning-parser qwen3 --mem-fraction-static 0.9 --context-length 32768 ` +
+				`--enable-hierarchical-cache --hicache-size 32 --hicache-write-policy write_through`},
+		{"sim", func(s Spec) Spec { s.Engine, s.Model, s.GPU.Kind, s.Speedup, s.Seed = KindSim, "qwen3-8b", "rtx3090", 20, 7; return s },
+			`/usr/bin/hearth sim-engine --listen 127.0.0.1:8100 --kv-events tcp://127.0.0.1:5557 --kv-replay tcp://127.0.0.1:5558 --kv-events-topic kv-events ` +
+				`--model qwen3-8b --block-size 16 --seed 7 --gpu rtx3090 --speedup 20 --gpu-memory-utilization 0.9 --max-model-len 32768 --kv-offloading-size 32`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := strings.Join(EngineArgs(tc.spec(spec), testPorts, "/usr/bin/hearth"), " ")
+			if got != tc.want {
+				t.Errorf("command line\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestKVEventsConfigIsJSON: the flag's value is one argument of valid JSON
+// whatever the ports.
+func TestKVEventsConfigIsJSON(t *testing.T) {
+	args := VLLMArgs(Spec{Name: "g", Engine: KindVLLM, Model: "m"}, testPorts)
+	i := slices.Index(args, "--kv-events-config")
+	var cfg map[string]any
+	if i < 0 || json.Unmarshal([]byte(args[i+1]), &cfg) != nil || cfg["enable_kv_cache_events"] != true {
+		t.Fatalf("--kv-events-config %q", args[i+1])
+	}
+}
