@@ -28,7 +28,10 @@ func TestEngineArgs(t *testing.T) {
 				`--kv-events-config {"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","publisher":"zmq","replay_endpoint":"tcp://*:5558","topic":"kv-events"} ` +
 				`--enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser qwen3 --gpu-memory-utilization 0.9 --max-model-len 32768 ` +
 				`--kv-offloading-size 32 --kv-offloading-backend native`},
-		{"vllm, qwen3-coder", func(s Spec) Spec { s.Model, s.ModelPath, s.MaxModelLen, s.KVOffloadingGiB, s.GPUMemoryUtilization = "Qwen/Qwen3-Coder-30B-A3B-Instruct", "", 0, 0, 0; return s },
+		{"vllm, qwen3-coder", func(s Spec) Spec {
+			s.Model, s.ModelPath, s.MaxModelLen, s.KVOffloadingGiB, s.GPUMemoryUtilization = "Qwen/Qwen3-Coder-30B-A3B-Instruct", "", 0, 0, 0
+			return s
+		},
 			`vllm serve Qwen/Qwen3-Coder-30B-A3B-Instruct --served-model-name Qwen/Qwen3-Coder-30B-A3B-Instruct --host 127.0.0.1 --port 8100 --block-size 16 ` +
 				`--kv-events-config {"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","publisher":"zmq","replay_endpoint":"tcp://*:5558","topic":"kv-events"} ` +
 				`--enable-auto-tool-choice --tool-call-parser qwen3_xml`},
@@ -37,7 +40,10 @@ func TestEngineArgs(t *testing.T) {
 				`--kv-events-config {"endpoint":"tcp://*:5557","publisher":"zmq","replay_endpoint":"tcp://*:5558","topic":"kv-events"} --enable-metrics ` +
 				`--tool-call-parser qwen25 --reasoning-parser qwen3 --mem-fraction-static 0.9 --context-length 32768 ` +
 				`--enable-hierarchical-cache --hicache-size 32 --hicache-write-policy write_through`},
-		{"sim", func(s Spec) Spec { s.Engine, s.Model, s.GPU.Kind, s.Speedup, s.Seed = KindSim, "qwen3-8b", "rtx3090", 20, 7; return s },
+		{"sim", func(s Spec) Spec {
+			s.Engine, s.Model, s.GPU.Kind, s.Speedup, s.Seed = KindSim, "qwen3-8b", "rtx3090", 20, 7
+			return s
+		},
 			`/usr/bin/hearth sim-engine --listen 127.0.0.1:8100 --kv-events tcp://127.0.0.1:5557 --kv-replay tcp://127.0.0.1:5558 --kv-events-topic kv-events ` +
 				`--model qwen3-8b --block-size 16 --seed 7 --gpu rtx3090 --speedup 20 --gpu-memory-utilization 0.9 --max-model-len 32768 --kv-offloading-size 32`},
 	}
