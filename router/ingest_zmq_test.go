@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvbm"
 )
 
@@ -120,10 +121,13 @@ func (p *testPublisher) close() {
 	p.served.Wait()
 }
 
-// gatedClock is a fake IngestClock: durations of an hour or more never
-// pass (the replay timeout), shorter ones (the reconnect backoff) pass when
-// the test lets them through the gate.
-type gatedClock struct{ gate chan time.Time }
+// gatedClock is a fake clock.Clock for a Subscriber: durations of an hour
+// or more never pass (the replay timeout), shorter ones (the reconnect
+// backoff) pass when the test lets them through the gate.
+type gatedClock struct {
+	clock.Real // Now and NewTicker, which a Subscriber does not use
+	gate       chan time.Time
+}
 
 func (c gatedClock) After(d time.Duration) <-chan time.Time {
 	if d >= time.Hour {
@@ -146,7 +150,7 @@ func TestSubscriberOverZMQ(t *testing.T) {
 	pub, pubEP, replayEP := startTestPublisher(t, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", topic, e1)
 
 	idx := newFakeIndex()
-	clock := gatedClock{gate: make(chan time.Time)}
+	gated := gatedClock{gate: make(chan time.Time)}
 	sub, err := NewSubscriber(SubscriberConfig{
 		Endpoint:       pubEP,
 		ReplayEndpoint: replayEP,
@@ -155,7 +159,7 @@ func TestSubscriberOverZMQ(t *testing.T) {
 		ReplayTimeout:  time.Hour,
 		MinBackoff:     time.Millisecond,
 		Logger:         testLogger(t),
-		Clock:          clock,
+		Clock:          gated,
 	}, idx)
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +203,7 @@ func TestSubscriberOverZMQ(t *testing.T) {
 	go func() { // let every reconnect backoff pass from now on
 		for {
 			select {
-			case clock.gate <- time.Time{}:
+			case gated.gate <- time.Time{}:
 			case <-ctx.Done():
 				return
 			}
