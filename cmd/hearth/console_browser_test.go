@@ -52,6 +52,11 @@ func screenshotDir(t *testing.T) string {
 	return dir
 }
 
+// browserHang bounds each step of the browser test and each of its
+// requests. It only stops a test that hangs: what a step waits for takes a
+// push or two (half a second each) on an idle machine.
+const browserHang = 90 * time.Second
+
 // TestConsoleInBrowser drives the console in headless Chromium against
 // hearth up --sim 2x4090. Every wait is for something the test's own
 // requests make true, so that a busy machine only makes it slower: a
@@ -95,11 +100,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := chromedp.Do(browser, lateExtension(), chromedp.Navigate(baseURL+"/")); err != nil {
 		t.Fatalf("open %s/: %v", baseURL, err)
 	}
-	// Every later step gets its own deadline. The deadlines only stop a
-	// test that hangs: what the steps wait for takes a push or two (half a
-	// second each) on an idle machine.
-	const hang = 90 * time.Second
-	step := func() (context.Context, context.CancelFunc) { return context.WithTimeout(browser, hang) }
+	// Every later step gets its own deadline, browserHang.
+	step := func() (context.Context, context.CancelFunc) { return context.WithTimeout(browser, browserHang) }
 	do := func(t *testing.T, what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		ctx, cancel := step()
@@ -340,7 +342,9 @@ func ask(t *testing.T, baseURL, session string, messages ...string) (worker stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	hreq, err := http.NewRequest(http.MethodPost, baseURL+"/v1/messages", bytes.NewReader(body))
+	ctx, cancel := context.WithTimeout(context.Background(), browserHang)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/v1/messages", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
