@@ -48,13 +48,10 @@ func TestClientWatcher(t *testing.T) {
 	}
 
 	leavingClient.Close()
-	// The close reaches the other end at once on loopback; the peek then
-	// sees the end of the stream.
-	deadline := time.Now().Add(5 * time.Second)
-	for leaveCtx.Err() == nil && time.Now().Before(deadline) {
-		cw.check(now)
-		time.Sleep(time.Millisecond)
-	}
+	// Once the close has reached the other end, the peek sees the end of
+	// the stream.
+	waitPeerClosed(t, leaving)
+	cw.check(now)
 	if cause := context.Cause(leaveCtx); !errors.Is(cause, errClientGone) {
 		t.Errorf("leaving: cause %v, want errClientGone", cause)
 	}

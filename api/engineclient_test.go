@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -32,6 +33,21 @@ func post(t *testing.T, c *engineClient, ctx context.Context, url, body string) 
 		t.Fatal(err)
 	}
 	return c.do(ctx, req)
+}
+
+// waitIdleClosed waits until the engine's close of every connection the
+// client keeps for url has reached the client.
+func waitIdleClosed(t *testing.T, c *engineClient, url string) {
+	t.Helper()
+	c.mu.Lock()
+	idle := slices.Clone(c.idle[strings.TrimPrefix(url, "http://")])
+	c.mu.Unlock()
+	if len(idle) == 0 {
+		t.Fatal("the client keeps no connection")
+	}
+	for _, conn := range idle {
+		waitPeerClosed(t, conn.Conn)
+	}
 }
 
 func TestEngineClientKeepsConnections(t *testing.T) {
@@ -65,9 +81,11 @@ func TestEngineClientKeepsConnections(t *testing.T) {
 	if n := conns.Load(); n != 2 {
 		t.Fatalf("%d connections after a body closed unread, want 2", n)
 	}
-	// The engine drops its idle connections (vLLM does after 5 s).
+	// The engine drops its idle connections (vLLM does after 5 s). The
+	// one kept came back less than trustIdle ago, so it is used without a
+	// look, fails, and the request goes again on a fresh one.
 	srv.CloseClientConnections()
-	time.Sleep(10 * time.Millisecond)
+	waitIdleClosed(t, c, srv.URL)
 	get("five", true)
 	if n := conns.Load(); n != 3 {
 		t.Fatalf("%d connections after the engine closed the idle one, want 3", n)
@@ -81,7 +99,7 @@ func TestEngineClientKeepsConnections(t *testing.T) {
 	}
 	c.mu.Unlock()
 	srv.CloseClientConnections()
-	time.Sleep(10 * time.Millisecond)
+	waitIdleClosed(t, c, srv.URL)
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/echo", io.NopCloser(strings.NewReader("six")))
 	resp, err := c.do(context.Background(), req)
 	if err != nil {
@@ -119,7 +137,7 @@ func TestEngineClientCancelClosesTheConnection(t *testing.T) {
 	resp.Body.Close()
 	select {
 	case <-gone:
-	case <-time.After(5 * time.Second):
+	case <-time.After(failSafe):
 		t.Fatal("the engine did not see the request end")
 	}
 }

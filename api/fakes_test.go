@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hearth-llm/hearth/api/store"
@@ -75,16 +77,19 @@ type fakeRouter struct {
 	freed     map[string]int
 	freedCh   chan string
 	// queue, when set, keeps every Route waiting, as a full router queue
-	// does, until its context ends; then it is closed.
-	queue chan struct{}
+	// does, until its context ends; then it is closed. queued gets a value
+	// as each Route starts to wait.
+	queue  chan struct{}
+	queued chan struct{}
 }
 
 func newFakeRouter(workers ...Route) *fakeRouter {
-	return &fakeRouter{workers: workers, prefilled: map[string]int{}, freed: map[string]int{}, freedCh: make(chan string, 100)}
+	return &fakeRouter{workers: workers, prefilled: map[string]int{}, freed: map[string]int{}, freedCh: make(chan string, 100), queued: make(chan struct{}, 100)}
 }
 
 func (r *fakeRouter) Route(ctx context.Context, req RouteRequest) (Route, error) {
 	if r.queue != nil {
+		r.queued <- struct{}{}
 		<-ctx.Done()
 		close(r.queue)
 		return Route{}, ctx.Err()
@@ -144,11 +149,27 @@ func (r *fakeRouter) waitFreed(t *testing.T, n int) []string {
 		select {
 		case id := <-r.freedCh:
 			ids = append(ids, id)
-		case <-time.After(10 * time.Second):
+		case <-time.After(failSafe):
 			t.Fatalf("router was not told that a request ended (got %d of %d)", len(ids), n)
 		}
 	}
 	return ids
+}
+
+// failSafe bounds every wait for something that takes milliseconds: it
+// only stops a test that hangs, however busy the machine.
+const failSafe = time.Minute
+
+// waitPeerClosed waits until the other end's close of conn has arrived,
+// which a read sees as the end of the stream. Nothing may be left to read.
+func waitPeerClosed(t *testing.T, conn net.Conn) {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(failSafe))
+	defer conn.SetReadDeadline(time.Time{})
+	var b [1]byte
+	if n, err := conn.Read(b[:]); n != 0 || !errors.Is(err, io.EOF) {
+		t.Fatalf("waiting for the peer to close: read %d bytes, %v", n, err)
+	}
 }
 
 // engineReply scripts one answer of the fake engine.
@@ -285,7 +306,7 @@ func (e *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			close(e.cancelled)
-		case <-time.After(30 * time.Second):
+		case <-time.After(failSafe):
 		}
 		return
 	}
@@ -317,7 +338,7 @@ func (e *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			close(e.cancelled)
-		case <-time.After(30 * time.Second):
+		case <-time.After(failSafe):
 		}
 		return
 	}
@@ -392,6 +413,24 @@ type harnessOption func(*Config, *Deps)
 
 func withConfig(fn func(*Config)) harnessOption {
 	return func(c *Config, _ *Deps) { fn(c) }
+}
+
+// withHandled sends the path of every request to handled once the
+// gateway's handler has returned (a streamed body may still be flowing).
+func withHandled(handled chan<- string) harnessOption {
+	return func(_ *Config, d *Deps) {
+		mount := d.Mount
+		d.Mount = func(r fiber.Router) {
+			r.Use(func(c *fiber.Ctx) error {
+				err := c.Next()
+				handled <- strings.Clone(c.Path())
+				return err
+			})
+			if mount != nil {
+				mount(r)
+			}
+		}
+	}
 }
 
 func withKeys(keys ...string) harnessOption {

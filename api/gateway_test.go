@@ -250,7 +250,7 @@ func TestClientGoingAwayCancelsTheEngine(t *testing.T) {
 	resp.Body.Close()
 	select {
 	case <-h.engine.cancelled:
-	case <-time.After(10 * time.Second):
+	case <-time.After(failSafe):
 		t.Fatal("the engine request was not cancelled after the client left")
 	}
 	h.router.waitFreed(t, 1)
@@ -269,7 +269,7 @@ func TestSpeculativePrefillWarmsTheNextTurn(t *testing.T) {
 	var spec map[string]json.RawMessage
 	select {
 	case spec = <-h.engine.seen:
-	case <-time.After(10 * time.Second):
+	case <-time.After(failSafe):
 		t.Fatal("no speculative prefill arrived")
 	}
 	var msgs []chatMessage
@@ -532,7 +532,7 @@ func TestStreamsAreNotBuffered(t *testing.T) {
 			h.engine.script = func(map[string]json.RawMessage, []chatMessage) engineReply {
 				return engineReply{Text: "Firstword and more", Hold: true}
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), failSafe)
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url+tc.path, strings.NewReader(tc.body))
 			req.Header.Set("Content-Type", "application/json")
@@ -553,7 +553,7 @@ func TestStreamsAreNotBuffered(t *testing.T) {
 			cancel()
 			select {
 			case <-h.engine.cancelled:
-			case <-time.After(10 * time.Second):
+			case <-time.After(failSafe):
 				t.Fatal("the engine request was not cancelled after the client left")
 			}
 		})
@@ -579,7 +579,8 @@ func TestEngineConnectionsAreReused(t *testing.T) {
 // TestClientLeavingTheQueueIsNoticed: a request waiting in the router's
 // queue whose client goes away stops waiting, without any write to tell.
 func TestClientLeavingTheQueueIsNoticed(t *testing.T) {
-	h := startGateway(t, nil, withConfig(func(c *Config) { c.ClientCheck = 10 * time.Millisecond }))
+	handled := make(chan string, 1)
+	h := startGateway(t, nil, withConfig(func(c *Config) { c.ClientCheck = 10 * time.Millisecond }), withHandled(handled))
 	h.router.queue = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url+"/v1/chat/completions", strings.NewReader(chatBody("")))
@@ -592,20 +593,25 @@ func TestClientLeavingTheQueueIsNoticed(t *testing.T) {
 		}
 		errc <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // the request is queued by now
+	select {
+	case <-h.router.queued:
+	case <-time.After(failSafe):
+		t.Fatal("the request never reached the router's queue")
+	}
 	cancel()
 	<-errc
 	select {
 	case <-h.router.queue:
-	case <-time.After(10 * time.Second):
+	case <-time.After(failSafe):
 		t.Fatal("the queued request still waits after its client left")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for testutil.ToFloat64(h.gw.metrics.clientGone) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("client disconnects metric %v", testutil.ToFloat64(h.gw.metrics.clientGone))
-		}
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-handled:
+	case <-time.After(failSafe):
+		t.Fatal("the handler of the queued request did not return")
+	}
+	if got := testutil.ToFloat64(h.gw.metrics.clientGone); got != 1 {
+		t.Errorf("client disconnects metric %v", got)
 	}
 }
 
@@ -624,7 +630,7 @@ func TestEngineLingeringAfterDoneIsCutOff(t *testing.T) {
 	}
 	select {
 	case <-h.engine.cancelled:
-	case <-time.After(10 * time.Second):
+	case <-time.After(failSafe):
 		t.Fatal("the engine's lingering stream was never closed")
 	}
 	if d := time.Since(start); d < drainTimeout {

@@ -17,19 +17,6 @@ import (
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
-// LiveClock is the real-time clock of a live run: the driver's time and
-// the timer that wakes it for the next due request.
-type LiveClock interface {
-	Now() time.Time
-	// After waits like time.After.
-	After(d time.Duration) <-chan time.Time
-}
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time                         { return time.Now() }
-func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 // LiveConfig describes a live run against an OpenAI-compatible server.
 type LiveConfig struct {
 	// Target is the server's OpenAI base URL, e.g. http://127.0.0.1:8000/v1.
@@ -42,8 +29,6 @@ type LiveConfig struct {
 	// Client sends the requests (default: a client without a timeout; a
 	// run is bounded by its workload and ctx).
 	Client *http.Client
-	// Clock is the real-time clock (default: the system's).
-	Clock LiveClock
 	// BlockSize turns a Hearth gateway's x-hearth-cached-blocks header into
 	// tokens (default 16).
 	BlockSize int
@@ -67,9 +52,6 @@ func NewLive(cfg LiveConfig) (*Live, error) {
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = wallClock{}
 	}
 	if cfg.BlockSize <= 0 {
 		cfg.BlockSize = tokenizer.DefaultBlockSize
@@ -152,9 +134,8 @@ func (l *Live) Run(ctx context.Context, w Workload, policy string, progress func
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	clock := l.cfg.Clock
-	start := clock.Now()
-	since := func() time.Duration { return clock.Now().Sub(start) }
+	start := time.Now()
+	since := func() time.Duration { return time.Since(start) }
 	driver := w.NewDriver()
 	done := make(chan liveDone)
 	var wg sync.WaitGroup
@@ -187,7 +168,7 @@ loop:
 		}
 		var wake <-chan time.Time
 		if at, ok := driver.Wake(); ok {
-			wake = clock.After(max(at-since(), 0))
+			wake = time.After(max(at-since(), 0))
 		}
 		select {
 		case d := <-done:
@@ -261,7 +242,6 @@ type liveMessage struct {
 // send makes one streaming chat completion and measures it. Times are
 // since start.
 func (l *Live) send(ctx context.Context, req *Request, policy string, start time.Time) (res Result) {
-	clock := l.cfg.Clock
 	res = Result{Session: req.Session, Turn: req.Turn}
 	body := chatRequest{Model: l.cfg.Model, MaxTokens: req.OutputTokens, Stream: true, IgnoreEOS: true}
 	body.StreamOptions.IncludeUsage = true
@@ -284,8 +264,8 @@ func (l *Live) send(ctx context.Context, req *Request, policy string, start time
 	}
 	l.authorize(hreq)
 
-	res.Sent = clock.Now().Sub(start)
-	defer func() { res.Done = clock.Now().Sub(start) }()
+	res.Sent = time.Since(start)
+	defer func() { res.Done = time.Since(start) }()
 	resp, err := l.cfg.Client.Do(hreq)
 	if err != nil {
 		res.Err = fmt.Errorf("bench: live: %w", err)
@@ -300,7 +280,7 @@ func (l *Live) send(ctx context.Context, req *Request, policy string, start time
 	predictedBlocks, _ := strconv.Atoi(resp.Header.Get("x-hearth-cached-blocks"))
 	chunks, usage, err := readStream(resp.Body, func() {
 		if res.FirstToken == 0 {
-			res.FirstToken = clock.Now().Sub(start)
+			res.FirstToken = time.Since(start)
 		}
 	})
 	switch {

@@ -7,15 +7,6 @@ import (
 	"time"
 )
 
-// Clock tells the time; Progress uses it only to throttle redraws.
-type Clock interface {
-	Now() time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
 // ProgressInterval is the least time between two redraws of the progress
 // line.
 const ProgressInterval = 100 * time.Millisecond
@@ -44,18 +35,14 @@ type ProgressState struct {
 type Progress struct {
 	w     io.Writer
 	tty   bool
-	clock Clock
 	last  time.Time
 	drawn bool
 }
 
 // NewProgress returns a progress display on w; isTerminal is the caller's
-// decision whether w is a terminal. A nil clock means real time.
-func NewProgress(w io.Writer, isTerminal bool, clock Clock) *Progress {
-	if clock == nil {
-		clock = realClock{}
-	}
-	return &Progress{w: w, tty: isTerminal, clock: clock}
+// decision whether w is a terminal.
+func NewProgress(w io.Writer, isTerminal bool) *Progress {
+	return &Progress{w: w, tty: isTerminal}
 }
 
 // Update redraws the line with s, unless the last redraw was less than
@@ -64,7 +51,7 @@ func (p *Progress) Update(s ProgressState) {
 	if !p.tty {
 		return
 	}
-	now := p.clock.Now()
+	now := time.Now()
 	if p.drawn && now.Sub(p.last) < ProgressInterval {
 		return
 	}

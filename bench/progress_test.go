@@ -4,17 +4,13 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
-type fakeClock struct{ now time.Time }
-
-func (c *fakeClock) Now() time.Time          { return c.now }
-func (c *fakeClock) advance(d time.Duration) { c.now = c.now.Add(d) }
-
 func TestProgressQuietWhenNotATerminal(t *testing.T) {
 	var b bytes.Buffer
-	p := NewProgress(&b, false, &fakeClock{})
+	p := NewProgress(&b, false)
 	p.Update(ProgressState{Label: "kv", Requests: 3})
 	p.Finish(ProgressState{Label: "kv", Requests: 3})
 	if b.Len() != 0 {
@@ -22,34 +18,37 @@ func TestProgressQuietWhenNotATerminal(t *testing.T) {
 	}
 }
 
+// The redraws are throttled on real time, which in the synctest bubble
+// moves only when the test sleeps.
 func TestProgressThrottlesRedraws(t *testing.T) {
-	var b bytes.Buffer
-	clock := &fakeClock{now: time.Unix(1000, 0)}
-	p := NewProgress(&b, true, clock)
-	redraws := func() int { return strings.Count(b.String(), "\r\x1b[2K") }
+	synctest.Test(t, func(t *testing.T) {
+		var b bytes.Buffer
+		p := NewProgress(&b, true)
+		redraws := func() int { return strings.Count(b.String(), "\r\x1b[2K") }
 
-	p.Update(ProgressState{Requests: 1})
-	if redraws() != 1 {
-		t.Fatalf("first update drew %d times", redraws())
-	}
-	clock.advance(ProgressInterval - time.Millisecond)
-	p.Update(ProgressState{Requests: 2})
-	if redraws() != 1 {
-		t.Errorf("an update within %v redrew", ProgressInterval)
-	}
-	clock.advance(time.Millisecond)
-	p.Update(ProgressState{Requests: 3})
-	if redraws() != 2 || !strings.HasSuffix(b.String(), "requests 3  TTFT p50 0s") {
-		t.Errorf("after %v: %q", ProgressInterval, b.String())
-	}
-	p.Finish(ProgressState{Requests: 4})
-	if redraws() != 3 || !strings.HasSuffix(b.String(), "requests 4  TTFT p50 0s\n") {
-		t.Errorf("Finish did not draw the final state and end the line: %q", b.String())
-	}
-	p.Update(ProgressState{Requests: 5}) // a new line starts at once
-	if redraws() != 4 {
-		t.Errorf("the update after Finish was throttled")
-	}
+		p.Update(ProgressState{Requests: 1})
+		if redraws() != 1 {
+			t.Fatalf("first update drew %d times", redraws())
+		}
+		time.Sleep(ProgressInterval - time.Millisecond)
+		p.Update(ProgressState{Requests: 2})
+		if redraws() != 1 {
+			t.Errorf("an update within %v redrew", ProgressInterval)
+		}
+		time.Sleep(time.Millisecond)
+		p.Update(ProgressState{Requests: 3})
+		if redraws() != 2 || !strings.HasSuffix(b.String(), "requests 3  TTFT p50 0s") {
+			t.Errorf("after %v: %q", ProgressInterval, b.String())
+		}
+		p.Finish(ProgressState{Requests: 4})
+		if redraws() != 3 || !strings.HasSuffix(b.String(), "requests 4  TTFT p50 0s\n") {
+			t.Errorf("Finish did not draw the final state and end the line: %q", b.String())
+		}
+		p.Update(ProgressState{Requests: 5}) // a new line starts at once
+		if redraws() != 4 {
+			t.Errorf("the update after Finish was throttled")
+		}
+	})
 }
 
 func TestProgressLine(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/console/components"
 )
 
@@ -139,7 +140,7 @@ func (c *Console) startLogin(fc *fiber.Ctx, keyID string) {
 // disk.
 type loginStore struct {
 	ttl   time.Duration
-	clock Clock
+	clock clock.Clock
 
 	mu       sync.Mutex
 	sessions map[string]login
@@ -150,8 +151,8 @@ type login struct {
 	expires time.Time
 }
 
-func newLoginStore(ttl time.Duration, clock Clock) *loginStore {
-	return &loginStore{ttl: ttl, clock: clock, sessions: make(map[string]login)}
+func newLoginStore(ttl time.Duration, clk clock.Clock) *loginStore {
+	return &loginStore{ttl: ttl, clock: clk, sessions: make(map[string]login)}
 }
 
 func (s *loginStore) create(keyID string) string {

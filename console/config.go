@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/hearth-llm/hearth/clock"
 )
 
 // Config is the console's configuration. Zero values take the defaults
@@ -90,7 +92,7 @@ type Deps struct {
 	// Keys lists at least one key".
 	KeyRequired func(ctx context.Context) bool
 
-	Clock  Clock        // nil: real time
+	Clock  clock.Clock  // nil: real time
 	Logger *slog.Logger // nil: slog.Default()
 }
 

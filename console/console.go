@@ -16,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/filesystem"
 
 	"github.com/hearth-llm/hearth/assets"
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/console/components"
 )
 
@@ -26,7 +27,7 @@ type Console struct {
 	keys     KeyStore
 	settings SettingsStore
 	keyReq   func(ctx context.Context) bool
-	clock    Clock
+	clock    clock.Clock
 	log      *slog.Logger
 	hub      *Hub
 	logins   *loginStore
@@ -56,13 +57,10 @@ func New(cfg Config, deps Deps) (*Console, error) {
 		keys:     deps.Keys,
 		settings: deps.Settings,
 		keyReq:   deps.KeyRequired,
-		clock:    deps.Clock,
+		clock:    clock.Or(deps.Clock),
 		log:      deps.Logger,
 		sampler:  newSampler(cfg, deps),
 		peerIP:   func(c *fiber.Ctx) net.IP { return c.Context().RemoteIP() },
-	}
-	if c.clock == nil {
-		c.clock = realClock{}
 	}
 	if c.log == nil {
 		c.log = slog.Default()

@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// fakeClock is a manual clock. Tickers fire when Advance passes them; each
-// ticker channel holds one pending tick, like time.Ticker.
+// fakeClock is a manual clock.Clock. Timers and tickers fire when Advance
+// passes them; each ticker channel holds one pending tick, like
+// time.Ticker.
 type fakeClock struct {
 	mu      sync.Mutex
 	now     time.Time
@@ -18,7 +19,7 @@ type fakeClock struct {
 }
 
 type fakeTicker struct {
-	period time.Duration
+	period time.Duration // 0: a timer, which fires once
 	next   time.Time
 	ch     chan time.Time
 	done   bool
@@ -50,7 +51,16 @@ func (c *fakeClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
 	}
 }
 
-// Advance moves time forward and fires the tickers that came due.
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTicker{next: c.now.Add(d), ch: make(chan time.Time, 1)}
+	c.tickers = append(c.tickers, t)
+	return t.ch
+}
+
+// Advance moves time forward and fires the timers and tickers that came
+// due.
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -62,6 +72,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 			default:
 			}
 			t.next = t.next.Add(t.period)
+			t.done = t.period == 0
 		}
 	}
 }

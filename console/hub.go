@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hearth-llm/hearth/clock"
 )
 
 // Topic names one live page's stream.
@@ -53,7 +55,7 @@ type producer func(ctx context.Context, now time.Time, want []Topic, emit func(T
 type Hub struct {
 	interval, heartbeat time.Duration
 	buffer, maxSubs     int
-	clock               Clock
+	clock               clock.Clock
 	produce             producer
 
 	mu           sync.Mutex
@@ -81,13 +83,13 @@ type HubStats struct {
 	Dropped     int64 // frames a slow subscriber had no room for
 }
 
-func newHub(cfg Config, clock Clock, produce producer) *Hub {
+func newHub(cfg Config, clk clock.Clock, produce producer) *Hub {
 	return &Hub{
 		interval:  cfg.Interval,
 		heartbeat: cfg.Heartbeat,
 		buffer:    cfg.SubscriberBuffer,
 		maxSubs:   cfg.MaxSubscribers,
-		clock:     clock,
+		clock:     clk,
 		produce:   produce,
 		subs:      make(map[Topic]map[*Subscription]struct{}),
 		last:      make(map[Topic][]byte),

@@ -10,12 +10,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/hearth-llm/hearth/clock"
 )
 
 // MemoryStore is a KeyStore and SettingsStore kept in memory, for tests and
 // for running without a database. It keeps only a SHA-256 of each secret.
 type MemoryStore struct {
-	clock Clock
+	clock clock.Clock
 
 	mu       sync.Mutex
 	keys     []memKey
@@ -35,12 +37,9 @@ var (
 
 // NewMemoryStore returns a store holding initial settings. Saved settings
 // must name a policy from Policies (when it is not empty) and alias
-// targets from Models (when it is not empty). clock may be nil.
-func NewMemoryStore(initial Settings, clock Clock) *MemoryStore {
-	if clock == nil {
-		clock = realClock{}
-	}
-	return &MemoryStore{clock: clock, settings: cloneSettings(initial)}
+// targets from Models (when it is not empty). A nil clk means real time.
+func NewMemoryStore(initial Settings, clk clock.Clock) *MemoryStore {
+	return &MemoryStore{clock: clock.Or(clk), settings: cloneSettings(initial)}
 }
 
 // CreateKey makes a key whose secret is "sk-hearth-" and 32 random bytes.

@@ -188,19 +188,3 @@ var (
 	ErrNoSuchKey       = errors.New("no such key")
 	ErrInvalidSettings = errors.New("invalid settings")
 )
-
-// Clock is the console's time source; nil in Deps means real time.
-type Clock interface {
-	Now() time.Time
-	// NewTicker returns a channel that receives every d, and a stop func.
-	NewTicker(d time.Duration) (<-chan time.Time, func())
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
-func (realClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
-	t := time.NewTicker(d)
-	return t.C, t.Stop
-}

@@ -12,18 +12,9 @@ import (
 	"github.com/go-zeromq/zmq4"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvevents"
 )
-
-// IngestClock is the time source of a Subscriber's reconnect backoff and
-// replay timeout. Tests pass a fake; nil means real time.
-type IngestClock interface {
-	After(d time.Duration) <-chan time.Time
-}
-
-type realIngestClock struct{}
-
-func (realIngestClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // SubscriberConfig configures the subscription to one engine's KV events.
 type SubscriberConfig struct {
@@ -49,8 +40,9 @@ type SubscriberConfig struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
-	// Clock (default real time).
-	Clock IngestClock
+	// Clock times the reconnect backoff and the replay timeout (default
+	// real time).
+	Clock clock.Clock
 }
 
 // Validate reports the first thing wrong with c.
@@ -88,9 +80,7 @@ func (c *SubscriberConfig) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.Clock == nil {
-		c.Clock = realIngestClock{}
-	}
+	c.Clock = clock.Or(c.Clock)
 }
 
 // kvRankEndpoint returns the endpoint data-parallel rank r uses when rank 0
@@ -249,7 +239,7 @@ var errReplayTimeout = errors.New("replay timed out")
 type zmqReplayer struct {
 	endpoint string
 	timeout  time.Duration // longest wait for the next reply
-	clock    IngestClock
+	clock    clock.Clock
 }
 
 var _ replaySource = (*zmqReplayer)(nil)

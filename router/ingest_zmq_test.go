@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/kvevents"
 )
@@ -114,10 +115,13 @@ func (p *testPublisher) close() {
 	p.served.Wait()
 }
 
-// gatedClock is a fake IngestClock: durations of an hour or more never
-// pass (the replay timeout), shorter ones (the reconnect backoff) pass when
-// the test lets them through the gate.
-type gatedClock struct{ gate chan time.Time }
+// gatedClock is a fake clock.Clock for a Subscriber: durations of an hour
+// or more never pass (the replay timeout), shorter ones (the reconnect
+// backoff) pass when the test lets them through the gate.
+type gatedClock struct {
+	clock.Real // Now and NewTicker, which a Subscriber does not use
+	gate       chan time.Time
+}
 
 func (c gatedClock) After(d time.Duration) <-chan time.Time {
 	if d >= time.Hour {
@@ -140,7 +144,7 @@ func TestSubscriberOverZMQ(t *testing.T) {
 	pub, pubEP, replayEP := startTestPublisher(t, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", topic, e1)
 
 	idx := newFakeIndex()
-	clock := gatedClock{gate: make(chan time.Time)}
+	gated := gatedClock{gate: make(chan time.Time)}
 	sub, err := NewSubscriber(SubscriberConfig{
 		Endpoint:       pubEP,
 		ReplayEndpoint: replayEP,
@@ -149,7 +153,7 @@ func TestSubscriberOverZMQ(t *testing.T) {
 		ReplayTimeout:  time.Hour,
 		MinBackoff:     time.Millisecond,
 		Logger:         testLogger(t),
-		Clock:          clock,
+		Clock:          gated,
 	}, idx)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +197,7 @@ func TestSubscriberOverZMQ(t *testing.T) {
 	go func() { // let every reconnect backoff pass from now on
 		for {
 			select {
-			case clock.gate <- time.Time{}:
+			case gated.gate <- time.Time{}:
 			case <-ctx.Done():
 				return
 			}

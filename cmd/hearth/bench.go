@@ -67,7 +67,7 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	if isTerminal(env.stderr) {
-		plan.Progress = bench.NewProgress(env.stderr, true, nil)
+		plan.Progress = bench.NewProgress(env.stderr, true)
 	}
 	var notes *simNotes
 	if s, ok := runner.(*bench.Sim); ok {

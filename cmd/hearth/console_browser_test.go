@@ -1,17 +1,26 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/hearth-llm/hearth/bench"
@@ -43,61 +52,31 @@ func screenshotDir(t *testing.T) string {
 	return dir
 }
 
+// browserHang bounds each step of the browser test and each of its
+// requests. It only stops a test that hangs: what a step waits for takes a
+// push or two (half a second each) on an idle machine.
+const browserHang = 90 * time.Second
+
 // TestConsoleInBrowser drives the console in headless Chromium against
-// hearth up --sim 2x4090 while the benchmark's live mode runs agent
-// sessions against it: the overview shows both GPUs with cache bars that
-// fill and move, the hit-rate chart has points, a session lists its turns,
-// a routing decision lists its candidates, and a key made on the Connect
-// page opens the API. Each page is saved as a screenshot for review.
+// hearth up --sim 2x4090. Every wait is for something the test's own
+// requests make true, so that a busy machine only makes it slower: a
+// prompt of known size shows up, without a reload, as cached blocks on the
+// GPU that served it; a session's second turn shows up in its open row;
+// a routing decision lists both GPUs. The benchmark's live mode runs agent
+// sessions meanwhile, so that the hit-rate charts fill and the
+// screenshots, saved for review, show a busy cluster.
 func TestConsoleInBrowser(t *testing.T) {
 	chromium := findChromium()
 	if chromium == "" {
 		t.Skip("console browser test: chromium not installed; scripts/test installs it")
 	}
 	if testing.Short() {
-		t.Skip("console browser test: runs live agent sessions for about half a minute; skipped with -short")
+		t.Skip("console browser test: runs live agent sessions; skipped with -short")
 	}
 	shots := screenshotDir(t)
 	// 30 chart points over 30 s: a point a second, so that the chart
 	// fills within the test.
 	baseURL := startUpWithConsole(t, 500*time.Millisecond, 30*time.Second)
-
-	// Load: a few agent sessions with short tool pauses, in real time.
-	live, err := bench.NewLive(bench.LiveConfig{Target: baseURL + "/v1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := bench.Plan{
-		Policies: []string{"target"},
-		Levels:   []int{6},
-		Workload: func(sessions int) (bench.Workload, error) {
-			return bench.NewAgentic(bench.AgenticConfig{
-				Seed: 11, Sessions: sessions, Steps: 10, PrefixTokens: 3000,
-				TaskTokens:   bench.IntRange{Min: 200, Max: 400},
-				AnswerTokens: bench.IntRange{Min: 30, Max: 80},
-				ResultTokens: bench.IntRange{Min: 200, Max: 900},
-				ToolPause:    bench.Uniform{Min: 200 * time.Millisecond, Max: 900 * time.Millisecond},
-				Duration:     5 * time.Minute,
-			})
-		},
-	}
-	loadCtx, stopLoad := context.WithCancel(context.Background())
-	loadDone := make(chan error, 1)
-	go func() {
-		_, err := bench.RunPlan(loadCtx, plan, live)
-		loadDone <- err
-	}()
-	stop := func() {
-		if stopLoad == nil {
-			return
-		}
-		stopLoad()
-		stopLoad = nil
-		if err := <-loadDone; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("load: %v", err)
-		}
-	}
-	defer stop()
 
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(chromium),
@@ -115,15 +94,25 @@ func TestConsoleInBrowser(t *testing.T) {
 	defer cancelAlloc()
 	browser, cancelBrowser := chromedp.NewContext(allocCtx)
 	defer cancelBrowser()
-	// The first Run starts the browser; it must not carry a timeout.
-	if err := chromedp.Do(browser, chromedp.Navigate(baseURL+"/")); err != nil {
+	// The first Run starts the browser; it must not carry a timeout. The
+	// first page gets its SSE extension late, the order a busy machine
+	// can produce, which the overview below must survive.
+	if err := chromedp.Do(browser, lateExtension(), chromedp.Navigate(baseURL+"/")); err != nil {
 		t.Fatalf("open %s/: %v", baseURL, err)
 	}
-	// Every later step gets its own deadline.
-	step := func(d time.Duration) (context.Context, context.CancelFunc) { return context.WithTimeout(browser, d) }
+	// Every later step gets its own deadline, browserHang.
+	step := func() (context.Context, context.CancelFunc) { return context.WithTimeout(browser, browserHang) }
+	do := func(t *testing.T, what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		ctx, cancel := step()
+		defer cancel()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
 	screenshot := func(t *testing.T, name string) {
 		t.Helper()
-		ctx, cancel := step(30 * time.Second)
+		ctx, cancel := step()
 		defer cancel()
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		if err != nil {
@@ -133,16 +122,17 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	poll := func(t *testing.T, what, expr string, d time.Duration) string {
+	// wait evaluates expr now and after every change to the page (a pushed
+	// update morphs it) until it returns a non-empty string.
+	wait := func(t *testing.T, what, expr string) string {
 		t.Helper()
-		ctx, cancel := step(d + 5*time.Second)
+		ctx, cancel := step()
 		defer cancel()
 		for {
-			v, err := chromedp.Run(ctx, chromedp.Poll[string](expr, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(d)))
+			v, err := chromedp.Run(ctx, chromedp.Poll[string](expr, chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(0)))
 			// A page that is still loading can drop the JavaScript context
-			// the poll runs in; poll again in the new one.
+			// the poll runs in; Poll waits for the new one.
 			if err != nil && strings.Contains(err.Error(), "Cannot find context with specified id") && ctx.Err() == nil {
-				time.Sleep(50 * time.Millisecond)
 				continue
 			}
 			if err != nil {
@@ -152,84 +142,92 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 
+	var load *liveLoad
+	defer func() { load.stop(t) }()
+
 	t.Run("overview", func(t *testing.T) {
-		ctx, cancel := step(10 * time.Second)
+		ctx, cancel := step()
 		defer cancel()
 		loc, err := chromedp.Run(ctx, chromedp.Location())
 		if err != nil || !strings.HasSuffix(loc, "/console/") {
 			t.Fatalf("/ led to %q (%v), want the console", loc, err)
 		}
-		// Both GPUs, each with cache in use or kept for reuse.
-		const barsJS = `(() => {
+		// Both GPUs, as worker:running:cached blocks.
+		const cardsJS = `(() => {
 			const cards = [...document.querySelectorAll('#gpus article.card')];
-			if (cards.length !== 2 || !cards.every(c => c.querySelector('h2').textContent.includes('4090'))) return '';
-			const w = (b, c) => parseFloat(b.querySelector('rect.' + c).getAttribute('width'));
-			const bars = cards.map(c => c.querySelector('svg.kvbar'));
-			if (!bars.every(b => b && w(b, 'kv-used') + w(b, 'kv-cached') > 0)) return '';
-			return bars.map(b => w(b, 'kv-used') + '/' + w(b, 'kv-cached')).join(' ') + ' ' +
-				[...document.querySelectorAll('#gpus .legend')].map(l => l.textContent).join(' ');
+			if (cards.length !== 2 || !cards.every(c => c.querySelector('h2').textContent.includes('4090') && c.querySelector('svg.kvbar'))) return '';
+			const n = (c, i) => parseInt(c.querySelector('.legend li:nth-child(' + i + ') .muted').textContent.replace(/[()]/g, ''));
+			return cards.map(c => c.querySelector('.sub').textContent.split(' · ').pop().trim() + ':' + n(c, 1) + ':' + n(c, 2)).join(' ');
 		})()`
-		first := poll(t, "both GPU cards with non-empty cache bars", barsJS, 60*time.Second)
-		t.Logf("cache bars: %s", first)
-		// The page is live: the bars move as the sessions run.
-		changed := poll(t, "cache bars changing over time",
-			fmt.Sprintf(`(() => { const now = %s; return now !== '' && now !== %q ? now : ''; })()`, barsJS, first), 30*time.Second)
-		t.Logf("cache bars later: %s", changed)
-		points := poll(t, "hit-rate chart with a line of measured points on each GPU",
-			`(() => { const ls = [...document.querySelectorAll('#gpus svg.chart')].map(c => [...c.querySelectorAll('polyline.line-measured')].map(p => p.getAttribute('points').trim()).join(' ')); return ls.length === 2 && ls.every(l => l.split(/\s+/).length >= 3) ? ls.join(' | ') : ''; })()`,
-			60*time.Second)
+		before := wait(t, "both GPU cards with cache bars", cardsJS)
+		t.Logf("cache before any request: %s", before)
+		for _, card := range strings.Fields(before) {
+			if !strings.HasSuffix(card, ":0:0") {
+				t.Fatalf("card %s shows cache in use before any request", card)
+			}
+		}
+		// A prompt of known size lands on one GPU. The page, loaded
+		// before, can only show it through a pushed update.
+		worker, blocks := ask(t, baseURL, "browser-overview", uniquePrompt(t, 400))
+		t.Logf("prompt of %d blocks served by %s", blocks, worker)
+		// Every full block of the prompt is held or kept for reuse on
+		// that GPU; the other GPU still holds nothing.
+		after := wait(t, fmt.Sprintf("the cache of %s holding the prompt's %d blocks", worker, blocks),
+			fmt.Sprintf(`(() => { const now = %s; if (now === '') return '';
+				const ok = now.split(' ').every(c => { const [w, used, cached] = c.split(':'); const n = +used + +cached; return w === %q ? n >= %d : n === 0; });
+				return ok ? now : ''; })()`, cardsJS, worker, blocks-1))
+		t.Logf("cache after: %s", after)
+	})
+
+	load = startLiveLoad(t, baseURL)
+
+	t.Run("charts", func(t *testing.T) {
+		points := wait(t, "hit-rate chart with a line of measured points on each GPU",
+			`(() => { const ls = [...document.querySelectorAll('#gpus svg.chart')].map(c => [...c.querySelectorAll('polyline.line-measured')].map(p => p.getAttribute('points').trim()).join(' ')); return ls.length === 2 && ls.every(l => l.split(/\s+/).length >= 3) ? ls.join(' | ') : ''; })()`)
 		t.Logf("measured hit-rate line: %s", points)
 		screenshot(t, "overview.png")
 	})
 
 	t.Run("sessions", func(t *testing.T) {
-		ctx, cancel := step(10 * time.Second)
-		defer cancel()
-		if err := chromedp.Do(ctx, chromedp.Navigate(baseURL+"/console/sessions")); err != nil {
-			t.Fatal(err)
+		do(t, "open the sessions page", chromedp.Navigate(baseURL+"/console/sessions"))
+		session := "browser-session-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		row := func(turns int) string {
+			return fmt.Sprintf(`(() => { const d = [...document.querySelectorAll('details.session')].find(d => d.querySelector('summary [title]').title === %q); return d && d.querySelector('[data-label=turns]').textContent.trim() === '%d' ? d : null; })()`, session, turns)
 		}
-		// A session that has run a few turns.
-		id := poll(t, "a session with turns",
-			`(() => { const s = [...document.querySelectorAll('details.session')].find(d => parseInt(d.querySelector('[data-label=turns]').textContent) >= 2); return s ? s.id : ''; })()`,
-			60*time.Second)
-		ctx, cancel = step(10 * time.Second)
-		defer cancel()
-		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#"+id+" > summary"))); err != nil {
-			t.Fatalf("open session %s: %v", id, err)
-		}
-		rows := poll(t, "the session's turns",
-			fmt.Sprintf(`(() => { const d = document.getElementById(%q); if (!d || !d.open) return ''; const n = d.querySelectorAll('table.turns tbody tr').length; return n >= 2 ? String(n) : ''; })()`, id),
-			10*time.Second)
-		t.Logf("session %s shows %s turns", id, rows)
+		first := uniquePrompt(t, 300)
+		ask(t, baseURL, session, first)
+		id := wait(t, "the session's first turn", fmt.Sprintf(`(() => { const d = %s; return d ? d.id : ''; })()`, row(1)))
+		// Open the row by its id: the list reorders as the agent sessions
+		// run, so a click at the row's position could open another.
+		do(t, "open the session", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.getElementById(%q).querySelector('summary').click()`, id)))
+		// The second turn extends the first; the open row shows both.
+		ask(t, baseURL, session, first, "Done.", uniquePrompt(t, 100))
+		rows := wait(t, "the session's second turn in its open row",
+			fmt.Sprintf(`(() => { const d = %s; if (!d || !d.open) return ''; const n = d.querySelectorAll('table.turns tbody tr').length; return n === 2 ? String(n) : ''; })()`, row(2)))
+		t.Logf("session %s shows %s turns", session, rows)
 		screenshot(t, "sessions.png")
 	})
 
 	t.Run("requests", func(t *testing.T) {
-		ctx, cancel := step(10 * time.Second)
-		defer cancel()
-		if err := chromedp.Do(ctx, chromedp.Navigate(baseURL+"/console/requests")); err != nil {
-			t.Fatal(err)
-		}
-		cands := poll(t, "a decision with both candidates",
-			`(() => { const d = document.querySelector('section.decision'); if (!d) return ''; const rows = [...d.querySelectorAll('table.candidates tbody tr')]; return rows.length === 2 && d.querySelector('tr.winner') ? rows.map(r => r.textContent.replace(/\s+/g, ' ').trim()).join(' | ') : ''; })()`,
-			30*time.Second)
+		do(t, "open the requests page", chromedp.Navigate(baseURL+"/console/requests"))
+		ask(t, baseURL, "browser-requests", uniquePrompt(t, 200))
+		cands := wait(t, "a decision with both candidates",
+			`(() => { const d = document.querySelector('section.decision'); if (!d) return ''; const rows = [...d.querySelectorAll('table.candidates tbody tr')]; return rows.length === 2 && d.querySelector('tr.winner') ? rows.map(r => r.textContent.replace(/\s+/g, ' ').trim()).join(' | ') : ''; })()`)
 		t.Logf("candidates: %s", cands)
 		screenshot(t, "requests.png")
 	})
 
 	// A key makes the API require one, which would fail the load: stop it.
-	stop()
+	load.stop(t)
 
 	t.Run("connect", func(t *testing.T) {
-		ctx, cancel := step(20 * time.Second)
-		defer cancel()
-		if err := chromedp.Do(ctx,
+		do(t, "create a key on the Connect page",
 			chromedp.Navigate(baseURL+"/console/connect"),
 			chromedp.Click(chromedp.CSS("#client-claude-code form button[type=submit]")),
 			chromedp.WaitVisible(chromedp.CSS("#client-claude-code p.notice")),
-		); err != nil {
-			t.Fatalf("create a key on the Connect page: %v", err)
-		}
+		)
+		ctx, cancel := step()
+		defer cancel()
 		snippet, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#snippet-claude-code")))
 		if err != nil {
 			t.Fatal(err)
@@ -255,4 +253,162 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("console after creating a key: %v", err)
 		}
 	})
+}
+
+// liveLoad is the benchmark's live mode running agent sessions against
+// the daemon: a few sessions with short tool pauses, in real time.
+type liveLoad struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startLiveLoad(t *testing.T, baseURL string) *liveLoad {
+	t.Helper()
+	live, err := bench.NewLive(bench.LiveConfig{Target: baseURL + "/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := bench.Plan{
+		Policies: []string{"target"},
+		Levels:   []int{6},
+		Workload: func(sessions int) (bench.Workload, error) {
+			return bench.NewAgentic(bench.AgenticConfig{
+				Seed: 11, Sessions: sessions, Steps: 10, PrefixTokens: 3000,
+				TaskTokens:   bench.IntRange{Min: 200, Max: 400},
+				AnswerTokens: bench.IntRange{Min: 30, Max: 80},
+				ResultTokens: bench.IntRange{Min: 200, Max: 900},
+				ToolPause:    bench.Uniform{Min: 200 * time.Millisecond, Max: 900 * time.Millisecond},
+				Duration:     10 * time.Minute,
+			})
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &liveLoad{cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		_, err := bench.RunPlan(ctx, plan, live)
+		l.done <- err
+	}()
+	return l
+}
+
+// stop ends the load and reports how it ended; it does nothing on a nil or
+// stopped load.
+func (l *liveLoad) stop(t *testing.T) {
+	t.Helper()
+	if l == nil || l.cancel == nil {
+		return
+	}
+	l.cancel()
+	l.cancel = nil
+	if err := <-l.done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("load: %v", err)
+	}
+}
+
+// uniquePrompt is about words words that no other prompt of the run
+// starts with, so that none of its blocks is cached before it is sent.
+func uniquePrompt(t *testing.T, words int) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %d:", t.Name(), time.Now().UnixNano())
+	for i := range words {
+		fmt.Fprintf(&b, " w%d", i)
+	}
+	return b.String()
+}
+
+// ask sends a Claude Code turn of session, alternating user and assistant
+// messages starting with the user, and returns the worker that served it
+// and the prompt's size in blocks, from the x-hearth headers.
+func ask(t *testing.T, baseURL, session string, messages ...string) (worker string, promptBlocks int) {
+	t.Helper()
+	type message struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	req := struct {
+		Model     string    `json:"model"`
+		MaxTokens int       `json:"max_tokens"`
+		Messages  []message `json:"messages"`
+	}{Model: "claude-sonnet-4-5", MaxTokens: 8}
+	for i, m := range messages {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		req.Messages = append(req.Messages, message{role, m})
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), browserHang)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/v1/messages", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("User-Agent", "claude-cli/2.1.197 (external, sdk-cli)")
+	hreq.Header.Set("X-Claude-Code-Session-Id", session)
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("session %s: %s: %s", session, resp.Status, out)
+	}
+	worker = resp.Header.Get("x-hearth-worker")
+	promptBlocks, err = strconv.Atoi(resp.Header.Get("x-hearth-prompt-blocks"))
+	if worker == "" || err != nil || promptBlocks <= 0 {
+		t.Fatalf("session %s: x-hearth-worker %q, x-hearth-prompt-blocks %q", session, worker, resp.Header.Get("x-hearth-prompt-blocks"))
+	}
+	return worker, promptBlocks
+}
+
+// lateExtension makes the next page's SSE extension (hx-sse.min.js) arrive
+// only after htmx has run, as it can on a busy machine or over a slow link:
+// the browser holds the request until the page has set window.htmx. A page
+// that only goes live when the extension is registered before htmx
+// processes the document then stays static.
+func lateExtension() chromedp.Action[chromedp.Void] {
+	ran := make(chan struct{})
+	var once sync.Once
+	// window.htmx is set once, by htmx.min.js's "var htmx = ...".
+	const trap = `Object.defineProperty(window, 'htmx', {configurable: true, set(v) {
+		Object.defineProperty(window, 'htmx', {value: v, writable: true, configurable: true});
+		window.hearthHTMXRan();
+	}});`
+	return chromedp.Steps(
+		chromedp.ExposeFunc("hearthHTMXRan", func(context.Context, struct{}) (chromedp.Void, error) {
+			once.Do(func() { close(ran) })
+			return chromedp.Void{}, nil
+		}),
+		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: trap}); err != nil {
+				return fmt.Errorf("add the htmx trap: %w", err)
+			}
+			paused := chromedp.Events(ctx, fetch.RequestPaused)
+			go func() {
+				for ev, err := range paused {
+					if err != nil {
+						return
+					}
+					select {
+					case <-ran:
+					case <-ctx.Done():
+						return
+					}
+					// Errors end the page load, which the test reports.
+					chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+					chromedp.Call(ctx, fetch.Disable, cdp.Empty{})
+					return
+				}
+			}()
+			_, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*/hx-sse.min.js"}}})
+			return err
+		}),
+	)
 }

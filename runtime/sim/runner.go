@@ -17,8 +17,6 @@ type RunnerOptions struct {
 	// Speedup scales modelled time to wall time: 1 runs in real time, 100
 	// makes every step take a hundredth of its modelled duration. Default 1.
 	Speedup float64
-	// Clock is the wall clock; nil means the real one.
-	Clock Clock
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }
@@ -32,7 +30,6 @@ type RunnerOptions struct {
 type Runner struct {
 	core    *Core
 	speedup float64
-	clock   Clock
 	log     *slog.Logger
 	wake    chan struct{}
 
@@ -64,9 +61,6 @@ func NewRunner(core *Core, opts RunnerOptions) *Runner {
 	if opts.Speedup <= 0 {
 		opts.Speedup = 1
 	}
-	if opts.Clock == nil {
-		opts.Clock = realClock{}
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -74,7 +68,6 @@ func NewRunner(core *Core, opts RunnerOptions) *Runner {
 	return &Runner{
 		core:    core,
 		speedup: opts.Speedup,
-		clock:   opts.Clock,
 		log:     opts.Logger,
 		wake:    make(chan struct{}, 1),
 		subs:    make(map[string]*subscription),
@@ -160,9 +153,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.log.Info("simulated engine running", "gpu", cfg.GPU, "model", cfg.Model,
 		"num_gpu_blocks", cfg.NumGPUBlocks, "max_model_len", cfg.MaxModelLen, "speedup", r.speedup)
 
-	start := r.clock.Now()
+	start := time.Now()
 	engineNow := func() time.Duration {
-		return time.Duration(float64(r.clock.Now().Sub(start)) * r.speedup)
+		return time.Duration(float64(time.Since(start)) * r.speedup)
 	}
 	for {
 		r.drain(engineNow())
@@ -180,7 +173,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.mu.Unlock()
 		stepStart := engineNow()
 		res := r.core.Step(stepStart)
-		timer := r.clock.After(time.Duration(float64(res.Duration) / r.speedup))
+		timer := time.After(time.Duration(float64(res.Duration) / r.speedup))
 	wait:
 		for {
 			select {

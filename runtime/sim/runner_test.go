@@ -268,100 +268,56 @@ func TestRunnerResetAndEvents(t *testing.T) {
 	})
 }
 
-// fakeClock is a hand-driven Clock: After fires when the test advances past
-// its deadline.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []fakeWaiter
-	added   chan struct{}
-}
+func TestRunnerWaitsEachStep(t *testing.T) {
+	// Each step waits its modelled duration / speed-up. In the bubble time
+	// moves only while every goroutine waits, so the gaps between tokens
+	// are exactly the runner's waits.
+	synctest.Test(t, func(t *testing.T) {
+		sink := &recordingSink{}
+		core := newCore(t, Config{}, sink)
+		ref := newDriver(newCore(t, Config{}, nil))
+		req := Request{ID: "a", Prompt: tokens(1, 6000), Output: tokens(1, 4)}
+		mustAdd(t, ref.core, 0, &req)
+		var want []time.Duration
+		for ref.core.HasWork() {
+			want = append(want, ref.step(t).Duration/4)
+		}
 
-type fakeWaiter struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Unix(1_800_000_000, 0), added: make(chan struct{}, 100)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	c.waiters = append(c.waiters, fakeWaiter{c.now.Add(d), ch})
-	c.added <- struct{}{}
-	return ch
-}
-
-// advanceToNext waits for a timer, calls before, then moves time to the
-// earliest deadline and fires it.
-func (c *fakeClock) advanceToNext(before func()) time.Duration {
-	<-c.added
-	before()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	w := c.waiters[0]
-	c.waiters = c.waiters[1:]
-	d := w.at.Sub(c.now)
-	c.now = w.at
-	w.ch <- c.now
-	return d
-}
-
-func TestRunnerFakeClock(t *testing.T) {
-	// Each step waits its modelled duration / speed-up on the injected clock.
-	clock := newFakeClock()
-	sink := &recordingSink{}
-	core := newCore(t, Config{}, sink)
-	ref := newDriver(newCore(t, Config{}, nil))
-	req := Request{ID: "a", Prompt: tokens(1, 6000), Output: tokens(1, 4)}
-	mustAdd(t, ref.core, 0, &req)
-	var want []time.Duration
-	for ref.core.HasWork() {
-		want = append(want, ref.step(t).Duration/4)
-	}
-
-	r := NewRunner(core, RunnerOptions{Speedup: 4, Clock: clock})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go r.Run(ctx)
-	ch, err := r.Submit(ctx, &Request{ID: "a", Prompt: req.Prompt, Output: req.Output})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []time.Duration
-	batches := func() int {
-		sink.mu.Lock()
-		defer sink.mu.Unlock()
-		return len(sink.batches)
-	}
-	for i := range want {
-		got = append(got, clock.advanceToNext(func() {
+		r := NewRunner(core, RunnerOptions{Speedup: 4})
+		stop := startRunner(t, r)
+		defer stop()
+		ch, err := r.Submit(t.Context(), &Request{ID: "a", Prompt: req.Prompt, Output: req.Output})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches := func() int {
+			sink.mu.Lock()
+			defer sink.mu.Unlock()
+			return len(sink.batches)
+		}
+		var got []time.Duration
+		last := time.Now()
+		for i := range want {
 			// The step runs; its events wait for its end.
+			synctest.Wait()
 			if n := batches(); i == 0 && n != 0 {
 				t.Errorf("step %d: %d event batches published before the step ended", i, n)
 			}
-		}))
-		o := <-ch
-		if i == 0 && batches() != 1 {
-			t.Errorf("after the prefill step: %d event batches, want 1", batches())
+			o := <-ch
+			got = append(got, time.Since(last))
+			last = time.Now()
+			if i == 0 && batches() != 1 {
+				t.Errorf("after the prefill step: %d event batches, want 1", batches())
+			}
+			if o.Index != i {
+				t.Fatalf("token %d has index %d", i, o.Index)
+			}
 		}
-		if o.Index != i {
-			t.Fatalf("token %d has index %d", i, o.Index)
+		if !slices.Equal(got, want) {
+			t.Errorf("waits %v, want %v", got, want)
 		}
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("waits %v, want %v", got, want)
-	}
-	if _, ok := <-ch; ok {
-		t.Error("channel open after the Finished output")
-	}
+		if _, ok := <-ch; ok {
+			t.Error("channel open after the Finished output")
+		}
+	})
 }
