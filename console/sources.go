@@ -33,6 +33,9 @@ type Engine struct {
 	// State is the engine's life stage: starting, loading, ready,
 	// restarting, failed or stopped ("" when the source does not tell).
 	State string
+	// LogTail is the engine's last output lines, which a card shows while
+	// the engine is not ready (why it failed to start).
+	LogTail []string
 
 	MemoryUsed  uint64 // bytes; 0 when the source cannot tell
 	MemoryTotal uint64 // bytes; 0 when unknown

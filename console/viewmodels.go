@@ -109,6 +109,7 @@ func gpuCardVM(cfg Config, e Engine, w workerView) components.GPUCard {
 		Chart:        hitChartVM(cfg, w.chart),
 		State:        e.State,
 		StateClass:   stateClass(e.State),
+		LogTail:      e.LogTail,
 		Err:          e.Err,
 	}
 	if w.chart != nil {

@@ -32,6 +32,7 @@ import (
 // knows of from its KV events.
 type engineSource struct {
 	engines func() []hruntime.Status
+	logs    func(name string) ([]string, bool)
 	rt      *router.Router
 	gpus    map[string]nodes.GPU // by engine name
 	client  *http.Client
@@ -53,6 +54,10 @@ func (s engineSource) Engines(ctx context.Context) ([]console.Engine, error) {
 			stats, err = hruntime.ScrapeStats(ctx, s.client, st.BaseURL)
 		}
 		out[i] = engineOf(st, s.gpus[st.Name], stats, err, cached[st.Name])
+		if st.State != hruntime.StateReady && s.logs != nil {
+			lines, _ := s.logs(st.Name)
+			out[i].LogTail = hruntime.Tail(lines, 10)
+		}
 	}
 	return out, nil
 }

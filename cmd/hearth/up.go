@@ -276,7 +276,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	con, err := console.New(console.Config{
 		Model: cfg.model, ContextTokens: contextTokens, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
 	}, console.Deps{
-		Engines:     engineSource{engines: sup.Engines, rt: rt, gpus: gpus, client: &http.Client{}},
+		Engines:     engineSource{engines: sup.Engines, logs: sup.Logs, rt: rt, gpus: gpus, client: &http.Client{}},
 		Router:      routerSource{rt: rt},
 		Traffic:     &trafficSource{traffic: traffic},
 		Keys:        keys,

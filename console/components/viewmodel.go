@@ -38,8 +38,9 @@ type Totals struct {
 type GPUCard struct {
 	DOMID        string
 	Worker       string
-	State        string // the engine's life stage; "" when unknown
-	StateClass   string // "good" when it serves, "bad" when it is down
+	State        string   // the engine's life stage; "" when unknown
+	StateClass   string   // "good" when it serves, "bad" when it is down
+	LogTail      []string // the engine's last log lines, shown while it is down
 	Node         string
 	GPU          string
 	Model        string
