@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -412,13 +411,4 @@ func (s *Supervisor) watch(ctx context.Context, e *supervised, ep Endpoints, exi
 			failures = 0
 		}
 	}
-}
-
-// Names lists the engines' names, for error messages.
-func (s *Supervisor) Names() []string {
-	out := make([]string, len(s.engines))
-	for i, e := range s.engines {
-		out[i] = e.Spec.Name
-	}
-	return slices.Clip(out)
 }
