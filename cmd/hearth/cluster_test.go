@@ -96,7 +96,7 @@ func testRouterViewEqualsEngines(t *testing.T, offloadGiB float64) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, ok := engines.workerID(spec.Name)
+		id, ok := rt.WorkerByName(spec.Name)
 		if !ok {
 			t.Fatalf("engine %s attached but not in service", spec.Name)
 		}

@@ -118,14 +118,3 @@ func (f *fleet) workerName(id router.WorkerID) string {
 	}
 	return fmt.Sprintf("worker%d", id)
 }
-
-// workerID returns the router's id of an engine in service.
-func (f *fleet) workerID(name string) (router.WorkerID, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	e, ok := f.live[name]
-	if !ok {
-		return 0, false
-	}
-	return e.id, true
-}
