@@ -3,6 +3,7 @@ package runtime
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 )
@@ -15,6 +16,22 @@ const KVEventsTopic = "kv-events"
 // engine with: the router hashes prompts in blocks of this many tokens, and
 // an engine with another size would publish blocks it cannot match.
 const BlockSize = 16
+
+// FreePorts asks the kernel for three free ports on host. Another process
+// could take one before the engine binds it; the engine then fails to start
+// and is started again on new ports.
+func FreePorts(host string) (Ports, error) {
+	var ports [3]int
+	for i := range ports {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return Ports{}, fmt.Errorf("free port: %w", err)
+		}
+		defer ln.Close()
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+	}
+	return Ports{Host: host, HTTP: ports[0], KVEvents: ports[1], Replay: ports[2]}, nil
+}
 
 // Ports are where an engine is told to serve. Host is the address the
 // engine binds its HTTP API to.
@@ -100,7 +117,7 @@ func VLLMArgs(spec Spec, p Ports) []string {
 	if spec.KVOffloadingGiB > 0 {
 		args = append(args, "--kv-offloading-size", formatFloat(spec.KVOffloadingGiB), "--kv-offloading-backend", "native")
 	}
-	return args
+	return append(args, spec.ExtraArgs...)
 }
 
 // SGLangArgs are the arguments after `python3 -m sglang.launch_server`.
@@ -130,7 +147,7 @@ func SGLangArgs(spec Spec, p Ports) []string {
 		args = append(args, "--enable-hierarchical-cache", "--hicache-size", formatFloat(spec.KVOffloadingGiB),
 			"--hicache-write-policy", "write_through")
 	}
-	return args
+	return append(args, spec.ExtraArgs...)
 }
 
 // SimEngineArgs are the arguments after `hearth sim-engine`.
@@ -161,7 +178,7 @@ func SimEngineArgs(spec Spec, p Ports) []string {
 	if spec.KVOffloadingGiB > 0 {
 		args = append(args, "--kv-offloading-size", formatFloat(spec.KVOffloadingGiB))
 	}
-	return args
+	return append(args, spec.ExtraArgs...)
 }
 
 // kvEventsConfig is the JSON of --kv-events-config: the publisher's socket

@@ -63,7 +63,10 @@ type Spec struct {
 	// (process runtime): a user's wrapper script, or a test's failing
 	// stand-in. Hearth passes it the ports through the environment.
 	Command []string
-	Env     []string // extra KEY=VALUE pairs for the engine
+	// ExtraArgs are appended to the engine's own command line: flags
+	// Hearth does not set itself ("--enable-expert-parallel").
+	ExtraArgs []string
+	Env       []string // extra KEY=VALUE pairs for the engine
 
 	// Estimate is the profile assumed until the engine tells better (from
 	// the catalog of GPUs and models).

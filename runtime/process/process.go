@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os/exec"
 	"strconv"
@@ -52,7 +51,7 @@ func (l *Launcher) Launch(ctx context.Context, spec hruntime.Spec) (hruntime.Han
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	ports, err := freePorts(host)
+	ports, err := hruntime.FreePorts(host)
 	if err != nil {
 		return nil, fmt.Errorf("process %s: %w", spec.Name, err)
 	}
@@ -117,22 +116,6 @@ func gpuSelector(g hruntime.GPU) string {
 		return g.UUID
 	}
 	return strconv.Itoa(g.Index)
-}
-
-// freePorts asks the kernel for three free ports on host. Another process
-// could take one before the engine binds it; the engine then fails to start
-// and the supervisor starts it again on new ports.
-func freePorts(host string) (hruntime.Ports, error) {
-	var ports [3]int
-	for i := range ports {
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			return hruntime.Ports{}, fmt.Errorf("free port: %w", err)
-		}
-		defer ln.Close()
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
-	}
-	return hruntime.Ports{Host: host, HTTP: ports[0], KVEvents: ports[1], Replay: ports[2]}, nil
 }
 
 // handle is one child process.

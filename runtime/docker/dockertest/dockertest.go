@@ -1,0 +1,162 @@
+// Package dockertest gives tests a client of the local Docker Engine and the
+// simulated engines' images, built FROM scratch around a static hearth
+// binary compiled for the test run. Without a Docker Engine a test is
+// skipped, saying why, except in CI (CI set), where it fails: CI's machine
+// has one and the tests must run there.
+package dockertest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/runtime/docker"
+)
+
+// Client returns a client of the local Docker Engine, or skips the test
+// when none answers.
+func Client(t testing.TB) *client.Client {
+	t.Helper()
+	cli, err := client.New(client.FromEnv)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no Docker Engine answers, and CI must run the Docker tests: %v", err)
+		}
+		t.Skipf("skipped: no Docker Engine answers (%v)", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+var (
+	buildOnce   sync.Once
+	staticPath  string
+	buildErr    error
+	imagesMu    sync.Mutex
+	imagesBuilt = map[hruntime.Kind]string{}
+)
+
+// StaticHearth builds the hearth binary without cgo, once per test process,
+// and returns its path.
+func StaticHearth(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hearth-static-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		staticPath = filepath.Join(dir, "hearth")
+		cmd := exec.Command("go", "build", "-o", staticPath, "github.com/hearth-llm/hearth/cmd/hearth")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("static hearth binary: %v", buildErr)
+	}
+	return staticPath
+}
+
+// SimImage returns the simulated image of a flavour, building it when the
+// Docker Engine lacks it. Its tag is the binary's hash, so a changed binary
+// gets a new image and an unchanged one is built once.
+func SimImage(t testing.TB, cli *client.Client, flavor hruntime.Kind) string {
+	t.Helper()
+	imagesMu.Lock()
+	defer imagesMu.Unlock()
+	if image, ok := imagesBuilt[flavor]; ok {
+		return image
+	}
+	bin := StaticHearth(t)
+	f, err := os.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.New()
+	_, err = io.Copy(sum, f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := docker.SimImage(flavor, "test-"+hex.EncodeToString(sum.Sum(nil))[:12])
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := cli.ImageInspect(ctx, image); err != nil {
+		var log strings.Builder
+		if err := docker.BuildSimImage(ctx, cli, bin, flavor, image, &log); err != nil {
+			t.Fatalf("building %s: %v\n%s", image, err, log.String())
+		}
+	}
+	imagesBuilt[flavor] = image
+	return image
+}
+
+// Node returns a node name of the test's own, and removes every container
+// labelled with it when the test ends, whatever state it left them in.
+func Node(t testing.TB, cli *client.Client) string {
+	t.Helper()
+	var b [4]byte
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s-%d-%d", t.Name(), os.Getpid(), time.Now().UnixNano())))
+	copy(b[:], sum[:])
+	node := "test-" + hex.EncodeToString(b[:])
+	t.Cleanup(func() { RemoveNode(t, cli, node) })
+	return node
+}
+
+// RemoveNode removes the containers of a node.
+func RemoveNode(t testing.TB, cli *client.Client, node string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, c := range Containers(t, cli, node) {
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
+			t.Errorf("removing container %s: %v", c.ID, err)
+		}
+	}
+}
+
+// Container is one container of a node as a test sees it.
+type Container struct {
+	ID, Name, Engine, State string
+}
+
+// Containers lists a node's containers, running or not.
+func Containers(t testing.TB, cli *client.Client, node string) []Container {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{
+		All: true, Filters: make(client.Filters).Add("label", docker.LabelNode+"="+node),
+	})
+	if err != nil {
+		t.Fatalf("listing containers: %v", err)
+	}
+	out := make([]Container, 0, len(list.Items))
+	for _, c := range list.Items {
+		name := ""
+		if len(c.Names) > 0 {
+			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		out = append(out, Container{ID: c.ID, Name: name, Engine: c.Labels[docker.LabelEngine], State: string(c.State)})
+	}
+	return out
+}

@@ -1,0 +1,124 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/moby/moby/api/types/jsonstream"
+	"github.com/moby/moby/client"
+
+	hruntime "github.com/hearth-llm/hearth/runtime"
+)
+
+// SimImageRepo is the repository of the simulated engines' images; the
+// flavour is a suffix ("hearth/sim-vllm").
+const SimImageRepo = "hearth/sim-"
+
+// SimImage names the simulated image of a flavour at a tag (Hearth's
+// version): "hearth/sim-vllm:0.4.0".
+func SimImage(flavor hruntime.Kind, tag string) string {
+	return SimImageRepo + string(flavor) + ":" + tag
+}
+
+// simDockerfiles lay the static hearth binary out as the real images lay
+// out their engines: vLLM's image runs `vllm serve` as its entrypoint,
+// SGLang's is given `python3 -m sglang.launch_server …` as its command. The
+// binary tells which engine to be by the name it runs under.
+var simDockerfiles = map[hruntime.Kind]string{
+	hruntime.KindVLLM: `FROM scratch
+COPY hearth /usr/local/bin/vllm
+ENV PATH=/usr/local/bin:/usr/bin:/bin
+LABEL ` + LabelSim + `=vllm
+EXPOSE 8000
+ENTRYPOINT ["vllm", "serve"]
+`,
+	hruntime.KindSGLang: `FROM scratch
+COPY hearth /usr/bin/python3
+ENV PATH=/usr/local/bin:/usr/bin:/bin
+LABEL ` + LabelSim + `=sglang
+EXPOSE 30000
+CMD ["python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-14B-FP8"]
+`,
+}
+
+// BuildSimImage builds, through the Docker API, an image FROM scratch that
+// holds the static hearth binary at binary and runs the simulated engine
+// in flavor's guise. The build's output goes to out.
+func BuildSimImage(ctx context.Context, docker *client.Client, binary string, flavor hruntime.Kind, image string, out io.Writer) error {
+	dockerfile, ok := simDockerfiles[flavor]
+	if !ok {
+		return fmt.Errorf("sim image: unknown flavour %q (want vllm or sglang)", flavor)
+	}
+	if err := CheckStatic(binary); err != nil {
+		return err
+	}
+	bin, err := os.ReadFile(binary)
+	if err != nil {
+		return fmt.Errorf("sim image: %w", err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range []struct {
+		name string
+		mode int64
+		data []byte
+	}{{"Dockerfile", 0o644, []byte(dockerfile)}, {"hearth", 0o755, bin}} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data))}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	resp, err := docker.ImageBuild(ctx, &buf, client.ImageBuildOptions{Tags: []string{image}, Remove: true, ForceRemove: true})
+	if err != nil {
+		return fmt.Errorf("sim image %s: %w", image, err)
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var msg jsonstream.Message
+		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("sim image %s: reading the build: %w", image, err)
+		}
+		if msg.Error != nil {
+			return fmt.Errorf("sim image %s: %s", image, strings.TrimSpace(msg.Error.Message))
+		}
+		if out != nil && msg.Stream != "" {
+			io.WriteString(out, msg.Stream)
+		}
+	}
+}
+
+// CheckStatic says whether the file at path is a statically linked ELF
+// executable, which an image FROM scratch can run: no interpreter, no
+// shared libraries.
+func CheckStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("sim image: %s is not a Linux executable: %w", path, err)
+	}
+	defer f.Close()
+	libs, _ := f.ImportedLibraries()
+	dynamic := len(libs) > 0
+	for _, p := range f.Progs {
+		dynamic = dynamic || p.Type == elf.PT_INTERP
+	}
+	if dynamic {
+		return fmt.Errorf("sim image: %s is dynamically linked, and an image FROM scratch has no libraries: build a static one with `CGO_ENABLED=0 go build ./cmd/hearth` and pass it with --binary", path)
+	}
+	return nil
+}
