@@ -149,6 +149,14 @@ type Handle interface {
 	Logs() []string
 }
 
+// Detacher is a Handle that can let go of its engine and leave it running
+// (a container), for a later daemon to adopt.
+type Detacher interface {
+	// Detach stops following the engine without stopping it; Wait then
+	// returns.
+	Detach()
+}
+
 // Identity names the operating-system object an engine runs as.
 type Identity struct {
 	PID       int    // process runtime

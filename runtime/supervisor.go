@@ -69,6 +69,10 @@ type SupervisorConfig struct {
 	// ReadyTimeout bounds a start, from launch to serving; default 20
 	// minutes (a first start downloads the weights).
 	ReadyTimeout time.Duration
+	// KeepEngines leaves engines running when the Supervisor stops, where
+	// their runtime can let go of them (a Handle that is a Detacher), for
+	// the next daemon to adopt; others are stopped.
+	KeepEngines bool
 	// StopTimeout is how long a stopping engine may take before it is
 	// killed; default 30 s.
 	StopTimeout time.Duration
@@ -377,6 +381,14 @@ func (s *Supervisor) runOnce(ctx context.Context, e *supervised, log *slog.Logge
 	detach()
 	served = max(time.Since(readyAt), time.Nanosecond)
 	switch {
+	case why == nil && s.cfg.KeepEngines:
+		if d, ok := h.(Detacher); ok {
+			d.Detach()
+			log.Info("engine left running", "container", h.Identity().Container)
+			return served, ctx.Err()
+		}
+		stop()
+		return served, ctx.Err()
 	case why == nil: // ctx ended: Hearth stops
 		stop()
 		return served, ctx.Err()

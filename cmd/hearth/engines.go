@@ -19,6 +19,7 @@ import (
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/runtime/docker"
 	"github.com/hearth-llm/hearth/runtime/process"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -29,16 +30,24 @@ import (
 func planEngines(cfg upConfig) ([]hruntime.Spec, map[string]nodes.GPU, error) {
 	var gpus []nodes.GPU
 	engine := hruntime.KindSim
+	if cfg.engine != "" {
+		engine = hruntime.Kind(cfg.engine)
+	}
 	if cfg.sim != "" {
 		var err error
 		if gpus, err = nodes.ParseSimSpec(cfg.sim); err != nil {
 			return nil, nil, fmt.Errorf("%w: --sim: %v", errUsage, err)
 		}
+		if cfg.engineRuntime == "docker" {
+			// Containers are named after their node: two daemons sharing a
+			// Docker Engine must not share names.
+			for i := range gpus {
+				gpus[i].Node = cfg.node
+			}
+		}
 	} else {
-		engine = hruntime.Kind(cfg.engine)
-		host, _ := os.Hostname()
 		for _, i := range cfg.gpus {
-			gpus = append(gpus, nodes.GPU{Node: host, Index: i, Name: fmt.Sprintf("GPU %d", i), UtilizationPct: -1, TemperatureC: -1})
+			gpus = append(gpus, nodes.GPU{Node: cfg.node, Index: i, Name: fmt.Sprintf("GPU %d", i), UtilizationPct: -1, TemperatureC: -1})
 		}
 	}
 	specs := make([]hruntime.Spec, len(gpus))
@@ -48,6 +57,10 @@ func planEngines(cfg upConfig) ([]hruntime.Spec, map[string]nodes.GPU, error) {
 			Name:   fmt.Sprintf("%s/gpu%d", gpu.Node, gpu.Index),
 			Engine: engine,
 			Model:  cfg.models[i%len(cfg.models)],
+			// The engine loads the model's repository; clients ask for
+			// Hearth's name of it.
+			ModelPath: modelRepo(cfg.models[i%len(cfg.models)]),
+			ExtraArgs: cfg.engineArgs,
 			GPU: hruntime.GPU{
 				Index: gpu.Index, UUID: gpu.UUID, Kind: gpu.Kind, Name: gpu.Name, Node: gpu.Node,
 			},
@@ -93,8 +106,26 @@ func estimateProfile(spec hruntime.Spec) (hruntime.Profile, error) {
 	}, nil
 }
 
-// newLauncher builds the runtime --engine-runtime names.
-func newLauncher(cfg upConfig, tok *tokenizer.Model, log *slog.Logger) (hruntime.Launcher, error) {
+// modelRepo is the Hugging Face repository of a catalog model, or the name
+// itself.
+func modelRepo(name string) string {
+	if m, ok := catalog.LookupModel(name); ok {
+		return m.Repo
+	}
+	return name
+}
+
+// newLauncher builds the runtime --engine-runtime names, and what closes
+// it.
+func newLauncher(ctx context.Context, cfg upConfig, tok *tokenizer.Model, progress func(string, docker.PullProgress), log *slog.Logger) (hruntime.Launcher, func(), error) {
+	if cfg.engineRuntime == "docker" {
+		return newDockerLauncher(ctx, cfg, progress, log)
+	}
+	l, err := newLocalLauncher(cfg, tok, log)
+	return l, func() {}, err
+}
+
+func newLocalLauncher(cfg upConfig, tok *tokenizer.Model, log *slog.Logger) (hruntime.Launcher, error) {
 	switch cfg.engineRuntime {
 	case "process":
 		hearth := cfg.hearthBinary

@@ -41,6 +41,7 @@ func commands() []command {
 		{"engines", "list the engines of a running daemon and their states", runEngines},
 		{"logs", "print an engine's last output lines", runLogs},
 		{"sim-engine", "run one simulated vLLM server (HTTP API, metrics, ZMQ KV events)", runSimEngine},
+		{"sim-image", "build the Docker images of the simulated engines (hearth sim-image build)", runSimImage},
 	}
 }
 

@@ -21,9 +21,11 @@ import (
 
 	"github.com/hearth-llm/hearth/api"
 	"github.com/hearth-llm/hearth/api/store"
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/router"
 	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/runtime/docker"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -45,14 +47,30 @@ type upConfig struct {
 	seed         int64
 	logLevel     slog.Level
 
-	// engineRuntime runs the engines: in-process ("sim") or as child
-	// processes ("process"). engine names a natively installed engine
-	// (vllm, sglang) to run on gpus instead of simulated GPUs.
+	// engineRuntime runs the engines: in-process ("sim"), as child
+	// processes ("process") or as containers ("docker"). engine names the
+	// real engine (vllm, sglang) to run on gpus, or, with simulated GPUs in
+	// containers, the engine the simulated image passes for.
 	engineRuntime string
 	engine        string
 	gpus          []int
 	maxModelLen   int
 	stopTimeout   time.Duration
+	// engineArgs are appended to every engine's command line.
+	engineArgs []string
+
+	// The Docker runtime: the node name on the containers' labels, an image
+	// instead of the default one, the Hugging Face cache to mount, the
+	// token for gated models, "none" to start containers without GPUs
+	// (simulated images), and whether engines outlive the daemon.
+	node        string
+	image       string
+	hfCache     string
+	hfToken     string
+	gpuRuntime  string
+	keepEngines bool
+	// progressOut shows image pulls as bars when it is a terminal.
+	progressOut io.Writer
 	// hearthBinary runs simulated engines as child processes (default:
 	// this binary). Tests shorten the restart backoff and change engines'
 	// specs (one that fails at start).
@@ -77,6 +95,7 @@ func runUp(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return fmt.Errorf("up: listen: %w", err)
 	}
+	cfg.progressOut = env.stderr
 	return serveUp(ctx, env.stdout, log, cfg, ln)
 }
 
@@ -84,9 +103,18 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs := newFlagSet(env, "up", "up --sim 2x4090 [flags]")
 	cfg := upConfig{aliases: map[string]string{}}
 	fs.StringVar(&cfg.sim, "sim", "", `simulated GPUs to serve from, e.g. "2x4090" or "1x4090+2x3090"`)
-	fs.StringVar(&cfg.engineRuntime, "engine-runtime", "sim", "how engines run: sim (simulated engines inside the daemon) or process (child processes)")
-	fs.StringVar(&cfg.engine, "engine", "", "a natively installed engine to run on --gpus as child processes: vllm or sglang (needs --engine-runtime process)")
+	fs.StringVar(&cfg.engineRuntime, "engine-runtime", "", "how engines run: sim (simulated, inside the daemon; the default with --sim), docker (containers; the default with --engine) or process (child processes)")
+	fs.StringVar(&cfg.engine, "engine", "", "the engine to run on --gpus: vllm or sglang; with --sim and --engine-runtime docker, the engine the simulated image passes for")
 	gpuList := fs.String("gpus", "", "CUDA device indices for --engine, e.g. 0,1: one engine per GPU")
+	fs.StringVar(&cfg.image, "image", "", "engine image for --engine-runtime docker (default: the engine's pinned image for the driver's CUDA version)")
+	fs.StringVar(&cfg.hfCache, "hf-cache", defaultHFCache(env.getenv), "Hugging Face cache mounted into engine containers")
+	fs.StringVar(&cfg.gpuRuntime, "gpu-runtime", "", "nvidia (containers get their GPU through the NVIDIA runtime) or none (no GPU: for the simulated images; the default with --sim)")
+	fs.StringVar(&cfg.node, "node", "", "this machine's name in engine names and container labels (default: the host name)")
+	fs.BoolVar(&cfg.keepEngines, "keep-engines", false, "leave engine containers running when the daemon stops, so the next start adopts them without reloading weights")
+	fs.Func("engine-arg", "an argument appended to every engine's command line (repeatable)", func(s string) error {
+		cfg.engineArgs = append(cfg.engineArgs, s)
+		return nil
+	})
 	fs.IntVar(&cfg.maxModelLen, "max-model-len", 0, "context length of each engine (0: the engine's default)")
 	fs.DurationVar(&cfg.stopTimeout, "stop-timeout", 30*time.Second, "how long a stopping engine may take before it is killed")
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8000", "address of the API (OpenAI and Anthropic)")
@@ -115,23 +143,44 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	if err := parseFlags(fs, args); err != nil {
 		return cfg, err
 	}
+	if cfg.engineRuntime == "" {
+		cfg.engineRuntime = "sim"
+		if cfg.sim == "" {
+			cfg.engineRuntime = "docker"
+		}
+	}
+	if cfg.engine == "" && cfg.sim != "" && cfg.engineRuntime == "docker" {
+		cfg.engine = string(hruntime.KindVLLM)
+	}
+	if cfg.gpuRuntime == "" {
+		cfg.gpuRuntime = "nvidia"
+		if cfg.sim != "" {
+			cfg.gpuRuntime = "none"
+		}
+	}
 	switch {
-	case cfg.engineRuntime != "sim" && cfg.engineRuntime != "process":
-		return cfg, fmt.Errorf("%w: unknown --engine-runtime %q (known: sim, process)", errUsage, cfg.engineRuntime)
+	case cfg.engineRuntime != "sim" && cfg.engineRuntime != "process" && cfg.engineRuntime != "docker":
+		return cfg, fmt.Errorf("%w: unknown --engine-runtime %q (known: sim, docker, process)", errUsage, cfg.engineRuntime)
+	case cfg.gpuRuntime != "nvidia" && cfg.gpuRuntime != "none":
+		return cfg, fmt.Errorf("%w: unknown --gpu-runtime %q (known: nvidia, none)", errUsage, cfg.gpuRuntime)
 	case cfg.sim == "" && cfg.engine == "":
-		return cfg, fmt.Errorf("%w: say what to serve from: --sim 2x4090 for simulated GPUs, or --engine-runtime process --engine vllm --gpus 0 for an installed engine", errUsage)
-	case cfg.sim != "" && cfg.engine != "":
-		return cfg, fmt.Errorf("%w: --sim and --engine exclude each other", errUsage)
-	case cfg.engine != "" && cfg.engineRuntime != "process":
-		return cfg, fmt.Errorf("%w: --engine %s runs an installed engine: add --engine-runtime process", errUsage, cfg.engine)
-	case cfg.engine != "" && *gpuList == "":
+		return cfg, fmt.Errorf("%w: say what to serve from: --sim 2x4090 for simulated GPUs, or --engine vllm --gpus 0 for real ones", errUsage)
+	case cfg.sim != "" && cfg.engine != "" && cfg.engineRuntime != "docker":
+		return cfg, fmt.Errorf("%w: --sim and --engine go together only with --engine-runtime docker (the simulated images)", errUsage)
+	case cfg.sim == "" && cfg.engineRuntime == "sim":
+		return cfg, fmt.Errorf("%w: --engine-runtime sim runs simulated GPUs: add --sim 2x4090", errUsage)
+	case cfg.sim == "" && *gpuList == "":
 		return cfg, fmt.Errorf("%w: --engine %s needs --gpus, e.g. --gpus 0,1", errUsage, cfg.engine)
+	case cfg.keepEngines && cfg.engineRuntime != "docker":
+		return cfg, fmt.Errorf("%w: --keep-engines needs --engine-runtime docker", errUsage)
 	}
 	if cfg.engine != "" {
 		k, err := hruntime.ParseKind(cfg.engine)
 		if err != nil || k == hruntime.KindSim {
 			return cfg, fmt.Errorf("%w: --engine: want vllm or sglang, got %q", errUsage, cfg.engine)
 		}
+	}
+	if cfg.sim == "" {
 		for _, f := range strings.Split(*gpuList, ",") {
 			i, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil || i < 0 {
@@ -156,7 +205,15 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 		cfg.apiKeys = append(cfg.apiKeys, key)
 	}
 	for _, m := range strings.Split(*modelList, ",") {
-		if m = strings.TrimSpace(m); m != "" && !slices.Contains(cfg.models, m) {
+		m = strings.TrimSpace(m)
+		if known, ok := catalog.LookupModel(m); ok {
+			m = known.Name // "Qwen/Qwen3-14B-FP8" is served as qwen3-14b-fp8
+		} else if cfg.engineRuntime != "sim" && m != "" {
+			if err := docker.CheckModel(m); err != nil {
+				return cfg, fmt.Errorf("%w: --model: %v", errUsage, err)
+			}
+		}
+		if m != "" && !slices.Contains(cfg.models, m) {
 			cfg.models = append(cfg.models, m)
 		}
 	}
@@ -172,6 +229,10 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	}
 	if *verbose {
 		cfg.logLevel = slog.LevelDebug
+	}
+	cfg.hfToken = env.getenv("HF_TOKEN")
+	if cfg.node == "" {
+		cfg.node, _ = os.Hostname()
 	}
 	return cfg, nil
 }
@@ -249,16 +310,23 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	}
 
 	// Engines, under one supervisor.
-	launcher, err := newLauncher(cfg, tok, log)
+	pulls := newPullBoard(cfg.progressOut, log)
+	launcher, closeLauncher, err := newLauncher(ctx, cfg, tok, pulls.set, log)
 	if err != nil {
 		return err
+	}
+	cleanup.push(closeLauncher)
+	if d, ok := launcher.(*docker.Launcher); ok {
+		if err := d.RemoveStale(ctx, specs); err != nil {
+			return fmt.Errorf("up: %w", err)
+		}
 	}
 	supervised := make([]hruntime.Supervised, len(specs))
 	for i, spec := range specs {
 		supervised[i] = hruntime.Supervised{Spec: spec, Launcher: launcher}
 	}
 	sup, err := hruntime.NewSupervisor(hruntime.SupervisorConfig{
-		Engines: supervised, Attacher: engines, StopTimeout: cfg.stopTimeout, Backoff: cfg.backoff,
+		Engines: supervised, Attacher: engines, StopTimeout: cfg.stopTimeout, Backoff: cfg.backoff, KeepEngines: cfg.keepEngines,
 		Logger: log.With("component", "supervisor"),
 	})
 	if err != nil {
