@@ -108,6 +108,9 @@ func VLLMArgs(spec Spec, p Ports) []string {
 			args = append(args, "--reasoning-parser", f.reasoningParser)
 		}
 	}
+	if tp := len(spec.GPUs()); tp > 1 {
+		args = append(args, "--tensor-parallel-size", strconv.Itoa(tp))
+	}
 	if spec.GPUMemoryUtilization > 0 {
 		args = append(args, "--gpu-memory-utilization", formatFloat(spec.GPUMemoryUtilization))
 	}
@@ -136,6 +139,9 @@ func SGLangArgs(spec Spec, p Ports) []string {
 		if f.reasoningParser != "" {
 			args = append(args, "--reasoning-parser", f.reasoningParser)
 		}
+	}
+	if tp := len(spec.GPUs()); tp > 1 {
+		args = append(args, "--tp-size", strconv.Itoa(tp))
 	}
 	if spec.GPUMemoryUtilization > 0 {
 		args = append(args, "--mem-fraction-static", formatFloat(spec.GPUMemoryUtilization))

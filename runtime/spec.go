@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -35,6 +36,16 @@ type GPU struct {
 	Node  string // host the GPU is in
 }
 
+// ID names the GPU to CUDA_VISIBLE_DEVICES and to Docker's device request:
+// its UUID when known (stable across reboots and PCI renumbering), else
+// its index.
+func (g GPU) ID() string {
+	if g.UUID != "" {
+		return g.UUID
+	}
+	return strconv.Itoa(g.Index)
+}
+
 // Spec describes one engine to start. It says what to run, never where its
 // ports are: the launcher picks them and reports them as Endpoints.
 type Spec struct {
@@ -46,6 +57,9 @@ type Spec struct {
 	Model     string
 	ModelPath string
 	GPU       GPU
+	// TensorParallel are the further GPUs of an engine that splits the
+	// model over several (tensor parallelism); empty: GPU alone.
+	TensorParallel []GPU
 
 	MaxModelLen          int     // 0: the engine's default
 	GPUMemoryUtilization float64 // 0: the engine's default
@@ -71,6 +85,19 @@ type Spec struct {
 	// Estimate is the profile assumed until the engine tells better (from
 	// the catalog of GPUs and models).
 	Estimate Profile
+}
+
+// GPUs are every GPU the engine runs on, GPU first.
+func (s Spec) GPUs() []GPU { return append([]GPU{s.GPU}, s.TensorParallel...) }
+
+// GPUIDs joins the IDs of the engine's GPUs with commas, as
+// CUDA_VISIBLE_DEVICES lists them.
+func (s Spec) GPUIDs() string {
+	ids := make([]string, 0, 1+len(s.TensorParallel))
+	for _, g := range s.GPUs() {
+		ids = append(ids, g.ID())
+	}
+	return strings.Join(ids, ",")
 }
 
 // Validate reports what is wrong with the spec, if anything.

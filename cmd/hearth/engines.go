@@ -25,8 +25,8 @@ import (
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
-// planEngines turns the command line into one engine per GPU, with the
-// GPUs' facts by engine name for the console.
+// planEngines turns the command line into one engine per GPU (per --tp
+// GPUs), with the first GPU's facts by engine name for the console.
 func planEngines(cfg upConfig) ([]hruntime.Spec, map[string]nodes.GPU, error) {
 	var gpus []nodes.GPU
 	engine := hruntime.KindSim
@@ -50,20 +50,31 @@ func planEngines(cfg upConfig) ([]hruntime.Spec, map[string]nodes.GPU, error) {
 			gpus = append(gpus, nodes.GPU{Node: cfg.node, Index: i, Name: fmt.Sprintf("GPU %d", i), UtilizationPct: -1, TemperatureC: -1})
 		}
 	}
-	specs := make([]hruntime.Spec, len(gpus))
-	byName := make(map[string]nodes.GPU, len(gpus))
-	for i, gpu := range gpus {
+	tp := max(cfg.tp, 1)
+	if len(gpus)%tp != 0 {
+		return nil, nil, fmt.Errorf("%w: --tp %d splits each engine over %d GPUs, and %d GPUs do not divide by it", errUsage, tp, tp, len(gpus))
+	}
+	toSpec := func(g nodes.GPU) hruntime.GPU {
+		return hruntime.GPU{Index: g.Index, UUID: g.UUID, Kind: g.Kind, Name: g.Name, Node: g.Node}
+	}
+	specs := make([]hruntime.Spec, len(gpus)/tp)
+	byName := make(map[string]nodes.GPU, len(specs))
+	for i := range specs {
+		gpu := gpus[i*tp]
+		var peers []hruntime.GPU
+		for _, g := range gpus[i*tp+1 : (i+1)*tp] {
+			peers = append(peers, toSpec(g))
+		}
 		spec := hruntime.Spec{
 			Name:   fmt.Sprintf("%s/gpu%d", gpu.Node, gpu.Index),
 			Engine: engine,
 			Model:  cfg.models[i%len(cfg.models)],
 			// The engine loads the model's repository; clients ask for
 			// Hearth's name of it.
-			ModelPath: modelRepo(cfg.models[i%len(cfg.models)]),
-			ExtraArgs: cfg.engineArgs,
-			GPU: hruntime.GPU{
-				Index: gpu.Index, UUID: gpu.UUID, Kind: gpu.Kind, Name: gpu.Name, Node: gpu.Node,
-			},
+			ModelPath:       modelRepo(cfg.models[i%len(cfg.models)]),
+			ExtraArgs:       cfg.engineArgs,
+			GPU:             toSpec(gpu),
+			TensorParallel:  peers,
 			MaxModelLen:     cfg.maxModelLen,
 			KVOffloadingGiB: cfg.kvOffloadGiB,
 			Speedup:         cfg.speedup,

@@ -54,6 +54,7 @@ type upConfig struct {
 	engineRuntime string
 	engine        string
 	gpus          []int
+	tp            int // GPUs per engine
 	maxModelLen   int
 	stopTimeout   time.Duration
 	// engineArgs are appended to every engine's command line.
@@ -106,6 +107,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs.StringVar(&cfg.engineRuntime, "engine-runtime", "", "how engines run: sim (simulated, inside the daemon; the default with --sim), docker (containers; the default with --engine) or process (child processes)")
 	fs.StringVar(&cfg.engine, "engine", "", "the engine to run on --gpus: vllm or sglang; with --sim and --engine-runtime docker, the engine the simulated image passes for")
 	gpuList := fs.String("gpus", "", "CUDA device indices for --engine, e.g. 0,1: one engine per GPU")
+	fs.IntVar(&cfg.tp, "tp", 1, "GPUs per engine: tensor parallelism splits a model too large for one GPU over several")
 	fs.StringVar(&cfg.image, "image", "", "engine image for --engine-runtime docker (default: the engine's pinned image for the driver's CUDA version)")
 	fs.StringVar(&cfg.hfCache, "hf-cache", defaultHFCache(env.getenv), "Hugging Face cache mounted into engine containers")
 	fs.StringVar(&cfg.gpuRuntime, "gpu-runtime", "", "nvidia (containers get their GPU through the NVIDIA runtime) or none (no GPU: for the simulated images; the default with --sim)")
@@ -171,6 +173,10 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 		return cfg, fmt.Errorf("%w: --engine-runtime sim runs simulated GPUs: add --sim 2x4090", errUsage)
 	case cfg.sim == "" && *gpuList == "":
 		return cfg, fmt.Errorf("%w: --engine %s needs --gpus, e.g. --gpus 0,1", errUsage, cfg.engine)
+	case cfg.tp < 1:
+		return cfg, fmt.Errorf("%w: --tp must be at least 1", errUsage)
+	case cfg.tp > 1 && cfg.engineRuntime == "sim":
+		return cfg, fmt.Errorf("%w: --tp splits a real engine over GPUs: add --engine vllm or sglang", errUsage)
 	case cfg.keepEngines && cfg.engineRuntime != "docker":
 		return cfg, fmt.Errorf("%w: --keep-engines needs --engine-runtime docker", errUsage)
 	}

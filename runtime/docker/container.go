@@ -134,7 +134,7 @@ func planContainer(spec hruntime.Spec, o planOptions) (containerPlan, error) {
 			ExposedPorts: exposed,
 			Labels: map[string]string{
 				LabelNode: o.node, LabelEngine: spec.Name, LabelModel: spec.Model,
-				LabelGPU: gpuLabel(spec.GPU),
+				LabelGPU: spec.GPUIDs(),
 			},
 		},
 		host: container.HostConfig{
@@ -145,15 +145,15 @@ func planContainer(spec hruntime.Spec, o planOptions) (containerPlan, error) {
 			// No restart policy: the supervisor restarts, with backoff and a
 			// diagnosis, and knows when it did.
 			RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
-			Resources: container.Resources{
-				// SGLang pins host memory for its KV tiers.
-				Ulimits: []*container.Ulimit{{Name: "memlock", Soft: -1, Hard: -1}},
-			},
 		},
+	}
+	if spec.Engine == hruntime.KindSGLang {
+		// SGLang pins host memory for its KV tiers.
+		plan.host.Resources.Ulimits = []*container.Ulimit{{Name: "memlock", Soft: -1, Hard: -1}}
 	}
 	if !o.noGPU {
 		plan.host.Resources.DeviceRequests = []container.DeviceRequest{{
-			Driver: "nvidia", DeviceIDs: []string{gpuLabel(spec.GPU)}, Capabilities: [][]string{{"gpu"}},
+			Driver: "nvidia", DeviceIDs: strings.Split(spec.GPUIDs(), ","), Capabilities: [][]string{{"gpu"}},
 		}}
 	}
 	plan.hash = configHash(plan)
@@ -175,15 +175,6 @@ func configHash(p containerPlan) string {
 	}{p.config, p.host})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
-}
-
-// gpuLabel names a GPU as Docker's device request does: its UUID when
-// known, else its index.
-func gpuLabel(g hruntime.GPU) string {
-	if g.UUID != "" {
-		return g.UUID
-	}
-	return strconv.Itoa(g.Index)
 }
 
 var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)

@@ -103,10 +103,17 @@ func (l *Launcher) Launch(ctx context.Context, spec hruntime.Spec) (hruntime.Han
 			return h, nil
 		}
 		lastErr = err
-		if !isPortInUse(err) {
-			break
+		switch {
+		case isPortInUse(err):
+			l.logger().Warn("host port taken before the engine bound it; trying others", "engine", spec.Name, "error", err)
+		case isRlimitRefused(err) && len(plan.host.Resources.Ulimits) > 0:
+			// A Docker Engine that may not raise limits (rootless, or
+			// itself in a container): run with the default ones.
+			l.logger().Warn("Docker may not lift the memlock limit; starting with the default", "engine", spec.Name, "error", err)
+			plan.host.Resources.Ulimits = nil
+		default:
+			return nil, fmt.Errorf("docker %s: %w", spec.Name, err)
 		}
-		l.logger().Warn("host port taken before the engine bound it; trying others", "engine", spec.Name, "error", err)
 	}
 	return nil, fmt.Errorf("docker %s: %w", spec.Name, lastErr)
 }
@@ -264,6 +271,11 @@ func hostPorts(ns *container.NetworkSettings, inside hruntime.Ports) (hruntime.P
 func isPortInUse(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "address already in use") || strings.Contains(msg, "port is already allocated")
+}
+
+// isRlimitRefused tells the runtime's refusal to set a resource limit.
+func isRlimitRefused(err error) bool {
+	return strings.Contains(err.Error(), "error setting rlimit")
 }
 
 func shortID(id string) string { return id[:min(12, len(id))] }

@@ -77,7 +77,7 @@ func (l *Launcher) Launch(ctx context.Context, spec hruntime.Spec) (hruntime.Han
 	// with a grace period, not by the launch context.
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(append([]string(nil), l.Env...),
-		"CUDA_VISIBLE_DEVICES="+gpuSelector(spec.GPU),
+		"CUDA_VISIBLE_DEVICES="+spec.GPUIDs(),
 		"PYTHONHASHSEED=0",
 		// For a command the user names: where Hearth expects it to serve.
 		"HEARTH_ENGINE_HOST="+ports.Host,
@@ -107,15 +107,6 @@ func (l *Launcher) Launch(ctx context.Context, spec hruntime.Spec) (hruntime.Han
 		close(h.exited)
 	}()
 	return h, nil
-}
-
-// gpuSelector is the CUDA_VISIBLE_DEVICES value for a GPU: its UUID when
-// known (stable across reboots and PCI renumbering), else its index.
-func gpuSelector(g hruntime.GPU) string {
-	if g.UUID != "" {
-		return g.UUID
-	}
-	return strconv.Itoa(g.Index)
 }
 
 // handle is one child process.
