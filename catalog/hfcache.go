@@ -67,12 +67,16 @@ func ResolveModel(name, cacheDir string) (Model, error) {
 	if known {
 		repo = m.Repo
 	}
-	if cacheDir == "" {
-		if known {
-			return m, nil
-		}
+	catalogNames := strings.Join(ModelNames(), ", ")
+	switch {
+	case !known && !strings.Contains(repo, "/"):
+		return Model{}, fmt.Errorf("unknown model %q: it is not in Hearth's catalog (%s) nor a Hugging Face repository id (Org/Name) to look for in the cache",
+			name, catalogNames)
+	case cacheDir == "" && known:
+		return m, nil
+	case cacheDir == "":
 		return Model{}, fmt.Errorf("unknown model %q: it is not in Hearth's catalog (%s), and no Hugging Face cache was given to look in",
-			name, strings.Join(ModelNames(), ", "))
+			name, catalogNames)
 	}
 	cached, err := ModelFromHFCache(cacheDir, repo)
 	switch {
@@ -86,8 +90,8 @@ func ResolveModel(name, cacheDir string) (Model, error) {
 	case errors.Is(err, ErrNotCached) && known:
 		return m, nil
 	case errors.Is(err, ErrNotCached):
-		return Model{}, fmt.Errorf("unknown model %q: it is neither in Hearth's catalog (%s) nor in the Hugging Face cache at %s: %w",
-			name, strings.Join(ModelNames(), ", "), cacheDir, err)
+		return Model{}, fmt.Errorf("unknown model %q: it is neither in Hearth's catalog (%s) nor in the Hugging Face cache at %s",
+			name, catalogNames, cacheDir)
 	}
 	return Model{}, err
 }
