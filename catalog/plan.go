@@ -13,7 +13,8 @@ import (
 // programs hold on it now.
 type GPUUse struct {
 	// GPU is the board (LookupGPU, or GPUByName for what the driver
-	// reports); its MemoryBytes is the memory planned with.
+	// reports; GPU{MemoryBytes: n} for a bare size); its MemoryBytes is
+	// the memory planned with.
 	GPU GPU
 	// UsedBytes is the memory other programs hold on the GPU (a game, the
 	// desktop, another engine), as discovery reports it.
@@ -71,6 +72,16 @@ type EnginePlan struct {
 	// AgentTurns is how many agent turns of AgentTurnTokens the KV cache
 	// holds at once.
 	AgentTurns int
+}
+
+// MemoryFractionFor is the memory fraction to pass an engine of the given
+// kind: MemFractionStatic for "sglang", GPUMemoryUtilization for "vllm"
+// and the simulated engine ("sim"), which share vLLM's meaning.
+func (e EnginePlan) MemoryFractionFor(engine string) float64 {
+	if strings.EqualFold(engine, "sglang") {
+		return e.MemFractionStatic
+	}
+	return e.GPUMemoryUtilization
 }
 
 // GPUPlan is one GPU of an engine.
@@ -383,9 +394,19 @@ func DefaultModel(gpus []GPUUse) (Model, error) {
 		return m, nil
 	}
 	name := gpuShortName(smallest.GPU)
-	return Model{}, fmt.Errorf("%w: no model Hearth knows fits %s %s with %.1f GB free", ErrDoesNotFit,
-		article(name), name, float64(freeOf(smallest))/gib)
+	return Model{}, sentenceError{ErrDoesNotFit, fmt.Sprintf("no model Hearth knows fits %s %s with %.1f GB free",
+		article(name), name, float64(freeOf(smallest))/gib)}
 }
+
+// sentenceError is an error whose text is a sentence for the user, of a
+// kind errors.Is can tell.
+type sentenceError struct {
+	kind     error
+	sentence string
+}
+
+func (e sentenceError) Error() string { return e.sentence }
+func (e sentenceError) Unwrap() error { return e.kind }
 
 func freeOf(g GPUUse) uint64 { return g.GPU.MemoryBytes - min(g.UsedBytes, g.GPU.MemoryBytes) }
 

@@ -296,6 +296,7 @@ func TestDefaultModel(t *testing.T) {
 		{"the smallest of several", []GPUUse{{GPU: gpu(t, "h100")}, {GPU: gpu(t, "rtx4080")}, {GPU: gpu(t, "rtx4090")}}, "qwen3-8b-fp8"},
 		{"the least free of several", []GPUUse{{GPU: gpu(t, "rtx4090")}, {GPU: gpu(t, "rtx4090"), UsedBytes: 9 * gib}}, "qwen3-8b-fp8"},
 		{"too small for any", []GPUUse{{GPU: GPUByName("NVIDIA T400", 4*gib)}}, ""},
+		{"a bare size", []GPUUse{{GPU: GPU{MemoryBytes: 24 * gib}}}, "qwen3-14b-fp8"},
 		{"no GPUs", nil, ""},
 	}
 	for _, tt := range tests {
@@ -304,6 +305,9 @@ func TestDefaultModel(t *testing.T) {
 			if tt.want == "" {
 				if err == nil {
 					t.Fatalf("DefaultModel = %s, want an error", m.Name)
+				}
+				if len(tt.gpus) > 0 && (!errors.Is(err, ErrDoesNotFit) || err.Error() != "no model Hearth knows fits a T400 with 4.0 GB free") {
+					t.Errorf("got %q", err)
 				}
 				return
 			}
@@ -314,6 +318,15 @@ func TestDefaultModel(t *testing.T) {
 				t.Errorf("the default model does not plan: %v", err)
 			}
 		})
+	}
+}
+
+func TestMemoryFractionFor(t *testing.T) {
+	e := EnginePlan{GPUMemoryUtilization: 0.9, MemFractionStatic: 0.862}
+	for engine, want := range map[string]float64{"vllm": 0.9, "sim": 0.9, "sglang": 0.862, "SGLang": 0.862} {
+		if got := e.MemoryFractionFor(engine); got != want {
+			t.Errorf("MemoryFractionFor(%q) = %v, want %v", engine, got, want)
+		}
 	}
 }
 

@@ -98,12 +98,9 @@ func parsePlanFlags(env *environment, args []string) (planConfig, error) {
 			return cfg, fmt.Errorf("%w: --sim: %v", errUsage, err)
 		}
 		for _, g := range gpus {
-			board, ok := catalog.LookupGPU(g.Kind)
-			if !ok {
-				board = catalog.GPUByName(g.Name, g.MemoryTotal)
-			}
-			cfg.gpus = append(cfg.gpus, planGPU{label: fmt.Sprintf("%s/gpu%d", g.Node, g.Index),
-				use: catalog.GPUUse{GPU: board, UsedBytes: g.MemoryUsed + used}})
+			use := gpuUseOf(g)
+			use.UsedBytes += used
+			cfg.gpus = append(cfg.gpus, planGPU{label: fmt.Sprintf("%s/gpu%d", g.Node, g.Index), use: use})
 		}
 	} else {
 		for i, kind := range strings.Split(*gpuList, ",") {
@@ -118,6 +115,21 @@ func parsePlanFlags(env *environment, args []string) (planConfig, error) {
 		cfg.hfCache = catalog.HFCacheDir(env.getenv)
 	}
 	return cfg, nil
+}
+
+// gpuUseOf is a GPU as the planner sees it: the catalog's board for its
+// kind, else the board its name describes, sized by the memory the GPU
+// reports (a driver reports a little less than the box says), and the
+// memory other programs hold on it.
+func gpuUseOf(g nodes.GPU) catalog.GPUUse {
+	board, ok := catalog.LookupGPU(g.Kind)
+	if !ok {
+		board = catalog.GPUByName(g.Name, g.MemoryTotal)
+	}
+	if g.MemoryTotal != 0 {
+		board.MemoryBytes = g.MemoryTotal
+	}
+	return catalog.GPUUse{GPU: board, UsedBytes: g.MemoryUsed}
 }
 
 // planJSON is hearth plan --json: the plan per GPU, engine figures repeated

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
 )
@@ -152,5 +153,31 @@ func TestPlanAgreesWithTheSimulatedEngine(t *testing.T) {
 	}
 	if fitted < 10 {
 		t.Errorf("only %d GPU and model pairs fit", fitted)
+	}
+}
+
+func TestGPUUseOf(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		name             string
+		gpu              nodes.GPU
+		wantKind         string
+		wantMem, wantUse uint64
+	}{
+		{"simulated", nodes.GPU{Kind: "rtx3090", Name: "NVIDIA GeForce RTX 3090", MemoryTotal: 24 << 30, Simulated: true},
+			"rtx3090", 24 << 30, 0},
+		{"discovered, as the driver reports it", nodes.GPU{Kind: "rtx4090", Name: "NVIDIA GeForce RTX 4090", MemoryTotal: 24564 * mib, MemoryUsed: 900 * mib},
+			"rtx4090", 24564 * mib, 900 * mib},
+		{"a board the catalog does not list", nodes.GPU{Kind: catalog.Unknown, Name: "NVIDIA RTX PRO 6000", MemoryTotal: 96 << 30},
+			catalog.Unknown, 96 << 30, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := gpuUseOf(tt.gpu)
+			if u.GPU.Kind != tt.wantKind || u.GPU.MemoryBytes != tt.wantMem || u.UsedBytes != tt.wantUse {
+				t.Errorf("gpuUseOf = %s, %d bytes, %d used; want %s, %d, %d", u.GPU.Kind, u.GPU.MemoryBytes, u.UsedBytes,
+					tt.wantKind, tt.wantMem, tt.wantUse)
+			}
+		})
 	}
 }
