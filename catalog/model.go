@@ -31,8 +31,14 @@ type Model struct {
 	// Intermediate is the MLP width; it sizes the activation peak.
 	Intermediate int
 	// Params is the total parameter count; a forward pass costs 2*Params
-	// FLOPs per token in its linear layers.
+	// FLOPs per token in its linear layers (2*ActiveParams for a
+	// mixture of experts).
 	Params float64
+	// ActiveParams is the parameter count one token runs through when it
+	// is less than Params: a mixture-of-experts model routes each token to
+	// a few experts, while the weights of all of them stay resident
+	// (WeightBytes). 0 for a dense model.
+	ActiveParams float64
 	// WeightBytes is the resident size of the weights on the GPU.
 	WeightBytes float64
 	// FP8 is set for FP8 checkpoints: linear layers run at the FP8 peak
@@ -48,14 +54,36 @@ type Model struct {
 // BF16 (vLLM's default kv-cache dtype follows the activations, BF16, even
 // for FP8 weights).
 func (m Model) KVBytesPerToken() int {
-	const bf16 = 2
-	return 2 * m.Layers * m.KVHeads * m.HeadDim * bf16
+	return kvBytesPerToken(m, 1)
+}
+
+// ParamsPerToken is the parameter count a token runs through: ActiveParams
+// for a mixture of experts, Params otherwise.
+func (m Model) ParamsPerToken() float64 {
+	if m.ActiveParams > 0 {
+		return m.ActiveParams
+	}
+	return m.Params
+}
+
+// DisplayName is the model's name as its publisher writes it, the last part
+// of its repository ("Qwen3-14B-FP8"), or Name when it has none.
+func (m Model) DisplayName() string {
+	if _, name, ok := strings.Cut(m.Repo, "/"); ok && name != "" {
+		return name
+	}
+	return m.Name
 }
 
 // models are the models the catalog knows. Shapes are from the models'
 // config.json on Hugging Face and parameter counts from their model cards;
 // the FP8 weight size of Qwen3-14B-FP8 is what vLLM reports after loading
-// it, BF16 sizes are 2 bytes per parameter.
+// it, BF16 sizes are 2 bytes per parameter, and the other FP8 checkpoints
+// hold their linear layers in FP8 (1 byte per parameter) and embedding and
+// LM head in BF16 (one more byte per parameter of each; Qwen3-4B ties the
+// two, so it holds one). A mixture of experts keeps every expert resident.
+// The activation width (Intermediate) of a mixture of experts is the MLP
+// width one token runs through: experts per token x expert width.
 var models = []Model{
 	{
 		Name: "qwen3-14b-fp8", Repo: "Qwen/Qwen3-14B-FP8", Family: FamilyQwen3,
@@ -75,6 +103,40 @@ var models = []Model{
 		Hidden: 4096, Intermediate: 12288,
 		// FP8 linear weights plus BF16 embedding and LM head (2 x 0.62e9).
 		Params: 8.19e9, WeightBytes: 8.19e9 + 2*0.622e9, FP8: true, MaxModelLen: 40960,
+	},
+	{
+		// Qwen3-32B: 64 layers, 64 query and 8 KV heads of 128, hidden
+		// 5120, MLP 25600; 32.8B parameters, 151,936 x 5120 embedding and
+		// LM head (0.778B each).
+		Name: "qwen3-32b-fp8", Repo: "Qwen/Qwen3-32B-FP8", Family: FamilyQwen3,
+		Layers: 64, QueryHeads: 64, KVHeads: 8, HeadDim: 128,
+		Hidden: 5120, Intermediate: 25600,
+		Params: 32.8e9, WeightBytes: 32.8e9 + 2*0.778e9, FP8: true, MaxModelLen: 40960,
+	},
+	{
+		// Qwen3-Coder-30B-A3B: 48 layers, 32 query and 4 KV heads of 128,
+		// hidden 2048, 128 experts of width 768 with 8 per token; 30.5B
+		// parameters, 3.3B active; 151,936 x 2048 embedding and LM head
+		// (0.311B each); a 256k context.
+		Name: "qwen3-coder-30b-a3b-fp8", Repo: "Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8", Family: FamilyQwen3Coder,
+		Layers: 48, QueryHeads: 32, KVHeads: 4, HeadDim: 128,
+		Hidden: 2048, Intermediate: 8 * 768,
+		Params: 30.5e9, ActiveParams: 3.3e9, WeightBytes: 30.5e9 + 2*0.311e9, FP8: true, MaxModelLen: 262144,
+	},
+	{
+		// Qwen3-4B: 36 layers, 32 query and 8 KV heads of 128, hidden
+		// 2560, MLP 9728; 4.02B parameters with a tied 151,936 x 2560
+		// embedding (0.389B).
+		Name: "qwen3-4b-fp8", Repo: "Qwen/Qwen3-4B-FP8", Family: FamilyQwen3,
+		Layers: 36, QueryHeads: 32, KVHeads: 8, HeadDim: 128,
+		Hidden: 2560, Intermediate: 9728,
+		Params: 4.02e9, WeightBytes: 4.02e9 + 0.389e9, FP8: true, MaxModelLen: 40960,
+	},
+	{
+		Name: "qwen3-4b", Repo: "Qwen/Qwen3-4B", Family: FamilyQwen3,
+		Layers: 36, QueryHeads: 32, KVHeads: 8, HeadDim: 128,
+		Hidden: 2560, Intermediate: 9728,
+		Params: 4.02e9, WeightBytes: 4.02e9 * 2, MaxModelLen: 40960,
 	},
 }
 

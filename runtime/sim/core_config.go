@@ -70,26 +70,14 @@ type Config struct {
 	Seed int64
 }
 
-// Defaults, see Config.
+// Defaults, see Config. The memory figures are the catalog's memory model,
+// the one the planner sizes real engines with.
 const (
-	DefaultBlockSize            = 16
+	DefaultBlockSize            = catalog.KVBlockTokens
 	DefaultMaxNumSeqs           = 256
-	DefaultMaxNumBatchedTokens  = 8192
-	DefaultGPUMemoryUtilization = 0.9
+	DefaultMaxNumBatchedTokens  = catalog.DefaultMaxBatchedTokens
+	DefaultGPUMemoryUtilization = catalog.DefaultMemoryFraction
 )
-
-// Memory reserved besides weights and KV cache, as vLLM's start-up profiling
-// finds it: the CUDA context, cuBLAS/NCCL workspaces and CUDA graphs
-// (non-torch memory, measured at 0.4-0.7 GiB on a single consumer GPU), plus
-// the activation peak of a forward pass over MaxNumBatchedTokens tokens.
-const nonTorchReserveBytes = 0.5 * gib
-
-// activationBytesPerToken estimates the activation peak per batched token:
-// the MLP's gate and up projections (2 x intermediate) plus about four hidden
-// vectors (residual, norm output, attention output, QKV), all BF16.
-func activationBytesPerToken(m catalog.Model) float64 {
-	return float64(2*m.Intermediate+4*m.Hidden) * 2
-}
 
 var errConfig = errors.New("sim: invalid config")
 
@@ -128,17 +116,13 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// DeriveNumGPUBlocks sizes the KV cache as vLLM does at start-up:
-// (memory x utilisation - weights - non-torch memory - activation peak)
-// divided by the bytes of one block. It returns 0 when nothing is left.
+// DeriveNumGPUBlocks sizes the KV cache as vLLM does at start-up, with the
+// catalog's memory model (catalog.Memory.KVCacheBytes): (memory x
+// utilisation - weights - non-torch memory - activation peak) divided by the
+// bytes of one block. It returns 0 when nothing is left.
 func DeriveNumGPUBlocks(gpu catalog.GPU, model catalog.Model, blockSize, maxBatchedTokens int, util float64) int {
-	avail := float64(gpu.MemoryBytes)*util - model.WeightBytes - nonTorchReserveBytes -
-		activationBytesPerToken(model)*float64(maxBatchedTokens)
-	perBlock := float64(model.KVBytesPerToken() * blockSize)
-	if avail <= 0 || perBlock <= 0 {
-		return 0
-	}
-	return int(math.Floor(avail / perBlock))
+	mem := catalog.MemoryOf(model, 1, maxBatchedTokens)
+	return mem.KVBlocks(mem.KVCacheBytes(gpu.MemoryBytes, util), blockSize)
 }
 
 // Validate reports whether the config, with defaults applied, describes an

@@ -1,0 +1,142 @@
+package catalog
+
+import "math"
+
+// Figures of the memory model (see the package documentation).
+const (
+	// DefaultMemoryFraction is the share of a GPU's memory an engine takes
+	// when nothing else uses the GPU: vLLM's --gpu-memory-utilization
+	// default before 0.20 (0.92 since), kept lower because a desktop's
+	// compositor and browser grow into what is left.
+	DefaultMemoryFraction = 0.9
+	// DefaultMaxBatchedTokens is the token budget of one engine step the
+	// activation peak is sized for (vLLM's --max-num-batched-tokens; the
+	// simulated engine's default).
+	DefaultMaxBatchedTokens = 8192
+	// KVBlockTokens is the KV block (vLLM) or page (SGLang) size Hearth
+	// runs every engine with; KV capacity is counted in whole blocks.
+	KVBlockTokens = 16
+	// AgentTurnTokens is the context of one coding-agent turn the plan
+	// counts in: a system prompt, tool definitions and some files. A
+	// model fits a GPU only when one such turn fits its KV cache.
+	AgentTurnTokens = 12 * 1024
+
+	// nonTorchReserveBytes is memory an engine rank uses outside PyTorch's
+	// allocator as vLLM's profiling finds it: cuBLAS and NCCL workspaces
+	// and CUDA graphs, measured at 0.4-0.7 GiB on a single consumer GPU.
+	nonTorchReserveBytes = 0.5 * gib
+	// tpReserveBytes is a further allowance per rank under tensor
+	// parallelism, for NCCL communicators and the custom all-reduce's
+	// shared buffers.
+	tpReserveBytes = 0.5 * gib
+	// cudaContextBytes is the engine's own CUDA context (0.3-0.6 GiB),
+	// which holds memory outside the budget vLLM profiles and before
+	// SGLang measures what is free.
+	cudaContextBytes = 0.5 * gib
+	// marginBytes is what the plan leaves free beyond what other programs
+	// use: the engine's CUDA context and as much again for those programs
+	// to grow into.
+	marginBytes = cudaContextBytes + 0.5*gib
+)
+
+// Memory is how one engine rank (one GPU of a tensor-parallel group) spends
+// GPU memory besides its KV cache, the figures vLLM's start-up profiling
+// measures: weights, memory outside PyTorch, and the activation peak of one
+// full-budget step. All are bytes on one GPU.
+type Memory struct {
+	// WeightBytes is the rank's share of the weights: all of them split
+	// over the TP ranks (MoE experts all resident).
+	WeightBytes float64
+	// NonTorchBytes is memory outside PyTorch's allocator: workspaces,
+	// CUDA graphs and, under TP, communication buffers.
+	NonTorchBytes float64
+	// ActivationBytes is the activation peak of a forward pass over
+	// max-batched-tokens tokens.
+	ActivationBytes float64
+	// KVBytesPerToken is the rank's K and V of one token over all layers:
+	// its share of the KV heads (at least one; heads are replicated when
+	// TP exceeds their number).
+	KVBytesPerToken int
+}
+
+// MemoryOf is the memory one rank of an engine serving m at tensor
+// parallel size tp (1 for none) spends besides its KV cache, with the
+// activation peak sized for steps of maxBatchedTokens tokens.
+func MemoryOf(m Model, tp, maxBatchedTokens int) Memory {
+	tp = max(tp, 1)
+	nonTorch := nonTorchReserveBytes
+	if tp > 1 {
+		nonTorch += tpReserveBytes
+	}
+	return Memory{
+		WeightBytes:     m.WeightBytes / float64(tp),
+		NonTorchBytes:   nonTorch,
+		ActivationBytes: activationBytesPerToken(m, tp) * float64(maxBatchedTokens),
+		KVBytesPerToken: kvBytesPerToken(m, tp),
+	}
+}
+
+// activationBytesPerToken estimates the activation peak per batched token:
+// the MLP's gate and up projections (2 x intermediate, split over TP ranks)
+// plus about four hidden vectors (residual, norm output, attention output,
+// QKV), all BF16.
+func activationBytesPerToken(m Model, tp int) float64 {
+	return float64(2*m.Intermediate/tp+4*m.Hidden) * 2
+}
+
+// kvBytesPerToken is one rank's share of a token's K and V.
+func kvBytesPerToken(m Model, tp int) int {
+	const bf16 = 2
+	return 2 * m.Layers * max(m.KVHeads/tp, 1) * m.HeadDim * bf16
+}
+
+// ReservedBytes is all the rank holds besides its KV cache.
+func (mem Memory) ReservedBytes() float64 {
+	return mem.WeightBytes + mem.NonTorchBytes + mem.ActivationBytes
+}
+
+// KVCacheBytes is the memory vLLM gives the KV cache on a GPU of
+// totalBytes at utilization (--gpu-memory-utilization): its share of the
+// GPU less weights, memory outside PyTorch and the activation peak,
+//
+//	total x utilization - weights - non-torch - activation peak.
+//
+// It is negative when nothing is left. SGLang sizes its pool the same way
+// from its --mem-fraction-static (see EnginePlan.MemFractionStatic).
+func (mem Memory) KVCacheBytes(totalBytes uint64, utilization float64) float64 {
+	return float64(totalBytes)*utilization - mem.WeightBytes - mem.NonTorchBytes - mem.ActivationBytes
+}
+
+// KVBlocks is how many KV blocks of blockSize tokens fit in kvCacheBytes,
+// 0 when none do.
+func (mem Memory) KVBlocks(kvCacheBytes float64, blockSize int) int {
+	perBlock := float64(mem.KVBytesPerToken * blockSize)
+	if kvCacheBytes <= 0 || perBlock <= 0 {
+		return 0
+	}
+	return int(math.Floor(kvCacheBytes / perBlock))
+}
+
+// MemoryFraction is the share of a GPU of totalBytes an engine may take
+// (vLLM's --gpu-memory-utilization) while other programs use usedBytes of
+// it: DefaultMemoryFraction, or less to leave what they use plus a margin,
+// rounded down to hundredths. vLLM refuses to start when less memory is
+// free than the share asks for. It is 0 or less when nothing is left.
+func MemoryFraction(totalBytes, usedBytes uint64) float64 {
+	if totalBytes == 0 {
+		return 0
+	}
+	f := (float64(totalBytes) - float64(usedBytes) - marginBytes) / float64(totalBytes)
+	return floorTo(min(f, DefaultMemoryFraction), 100)
+}
+
+// floorTo rounds x down to a multiple of 1/per, forgiving the binary error
+// of decimal fractions (0.58*100 is 57.99999999999999).
+func floorTo(x, per float64) float64 {
+	return math.Floor(x*per+1e-9) / per
+}
+
+// ceilTo rounds x up to a multiple of 1/per, likewise.
+func ceilTo(x, per float64) float64 {
+	return math.Ceil(x*per-1e-9) / per
+}

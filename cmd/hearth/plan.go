@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/nodes"
+)
+
+// planConfig is the parsed command line of hearth plan.
+type planConfig struct {
+	model       string // "" picks the largest that fits
+	gpus        []planGPU
+	tp          int
+	maxModelLen int
+	hfCache     string
+	json        bool
+}
+
+// planGPU is one GPU to plan for and how the output names it.
+type planGPU struct {
+	label string // "gpu 0", "sim/gpu1"
+	use   catalog.GPUUse
+}
+
+// runPlan prints what fits on each GPU: the model's weights and KV cache,
+// the memory fraction to pass each engine and the context that fits. A model
+// that does not fit is an error whose text is one sentence with the fix.
+func runPlan(_ context.Context, env *environment, args []string) error {
+	cfg, err := parsePlanFlags(env, args)
+	if err != nil {
+		return err
+	}
+	uses := make([]catalog.GPUUse, len(cfg.gpus))
+	for i, g := range cfg.gpus {
+		uses[i] = g.use
+	}
+	var model catalog.Model
+	if cfg.model == "" {
+		model, err = catalog.DefaultModel(uses)
+	} else {
+		model, err = catalog.ResolveModel(cfg.model, cfg.hfCache)
+	}
+	if err != nil {
+		return err
+	}
+	plan, err := catalog.PlanEngines(catalog.PlanRequest{GPUs: uses, Model: model, TP: cfg.tp, MaxModelLen: cfg.maxModelLen})
+	if err != nil {
+		return err
+	}
+	out := planJSONOf(plan, cfg)
+	if cfg.json {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	return writePlanText(env.stdout, out)
+}
+
+func parsePlanFlags(env *environment, args []string) (planConfig, error) {
+	fs := newFlagSet(env, "plan",
+		"plan [--model M] (--gpu rtx4090[,rtx3090...] | --sim 2x4090) [--tp N] [--max-model-len N] [--used-gb X] [--hf-cache DIR] [--json]")
+	var cfg planConfig
+	fs.StringVar(&cfg.model, "model", "", "model: a catalog name ("+strings.Join(catalog.ModelNames(), ", ")+
+		") or a Hugging Face repository id in the cache (default: the largest that fits the smallest GPU)")
+	gpuList := fs.String("gpu", "", "GPU kinds, separated by commas: "+strings.Join(catalog.GPUKinds(), ", "))
+	sim := fs.String("sim", "", `simulated GPUs as hearth up --sim takes them, e.g. "2x4090" or "1x4090+2x3090"`)
+	fs.IntVar(&cfg.tp, "tp", 1, "tensor parallel size: GPUs per engine")
+	fs.IntVar(&cfg.maxModelLen, "max-model-len", 0, "context of each engine (0: the longest that fits)")
+	usedGB := fs.Float64("used-gb", 0, "memory other programs use on each GPU, in GB (GiB), e.g. a game's")
+	fs.StringVar(&cfg.hfCache, "hf-cache", "", "Hugging Face hub cache to read models from (default $HF_HOME/hub or ~/.cache/huggingface/hub)")
+	fs.BoolVar(&cfg.json, "json", false, "print the plan as JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return cfg, err
+	}
+	switch {
+	case *gpuList == "" && *sim == "":
+		return cfg, fmt.Errorf("%w: name the GPUs with --gpu rtx4090 (or --sim 2x4090): hearth plan does not discover GPUs yet", errUsage)
+	case *gpuList != "" && *sim != "":
+		return cfg, fmt.Errorf("%w: --gpu and --sim exclude each other", errUsage)
+	case cfg.tp < 1:
+		return cfg, fmt.Errorf("%w: --tp must be at least 1", errUsage)
+	case cfg.maxModelLen < 0:
+		return cfg, fmt.Errorf("%w: --max-model-len must not be negative", errUsage)
+	case !(*usedGB >= 0 && *usedGB <= 1<<20):
+		return cfg, fmt.Errorf("%w: --used-gb must be a size in GB, not %v", errUsage, *usedGB)
+	}
+	used := uint64(math.Round(*usedGB * (1 << 30)))
+	if *sim != "" {
+		gpus, err := nodes.ParseSimSpec(*sim)
+		if err != nil {
+			return cfg, fmt.Errorf("%w: --sim: %v", errUsage, err)
+		}
+		for _, g := range gpus {
+			use := gpuUseOf(g)
+			use.UsedBytes += used
+			cfg.gpus = append(cfg.gpus, planGPU{label: fmt.Sprintf("%s/gpu%d", g.Node, g.Index), use: use})
+		}
+	} else {
+		for i, kind := range strings.Split(*gpuList, ",") {
+			board, ok := catalog.LookupGPU(kind)
+			if !ok {
+				return cfg, fmt.Errorf("%w: --gpu: unknown GPU %q (known: %s)", errUsage, strings.TrimSpace(kind), strings.Join(catalog.GPUKinds(), ", "))
+			}
+			cfg.gpus = append(cfg.gpus, planGPU{label: fmt.Sprintf("gpu %d", i), use: catalog.GPUUse{GPU: board, UsedBytes: used}})
+		}
+	}
+	if cfg.hfCache == "" {
+		cfg.hfCache = catalog.HFCacheDir(env.getenv)
+	}
+	return cfg, nil
+}
+
+// gpuUseOf is a GPU as the planner sees it: the catalog's board for its
+// kind, else the board its name describes, sized by the memory the GPU
+// reports (a driver reports a little less than the box says), and the
+// memory other programs hold on it.
+func gpuUseOf(g nodes.GPU) catalog.GPUUse {
+	board, ok := catalog.LookupGPU(g.Kind)
+	if !ok {
+		board = catalog.GPUByName(g.Name, g.MemoryTotal)
+	}
+	if g.MemoryTotal != 0 {
+		board.MemoryBytes = g.MemoryTotal
+	}
+	return catalog.GPUUse{GPU: board, UsedBytes: g.MemoryUsed}
+}
+
+// planJSON is hearth plan --json: the plan per GPU, engine figures repeated
+// on each GPU of the engine. Field names are stable.
+type planJSON struct {
+	Model           string        `json:"model"`
+	Repo            string        `json:"repo"`
+	DefaultModel    bool          `json:"default_model"`
+	TP              int           `json:"tp"`
+	Engines         int           `json:"engines"`
+	MaxModelLen     int           `json:"max_model_len"`
+	AgentTurnTokens int           `json:"agent_turn_tokens"`
+	GPUs            []planGPUJSON `json:"gpus"`
+	Summary         string        `json:"summary"`
+}
+
+type planGPUJSON struct {
+	GPU             string `json:"gpu"`
+	Engine          int    `json:"engine"`
+	Kind            string `json:"kind"`
+	Name            string `json:"name"`
+	TotalBytes      uint64 `json:"total_bytes"`
+	UsedBytes       uint64 `json:"used_bytes"`
+	FreeBytes       uint64 `json:"free_bytes"`
+	WeightBytes     uint64 `json:"weight_bytes"`
+	KVBytesPerToken int    `json:"kv_bytes_per_token"`
+	// ActivationReserveBytes is activations plus memory outside PyTorch,
+	// both of which also appear on their own.
+	ActivationReserveBytes uint64 `json:"activation_reserve_bytes"`
+	ActivationBytes        uint64 `json:"activation_bytes"`
+	NonTorchBytes          uint64 `json:"non_torch_bytes"`
+	// GPUMemoryUtilization is vLLM's --gpu-memory-utilization,
+	// MemFractionStatic SGLang's --mem-fraction-static.
+	GPUMemoryUtilization float64 `json:"gpu_memory_utilization"`
+	MemFractionStatic    float64 `json:"mem_fraction_static"`
+	KVCacheBytes         uint64  `json:"kv_cache_bytes"`
+	// KVTokens, MaxModelLen and AgentTurns are the engine's.
+	KVTokens    int `json:"kv_tokens"`
+	MaxModelLen int `json:"max_model_len"`
+	AgentTurns  int `json:"agent_turns"`
+}
+
+func planJSONOf(p catalog.Plan, cfg planConfig) planJSON {
+	out := planJSON{
+		Model: p.Model.Name, Repo: p.Model.Repo, DefaultModel: cfg.model == "", TP: p.TP, Engines: len(p.Engines),
+		MaxModelLen: p.MaxModelLen, AgentTurnTokens: catalog.AgentTurnTokens,
+	}
+	turns := 0
+	for i, e := range p.Engines {
+		turns += e.AgentTurns
+		for _, g := range e.GPUs {
+			out.GPUs = append(out.GPUs, planGPUJSON{
+				GPU: cfg.gpus[g.Index].label, Engine: i, Kind: g.GPU.Kind, Name: g.GPU.Name,
+				TotalBytes: g.TotalBytes, UsedBytes: g.UsedBytes, FreeBytes: g.FreeBytes,
+				WeightBytes: roundBytes(g.WeightBytes), KVBytesPerToken: g.KVBytesPerToken,
+				ActivationReserveBytes: roundBytes(g.ActivationBytes + g.NonTorchBytes),
+				ActivationBytes:        roundBytes(g.ActivationBytes), NonTorchBytes: roundBytes(g.NonTorchBytes),
+				GPUMemoryUtilization: e.GPUMemoryUtilization, MemFractionStatic: e.MemFractionStatic,
+				KVCacheBytes: roundBytes(g.KVCacheBytes), KVTokens: e.KVTokens, MaxModelLen: e.MaxModelLen, AgentTurns: e.AgentTurns,
+			})
+		}
+	}
+	engines := fmt.Sprintf("%d engines on %d GPUs", len(p.Engines), len(out.GPUs))
+	if len(p.Engines) == 1 {
+		engines = fmt.Sprintf("1 engine on %s", plural(len(out.GPUs), "GPU"))
+	}
+	if p.TP > 1 {
+		engines += fmt.Sprintf(" (--tp %d)", p.TP)
+	}
+	inAll := ""
+	if len(p.Engines) > 1 {
+		inAll = " in all"
+	}
+	out.Summary = fmt.Sprintf("%s fits: %s, context %s tokens, %s of %dk tokens at once%s.",
+		p.Model.Name, engines, thousands(p.MaxModelLen), plural(turns, "agent turn"), catalog.AgentTurnTokens/1024, inAll)
+	return out
+}
+
+// writePlanText prints a small table per GPU and the summary.
+func writePlanText(w io.Writer, p planJSON) error {
+	chosen := ""
+	if p.DefaultModel {
+		chosen = ", the largest that fits"
+	}
+	fmt.Fprintf(w, "%s (%s%s)\n", p.Model, p.Repo, chosen)
+	for _, g := range p.GPUs {
+		fmt.Fprintf(w, "\n%s: %s, engine %d\n", g.GPU, g.Name, g.Engine)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "  free\t%s of %s (%s used by other programs)\n", formatGiB(g.FreeBytes), formatGiB(g.TotalBytes), formatGiB(g.UsedBytes))
+		fmt.Fprintf(tw, "  weights\t%s\n", formatGiB(g.WeightBytes))
+		fmt.Fprintf(tw, "  KV per token\t%d KiB\n", g.KVBytesPerToken>>10)
+		fmt.Fprintf(tw, "  activation reserve\t%s (activations %s, outside PyTorch %s)\n",
+			formatGiB(g.ActivationReserveBytes), formatGiB(g.ActivationBytes), formatGiB(g.NonTorchBytes))
+		fmt.Fprintf(tw, "  memory fraction\t%.2f vLLM --gpu-memory-utilization, %.3f SGLang --mem-fraction-static\n",
+			g.GPUMemoryUtilization, g.MemFractionStatic)
+		fmt.Fprintf(tw, "  KV cache\t%s, %s tokens\n", formatGiB(g.KVCacheBytes), thousands(g.KVTokens))
+		fmt.Fprintf(tw, "  context\t%s tokens (--max-model-len)\n", thousands(g.MaxModelLen))
+		fmt.Fprintf(tw, "  %dk-token turns\t%d at once\n", p.AgentTurnTokens/1024, g.AgentTurns)
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(w, "\n%s\n", p.Summary)
+	return err
+}
+
+func roundBytes(b float64) uint64 { return uint64(math.Round(max(b, 0))) }
+
+func formatGiB(b uint64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// thousands writes a count with thousands separators ("29,856").
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

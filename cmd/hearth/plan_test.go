@@ -1,0 +1,183 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/nodes"
+	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/runtime/sim"
+)
+
+var updatePlanGolden = flag.Bool("update", false, "rewrite the golden files in testdata/plan")
+
+func TestPlanGolden(t *testing.T) {
+	tests := []struct {
+		golden string
+		args   []string
+	}{
+		{"rtx4090-qwen3-14b-fp8.txt", []string{"--gpu", "rtx4090", "--model", "qwen3-14b-fp8"}},
+		{"4090-and-3090-with-a-game-default-model.txt", []string{"--sim", "1x4090+1x3090", "--used-gb", "4"}},
+		{"2x4090-qwen3-32b-fp8-tp2.json", []string{"--sim", "2x4090", "--model", "Qwen/Qwen3-32B-FP8", "--tp", "2", "--json"}},
+		{"rtx4090-coder-context.json", []string{"--gpu", "rtx4090,rtx4090", "--model", "qwen3-coder-30b-a3b-fp8", "--tp", "2",
+			"--max-model-len", "65536", "--json"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.golden, func(t *testing.T) {
+			out, errOut, err := runHearth(t, "", append([]string{"plan"}, tt.args...)...)
+			if err != nil {
+				t.Fatalf("plan %v: %v\n%s", tt.args, err, errOut)
+			}
+			if strings.HasSuffix(tt.golden, ".json") {
+				var p planJSON
+				if err := json.Unmarshal([]byte(out), &p); err != nil {
+					t.Fatalf("output is not a plan: %v\n%s", err, out)
+				}
+			}
+			path := filepath.Join("testdata", "plan", tt.golden)
+			if *updatePlanGolden {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test -run TestPlanGolden -update writes it)", err)
+			}
+			if out != string(want) {
+				t.Errorf("plan %v differs from %s (go test -run TestPlanGolden -update rewrites it):\n%s", tt.args, path, out)
+			}
+		})
+	}
+}
+
+func TestPlanFailures(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		usage   bool   // a usage error (exit 2), else exit 1
+		message string // the whole error text, or a part of a usage error
+	}{
+		{
+			name:    "a model too big for the GPU",
+			args:    []string{"--gpu", "rtx4090", "--model", "qwen3-32b-fp8"},
+			message: "Qwen3-32B-FP8 needs 32 GB for weights; an RTX 4090 has 24 GB: try qwen3-14b-fp8, or --tp 2 on two GPUs",
+		},
+		{
+			name: "a game holding the memory",
+			args: []string{"--gpu", "rtx4090", "--model", "qwen3-14b-fp8", "--used-gb", "9"},
+			message: "Qwen3-14B-FP8 needs 16 GB for weights; an RTX 4090 has 24 GB, 9 GB of it used by other programs: " +
+				"close them, try qwen3-8b-fp8, or --tp 2 on two GPUs",
+		},
+		{
+			name:    "a context longer than fits",
+			args:    []string{"--gpu", "rtx4090", "--model", "qwen3-14b-fp8", "--max-model-len", "32768"},
+			message: "Qwen3-14B-FP8 on an RTX 4090 has room for a context of 29,856 tokens, not 32,768: use --max-model-len 29856 or less",
+		},
+		{
+			name:    "a repository in neither catalog nor cache",
+			args:    []string{"--gpu", "rtx4090", "--model", "acme/unknown", "--hf-cache", "/nonexistent-hf-cache"},
+			message: `unknown model "acme/unknown": it is neither in Hearth's catalog (` + strings.Join(catalog.ModelNames(), ", ") + `) nor in the Hugging Face cache at /nonexistent-hf-cache`,
+		},
+		{
+			name:    "a name in neither catalog nor form of a repository",
+			args:    []string{"--gpu", "rtx4090", "--model", "qwen3-70b"},
+			message: `unknown model "qwen3-70b": it is not in Hearth's catalog (` + strings.Join(catalog.ModelNames(), ", ") + `) nor a Hugging Face repository id (Org/Name) to look for in the cache`,
+		},
+		{name: "no GPU named", args: []string{"--model", "qwen3-14b-fp8"}, usage: true, message: "--gpu rtx4090"},
+		{name: "both GPU lists", args: []string{"--gpu", "rtx4090", "--sim", "1x4090"}, usage: true, message: "exclude"},
+		{name: "unknown GPU", args: []string{"--gpu", "rtx4090,gtx480"}, usage: true, message: `"gtx480"`},
+		{name: "bad sim spec", args: []string{"--sim", "2xfoo"}, usage: true, message: "--sim"},
+		{name: "no tp", args: []string{"--gpu", "rtx4090", "--tp", "0"}, usage: true, message: "--tp"},
+		{name: "negative used", args: []string{"--gpu", "rtx4090", "--used-gb", "-1"}, usage: true, message: "--used-gb"},
+		{name: "stray argument", args: []string{"--gpu", "rtx4090", "extra"}, usage: true, message: "extra"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, _, err := runHearth(t, "", append([]string{"plan"}, tt.args...)...)
+			if err == nil {
+				t.Fatalf("plan %v succeeded:\n%s", tt.args, out)
+			}
+			if errors.Is(err, errUsage) != tt.usage {
+				t.Fatalf("plan %v: %v; usage error %v, want %v", tt.args, err, errors.Is(err, errUsage), tt.usage)
+			}
+			if want := map[bool]int{true: 2, false: 1}[tt.usage]; exitCode(err) != want {
+				t.Errorf("exit code %d, want %d", exitCode(err), want)
+			}
+			if tt.usage && !strings.Contains(err.Error(), tt.message) || !tt.usage && err.Error() != tt.message {
+				t.Errorf("got  %q\nwant %q", err.Error(), tt.message)
+			}
+			if out != "" {
+				t.Errorf("a failed plan printed %q", out)
+			}
+		})
+	}
+}
+
+// TestPlanAgreesWithTheSimulatedEngine holds the planner and the simulated
+// engine to one memory model: on an idle GPU at the plan's fraction, the
+// engine derives the KV cache and context the plan promised.
+func TestPlanAgreesWithTheSimulatedEngine(t *testing.T) {
+	fitted := 0
+	for _, kind := range catalog.GPUKinds() {
+		board, _ := catalog.LookupGPU(kind)
+		for _, name := range catalog.ModelNames() {
+			m, _ := catalog.LookupModel(name)
+			plan, err := catalog.PlanEngines(catalog.PlanRequest{GPUs: []catalog.GPUUse{{GPU: board}}, Model: m})
+			if err != nil {
+				continue
+			}
+			fitted++
+			e := plan.Engines[0]
+			spec := hruntime.Spec{Engine: hruntime.KindSim, Model: name, GPU: hruntime.GPU{Kind: kind},
+				GPUMemoryUtilization: e.GPUMemoryUtilization, MaxModelLen: e.MaxModelLen}
+			p, err := sim.ProfileOf(sim.ConfigOf(spec))
+			if err != nil {
+				t.Errorf("%s on %s: the plan fits, the simulated engine does not start: %v", name, kind, err)
+				continue
+			}
+			if p.GPUBlocks*p.BlockSize != e.KVTokens || p.MaxModelLen != e.MaxModelLen || p.BlockSize != catalog.KVBlockTokens {
+				t.Errorf("%s on %s: simulated engine %d blocks of %d, context %d; plan %d tokens, context %d",
+					name, kind, p.GPUBlocks, p.BlockSize, p.MaxModelLen, e.KVTokens, e.MaxModelLen)
+			}
+		}
+	}
+	if fitted < 10 {
+		t.Errorf("only %d GPU and model pairs fit", fitted)
+	}
+}
+
+func TestGPUUseOf(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		name             string
+		gpu              nodes.GPU
+		wantKind         string
+		wantMem, wantUse uint64
+	}{
+		{"simulated", nodes.GPU{Kind: "rtx3090", Name: "NVIDIA GeForce RTX 3090", MemoryTotal: 24 << 30, Simulated: true},
+			"rtx3090", 24 << 30, 0},
+		{"discovered, as the driver reports it", nodes.GPU{Kind: "rtx4090", Name: "NVIDIA GeForce RTX 4090", MemoryTotal: 24564 * mib, MemoryUsed: 900 * mib},
+			"rtx4090", 24564 * mib, 900 * mib},
+		{"a board the catalog does not list", nodes.GPU{Kind: catalog.Unknown, Name: "NVIDIA RTX PRO 6000", MemoryTotal: 96 << 30},
+			catalog.Unknown, 96 << 30, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := gpuUseOf(tt.gpu)
+			if u.GPU.Kind != tt.wantKind || u.GPU.MemoryBytes != tt.wantMem || u.UsedBytes != tt.wantUse {
+				t.Errorf("gpuUseOf = %s, %d bytes, %d used; want %s, %d, %d", u.GPU.Kind, u.GPU.MemoryBytes, u.UsedBytes,
+					tt.wantKind, tt.wantMem, tt.wantUse)
+			}
+		})
+	}
+}
