@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -80,6 +81,11 @@ func planEngines(cfg upConfig) ([]hruntime.Spec, map[string]nodes.GPU, error) {
 			Speedup:         cfg.speedup,
 			Seed:            cfg.seed + int64(gpu.Index),
 		}
+		if engine != hruntime.KindSim {
+			if err := planMemory(&spec, cfg, gpus[i*tp:(i+1)*tp]); err != nil {
+				return nil, nil, err
+			}
+		}
 		estimate, err := estimateProfile(spec)
 		if err != nil {
 			return nil, nil, fmt.Errorf("up: engine %s: %w", spec.Name, err)
@@ -92,6 +98,32 @@ func planEngines(cfg upConfig) ([]hruntime.Spec, map[string]nodes.GPU, error) {
 		byName[spec.Name] = gpu
 	}
 	return specs, byName, nil
+}
+
+// planMemory sets a real engine's memory fraction and context length from
+// the plan of what fits its GPUs (catalog.PlanEngines), and fails with the
+// plan's one sentence when the model does not fit. GPUs of unknown size
+// (named by index, before discovery) and models Hearth has no shape for
+// keep the engine's own defaults.
+func planMemory(spec *hruntime.Spec, cfg upConfig, gpus []nodes.GPU) error {
+	uses := make([]catalog.GPUUse, len(gpus))
+	for i, g := range gpus {
+		if uses[i] = gpuUseOf(g); uses[i].GPU.MemoryBytes == 0 {
+			return nil
+		}
+	}
+	model, err := catalog.ResolveModel(spec.ModelPath, filepath.Join(cfg.hfCache, "hub"))
+	if err != nil {
+		return nil // the engine reads the model itself
+	}
+	plan, err := catalog.PlanEngines(catalog.PlanRequest{GPUs: uses, Model: model, TP: len(gpus), MaxModelLen: spec.MaxModelLen})
+	if err != nil {
+		return fmt.Errorf("up: engine %s: %w", spec.Name, err)
+	}
+	e := plan.Engines[0]
+	spec.GPUMemoryUtilization = e.MemoryFractionFor(string(spec.Engine))
+	spec.MaxModelLen = e.MaxModelLen
+	return nil
 }
 
 // estimateProfile is what the router assumes of an engine until the engine

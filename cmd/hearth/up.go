@@ -23,6 +23,7 @@ import (
 	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/console"
+	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker"
@@ -122,7 +123,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8000", "address of the API (OpenAI and Anthropic)")
 	fs.StringVar(&cfg.policy, "policy", router.PolicyHearth, "routing policy: "+strings.Join(router.Policies, ", "))
 	fs.StringVar(&cfg.dataDir, "data-dir", "", "where Hearth keeps its state (default $XDG_DATA_HOME/hearth or ~/.local/share/hearth)")
-	modelList := fs.String("model", "qwen3-14b-fp8", "served model ("+strings.Join(sim.ModelNames(), ", ")+" when simulated); several, separated by commas, are served by the GPUs in turn")
+	modelList := fs.String("model", "", "served model ("+strings.Join(sim.ModelNames(), ", ")+" when simulated; default: the largest that fits the smallest GPU, qwen3-14b-fp8 on 24 GB); several, separated by commas, are served by the GPUs in turn")
 	fs.Float64Var(&cfg.speedup, "speedup", 1, "run the simulated GPUs this many times faster than real time")
 	fs.Float64Var(&cfg.kvOffloadGiB, "kv-offloading-size", 32, "host RAM per engine for KV blocks evicted from the GPU, in GiB, as vLLM's flag (0: none)")
 	fs.Int64Var(&cfg.seed, "seed", 0, "seed of the simulated engines")
@@ -210,6 +211,9 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	if key := env.getenv("HEARTH_API_KEY"); key != "" {
 		cfg.apiKeys = append(cfg.apiKeys, key)
 	}
+	if *modelList == "" {
+		*modelList = defaultModel(cfg.sim)
+	}
 	for _, m := range strings.Split(*modelList, ",") {
 		m = strings.TrimSpace(m)
 		if known, ok := catalog.LookupModel(m); ok {
@@ -241,6 +245,26 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 		cfg.node, _ = os.Hostname()
 	}
 	return cfg, nil
+}
+
+// defaultModel is the largest catalog model that fits the smallest GPU of
+// a simulated list; qwen3-14b-fp8, what fits a 24 GB board, where the GPUs'
+// sizes are not known.
+func defaultModel(simSpec string) string {
+	const fallback = "qwen3-14b-fp8"
+	gpus, err := nodes.ParseSimSpec(simSpec)
+	if err != nil || len(gpus) == 0 {
+		return fallback // a bad --sim is reported where it is parsed
+	}
+	uses := make([]catalog.GPUUse, len(gpus))
+	for i, g := range gpus {
+		uses[i] = gpuUseOf(g)
+	}
+	m, err := catalog.DefaultModel(uses)
+	if err != nil {
+		return fallback
+	}
+	return m.Name
 }
 
 // defaultDataDir follows the XDG base directory convention.
