@@ -104,7 +104,7 @@ func TestLogRingLinesSince(t *testing.T) {
 }
 
 // BenchmarkLogRingWrite: writing costs one allocation per line (the line's
-// string), whether or not someone follows the ring.
+// string); a follower adds only what its own reads cost.
 func BenchmarkLogRingWrite(b *testing.B) {
 	for _, tc := range []struct {
 		name   string
