@@ -264,15 +264,17 @@ func (s *Supervisor) engine(name string) *supervised {
 	return nil
 }
 
-// setHandle makes h the engine's current run.
-func (e *supervised) setHandle(h Handle) {
+// launched makes h the engine's current run, loading. Log followers are
+// woken once the status says so.
+func (e *supervised) launched(h Handle) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.handle = h
 	e.run++
+	e.load, e.loadSeq = LoadTracker{}, 0
+	e.setLocked(StateLoading, func(st *Status) { st.Identity, st.BaseURL = h.Identity(), h.Endpoints().BaseURL })
 	close(e.relaunched)
 	e.relaunched = make(chan struct{})
-	e.load, e.loadSeq = LoadTracker{}, 0
 }
 
 // loadLocked reads the current run's log on from where it was last read
@@ -322,6 +324,10 @@ func (s *Supervisor) Summary(model string) string {
 func (e *supervised) set(state State, update func(*Status)) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.setLocked(state, update)
+}
+
+func (e *supervised) setLocked(state State, update func(*Status)) {
 	if e.status.State != state {
 		e.status.State, e.status.Since = state, time.Now()
 	}
@@ -417,8 +423,7 @@ func (s *Supervisor) runOnce(ctx context.Context, e *supervised, log *slog.Logge
 		close(exited)
 	}()
 	ep := h.Endpoints()
-	e.setHandle(h)
-	e.set(StateLoading, func(st *Status) { st.Identity, st.BaseURL = h.Identity(), ep.BaseURL })
+	e.launched(h)
 	log.Info("engine launched", "runtime", e.Launcher.Name(), "pid", h.Identity().PID,
 		"container", h.Identity().Container, "base_url", ep.BaseURL)
 
