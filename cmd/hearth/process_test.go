@@ -298,7 +298,7 @@ func TestEngineFailingAtStartIsGivenUpOn(t *testing.T) {
 				t.Errorf("hearth logs sim/gpu0: %q, %v; want its last lines", logs, err)
 			}
 			// The console's card shows the state and the last lines.
-			waitLive(t, baseURL, "overview", ">failed<", "CUDA out of memory")
+			waitLive(t, baseURL, "overview", ">failed<", "CUDA out of memory", "lower --max-model-len or use a smaller model")
 			out, _, err := runHearth(t, "", "engines", "--addr", baseURL)
 			if err != nil || !strings.Contains(out, "failed") || !strings.Contains(out, "sim/gpu1") {
 				t.Errorf("hearth engines: %v\n%s", err, out)
