@@ -36,6 +36,15 @@ type Engine struct {
 	// LogTail is the engine's last output lines, which a card shows while
 	// the engine is not ready (why it failed to start).
 	LogTail []string
+	// LoadPhase is where a loading engine's start is, in words ("capturing
+	// CUDA graphs"); "" when it is not loading or the source cannot tell.
+	// LoadProgress is that phase's completion in percent, -1 when unknown.
+	LoadPhase    string
+	LoadProgress int
+	// Diagnosis says why the engine failed and how to fix it, in one
+	// sentence, when the source recognises the cause; Err then holds the
+	// bare error.
+	Diagnosis string
 
 	MemoryUsed  uint64 // bytes; 0 when the source cannot tell
 	MemoryTotal uint64 // bytes; 0 when unknown

@@ -110,7 +110,15 @@ func gpuCardVM(cfg Config, e Engine, w workerView) components.GPUCard {
 		State:        e.State,
 		StateClass:   stateClass(e.State),
 		LogTail:      e.LogTail,
+		LoadPhase:    e.LoadPhase,
+		LoadText:     e.LoadPhase,
+		Diagnosis:    e.Diagnosis,
 		Err:          e.Err,
+	}
+	if e.LoadPhase != "" && e.LoadProgress >= 0 {
+		pct := min(e.LoadProgress, 100)
+		c.LoadPct, c.LoadValue = strconv.Itoa(pct)+"%", strconv.Itoa(pct)
+		c.LoadText += " " + c.LoadPct
 	}
 	if w.chart != nil {
 		c.TokensPerSec = fmtRate(w.tokensPerSec)

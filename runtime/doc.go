@@ -20,6 +20,18 @@
 //   - When the Supervisor's context ends, every engine is stopped: SIGTERM
 //     (or the runtime's graceful stop), then a forced stop when the stop
 //     timeout passes.
+//   - A start that does not serve within 5 minutes of its launch is given
+//     up on (stopped, and counted as a failed start), unless its log shows
+//     a weight download by then: such a start gets 20 minutes.
+//   - While an engine loads, its status carries the phase of its start and
+//     the phase's progress (Status.Load), read from its log by ParseLoad's
+//     rules. When a run ends, Diagnose looks for a known cause in the error
+//     and the log (out of GPU memory, a gated or missing model, a driver
+//     too old, no NVIDIA runtime in Docker, a port in use, a full disk);
+//     Status.Diagnosis holds it and Status.LastError ends with its
+//     one-sentence fix.
+//   - An engine's log can be followed as it grows (LogsAfter) when its
+//     Handle is a LogFollower; the process runtime's is.
 //
 // The profile of an engine (KV capacity, prefill speed, host tier) is
 // measured from the engine where it tells (vLLM's vllm:cache_config_info,

@@ -63,3 +63,64 @@ func FuzzLogRing(f *testing.F) {
 		}
 	})
 }
+
+func TestLogRingLinesSince(t *testing.T) {
+	r := NewLogRing(3, nil)
+	lines, next, more := r.LinesSince(0)
+	if len(lines) != 0 || next != 0 {
+		t.Fatalf("empty ring: %q, next %d", lines, next)
+	}
+	r.Write([]byte("a\nb\npartial"))
+	select {
+	case <-more:
+	default:
+		t.Fatal("the wait channel did not close when a line came")
+	}
+	lines, next, more = r.LinesSince(0)
+	if !slices.Equal(lines, []string{"a", "b"}) || next != 2 {
+		t.Fatalf("got %q, next %d; want a, b and 2 (not the partial line)", lines, next)
+	}
+	if lines, _, _ := r.LinesSince(1); !slices.Equal(lines, []string{"b"}) {
+		t.Fatalf("since 1: %q", lines)
+	}
+	r.Write([]byte(" line"))
+	select {
+	case <-more:
+		t.Fatal("the wait channel closed without a complete line")
+	default:
+	}
+	r.Write([]byte("\nc\nd\n")) // the ring of 3 loses a and b
+	<-more
+	lines, next, _ = r.LinesSince(1)
+	if !slices.Equal(lines, []string{"partial line", "c", "d"}) || next != 5 {
+		t.Fatalf("after wrapping: %q, next %d; want the 3 kept lines and 5", lines, next)
+	}
+	if lines, _, _ := r.LinesSince(4); !slices.Equal(lines, []string{"d"}) {
+		t.Fatalf("since 4 after wrapping: %q", lines)
+	}
+	if lines, next, _ := r.LinesSince(99); len(lines) != 0 || next != 5 {
+		t.Fatalf("since the future: %q, next %d", lines, next)
+	}
+}
+
+// BenchmarkLogRingWrite: writing costs one allocation per line (the line's
+// string); a follower adds only what its own reads cost.
+func BenchmarkLogRingWrite(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		follow bool
+	}{{"alone", false}, {"followed", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			r := NewLogRing(1000, nil)
+			line := []byte("(EngineCore_DP0 pid=164) INFO 01-23 15:51:33 [kv_cache_utils.py:1087] GPU KV cache size: 31,648 tokens\n")
+			var seq uint64
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Write(line)
+				if tc.follow {
+					_, seq, _ = r.LinesSince(seq)
+				}
+			}
+		})
+	}
+}

@@ -66,9 +66,13 @@ type SupervisorConfig struct {
 	Engines  []Supervised
 	Attacher Attacher
 	Backoff  Backoff
-	// ReadyTimeout bounds a start, from launch to serving; default 20
-	// minutes (a first start downloads the weights).
-	ReadyTimeout time.Duration
+	// ReadyTimeout bounds a start, from launch to serving, when the
+	// engine downloads nothing; default 5 minutes (a warm vLLM start takes
+	// one to three). DownloadReadyTimeout bounds a start whose log shows a
+	// weight download by the time ReadyTimeout passes; default 20 minutes,
+	// or ReadyTimeout when that is longer.
+	ReadyTimeout         time.Duration
+	DownloadReadyTimeout time.Duration
 	// KeepEngines leaves engines running when the Supervisor stops, where
 	// their runtime can let go of them (a Handle that is a Detacher), for
 	// the next daemon to adopt; others are stopped.
@@ -99,7 +103,8 @@ func (c *SupervisorConfig) setDefaults() {
 	def(&c.Backoff.Initial, time.Second)
 	def(&c.Backoff.Max, time.Minute)
 	def(&c.Backoff.ResetAfter, 10*time.Minute)
-	def(&c.ReadyTimeout, 20*time.Minute)
+	def(&c.ReadyTimeout, 5*time.Minute)
+	def(&c.DownloadReadyTimeout, max(20*time.Minute, c.ReadyTimeout))
 	def(&c.StopTimeout, 30*time.Second)
 	def(&c.Liveness, 5*time.Second)
 	if c.Backoff.MaxStartFailures <= 0 {
@@ -128,11 +133,20 @@ type Status struct {
 	GPU     GPU
 	State   State
 	Identity
-	BaseURL   string
-	Restarts  int
+	BaseURL  string
+	Restarts int
+	// LastError is why the engine last went down: the error, then the
+	// diagnosis's sentence when Hearth recognised the cause ("exited: exit
+	// status 1: CUDA ran out of memory …: lower --max-model-len …").
 	LastError string
-	Since     time.Time // when it entered State
-	Profile   Profile   // as measured once ready
+	// Diagnosis is the recognised cause of the last failure; its Cause is
+	// empty when there is none, and it is cleared once the engine serves.
+	Diagnosis Diagnosis
+	// Load is where a loading engine's start is, read from its log;
+	// Load.Phase is empty and Load.Progress -1 in the other states.
+	Load    LoadState
+	Since   time.Time // when it entered State
+	Profile Profile   // as measured once ready
 }
 
 // Supervisor starts every engine and keeps it running. See the package
@@ -153,7 +167,15 @@ type supervised struct {
 	onSettle func()
 	mu       sync.Mutex
 	status   Status
-	handle   Handle // the current one, nil between runs
+	handle   Handle // the current run's, or the last one's until a new launch
+	run      int    // counts launches; a LogCursor names its run
+	// relaunched is closed when the next run's handle arrives, for log
+	// followers.
+	relaunched chan struct{}
+	// The start of the current run, as far as its log has been read:
+	// incrementally from a LogFollower handle, from line loadSeq on.
+	load    LoadTracker
+	loadSeq uint64
 }
 
 // NewSupervisor checks the engines' specs; nothing starts before Run.
@@ -176,9 +198,9 @@ func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
 		}
 		seen[e.Spec.Name] = true
 		s.unsettled.Add(1)
-		s.engines = append(s.engines, &supervised{Supervised: e, onSettle: s.unsettled.Done, status: Status{
+		s.engines = append(s.engines, &supervised{Supervised: e, onSettle: s.unsettled.Done, relaunched: make(chan struct{}), status: Status{
 			Name: e.Spec.Name, Runtime: e.Launcher.Name(), Engine: e.Spec.Engine, Model: e.Spec.Model,
-			GPU: e.Spec.GPU, State: StateStarting, Since: time.Now(),
+			GPU: e.Spec.GPU, State: StateStarting, Since: time.Now(), Load: LoadState{Progress: -1},
 		}})
 	}
 	go func() {
@@ -204,12 +226,19 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	return nil
 }
 
-// Engines returns every engine's status, in the order they were given.
+// Engines returns every engine's status, in the order they were given. A
+// loading engine's Load is read from its log now: the console and the API
+// ask about once a second, and a LogFollower handle hands over only the
+// lines since the last read, so the work is proportional to what the
+// engine printed and needs no goroutine of its own.
 func (s *Supervisor) Engines() []Status {
 	out := make([]Status, len(s.engines))
 	for i, e := range s.engines {
 		e.mu.Lock()
 		out[i] = e.status
+		if out[i].State == StateLoading {
+			out[i].Load = e.loadLocked()
+		}
 		e.mu.Unlock()
 	}
 	return out
@@ -218,17 +247,62 @@ func (s *Supervisor) Engines() []Status {
 // Logs returns an engine's last output lines, from its current or last
 // run; false when no engine has that name.
 func (s *Supervisor) Logs(name string) ([]string, bool) {
+	e := s.engine(name)
+	if e == nil {
+		return nil, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.handle == nil {
+		return nil, true
+	}
+	return e.handle.Logs(), true
+}
+
+func (s *Supervisor) engine(name string) *supervised {
 	for _, e := range s.engines {
 		if e.Spec.Name == name {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			if e.handle == nil {
-				return nil, true
-			}
-			return e.handle.Logs(), true
+			return e
 		}
 	}
-	return nil, false
+	return nil
+}
+
+// launched makes h the engine's current run, loading. Log followers are
+// woken once the status says so.
+func (e *supervised) launched(h Handle) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.handle = h
+	e.run++
+	e.load, e.loadSeq = LoadTracker{}, 0
+	e.setLocked(StateLoading, func(st *Status) { st.Identity, st.BaseURL = h.Identity(), h.Endpoints().BaseURL })
+	close(e.relaunched)
+	e.relaunched = make(chan struct{})
+}
+
+// loadLocked reads the current run's log on from where it was last read
+// and says where the start is; e.mu is held.
+func (e *supervised) loadLocked() LoadState {
+	if e.handle == nil {
+		return LoadState{Progress: -1}
+	}
+	f, ok := e.handle.(LogFollower)
+	if !ok {
+		return ParseLoad(e.handle.Logs())
+	}
+	lines, next, _ := f.LogsSince(e.loadSeq)
+	for _, l := range lines {
+		e.load.Line(l)
+	}
+	e.loadSeq = next
+	return e.load.State()
+}
+
+func (e *supervised) loadState() LoadState {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.loadLocked()
 }
 
 // Summary says in one line why no engine serves a model: each engine of it
@@ -254,9 +328,14 @@ func (s *Supervisor) Summary(model string) string {
 func (e *supervised) set(state State, update func(*Status)) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.setLocked(state, update)
+}
+
+func (e *supervised) setLocked(state State, update func(*Status)) {
 	if e.status.State != state {
 		e.status.State, e.status.Since = state, time.Now()
 	}
+	e.status.Load = LoadState{Progress: -1} // Engines reads it while loading
 	if state == StateReady || state == StateFailed || state == StateStopped {
 		e.settle.Do(e.onSettle)
 	}
@@ -286,15 +365,15 @@ func (s *Supervisor) supervise(ctx context.Context, e *supervised) {
 		} else {
 			startFailures++
 		}
-		msg := err.Error()
+		diag, msg := s.diagnose(e, err)
 		if startFailures >= s.cfg.Backoff.MaxStartFailures {
-			msg = fmt.Sprintf("failed to start %d times in a row: %v", startFailures, err)
-			e.set(StateFailed, func(st *Status) { st.LastError = msg })
-			log.Error("engine failed; not restarting it", "error", msg, "log_tail", strings.Join(s.tail(e), "\n"))
+			msg = fmt.Sprintf("failed to start %d times in a row: %s", startFailures, msg)
+			e.set(StateFailed, func(st *Status) { st.LastError, st.Diagnosis = msg, diag })
+			log.Error("engine failed; not restarting it", "error", msg, "cause", diag.Cause, "log_tail", strings.Join(s.tail(e), "\n"))
 			return
 		}
-		e.set(StateRestarting, func(st *Status) { st.LastError = msg })
-		log.Warn("engine down; restarting", "error", msg, "in", wait, "log_tail", strings.Join(s.tail(e), "\n"))
+		e.set(StateRestarting, func(st *Status) { st.LastError, st.Diagnosis = msg, diag })
+		log.Warn("engine down; restarting", "error", msg, "cause", diag.Cause, "in", wait, "log_tail", strings.Join(s.tail(e), "\n"))
 		select {
 		case <-ctx.Done():
 			e.set(StateStopped, nil)
@@ -305,6 +384,28 @@ func (s *Supervisor) supervise(ctx context.Context, e *supervised) {
 		e.set(StateStarting, func(st *Status) { st.Restarts++ })
 	}
 }
+
+// diagnose says why a run ended: the diagnosis, when the error or the
+// run's log shows a known cause, and the message for LastError, the error
+// followed by the diagnosis's sentence. A launch that failed has no log of
+// its own; the last run's would mislead.
+func (s *Supervisor) diagnose(e *supervised, err error) (Diagnosis, string) {
+	var lines []string
+	if le := (*launchError)(nil); !errors.As(err, &le) {
+		lines, _ = s.Logs(e.Spec.Name)
+	}
+	d, ok := Diagnose(lines, err)
+	if !ok {
+		return Diagnosis{}, err.Error()
+	}
+	return d, err.Error() + ": " + d.Message
+}
+
+// launchError is a Launch that failed: nothing ran.
+type launchError struct{ err error }
+
+func (e *launchError) Error() string { return "launch: " + e.err.Error() }
+func (e *launchError) Unwrap() error { return e.err }
 
 func (s *Supervisor) tail(e *supervised) []string {
 	lines, _ := s.Logs(e.Spec.Name)
@@ -317,7 +418,7 @@ func (s *Supervisor) tail(e *supervised) []string {
 func (s *Supervisor) runOnce(ctx context.Context, e *supervised, log *slog.Logger) (served time.Duration, err error) {
 	h, err := e.Launcher.Launch(ctx, e.Spec)
 	if err != nil {
-		return 0, fmt.Errorf("launch: %w", err)
+		return 0, &launchError{err}
 	}
 	exited := make(chan struct{})
 	var exitErr error
@@ -326,10 +427,7 @@ func (s *Supervisor) runOnce(ctx context.Context, e *supervised, log *slog.Logge
 		close(exited)
 	}()
 	ep := h.Endpoints()
-	e.mu.Lock()
-	e.handle = h
-	e.mu.Unlock()
-	e.set(StateLoading, func(st *Status) { st.Identity, st.BaseURL = h.Identity(), ep.BaseURL })
+	e.launched(h)
 	log.Info("engine launched", "runtime", e.Launcher.Name(), "pid", h.Identity().PID,
 		"container", h.Identity().Container, "base_url", ep.BaseURL)
 
@@ -350,9 +448,7 @@ func (s *Supervisor) runOnce(ctx context.Context, e *supervised, log *slog.Logge
 		return fmt.Errorf("exited: %w", exitErr)
 	}
 
-	readyCtx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
-	err = h.Ready(readyCtx)
-	cancel()
+	err = s.awaitReady(ctx, e, h)
 	if err != nil {
 		if errors.Is(err, ErrExited) {
 			<-exited
@@ -373,7 +469,7 @@ func (s *Supervisor) runOnce(ctx context.Context, e *supervised, log *slog.Logge
 		return 0, fmt.Errorf("attach: %w", err)
 	}
 	readyAt := time.Now()
-	e.set(StateReady, func(st *Status) { st.Profile, st.LastError = profile, "" })
+	e.set(StateReady, func(st *Status) { st.Profile, st.LastError, st.Diagnosis = profile, "", Diagnosis{} })
 	log.Info("engine ready", "gpu_blocks", profile.GPUBlocks, "measured", profile.Measured)
 
 	why := s.watch(ctx, e, ep, exited)
@@ -397,6 +493,48 @@ func (s *Supervisor) runOnce(ctx context.Context, e *supervised, log *slog.Logge
 	default: // alive but not answering
 		stop()
 		return served, why
+	}
+}
+
+// errNotReadyInTime is why a start that took longer than its bound is
+// given up on (the cause of Ready's context).
+var errNotReadyInTime = errors.New("did not become ready in time")
+
+// awaitReady waits for the engine to serve. The bound is ReadyTimeout;
+// when it passes and the log shows a weight download (under way, or done
+// during this start), it is extended to DownloadReadyTimeout from launch:
+// a first start fetches tens of gigabytes, a warm one only loads them. It
+// returns Ready's error, or one saying how long it waited and where the
+// start was.
+func (s *Supervisor) awaitReady(ctx context.Context, e *supervised, h Handle) error {
+	readyCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ready := make(chan error, 1)
+	go func() { ready <- h.Ready(readyCtx) }()
+	bound := s.cfg.ReadyTimeout
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	for {
+		select {
+		case err := <-ready:
+			return err
+		case <-timer.C:
+		}
+		load := e.loadState()
+		if bound < s.cfg.DownloadReadyTimeout && load.Downloaded {
+			timer.Reset(s.cfg.DownloadReadyTimeout - bound)
+			bound = s.cfg.DownloadReadyTimeout
+			continue
+		}
+		cancel(errNotReadyInTime)
+		if err := <-ready; errors.Is(err, ErrExited) {
+			return err
+		}
+		where := ""
+		if load.Phase != "" {
+			where = " (" + load.Phase.Label() + ")"
+		}
+		return fmt.Errorf("still not serving %v after launch%s", bound, where)
 	}
 }
 

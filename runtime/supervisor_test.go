@@ -21,6 +21,7 @@ type fakeHandle struct {
 	once   sync.Once
 	err    error
 	logs   []string
+	ring   *LogRing // with fakeLauncher.rings
 	stops  int
 }
 
@@ -62,24 +63,52 @@ func (h *fakeHandle) Stop(context.Context) error {
 	return nil
 }
 
+// ringHandle is a fakeHandle whose output goes to a LogRing, which can be
+// followed, as the process runtime's does.
+type ringHandle struct{ *fakeHandle }
+
+func (h ringHandle) Logs() []string { return h.ring.Lines() }
+
+func (h ringHandle) LogsSince(seq uint64) ([]string, uint64, <-chan struct{}) {
+	return h.ring.LinesSince(seq)
+}
+
+var _ LogFollower = ringHandle{}
+
 // fakeLauncher hands each launch's handle to the test.
 type fakeLauncher struct {
 	launched chan *fakeHandle
 	n        int
 	// onLaunch, when set, acts on a handle before Launch returns it.
 	onLaunch func(*fakeHandle)
+	// rings makes every handle write to a LogRing (fakeHandle.ring) and
+	// be a LogFollower.
+	rings bool
+	// fail, when set, is the error of the launches it returns true for.
+	fail func(n int) error
 }
 
 func (l *fakeLauncher) Name() string { return "fake" }
 
 func (l *fakeLauncher) Launch(ctx context.Context, spec Spec) (Handle, error) {
 	l.n++
+	if l.fail != nil {
+		if err := l.fail(l.n); err != nil {
+			return nil, err
+		}
+	}
 	h := newFakeHandle(l.n)
+	if l.rings {
+		h.ring = NewLogRing(100, nil)
+	}
 	if l.onLaunch != nil {
 		l.onLaunch(h)
 	}
 	if l.launched != nil {
 		l.launched <- h
+	}
+	if l.rings {
+		return ringHandle{h}, nil
 	}
 	return h, nil
 }

@@ -82,9 +82,18 @@ func engineOf(st hruntime.Status, gpu nodes.GPU, stats hruntime.Stats, scrapeErr
 		PrefixQueries: stats.PrefixQueries, PrefixHits: stats.PrefixHits, GenerationTokens: stats.GenerationTokens,
 		PrefillTokensPerSec: st.Profile.PrefillTokensPerSec,
 	}
+	if st.Load.Phase != "" {
+		e.LoadPhase, e.LoadProgress = st.Load.Phase.Label(), st.Load.Progress
+	}
 	switch {
 	case st.State != hruntime.StateReady && st.LastError != "":
+		// The card shows the diagnosis on its own line: the error without
+		// it is enough below (LastError ends with the diagnosis's sentence).
 		e.Err = string(st.State) + ": " + st.LastError
+		if msg := st.Diagnosis.Message; msg != "" {
+			e.Diagnosis = msg
+			e.Err = strings.TrimSuffix(e.Err, ": "+msg)
+		}
 	case scrapeErr != nil:
 		e.Err = scrapeErr.Error()
 	}

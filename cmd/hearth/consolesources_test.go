@@ -257,6 +257,12 @@ func TestEngineOf(t *testing.T) {
 		{"unreadable metrics are shown", ready, 0, errors.New("metrics: connection refused"), 24 * gib * 9 / 10, "metrics: connection refused"},
 		{"a restarting engine claims nothing and says why", hruntime.Status{Name: "n/gpu0", State: hruntime.StateRestarting,
 			LastError: "exited: signal: killed", Profile: ready.Profile}, 0, nil, 0, "restarting: exited: signal: killed"},
+		{"a diagnosed failure shows the sentence apart", hruntime.Status{Name: "n/gpu0", State: hruntime.StateFailed,
+			LastError: "failed to start 5 times in a row: exited: exit status 1: CUDA ran out of memory: lower --max-model-len or use a smaller model",
+			Diagnosis: hruntime.Diagnosis{Cause: hruntime.CauseOutOfMemory, Message: "CUDA ran out of memory: lower --max-model-len or use a smaller model"}},
+			0, nil, 0, "failed: failed to start 5 times in a row: exited: exit status 1"},
+		{"a loading engine shows its phase", hruntime.Status{Name: "n/gpu0", State: hruntime.StateLoading,
+			Load: hruntime.LoadState{Phase: hruntime.PhaseCapturing, Progress: 40}}, 0, nil, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gpu
@@ -271,6 +277,13 @@ func TestEngineOf(t *testing.T) {
 			}
 			if e.Err != tc.wantErr || e.State != string(tc.status.State) {
 				t.Errorf("state %q, error %q; want %q, %q", e.State, e.Err, tc.status.State, tc.wantErr)
+			}
+			if e.Diagnosis != tc.status.Diagnosis.Message {
+				t.Errorf("diagnosis %q, want %q", e.Diagnosis, tc.status.Diagnosis.Message)
+			}
+			if wantPhase := tc.status.Load.Phase.Label(); e.LoadPhase != wantPhase ||
+				wantPhase != "" && e.LoadProgress != tc.status.Load.Progress {
+				t.Errorf("load %q %d%%, want %q %d%%", e.LoadPhase, e.LoadProgress, wantPhase, tc.status.Load.Progress)
 			}
 			if tc.status.State != hruntime.StateReady {
 				return

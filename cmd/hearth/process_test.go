@@ -289,13 +289,16 @@ func TestEngineFailingAtStartIsGivenUpOn(t *testing.T) {
 				if want == "failed" && (!strings.Contains(e.LastError, "5 times") || e.Restarts != 4) {
 					t.Errorf("failed engine: %+v, want 5 starts, 4 restarts, the reason", e)
 				}
+				if want == "failed" && (e.Cause != "out_of_memory" || !strings.HasSuffix(e.LastError, "lower --max-model-len or use a smaller model")) {
+					t.Errorf("failed engine: %+v, want it diagnosed out of memory, with the fix", e)
+				}
 			}
 			logs, _, err := runHearth(t, "", "logs", "sim/gpu0", "--addr", baseURL)
 			if err != nil || !strings.Contains(logs, "CUDA out of memory") {
 				t.Errorf("hearth logs sim/gpu0: %q, %v; want its last lines", logs, err)
 			}
 			// The console's card shows the state and the last lines.
-			waitLive(t, baseURL, "overview", ">failed<", "CUDA out of memory")
+			waitLive(t, baseURL, "overview", ">failed<", "CUDA out of memory", "lower --max-model-len or use a smaller model")
 			out, _, err := runHearth(t, "", "engines", "--addr", baseURL)
 			if err != nil || !strings.Contains(out, "failed") || !strings.Contains(out, "sim/gpu1") {
 				t.Errorf("hearth engines: %v\n%s", err, out)

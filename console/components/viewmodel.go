@@ -41,6 +41,11 @@ type GPUCard struct {
 	State        string   // the engine's life stage; "" when unknown
 	StateClass   string   // "good" when it serves, "bad" when it is down
 	LogTail      []string // the engine's last log lines, shown while it is down
+	LoadPhase    string   // where a loading engine's start is; "" when not loading
+	LoadText     string   // the phase and its figure: "capturing CUDA graphs 40%"
+	LoadPct      string   // "40%", "" when the phase gives no figure
+	LoadValue    string   // the percentage as a number, for <progress>
+	Diagnosis    string   // why the engine failed, with the fix
 	Node         string
 	GPU          string
 	Model        string

@@ -8,7 +8,8 @@
 // (SIGTERM, then SIGKILL after the stop context ends) reaches whatever it
 // spawned, and on Linux it is killed by the kernel when the daemon dies,
 // even by SIGKILL (PR_SET_PDEATHSIG), so that no engine outlives Hearth
-// holding a GPU. Its stdout and stderr go to a bounded ring of lines.
+// holding a GPU. Its stdout and stderr go to a bounded ring of lines,
+// which the handle lets the supervisor follow (runtime.LogFollower).
 //
 // A native vLLM binds its KV-event sockets only to a wildcard address: on a
 // machine with a LAN those ports are reachable from it, unlike the HTTP API,

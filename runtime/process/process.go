@@ -126,6 +126,13 @@ func (h *handle) Identity() hruntime.Identity { return hruntime.Identity{PID: h.
 
 func (h *handle) Logs() []string { return h.ring.Lines() }
 
+// LogsSince lets the supervisor follow the engine's output as it comes.
+func (h *handle) LogsSince(seq uint64) ([]string, uint64, <-chan struct{}) {
+	return h.ring.LinesSince(seq)
+}
+
+var _ hruntime.LogFollower = (*handle)(nil)
+
 func (h *handle) Ready(ctx context.Context) error {
 	return hruntime.WaitReady(ctx, h.client, h.endpoints.BaseURL, h.model, h.exited)
 }

@@ -152,3 +152,36 @@ func zombie(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X')
 }
+
+// TestLogsCanBeFollowed: a reader waiting on the engine's log wakes when
+// the engine prints.
+func TestLogsCanBeFollowed(t *testing.T) {
+	dir := t.TempDir()
+	goOn := filepath.Join(dir, "go-on")
+	l := &Launcher{}
+	h, err := l.Launch(t.Context(), shellSpec(`echo first; while [ ! -e `+goOn+` ]; do sleep 0.01; done; echo second`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, ok := h.(hruntime.LogFollower)
+	if !ok {
+		t.Fatal("the process handle cannot be followed")
+	}
+	waitLog(t, h, "first")
+	lines, next, more := f.LogsSince(0)
+	if strings.Join(lines, "\n") != "first" || next != 1 {
+		t.Fatalf("LogsSince(0): %q, next %d", lines, next)
+	}
+	if err := os.WriteFile(goOn, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-more:
+	case <-time.After(time.Minute):
+		t.Fatal("no wake-up after the engine printed")
+	}
+	if lines, _, _ := f.LogsSince(next); strings.Join(lines, "\n") != "second" {
+		t.Fatalf("LogsSince(%d): %q, want the second line", next, lines)
+	}
+	waitExit(t, h)
+}

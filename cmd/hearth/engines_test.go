@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"go.uber.org/goleak"
+
+	hruntime "github.com/hearth-llm/hearth/runtime"
+)
+
+// ringEngine is an engine that never becomes ready and writes its output
+// to a LogRing the test writes to, as a child process's would.
+type ringEngine struct {
+	ring   *hruntime.LogRing
+	exited chan struct{}
+	once   sync.Once
+}
+
+func (e *ringEngine) Endpoints() hruntime.Endpoints {
+	return hruntime.Endpoints{BaseURL: "http://127.0.0.1:1"}
+}
+func (e *ringEngine) Identity() hruntime.Identity { return hruntime.Identity{PID: 4242} }
+func (e *ringEngine) Logs() []string              { return e.ring.Lines() }
+func (e *ringEngine) LogsSince(seq uint64) ([]string, uint64, <-chan struct{}) {
+	return e.ring.LinesSince(seq)
+}
+
+func (e *ringEngine) Ready(ctx context.Context) error {
+	select {
+	case <-e.exited:
+		return hruntime.ErrExited
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (e *ringEngine) Wait() error {
+	<-e.exited
+	return nil
+}
+
+func (e *ringEngine) Stop(context.Context) error {
+	e.once.Do(func() { close(e.exited) })
+	return nil
+}
+
+type ringLauncher struct{ launched chan *ringEngine }
+
+func (l ringLauncher) Name() string { return "fake" }
+
+func (l ringLauncher) Launch(context.Context, hruntime.Spec) (hruntime.Handle, error) {
+	e := &ringEngine{ring: hruntime.NewLogRing(100, nil), exited: make(chan struct{})}
+	l.launched <- e
+	return e, nil
+}
+
+type noAttacher struct{}
+
+func (noAttacher) Attach(context.Context, hruntime.ReadyEngine) (func(), error) {
+	return nil, errors.New("not in this test")
+}
+
+// loadingEngine runs a supervisor with one engine that stays loading and
+// returns it with the engine's log to write to.
+func loadingEngine(t *testing.T) (*hruntime.Supervisor, *ringEngine) {
+	t.Helper()
+	l := ringLauncher{launched: make(chan *ringEngine, 1)}
+	sup, err := hruntime.NewSupervisor(hruntime.SupervisorConfig{
+		Engines:  []hruntime.Supervised{{Spec: hruntime.Spec{Name: "rig/gpu0", Engine: hruntime.KindVLLM, Model: "m"}, Launcher: l}},
+		Attacher: noAttacher{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The log's first page, taken before the launch, says when the run
+	// starts: the engine is loading by then.
+	before, _ := sup.LogsAfter("rig/gpu0", hruntime.LogCursor{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { sup.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e := <-l.launched
+	<-before.Relaunched
+	return sup, e
+}
+
+// serveLogs serves the logs endpoint with a short heartbeat, so that a
+// client's going is noticed at once.
+func serveLogs(t *testing.T, sup *hruntime.Supervisor) string {
+	t.Helper()
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/api/v1/engines/:name/logs", logsHandler{sup: sup, heartbeat: 10 * time.Millisecond, writeTimeout: 10 * time.Second}.serve)
+	app.Get("/api/v1/engines", enginesHandler(sup))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { app.Listener(ln); close(served) }()
+	t.Cleanup(func() {
+		app.Shutdown()
+		<-served
+	})
+	return "http://" + ln.Addr().String()
+}
+
+func writeLog(t *testing.T, e *ringEngine, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		if _, err := io.WriteString(e.ring, l+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// readUntil reads SSE lines until one equals want; the test's deadline
+// stops a hang.
+func readUntil(t *testing.T, r *bufio.Reader, want string) {
+	t.Helper()
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended before %q: %v", want, err)
+		}
+		if strings.TrimRight(line, "\n") == want {
+			return
+		}
+	}
+}
+
+// TestFollowLogsStreamsNewLinesAndEndsWithTheClient: a follow client gets
+// the kept lines, then lines written after it connected; when it goes, the
+// goroutine that streamed to it ends.
+func TestFollowLogsStreamsNewLinesAndEndsWithTheClient(t *testing.T) {
+	sup, engine := loadingEngine(t)
+	baseURL := serveLogs(t, sup)
+	writeLog(t, engine, "Starting to load model Qwen/Qwen3-14B-FP8...")
+	leaks := goleak.IgnoreCurrent()
+
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	ctx, cancel := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/api/v1/engines/rig%2Fgpu0/logs?follow=1", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("follow: %s, %s", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	r := bufio.NewReader(resp.Body)
+	readUntil(t, r, "data: Starting to load model Qwen/Qwen3-14B-FP8...")
+	writeLog(t, engine, "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:03<00:03,  1.52s/it]")
+	readUntil(t, r, "data: Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:03<00:03,  1.52s/it]")
+
+	cancel()
+	resp.Body.Close()
+	if err := goleak.Find(leaks,
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).getCh.func1"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1")); err != nil {
+		t.Errorf("the follow stream outlived its client: %v", err)
+	}
+}
+
+func TestLogsOfAnUnknownEngine(t *testing.T) {
+	sup, _ := loadingEngine(t)
+	baseURL := serveLogs(t, sup)
+	for _, q := range []string{"", "?follow=1"} {
+		resp, err := http.Get(baseURL + "/api/v1/engines/nope/logs" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("logs%s of an unknown engine: %s, want 404", q, resp.Status)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer the command writes while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	// grew is signalled after each write.
+	grew chan struct{}
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.buf.Write(p)
+	select {
+	case b.grew <- struct{}{}:
+	default:
+	}
+	return n, err
+}
+
+func (b *syncBuffer) waitFor(t *testing.T, s string) {
+	t.Helper()
+	for {
+		b.mu.Lock()
+		has := strings.Contains(b.buf.String(), s)
+		b.mu.Unlock()
+		if has {
+			return
+		}
+		select {
+		case <-b.grew:
+		case <-t.Context().Done():
+			return
+		}
+	}
+}
+
+func TestLogsFollowCommand(t *testing.T) {
+	sup, engine := loadingEngine(t)
+	baseURL := serveLogs(t, sup)
+	writeLog(t, engine, "first line")
+	out := &syncBuffer{grew: make(chan struct{}, 1)}
+	env := &environment{stdin: strings.NewReader(""), stdout: out, stderr: io.Discard, getenv: func(string) string { return "" }}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, env, []string{"logs", "rig/gpu0", "-f", "--addr", baseURL}) }()
+	out.waitFor(t, "first line\n")
+	writeLog(t, engine, "second line")
+	out.waitFor(t, "second line\n")
+	cancel() // Ctrl-C
+	if err := <-done; err != nil {
+		t.Errorf("hearth logs -f ended with %v, want nil on interrupt", err)
+	}
+	if got := out.buf.String(); got != "first line\nsecond line\n" {
+		t.Errorf("printed %q, want the two lines, nothing else", got)
+	}
+}
+
+func TestEngineJSONCarriesPhaseProgressAndCause(t *testing.T) {
+	cases := []struct {
+		name string
+		st   hruntime.Status
+		want map[string]any // keys that must be there; nil values must be absent
+	}{
+		{"loading with a percentage", hruntime.Status{State: hruntime.StateLoading, Load: hruntime.LoadState{Phase: hruntime.PhaseCapturing, Progress: 40}},
+			map[string]any{"phase": "capturing", "progress": 40.0, "cause": nil}},
+		{"loading at 0%", hruntime.Status{State: hruntime.StateLoading, Load: hruntime.LoadState{Phase: hruntime.PhaseLoading, Progress: 0}},
+			map[string]any{"phase": "loading", "progress": 0.0}},
+		{"loading, no figure", hruntime.Status{State: hruntime.StateLoading, Load: hruntime.LoadState{Phase: hruntime.PhaseCompiling, Progress: -1}},
+			map[string]any{"phase": "compiling", "progress": nil}},
+		{"failed", hruntime.Status{State: hruntime.StateFailed, Load: hruntime.LoadState{Progress: -1},
+			LastError: "exited: exit status 1: CUDA ran out of memory: lower --max-model-len or use a smaller model",
+			Diagnosis: hruntime.Diagnosis{Cause: hruntime.CauseOutOfMemory, Message: "CUDA ran out of memory: lower --max-model-len or use a smaller model"}},
+			map[string]any{"phase": nil, "progress": nil, "cause": "out_of_memory", "last_error": "exited: exit status 1: CUDA ran out of memory: lower --max-model-len or use a smaller model"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(engineJSONOf(tc.st))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]any
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatal(err)
+			}
+			for k, want := range tc.want {
+				v, ok := got[k]
+				switch {
+				case want == nil && ok:
+					t.Errorf("%s: %v, want it left out", k, v)
+				case want != nil && v != want:
+					t.Errorf("%s: %v, want %v", k, v, want)
+				}
+			}
+		})
+	}
+}
+
+// TestEnginesCommandShowsALoadingEnginesPhase, read from a live
+// supervisor's engine that is capturing CUDA graphs.
+func TestEnginesCommandShowsALoadingEnginesPhase(t *testing.T) {
+	sup, engine := loadingEngine(t)
+	baseURL := serveLogs(t, sup)
+	writeLog(t, engine, "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):  40%|████      | 27/67 [00:05<00:07,  5.43it/s]")
+	out, _, err := runHearth(t, "", "engines", "--addr", baseURL)
+	if err != nil || !strings.Contains(out, "loading: capturing CUDA graphs 40%") {
+		t.Errorf("hearth engines: %v\n%s", err, out)
+	}
+}
+
+func TestEnginesCommandShowsTheDiagnosis(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"engines":[{"name":"rig/gpu0","runtime":"docker","kind":"vllm","model":"m","gpu":0,"state":"failed",
+			"last_error":"failed to start 5 times in a row: exited: exit status 1: meta-llama/Llama-3.1-8B is a gated model: set HF_TOKEN to a token with access to it","cause":"gated_model","since":"2026-01-01T00:00:00Z"}]}`)
+	}))
+	defer srv.Close()
+	out, _, err := runHearth(t, "", "engines", "--addr", srv.URL)
+	if err != nil || !strings.Contains(out, "set HF_TOKEN to a token with access to it") {
+		t.Errorf("hearth engines: %v\n%s", err, out)
+	}
+}
