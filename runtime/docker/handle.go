@@ -199,3 +199,9 @@ func (h *handle) Detach() {
 	})
 	<-h.exited
 }
+
+// LogsSince returns the lines logged after seq, for a reader that follows
+// the engine's log (runtime.LogFollower).
+func (h *handle) LogsSince(seq uint64) ([]string, uint64, <-chan struct{}) {
+	return h.ring.LinesSince(seq)
+}

@@ -53,7 +53,11 @@ type Launcher struct {
 	ports func() (hruntime.Ports, error)
 }
 
-var _ hruntime.Launcher = (*Launcher)(nil)
+var (
+	_ hruntime.Launcher    = (*Launcher)(nil)
+	_ hruntime.LogFollower = (*handle)(nil)
+	_ hruntime.Detacher    = (*handle)(nil)
+)
 
 // Name is "docker".
 func (l *Launcher) Name() string { return "docker" }
