@@ -30,6 +30,8 @@ type Engine struct {
 	Node   string // host the GPU is in
 	GPU    string // marketing name, "NVIDIA GeForce RTX 4090"
 	Model  string // served model, "" when unknown
+	// Image is the container image the engine runs, "" outside containers.
+	Image string
 	// State is the engine's life stage: starting, loading, ready,
 	// restarting, failed or stopped ("" when the source does not tell).
 	State string

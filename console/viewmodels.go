@@ -102,6 +102,7 @@ func gpuCardVM(cfg Config, e Engine, w workerView) components.GPUCard {
 		Node:         e.Node,
 		GPU:          cmp.Or(e.GPU, "Unknown GPU"),
 		Model:        e.Model,
+		Image:        e.Image,
 		Running:      e.Running,
 		Waiting:      e.Waiting,
 		TokensPerSec: noValue,

@@ -11,6 +11,9 @@ type LoadPhase string
 // The phases of a start, in the order vLLM and SGLang go through them. The
 // empty phase means the log has said nothing Hearth recognises yet.
 const (
+	// PhasePulling is the runtime fetching the engine's image, before the
+	// engine runs (no log line tells it; the Docker runtime reports it).
+	PhasePulling     LoadPhase = "pulling"
 	PhaseDownloading LoadPhase = "downloading" // fetching the weights from Hugging Face
 	PhaseLoading     LoadPhase = "loading"     // reading the weights onto the GPU
 	// PhaseCompiling is torch.compile (vLLM) or piecewise graph compilation
@@ -27,6 +30,8 @@ const (
 // Label is the phase in words for people: "loading weights".
 func (p LoadPhase) Label() string {
 	switch p {
+	case PhasePulling:
+		return "pulling the engine image"
 	case PhaseDownloading:
 		return "downloading weights"
 	case PhaseLoading:

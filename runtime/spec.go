@@ -188,4 +188,5 @@ type Detacher interface {
 type Identity struct {
 	PID       int    // process runtime
 	Container string // docker runtime
+	Image     string // docker runtime: the image it runs
 }

@@ -172,6 +172,19 @@ func (b *pullBoard) get(engine string) (docker.PullProgress, bool) {
 	return p, ok
 }
 
+// annotate shows an engine that is still starting while its image is
+// pulled as in the pulling phase, with the pull's percentage.
+func (b *pullBoard) annotate(statuses []hruntime.Status) []hruntime.Status {
+	for i, st := range statuses {
+		p, ok := b.get(st.Name)
+		if !ok || st.State != hruntime.StateStarting || p.Layers == 0 || p.Done == p.Layers {
+			continue
+		}
+		statuses[i].Load = hruntime.LoadState{Phase: hruntime.PhasePulling, Progress: int(max(p.Percent(), -1))}
+	}
+	return statuses
+}
+
 // progressBar draws "[#########-----------]  45% 3/7 layers".
 func progressBar(p docker.PullProgress) string {
 	const width = 20

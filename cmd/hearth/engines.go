@@ -197,6 +197,7 @@ type engineJSON struct {
 	State     string `json:"state"`
 	PID       int    `json:"pid,omitempty"`
 	Container string `json:"container,omitempty"`
+	Image     string `json:"image,omitempty"`
 	BaseURL   string `json:"base_url"`
 	Restarts  int    `json:"restarts"`
 	// Phase and Progress say where a loading engine's start is
@@ -215,7 +216,7 @@ func engineJSONOf(st hruntime.Status) engineJSON {
 	e := engineJSON{
 		Name: st.Name, Runtime: st.Runtime, Kind: string(st.Engine), Model: st.Model,
 		GPU: st.GPU.Index, GPUName: st.GPU.Name, State: string(st.State),
-		PID: st.PID, Container: st.Container, BaseURL: st.BaseURL, Restarts: st.Restarts,
+		PID: st.PID, Container: st.Container, Image: st.Image, BaseURL: st.BaseURL, Restarts: st.Restarts,
 		Phase: string(st.Load.Phase), LastError: st.LastError, Cause: string(st.Diagnosis.Cause),
 		Since: st.Since.UTC(), KVBlocks: st.Profile.GPUBlocks,
 	}
@@ -240,9 +241,9 @@ func (e engineJSON) stateText() string {
 }
 
 // enginesHandler serves GET /api/v1/engines.
-func enginesHandler(sup *hruntime.Supervisor) fiber.Handler {
+func enginesHandler(engines func() []hruntime.Status) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		statuses := sup.Engines()
+		statuses := engines()
 		out := make([]engineJSON, len(statuses))
 		for i, st := range statuses {
 			out[i] = engineJSONOf(st)

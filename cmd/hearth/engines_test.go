@@ -104,7 +104,7 @@ func serveLogs(t *testing.T, sup *hruntime.Supervisor) string {
 	t.Helper()
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	app.Get("/api/v1/engines/:name/logs", logsHandler{sup: sup, heartbeat: 10 * time.Millisecond, writeTimeout: 10 * time.Second}.serve)
-	app.Get("/api/v1/engines", enginesHandler(sup))
+	app.Get("/api/v1/engines", enginesHandler(sup.Engines))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -363,6 +363,8 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		return fmt.Errorf("up: %w", err)
 	}
 	contextTokens := specs[0].Estimate.MaxModelLen
+	// An engine whose image is being pulled shows the pull as its phase.
+	engineStatuses := func() []hruntime.Status { return pulls.annotate(sup.Engines()) }
 
 	// API: the gateway, with the console mounted on it. The console reads
 	// the engines, the router and the gateway's traffic through adapters;
@@ -374,7 +376,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	con, err := console.New(console.Config{
 		Model: cfg.model, ContextTokens: contextTokens, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
 	}, console.Deps{
-		Engines:     engineSource{engines: sup.Engines, logs: sup.Logs, rt: rt, gpus: gpus, client: &http.Client{}},
+		Engines:     engineSource{engines: engineStatuses, logs: sup.Logs, rt: rt, gpus: gpus, client: &http.Client{}},
 		Router:      routerSource{rt: rt},
 		Traffic:     &trafficSource{traffic: traffic},
 		Keys:        keys,
@@ -392,7 +394,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		Keys: apiKeys{keys}, Models: models, Traffic: traffic,
 		Mount: func(r fiber.Router) {
 			con.Register(r)
-			r.Get("/api/v1/engines", con.Guard, enginesHandler(sup))
+			r.Get("/api/v1/engines", con.Guard, enginesHandler(engineStatuses))
 			r.Get("/api/v1/engines/:name/logs", con.Guard, engineLogsHandler(sup))
 			// A browser opening the API's address lands on the console;
 			// HEAD / (Claude Code's probe) keeps the gateway's answer.

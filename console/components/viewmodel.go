@@ -38,6 +38,7 @@ type Totals struct {
 type GPUCard struct {
 	DOMID        string
 	Worker       string
+	Image        string   // the container image the engine runs; "" outside containers
 	State        string   // the engine's life stage; "" when unknown
 	StateClass   string   // "good" when it serves, "bad" when it is down
 	LogTail      []string // the engine's last log lines, shown while it is down

@@ -24,6 +24,7 @@ var ErrDetached = errors.New("detached from the running container")
 type handle struct {
 	docker    *client.Client
 	id, model string
+	image     string
 	endpoints hruntime.Endpoints
 	ring      *hruntime.LogRing
 	http      *http.Client
@@ -42,7 +43,7 @@ type handle struct {
 // lines, which the diagnosis of a failed start reads.
 const logDrain = 2 * time.Second
 
-func (l *Launcher) newHandle(spec hruntime.Spec, id string, ports hruntime.Ports, adopted bool) *handle {
+func (l *Launcher) newHandle(spec hruntime.Spec, id, image string, ports hruntime.Ports, adopted bool) *handle {
 	lines := l.LogLines
 	if lines <= 0 {
 		lines = 1000
@@ -54,7 +55,7 @@ func (l *Launcher) newHandle(spec hruntime.Spec, id string, ports hruntime.Ports
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &handle{
-		docker: l.Docker, id: id, model: spec.Model, endpoints: ports.Endpoints(),
+		docker: l.Docker, id: id, image: image, model: spec.Model, endpoints: ports.Endpoints(),
 		ring: hruntime.NewLogRing(lines, func(line string) { log.Debug(line) }),
 		http: httpClient, log: log, cancel: cancel,
 		detached: make(chan struct{}), exited: make(chan struct{}),
@@ -149,7 +150,9 @@ func exitError(r container.WaitResponse, oomKilled bool) error {
 
 func (h *handle) Endpoints() hruntime.Endpoints { return h.endpoints }
 
-func (h *handle) Identity() hruntime.Identity { return hruntime.Identity{Container: shortID(h.id)} }
+func (h *handle) Identity() hruntime.Identity {
+	return hruntime.Identity{Container: shortID(h.id), Image: h.image}
+}
 
 func (h *handle) Logs() []string { return h.ring.Lines() }
 

@@ -166,7 +166,7 @@ func (l *Launcher) adopt(ctx context.Context, spec hruntime.Spec, plan container
 		ports, err := hostPorts(c.NetworkSettings, plan.inside)
 		if err == nil {
 			l.logger().Info("adopting running engine container", "engine", spec.Name, "container", shortID(c.ID))
-			return l.newHandle(spec, c.ID, ports, true), true, nil
+			return l.newHandle(spec, c.ID, plan.config.Image, ports, true), true, nil
 		}
 		l.logger().Warn("running container has no usable ports; replacing it", "engine", spec.Name, "error", err)
 	} else {
@@ -211,7 +211,7 @@ func (l *Launcher) start(ctx context.Context, spec hruntime.Spec, plan container
 		return nil, fmt.Errorf("start container: %w", err)
 	}
 	l.logger().Info("engine container started", "engine", spec.Name, "container", shortID(created.ID), "image", plan.config.Image)
-	return l.newHandle(spec, created.ID, ports, false), nil
+	return l.newHandle(spec, created.ID, plan.config.Image, ports, false), nil
 }
 
 // remove deletes a container, killing it if it runs.
