@@ -40,7 +40,7 @@ func commands() []command {
 		{"bench", "benchmark routing policies on agentic workloads or traces, simulated or live", runBench},
 		{"engines", "list the engines of a running daemon and their states", runEngines},
 		{"logs", "print an engine's last output lines", runLogs},
-		{"sim-engine", "run one simulated vLLM server (HTTP API, metrics, ZMQ KV events)", runSimEngine},
+		{"sim-engine", "run one simulated vLLM or SGLang server (HTTP API, metrics, ZMQ KV events)", runSimEngine},
 	}
 }
 
@@ -50,6 +50,13 @@ var version = "dev"
 func main() {
 	env := &environment{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Under a real engine's name (an image's vllm or python3), the binary
+	// is that engine, simulated.
+	if prog, ok := engineProgram(os.Args[0]); ok {
+		code := runEngineProgram(ctx, env, prog, os.Args[1:])
+		stop()
+		os.Exit(code)
+	}
 	err := run(ctx, env, os.Args[1:])
 	stop()
 	if err != nil {

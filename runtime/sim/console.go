@@ -76,7 +76,9 @@ func tqdmClock(d time.Duration) string {
 // tqdmTimes is "[00:03<00:09, 2.50it/s]" for done of total units after
 // elapsed; unit is appended to the rate ("it/s", "B/s" scaled).
 func tqdmTimes(done, total float64, elapsed time.Duration, rate string) string {
-	if done <= 0 || elapsed <= 0 {
+	// Under a few milliseconds (a start-up with no delay) a rate would be
+	// noise in the millions; tqdm shows "?" before its first update.
+	if done <= 0 || elapsed < 5*time.Millisecond {
 		return fmt.Sprintf("[%s<?, ?%s]", tqdmClock(elapsed), rate)
 	}
 	remaining := time.Duration(float64(elapsed) * (total - done) / done)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -251,7 +252,9 @@ func (inst *Instance) Run(ctx context.Context) error {
 	if inst.publisher != nil {
 		g.Go(func() error { return inst.publisher.Run(gctx) })
 	}
+	var served atomic.Bool
 	serve := func(ln net.Listener) {
+		served.Store(true)
 		g.Go(func() error { return inst.server.Run(gctx, ln) })
 	}
 	st := inst.newStartup()
@@ -278,6 +281,9 @@ func (inst *Instance) Run(ctx context.Context) error {
 	err := g.Wait()
 	if ln := inst.listener(); ln != nil {
 		ln.Close() // not served when start-up ended early
+	}
+	if err == nil && served.Load() && (inst.cfg.Flavor == FlavorVLLM || !inst.server.starting.Load()) {
+		st.shutdown()
 	}
 	return err
 }

@@ -301,10 +301,10 @@ func (s *startup) runSGLang(ctx context.Context, serverArgs string) (bool, error
 	tp("Init torch distributed ends. mem usage=0.00 GB")
 	avail := s.freeBeforeLoadGiB()
 	tp("Load weight begin. avail mem=%.2f GB", avail)
+	tp("Using model weights format ['*.safetensors']")
 	if !s.download(ctx) {
 		return false, nil
 	}
-	tp("Using model weights format ['*.safetensors']")
 	if !s.loadShards(ctx) {
 		return false, nil
 	}
@@ -373,6 +373,20 @@ func (s *startup) sglangSchedulerTraceback(fn, last string) {
 	s.c.raw("%s", last)
 	s.c.raw("")
 	s.c.sglang(false, "Received sigquit from a child process. It usually means the child failed.")
+}
+
+// shutdown prints the API server stopping on a signal.
+func (s *startup) shutdown() {
+	if s.flavor == FlavorSGLang {
+		for _, l := range []string{"Shutting down", "Waiting for application shutdown.", "Application shutdown complete."} {
+			s.c.sglang(false, "INFO:     %s", l)
+		}
+		return
+	}
+	s.c.vllm(vllmAPIServer, "INFO", "launcher.py:99", "Shutting down FastAPI HTTP server.")
+	for _, l := range []string{"Shutting down", "Waiting for application shutdown.", "Application shutdown complete."} {
+		s.c.vllmUvicorn("%s", l)
+	}
 }
 
 // hostPort joins a host and port as a URL authority.
