@@ -49,7 +49,7 @@ func TestEngineArgsRoundTrip(t *testing.T) {
 		flavor  sim.Flavor
 		offload float64 // GiB of host tier the engine ends up with
 	}{
-		{hruntime.KindVLLM, sim.FlavorVLLM, 8},             // --kv-offloading-size is GiB
+		{hruntime.KindVLLM, sim.FlavorVLLM, 8},                   // --kv-offloading-size is GiB
 		{hruntime.KindSGLang, sim.FlavorSGLang, 8e9 / (1 << 30)}, // --hicache-size is GB
 	}
 	for _, tc := range tests {
