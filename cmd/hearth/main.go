@@ -1,5 +1,10 @@
 // Command hearth is the Hearth daemon and its tools: one binary that serves
 // coding agents from the GPUs of a workstation or a small LAN.
+//
+// Run under the name vllm, python3 (or python) or sglang, as the entrypoint
+// of an image standing in for vLLM's or SGLang's, it is that engine,
+// simulated: `vllm serve MODEL [flags]`, `python3 -m sglang.launch_server
+// [flags]`, `sglang serve [MODEL] [flags]` (enginecmd.go, engineargs.go).
 package main
 
 import (
