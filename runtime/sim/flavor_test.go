@@ -145,3 +145,16 @@ func TestSGLangStepDoesNotAllocate(t *testing.T) {
 		t.Errorf("Step allocates %v times per run, want 0", n)
 	}
 }
+
+// BenchmarkSGLangPageHash: one page of 16 tokens chained on the previous
+// page's digest, the cost the SGLang flavour adds per stored block.
+func BenchmarkSGLangPageHash(b *testing.B) {
+	page := tokens(1000, 16)
+	var prior [32]byte
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		prior, buf = sglangPageDigest(&prior, page, buf)
+	}
+	_ = sglangBlockID(&prior)
+}
