@@ -86,8 +86,10 @@ type ServerOptions struct {
 // defaultHealthCheckTimeout is SGLang's default bound on /health_generate.
 const defaultHealthCheckTimeout = 20 * time.Second
 
-// Server is one simulated vLLM server: the OpenAI API subset, /tokenize,
-// /detokenize, /health and /metrics, in front of an Engine.
+// Server is one simulated vLLM or SGLang server: the OpenAI API subset,
+// /tokenize, /detokenize, /health and /metrics (SGLang flavour also
+// /health_generate, /get_server_info and /get_model_info), in front of an
+// Engine.
 type Server struct {
 	opts    ServerOptions
 	log     *slog.Logger
