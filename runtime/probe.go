@@ -179,11 +179,35 @@ func ScrapeStats(ctx context.Context, client *http.Client, baseURL string) (Stat
 			Running: int(v("sglang:num_running_reqs")), Waiting: int(v("sglang:num_queue_reqs")),
 			KVUsage:          v("sglang:token_usage"),
 			PrefixQueries:    int64(v("sglang:prompt_tokens_total")),
-			PrefixHits:       int64(v("sglang:cached_tokens_total")),
+			PrefixHits:       int64(deviceHits(families["sglang:cached_tokens_total"])),
 			GenerationTokens: int64(v("sglang:generation_tokens_total")),
 		}, nil
 	}
 	return Stats{}, errors.New("metrics: neither vLLM's nor SGLang's names")
+}
+
+// deviceHits sums SGLang's cached prompt tokens found on the GPU: the
+// samples with cache_source "device", or without the label (releases
+// before the host and storage tiers were told apart). Tokens loaded from
+// host RAM or storage are left out, as vLLM's prefix-cache counter leaves
+// out what its KV connector loads.
+func deviceHits(f *dto.MetricFamily) float64 {
+	if f == nil {
+		return 0
+	}
+	var total float64
+	for _, m := range f.GetMetric() {
+		source := "device"
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "cache_source" {
+				source = l.GetValue()
+			}
+		}
+		if source == "device" {
+			total += m.GetCounter().GetValue() + m.GetUntyped().GetValue()
+		}
+	}
+	return total
 }
 
 // scrape GETs baseURL/metrics and parses the Prometheus text format.

@@ -1,5 +1,10 @@
 // Command hearth is the Hearth daemon and its tools: one binary that serves
 // coding agents from the GPUs of a workstation or a small LAN.
+//
+// Run under the name vllm, python3 (or python) or sglang, as the entrypoint
+// of an image standing in for vLLM's or SGLang's, it is that engine,
+// simulated: `vllm serve MODEL [flags]`, `python3 -m sglang.launch_server
+// [flags]`, `sglang serve [MODEL] [flags]` (enginecmd.go, engineargs.go).
 package main
 
 import (
@@ -41,7 +46,7 @@ func commands() []command {
 		{"plan", "show what fits on each GPU: weights, KV cache, memory fraction and context", runPlan},
 		{"engines", "list the engines of a running daemon and their states", runEngines},
 		{"logs", "print an engine's last output lines", runLogs},
-		{"sim-engine", "run one simulated vLLM server (HTTP API, metrics, ZMQ KV events)", runSimEngine},
+		{"sim-engine", "run one simulated vLLM or SGLang server (HTTP API, metrics, ZMQ KV events)", runSimEngine},
 		{"sim-image", "build the Docker images of the simulated engines (hearth sim-image build)", runSimImage},
 	}
 }
@@ -52,6 +57,13 @@ var version = "dev"
 func main() {
 	env := &environment{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Under a real engine's name (an image's vllm or python3), the binary
+	// is that engine, simulated.
+	if prog, ok := engineProgram(os.Args[0]); ok {
+		code := runEngineProgram(ctx, env, prog, os.Args[1:])
+		stop()
+		os.Exit(code)
+	}
 	err := run(ctx, env, os.Args[1:])
 	stop()
 	if err != nil {

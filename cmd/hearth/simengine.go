@@ -10,8 +10,10 @@ import (
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
-// runSimEngine runs one simulated vLLM server: the OpenAI API and metrics
-// over HTTP, KV events over ZMQ, a modelled GPU underneath.
+// runSimEngine runs one simulated vLLM (or SGLang) server: the OpenAI API
+// and metrics over HTTP, KV events over ZMQ, a modelled GPU underneath. The
+// engine's own lines, as the real engine prints them, go to stdout; the
+// simulator's log to stderr.
 func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "sim-engine", "sim-engine [flags]")
 	listen := fs.String("listen", "127.0.0.1:8100", "HTTP address of the OpenAI API, /metrics and /health")
@@ -32,8 +34,22 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	speedup := fs.Float64("speedup", 1, "run the modelled GPU this many times faster than real time")
 	seed := fs.Int64("seed", 0, "seed of block hashes and answer texts")
 	offloadGiB := fs.Float64("kv-offloading-size", 0, "host RAM for offloaded KV blocks in GiB, vLLM's native offloading (0: off)")
+	flavorName := fs.String("flavor", "vllm", "engine simulated: vllm or sglang (SGLang's hashes, events, metrics and health endpoints)")
+	startup := fs.Duration("simulate-startup", 0, "how long the simulated start-up (weights, KV cache, CUDA graphs) takes")
+	failure := fs.String("simulate-failure", "", "make the start-up fail: oom or exit")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	flavor, err := sim.ParseFlavor(*flavorName)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	fail, err := sim.ParseFailure(*failure)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *startup < 0 {
+		return fmt.Errorf("%w: --simulate-startup must not be negative", errUsage)
 	}
 	format, err := sim.ParseEventFormat(*kvFormat)
 	if err != nil {
@@ -49,7 +65,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 		GPU: *gpu, Model: *model, NumGPUBlocks: *numBlocks, BlockSize: *blockSize,
 		MaxNumSeqs: *maxSeqs, MaxNumBatchedTokens: *maxBatched, MaxModelLen: *maxModelLen,
 		GPUMemoryUtilization: *memUtil, SchedulingPolicy: *policy, Seed: *seed,
-		CPUOffloadGiB: *offloadGiB,
+		CPUOffloadGiB: *offloadGiB, Flavor: flavor,
 	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -62,6 +78,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	inst, err := sim.NewInstance(sim.InstanceOptions{
 		Engine: cfg, Listen: *listen, KVEvents: *kvEvents, KVReplay: *kvReplay, Topic: *kvTopic,
 		Format: format, ServedModelName: *servedName, Speedup: *speedup, Tokenizer: tok, Logger: log,
+		StartupDelay: *startup, Failure: fail, Console: env.stdout,
 	})
 	if err != nil {
 		return fmt.Errorf("sim-engine: %w", err)

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/go-zeromq/zmq4"
+
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // listenLine is the log line runSimEngine prints once its sockets are bound.
@@ -146,5 +148,40 @@ func TestSimEngineFlagErrors(t *testing.T) {
 				t.Errorf("got %v, want a usage error", err)
 			}
 		})
+	}
+}
+
+// TestSimEngineSGLangFlavor: `hearth sim-engine --flavor sglang` is the
+// SGLang stand-in without Docker: SGLang's endpoints and metric names.
+func TestSimEngineSGLangFlavor(t *testing.T) {
+	httpAddr, _, stop := startSimEngine(t, "--flavor", "sglang")
+	base := "http://" + httpAddr
+	ctx := context.Background()
+	if err := hruntime.WaitReady(ctx, http.DefaultClient, base, "qwen3-sim", nil); err != nil {
+		t.Fatal(err)
+	}
+	prof := hruntime.MeasureProfile(ctx, http.DefaultClient, base, hruntime.KindSGLang, hruntime.Profile{})
+	if !prof.Measured || prof.BlockSize != 16 || prof.GPUBlocks == 0 {
+		t.Errorf("MeasureProfile = %+v", prof)
+	}
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "sglang:token_usage") || strings.Contains(string(body), "vllm:") {
+		t.Errorf("metrics of the SGLang flavour:\n%s", body)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("sim-engine returned %v after cancel", err)
+	}
+}
+
+func TestSimEngineFlavorFlagErrors(t *testing.T) {
+	for _, args := range [][]string{{"--flavor", "tgi"}, {"--simulate-failure", "boom"}, {"--simulate-startup", "-1s"}} {
+		if _, _, err := runHearth(t, "", append([]string{"sim-engine"}, args...)...); !errors.Is(err, errUsage) {
+			t.Errorf("%q: got %v, want a usage error", args, err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -47,6 +48,7 @@ type Core struct {
 	outputs   []TokenOutput
 	scheduled []*request
 	hits      []int32
+	hashBuf   []byte // SHA-256 input of one SGLang page
 
 	stats Stats
 
@@ -89,11 +91,16 @@ type request struct {
 	numComputed int // tokens whose KV is in the cache
 	blocks      []int32
 	hashes      []uint64 // chained hashes of the full blocks known so far
-	numStored   int      // leading blocks already offered to the prefix cache
-	numOffered  int      // leading blocks already offered to the host-RAM tier
+	// digests are the SGLang flavour's full page digests, parallel to
+	// hashes: the next page's hash chains on all 32 bytes.
+	digests    [][sha256.Size]byte
+	numStored  int // leading blocks already offered to the prefix cache
+	numOffered int // leading blocks already offered to the host-RAM tier
 	// cachedTokens is the prompt tokens found in the prefix cache when the
 	// request was first scheduled; -1 before.
 	cachedTokens int
+	// hostCachedTokens is the part of cachedTokens loaded from host RAM.
+	hostCachedTokens int
 
 	scheduled int // tokens scheduled in the current step
 	running   bool
@@ -181,6 +188,9 @@ func (c *Core) Add(now time.Duration, r *Request) error {
 		blocks:       make([]int32, 0, maxBlocks),
 		hashes:       make([]uint64, 0, maxBlocks),
 		cachedTokens: -1,
+	}
+	if c.cfg.Flavor == FlavorSGLang {
+		req.digests = make([][sha256.Size]byte, 0, maxBlocks)
 	}
 	c.byID[r.ID] = req
 	c.waiting.push(req)
@@ -275,14 +285,12 @@ func (c *Core) publish(now time.Duration) {
 // events) with the engine's own.
 func (c *Core) CachedPrefixBlocks(tokens []uint32) int {
 	bs := c.cfg.BlockSize
-	parent := c.root
+	r := &request{tokens: tokens}
 	n := 0
 	for ; (n+1)*bs <= len(tokens); n++ {
-		h := chainHash(parent, tokens[n*bs:(n+1)*bs])
-		if _, ok := c.pool.lookup(h); !ok {
+		if _, ok := c.pool.lookup(c.blockHash(r, n)); !ok {
 			break
 		}
-		parent = h
 	}
 	return n
 }

@@ -66,8 +66,12 @@ type Config struct {
 	// and V), as vLLM's CPU backend sizes its pool.
 	NumCPUBlocks int
 	// Seed seeds the engine's block hashes (like PYTHONHASHSEED for vLLM):
-	// two engines with the same seed give a block the same hash.
+	// two engines with the same seed give a block the same hash. SGLang's
+	// hashes have no seed; there it only seeds the answers' texts.
 	Seed int64
+	// Flavor is the engine simulated: vLLM (the default) or SGLang. It
+	// picks the block hashes and how KV events are split (see Flavor).
+	Flavor Flavor
 }
 
 // Defaults, see Config. The memory figures are the catalog's memory model,
@@ -145,6 +149,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: max_num_batched_tokens %d < 1", errConfig, d.MaxNumBatchedTokens)
 	case !(d.GPUMemoryUtilization > 0 && d.GPUMemoryUtilization <= 1):
 		return fmt.Errorf("%w: gpu_memory_utilization %v not in (0, 1]", errConfig, d.GPUMemoryUtilization)
+	case d.Flavor != FlavorVLLM && d.Flavor != FlavorSGLang:
+		return fmt.Errorf("%w: unknown flavor %d", errConfig, d.Flavor)
 	case d.SchedulingPolicy != PolicyFCFS && d.SchedulingPolicy != PolicyPriority:
 		return fmt.Errorf("%w: scheduling policy %q (want fcfs or priority)", errConfig, d.SchedulingPolicy)
 	case !(c.CPUOffloadGiB >= 0 && c.CPUOffloadGiB <= 1<<20):

@@ -1,7 +1,7 @@
-// Package sim is a simulated vLLM engine: a paged KV cache with prefix
-// caching, a continuous-batching scheduler and a timing model of a named GPU
-// and model, behind vLLM's HTTP API, Prometheus metrics and ZMQ KV-event
-// stream.
+// Package sim is a simulated vLLM or SGLang engine: a paged KV cache with
+// prefix caching, a continuous-batching scheduler and a timing model of a
+// named GPU and model, behind the engine's HTTP API, Prometheus metrics and
+// ZMQ KV-event stream.
 //
 // The Core holds all engine state and advances one scheduler step at a time
 // in virtual time, so the same code serves a real-time server (Runner, scaled
@@ -12,8 +12,9 @@
 // # Engine model
 //
 //   - cache.go: vLLM V1's block pool. Full blocks are identified by a chained
-//     FNV-1a hash of (parent hash, token ids), the engine's own opaque ids in
-//     KV events; reference counts for shared prefixes; an LRU free queue that
+//     FNV-1a hash of (parent hash, token ids) seeded by Config.Seed (SGLang
+//     flavour: SGLang's page hashes, see flavor.go), the engine's own opaque
+//     ids in KV events; reference counts for shared prefixes; an LRU free queue that
 //     keeps freed blocks' KV until they are reused; a request's blocks are
 //     freed deepest first. Blocks filled by generated tokens are cached too.
 //   - scheduler.go: vLLM V1's scheduler. One token budget per step
@@ -51,6 +52,52 @@
 // allocate once its buffers have grown (TestStepDoesNotAllocate); Add
 // allocates the request's state.
 //
+// # Flavours
+//
+// Config.Flavor picks the engine the simulator stands in for (flavor.go);
+// the engine model is the same, what the outside sees differs:
+//
+//   - FlavorVLLM (default): block hashes as above, BlockStored per run of
+//     new blocks in vLLM's map event form (or InstanceOptions.Format),
+//     vllm:* metrics, /health 200 while the engine loop runs.
+//   - FlavorSGLang: SGLang's radix-cache page hashes (SHA-256 over the
+//     previous page's 32-byte digest and the page's tokens as u32
+//     little-endian; the id is the digest's first 8 bytes big-endian, an
+//     int64 in the events; no seed), one BlockStored per page in
+//     kvevents.FormatSGLang; SGLang's metric names (sglang:num_running_reqs,
+//     num_queue_reqs, token_usage, cache_hit_rate from Stats at scrape time;
+//     prompt_tokens_total, generation_tokens_total,
+//     cached_tokens_total{cache_source="device"|"host"},
+//     time_to_first_token_seconds, counted per finished request as SGLang's
+//     tokenizer manager counts them); /health 503 until the warm-up request
+//     has run, then 200; /health_generate, a one-token generation through the
+//     engine (503 when the engine loop is gone or the token does not come
+//     within HealthCheckTimeout, default 20s); /get_server_info (SGLang's
+//     server_args field names plus max_total_num_tokens = KV capacity in
+//     tokens, internal_states, version) and /get_model_info; /v1/models
+//     owned_by "sglang". The OpenAI API is the same as vLLM's.
+//
+// # Start-up (instance.go, startup.go, console.go)
+//
+// Instance.Run plays the engine's start-up over InstanceOptions.StartupDelay
+// (0: at once), printing to InstanceOptions.Console the lines the real
+// engine prints, in its format (vLLM: "(APIServer pid=N) INFO MM-DD
+// hh:mm:ss [file.py:line] ..." and its EngineCore; SGLang: "[YYYY-MM-DD
+// hh:mm:ss TP0] ..."): weight download progress with percentages, shard
+// loading, "Loading weights took" / "Load weight end", the KV cache size
+// ("GPU KV cache size: N tokens" / "KV Cache is allocated. #tokens: N"),
+// CUDA graph capture, then vLLM's "Starting vLLM API server 0 on http://…"
+// and uvicorn's "Application startup complete.", or SGLang's uvicorn lines,
+// its warm-up request and "The server is fired up and ready to roll!". A
+// vLLM instance with a fixed port binds it only after that, so the port
+// refuses connections while the engine loads; an SGLang instance binds at
+// once and answers 503 meanwhile. InstanceOptions.Failure makes the
+// start-up fail (FailureOOM: PyTorch's CUDA out-of-memory error while
+// loading the weights; FailureExit: an error after loading them): the
+// engine's error lines are printed and Run returns an error wrapping
+// ErrStartupFailed. A cancelled start-up returns nil. On a clean stop the
+// API server's shutdown lines are printed.
+//
 // # Network side
 //
 //   - server.go, httpapi.go: vLLM's OpenAI API subset over net/http
@@ -67,11 +114,12 @@
 //     <tool_call> whose arguments fit the tool's schema, returned as OpenAI
 //     tool_calls. The text is tokenized, cut at max_tokens and handed to the
 //     core as Request.Output.
-//   - metrics.go: vLLM's Prometheus names on a registry of their own;
+//   - metrics.go: vLLM's (or SGLang's) Prometheus names on a registry of their own;
 //     latency histograms in modelled time (wall time times the speed-up);
 //     the queue time is the core's own, from Add to first scheduling.
 //   - kvpub.go: the Publisher, an EventSink that sends each step's events on
-//     a ZMQ PUB socket in vLLM's wire format (map- or array-form events) and
+//     a ZMQ PUB socket in vLLM's wire format (map- or array-form events, or
+//     SGLang's; "tcp://*:port" binds every interface) and
 //     answers replay requests on a ROUTER socket from a bounded ring buffer.
 //     It never blocks the engine loop: batches are numbered and kept for
 //     replay when published, and a full send queue only costs subscribers a

@@ -20,17 +20,35 @@ var (
 		20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
 )
 
+// SGLang's buckets (its TokenizerMetricsCollector).
+var (
+	sglangTTFTBuckets = []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400}
+	sglangITLBuckets  = []float64{0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040,
+		0.060, 0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000}
+	sglangE2EBuckets = []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 800}
+)
+
 // engineMetrics is the /metrics registry of one simulated engine. Gauges and
 // counters are read from the engine's Stats at scrape time; latency
 // histograms are fed by the HTTP layer as requests finish. Latencies are in
 // modelled time (wall time times the speed-up), so the histograms show the
 // modelled GPU's figures whatever the speed-up.
+//
+// The SGLang flavour exports SGLang's names instead: its scheduler's gauges
+// (labels model_name, engine_type, tp_rank, pp_rank) read from Stats, and
+// its tokenizer manager's token counters and histograms (label model_name),
+// which SGLang counts per finished request, as the HTTP layer does here.
 type engineMetrics struct {
 	registry *prometheus.Registry
 	ttft     prometheus.Observer
 	itl      prometheus.Observer
 	e2e      prometheus.Observer
-	queue    prometheus.Observer
+	queue    prometheus.Observer // nil for SGLang, which exports no queue histogram by default
+
+	// SGLang's per-request counters; nil for vLLM, whose counters come
+	// from Stats.
+	promptTokens, generationTokens, requests prometheus.Counter
+	cachedTokens                             *prometheus.CounterVec // by cache_source
 }
 
 // cacheInfo is what vllm:cache_config_info reports.
@@ -43,7 +61,10 @@ type cacheInfo struct {
 	External bool
 }
 
-func newEngineMetrics(modelName string, cache cacheInfo, stats func() Stats) *engineMetrics {
+func newEngineMetrics(flavor Flavor, modelName string, cache cacheInfo, stats func() Stats) *engineMetrics {
+	if flavor == FlavorSGLang {
+		return newSGLangMetrics(modelName, cache, stats)
+	}
 	labels := prometheus.Labels{"model_name": modelName, "engine": "0"}
 	reg := prometheus.NewRegistry()
 	histogram := func(name, help string, buckets []float64) prometheus.Histogram {
@@ -64,7 +85,7 @@ func newEngineMetrics(modelName string, cache cacheInfo, stats func() Stats) *en
 		queue: histogram("vllm:request_queue_time_seconds",
 			"Histogram of time spent in WAITING phase for request.", requestLatencyBuckets),
 	}
-	reg.MustRegister(&statsCollector{labels: labels, stats: stats, external: cache.External})
+	reg.MustRegister(&statsCollector{stats: stats, metrics: vllmStatMetrics(labels, cache.External)})
 
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "vllm:cache_config_info",
@@ -83,29 +104,90 @@ func newEngineMetrics(modelName string, cache cacheInfo, stats func() Stats) *en
 	return m
 }
 
+func newSGLangMetrics(modelName string, cache cacheInfo, stats func() Stats) *engineMetrics {
+	reg := prometheus.NewRegistry()
+	tokenizerLabels := prometheus.Labels{"model_name": modelName}
+	histogram := func(name, help string, buckets []float64) prometheus.Histogram {
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: name, Help: help, Buckets: buckets, ConstLabels: tokenizerLabels,
+		})
+		reg.MustRegister(h)
+		return h
+	}
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: tokenizerLabels})
+		reg.MustRegister(c)
+		return c
+	}
+	m := &engineMetrics{
+		registry: reg,
+		ttft: histogram("sglang:time_to_first_token_seconds",
+			"Histogram of time to first token in seconds.", sglangTTFTBuckets),
+		itl: histogram("sglang:inter_token_latency_seconds",
+			"Histogram of inter-token latency in seconds.", sglangITLBuckets),
+		e2e: histogram("sglang:e2e_request_latency_seconds",
+			"Histogram of End-to-end request latency in seconds", sglangE2EBuckets),
+		promptTokens:     counter("sglang:prompt_tokens_total", "Number of prefill tokens processed."),
+		generationTokens: counter("sglang:generation_tokens_total", "Number of generation tokens processed."),
+		requests:         counter("sglang:num_requests_total", "Number of requests processed."),
+		cachedTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sglang:cached_tokens_total", Help: "Number of cached prompt tokens by source (device/host/storage).",
+			ConstLabels: tokenizerLabels,
+		}, []string{"cache_source"}),
+	}
+	reg.MustRegister(m.cachedTokens)
+	schedulerLabels := prometheus.Labels{"model_name": modelName, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0"}
+	reg.MustRegister(&statsCollector{stats: stats, metrics: sglangStatMetrics(schedulerLabels, cache.NumGPUBlocks*cache.BlockSize)})
+	return m
+}
+
 // handler serves the registry in the Prometheus text format.
 func (m *engineMetrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
-// observeRequest records one finished request's latencies, all modelled
-// durations: its wait in the engine's queue, its first token and its end
-// since arrival, and the gaps between its tokens.
-func (m *engineMetrics) observeRequest(queued, firstToken, total time.Duration, gaps []time.Duration) {
-	m.queue.Observe(queued.Seconds())
-	m.ttft.Observe(firstToken.Seconds())
-	m.e2e.Observe(total.Seconds())
-	for _, g := range gaps {
+// finishedRequest is what the HTTP layer knows of a request when its last
+// token arrives. Durations are modelled.
+type finishedRequest struct {
+	queued, firstToken, total time.Duration
+	gaps                      []time.Duration
+	// prompt and generated tokens; cached of the prompt found in a cache,
+	// hostCached of those loaded from host RAM.
+	prompt, generated, cached, hostCached int
+}
+
+// observeRequest records one finished request: its wait in the engine's
+// queue, its first token and its end since arrival, the gaps between its
+// tokens, and (SGLang) its token counts.
+func (m *engineMetrics) observeRequest(f finishedRequest) {
+	if m.queue != nil {
+		m.queue.Observe(f.queued.Seconds())
+	}
+	m.ttft.Observe(f.firstToken.Seconds())
+	m.e2e.Observe(f.total.Seconds())
+	for _, g := range f.gaps {
 		m.itl.Observe(g.Seconds())
+	}
+	if m.promptTokens == nil {
+		return
+	}
+	m.promptTokens.Add(float64(f.prompt))
+	m.generationTokens.Add(float64(f.generated))
+	m.requests.Inc()
+	// SGLang creates a source's series at its first hit.
+	if device := f.cached - f.hostCached; device > 0 {
+		m.cachedTokens.WithLabelValues("device").Add(float64(device))
+	}
+	if f.hostCached > 0 {
+		m.cachedTokens.WithLabelValues("host").Add(float64(f.hostCached))
 	}
 }
 
-// statsCollector turns one Stats snapshot per scrape into vLLM's gauges and
+// statsCollector turns one Stats snapshot per scrape into gauges and
 // counters, so all of them describe the same instant.
 type statsCollector struct {
-	labels   prometheus.Labels
-	stats    func() Stats
-	external bool
+	stats   func() Stats
+	metrics []statMetric
 }
 
 type statMetric struct {
@@ -114,9 +196,9 @@ type statMetric struct {
 	value func(Stats) float64
 }
 
-func (c *statsCollector) metrics() []statMetric {
+func vllmStatMetrics(labels prometheus.Labels, external bool) []statMetric {
 	d := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, nil, c.labels)
+		return prometheus.NewDesc(name, help, nil, labels)
 	}
 	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
 	out := []statMetric{
@@ -137,7 +219,7 @@ func (c *statsCollector) metrics() []statMetric {
 		{d("vllm:generation_tokens_total", "Number of generation tokens processed."), counter,
 			func(s Stats) float64 { return float64(s.GenerationTokens) }},
 	}
-	if c.external {
+	if external {
 		out = append(out,
 			statMetric{d("vllm:external_prefix_cache_queries_total",
 				"External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens."), counter,
@@ -149,15 +231,44 @@ func (c *statsCollector) metrics() []statMetric {
 	return out
 }
 
+// sglangStatMetrics are SGLang's scheduler gauges. Its cache_hit_rate is
+// the hit share of recent prefill batches; here it is the share since
+// start of prompt tokens found in a cache, GPU or host RAM.
+func sglangStatMetrics(labels prometheus.Labels, capacityTokens int) []statMetric {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, nil, labels)
+	}
+	gauge := prometheus.GaugeValue
+	return []statMetric{
+		{d("sglang:num_running_reqs", "The number of running requests."), gauge,
+			func(s Stats) float64 { return float64(s.Running) }},
+		{d("sglang:num_queue_reqs", "The number of requests in the waiting queue."), gauge,
+			func(s Stats) float64 { return float64(s.Waiting) }},
+		{d("sglang:num_used_tokens", "The number of used tokens."), gauge,
+			func(s Stats) float64 { return float64(s.UsedBlocks * s.BlockSize) }},
+		{d("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool."), gauge,
+			func(Stats) float64 { return float64(capacityTokens) }},
+		{d("sglang:token_usage", "The token usage."), gauge,
+			func(s Stats) float64 { return s.KVUsage }},
+		{d("sglang:cache_hit_rate", "The prefix cache hit rate."), gauge,
+			func(s Stats) float64 {
+				if s.PrefixQueries == 0 {
+					return 0
+				}
+				return float64(s.PrefixHits+s.ExternalPrefixHits) / float64(s.PrefixQueries)
+			}},
+	}
+}
+
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, m := range c.metrics() {
+	for _, m := range c.metrics {
 		ch <- m.desc
 	}
 }
 
 func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.stats()
-	for _, m := range c.metrics() {
+	for _, m := range c.metrics {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.typ, m.value(s))
 	}
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"crypto/sha256"
 	"time"
 
 	"github.com/hearth-llm/hearth/kvevents"
@@ -107,6 +108,7 @@ func (c *Core) Step(now time.Duration) StepResult {
 				// GPU counters count GPU hits only; tokens loaded from
 				// host RAM go to the connector's external counters.
 				r.cachedTokens = computed
+				r.hostCachedTokens = loaded * c.cfg.BlockSize
 				r.queueTime = now - r.addedAt
 				c.stats.PrefixQueries += int64(r.numTokens())
 				c.stats.PrefixHits += int64(len(hits) * c.cfg.BlockSize)
@@ -164,12 +166,13 @@ func (c *Core) Step(now time.Duration) StepResult {
 			c.stats.PromptTokens += int64(r.promptLen)
 		}
 		out := TokenOutput{
-			RequestID:    r.id,
-			Token:        r.tokens[r.promptLen+idx],
-			Index:        idx,
-			CachedTokens: r.cachedTokens,
-			PromptTokens: r.promptLen,
-			QueueTime:    r.queueTime,
+			RequestID:        r.id,
+			Token:            r.tokens[r.promptLen+idx],
+			Index:            idx,
+			CachedTokens:     r.cachedTokens,
+			HostCachedTokens: r.hostCachedTokens,
+			PromptTokens:     r.promptLen,
+			QueueTime:        r.queueTime,
 		}
 		if r.numOutput == r.outputLen {
 			out.Finished = true
@@ -269,11 +272,23 @@ func (c *Core) blockHash(r *request, i int) uint64 {
 	bs := c.cfg.BlockSize
 	for len(r.hashes) <= i {
 		j := len(r.hashes)
+		page := r.tokens[j*bs : (j+1)*bs]
+		if c.cfg.Flavor == FlavorSGLang {
+			var prior *[sha256.Size]byte
+			if j > 0 {
+				prior = &r.digests[j-1]
+			}
+			var d [sha256.Size]byte
+			d, c.hashBuf = sglangPageDigest(prior, page, c.hashBuf)
+			r.digests = append(r.digests, d)
+			r.hashes = append(r.hashes, sglangBlockID(&d))
+			continue
+		}
 		parent := c.root
 		if j > 0 {
 			parent = r.hashes[j-1]
 		}
-		r.hashes = append(r.hashes, chainHash(parent, r.tokens[j*bs:(j+1)*bs]))
+		r.hashes = append(r.hashes, chainHash(parent, page))
 	}
 	return r.hashes[i]
 }
@@ -318,9 +333,11 @@ func (c *Core) allocateSlots(r *request, n int, hits []int32, loaded int) bool {
 }
 
 // storeFullBlocks offers r's blocks [numStored, full) to the prefix cache and
-// emits one BlockStored per run of newly stored blocks.
+// emits one BlockStored per run of newly stored blocks (vLLM), or per block
+// (SGLang, whose radix cache records one event per page).
 func (c *Core) storeFullBlocks(r *request, full int) {
 	bs := c.cfg.BlockSize
+	perBlock := c.cfg.Flavor == FlavorSGLang
 	runStart := -1
 	flush := func(end int) {
 		if runStart < 0 {
@@ -341,6 +358,9 @@ func (c *Core) storeFullBlocks(r *request, full int) {
 	}
 	for i := r.numStored; i < full; i++ {
 		if c.pool.store(r.blocks[i], c.blockHash(r, i)) {
+			if perBlock {
+				flush(i)
+			}
 			if runStart < 0 {
 				runStart = i
 			}

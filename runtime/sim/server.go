@@ -65,13 +65,31 @@ type ServerOptions struct {
 	Speedup float64
 	// Seed mixes into every answer's choice of text.
 	Seed int64
+	// Flavor is the engine the server stands in for: vLLM's metrics and
+	// health (the default) or SGLang's (see Flavor).
+	Flavor Flavor
+	// ModelPath is what the engine loaded (SGLang's model_path in
+	// /get_server_info); default ModelName.
+	ModelPath string
+	// ServerInfo holds further fields of SGLang's /get_server_info (its
+	// server arguments and scheduler info); the fields the server knows
+	// itself are added to them.
+	ServerInfo map[string]any
+	// HealthCheckTimeout bounds the one-token generation of SGLang's
+	// /health_generate; default 20s, SGLang's SGLANG_HEALTH_CHECK_TIMEOUT.
+	HealthCheckTimeout time.Duration
 	// Now is the wall clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
 }
 
-// Server is one simulated vLLM server: the OpenAI API subset, /tokenize,
-// /detokenize, /health and /metrics, in front of an Engine.
+// defaultHealthCheckTimeout is SGLang's default bound on /health_generate.
+const defaultHealthCheckTimeout = 20 * time.Second
+
+// Server is one simulated vLLM or SGLang server: the OpenAI API subset,
+// /tokenize, /detokenize, /health and /metrics (SGLang flavour also
+// /health_generate, /get_server_info and /get_model_info), in front of an
+// Engine.
 type Server struct {
 	opts    ServerOptions
 	log     *slog.Logger
@@ -80,8 +98,11 @@ type Server struct {
 	created int64 // /v1/models "created"
 
 	engineRunning atomic.Bool
-	nextID        atomic.Uint64
-	idPrefix      uint64
+	// starting is set while an SGLang-flavoured server warms up: /health
+	// answers 503 and the API is not served yet.
+	starting atomic.Bool
+	nextID   atomic.Uint64
+	idPrefix uint64
 }
 
 // maxBodyBytes bounds a request body. Coding agents send prompts of a few
@@ -106,6 +127,12 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.Speedup <= 0 {
 		opts.Speedup = 1
 	}
+	if opts.ModelPath == "" {
+		opts.ModelPath = opts.ModelName
+	}
+	if opts.HealthCheckTimeout <= 0 {
+		opts.HealthCheckTimeout = defaultHealthCheckTimeout
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -119,7 +146,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		created:  opts.Now().Unix(),
 		idPrefix: rand.Uint64(),
 	}
-	s.metrics = newEngineMetrics(opts.ServedModelName, cacheInfo{
+	s.metrics = newEngineMetrics(opts.Flavor, opts.ServedModelName, cacheInfo{
 		NumGPUBlocks:         opts.NumGPUBlocks,
 		BlockSize:            opts.BlockSize,
 		GPUMemoryUtilization: opts.GPUMemoryUtilization,
@@ -134,19 +161,38 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
 	mux.Handle("GET /metrics", s.metrics.handler())
+	if opts.Flavor == FlavorSGLang {
+		mux.HandleFunc("GET /health_generate", s.handleHealthGenerate)
+		mux.HandleFunc("GET /get_server_info", s.handleServerInfo)
+		mux.HandleFunc("GET /get_model_info", s.handleModelInfo)
+	}
 	s.mux = mux
 	return s, nil
 }
 
 // Handler returns the server's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+// serveHTTP answers 503 while the server starts, but for the endpoints a
+// starting SGLang answers itself.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.starting.Load() {
+		switch r.URL.Path {
+		case "/health", "/health_generate", "/metrics", "/get_server_info", "/get_model_info":
+		default:
+			s.writeError(w, &apiError{status: http.StatusServiceUnavailable, message: "the server is starting"})
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // Run runs the engine loop and serves HTTP on ln until ctx is done or either
 // fails. /health answers 503 unless the engine loop is running.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	g, ctx := errgroup.WithContext(ctx)
 	srv := &http.Server{
-		Handler:           s.mux,
+		Handler:           s.Handler(),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
@@ -180,7 +226,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
-	if !s.engineRunning.Load() {
+	if !s.engineRunning.Load() || s.starting.Load() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
@@ -216,7 +262,7 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 		Object string `json:"object"`
 		Data   []card `json:"data"`
 	}{"list", []card{{
-		ID: s.opts.ServedModelName, Object: "model", Created: s.created, OwnedBy: "vllm",
+		ID: s.opts.ServedModelName, Object: "model", Created: s.created, OwnedBy: s.opts.Flavor.String(),
 		Root: s.opts.ModelName, MaxModelLen: s.opts.MaxModelLen,
 		Permission: []permission{{
 			ID: fmt.Sprintf("modelperm-%016x", s.idPrefix), Object: "model_permission", Created: s.created,

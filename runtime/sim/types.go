@@ -31,7 +31,11 @@ type TokenOutput struct {
 	// CachedTokens is the number of prompt tokens served from the prefix
 	// cache; set on every output of a request.
 	CachedTokens int
-	PromptTokens int
+	// HostCachedTokens is the part of CachedTokens loaded from the
+	// host-RAM tier rather than found on the GPU (SGLang's
+	// cached_tokens_total{cache_source="host"}).
+	HostCachedTokens int
+	PromptTokens     int
 	// QueueTime is how long, in engine time, the request waited before it
 	// was first scheduled (vllm:request_queue_time_seconds).
 	QueueTime time.Duration

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/runtime/sim"
+)
+
+// parseEngine parses an engine command line as runEngineProgram does,
+// argv[0]'s base name first.
+func parseEngine(t *testing.T, argv []string, env map[string]string) (*engineCommand, error) {
+	t.Helper()
+	var c *engineCommand
+	var err error
+	switch {
+	case argv[0] == "vllm" && len(argv) > 1 && argv[1] == "serve":
+		c, err = parseVLLMServe(argv[2:])
+	case argv[0] == "python3" && len(argv) > 2 && argv[1] == "-m" && argv[2] == "sglang.launch_server":
+		c, err = parseSGLangServer(argv[3:], false)
+	case argv[0] == "sglang" && len(argv) > 1 && argv[1] == "serve":
+		c, err = parseSGLangServer(argv[2:], true)
+	default:
+		t.Fatalf("not an engine command line: %q", argv)
+	}
+	if err != nil {
+		return c, err
+	}
+	return c, c.finish(func(k string) string { return env[k] })
+}
+
+// TestEngineArgsRoundTrip: whatever runtime.EngineArgs gives the real
+// engines, the simulated ones parse into the configuration the spec asks
+// for; what the command line cannot say comes from the environment.
+func TestEngineArgsRoundTrip(t *testing.T) {
+	ports := hruntime.Ports{Host: "0.0.0.0", HTTP: 8123, KVEvents: 5601, Replay: 5602}
+	env := map[string]string{envSimGPU: "h100", envSimSpeedup: "25", envSimSeed: "42", envSimNumGPUBlocks: "3000"}
+	base := hruntime.Spec{
+		Name: "gpu0", Model: "qwen3-14b-fp8", ModelPath: "Qwen/Qwen3-14B-FP8",
+		GPU:         hruntime.GPU{Kind: "h100"},
+		MaxModelLen: 16384, GPUMemoryUtilization: 0.85, KVOffloadingGiB: 8,
+		Speedup: 25, Seed: 42, NumGPUBlocks: 3000,
+	}
+	tests := []struct {
+		kind    hruntime.Kind
+		flavor  sim.Flavor
+		offload float64 // GiB of host tier the engine ends up with
+	}{
+		{hruntime.KindVLLM, sim.FlavorVLLM, 8},                   // --kv-offloading-size is GiB
+		{hruntime.KindSGLang, sim.FlavorSGLang, 8e9 / (1 << 30)}, // --hicache-size is GB
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			spec := base
+			spec.Engine = tc.kind
+			argv := hruntime.EngineArgs(spec, ports, "/usr/local/bin/hearth")
+			c, err := parseEngine(t, argv, env)
+			if err != nil {
+				t.Fatalf("%q: %v", argv, err)
+			}
+			want := sim.Config{
+				GPU: "h100", Model: "qwen3-14b-fp8", NumGPUBlocks: 3000, BlockSize: hruntime.BlockSize,
+				MaxModelLen: 16384, GPUMemoryUtilization: 0.85, CPUOffloadGiB: tc.offload, Seed: 42, Flavor: tc.flavor,
+			}
+			if c.cfg != want {
+				t.Errorf("config\n got %+v\nwant %+v", c.cfg, want)
+			}
+			if c.flavor != tc.flavor || c.listen() != "0.0.0.0:8123" || c.served != "qwen3-14b-fp8" ||
+				c.modelPath != "Qwen/Qwen3-14B-FP8" || c.speedup != 25 {
+				t.Errorf("flavor %v, listen %s, served %s, model path %s, speedup %v", c.flavor, c.listen(), c.served,
+					c.modelPath, c.speedup)
+			}
+			if c.kvEvents != "tcp://*:5601" || c.kvReplay != "tcp://*:5602" || c.topic != hruntime.KVEventsTopic {
+				t.Errorf("KV events %s, replay %s, topic %s", c.kvEvents, c.kvReplay, c.topic)
+			}
+			if err := c.cfg.Validate(); err != nil {
+				t.Errorf("the parsed config does not validate: %v", err)
+			}
+		})
+	}
+}
+
+func TestEngineCommandDefaults(t *testing.T) {
+	tests := []struct {
+		argv             []string
+		listen, kvEvents string
+		blockSize        int
+	}{
+		{[]string{"vllm", "serve", "Qwen/Qwen3-8B"}, "0.0.0.0:8000", "", 0},
+		{[]string{"python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B"}, "127.0.0.1:30000", "", 1},
+		{[]string{"sglang", "serve", "qwen3-8b"}, "127.0.0.1:30000", "", 1},
+		{[]string{"vllm", "serve", "Qwen/Qwen3-8B", "--kv-events-config", `{"enable_kv_cache_events":true}`},
+			"0.0.0.0:8000", "tcp://*:5557", 0},
+		{[]string{"python3", "-m", "sglang.launch_server", "--model", "/models/Qwen3-8B", "--kv-events-config", `{"publisher":"zmq"}`},
+			"127.0.0.1:30000", "tcp://*:5557", 1},
+		// Events configured but not switched on publish nothing.
+		{[]string{"vllm", "serve", "Qwen/Qwen3-8B", "--kv-events-config", `{"publisher":"zmq","endpoint":"tcp://*:1"}`},
+			"0.0.0.0:8000", "", 0},
+		{[]string{"python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--kv-events-config", `{"endpoint":"tcp://*:1"}`},
+			"127.0.0.1:30000", "", 1},
+	}
+	for _, tc := range tests {
+		c, err := parseEngine(t, tc.argv, nil)
+		if err != nil {
+			t.Errorf("%q: %v", tc.argv, err)
+			continue
+		}
+		if c.listen() != tc.listen || c.kvEvents != tc.kvEvents || c.cfg.BlockSize != tc.blockSize ||
+			c.cfg.GPU != "rtx4090" || c.speedup != 1 || c.served != c.modelPath || c.cfg.Model != "qwen3-8b" {
+			t.Errorf("%q: listen %s, events %q, block size %d, gpu %s, speedup %v, served %s",
+				tc.argv, c.listen(), c.kvEvents, c.cfg.BlockSize, c.cfg.GPU, c.speedup, c.served)
+		}
+	}
+}
+
+// TestEngineFlagsAccepted: real flags the simulator does not model are
+// accepted, in both spellings argparse allows; the simulator's own flags
+// take effect.
+func TestEngineFlagsAccepted(t *testing.T) {
+	vllm := []string{"vllm", "serve", "--port=9000", "Qwen/Qwen3-8B", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+		"--reasoning-parser", "qwen3", "--trust-remote-code", "--kv-offloading-backend", "native", "--dtype=auto",
+		"--max_model_len", "32k", "--served-model-name", "a", "b", "--simulate-startup", "1.5", "--simulate-failure", "oom",
+		"--no-enable-prefix-caching", "-tp", "1", "--max-num-seqs", "64", "--scheduling-policy", "priority"}
+	c, err := parseEngine(t, vllm, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.port != 9000 || c.cfg.MaxModelLen != 32000 || c.served != "a" || c.startupDelay != 1500*time.Millisecond ||
+		c.failure != sim.FailureOOM || c.cfg.MaxNumSeqs != 64 || c.cfg.SchedulingPolicy != sim.PolicyPriority {
+		t.Errorf("vllm: %+v", c)
+	}
+	sglang := []string{"python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--enable-metrics",
+		"--tool-call-parser", "qwen25", "--reasoning-parser", "qwen3", "--trust-remote-code", "--tp", "1",
+		"--enable-hierarchical-cache", "--hicache-ratio", "1.5", "--hicache-write-policy", "write_through",
+		"--simulate-startup", "250ms", "--simulate-failure=exit", "--context-length", "8K", "--max-running-requests", "32",
+		"--chunked-prefill-size", "4096", "--enable-priority-scheduling", "--schedule-policy", "priority"}
+	c, err = parseEngine(t, sglang, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.startupDelay != 250*time.Millisecond || c.failure != sim.FailureExit || c.cfg.MaxModelLen != 8192 ||
+		c.cfg.MaxNumSeqs != 32 || c.cfg.MaxNumBatchedTokens != 4096 || c.cfg.SchedulingPolicy != sim.PolicyPriority ||
+		c.cfg.NumCPUBlocks == 0 || c.serverArgs["tool_call_parser"] != "qwen25" {
+		t.Errorf("sglang: %+v", c)
+	}
+}
+
+// TestEngineCommandLineErrors: what the engines' argparse refuses is a
+// usage error (exit 2), worded as argparse words it.
+func TestEngineCommandLineErrors(t *testing.T) {
+	tests := []struct {
+		argv []string
+		msg  string
+	}{
+		{[]string{"vllm", "serve", "Qwen/Qwen3-8B", "--frobnicate"}, "unrecognized arguments: --frobnicate"},
+		{[]string{"vllm", "serve", "Qwen/Qwen3-8B", "extra"}, "unrecognized arguments: extra"},
+		{[]string{"vllm", "serve", "Qwen/Qwen3-8B", "--enable-metrics"}, "unrecognized arguments: --enable-metrics"},
+		{[]string{"vllm", "serve", "Qwen/Qwen3-8B", "--port", "eighty"}, "argument --port: invalid int value: 'eighty'"},
+		{[]string{"vllm", "serve", "Qwen/Qwen3-8B", "--port"}, "argument --port: expected one argument"},
+		{[]string{"vllm", "serve", "Qwen/Qwen3-8B", "--kv-events-config", "{not json"}, "argument --kv-events-config"},
+		{[]string{"vllm", "serve", "Qwen/Qwen3-8B", "--simulate-failure", "segfault"}, "invalid choice: 'segfault'"},
+		{[]string{"vllm", "serve", "Qwen/Qwen3-8B", "--simulate-startup", "soon"}, "invalid duration value"},
+		{[]string{"vllm", "serve", "Qwen/Qwen3-8B", "--trust-remote-code=yes"}, "ignored explicit argument 'yes'"},
+		{[]string{"python3", "-m", "sglang.launch_server"}, "the following arguments are required: --model-path/--model"},
+		{[]string{"python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "Qwen/Qwen3-8B"}, "unrecognized arguments"},
+		{[]string{"python3", "-m", "sglang.launch_server", "--model-path", "x", "--block-size", "16"}, "unrecognized arguments: --block-size 16"},
+		{[]string{"python3", "-m", "sglang.launch_server", "--model-path", "x", "--kv-events-config", `{"publisher":"kafka"}`},
+			"unknown event publisher 'kafka'"},
+	}
+	for _, tc := range tests {
+		_, err := parseEngine(t, tc.argv, nil)
+		var usage *usageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), tc.msg) || !strings.HasPrefix(err.Error(), "usage: ") {
+			t.Errorf("%q: %v, want a usage error with %q", tc.argv, err, tc.msg)
+		}
+	}
+}
+
+func TestEngineCommandEnvironmentAndModel(t *testing.T) {
+	argv := []string{"vllm", "serve", "Qwen/Qwen3-8B"}
+	for _, env := range []map[string]string{
+		{envSimSpeedup: "0"}, {envSimSpeedup: "fast"}, {envSimSeed: "x"}, {envSimNumGPUBlocks: "-1"},
+	} {
+		if _, err := parseEngine(t, argv, env); err == nil || errors.Is(err, errUnknownModel) {
+			t.Errorf("env %v: %v, want an error", env, err)
+		}
+	}
+	if _, err := parseEngine(t, []string{"vllm", "serve", "meta-llama/Llama-3.1-8B"}, nil); !errors.Is(err, errUnknownModel) {
+		t.Errorf("unknown model: %v", err)
+	}
+	for _, path := range []string{"qwen3-8b", "QWEN/qwen3-8B", "/root/.cache/models/Qwen3-8B/"} {
+		c, err := parseEngine(t, []string{"vllm", "serve", path}, nil)
+		if err != nil || c.cfg.Model != "qwen3-8b" {
+			t.Errorf("%s: %v", path, err)
+		}
+	}
+}
+
+func FuzzEngineCommandLine(f *testing.F) {
+	f.Add("serve\x00Qwen/Qwen3-8B\x00--port\x008000")
+	f.Add("-m\x00sglang.launch_server\x00--model-path\x00x\x00--kv-events-config\x00{\"publisher\":\"zmq\"}")
+	f.Add("serve\x00--served-model-name\x00a\x00b\x00--max_model_len=4k\x00--\x00-3")
+	f.Fuzz(func(t *testing.T, joined string) {
+		args := strings.Split(joined, "\x00")
+		for _, parse := range []func([]string) (*engineCommand, error){
+			parseVLLMServe,
+			func(a []string) (*engineCommand, error) { return parseSGLangServer(a, true) },
+		} {
+			c, err := parse(args)
+			if err == nil && !c.help {
+				_ = c.finish(func(string) string { return "" })
+			}
+		}
+	})
+}

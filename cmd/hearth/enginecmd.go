@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+
+	"github.com/hearth-llm/hearth/runtime/sim"
+	"github.com/hearth-llm/hearth/tokenizer"
+)
+
+// The hearth binary answers to the real engines' names, so that an image
+// holding it as /usr/local/bin/vllm or /usr/bin/python3 behaves like the
+// vLLM or SGLang image it stands in for: `vllm serve MODEL [flags]`,
+// `python3 -m sglang.launch_server [flags]`, `sglang serve [MODEL] [flags]`.
+
+// engineProgram reports whether the binary runs under a real engine's name
+// (the base name of argv[0]).
+func engineProgram(argv0 string) (string, bool) {
+	switch name := filepath.Base(argv0); name {
+	case "vllm", "python3", "python", "sglang":
+		return name, true
+	}
+	return "", false
+}
+
+// runEngineProgram runs the simulated engine a real engine's command line
+// describes and returns the process's exit status: 0 after a clean stop, 1
+// when the engine fails, 2 for a command line the engine refuses.
+func runEngineProgram(ctx context.Context, env *environment, prog string, args []string) int {
+	var cmd *engineCommand
+	var err error
+	switch prog {
+	case "vllm":
+		switch {
+		case len(args) > 0 && (args[0] == "--version" || args[0] == "-v"):
+			fmt.Fprintln(env.stdout, vllmVersionString)
+			return 0
+		case len(args) == 0 || args[0] != "serve":
+			fmt.Fprintln(env.stderr, "usage: vllm [-h] [-v] {serve} ...")
+			if len(args) == 0 {
+				fmt.Fprintln(env.stderr, "vllm: error: the following arguments are required: subparser")
+			} else {
+				fmt.Fprintf(env.stderr, "vllm: error: argument subparser: invalid choice: '%s' (the simulated vllm has: 'serve')\n", args[0])
+			}
+			return 2
+		}
+		cmd, err = parseVLLMServe(args[1:])
+	case "sglang":
+		if len(args) == 0 || args[0] != "serve" {
+			fmt.Fprintln(env.stderr, "usage: sglang [-h] {serve} ...")
+			fmt.Fprintln(env.stderr, "sglang: error: the simulated sglang has one command: serve")
+			return 2
+		}
+		cmd, err = parseSGLangServer(args[1:], true)
+	default: // python3, python
+		switch {
+		case len(args) >= 2 && args[0] == "-m" && args[1] == "sglang.launch_server":
+			cmd, err = parseSGLangServer(args[2:], false)
+		case len(args) >= 2 && args[0] == "-m":
+			fmt.Fprintf(env.stderr, "/usr/bin/%s: No module named %s\n", prog, args[1])
+			return 1
+		default:
+			fmt.Fprintf(env.stderr, "%s: this is a simulated interpreter; it only runs -m sglang.launch_server\n", prog)
+			return 2
+		}
+	}
+	var usage *usageError
+	switch {
+	case errors.As(err, &usage):
+		fmt.Fprintln(env.stderr, usage.Error())
+		return 2
+	case err != nil:
+		fmt.Fprintln(env.stderr, err)
+		return 2
+	case cmd.help:
+		fmt.Fprintf(env.stdout, "usage: %s\n\nA simulated %s server (Hearth). Options it models: %s\n",
+			map[sim.Flavor]string{sim.FlavorVLLM: vllmUsage, sim.FlavorSGLang: sglangUsage}[cmd.flavor], cmd.flavor,
+			strings.Join(modelledOptions(cmd.flavor), " "))
+		return 0
+	}
+	// The engine's own lines go where it writes them: vLLM's logger to
+	// stdout, SGLang's to stderr.
+	out := env.stderr
+	if cmd.flavor == sim.FlavorVLLM {
+		out = env.stdout
+	}
+	if err := cmd.finish(env.getenv); err != nil {
+		if errors.Is(err, errUnknownModel) {
+			printUnknownModel(out, cmd)
+		} else {
+			fmt.Fprintln(env.stderr, "error:", err)
+		}
+		return 1
+	}
+	if err := cmd.cfg.Validate(); err != nil {
+		fmt.Fprintf(out, "ValueError: %v\n", err)
+		return 1
+	}
+	tok, err := tokenizer.Qwen3()
+	if err != nil {
+		fmt.Fprintln(env.stderr, "error: tokenizer:", err)
+		return 1
+	}
+	inst, err := sim.NewInstance(sim.InstanceOptions{
+		Engine: cmd.cfg, Listen: cmd.listen(), KVEvents: cmd.kvEvents, KVReplay: cmd.kvReplay, Topic: cmd.topic,
+		ServedModelName: cmd.served, ModelPath: cmd.modelPath, Speedup: cmd.speedup,
+		StartupDelay: cmd.startupDelay, Failure: cmd.failure, Console: out, ServerArgs: cmd.serverArgs,
+		HealthCheckTimeout: cmd.healthTimeout, Tokenizer: tok,
+		// Only trouble goes to the log; the engine's lines are its output.
+		Logger: newLogger(env.stderr, slog.LevelWarn),
+	})
+	if err != nil {
+		fmt.Fprintf(out, "OSError: %v\n", err)
+		return 1
+	}
+	if err := inst.Run(ctx); err != nil {
+		if !errors.Is(err, sim.ErrStartupFailed) {
+			fmt.Fprintln(env.stderr, "error:", err)
+		}
+		return 1
+	}
+	return 0
+}
+
+const vllmVersionString = "0.11.0"
+
+// modelledOptions names the options the flavour's simulator acts on.
+func modelledOptions(f sim.Flavor) []string {
+	flags := vllmFlags()
+	if f == sim.FlavorSGLang {
+		flags = sglangFlags()
+	}
+	var out []string
+	for _, fl := range flags {
+		if fl.set != nil {
+			out = append(out, fl.names[0])
+		}
+	}
+	return out
+}
+
+// printUnknownModel writes what the engines print when Hugging Face has no
+// such model, and what the simulator knows.
+func printUnknownModel(w io.Writer, c *engineCommand) {
+	fmt.Fprintln(w, "Traceback (most recent call last):")
+	fmt.Fprintln(w, `  File "/usr/local/lib/python3.12/dist-packages/transformers/utils/hub.py", line 479, in cached_files`)
+	fmt.Fprintf(w, "OSError: %s is not a local folder and is not a valid model identifier listed on 'https://huggingface.co/models'\n",
+		c.modelPath)
+	fmt.Fprintln(w, "If this is a private repository, make sure to pass a token having permission to this repo either by "+
+		"logging in with `hf auth login` or by passing `token=<your_token>`")
+	fmt.Fprintf(w, "(simulated %s: the models it can serve are %s)\n", c.flavor, strings.Join(sim.ModelNames(), ", "))
+}

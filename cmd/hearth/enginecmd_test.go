@@ -1,0 +1,347 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+
+	"github.com/hearth-llm/hearth/kvevents"
+	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/runtime/sim"
+)
+
+// engineHangGuard bounds every wait on a child engine: it only stops a hung
+// test.
+const engineHangGuard = 60 * time.Second
+
+// engineBinary links this test binary as name (vllm, python3) in a
+// temporary directory: run with asHearthEnv, it is that engine, simulated.
+func engineBinary(t *testing.T, name string) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), name)
+	if err := os.Symlink(exe, link); err != nil {
+		t.Fatal(err)
+	}
+	return link
+}
+
+// engineEnv is the environment of a simulated engine child: a fast small
+// engine.
+func engineEnv(extra ...string) []string {
+	return append(os.Environ(), append([]string{asHearthEnv + "=1", envSimSpeedup + "=1000",
+		envSimNumGPUBlocks + "=512"}, extra...)...)
+}
+
+// engineProc is a simulated engine running as a child process.
+type engineProc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	lines  chan string
+	mu     sync.Mutex
+	output []string
+	exited chan struct{}
+	err    error // Wait's, set before exited closes
+}
+
+func startEngineProc(t *testing.T, bin string, args []string) *engineProc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = engineEnv()
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	p := &engineProc{t: t, cmd: cmd, lines: make(chan string, 8192), exited: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.output = append(p.output, sc.Text())
+			p.mu.Unlock()
+			select {
+			case p.lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	go func() {
+		p.err = cmd.Wait()
+		pw.Close()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("engine output:\n%s", p.text())
+		}
+	})
+	return p
+}
+
+func (p *engineProc) text() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.output, "\n")
+}
+
+// waitLine waits for an output line containing substr.
+func (p *engineProc) waitLine(substr string) {
+	p.t.Helper()
+	deadline := time.After(engineHangGuard)
+	for {
+		select {
+		case line := <-p.lines:
+			if strings.Contains(line, substr) {
+				return
+			}
+		case <-p.exited:
+			p.t.Fatalf("the engine exited (%v) before printing %q", p.err, substr)
+		case <-deadline:
+			p.t.Fatalf("no %q in the engine's output", substr)
+		}
+	}
+}
+
+// stop sends SIGTERM and returns the exit status.
+func (p *engineProc) stop() int {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(engineHangGuard):
+		p.t.Fatal("the engine ignored SIGTERM")
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// freePorts returns n loopback ports nothing listens on right now.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var out []int
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return out
+}
+
+// firstKVBatch subscribes to an engine's KV events and sends chats until a
+// batch arrives: a ZMQ subscription takes effect some time after the dial,
+// and only batches published after that reach it.
+func firstKVBatch(t *testing.T, endpoint, topic, baseURL, model string) kvevents.Batch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sub := zmq4.NewSub(ctx)
+	defer sub.Close()
+	if err := sub.Dial(endpoint); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetOption(zmq4.OptionSubscribe, topic); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make(chan zmq4.Msg, 16)
+	go func() {
+		for {
+			msg, err := sub.Recv()
+			if err != nil {
+				return
+			}
+			msgs <- msg
+		}
+	}()
+	deadline := time.After(engineHangGuard)
+	for i := 0; ; i++ {
+		chat(t, baseURL, model, fmt.Sprintf("Request %d: explain how the radix cache pages prompts.", i))
+		select {
+		case msg := <-msgs:
+			if len(msg.Frames) != 3 || string(msg.Frames[0]) != topic {
+				t.Fatalf("KV event message frames %q", msg.Frames)
+			}
+			var b kvevents.Batch
+			var dec kvevents.Decoder
+			if err := dec.Decode(msg.Frames[2], &b); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			return b
+		case <-time.After(200 * time.Millisecond): // not subscribed yet: publish more
+		case <-deadline:
+			t.Fatal("no KV event batch reached the subscriber")
+		}
+	}
+}
+
+// chat sends one chat completion and checks it was answered.
+func chat(t *testing.T, baseURL, model, text string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"model":%q,"max_tokens":4,"messages":[{"role":"user","content":%q}]}`, model, text)
+	resp, err := http.Post(baseURL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Choices []json.RawMessage `json:"choices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK || len(out.Choices) != 1 {
+		t.Fatalf("chat: %s, %v", resp.Status, err)
+	}
+}
+
+// TestEngineImagesEntrypoints runs this binary as the vLLM and SGLang
+// images do, with the command lines Hearth's Docker runtime gives them, and
+// uses each as Hearth would: readiness, a chat, KV events, SIGTERM.
+func TestEngineImagesEntrypoints(t *testing.T) {
+	tests := []struct {
+		kind    hruntime.Kind
+		program string
+		ready   string
+	}{
+		{hruntime.KindVLLM, "vllm", "Application startup complete."},
+		{hruntime.KindSGLang, "python3", "The server is fired up and ready to roll!"},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			p := freePorts(t, 3)
+			ports := hruntime.Ports{Host: "127.0.0.1", HTTP: p[0], KVEvents: p[1], Replay: p[2]}
+			spec := hruntime.Spec{Name: "gpu0", Engine: tc.kind, Model: "qwen3-8b", ModelPath: "Qwen/Qwen3-8B",
+				MaxModelLen: 4096}
+			argv := hruntime.EngineArgs(spec, ports, "")
+			if argv[0] != tc.program {
+				t.Fatalf("the runtime runs %q", argv)
+			}
+			proc := startEngineProc(t, engineBinary(t, tc.program), argv[1:])
+			began := time.Now()
+			proc.waitLine(tc.ready)
+			ep := ports.Endpoints()
+			ctx, cancel := context.WithTimeout(context.Background(), engineHangGuard)
+			defer cancel()
+			if err := hruntime.WaitReady(ctx, http.DefaultClient, ep.BaseURL, "qwen3-8b", proc.exited); err != nil {
+				t.Fatalf("WaitReady: %v", err)
+			}
+			t.Logf("ready %v after the exec", time.Since(began))
+
+			b := firstKVBatch(t, ep.KVEvents, ep.Topic, ep.BaseURL, "qwen3-8b")
+			var stored *kvevents.Event
+			for i := range b.Events {
+				if b.Events[i].Kind == kvevents.BlockStored && !b.Events[i].HasParent {
+					stored = &b.Events[i]
+					break
+				}
+			}
+			if stored == nil {
+				t.Fatalf("first batch has no first-block BlockStored: %+v", b)
+			}
+			if tc.kind == hruntime.KindSGLang {
+				want := sim.SGLangBlockHashes(stored.TokenIDs, 16)
+				if len(stored.BlockHashes) != 1 || len(want) != 1 || stored.BlockHashes[0] != want[0] {
+					t.Errorf("SGLang BlockStored hashes %x, SGLang's hash of its tokens %x", stored.BlockHashes, want)
+				}
+			}
+			if tc.kind == hruntime.KindSGLang {
+				if code, body := httpGet(t, ep.BaseURL+"/get_server_info"); code != http.StatusOK ||
+					!strings.Contains(body, `"max_total_num_tokens":8192`) {
+					t.Errorf("/get_server_info: %d %s", code, body)
+				}
+				if code, _ := httpGet(t, ep.BaseURL+"/health_generate"); code != http.StatusOK {
+					t.Errorf("/health_generate: %d", code)
+				}
+			}
+			if code := proc.stop(); code != 0 {
+				t.Errorf("exit status %d after SIGTERM, want 0", code)
+			}
+			if !strings.Contains(proc.text(), "Application shutdown complete.") {
+				t.Error("no shutdown lines after SIGTERM")
+			}
+		})
+	}
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestEngineEntrypointsFail: the exit statuses and messages of command
+// lines and start-ups that go wrong.
+func TestEngineEntrypointsFail(t *testing.T) {
+	tests := []struct {
+		name    string
+		program string
+		args    []string
+		code    int
+		output  string
+	}{
+		{"vllm oom", "vllm", []string{"serve", "Qwen/Qwen3-8B", "--port", "0", "--simulate-failure", "oom"}, 1,
+			"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"},
+		{"sglang oom", "python3", []string{"-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--port", "0",
+			"--simulate-failure", "oom"}, 1, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"},
+		{"sglang exit", "sglang", []string{"serve", "Qwen/Qwen3-8B", "--port", "0", "--simulate-failure", "exit"}, 1,
+			"Received sigquit from a child process."},
+		{"vllm unknown flag", "vllm", []string{"serve", "Qwen/Qwen3-8B", "--frobnicate"}, 2,
+			"vllm serve: error: unrecognized arguments: --frobnicate"},
+		{"sglang unknown flag", "python3", []string{"-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--frobnicate"}, 2,
+			"launch_server.py: error: unrecognized arguments: --frobnicate"},
+		{"vllm unknown model", "vllm", []string{"serve", "meta-llama/Llama-3.1-8B-Instruct"}, 1,
+			"is not a local folder and is not a valid model identifier"},
+		{"sglang unknown model", "python3", []string{"-m", "sglang.launch_server", "--model-path", "nobody/nothing"}, 1,
+			"is not a local folder and is not a valid model identifier"},
+		{"python3 without the module", "python3", []string{"-m", "vllm.entrypoints.openai.api_server"}, 1,
+			"No module named vllm.entrypoints.openai.api_server"},
+		{"vllm without serve", "vllm", []string{"bench"}, 2, "invalid choice: 'bench'"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(engineBinary(t, tc.program), tc.args...)
+			cmd.Env = engineEnv()
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != tc.code {
+				t.Errorf("exit %v, want status %d", err, tc.code)
+			}
+			if !strings.Contains(string(out), tc.output) {
+				t.Errorf("output lacks %q:\n%s", tc.output, out)
+			}
+		})
+	}
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/router"
+	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/runtime/sim"
+	"github.com/hearth-llm/hearth/tokenizer"
+)
+
+// ingestGuard bounds the wait for the router's view: it only stops a hang.
+const ingestGuard = 30 * time.Second
+
+// postChat sends a chat completion and returns its usage.
+func postChat(t *testing.T, url string, body any) (usage struct {
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}) {
+	t.Helper()
+	raw, _ := json.Marshal(body)
+	resp, err := http.Post(url, "application/json", bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Usage json.RawMessage `json:"usage"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s: %s, %v", url, resp.Status, err)
+	}
+	if err := json.Unmarshal(out.Usage, &usage); err != nil {
+		t.Fatal(err)
+	}
+	return usage
+}
+
+// byteTokenizer is one token per byte with a ChatML-like template: prompts
+// whose tokens a test can predict, at no loading cost.
+type byteTokenizer struct{}
+
+func (byteTokenizer) Encode(text string) []uint32 {
+	ids := make([]uint32, len(text))
+	for i := range len(text) {
+		ids[i] = uint32(text[i])
+	}
+	return ids
+}
+
+func (byteTokenizer) Decode(ids []uint32) string {
+	b := make([]byte, len(ids))
+	for i, id := range ids {
+		b[i] = byte(id)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+func (byteTokenizer) ApplyChatTemplate(req tokenizer.ChatRequest) (string, error) {
+	var msgs []struct{ Role, Content string }
+	if err := json.Unmarshal(req.Messages, &msgs); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, m := range msgs {
+		fmt.Fprintf(&b, "<|im_start|>%s\n%s<|im_end|>\n", m.Role, m.Content)
+	}
+	if req.AddGenerationPrompt {
+		b.WriteString("<|im_start|>assistant\n")
+	}
+	return b.String(), nil
+}
+
+// signalIndex is a router.Index that tells a test each time it changes.
+type signalIndex struct {
+	*router.Index
+	changed chan struct{}
+}
+
+func (s *signalIndex) poke() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (s *signalIndex) Store(w router.WorkerID, tier kvbm.Tier, h []tokenizer.SeqHash) {
+	s.Index.Store(w, tier, h)
+	s.poke()
+}
+
+func (s *signalIndex) Remove(w router.WorkerID, tier kvbm.Tier, h []tokenizer.SeqHash) {
+	s.Index.Remove(w, tier, h)
+	s.poke()
+}
+
+func (s *signalIndex) ClearWorker(w router.WorkerID) {
+	s.Index.ClearWorker(w)
+	s.poke()
+}
+
+// TestEventsFeedRouter: the router's subscriber ingests either flavour's
+// events (SGLang's pages and hashes, vLLM's runs), and a later request that
+// shares the prefix matches as many blocks in the router's index as the
+// engine then finds in its cache.
+func TestEventsFeedRouter(t *testing.T) {
+	for _, flavor := range []sim.Flavor{sim.FlavorVLLM, sim.FlavorSGLang} {
+		t.Run(flavor.String(), func(t *testing.T) {
+			inst, err := sim.NewInstance(sim.InstanceOptions{
+				Engine: sim.Config{GPU: "rtx4090", Model: "qwen3-8b", NumGPUBlocks: 256, MaxModelLen: 2048, Flavor: flavor}, Listen: "127.0.0.1:0", KVEvents: "tcp://127.0.0.1:0",
+				KVReplay: "tcp://127.0.0.1:0", Topic: "kv-events", ServedModelName: "qwen3-sim", Speedup: 1000,
+				Tokenizer: byteTokenizer{},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := inst.BaseURL()
+			runCtx, stopRun := context.WithCancel(context.Background())
+			runDone := make(chan error, 1)
+			go func() { runDone <- inst.Run(runCtx) }()
+			defer func() {
+				stopRun()
+				if err := <-runDone; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			}()
+			if err := hruntime.WaitReady(context.Background(), http.DefaultClient, base, "qwen3-sim", nil); err != nil {
+				t.Fatal(err)
+			}
+
+			const worker router.WorkerID = 3
+			idx := &signalIndex{Index: router.NewIndex(1 << 16), changed: make(chan struct{}, 1)}
+			sub, err := router.NewSubscriber(router.SubscriberConfig{
+				Endpoint: inst.KVEventsEndpoint(), ReplayEndpoint: inst.KVReplayEndpoint(), Topic: "kv-events",
+				Workers: []router.WorkerID{worker}, BlockSize: 16, MinBackoff: time.Millisecond,
+			}, idx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			subDone := make(chan error, 1)
+			go func() { subDone <- sub.Run(ctx) }()
+			defer func() {
+				cancel()
+				if err := <-subDone; err != nil {
+					t.Errorf("subscriber: %v", err)
+				}
+			}()
+
+			tokenize := func(msgs []map[string]string) []uint32 {
+				raw, _ := json.Marshal(map[string]any{"model": "qwen3-sim", "messages": msgs})
+				resp, err := http.Post(base+"/tokenize", "application/json", bytes.NewReader(raw))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				var out struct{ Tokens []uint32 }
+				if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+					t.Fatal(err)
+				}
+				return out.Tokens
+			}
+			matched := func(tokens []uint32) int {
+				var out [router.MaxWorkers]int
+				idx.Match(tokenizer.BlockHashes(tokens, 16), kvbm.TierGPU, &out)
+				return out[worker]
+			}
+			turn1 := []map[string]string{{"role": "system", "content": strings.Repeat("You are a careful coder. ", 10)},
+				{"role": "user", "content": "Fix the cache eviction bug in cache.go, please."}}
+			postChat(t, base+"/v1/chat/completions", map[string]any{"model": "qwen3-sim", "messages": turn1, "max_tokens": 3})
+			prompt1 := tokenize(turn1)
+			deadline := time.After(ingestGuard)
+			for matched(prompt1) < len(prompt1)/16 {
+				select {
+				case <-idx.changed:
+				case <-deadline:
+					t.Fatalf("the router matches %d of the first prompt's %d blocks; ingest %+v",
+						matched(prompt1), len(prompt1)/16, sub.Stats())
+				}
+			}
+
+			turn2 := append(turn1, map[string]string{"role": "assistant", "content": "Done."},
+				map[string]string{"role": "user", "content": "Now add a test."})
+			predicted := matched(tokenize(turn2))
+			got := postChat(t, base+"/v1/chat/completions", map[string]any{"model": "qwen3-sim", "messages": turn2, "max_tokens": 3})
+			if predicted == 0 || got.PromptTokensDetails.CachedTokens != predicted*16 {
+				t.Errorf("router matched %d blocks of the second turn, the engine found %d cached tokens",
+					predicted, got.PromptTokensDetails.CachedTokens)
+			}
+			if s := sub.Stats()[0]; s.Malformed != 0 || s.Orphans != 0 || s.Skipped != 0 {
+				t.Errorf("ingest %+v", s)
+			}
+		})
+	}
+}
