@@ -107,6 +107,15 @@ func (mem Memory) KVCacheBytes(totalBytes uint64, utilization float64) float64 {
 	return float64(totalBytes)*utilization - mem.WeightBytes - mem.NonTorchBytes - mem.ActivationBytes
 }
 
+// SGLangKVCacheBytes is the memory SGLang gives its KV pool at
+// --mem-fraction-static fraction on a GPU with freeBytes free when it
+// starts: its fraction of what is free after its CUDA context, less the
+// weights (SGLang reserves no activation peak inside the fraction).
+// EnginePlan.MemFractionStatic is this function's inverse.
+func (mem Memory) SGLangKVCacheBytes(freeBytes uint64, fraction float64) float64 {
+	return (float64(freeBytes)-cudaContextBytes)*fraction - mem.WeightBytes
+}
+
 // KVBlocks is how many KV blocks of blockSize tokens fit in kvCacheBytes,
 // 0 when none do.
 func (mem Memory) KVBlocks(kvCacheBytes float64, blockSize int) int {

@@ -52,8 +52,11 @@ type Config struct {
 	// simulator fits the length instead, as vLLM's automatic max-model-len
 	// does).
 	MaxModelLen int
-	// GPUMemoryUtilization is the fraction of GPU memory vLLM may use;
-	// default 0.9.
+	// GPUMemoryUtilization is the engine's memory fraction: vLLM's
+	// --gpu-memory-utilization, the share of all GPU memory it may use, or
+	// in the SGLang flavour SGLang's --mem-fraction-static, the share of the
+	// memory free at its start that weights and KV pool take
+	// (catalog.Memory.SGLangKVCacheBytes); default 0.9.
 	GPUMemoryUtilization float64
 	// SchedulingPolicy is "fcfs" (default) or "priority".
 	SchedulingPolicy string
@@ -110,6 +113,10 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NumGPUBlocks == 0 && c.BlockSize > 0 && c.MaxNumBatchedTokens > 0 {
 		c.NumGPUBlocks = DeriveNumGPUBlocks(gpu, model, c.BlockSize, c.MaxNumBatchedTokens, c.GPUMemoryUtilization)
+		if c.Flavor == FlavorSGLang {
+			mem := catalog.MemoryOf(model, 1, c.MaxNumBatchedTokens)
+			c.NumGPUBlocks = mem.KVBlocks(mem.SGLangKVCacheBytes(gpu.MemoryBytes, c.GPUMemoryUtilization), c.BlockSize)
+		}
 	}
 	if c.MaxModelLen == 0 {
 		c.MaxModelLen = min(model.MaxModelLen, c.NumGPUBlocks*c.BlockSize)

@@ -32,8 +32,17 @@ func ConfigOf(spec hruntime.Spec) Config {
 	return Config{
 		GPU: spec.GPU.Kind, Model: spec.Model, NumGPUBlocks: spec.NumGPUBlocks,
 		MaxModelLen: spec.MaxModelLen, GPUMemoryUtilization: spec.GPUMemoryUtilization,
-		CPUOffloadGiB: spec.KVOffloadingGiB, Seed: spec.Seed,
+		CPUOffloadGiB: spec.KVOffloadingGiB, Seed: spec.Seed, Flavor: flavorOf(spec.Engine),
 	}
+}
+
+// flavorOf is the simulated flavour of an engine kind: SGLang's for
+// SGLang, vLLM's for the others.
+func flavorOf(k hruntime.Kind) Flavor {
+	if k == hruntime.KindSGLang {
+		return FlavorSGLang
+	}
+	return FlavorVLLM
 }
 
 // Launch binds the engine's sockets and runs it until Stop.
@@ -133,3 +142,9 @@ func (h *simHandle) Stop(ctx context.Context) error {
 
 // Instance is the running engine, for in-process readers of its counters.
 func (h *simHandle) Instance() *Instance { return h.inst }
+
+// LogsSince returns the lines logged after seq, for a reader that follows
+// the engine's log (runtime.LogFollower).
+func (h *simHandle) LogsSince(seq uint64) ([]string, uint64, <-chan struct{}) {
+	return h.ring.LinesSince(seq)
+}

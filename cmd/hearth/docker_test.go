@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/runtime/docker/dockertest"
+)
+
+// dockerUp runs hearth up --sim SPEC --engine-runtime docker on a node of
+// the test's own, with the simulated image of the flavour built for this
+// test run.
+func dockerUp(t *testing.T, cli *client.Client, node, sim string, flavor hruntime.Kind, extra ...string) (string, func() error) {
+	t.Helper()
+	image := dockertest.SimImage(t, cli, flavor)
+	args := append([]string{"--sim", sim, "--engine-runtime", "docker", "--engine", string(flavor), "--node", node,
+		"--image", image, "--speedup", "50", "--stop-timeout", "10s", "--data-dir", t.TempDir()}, extra...)
+	return serveTestUp(t, args, func(cfg *upConfig) {
+		cfg.backoff = hruntime.Backoff{Initial: 200 * time.Millisecond}
+	})
+}
+
+// TestDockerEnginesServeAndSurviveAKill is hearth up with two engines in
+// containers: an agentic benchmark runs through them, then one container is
+// killed with docker kill while 16 streams run. No client hangs, the
+// streams on the dead engine end with an error, the supervisor starts a new
+// container, and traffic returns to it.
+func TestDockerEnginesServeAndSurviveAKill(t *testing.T) {
+	cli := dockertest.Client(t)
+	node := dockertest.Node(t, cli)
+	// Slow enough that 2,000-token streams still run when the kill lands.
+	baseURL, stop := dockerUp(t, cli, node, "2x4090", hruntime.KindVLLM, "--speedup", "4")
+	engines := listEngines(t, baseURL)
+	if len(engines) != 2 {
+		t.Fatalf("engines: %+v", engines)
+	}
+	for _, e := range engines {
+		if e.State != "ready" || e.Runtime != "docker" || e.Container == "" {
+			t.Fatalf("engine %+v: want a ready container", e)
+		}
+	}
+
+	jsonPath := filepath.Join(t.TempDir(), "bench.json")
+	out, errOut, err := runHearth(t, "", "bench", "agentic", "--target", baseURL+"/v1", "--sessions", "4",
+		"--total-sessions", "4", "--steps", "3", "--prefix-tokens", "1500", "--osl", "8", "--tool-pause", "const:10ms",
+		"--json", jsonPath)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s\n%s", err, out, errOut)
+	}
+	var report struct {
+		Runs []struct {
+			Requests, Errors int
+		} `json:"runs"`
+	}
+	raw, _ := os.ReadFile(jsonPath)
+	if err := json.Unmarshal(raw, &report); err != nil || len(report.Runs) == 0 {
+		t.Fatalf("bench report: %v\n%s", err, raw)
+	}
+	for _, r := range report.Runs {
+		if r.Requests != 12 || r.Errors != 0 {
+			t.Errorf("bench run %+v: want 4 sessions x 3 turns without errors", r)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // bounds a hang
+	defer cancel()
+	type result struct {
+		worker, body string
+		err          error
+	}
+	results := make([]result, 16)
+	started := make(chan struct{}, len(results))
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() {
+			w, body, err := streamChat(ctx, baseURL, fmt.Sprintf("d%02d", i), "round_robin", 2000, started)
+			results[i] = result{w, body, err}
+		})
+	}
+	for range results {
+		<-started
+	}
+	victim := engines[0]
+	if _, err := cli.ContainerKill(ctx, victim.Container, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		t.Fatalf("docker kill %s: %v", victim.Container, err)
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatal("streams still open two minutes after the container died")
+	}
+	cut := 0
+	for i, r := range results {
+		switch {
+		case r.worker == victim.Name:
+			if !strings.Contains(r.body, `"error"`) {
+				t.Errorf("stream %d on the killed engine ended without an error event:\n%s", i, tail(r.body))
+			}
+			cut++
+		case r.err != nil:
+			t.Errorf("stream %d on %s: %v", i, r.worker, r.err)
+		case !strings.Contains(r.body, "[DONE]"):
+			t.Errorf("stream %d on the live engine %s did not complete:\n%s", i, r.worker, tail(r.body))
+		}
+	}
+	if cut == 0 {
+		t.Fatal("no stream ran on the killed engine")
+	}
+
+	back := waitEngine(t, baseURL, victim.Name, time.Minute, func(e engineJSON) bool { return e.State == "ready" && e.Restarts == 1 })
+	if back.Container == victim.Container {
+		t.Errorf("the restarted engine runs in the killed container %s", back.Container)
+	}
+	served := map[string]bool{}
+	for i := range 4 {
+		w, _, err := streamChat(context.Background(), baseURL, fmt.Sprintf("dback%d", i), "round_robin", 5, nil)
+		if err != nil {
+			t.Fatalf("request after the restart: %v", err)
+		}
+		served[w] = true
+	}
+	if !served[victim.Name] {
+		t.Errorf("the restarted engine took no traffic: %v", served)
+	}
+
+	if err := stop(); err != nil {
+		t.Fatalf("hearth up: %v", err)
+	}
+	if left := dockertest.Containers(t, cli, node); len(left) != 0 {
+		t.Errorf("containers left after the daemon stopped: %+v", left)
+	}
+}
+
+// TestDockerKeepEnginesAndAdoption: a daemon stopped with --keep-engines
+// leaves its containers running; the next one adopts them (same container
+// IDs, no restart); a daemon stopped without it takes them down.
+func TestDockerKeepEnginesAndAdoption(t *testing.T) {
+	cli := dockertest.Client(t)
+	node := dockertest.Node(t, cli)
+	baseURL, stop := dockerUp(t, cli, node, "1x4090", hruntime.KindVLLM, "--keep-engines")
+	first := listEngines(t, baseURL)[0]
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	left := dockertest.Containers(t, cli, node)
+	if len(left) != 1 || left[0].State != "running" || !strings.HasPrefix(left[0].ID, first.Container) {
+		t.Fatalf("containers after a stop with --keep-engines: %+v, want %s running", left, first.Container)
+	}
+
+	baseURL, stop = dockerUp(t, cli, node, "1x4090", hruntime.KindVLLM)
+	adopted := listEngines(t, baseURL)[0]
+	if adopted.Container != first.Container || adopted.Restarts != 0 {
+		t.Errorf("after the restart: %+v, want container %s adopted", adopted, first.Container)
+	}
+	if w, _, err := streamChat(context.Background(), baseURL, "adopted", "", 5, nil); err != nil || w != first.Name {
+		t.Errorf("request to the adopted engine: %q, %v", w, err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if left := dockertest.Containers(t, cli, node); len(left) != 0 {
+		t.Errorf("containers left after a stop without --keep-engines: %+v", left)
+	}
+}
+
+// TestDockerSGLangFlavour runs the simulated SGLang image: SGLang's command
+// line, port, readiness and KV events, which the router indexes (a repeated
+// prompt is routed as cached).
+func TestDockerSGLangFlavour(t *testing.T) {
+	cli := dockertest.Client(t)
+	node := dockertest.Node(t, cli)
+	baseURL, _ := dockerUp(t, cli, node, "1x4090", hruntime.KindSGLang)
+	e := listEngines(t, baseURL)[0]
+	if e.Kind != "sglang" || e.State != "ready" {
+		t.Fatalf("engine %+v: want a ready sglang engine", e)
+	}
+	prompt := strings.Repeat("The SGLang radix cache keeps pages of sixteen tokens. ", 40)
+	body := `{"model":"qwen3-14b-fp8","max_tokens":4,"messages":[{"role":"user","content":"` + prompt + `"}]}`
+	post := func() http.Header {
+		resp, err := http.Post(baseURL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("chat: %s", resp.Status)
+		}
+		return resp.Header
+	}
+	post()
+	// The engine's KV events reach the router asynchronously: the repeat is
+	// routed as cached once they have.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		h := post()
+		cached, _ := strconv.Atoi(h.Get("x-hearth-cached-blocks"))
+		if cached > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the router never saw the SGLang engine's blocks: headers %v", h)
+		}
+	}
+}
+
+func TestDockerUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--engine", "vllm", "--gpus", "0", "--model", "../../etc/passwd"},
+		{"--engine", "vllm", "--gpus", "0", "--model", "Qwen/Qwen3 14B"},
+		{"--engine", "vllm", "--gpus", "0", "--model", "a/b/c"},
+		{"--engine", "vllm", "--gpus", "0", "--gpu-runtime", "amd"},
+		{"--sim", "1x4090", "--keep-engines"},
+		{"--sim", "1x4090", "--engine", "sglang"},
+		{"--engine", "tgi", "--gpus", "0"},
+	} {
+		_, err := parseUpFlags(&environment{stderr: io.Discard, getenv: func(string) string { return "" }}, args)
+		if err == nil {
+			t.Errorf("hearth up %q: no error", args)
+		}
+	}
+}
