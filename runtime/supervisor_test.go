@@ -144,12 +144,16 @@ func (a *fakeAttacher) state(name string) (attached int, live bool) {
 	return a.attached[name], a.live[name]
 }
 
-// healthyEngine answers every probe with 200 and an empty body.
-type healthyEngine struct{ fail func() bool }
+// healthyEngine answers every probe with 200 and an empty body, or 503
+// while fail says so (for failPath only, when set).
+type healthyEngine struct {
+	fail     func() bool
+	failPath string
+}
 
 func (e healthyEngine) RoundTrip(r *http.Request) (*http.Response, error) {
 	status := http.StatusOK
-	if e.fail != nil && e.fail() {
+	if e.fail != nil && e.fail() && (e.failPath == "" || r.URL.Path == e.failPath) {
 		status = http.StatusServiceUnavailable
 	}
 	return &http.Response{StatusCode: status, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
@@ -158,9 +162,13 @@ func (e healthyEngine) RoundTrip(r *http.Request) (*http.Response, error) {
 func testSpec(name string) Spec { return Spec{Name: name, Engine: KindSim, Model: "m"} }
 
 func newTestSupervisor(t *testing.T, l Launcher, a Attacher, transport http.RoundTripper) *Supervisor {
+	return newTestSupervisorOf(t, testSpec("gpu0"), l, a, transport)
+}
+
+func newTestSupervisorOf(t *testing.T, spec Spec, l Launcher, a Attacher, transport http.RoundTripper) *Supervisor {
 	t.Helper()
 	s, err := NewSupervisor(SupervisorConfig{
-		Engines:    []Supervised{{Spec: testSpec("gpu0"), Launcher: l}},
+		Engines:    []Supervised{{Spec: spec, Launcher: l}},
 		Attacher:   a,
 		HTTPClient: &http.Client{Transport: transport},
 	})
@@ -368,4 +376,36 @@ func TestNewSupervisorRejectsBadEngines(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSupervisorProbesSGLangsScheduler: an SGLang engine whose HTTP server
+// answers /health while its scheduler is dead fails /health_generate, and
+// is restarted.
+func TestSupervisorProbesSGLangsScheduler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		dead := false
+		l := &fakeLauncher{launched: make(chan *fakeHandle)}
+		spec := testSpec("gpu0")
+		spec.Engine = KindSGLang
+		s := newTestSupervisorOf(t, spec, l, &fakeAttacher{}, healthyEngine{
+			fail:     func() bool { mu.Lock(); defer mu.Unlock(); return dead },
+			failPath: "/health_generate",
+		})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go s.Run(ctx)
+
+		h := <-l.launched
+		h.becomeReady()
+		synctest.Wait()
+		mu.Lock()
+		dead = true
+		mu.Unlock()
+		time.Sleep(15 * time.Second)
+		synctest.Wait()
+		if st := status(t, s); st.State != StateRestarting || !strings.Contains(st.LastError, "hangs") {
+			t.Fatalf("SGLang with a dead scheduler: %+v, want restarting", st)
+		}
+	})
 }

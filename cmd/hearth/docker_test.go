@@ -224,10 +224,50 @@ func TestDockerUsageErrors(t *testing.T) {
 		{"--sim", "1x4090", "--keep-engines"},
 		{"--sim", "1x4090", "--engine", "sglang"},
 		{"--engine", "tgi", "--gpus", "0"},
+		{"--engine", "vllm", "--gpus", "all"},
+		{"--engine", "vllm", "--gpus", "0,0"},
 	} {
 		_, err := parseUpFlags(&environment{stderr: io.Discard, getenv: func(string) string { return "" }}, args)
 		if err == nil {
 			t.Errorf("hearth up %q: no error", args)
 		}
+	}
+}
+
+func TestParseGPUList(t *testing.T) {
+	got, err := parseGPUList("1, GPU-7b1e0d8c-2f4e-4c1a-9d55-3c3f1ad0e6a2")
+	want := []gpuRef{{index: 1}, {index: 1, uuid: "GPU-7b1e0d8c-2f4e-4c1a-9d55-3c3f1ad0e6a2"}}
+	if err != nil || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("parseGPUList = %+v, %v; want %+v", got, err, want)
+	}
+	for _, bad := range []string{"", "-1", "x", "GPU-", "all", "2,2"} {
+		if _, err := parseGPUList(bad); err == nil {
+			t.Errorf("parseGPUList(%q): no error", bad)
+		}
+	}
+}
+
+// TestPlanTensorParallelEngines: --tp 2 over four GPUs is two engines of two
+// GPUs each, with vLLM's tensor-parallel flag; three GPUs do not divide.
+func TestPlanTensorParallelEngines(t *testing.T) {
+	env := &environment{stderr: io.Discard, getenv: func(string) string { return "" }}
+	cfg, err := parseUpFlags(env, []string{"--engine", "vllm", "--gpus", "0,1,2,3", "--tp", "2", "--node", "rig"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, _, err := planEngines(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) != 2 || specs[1].Name != "rig/gpu2" || specs[1].GPUIDs() != "2,3" {
+		t.Fatalf("specs: %+v", specs)
+	}
+	args := strings.Join(hruntime.VLLMArgs(specs[0], hruntime.Ports{}), " ")
+	if !strings.Contains(args, "--tensor-parallel-size 2") {
+		t.Errorf("vLLM args lack the TP size: %s", args)
+	}
+	cfg.gpus = cfg.gpus[:3]
+	if _, _, err := planEngines(cfg); err == nil {
+		t.Error("three GPUs at --tp 2: no error")
 	}
 }

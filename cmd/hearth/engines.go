@@ -48,8 +48,8 @@ func planEngines(cfg upConfig) ([]hruntime.Spec, map[string]nodes.GPU, error) {
 			}
 		}
 	} else {
-		for _, i := range cfg.gpus {
-			gpus = append(gpus, nodes.GPU{Node: cfg.node, Index: i, Name: fmt.Sprintf("GPU %d", i), UtilizationPct: -1, TemperatureC: -1})
+		for _, g := range cfg.gpus {
+			gpus = append(gpus, nodes.GPU{Node: cfg.node, Index: g.index, UUID: g.uuid, Name: fmt.Sprintf("GPU %d", g.index), UtilizationPct: -1, TemperatureC: -1})
 		}
 	}
 	tp := max(cfg.tp, 1)

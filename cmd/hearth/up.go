@@ -54,7 +54,7 @@ type upConfig struct {
 	// containers, the engine the simulated image passes for.
 	engineRuntime string
 	engine        string
-	gpus          []int
+	gpus          []gpuRef
 	tp            int // GPUs per engine
 	maxModelLen   int
 	stopTimeout   time.Duration
@@ -188,13 +188,11 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 		}
 	}
 	if cfg.sim == "" {
-		for _, f := range strings.Split(*gpuList, ",") {
-			i, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || i < 0 {
-				return cfg, fmt.Errorf("%w: --gpus: %q is not a device index", errUsage, f)
-			}
-			cfg.gpus = append(cfg.gpus, i)
+		gpus, err := parseGPUList(*gpuList)
+		if err != nil {
+			return cfg, fmt.Errorf("%w: --gpus: %v", errUsage, err)
 		}
+		cfg.gpus = gpus
 	}
 	if cfg.maxModelLen < 0 {
 		return cfg, fmt.Errorf("%w: --max-model-len must not be negative", errUsage)
@@ -245,6 +243,40 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 		cfg.node, _ = os.Hostname()
 	}
 	return cfg, nil
+}
+
+// gpuRef is a GPU named on the command line: by CUDA index, or by UUID.
+type gpuRef struct {
+	index int
+	uuid  string
+}
+
+// parseGPUList reads --gpus: CUDA device indices or NVML UUIDs
+// ("GPU-…"), separated by commas. A GPU named by UUID is numbered by its
+// place in the list.
+func parseGPUList(s string) ([]gpuRef, error) {
+	var out []gpuRef
+	seen := map[string]bool{}
+	for i, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		var g gpuRef
+		switch n, err := strconv.Atoi(f); {
+		case f == "all":
+			return nil, errors.New(`"all" needs GPU discovery, which this build lacks: name them, e.g. 0,1 or their UUIDs (nvidia-smi -L)`)
+		case err == nil && n >= 0:
+			g.index = n
+		case strings.HasPrefix(f, "GPU-") && len(f) > len("GPU-"):
+			g = gpuRef{index: i, uuid: f}
+		default:
+			return nil, fmt.Errorf("%q is neither a device index nor a GPU UUID (GPU-…)", f)
+		}
+		if seen[f] {
+			return nil, fmt.Errorf("%s is named twice", f)
+		}
+		seen[f] = true
+		out = append(out, g)
+	}
+	return out, nil
 }
 
 // defaultModel is the largest catalog model that fits the smallest GPU of
