@@ -271,3 +271,20 @@ func TestPlanTensorParallelEngines(t *testing.T) {
 		t.Error("three GPUs at --tp 2: no error")
 	}
 }
+
+// TestDockerEngineOutOfMemoryIsDiagnosed: a container that dies at start
+// with CUDA's out-of-memory error is given up on after five tries, and the
+// engines API says why and what to do.
+func TestDockerEngineOutOfMemoryIsDiagnosed(t *testing.T) {
+	cli := dockertest.Client(t)
+	node := dockertest.Node(t, cli)
+	baseURL, _ := dockerUp(t, cli, node, "1x4090", hruntime.KindVLLM,
+		"--engine-arg=--simulate-failure", "--engine-arg=oom")
+	e := listEngines(t, baseURL)[0]
+	if e.State != "failed" || e.Cause != "out_of_memory" || !strings.Contains(e.LastError, "--max-model-len") {
+		t.Fatalf("engine %+v: want failed, diagnosed out of memory with the fix", e)
+	}
+	if left := dockertest.Containers(t, cli, node); len(left) > 1 {
+		t.Errorf("failed starts left %d containers behind: %+v", len(left), left)
+	}
+}
