@@ -377,11 +377,14 @@ func runEngines(ctx context.Context, env *environment, args []string) error {
 		return fmt.Errorf("engines: %w", err)
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tRUNTIME\tKIND\tMODEL\tGPU\tSTATE\tPID\tRESTARTS\tSINCE\tLAST ERROR")
+	fmt.Fprintln(tw, "NAME\tRUNTIME\tKIND\tMODEL\tGPU\tSTATE\tPID/CONTAINER\tRESTARTS\tSINCE\tLAST ERROR")
 	for _, e := range list.Engines {
 		pid := "-"
-		if e.PID > 0 {
+		switch {
+		case e.PID > 0:
 			pid = fmt.Sprint(e.PID)
+		case e.Container != "":
+			pid = e.Container
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", e.Name, e.Runtime, e.Kind, e.Model, e.GPU,
 			e.stateText(), pid, e.Restarts, e.Since.Local().Format(time.TimeOnly), e.LastError)
