@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dustin/go-humanize"
 )
 
 // GPUUse is one GPU as the planner sees it: the board and what other
@@ -276,7 +278,7 @@ func (e *NotFitError) Error() string {
 	if e.WeightsOnly {
 		b.WriteString(" for weights")
 	} else {
-		fmt.Fprintf(&b, " for weights and a %s-token context", groupDigits(e.ContextTokens))
+		fmt.Fprintf(&b, " for weights and a %s-token context", humanize.Comma(int64(e.ContextTokens)))
 	}
 	if e.TP > 1 {
 		fmt.Fprintf(&b, " at --tp %d", e.TP)
@@ -432,7 +434,7 @@ func (e *ContextTooLongError) Unwrap() error { return ErrContextTooLong }
 func (e *ContextTooLongError) Error() string {
 	if e.ModelLimit {
 		return fmt.Sprintf("%s takes at most %s tokens of context, not %s: use --max-model-len %d or less",
-			e.Model.DisplayName(), groupDigits(e.Largest), groupDigits(e.Requested), e.Largest)
+			e.Model.DisplayName(), humanize.Comma(int64(e.Largest)), humanize.Comma(int64(e.Requested)), e.Largest)
 	}
 	name := gpuShortName(e.GPU)
 	where := fmt.Sprintf("%s %s", article(name), name)
@@ -443,7 +445,7 @@ func (e *ContextTooLongError) Error() string {
 		where += fmt.Sprintf(" at --tp %d", e.TP)
 	}
 	return fmt.Sprintf("%s on %s has room for a context of %s tokens, not %s: use --max-model-len %d or less",
-		e.Model.DisplayName(), where, groupDigits(e.Largest), groupDigits(e.Requested), e.Largest)
+		e.Model.DisplayName(), where, humanize.Comma(int64(e.Largest)), humanize.Comma(int64(e.Requested)), e.Largest)
 }
 
 // ceilGiB is bytes in whole GiB, rounded up: what a model needs is never
@@ -496,22 +498,4 @@ func countWord(n int) string {
 		return words[n]
 	}
 	return strconv.Itoa(n)
-}
-
-// groupDigits writes n with thousands separators ("12,288").
-func groupDigits(n int) string {
-	s := strconv.Itoa(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }

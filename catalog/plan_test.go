@@ -339,11 +339,6 @@ func TestSentenceHelpers(t *testing.T) {
 			t.Errorf("article(%q) = %q, want %q", name, got, want)
 		}
 	}
-	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 12288: "12,288", 1234567: "1,234,567", -4096: "-4,096"} {
-		if got := groupDigits(n); got != want {
-			t.Errorf("groupDigits(%d) = %q, want %q", n, got, want)
-		}
-	}
 	for in, want := range map[string]string{
 		"NVIDIA GeForce RTX 4090": "RTX 4090", "NVIDIA H200": "H200", "GeForce RTX 3090": "RTX 3090", "": "GPU", "nvidia l40s": "l40s",
 	} {

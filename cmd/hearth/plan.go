@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/nodes"
 )
@@ -204,7 +206,7 @@ func planJSONOf(p catalog.Plan, cfg planConfig) planJSON {
 		inAll = " in all"
 	}
 	out.Summary = fmt.Sprintf("%s fits: %s, context %s tokens, %s of %dk tokens at once%s.",
-		p.Model.Name, engines, thousands(p.MaxModelLen), plural(turns, "agent turn"), catalog.AgentTurnTokens/1024, inAll)
+		p.Model.Name, engines, humanize.Comma(int64(p.MaxModelLen)), plural(turns, "agent turn"), catalog.AgentTurnTokens/1024, inAll)
 	return out
 }
 
@@ -225,8 +227,8 @@ func writePlanText(w io.Writer, p planJSON) error {
 			formatGiB(g.ActivationReserveBytes), formatGiB(g.ActivationBytes), formatGiB(g.NonTorchBytes))
 		fmt.Fprintf(tw, "  memory fraction\t%.2f vLLM --gpu-memory-utilization, %.3f SGLang --mem-fraction-static\n",
 			g.GPUMemoryUtilization, g.MemFractionStatic)
-		fmt.Fprintf(tw, "  KV cache\t%s, %s tokens\n", formatGiB(g.KVCacheBytes), thousands(g.KVTokens))
-		fmt.Fprintf(tw, "  context\t%s tokens (--max-model-len)\n", thousands(g.MaxModelLen))
+		fmt.Fprintf(tw, "  KV cache\t%s, %s tokens\n", formatGiB(g.KVCacheBytes), humanize.Comma(int64(g.KVTokens)))
+		fmt.Fprintf(tw, "  context\t%s tokens (--max-model-len)\n", humanize.Comma(int64(g.MaxModelLen)))
 		fmt.Fprintf(tw, "  %dk-token turns\t%d at once\n", p.AgentTurnTokens/1024, g.AgentTurns)
 		if err := tw.Flush(); err != nil {
 			return err
@@ -245,17 +247,4 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// thousands writes a count with thousands separators ("29,856").
-func thousands(n int) string {
-	s := fmt.Sprint(n)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }

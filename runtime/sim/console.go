@@ -101,21 +101,3 @@ func siBytes(b float64) string {
 	}
 	return fmt.Sprintf("%.0f", b)
 }
-
-// thousands writes n with comma separators, as Python's f"{n:,}".
-func thousands(n int) string {
-	s := fmt.Sprint(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}

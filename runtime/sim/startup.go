@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/hearth-llm/hearth/catalog"
 )
 
@@ -230,9 +232,9 @@ func (s *startup) runVLLM(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("%w: told to fail (simulated)", ErrStartupFailed)
 	}
 	tokens := cfg.NumGPUBlocks * cfg.BlockSize
-	core("kv_cache_utils.py:1087", "GPU KV cache size: %s tokens", thousands(tokens))
+	core("kv_cache_utils.py:1087", "GPU KV cache size: %s tokens", humanize.Comma(int64(tokens)))
 	core("kv_cache_utils.py:1091", "Maximum concurrency for %s tokens per request: %.2fx",
-		thousands(cfg.MaxModelLen), float64(tokens)/float64(cfg.MaxModelLen))
+		humanize.Comma(int64(cfg.MaxModelLen)), float64(tokens)/float64(cfg.MaxModelLen))
 	graphsBegan := time.Now()
 	for _, g := range []struct {
 		name string
