@@ -139,7 +139,40 @@ func TestProcessEngineKilledMidStream(t *testing.T) {
 		}
 	}
 
-	// 16 streams, long enough to be running when the engine dies.
+	victim := engines[0]
+	back := killUnderLoad(t, baseURL, victim, func() error { return syscall.Kill(victim.PID, syscall.SIGKILL) })
+	if back.PID == victim.PID {
+		t.Errorf("restarted engine has the dead one's PID %d", back.PID)
+	}
+
+	if err := stop(); err != nil {
+		t.Fatalf("hearth up: %v", err)
+	}
+	for _, e := range []int{back.PID, engines[1].PID} {
+		if processAlive(e) {
+			t.Errorf("engine process %d still runs after the daemon stopped", e)
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
+	if err := goleak.Find(leaks,
+		// fasthttp's idle-worker cleaner sleeps out its period after the server stops.
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2")); err != nil {
+		t.Errorf("goroutines left after hearth up stopped: %v", err)
+	}
+	if n := openFDs(t); n > fds {
+		t.Errorf("%d file descriptors open after hearth up stopped, %d before", n, fds)
+	}
+}
+
+// killUnderLoad runs 16 long streams over round-robin routing, kills the
+// victim engine with kill once all of them are streaming, and checks what
+// clients see: no stream hangs, the streams on the victim end with an error
+// event, those on the others complete, a new request is served meanwhile,
+// and the victim comes back (restarted once) and takes traffic again. It
+// returns the victim as it is back.
+func killUnderLoad(t *testing.T, baseURL string, victim engineJSON, kill func() error) engineJSON {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // bounds a hang
 	defer cancel()
 	type result struct {
@@ -158,9 +191,8 @@ func TestProcessEngineKilledMidStream(t *testing.T) {
 	for range results {
 		<-started
 	}
-	victim := engines[0]
-	if err := syscall.Kill(victim.PID, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill -9 %d: %v", victim.PID, err)
+	if err := kill(); err != nil {
+		t.Fatalf("killing %s: %v", victim.Name, err)
 	}
 	wg.Wait() // no stream hangs: each ends, cut or complete
 	if ctx.Err() != nil {
@@ -191,10 +223,7 @@ func TestProcessEngineKilledMidStream(t *testing.T) {
 	}
 
 	// The dead engine is back, restarted once, and serves again.
-	back := waitEngine(t, baseURL, victim.Name, 30*time.Second, func(e engineJSON) bool { return e.State == "ready" && e.Restarts == 1 })
-	if back.PID == victim.PID {
-		t.Errorf("restarted engine has the dead one's PID %d", back.PID)
-	}
+	back := waitEngine(t, baseURL, victim.Name, time.Minute, func(e engineJSON) bool { return e.State == "ready" && e.Restarts == 1 })
 	served := map[string]bool{}
 	for i := range 4 {
 		w, _, err := streamChat(context.Background(), baseURL, fmt.Sprintf("back%d", i), "round_robin", 5, nil)
@@ -206,25 +235,7 @@ func TestProcessEngineKilledMidStream(t *testing.T) {
 	if !served[victim.Name] {
 		t.Errorf("the restarted engine took no traffic: %v", served)
 	}
-
-	if err := stop(); err != nil {
-		t.Fatalf("hearth up: %v", err)
-	}
-	for _, e := range []int{back.PID, engines[1].PID} {
-		if processAlive(e) {
-			t.Errorf("engine process %d still runs after the daemon stopped", e)
-		}
-	}
-	http.DefaultClient.CloseIdleConnections()
-	if err := goleak.Find(leaks,
-		// fasthttp's idle-worker cleaner sleeps out its period after the server stops.
-		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
-		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2")); err != nil {
-		t.Errorf("goroutines left after hearth up stopped: %v", err)
-	}
-	if n := openFDs(t); n > fds {
-		t.Errorf("%d file descriptors open after hearth up stopped, %d before", n, fds)
-	}
+	return back
 }
 
 func tail(s string) string {
