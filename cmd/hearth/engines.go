@@ -113,7 +113,11 @@ func planMemory(spec *hruntime.Spec, cfg upConfig, gpus []nodes.GPU) error {
 			return nil
 		}
 	}
-	model, err := catalog.ResolveModel(spec.ModelPath, filepath.Join(cfg.hfCache, "hub"))
+	hub := "" // the catalog's figures alone
+	if cfg.hfCache != "" {
+		hub = filepath.Join(cfg.hfCache, "hub")
+	}
+	model, err := catalog.ResolveModel(spec.ModelPath, hub)
 	if err != nil {
 		return nil // the engine reads the model itself
 	}
