@@ -235,3 +235,36 @@ func TestDockerEngineOutOfMemoryIsDiagnosed(t *testing.T) {
 		t.Errorf("failed starts left %d containers behind: %+v", len(left), left)
 	}
 }
+
+// TestRealEnginesGetThePlan: engines that are not simulated in-process get
+// the plan's memory fraction (each engine's own flag) and context, and a
+// model that does not fit stops hearth up with the plan's sentence.
+func TestRealEnginesGetThePlan(t *testing.T) {
+	env := &environment{stderr: io.Discard, getenv: func(string) string { return "" }}
+	for _, engine := range []string{"vllm", "sglang"} {
+		cfg, err := parseUpFlags(env, []string{"--sim", "1x4090", "--engine-runtime", "docker", "--engine", engine})
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs, _, err := planEngines(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := specs[0]
+		if s.Model != "qwen3-14b-fp8" || s.ModelPath != "Qwen/Qwen3-14B-FP8" || !(s.GPUMemoryUtilization > 0.5 && s.GPUMemoryUtilization <= 1) || s.MaxModelLen <= 16384 {
+			t.Errorf("%s engine: model %s (%s), fraction %v, context %d", engine, s.Model, s.ModelPath, s.GPUMemoryUtilization, s.MaxModelLen)
+		}
+		// The simulated engine sizes its KV from the same fraction as the
+		// real one would: the context the plan chose fits it.
+		if s.Estimate.GPUBlocks*s.Estimate.BlockSize < s.MaxModelLen {
+			t.Errorf("%s engine: the plan's context %d exceeds the KV cache of %d blocks", engine, s.MaxModelLen, s.Estimate.GPUBlocks)
+		}
+	}
+	cfg, err := parseUpFlags(env, []string{"--sim", "1x4090", "--engine-runtime", "docker", "--model", "Qwen/Qwen3-32B-FP8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := planEngines(cfg); err == nil || !strings.Contains(err.Error(), "try qwen3-14b-fp8, or --tp 2") {
+		t.Errorf("32B on a 4090: %v, want the plan's sentence", err)
+	}
+}
