@@ -59,17 +59,21 @@ func newDockerLauncher(ctx context.Context, cfg upConfig, progress func(string, 
 }
 
 // ensureSimImage builds a simulated image from the hearth binary when the
-// Docker Engine does not have it yet.
+// Docker Engine does not have it yet, or has it from another binary.
 func ensureSimImage(ctx context.Context, cli *client.Client, flavor hruntime.Kind, image, binary string, log *slog.Logger) error {
-	if _, err := cli.ImageInspect(ctx, image); err == nil {
-		return nil
-	}
 	if binary == "" {
 		exe, err := os.Executable()
 		if err != nil {
 			return fmt.Errorf("the hearth binary, to build %s: %w", image, err)
 		}
 		binary = exe
+	}
+	hash, err := docker.BinaryHash(binary)
+	if err != nil {
+		return fmt.Errorf("the hearth binary, to build %s: %w", image, err)
+	}
+	if got, err := cli.ImageInspect(ctx, image); err == nil && got.Config != nil && got.Config.Labels[docker.LabelBinary] == hash {
+		return nil
 	}
 	log.Info("building the simulated engine image", "image", image, "binary", binary)
 	if err := docker.BuildSimImage(ctx, cli, binary, flavor, image, nil); err != nil {

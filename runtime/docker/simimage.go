@@ -4,7 +4,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +23,24 @@ import (
 // SimImageRepo is the repository of the simulated engines' images; the
 // flavour is a suffix ("hearth/sim-vllm").
 const SimImageRepo = "hearth/sim-"
+
+// LabelBinary on a simulated image is the SHA-256 of the hearth binary in
+// it: a rebuilt binary under the same version tag is told from the old one.
+const LabelBinary = "hearth.binary"
+
+// BinaryHash is the hex SHA-256 of the file at path, LabelBinary's value.
+func BinaryHash(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
 
 // SimImage names the simulated image of a flavour at a tag (Hearth's
 // version): "hearth/sim-vllm:0.4.0".
@@ -64,6 +84,7 @@ func BuildSimImage(ctx context.Context, docker *client.Client, binary string, fl
 	if err != nil {
 		return fmt.Errorf("sim image: %w", err)
 	}
+	sum := sha256.Sum256(bin)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, f := range []struct {
@@ -81,7 +102,10 @@ func BuildSimImage(ctx context.Context, docker *client.Client, binary string, fl
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	resp, err := docker.ImageBuild(ctx, &buf, client.ImageBuildOptions{Tags: []string{image}, Remove: true, ForceRemove: true})
+	resp, err := docker.ImageBuild(ctx, &buf, client.ImageBuildOptions{
+		Tags: []string{image}, Remove: true, ForceRemove: true,
+		Labels: map[string]string{LabelBinary: hex.EncodeToString(sum[:])},
+	})
 	if err != nil {
 		return fmt.Errorf("sim image %s: %w", image, err)
 	}

@@ -10,7 +10,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,17 +86,11 @@ func SimImage(t testing.TB, cli *client.Client, flavor hruntime.Kind) string {
 		return image
 	}
 	bin := StaticHearth(t)
-	f, err := os.Open(bin)
+	hash, err := docker.BinaryHash(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.New()
-	_, err = io.Copy(sum, f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	image := docker.SimImage(flavor, "test-"+hex.EncodeToString(sum.Sum(nil))[:12])
+	image := docker.SimImage(flavor, "test-"+hash[:12])
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if _, err := cli.ImageInspect(ctx, image); err != nil {
