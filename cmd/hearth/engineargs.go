@@ -190,9 +190,41 @@ func parseFloatArg(v string) (float64, error) {
 	return f, nil
 }
 
+// commonFlags are the options both engines take alike: where to serve and
+// where to publish KV events.
+func commonFlags() []engineFlag {
+	return []engineFlag{
+		{names: []string{"--host"}, value: true, set: func(c *engineCommand, v string) error { c.host = v; return nil }},
+		{names: []string{"--port"}, value: true, set: func(c *engineCommand, v string) error { return setPort(c, v) }},
+		{names: []string{"--kv-events-config"}, value: true, set: func(c *engineCommand, v string) error {
+			c.kvEventsConfig = v
+			return nil
+		}},
+	}
+}
+
+// fractionFlag is the engine's memory fraction under its name
+// (sim.Config.GPUMemoryUtilization reads it in the engine's meaning).
+func fractionFlag(name string) engineFlag {
+	return engineFlag{names: []string{name}, value: true, set: func(c *engineCommand, v string) error {
+		f, err := parseFloatArg(v)
+		c.cfg.GPUMemoryUtilization = f
+		return err
+	}}
+}
+
+// contextFlag is the engine's context length under its name.
+func contextFlag(name string) engineFlag {
+	return engineFlag{names: []string{name}, value: true, set: func(c *engineCommand, v string) error {
+		n, err := humanInt(v)
+		c.cfg.MaxModelLen = n
+		return err
+	}}
+}
+
 // vllmFlags are `vllm serve`'s options as far as the simulator knows them.
 func vllmFlags() []engineFlag {
-	flags := []engineFlag{
+	flags := append(commonFlags(), []engineFlag{
 		{names: []string{"--model"}, value: true, set: func(c *engineCommand, v string) error {
 			if c.modelPath != "" && c.modelPath != v {
 				return errors.New("the model is given twice: as the positional model_tag and with --model")
@@ -204,25 +236,11 @@ func vllmFlags() []engineFlag {
 			c.served = v // the first name is the one vLLM reports
 			return nil
 		}},
-		{names: []string{"--host"}, value: true, set: func(c *engineCommand, v string) error { c.host = v; return nil }},
-		{names: []string{"--port"}, value: true, set: func(c *engineCommand, v string) error { return setPort(c, v) }},
 		{names: []string{"--block-size"}, value: true, set: func(c *engineCommand, v string) error {
 			return setInt(&c.cfg.BlockSize)(c, v)
 		}},
-		{names: []string{"--kv-events-config"}, value: true, set: func(c *engineCommand, v string) error {
-			c.kvEventsConfig = v
-			return nil
-		}},
-		{names: []string{"--gpu-memory-utilization"}, value: true, set: func(c *engineCommand, v string) error {
-			f, err := parseFloatArg(v)
-			c.cfg.GPUMemoryUtilization = f
-			return err
-		}},
-		{names: []string{"--max-model-len"}, value: true, set: func(c *engineCommand, v string) error {
-			n, err := humanInt(v)
-			c.cfg.MaxModelLen = n
-			return err
-		}},
+		fractionFlag("--gpu-memory-utilization"),
+		contextFlag("--max-model-len"),
 		{names: []string{"--kv-offloading-size"}, value: true, set: func(c *engineCommand, v string) error {
 			f, err := parseFloatArg(v)
 			c.cfg.CPUOffloadGiB = f // GiB, as vLLM reads it
@@ -246,7 +264,7 @@ func vllmFlags() []engineFlag {
 			c.cfg.SchedulingPolicy = v
 			return nil
 		}},
-	}
+	}...)
 	flags = append(flags, simFlags...)
 	flags = append(flags, valueFlags("--tool-call-parser", "--reasoning-parser", "--kv-offloading-backend", "--dtype",
 		"--quantization", "-q", "--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp",
@@ -267,31 +285,17 @@ func vllmFlags() []engineFlag {
 // sglangFlags are `python3 -m sglang.launch_server`'s options as far as the
 // simulator knows them.
 func sglangFlags() []engineFlag {
-	flags := []engineFlag{
+	flags := append(commonFlags(), []engineFlag{
 		{names: []string{"--model-path", "--model"}, value: true, set: func(c *engineCommand, v string) error {
 			c.modelPath = v
 			return nil
 		}},
 		{names: []string{"--served-model-name"}, value: true, set: func(c *engineCommand, v string) error { c.served = v; return nil }},
-		{names: []string{"--host"}, value: true, set: func(c *engineCommand, v string) error { c.host = v; return nil }},
-		{names: []string{"--port"}, value: true, set: func(c *engineCommand, v string) error { return setPort(c, v) }},
 		{names: []string{"--page-size"}, value: true, set: func(c *engineCommand, v string) error {
 			return setInt(&c.cfg.BlockSize)(c, v)
 		}},
-		{names: []string{"--kv-events-config"}, value: true, set: func(c *engineCommand, v string) error {
-			c.kvEventsConfig = v
-			return nil
-		}},
-		{names: []string{"--mem-fraction-static"}, value: true, set: func(c *engineCommand, v string) error {
-			f, err := parseFloatArg(v)
-			c.cfg.GPUMemoryUtilization = f
-			return err
-		}},
-		{names: []string{"--context-length"}, value: true, set: func(c *engineCommand, v string) error {
-			n, err := humanInt(v)
-			c.cfg.MaxModelLen = n
-			return err
-		}},
+		fractionFlag("--mem-fraction-static"),
+		contextFlag("--context-length"),
 		{names: []string{"--enable-hierarchical-cache"}, set: func(c *engineCommand, _ string) error {
 			c.hierarchical = true
 			return nil
@@ -335,7 +339,7 @@ func sglangFlags() []engineFlag {
 			c.cfg.SchedulingPolicy = sim.PolicyPriority
 			return nil
 		}},
-	}
+	}...)
 	flags = append(flags, simFlags...)
 	ignoredValues := []string{"--tool-call-parser", "--reasoning-parser", "--hicache-write-policy",
 		"--hicache-storage-backend", "--hicache-io-backend", "--hicache-mem-layout", "--hicache-storage-prefetch-policy",
