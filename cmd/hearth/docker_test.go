@@ -41,7 +41,7 @@ func TestDockerEnginesServeAndSurviveAKill(t *testing.T) {
 	cli := dockertest.Client(t)
 	node := dockertest.Node(t, cli)
 	// Slow enough that 2,000-token streams still run when the kill lands.
-	baseURL, stop := dockerUp(t, cli, node, "2x4090", hruntime.KindVLLM, "--speedup", "4")
+	baseURL, stop := dockerUp(t, cli, node, "2x4090", hruntime.KindVLLM, "--speedup", "1")
 	engines := listEngines(t, baseURL)
 	if len(engines) != 2 {
 		t.Fatalf("engines: %+v", engines)
