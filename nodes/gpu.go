@@ -11,6 +11,10 @@ import (
 
 // GPU is one GPU as discovery sees it. It is a plain value so that everything
 // downstream can be tested without hardware.
+//
+// A field the board or the source cannot report is unknown, never zero:
+// integers are then negative and the Known flags false. NewGPU returns a GPU
+// with everything unknown.
 type GPU struct {
 	Node  string // host name of the machine the GPU is in
 	Index int    // device index on that machine (CUDA_VISIBLE_DEVICES order)
@@ -21,15 +25,64 @@ type GPU struct {
 	// catalog.Unknown for a board the catalog does not list.
 	Kind string
 
-	MemoryTotal uint64 // bytes
-	MemoryUsed  uint64 // bytes; 0 when the source cannot tell
+	// MemoryTotal is the board's memory in bytes, 0 when unknown. Used and
+	// free are only meaningful when MemoryUsageKnown.
+	MemoryTotal      uint64
+	MemoryUsed       uint64
+	MemoryFree       uint64
+	MemoryUsageKnown bool
 
-	// UtilizationPct and TemperatureC are negative when the source cannot
-	// tell (a simulated GPU, or a driver that does not report them).
+	// UtilizationPct, TemperatureC, PowerDrawW and PowerLimitW are negative
+	// when unknown (a simulated GPU, a board that does not report them).
 	UtilizationPct int
 	TemperatureC   int
+	PowerDrawW     float64
+	PowerLimitW    float64
+
+	// PCIe link generation and lane width, current and the most the slot
+	// and board allow; negative when unknown.
+	PCIeGenCurrent, PCIeGenMax     int
+	PCIeWidthCurrent, PCIeWidthMax int
+
+	// ComputeMajor and ComputeMinor are the CUDA compute capability (8.9
+	// for Ada); negative when unknown.
+	ComputeMajor, ComputeMinor int
+
+	// Processes are the programs holding memory on the GPU, Hearth's
+	// engines included; meaningful only when ProcessesKnown.
+	Processes      []Process
+	ProcessesKnown bool
+
+	// Lost is set when the driver answers that the GPU has fallen off the
+	// bus or needs a reset; Err then holds the driver's words. Err may also
+	// hold a lesser error reading one GPU while the others read fine.
+	Lost bool
+	Err  string
 
 	Simulated bool
+}
+
+// Process is one program holding memory on a GPU.
+type Process struct {
+	PID       int
+	UsedBytes uint64 // 0 when the driver does not say (some Windows/WSL setups)
+	Name      string // executable name where /proc or the driver tells it, else ""
+}
+
+// NewGPU returns the GPU at index on node with every measurement unknown.
+func NewGPU(node string, index int) GPU {
+	return GPU{
+		Node: node, Index: index, Kind: catalog.Unknown,
+		UtilizationPct: -1, TemperatureC: -1, PowerDrawW: -1, PowerLimitW: -1,
+		PCIeGenCurrent: -1, PCIeGenMax: -1, PCIeWidthCurrent: -1, PCIeWidthMax: -1,
+		ComputeMajor: -1, ComputeMinor: -1,
+	}
+}
+
+// Copy returns g with its own Processes slice.
+func (g GPU) Copy() GPU {
+	g.Processes = append([]Process(nil), g.Processes...)
+	return g
 }
 
 // ErrBadSimSpec is returned for a simulated GPU list that cannot be parsed.
@@ -60,17 +113,12 @@ func ParseSimSpec(spec string) ([]GPU, error) {
 			return nil, fmt.Errorf("%w: unknown GPU %q (known: %s)", ErrBadSimSpec, term, strings.Join(catalog.GPUKinds(), ", "))
 		}
 		for range count {
-			gpus = append(gpus, GPU{
-				Node:           "sim",
-				Index:          len(gpus),
-				UUID:           fmt.Sprintf("GPU-sim-%s-%d", k.Kind, len(gpus)),
-				Name:           k.Name,
-				Kind:           k.Kind,
-				MemoryTotal:    k.MemoryBytes,
-				UtilizationPct: -1,
-				TemperatureC:   -1,
-				Simulated:      true,
-			})
+			g := NewGPU("sim", len(gpus))
+			g.UUID = fmt.Sprintf("GPU-sim-%s-%d", k.Kind, len(gpus))
+			g.Name, g.Kind, g.MemoryTotal = k.Name, k.Kind, k.MemoryBytes
+			g.MemoryFree, g.MemoryUsageKnown = k.MemoryBytes, true
+			g.Simulated = true
+			gpus = append(gpus, g)
 		}
 	}
 	return gpus, nil

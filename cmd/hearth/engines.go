@@ -49,7 +49,9 @@ func planEngines(cfg upConfig) ([]hruntime.Spec, map[string]nodes.GPU, error) {
 		}
 	} else {
 		for _, g := range cfg.gpus {
-			gpus = append(gpus, nodes.GPU{Node: cfg.node, Index: g.index, UUID: g.uuid, Name: fmt.Sprintf("GPU %d", g.index), UtilizationPct: -1, TemperatureC: -1})
+			gpu := nodes.NewGPU(cfg.node, g.index)
+			gpu.UUID, gpu.Name = g.uuid, fmt.Sprintf("GPU %d", g.index)
+			gpus = append(gpus, gpu)
 		}
 	}
 	tp := max(cfg.tp, 1)
@@ -136,7 +138,7 @@ func planMemory(spec *hruntime.Spec, cfg upConfig, gpus []nodes.GPU) error {
 // which knows the boards and models Hearth knows.
 func estimateProfile(spec hruntime.Spec) (hruntime.Profile, error) {
 	cfg := sim.ConfigOf(spec)
-	if cfg.GPU == "" {
+	if _, known := catalog.LookupGPU(cfg.GPU); !known {
 		cfg.GPU = "rtx4090" // an unknown board: size it as the common case
 	}
 	if _, ok := catalog.LookupModel(cfg.Model); !ok {
