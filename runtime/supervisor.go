@@ -176,6 +176,12 @@ type supervised struct {
 	// incrementally from a LogFollower handle, from line loadSeq on.
 	load    LoadTracker
 	loadSeq uint64
+	// heldFor is why the engine is held stopped ("" when it is not), and
+	// holdChanged is closed and replaced whenever that changes. cancelRun
+	// ends the current run, for Hold.
+	heldFor     string
+	holdChanged chan struct{}
+	cancelRun   context.CancelFunc
 }
 
 // NewSupervisor checks the engines' specs; nothing starts before Run.
@@ -198,7 +204,7 @@ func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
 		}
 		seen[e.Spec.Name] = true
 		s.unsettled.Add(1)
-		s.engines = append(s.engines, &supervised{Supervised: e, onSettle: s.unsettled.Done, relaunched: make(chan struct{}), status: Status{
+		s.engines = append(s.engines, &supervised{Supervised: e, onSettle: s.unsettled.Done, relaunched: make(chan struct{}), holdChanged: make(chan struct{}), status: Status{
 			Name: e.Spec.Name, Runtime: e.Launcher.Name(), Engine: e.Spec.Engine, Model: e.Spec.Model,
 			GPU: e.Spec.GPU, State: StateStarting, Since: time.Now(), Load: LoadState{Progress: -1},
 		}})
@@ -257,6 +263,88 @@ func (s *Supervisor) Logs(name string) ([]string, bool) {
 		return nil, true
 	}
 	return e.handle.Logs(), true
+}
+
+// Hold stops an engine, if it runs, and keeps it stopped until Release,
+// with reason as its LastError: its GPU is lost, and restarting it would
+// only fail. A held engine counts as settled. Holding a held engine updates
+// the reason. It returns false when no engine has that name.
+func (s *Supervisor) Hold(name, reason string) bool {
+	e := s.engine(name)
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.heldFor = reason
+	e.status.LastError = reason
+	close(e.holdChanged)
+	e.holdChanged = make(chan struct{})
+	if e.cancelRun != nil {
+		e.cancelRun()
+	}
+	return true
+}
+
+// Release lets a held engine start again, at once and with a fresh
+// backoff. It returns false when no engine has that name.
+func (s *Supervisor) Release(name string) bool {
+	e := s.engine(name)
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.heldFor != "" {
+		e.heldFor = ""
+		close(e.holdChanged)
+		e.holdChanged = make(chan struct{})
+	}
+	return true
+}
+
+// hold returns why the engine is held ("" when it is not) and a channel
+// closed when that changes.
+func (e *supervised) hold() (string, <-chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.heldFor, e.holdChanged
+}
+
+// runContext returns the context of one run, which Hold cancels; it is
+// already cancelled when the engine is held.
+func (e *supervised) runContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	runCtx, cancel := context.WithCancel(ctx)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cancelRun = cancel
+	if e.heldFor != "" {
+		cancel()
+	}
+	return runCtx, cancel
+}
+
+func (e *supervised) held() bool {
+	reason, _ := e.hold()
+	return reason != ""
+}
+
+// awaitRelease waits while the engine is held, stopped; false when ctx
+// ends first.
+func (e *supervised) awaitRelease(ctx context.Context, log *slog.Logger) bool {
+	for {
+		reason, changed := e.hold()
+		if reason == "" {
+			return true
+		}
+		e.set(StateStopped, func(st *Status) { st.LastError, st.Diagnosis = reason, Diagnosis{} })
+		log.Warn("engine held stopped", "reason", reason)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-changed:
+		}
+	}
 }
 
 func (s *Supervisor) engine(name string) *supervised {
@@ -350,12 +438,23 @@ func (s *Supervisor) supervise(ctx context.Context, e *supervised) {
 	wait := s.cfg.Backoff.Initial
 	startFailures := 0
 	for {
+		if !e.awaitRelease(ctx, log) {
+			e.set(StateStopped, nil)
+			return
+		}
 		e.set(StateStarting, nil)
-		served, err := s.runOnce(ctx, e, log)
+		runCtx, cancelRun := e.runContext(ctx)
+		served, err := s.runOnce(runCtx, e, log)
+		cancelRun()
 		if ctx.Err() != nil {
 			e.set(StateStopped, nil)
 			log.Info("engine stopped")
 			return
+		}
+		if reason, _ := e.hold(); reason != "" {
+			// Stopped for a hold, not dead: start afresh once released.
+			wait, startFailures = s.cfg.Backoff.Initial, 0
+			continue
 		}
 		if served >= s.cfg.Backoff.ResetAfter {
 			wait = s.cfg.Backoff.Initial
@@ -374,10 +473,13 @@ func (s *Supervisor) supervise(ctx context.Context, e *supervised) {
 		}
 		e.set(StateRestarting, func(st *Status) { st.LastError, st.Diagnosis = msg, diag })
 		log.Warn("engine down; restarting", "error", msg, "cause", diag.Cause, "in", wait, "log_tail", strings.Join(s.tail(e), "\n"))
+		_, holdChanged := e.hold()
 		select {
 		case <-ctx.Done():
 			e.set(StateStopped, nil)
 			return
+		case <-holdChanged:
+			continue // held while waiting: awaitRelease takes over
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, s.cfg.Backoff.Max)
@@ -477,7 +579,7 @@ func (s *Supervisor) runOnce(ctx context.Context, e *supervised, log *slog.Logge
 	detach()
 	served = max(time.Since(readyAt), time.Nanosecond)
 	switch {
-	case why == nil && s.cfg.KeepEngines:
+	case why == nil && s.cfg.KeepEngines && !e.held():
 		if d, ok := h.(Detacher); ok {
 			d.Detach()
 			log.Info("engine left running", "container", h.Identity().Container)

@@ -409,3 +409,103 @@ func TestSupervisorProbesSGLangsScheduler(t *testing.T) {
 		}
 	})
 }
+
+func TestSupervisorHoldStopsAnEngineUntilReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &fakeLauncher{launched: make(chan *fakeHandle)}
+		a := &fakeAttacher{}
+		s, err := NewSupervisor(SupervisorConfig{
+			Engines:  []Supervised{{Spec: testSpec("gpu0"), Launcher: l}},
+			Attacher: a, HTTPClient: &http.Client{Transport: healthyEngine{}},
+			// Even engines meant to outlive the daemon are stopped for a hold.
+			KeepEngines: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go s.Run(ctx)
+
+		h := <-l.launched
+		h.becomeReady()
+		synctest.Wait()
+		if !s.Hold("gpu0", "GPU lost: GPU is lost") {
+			t.Fatal("Hold did not find gpu0")
+		}
+		synctest.Wait()
+		if h.stops != 1 {
+			t.Errorf("held engine stopped %d times, want 1", h.stops)
+		}
+		if _, live := a.state("gpu0"); live {
+			t.Error("a held engine is still in service")
+		}
+		st := status(t, s)
+		if st.State != StateStopped || st.LastError != "GPU lost: GPU is lost" {
+			t.Fatalf("held engine: %+v, want stopped with the reason", st)
+		}
+		select {
+		case <-s.Settled():
+		default:
+			t.Error("a held engine does not count as settled")
+		}
+
+		// Held for an hour: no launch, no restart counted.
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		select {
+		case h := <-l.launched:
+			t.Fatalf("a held engine was launched again (launch %d)", h.n)
+		default:
+		}
+
+		released := time.Now()
+		s.Release("gpu0")
+		h2 := <-l.launched
+		if waited := time.Since(released); waited != 0 {
+			t.Errorf("relaunched %v after the release, want at once", waited)
+		}
+		h2.becomeReady()
+		synctest.Wait()
+		if n, live := a.state("gpu0"); n != 2 || !live {
+			t.Fatalf("released engine attached %d times, live %v", n, live)
+		}
+		if st := status(t, s); st.State != StateReady || st.LastError != "" || st.Restarts != 0 {
+			t.Errorf("released engine: %+v, want ready, no error, no restart counted", st)
+		}
+		if s.Hold("gpu9", "x") || s.Release("gpu9") {
+			t.Error("Hold or Release found an engine that does not exist")
+		}
+	})
+}
+
+func TestSupervisorHoldDuringBackoffAndBeforeStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &fakeLauncher{launched: make(chan *fakeHandle)}
+		s := newTestSupervisor(t, l, &fakeAttacher{}, healthyEngine{})
+		// Held before Run: the engine never starts.
+		s.Hold("gpu0", "GPU lost at start")
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go s.Run(ctx)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if st := status(t, s); st.State != StateStopped || l.n != 0 {
+			t.Fatalf("engine held before Run: %+v after %d launches", st, l.n)
+		}
+		s.Release("gpu0")
+		h := <-l.launched
+		// It dies while loading; held during the backoff, it stays down.
+		h.die(errors.New("CUDA error: unspecified launch failure"))
+		synctest.Wait()
+		if st := status(t, s); st.State != StateRestarting {
+			t.Fatalf("state %s, want restarting", st.State)
+		}
+		s.Hold("gpu0", "GPU lost")
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if st := status(t, s); st.State != StateStopped || st.LastError != "GPU lost" || l.n != 1 {
+			t.Fatalf("engine held in backoff: %+v after %d launches", st, l.n)
+		}
+	})
+}
