@@ -20,6 +20,10 @@
 //   - When the Supervisor's context ends, every engine is stopped: SIGTERM
 //     (or the runtime's graceful stop), then a forced stop when the stop
 //     timeout passes.
+//   - Hold stops an engine (even one KeepEngines would leave running) and
+//     keeps it stopped, with the reason as its LastError, until Release
+//     starts it again at once with a fresh backoff: a lost GPU. Holding a
+//     failed engine records the reason; it stays failed.
 //   - A start that does not serve within 5 minutes of its launch is given
 //     up on (stopped, and counted as a failed start), unless its log shows
 //     a weight download by then: such a start gets 20 minutes.
