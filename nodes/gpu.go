@@ -116,7 +116,6 @@ func ParseSimSpec(spec string) ([]GPU, error) {
 			g := NewGPU("sim", len(gpus))
 			g.UUID = fmt.Sprintf("GPU-sim-%s-%d", k.Kind, len(gpus))
 			g.Name, g.Kind, g.MemoryTotal = k.Name, k.Kind, k.MemoryBytes
-			g.MemoryFree, g.MemoryUsageKnown = k.MemoryBytes, true
 			g.Simulated = true
 			gpus = append(gpus, g)
 		}

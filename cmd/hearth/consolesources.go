@@ -34,8 +34,10 @@ type engineSource struct {
 	engines func() []hruntime.Status
 	logs    func(name string) ([]string, bool)
 	rt      *router.Router
-	gpus    map[string]nodes.GPU // by engine name
-	client  *http.Client
+	gpus    *nodes.Sampler
+	// planNotes says, by engine name, why an engine got a smaller plan.
+	planNotes map[string]string
+	client    *http.Client
 }
 
 var _ console.EngineSource = engineSource{}
@@ -53,7 +55,7 @@ func (s engineSource) Engines(ctx context.Context) ([]console.Engine, error) {
 		if st.State == hruntime.StateReady {
 			stats, err = hruntime.ScrapeStats(ctx, s.client, st.BaseURL)
 		}
-		out[i] = engineOf(st, s.gpus[st.Name], stats, err, cached[st.Name])
+		out[i] = engineOf(st, liveGPU(s.gpus, st.GPU), stats, err, cached[st.Name])
 		if st.State != hruntime.StateReady && s.logs != nil {
 			lines, _ := s.logs(st.Name)
 			out[i].LogTail = hruntime.Tail(lines, 10)

@@ -43,7 +43,7 @@ func newDockerLauncher(ctx context.Context, cfg upConfig, progress func(string, 
 		return nil, nil, fmt.Errorf("up: %w", err)
 	}
 	l := &docker.Launcher{
-		Docker: cli, Node: cfg.node, Image: cfg.image, HFCache: cfg.hfCache,
+		Docker: cli, Node: cfg.node, Image: cfg.image, CUDAVersion: cfg.cudaVersion, HFCache: cfg.hfCache,
 		NoGPU: cfg.gpuRuntime == "none", HFToken: cfg.hfToken, Progress: progress,
 		Logger: log.With("component", "engine"),
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker/dockertest"
 )
@@ -172,7 +173,7 @@ func TestDockerUsageErrors(t *testing.T) {
 		{"--sim", "1x4090", "--keep-engines"},
 		{"--sim", "1x4090", "--engine", "sglang"},
 		{"--engine", "tgi", "--gpus", "0"},
-		{"--engine", "vllm", "--gpus", "all"},
+		{"--engine", "vllm", "--gpus", "all,0"},
 		{"--engine", "vllm", "--gpus", "0,0"},
 	} {
 		_, err := parseUpFlags(&environment{stderr: io.Discard, getenv: func(string) string { return "" }}, args)
@@ -203,7 +204,7 @@ func TestPlanTensorParallelEngines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	specs, _, err := planEngines(cfg)
+	specs, _, err := planEngines(cfg, plannedGPUs(t, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func TestPlanTensorParallelEngines(t *testing.T) {
 		t.Errorf("vLLM args lack the TP size: %s", args)
 	}
 	cfg.gpus = cfg.gpus[:3]
-	if _, _, err := planEngines(cfg); err == nil {
+	if _, _, err := planEngines(cfg, plannedGPUs(t, cfg)); err == nil {
 		t.Error("three GPUs at --tp 2: no error")
 	}
 }
@@ -247,7 +248,7 @@ func TestRealEnginesGetThePlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		specs, _, err := planEngines(cfg)
+		specs, _, err := planEngines(cfg, plannedGPUs(t, cfg))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +266,7 @@ func TestRealEnginesGetThePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := planEngines(cfg); err == nil || !strings.Contains(err.Error(), "try qwen3-14b-fp8, or --tp 2") {
+	if _, _, err := planEngines(cfg, plannedGPUs(t, cfg)); err == nil || !strings.Contains(err.Error(), "try qwen3-14b-fp8, or --tp 2") {
 		t.Errorf("32B on a 4090: %v, want the plan's sentence", err)
 	}
 }
@@ -313,4 +314,19 @@ func TestSimImageFollowsTheBinary(t *testing.T) {
 	if imageID() == first {
 		t.Error("a rebuilt binary kept the old image")
 	}
+}
+
+// plannedGPUs is what hearth up would serve from with cfg.
+func plannedGPUs(t *testing.T, cfg upConfig) []nodes.GPU {
+	t.Helper()
+	src, err := gpuSourceOf(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := src.Discover(context.Background())
+	gpus, err := selectGPUs(cfg, inv, err, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gpus
 }

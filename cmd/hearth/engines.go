@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hearth-llm/hearth/catalog"
@@ -27,42 +28,26 @@ import (
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
-// planEngines turns the command line into one engine per GPU (per --tp
-// GPUs), with the first GPU's facts by engine name for the console.
-func planEngines(cfg upConfig) ([]hruntime.Spec, map[string]nodes.GPU, error) {
-	var gpus []nodes.GPU
+// planEngines turns the command line and the GPUs it picked into one
+// engine per GPU (per --tp GPUs). notes holds, by engine name, why an
+// engine got less than its GPUs could give it (other programs hold memory).
+func planEngines(cfg upConfig, gpus []nodes.GPU) (specs []hruntime.Spec, notes map[string]string, err error) {
 	engine := hruntime.KindSim
 	if cfg.engine != "" {
 		engine = hruntime.Kind(cfg.engine)
 	}
-	if cfg.sim != "" {
-		var err error
-		if gpus, err = nodes.ParseSimSpec(cfg.sim); err != nil {
-			return nil, nil, fmt.Errorf("%w: --sim: %v", errUsage, err)
-		}
-		if cfg.engineRuntime == "docker" {
-			// Containers are named after their node: two daemons sharing a
-			// Docker Engine must not share names.
-			for i := range gpus {
-				gpus[i].Node = cfg.node
-			}
-		}
-	} else {
-		for _, g := range cfg.gpus {
-			gpu := nodes.NewGPU(cfg.node, g.index)
-			gpu.UUID, gpu.Name = g.uuid, fmt.Sprintf("GPU %d", g.index)
-			gpus = append(gpus, gpu)
-		}
-	}
 	tp := max(cfg.tp, 1)
+	if len(gpus) == 0 {
+		return nil, nil, errors.New("up: no GPU to serve from")
+	}
 	if len(gpus)%tp != 0 {
 		return nil, nil, fmt.Errorf("%w: --tp %d splits each engine over %d GPUs, and %d GPUs do not divide by it", errUsage, tp, tp, len(gpus))
 	}
 	toSpec := func(g nodes.GPU) hruntime.GPU {
 		return hruntime.GPU{Index: g.Index, UUID: g.UUID, Kind: g.Kind, Name: g.Name, Node: g.Node}
 	}
-	specs := make([]hruntime.Spec, len(gpus)/tp)
-	byName := make(map[string]nodes.GPU, len(specs))
+	specs = make([]hruntime.Spec, len(gpus)/tp)
+	notes = map[string]string{}
 	for i := range specs {
 		gpu := gpus[i*tp]
 		var peers []hruntime.GPU
@@ -85,8 +70,12 @@ func planEngines(cfg upConfig) ([]hruntime.Spec, map[string]nodes.GPU, error) {
 			Seed:            cfg.seed + int64(gpu.Index),
 		}
 		if engine != hruntime.KindSim {
-			if err := planMemory(&spec, cfg, gpus[i*tp:(i+1)*tp]); err != nil {
+			note, err := planMemory(&spec, cfg, gpus[i*tp:(i+1)*tp])
+			if err != nil {
 				return nil, nil, err
+			}
+			if note != "" {
+				notes[spec.Name] = note
 			}
 		}
 		estimate, err := estimateProfile(spec)
@@ -98,21 +87,21 @@ func planEngines(cfg upConfig) ([]hruntime.Spec, map[string]nodes.GPU, error) {
 			cfg.tweakSpec(&spec)
 		}
 		specs[i] = spec
-		byName[spec.Name] = gpu
 	}
-	return specs, byName, nil
+	return specs, notes, nil
 }
 
 // planMemory sets a real engine's memory fraction and context length from
 // the plan of what fits its GPUs (catalog.PlanEngines), and fails with the
 // plan's one sentence when the model does not fit. GPUs of unknown size
-// (named by index, before discovery) and models Hearth has no shape for
-// keep the engine's own defaults.
-func planMemory(spec *hruntime.Spec, cfg upConfig, gpus []nodes.GPU) error {
+// (named by index, without discovery) and models Hearth has no shape for
+// keep the engine's own defaults. The plan counts only the memory that is
+// free: when other programs' share cost the engine context, note says so.
+func planMemory(spec *hruntime.Spec, cfg upConfig, gpus []nodes.GPU) (note string, err error) {
 	uses := make([]catalog.GPUUse, len(gpus))
 	for i, g := range gpus {
 		if uses[i] = gpuUseOf(g); uses[i].GPU.MemoryBytes == 0 {
-			return nil
+			return "", nil
 		}
 	}
 	hub := "" // the catalog's figures alone
@@ -121,16 +110,39 @@ func planMemory(spec *hruntime.Spec, cfg upConfig, gpus []nodes.GPU) error {
 	}
 	model, err := catalog.ResolveModel(spec.ModelPath, hub)
 	if err != nil {
-		return nil // the engine reads the model itself
+		return "", nil // the engine reads the model itself
 	}
-	plan, err := catalog.PlanEngines(catalog.PlanRequest{GPUs: uses, Model: model, TP: len(gpus), MaxModelLen: spec.MaxModelLen})
+	req := catalog.PlanRequest{GPUs: uses, Model: model, TP: len(gpus), MaxModelLen: spec.MaxModelLen}
+	plan, err := catalog.PlanEngines(req)
 	if err != nil {
-		return fmt.Errorf("up: engine %s: %w", spec.Name, err)
+		return "", fmt.Errorf("up: engine %s: %w", spec.Name, err)
 	}
 	e := plan.Engines[0]
 	spec.GPUMemoryUtilization = e.MemoryFractionFor(string(spec.Engine))
 	spec.MaxModelLen = e.MaxModelLen
-	return nil
+	return planNote(req, e), nil
+}
+
+// planNote says what other programs' memory cost an engine, "" when they
+// hold none or it cost nothing.
+func planNote(req catalog.PlanRequest, got catalog.EnginePlan) string {
+	var other uint64
+	for i, u := range req.GPUs {
+		other += u.UsedBytes
+		req.GPUs[i].UsedBytes = 0
+	}
+	if other == 0 {
+		return ""
+	}
+	whole, err := catalog.PlanEngines(req)
+	if err != nil || whole.Engines[0].KVTokens <= got.KVTokens {
+		return ""
+	}
+	note := fmt.Sprintf("other programs hold %.1f GiB of this GPU: KV cache for %s tokens instead of %s", float64(other)/(1<<30), humanize.Comma(int64(got.KVTokens)), humanize.Comma(int64(whole.Engines[0].KVTokens)))
+	if got.MaxModelLen < whole.Engines[0].MaxModelLen {
+		note += fmt.Sprintf(", context cut to %s", humanize.Comma(int64(got.MaxModelLen)))
+	}
+	return note
 }
 
 // estimateProfile is what the router assumes of an engine until the engine

@@ -54,10 +54,15 @@ type upConfig struct {
 	// containers, the engine the simulated image passes for.
 	engineRuntime string
 	engine        string
-	gpus          []gpuRef
-	tp            int // GPUs per engine
-	maxModelLen   int
-	stopTimeout   time.Duration
+	gpus          []gpuRef // none: every GPU discovery finds
+	// gpuSource, when set, is read instead of the simulated list or the
+	// driver (tests). cudaVersion is the driver's, which picks engine
+	// images.
+	gpuSource   nodes.Discoverer
+	cudaVersion int
+	tp          int // GPUs per engine
+	maxModelLen int
+	stopTimeout time.Duration
 	// engineArgs are appended to every engine's command line.
 	engineArgs []string
 
@@ -85,6 +90,8 @@ type upConfig struct {
 	// tests shorten them.
 	consoleInterval    time.Duration
 	consoleChartWindow time.Duration
+	// gpuInterval is how often the GPUs are read (0: every 2 s).
+	gpuInterval time.Duration
 }
 
 func runUp(ctx context.Context, env *environment, args []string) error {
@@ -107,7 +114,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs.StringVar(&cfg.sim, "sim", "", `simulated GPUs to serve from, e.g. "2x4090" or "1x4090+2x3090"`)
 	fs.StringVar(&cfg.engineRuntime, "engine-runtime", "", "how engines run: sim (simulated, inside the daemon; the default with --sim), docker (containers; the default with --engine) or process (child processes)")
 	fs.StringVar(&cfg.engine, "engine", "", "the engine to run on --gpus: vllm or sglang; with --sim and --engine-runtime docker, the engine the simulated image passes for")
-	gpuList := fs.String("gpus", "", "CUDA device indices for --engine, e.g. 0,1: one engine per GPU")
+	gpuList := fs.String("gpus", "all", "GPUs for --engine: all, or CUDA device indices or UUIDs, e.g. 0,1; one engine per GPU (per --tp GPUs)")
 	fs.IntVar(&cfg.tp, "tp", 1, "GPUs per engine: tensor parallelism splits a model too large for one GPU over several")
 	fs.StringVar(&cfg.image, "image", "", "engine image for --engine-runtime docker (default: the engine's pinned image for the driver's CUDA version)")
 	fs.StringVar(&cfg.hfCache, "hf-cache", defaultHFCache(env.getenv), "Hugging Face cache mounted into engine containers")
@@ -172,8 +179,6 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 		return cfg, fmt.Errorf("%w: --sim and --engine go together only with --engine-runtime docker (the simulated images)", errUsage)
 	case cfg.sim == "" && cfg.engineRuntime == "sim":
 		return cfg, fmt.Errorf("%w: --engine-runtime sim runs simulated GPUs: add --sim 2x4090", errUsage)
-	case cfg.sim == "" && *gpuList == "":
-		return cfg, fmt.Errorf("%w: --engine %s needs --gpus, e.g. --gpus 0,1", errUsage, cfg.engine)
 	case cfg.tp < 1:
 		return cfg, fmt.Errorf("%w: --tp must be at least 1", errUsage)
 	case cfg.tp > 1 && cfg.engineRuntime == "sim":
@@ -187,7 +192,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 			return cfg, fmt.Errorf("%w: --engine: want vllm or sglang, got %q", errUsage, cfg.engine)
 		}
 	}
-	if cfg.sim == "" {
+	if cfg.sim == "" && *gpuList != "all" && *gpuList != "" {
 		gpus, err := parseGPUList(*gpuList)
 		if err != nil {
 			return cfg, fmt.Errorf("%w: --gpus: %v", errUsage, err)
@@ -262,7 +267,7 @@ func parseGPUList(s string) ([]gpuRef, error) {
 		var g gpuRef
 		switch n, err := strconv.Atoi(f); {
 		case f == "all":
-			return nil, errors.New(`"all" needs GPU discovery, which this build lacks: name them, e.g. 0,1 or their UUIDs (nvidia-smi -L)`)
+			return nil, errors.New(`"all" stands alone: every GPU, or name them, e.g. 0,1`)
 		case err == nil && n >= 0:
 			g.index = n
 		case strings.HasPrefix(f, "GPU-") && len(f) > len("GPU-"):
@@ -320,10 +325,23 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	defer cleanup.run()
 	cleanup.push(func() { ln.Close() }) // the gateway closes it too; a second close is harmless
 
-	// Plan: which engines run where.
-	specs, gpus, err := planEngines(cfg)
+	// GPUs and plan: which engines run where. The sampler reads the GPUs
+	// from here on; the first reading plans the engines.
+	gpuSource, err := gpuSourceOf(cfg)
 	if err != nil {
 		return err
+	}
+	inv, discoverErr := gpuSource.Discover(ctx)
+	gpus, err := selectGPUs(cfg, inv, discoverErr, log)
+	if err != nil {
+		return err
+	}
+	specs, planNotes, err := planEngines(cfg, gpus)
+	if err != nil {
+		return err
+	}
+	if cfg.engineRuntime == "docker" {
+		cfg.cudaVersion = inv.Host.CUDADriverVersion
 	}
 	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
 		return fmt.Errorf("up: data dir: %w", err)
@@ -394,6 +412,17 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
+	// A GPU lost stops its engines, and its return starts them again.
+	watch := gpuWatch{specs: specs, sup: sup}
+	sampler := nodes.NewSampler(nodes.SamplerConfig{
+		Source: gpuSource, Interval: cfg.gpuInterval, Logger: log.With("component", "gpus"), OnLost: watch.lost, OnFound: watch.found,
+	})
+	if _, err := sampler.Sample(ctx); err != nil && discoverErr == nil {
+		log.Warn("reading the GPUs", "err", err)
+	}
+	if err := reg.Register(sampler); err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
 	contextTokens := specs[0].Estimate.MaxModelLen
 	// An engine whose image is being pulled shows the pull as its phase.
 	engineStatuses := func() []hruntime.Status { return pulls.annotate(sup.Engines()) }
@@ -408,7 +437,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	con, err := console.New(console.Config{
 		Model: cfg.model, ContextTokens: contextTokens, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
 	}, console.Deps{
-		Engines:     engineSource{engines: engineStatuses, logs: sup.Logs, rt: rt, gpus: gpus, client: &http.Client{}},
+		Engines:     engineSource{engines: engineStatuses, logs: sup.Logs, rt: rt, gpus: sampler, planNotes: planNotes, client: &http.Client{}},
 		Router:      routerSource{rt: rt},
 		Traffic:     &trafficSource{traffic: traffic},
 		Keys:        keys,
@@ -439,6 +468,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return sup.Run(ctx) })
+	g.Go(func() error { return sampler.Run(ctx) })
 	g.Go(func() error { return gw.Serve(ctx, ln) })
 	g.Go(func() error { return con.Run(ctx) })
 	// The settings are printed once the engines are ready (or have failed):

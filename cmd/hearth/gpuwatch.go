@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/hearth-llm/hearth/nodes"
+	hruntime "github.com/hearth-llm/hearth/runtime"
+)
+
+// gpuSourceOf is where hearth up reads its GPUs: the simulated list, or
+// this machine's driver.
+func gpuSourceOf(cfg upConfig) (nodes.Discoverer, error) {
+	if cfg.gpuSource != nil {
+		return cfg.gpuSource, nil
+	}
+	if cfg.sim != "" {
+		gpus, err := nodes.ParseSimSpec(cfg.sim)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --sim: %v", errUsage, err)
+		}
+		node := "sim"
+		if cfg.engineRuntime == "docker" {
+			// Containers are named after their node: two daemons sharing a
+			// Docker Engine must not share names.
+			node = cfg.node
+		}
+		for i := range gpus {
+			gpus[i].Node = node
+		}
+		return nodes.SimSource{Node: node, GPUs: gpus}, nil
+	}
+	return localGPUs(cfg), nil
+}
+
+// selectGPUs picks the GPUs named by --gpus from what discovery read, or
+// every GPU that is not lost when none are named. GPUs named while
+// discovery failed are served with unknown sizes (the engines' own
+// defaults), after a warning: the engine finds out for itself.
+func selectGPUs(cfg upConfig, inv nodes.Inventory, discoverErr error, log *slog.Logger) ([]nodes.GPU, error) {
+	if cfg.sim != "" {
+		return inv.GPUs, discoverErr
+	}
+	if len(cfg.gpus) == 0 {
+		if discoverErr != nil {
+			return nil, fmt.Errorf("up: --gpus all: %w", discoverErr)
+		}
+		var gpus []nodes.GPU
+		for _, g := range inv.GPUs {
+			if g.Lost {
+				log.Warn("skipping a lost GPU", "gpu", g.Index, "uuid", g.UUID, "err", g.Err)
+				continue
+			}
+			gpus = append(gpus, g)
+		}
+		if len(gpus) == 0 {
+			return nil, fmt.Errorf("up: %w", nodes.ErrNoGPU)
+		}
+		return gpus, nil
+	}
+	if discoverErr != nil {
+		log.Warn("GPU discovery failed: serving the GPUs named by --gpus with unknown sizes", "err", discoverErr)
+		gpus := make([]nodes.GPU, len(cfg.gpus))
+		for i, ref := range cfg.gpus {
+			gpus[i] = nodes.NewGPU(cfg.node, ref.index)
+			gpus[i].UUID, gpus[i].Name = ref.uuid, "GPU "+strconv.Itoa(ref.index)
+		}
+		return gpus, nil
+	}
+	gpus := make([]nodes.GPU, 0, len(cfg.gpus))
+	for _, ref := range cfg.gpus {
+		i := -1
+		for j, g := range inv.GPUs {
+			if (ref.uuid != "" && g.UUID == ref.uuid) || (ref.uuid == "" && g.Index == ref.index) {
+				i = j
+			}
+		}
+		if i < 0 {
+			return nil, fmt.Errorf("%w: --gpus: this machine has no GPU %s (it has %s: hearth gpus)", errUsage, ref, gpuNames(inv.GPUs))
+		}
+		gpus = append(gpus, inv.GPUs[i])
+	}
+	return gpus, nil
+}
+
+func (r gpuRef) String() string {
+	if r.uuid != "" {
+		return r.uuid
+	}
+	return strconv.Itoa(r.index)
+}
+
+func gpuNames(gpus []nodes.GPU) string {
+	if len(gpus) == 0 {
+		return "none"
+	}
+	names := make([]string, len(gpus))
+	for i, g := range gpus {
+		names[i] = fmt.Sprintf("%d %s", g.Index, g.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// gpuWatch stops the engines of a GPU that is lost and starts them again
+// when it returns. Stopping an engine takes it out of the router too: the
+// supervisor detaches it.
+type gpuWatch struct {
+	specs []hruntime.Spec
+	sup   interface {
+		Hold(name, reason string) bool
+		Release(name string) bool
+	}
+}
+
+func (w gpuWatch) lost(g nodes.GPU) {
+	for _, name := range w.enginesOn(g) {
+		w.sup.Hold(name, fmt.Sprintf("GPU %d lost: %s", g.Index, g.Err))
+	}
+}
+
+func (w gpuWatch) found(g nodes.GPU) {
+	for _, name := range w.enginesOn(g) {
+		w.sup.Release(name)
+	}
+}
+
+// enginesOn names the engines that run on g, any of their GPUs.
+func (w gpuWatch) enginesOn(g nodes.GPU) []string {
+	var names []string
+	for _, s := range w.specs {
+		for _, sg := range s.GPUs() {
+			if sameGPU(sg, g) {
+				names = append(names, s.Name)
+				break
+			}
+		}
+	}
+	return names
+}
+
+// sameGPU says whether an engine's GPU is the one discovery read: by UUID
+// when both have one, else by node and index.
+func sameGPU(sg hruntime.GPU, g nodes.GPU) bool {
+	if sg.UUID != "" && g.UUID != "" {
+		return sg.UUID == g.UUID
+	}
+	return sg.Node == g.Node && sg.Index == g.Index
+}
+
+// liveGPU returns the sampler's latest reading of an engine's GPU, or
+// what the engine's spec knows of it when discovery never read it (GPUs
+// named while discovery failed).
+func liveGPU(s *nodes.Sampler, sg hruntime.GPU) nodes.GPU {
+	inv, _, _ := s.Latest()
+	for _, g := range inv.GPUs {
+		if sameGPU(sg, g) {
+			return g
+		}
+	}
+	g := nodes.NewGPU(sg.Node, sg.Index)
+	g.UUID, g.Name, g.Kind = sg.UUID, sg.Name, sg.Kind
+	return g
+}
+
+// errNoDiscovery is what localGPUs reports until a driver source is
+// built in.
+var errNoDiscovery = errors.New("GPU discovery is not built in")
+
+// localGPUs reads this machine's GPUs.
+func localGPUs(cfg upConfig) nodes.Discoverer { return noDiscovery{} }
+
+type noDiscovery struct{}
+
+func (noDiscovery) Discover(context.Context) (nodes.Inventory, error) {
+	return nodes.Inventory{}, errNoDiscovery
+}
