@@ -208,3 +208,33 @@ func TestSelectGPUs(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanCountsOnlyFreeMemory: a 4090 where a game holds 2 GiB gets a
+// smaller memory share and KV cache than an idle one, and a note that says
+// why; the idle one gets no note.
+func TestPlanCountsOnlyFreeMemory(t *testing.T) {
+	env := &environment{stderr: io.Discard, getenv: func(string) string { return "" }}
+	cfg, err := parseUpFlags(env, []string{"--sim", "2x4090", "--engine-runtime", "docker", "--engine", "vllm", "--node", "rig"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus := plannedGPUs(t, cfg)
+	gpus[1].MemoryUsed, gpus[1].MemoryFree, gpus[1].MemoryUsageKnown = 2<<30, gpus[1].MemoryTotal-2<<30, true
+	gpus[1].Processes, gpus[1].ProcessesKnown = []nodes.Process{{PID: 4242, UsedBytes: 2 << 30, Name: "game.exe"}}, true
+	specs, notes, err := planEngines(cfg, gpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, busy := specs[0], specs[1]
+	if !(busy.GPUMemoryUtilization < idle.GPUMemoryUtilization) || busy.Estimate.GPUBlocks >= idle.Estimate.GPUBlocks {
+		t.Errorf("busy GPU: fraction %.3f, %d blocks; idle: %.3f, %d blocks: want less on the busy one",
+			busy.GPUMemoryUtilization, busy.Estimate.GPUBlocks, idle.GPUMemoryUtilization, idle.Estimate.GPUBlocks)
+	}
+	if note := notes[busy.Name]; !strings.Contains(note, "other programs hold 2.0 GiB of this GPU: KV cache for ") {
+		t.Errorf("busy GPU's note %q", note)
+	}
+	t.Logf("busy GPU: %s", notes[busy.Name])
+	if note, ok := notes[idle.Name]; ok {
+		t.Errorf("idle GPU has a note: %q", note)
+	}
+}
