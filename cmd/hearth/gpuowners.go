@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/runtime/docker"
 )
 
 // memoryByOwner splits the memory the processes on a GPU hold between the
@@ -77,4 +80,45 @@ func parentOf(pid int, procRoot string) int {
 		return 0
 	}
 	return ppid
+}
+
+// withoutOwnEngines counts the memory that this node's running engine
+// containers hold as free, for planning: a daemon restarted with
+// --keep-engines finds its engines still loaded, and a plan that saw
+// their memory as taken would differ from theirs and replace them.
+func withoutOwnEngines(ctx context.Context, node string, gpus []nodes.GPU, log *slog.Logger) []nodes.GPU {
+	cli, err := dockerClient(ctx)
+	if err != nil {
+		return gpus // starting the engines will say what is wrong with Docker
+	}
+	defer cli.Close()
+	running, err := docker.EngineContainers(ctx, cli, node, false)
+	if err != nil {
+		log.Warn("planning without knowing which GPU memory Hearth's engines hold", "err", err)
+		return gpus
+	}
+	ids := make([]hruntime.Identity, len(running))
+	for i, c := range running {
+		ids[i] = hruntime.Identity{Container: c.ID}
+	}
+	return releaseOwned(gpus, ids, "/proc")
+}
+
+// releaseOwned returns gpus with the processes of the engines ids dropped
+// and their memory counted as free.
+func releaseOwned(gpus []nodes.GPU, ids []hruntime.Identity, procRoot string) []nodes.GPU {
+	out := make([]nodes.GPU, len(gpus))
+	for i, g := range gpus {
+		g = g.Copy()
+		for _, id := range ids {
+			owned, _, others := memoryByOwner(g, id, procRoot)
+			if owned > 0 && g.MemoryUsageKnown {
+				g.MemoryUsed -= min(owned, g.MemoryUsed)
+				g.MemoryFree += owned
+			}
+			g.Processes = others
+		}
+		out[i] = g
+	}
+	return out
 }

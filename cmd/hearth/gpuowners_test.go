@@ -93,3 +93,25 @@ func TestOwnedByRealProcesses(t *testing.T) {
 		t.Error("a parent is counted as its child's")
 	}
 }
+
+func TestReleaseOwnedCountsOwnEnginesAsFree(t *testing.T) {
+	const containerID = "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9"
+	procs := fakeProc(t, map[int]struct {
+		ppid   int
+		cgroup string
+	}{
+		10: {1, "0::/system.slice/docker-" + containerID + ".scope"},
+		20: {1, "0::/user.slice/game.scope"},
+	})
+	const gib = 1 << 30
+	g := nodes.NewGPU("rig", 0)
+	g.MemoryTotal, g.MemoryUsed, g.MemoryFree, g.MemoryUsageKnown = 24*gib, 22*gib, 2*gib, true
+	g.Processes, g.ProcessesKnown = []nodes.Process{{PID: 10, UsedBytes: 20 * gib}, {PID: 20, UsedBytes: 2 * gib}}, true
+	out := releaseOwned([]nodes.GPU{g}, []hruntime.Identity{{Container: containerID}}, procs)
+	if got := out[0]; got.MemoryUsed != 2*gib || got.MemoryFree != 22*gib || len(got.Processes) != 1 || got.Processes[0].PID != 20 {
+		t.Errorf("after releasing the engine: used %d GiB, free %d GiB, processes %+v", got.MemoryUsed/gib, got.MemoryFree/gib, got.Processes)
+	}
+	if g.MemoryUsed != 22*gib || len(g.Processes) != 2 {
+		t.Error("releaseOwned changed its input")
+	}
+}

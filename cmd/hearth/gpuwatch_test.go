@@ -140,8 +140,8 @@ func TestGPUWatchFindsTheEnginesOfAGPU(t *testing.T) {
 	w := gpuWatch{specs: specs, sup: h}
 	lost := nodes.NewGPU("rig", 1)
 	lost.UUID, lost.Lost, lost.Err = "GPU-b", true, "GPU is lost"
-	w.lost(lost)        // the second GPU of a tensor-parallel engine
-	w.found(lost)       // and back
+	w.lost(lost)  // the second GPU of a tensor-parallel engine
+	w.found(lost) // and back
 	other := nodes.NewGPU("rig", 0)
 	other.UUID = "GPU-x" // index 0, but another board: no engine
 	w.lost(other)

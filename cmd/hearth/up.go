@@ -336,6 +336,9 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	if err != nil {
 		return err
 	}
+	if cfg.engineRuntime == "docker" && cfg.sim == "" {
+		gpus = withoutOwnEngines(ctx, cfg.node, gpus, log)
+	}
 	specs, planNotes, err := planEngines(cfg, gpus)
 	if err != nil {
 		return err

@@ -231,14 +231,12 @@ func (l *Launcher) RemoveStale(ctx context.Context, planned []hruntime.Spec) err
 	for _, s := range planned {
 		keep[s.Name] = true
 	}
-	list, err := l.Docker.ContainerList(ctx, client.ContainerListOptions{
-		All: true, Filters: make(client.Filters).Add("label", LabelNode+"="+l.Node),
-	})
+	list, err := EngineContainers(ctx, l.Docker, l.Node, true)
 	if err != nil {
-		return fmt.Errorf("docker: list engine containers: %w", err)
+		return err
 	}
 	var errs []error
-	for _, c := range list.Items {
+	for _, c := range list {
 		if keep[c.Labels[LabelEngine]] {
 			continue
 		}
@@ -248,6 +246,18 @@ func (l *Launcher) RemoveStale(ctx context.Context, planned []hruntime.Spec) err
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// EngineContainers lists the engine containers of node, the stopped ones
+// too when all is set.
+func EngineContainers(ctx context.Context, docker *client.Client, node string, all bool) ([]container.Summary, error) {
+	list, err := docker.ContainerList(ctx, client.ContainerListOptions{
+		All: all, Filters: make(client.Filters).Add("label", LabelNode+"="+node),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("docker: list engine containers: %w", err)
+	}
+	return list.Items, nil
 }
 
 // hostPorts reads the host ports Docker published the engine's ports on.
