@@ -51,6 +51,10 @@ type Config struct {
 	// and 30 points (20 s each).
 	ChartWindow time.Duration
 	ChartPoints int
+	// TelemetrySamples is how many GPU readings (utilisation, temperature,
+	// power, memory) each card's sparklines hold, one per Interval.
+	// Default 60 (two minutes at the default interval).
+	TelemetrySamples int
 
 	// DecisionsShown is how many routing decisions the Requests page lists.
 	// Default 50. DecisionScan is how many the sampler reads per tick to
@@ -111,6 +115,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.StatsWindow, 5*time.Minute)
 	setDefault(&c.ChartWindow, 10*time.Minute)
 	setDefault(&c.ChartPoints, 30)
+	setDefault(&c.TelemetrySamples, 60)
 	setDefault(&c.DecisionsShown, 50)
 	setDefault(&c.DecisionScan, 1000)
 	setDefault(&c.SessionsShown, 50)

@@ -73,6 +73,18 @@ func TestDemo(t *testing.T) {
 				e.GenerationTokens += int64(40 + rng.IntN(60))
 				e.UsedBlocks = min(e.TotalBlocks/2, max(0, e.UsedBlocks+rng.IntN(101)-50))
 				e.CachedFreeBlocks = min(e.TotalBlocks-e.UsedBlocks, max(0, e.CachedFreeBlocks+rng.IntN(61)-30))
+				// GPU telemetry wanders, and the last GPU drops off the bus
+				// for ten seconds a minute, as after a driver reset.
+				e.UtilizationPct = min(100, max(0, e.UtilizationPct+rng.IntN(21)-10))
+				e.TemperatureC = min(90, max(35, e.TemperatureC+rng.IntN(5)-2))
+				e.PowerDrawW = min(e.PowerLimitW, max(60, e.PowerDrawW+float64(rng.IntN(61)-30)))
+				if i == len(f.engines)-1 {
+					e.GPULost = time.Now().Second() >= 50
+					e.GPUErr = ""
+					if e.GPULost {
+						e.GPUErr = "nvml: GPU is lost (ERROR_GPU_IS_LOST)"
+					}
+				}
 			}
 			now := time.Now()
 			for i := range f.decisions {

@@ -1,9 +1,11 @@
 // Package console is the browser console: server-rendered pages (templ
 // components, htmx 4) that show which GPUs Hearth found, how full each
-// engine's KV cache is, how often requests hit it, where a loading engine's
-// start is and why a failed one failed, which agent sessions run where,
-// and why the router sent each request where it did; plus the
-// Connect page (client settings, API keys) and Settings.
+// engine's KV cache is, what holds each GPU's memory (Hearth, other
+// programs) with its utilisation, temperature and power over the last
+// minutes, which GPU the driver lost, how often requests hit the KV cache,
+// where a loading engine's start is and why a failed one failed, which
+// agent sessions run where, and why the router sent each request where it
+// did; plus the Connect page (client settings, API keys) and Settings.
 //
 // It owns the pages, their handlers, the live updates and the console's
 // login. It reads the rest of Hearth only through the small interfaces it

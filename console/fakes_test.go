@@ -179,7 +179,17 @@ func loadedSources(now time.Time, gpus, sessions, perMinute int) *fakeSources {
 			Running: 3 + i, Waiting: i,
 			PrefixQueries: 1_000_000, PrefixHits: 800_000, GenerationTokens: 50_000,
 			PrefillTokensPerSec: 6000,
+			PowerDrawW:          float64(280 + 10*i), PowerLimitW: 450,
+			MemoryByOwnerKnown: true, MemoryHearth: 21 << 30,
 		})
+		if i%2 == 1 {
+			// Someone's notebook holds 6 GiB of this GPU, so its engine
+			// was planned smaller.
+			e := &f.engines[i]
+			e.MemoryHearth, e.MemoryOther = 15<<30, 6<<30
+			e.OtherProcesses = []GPUProcess{{Name: "python3", PID: 4242, UsedBytes: 6 << 30}}
+			e.PlanNote = "another program holds 6.0 GiB: context cut to 16,384 tokens"
+		}
 	}
 	clientsKinds := []string{"claude-code", "codex", "opencode"}
 	for i := range sessions {

@@ -77,6 +77,11 @@ func fmtGiB(b uint64) string {
 	return strconv.FormatFloat(float64(b)/(1<<30), 'f', 1, 64)
 }
 
+// fmtWatts formats a power figure to the watt: "312 W".
+func fmtWatts(w float64) string {
+	return strconv.FormatFloat(math.Round(w), 'f', 0, 64) + " W"
+}
+
 // fmtAgo formats how long ago something happened, coarsely, so that a
 // pushed page does not change every second for nothing.
 func fmtAgo(d time.Duration) string {
@@ -95,7 +100,27 @@ func fmtAgo(d time.Duration) string {
 
 // fmtSVG formats a view-box coordinate.
 func fmtSVG(f float64) string {
-	return strconv.FormatFloat(math.Round(f*10)/10, 'f', -1, 64)
+	return string(appendSVG(nil, f))
+}
+
+// appendSVG appends a view-box coordinate, to a tenth of a unit. It counts
+// in tenths with integers: a page has thousands of sparkline points, and
+// shortest-float formatting was most of its render time.
+func appendSVG(b []byte, f float64) []byte {
+	tenths := math.Round(f * 10)
+	if !(math.Abs(tenths) < 1e15) { // NaN, ±Inf and the absurdly large
+		return strconv.AppendFloat(b, tenths/10, 'f', -1, 64)
+	}
+	n := int64(tenths)
+	if n < 0 {
+		b = append(b, '-')
+		n = -n
+	}
+	b = strconv.AppendInt(b, n/10, 10)
+	if d := n % 10; d != 0 {
+		b = append(b, '.', byte('0'+d))
+	}
+	return b
 }
 
 // domID makes an element id from a name that may hold anything: the

@@ -17,10 +17,10 @@ import (
 func smallCluster() *fakeSources {
 	f := loadedSources(t0, 2, 3, 2)
 	f.decisions = f.decisions[:3]
-	f.engines[1].UtilizationPct, f.engines[1].TemperatureC = -1, -1
+	f.engines[1].UtilizationPct, f.engines[1].TemperatureC, f.engines[1].PowerDrawW = -1, -1, -1
 	f.engines = append(f.engines, Engine{
 		Worker: "rig2-gpu0", Node: "rig2", GPU: "NVIDIA GeForce RTX 3090",
-		UtilizationPct: -1, TemperatureC: -1, Err: "metrics: connection refused",
+		UtilizationPct: -1, TemperatureC: -1, PowerDrawW: -1, PowerLimitW: -1, Err: "metrics: connection refused",
 	})
 	return f
 }
@@ -40,6 +40,13 @@ func warm(h *harness) {
 				e.PrefixQueries += 20_000
 				e.PrefixHits += int64(10_000 + 100*i + 1000*j)
 				e.GenerationTokens += int64(150 + 50*j)
+				if e.UtilizationPct >= 0 {
+					e.UtilizationPct = 60 + (i*7+j*13)%40
+					e.TemperatureC = 55 + (i*3)%20
+				}
+				if e.PowerDrawW >= 0 {
+					e.PowerDrawW = float64(200 + (i*37)%250)
+				}
 			}
 		})
 		h.tick(every)
@@ -79,7 +86,9 @@ func TestPagesGolden(t *testing.T) {
 			want: []string{"No GPUs yet", `hx-sse:connect="/console/events/overview"`}},
 		{name: "overview-loaded", sources: smallCluster, setup: func(_ *testing.T, h *harness) { warm(h) },
 			req: request{path: "/console/"}, status: 200,
-			want: []string{"NVIDIA GeForce RTX 4090", "<polyline", `class="kv-cached"`, "metrics: connection refused", "Cache size not reported"}},
+			want: []string{"NVIDIA GeForce RTX 4090", "<polyline", `class="kv-cached"`, "metrics: connection refused", "Cache size not reported",
+				`class="sparkline spark-util"`, `class="mem-other"`, "python3 (pid 4242) 6.0 GiB", "context cut to 16,384 tokens",
+				"Utilisation, temperature and power not reported"}},
 		{name: "overview-error", sources: func() *fakeSources { f := smallCluster(); failing(f); return f },
 			req: request{path: "/console/"}, status: 200,
 			want: []string{"nvml: driver not loaded", "router stopped", "gateway not running"}},

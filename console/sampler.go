@@ -31,6 +31,79 @@ type snapshot struct {
 type workerView struct {
 	chart        []chartPoint // oldest first, Config.ChartPoints long
 	tokensPerSec float64      // NaN before two samples
+	gpu          gpuSeries    // nil slices when the worker has no GPU history
+}
+
+// gpuSeries are a worker's GPU readings laid on a grid of one slot per
+// Config.Interval, oldest first and ending now, Config.TelemetrySamples
+// long; NaN where no reading was taken or it was unknown.
+type gpuSeries struct {
+	utilPct, tempC, powerW, memUsed []float64
+}
+
+// gpuSample is one reading of a GPU; NaN where the source could not tell.
+type gpuSample struct {
+	at                              time.Time
+	utilPct, tempC, powerW, memUsed float64
+}
+
+// gpuSampleOf reads the telemetry of e. A lost GPU reports nothing, even
+// if the source repeats its last figures.
+func gpuSampleOf(now time.Time, e *Engine) gpuSample {
+	nan := math.NaN()
+	s := gpuSample{at: now, utilPct: nan, tempC: nan, powerW: nan, memUsed: nan}
+	if e.GPULost {
+		return s
+	}
+	if e.UtilizationPct >= 0 {
+		s.utilPct = float64(e.UtilizationPct)
+	}
+	if e.TemperatureC >= 0 {
+		s.tempC = float64(e.TemperatureC)
+	}
+	if e.PowerDrawW >= 0 {
+		s.powerW = e.PowerDrawW
+	}
+	if e.MemoryUsed > 0 {
+		s.memUsed = float64(e.MemoryUsed)
+	}
+	return s
+}
+
+// gpuRing holds a worker's latest GPU samples; its size is fixed, so a
+// worker's telemetry costs the same however long it runs.
+type gpuRing struct {
+	samples []gpuSample
+	next    int // where the next sample goes
+	held    int
+}
+
+func (r *gpuRing) add(s gpuSample) {
+	r.samples[r.next] = s
+	r.next = (r.next + 1) % len(r.samples)
+	r.held = min(r.held+1, len(r.samples))
+}
+
+// series lays the samples on the slot grid ending at now. A sample lands in
+// the slot nearest its age; a later one in the same slot wins, and samples
+// older than the grid or from the future are left out.
+func (r *gpuRing) series(now time.Time, interval time.Duration) gpuSeries {
+	n := len(r.samples)
+	backing := make([]float64, 4*n)
+	for i := range backing {
+		backing[i] = math.NaN()
+	}
+	g := gpuSeries{utilPct: backing[:n:n], tempC: backing[n : 2*n : 2*n], powerW: backing[2*n : 3*n : 3*n], memUsed: backing[3*n:]}
+	for k := range r.held {
+		s := &r.samples[(r.next-r.held+k+n)%n]
+		age := now.Sub(s.at)
+		slot := n - 1 - int((age+interval/2)/interval)
+		if age < 0 || slot < 0 {
+			continue
+		}
+		g.utilPct[slot], g.tempC[slot], g.powerW[slot], g.memUsed[slot] = s.utilPct, s.tempC, s.powerW, s.memUsed
+	}
+	return g
 }
 
 // chartPoint is one bucket of a hit-rate chart; NaN where nothing was
@@ -62,6 +135,8 @@ type workerHistory struct {
 	queries, hits, gen int64 // cumulative counters at the last sample
 	lastSample         time.Time
 	tokPerSec          float64 // output tokens per second between the last two samples
+
+	gpu *gpuRing // nil until the worker's engine is sampled, and once it is gone
 }
 
 // sampler reads the sources and keeps the history the charts need. It is
@@ -134,14 +209,15 @@ func (s *sampler) collect(ctx context.Context, now time.Time, record bool) *snap
 	}
 
 	if record {
-		s.record(now, snap.engines, decisions)
+		s.record(now, snap.engines, snap.enginesErr == nil, decisions)
 	}
 	s.views(now, snap)
 	return snap
 }
 
-// record folds one sample into the history.
-func (s *sampler) record(now time.Time, engines []Engine, decisions []Decision) {
+// record folds one sample into the history. enginesRead is false when the
+// engine source failed, which says nothing about which workers exist.
+func (s *sampler) record(now time.Time, engines []Engine, enginesRead bool, decisions []Decision) {
 	live := make(map[string]bool, len(engines))
 	for i := range engines {
 		e := &engines[i]
@@ -149,6 +225,10 @@ func (s *sampler) record(now time.Time, engines []Engine, decisions []Decision) 
 		h := s.workerHistory(e.Worker)
 		b := h.advance(now, s.bucketLen())
 		h.lastSeen = now
+		if h.gpu == nil {
+			h.gpu = &gpuRing{samples: make([]gpuSample, s.cfg.TelemetrySamples)}
+		}
+		h.gpu.add(gpuSampleOf(now, e))
 		if h.primed {
 			b.queries += counterDelta(h.queries, e.PrefixQueries)
 			b.hits += counterDelta(h.hits, e.PrefixHits)
@@ -204,10 +284,16 @@ func (s *sampler) record(now time.Time, engines []Engine, decisions []Decision) 
 		}
 	}
 
-	// Forget workers gone for longer than the chart shows.
+	// Forget workers gone for longer than the chart shows, and at once the
+	// GPU readings of a worker the engine source no longer lists: a worker
+	// that comes back under the same name starts a fresh history.
 	for name, h := range s.history {
 		if !live[name] && now.Sub(h.lastSeen) > s.cfg.ChartWindow {
 			delete(s.history, name)
+			continue
+		}
+		if !live[name] && enginesRead {
+			h.gpu = nil
 		}
 	}
 }
@@ -287,7 +373,11 @@ func (s *sampler) views(now time.Time, snap *snapshot) {
 		if !h.primed || now.Sub(h.lastSample) > 2*s.cfg.Interval+length {
 			tps = math.NaN()
 		}
-		snap.workers[name] = workerView{chart: chart, tokensPerSec: tps}
+		v := workerView{chart: chart, tokensPerSec: tps}
+		if h.gpu != nil {
+			v.gpu = h.gpu.series(now, s.cfg.Interval)
+		}
+		snap.workers[name] = v
 	}
 	snap.cluster.hitRate = math.NaN()
 	if clusterQueries > 0 {

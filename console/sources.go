@@ -54,6 +54,32 @@ type Engine struct {
 	// tell (nodes.GPU uses the same convention).
 	UtilizationPct int
 	TemperatureC   int
+	// PowerDrawW is the board's power draw and PowerLimitW its enforced
+	// limit, in watts; negative when the source cannot tell.
+	PowerDrawW  float64
+	PowerLimitW float64
+
+	// Memory by owner, when MemoryByOwnerKnown is set (false when the
+	// source cannot list the GPU's processes, as for a simulated GPU):
+	// MemoryHearth is held by Hearth's engine processes, MemoryOther by
+	// every other program, and OtherProcesses names those programs.
+	// MemoryUsed may exceed the sum: the driver keeps some for itself.
+	MemoryByOwnerKnown bool
+	MemoryHearth       uint64 // bytes
+	MemoryOther        uint64 // bytes
+	OtherProcesses     []GPUProcess
+
+	// GPULost is set when the driver reports the GPU gone
+	// (ERROR_GPU_IS_LOST, a driver reset): its engine is stopped and the
+	// router no longer sends it work. GPUErr is the driver's words. The
+	// entry returns to normal when the GPU comes back.
+	GPULost bool
+	GPUErr  string
+
+	// PlanNote says, in one sentence, why the engine got a smaller plan
+	// than the GPU could hold alone ("another program holds 6.0 GiB:
+	// context cut to 16,384 tokens"); "" when it got the full one.
+	PlanNote string
 
 	// KV cache, in blocks (sim.Stats / vLLM num_gpu_blocks).
 	TotalBlocks      int
@@ -75,6 +101,14 @@ type Engine struct {
 	// Err is the last error reading this engine ("metrics: connection
 	// refused"); the card shows it instead of hiding the GPU.
 	Err string
+}
+
+// GPUProcess is a program other than Hearth's engines that holds memory on
+// a GPU.
+type GPUProcess struct {
+	Name      string // executable name, "python3"; "" when the driver hides it
+	PID       int
+	UsedBytes uint64 // 0 when the driver cannot tell (some Windows/WSL setups)
 }
 
 // RouterSource reports the router's recent decisions and queue.

@@ -114,6 +114,7 @@ func gpuCardVM(cfg Config, e Engine, w workerView) components.GPUCard {
 		LoadPhase:    e.LoadPhase,
 		LoadText:     e.LoadPhase,
 		Diagnosis:    e.Diagnosis,
+		PlanNote:     e.PlanNote,
 		Err:          e.Err,
 	}
 	if e.LoadPhase != "" && e.LoadProgress >= 0 {
@@ -132,11 +133,13 @@ func gpuCardVM(cfg Config, e Engine, w workerView) components.GPUCard {
 		}
 		c.Memory = used + " / " + fmtGiB(e.MemoryTotal) + " GiB"
 	}
-	if e.UtilizationPct >= 0 {
-		c.Utilization = strconv.Itoa(e.UtilizationPct) + "%"
-	}
-	if e.TemperatureC >= 0 {
-		c.Temperature = strconv.Itoa(e.TemperatureC) + " °C"
+	c.MemoryBar = memoryBarVM(e)
+	c.Sparks, c.TelemetryKnown = sparksVM(cfg, e, w.gpu)
+	c.SparkWindow = fmtWindow(time.Duration(cfg.TelemetrySamples) * cfg.Interval)
+	if e.GPULost {
+		c.Lost = true
+		c.LostText = "GPU lost: " + cmp.Or(e.GPUErr, "the driver gave no reason")
+		c.Memory, c.MemoryPct = "", 0 // whatever the source repeats is stale
 	}
 	return c
 }
@@ -200,46 +203,175 @@ func hitChartVM(cfg Config, points []chartPoint) components.HitChart {
 }
 
 func polylines(points []chartPoint, value func(chartPoint) float64) []string {
+	box := plotBox{
+		left: components.PlotLeft, right: components.PlotRight,
+		top: components.PlotTop, bottom: components.PlotBottom,
+	}
+	return plotLines(len(points), func(i int) float64 { return value(points[i]) }, 0, 1, box)
+}
+
+// plotBox is where a line is drawn in its view box.
+type plotBox struct{ left, right, top, bottom float64 }
+
+// sparkBox is the plot area of a sparkline.
+var sparkBox = plotBox{
+	left: 0, right: components.SparkWidth - components.SparkPad,
+	top: components.SparkPad, bottom: components.SparkHeight - components.SparkPad,
+}
+
+// sparkline draws evenly spaced values, oldest first, scaled so that lo is
+// the bottom of the box and hi its top. NaN values are unknown and break
+// the line; none known gives no line.
+func sparkline(values []float64, lo, hi float64) []string {
+	return plotLines(len(values), func(i int) float64 { return values[i] }, lo, hi, sparkBox)
+}
+
+// plotLines turns n evenly spaced values into polyline point lists in box,
+// clamped to lo..hi; a NaN breaks the line rather than drawing a
+// misleading zero.
+func plotLines(n int, value func(int) float64, lo, hi float64, box plotBox) []string {
 	var lines []string
-	var b strings.Builder
-	n := 0 // points in the current line
-	step := float64(components.PlotRight-components.PlotLeft) / float64(max(len(points)-1, 1))
-	height := float64(components.PlotBottom - components.PlotTop)
+	// One buffer for every point of the line; a page draws thousands.
+	buf := make([]byte, 0, 12*n)
+	inLine := 0 // points in the current line
+	step := (box.right - box.left) / float64(max(n-1, 1))
+	height := box.bottom - box.top
+	span := hi - lo
+	if span <= 0 {
+		span = 1
+	}
+	point := func(x, y float64) {
+		if inLine > 0 {
+			buf = append(buf, ' ')
+		}
+		buf = appendSVG(buf, x)
+		buf = append(buf, ',')
+		buf = appendSVG(buf, y)
+	}
 	flush := func(lastX, lastY float64) {
-		if n == 1 {
+		if inLine == 1 {
 			// A lone point would not draw; make it a short dash.
-			b.WriteByte(' ')
-			b.WriteString(fmtSVG(lastX + 3))
-			b.WriteByte(',')
-			b.WriteString(fmtSVG(lastY))
+			point(lastX+3, lastY)
 		}
-		if n > 0 {
-			lines = append(lines, b.String())
+		if inLine > 0 {
+			lines = append(lines, string(buf))
 		}
-		b.Reset()
-		n = 0
+		buf = buf[:0]
+		inLine = 0
 	}
 	var lastX, lastY float64
-	for i, p := range points {
-		v := value(p)
+	for i := range n {
+		v := value(i)
 		if math.IsNaN(v) {
 			flush(lastX, lastY)
 			continue
 		}
-		v = min(max(v, 0), 1)
-		x := float64(components.PlotLeft) + step*float64(i)
-		y := float64(components.PlotBottom) - height*v
-		if n > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(fmtSVG(x))
-		b.WriteByte(',')
-		b.WriteString(fmtSVG(y))
-		n++
+		v = min(max((v-lo)/span, 0), 1)
+		x := box.left + step*float64(i)
+		y := box.bottom - height*v
+		point(x, y)
+		inLine++
 		lastX, lastY = x, y
 	}
 	flush(lastX, lastY)
 	return lines
+}
+
+// sparksVM draws a worker's GPU readings. Utilisation has a fixed 0–100%
+// scale; temperature, power and memory start at zero and reach the
+// highest of their limit and what was read, so that a line's height means
+// the same from one tick to the next.
+func sparksVM(cfg Config, e Engine, g gpuSeries) (sparks []components.Sparkline, known bool) {
+	window := fmtWindow(time.Duration(cfg.TelemetrySamples) * cfg.Interval)
+	// A lost GPU's last figures are stale, whatever the source repeats.
+	reads := !e.GPULost
+	memNow := valueOr(reads && e.MemoryUsed > 0, fmtGiB(e.MemoryUsed)+" GiB")
+	powerNow := valueOr(reads && e.PowerDrawW >= 0, fmtWatts(e.PowerDrawW))
+	if powerNow != noValue && e.PowerLimitW > 0 {
+		powerNow = strconv.FormatFloat(math.Round(e.PowerDrawW), 'f', 0, 64) + " / " + fmtWatts(e.PowerLimitW)
+	}
+	specs := []struct {
+		name, class, now string
+		values           []float64
+		hi               float64
+	}{
+		{"Util", "spark-util", valueOr(reads && e.UtilizationPct >= 0, strconv.Itoa(e.UtilizationPct)+"%"), g.utilPct, 100},
+		{"Temp", "spark-temp", valueOr(reads && e.TemperatureC >= 0, strconv.Itoa(e.TemperatureC)+" °C"), g.tempC, 100},
+		{"Power", "spark-power", powerNow, g.powerW, e.PowerLimitW},
+		{"VRAM", "spark-mem", memNow, g.memUsed, float64(e.MemoryTotal)},
+	}
+	sparks = make([]components.Sparkline, 0, len(specs))
+	for _, sp := range specs {
+		hi := sp.hi
+		for _, v := range sp.values {
+			if !math.IsNaN(v) {
+				hi = max(hi, v)
+			}
+		}
+		lines := sparkline(sp.values, 0, hi)
+		known = known || len(lines) > 0 || sp.now != noValue
+		sparks = append(sparks, components.Sparkline{
+			Name: sp.name, Class: sp.class, Now: sp.now, Lines: lines,
+			Label: sp.name + " over the last " + window + ", now " + sp.now,
+		})
+	}
+	return sparks, known
+}
+
+func valueOr(known bool, s string) string {
+	if !known {
+		return noValue
+	}
+	return s
+}
+
+// memoryBarVM lays out a GPU's memory by owner. Figures are clamped so that
+// a source reporting inconsistent numbers (processes read a moment apart
+// from the total) still draws inside the bar.
+func memoryBarVM(e Engine) components.MemoryBar {
+	if !e.MemoryByOwnerKnown || e.MemoryTotal == 0 {
+		return components.MemoryBar{}
+	}
+	total := e.MemoryTotal
+	hearth := min(e.MemoryHearth, total)
+	other := min(e.MemoryOther, total-hearth)
+	used := min(max(e.MemoryUsed, hearth+other), total)
+	driver := used - hearth - other
+	free := total - used
+	scale := float64(components.BarWidth) / float64(total)
+	hearthW, otherW, driverW := float64(hearth)*scale, float64(other)*scale, float64(driver)*scale
+	b := components.MemoryBar{
+		Known:   true,
+		HearthW: fmtSVG(hearthW),
+		OtherX:  fmtSVG(hearthW),
+		OtherW:  fmtSVG(otherW),
+		DriverX: fmtSVG(hearthW + otherW),
+		DriverW: fmtSVG(driverW),
+		Hearth:  fmtGiB(hearth),
+		Other:   fmtGiB(other),
+		Free:    fmtGiB(free),
+		Total:   fmtGiB(total),
+	}
+	if fmtGiB(driver) != fmtGiB(0) {
+		b.Driver = fmtGiB(driver)
+	}
+	b.Others = make([]string, 0, len(e.OtherProcesses))
+	for _, p := range e.OtherProcesses {
+		name := cmp.Or(p.Name, "unnamed") + " (pid " + strconv.Itoa(p.PID) + ")"
+		if p.UsedBytes > 0 {
+			name += " " + fmtGiB(p.UsedBytes) + " GiB"
+		}
+		b.Others = append(b.Others, name)
+	}
+	b.Label = "GPU memory: Hearth " + b.Hearth + " GiB, other programs " + b.Other + " GiB"
+	if b.Driver != "" {
+		b.Label += ", driver " + b.Driver + " GiB"
+	}
+	b.Label += ", free " + b.Free + " GiB, of " + b.Total + " GiB"
+	if len(b.Others) > 0 {
+		b.Label += " (other programs: " + strings.Join(b.Others, ", ") + ")"
+	}
+	return b
 }
 
 // sessionsVM lists the most recently active sessions with their latest

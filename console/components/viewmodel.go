@@ -36,30 +36,39 @@ type Totals struct {
 
 // GPUCard is one GPU and its engine.
 type GPUCard struct {
-	DOMID        string
-	Worker       string
-	Image        string   // the container image the engine runs; "" outside containers
-	State        string   // the engine's life stage; "" when unknown
-	StateClass   string   // "good" when it serves, "bad" when it is down
-	LogTail      []string // the engine's last log lines, shown while it is down
-	LoadPhase    string   // where a loading engine's start is; "" when not loading
-	LoadText     string   // the phase and its figure: "capturing CUDA graphs 40%"
-	LoadPct      string   // "40%", "" when the phase gives no figure
-	LoadValue    string   // the percentage as a number, for <progress>
-	Diagnosis    string   // why the engine failed, with the fix
-	Node         string
-	GPU          string
-	Model        string
-	Memory       string // "18.4 / 24.0 GiB", "" when unknown
-	MemoryPct    float64
-	Utilization  string // "87%", "" when unknown
-	Temperature  string // "64 °C", "" when unknown
-	KV           KVBar
-	Chart        HitChart
-	Running      int
-	Waiting      int
-	TokensPerSec string
-	Err          string
+	DOMID      string
+	Worker     string
+	Image      string   // the container image the engine runs; "" outside containers
+	State      string   // the engine's life stage; "" when unknown
+	StateClass string   // "good" when it serves, "bad" when it is down
+	LogTail    []string // the engine's last log lines, shown while it is down
+	LoadPhase  string   // where a loading engine's start is; "" when not loading
+	LoadText   string   // the phase and its figure: "capturing CUDA graphs 40%"
+	LoadPct    string   // "40%", "" when the phase gives no figure
+	LoadValue  string   // the percentage as a number, for <progress>
+	Diagnosis  string   // why the engine failed, with the fix
+	Node       string
+	GPU        string
+	Model      string
+	Memory     string // "18.4 / 24.0 GiB", "" when unknown
+	MemoryPct  float64
+	MemoryBar  MemoryBar
+	// Sparks are utilisation, temperature, power and memory over the last
+	// SparkWindow, each with its latest reading ("87%", "64 °C",
+	// "312 / 450 W", "18.4 GiB"); TelemetryKnown is false when none of
+	// them has a reading (a simulated GPU), and the card then shows none.
+	Sparks         []Sparkline
+	SparkWindow    string // "2 min"
+	TelemetryKnown bool
+	PlanNote       string // why the engine got a smaller plan; "" when it did not
+	Lost           bool   // the driver lost the GPU
+	LostText       string // "GPU lost: <driver error>"
+	KV             KVBar
+	Chart          HitChart
+	Running        int
+	Waiting        int
+	TokensPerSec   string
+	Err            string
 }
 
 // KVBar is a KV cache drawn as a stacked bar in a 0..BarWidth view box.
@@ -79,6 +88,43 @@ type KVBar struct {
 	EmptyPct   string
 	Label      string // accessible summary
 }
+
+// MemoryBar is a GPU's memory by owner, stacked in a 0..BarWidth view box:
+// Hearth's engine from the left, then other programs, then what the driver
+// keeps that no process accounts for, then free memory.
+type MemoryBar struct {
+	Known   bool   // the source listed the GPU's processes
+	HearthW string // widths and offsets in view-box units, formatted
+	OtherX  string
+	OtherW  string
+	DriverX string
+	DriverW string
+	Hearth  string // GiB, "16.0"
+	Other   string
+	Driver  string // "" when too small to mention
+	Free    string
+	Total   string
+	Others  []string // the other programs, "python3 (pid 4242) 6.0 GiB"
+	Label   string   // accessible summary
+}
+
+// Sparkline is one GPU reading over the card's window, drawn in a
+// 0..SparkWidth × 0..SparkHeight view box.
+type Sparkline struct {
+	Name  string   // "Util", "Temp", "Power", "VRAM"
+	Class string   // CSS class of the line: "spark-util", ...
+	Now   string   // the latest reading, "87%"; "–" when unknown
+	Lines []string // polyline point lists, a gap starting a new one; none when nothing is known
+	Label string   // accessible summary
+}
+
+// SparkWidth and SparkHeight are the view box of sparklines; SparkPad keeps
+// strokes and a lone point's dash inside it.
+const (
+	SparkWidth  = 120
+	SparkHeight = 24
+	SparkPad    = 3
+)
 
 // BarWidth is the view-box width of cache bars.
 const BarWidth = 300
