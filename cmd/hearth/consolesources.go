@@ -56,6 +56,7 @@ func (s engineSource) Engines(ctx context.Context) ([]console.Engine, error) {
 			stats, err = hruntime.ScrapeStats(ctx, s.client, st.BaseURL)
 		}
 		out[i] = engineOf(st, liveGPU(s.gpus, st.GPU), stats, err, cached[st.Name])
+		out[i].PlanNote = s.planNotes[st.Name]
 		if st.State != hruntime.StateReady && s.logs != nil {
 			lines, _ := s.logs(st.Name)
 			out[i].LogTail = hruntime.Tail(lines, 10)
@@ -71,7 +72,7 @@ func (s engineSource) Engines(ctx context.Context) ([]console.Engine, error) {
 // less those running requests hold.
 func engineOf(st hruntime.Status, gpu nodes.GPU, stats hruntime.Stats, scrapeErr error, cachedBlocks int) console.Engine {
 	memUsed := gpu.MemoryUsed
-	if memUsed == 0 && gpu.MemoryTotal > 0 && st.State == hruntime.StateReady {
+	if !gpu.MemoryUsageKnown && gpu.MemoryTotal > 0 && st.State == hruntime.StateReady {
 		memUsed = uint64(float64(gpu.MemoryTotal) * sim.DefaultGPUMemoryUtilization)
 	}
 	total := st.Profile.GPUBlocks
@@ -79,10 +80,19 @@ func engineOf(st hruntime.Status, gpu nodes.GPU, stats hruntime.Stats, scrapeErr
 	e := console.Engine{
 		Worker: st.Name, Node: gpu.Node, GPU: gpu.Name, Model: st.Model, Image: st.Image, State: string(st.State),
 		MemoryUsed: memUsed, MemoryTotal: gpu.MemoryTotal, UtilizationPct: gpu.UtilizationPct, TemperatureC: gpu.TemperatureC,
+		PowerDrawW: gpu.PowerDrawW, PowerLimitW: gpu.PowerLimitW, GPULost: gpu.Lost, GPUErr: gpu.Err,
 		TotalBlocks: total, UsedBlocks: used, CachedFreeBlocks: max(min(cachedBlocks, total)-used, 0),
 		Running: stats.Running, Waiting: stats.Waiting,
 		PrefixQueries: stats.PrefixQueries, PrefixHits: stats.PrefixHits, GenerationTokens: stats.GenerationTokens,
 		PrefillTokensPerSec: st.Profile.PrefillTokensPerSec,
+	}
+	if gpu.ProcessesKnown {
+		var others []nodes.Process
+		e.MemoryHearth, e.MemoryOther, others = memoryByOwner(gpu, st.Identity, "/proc")
+		e.MemoryByOwnerKnown = true
+		for _, p := range others {
+			e.OtherProcesses = append(e.OtherProcesses, console.GPUProcess{Name: p.Name, PID: p.PID, UsedBytes: p.UsedBytes})
+		}
 	}
 	if st.Load.Phase != "" {
 		e.LoadPhase, e.LoadProgress = st.Load.Phase.Label(), st.Load.Progress

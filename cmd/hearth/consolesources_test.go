@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -240,7 +241,8 @@ func TestDecisionOf(t *testing.T) {
 
 func TestEngineOf(t *testing.T) {
 	const gib = 1 << 30
-	gpu := nodes.GPU{Node: "n", Name: "NVIDIA GeForce RTX 4090", MemoryTotal: 24 * gib, UtilizationPct: -1, TemperatureC: -1}
+	gpu := nodes.NewGPU("n", 0)
+	gpu.Name, gpu.MemoryTotal = "NVIDIA GeForce RTX 4090", 24*gib
 	ready := hruntime.Status{Name: "n/gpu0", Model: "qwen3-14b-fp8", State: hruntime.StateReady,
 		Profile: hruntime.Profile{GPUBlocks: 1000, PrefillTokensPerSec: 9000}}
 	stats := hruntime.Stats{Running: 2, Waiting: 1, KVUsage: 0.1, PrefixQueries: 5000, PrefixHits: 4000, GenerationTokens: 700}
@@ -266,7 +268,7 @@ func TestEngineOf(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gpu
-			g.MemoryUsed = tc.memUsed
+			g.MemoryUsed, g.MemoryUsageKnown = tc.memUsed, tc.memUsed > 0
 			st := stats
 			if tc.status.State != hruntime.StateReady {
 				st = hruntime.Stats{}
@@ -567,5 +569,35 @@ func TestUpKeepsConsoleSettingsAcrossRestarts(t *testing.T) {
 	}
 	if got, _ := askModel(t, baseURL, "devstral-small-2", staticKey); got != 200 {
 		t.Errorf("--api-key after the revoke: %d, want 200", got)
+	}
+}
+
+// TestEngineOfTelemetry: a real GPU's reading reaches the card: memory by
+// owner (the engine's own process against a foreign one), power, and a
+// lost GPU with the driver's words.
+func TestEngineOfTelemetry(t *testing.T) {
+	const gib = 1 << 30
+	g := nodes.NewGPU("n", 0)
+	g.Name, g.MemoryTotal, g.MemoryUsed, g.MemoryUsageKnown = "NVIDIA GeForce RTX 4090", 24*gib, 23*gib, true
+	g.PowerDrawW, g.PowerLimitW, g.UtilizationPct, g.TemperatureC = 310, 450, 97, 71
+	g.Processes = []nodes.Process{{PID: os.Getpid(), UsedBytes: 20 * gib, Name: "python3"}, {PID: 1, UsedBytes: 2 * gib, Name: "game.exe"}}
+	g.ProcessesKnown = true
+	st := hruntime.Status{Name: "n/gpu0", State: hruntime.StateReady, Identity: hruntime.Identity{PID: os.Getpid()}}
+	e := engineOf(st, g, hruntime.Stats{}, nil, 0)
+	if !e.MemoryByOwnerKnown || e.MemoryHearth != 20*gib || e.MemoryOther != 2*gib || e.MemoryUsed != 23*gib {
+		t.Errorf("memory: hearth %d, other %d, used %d (known %v)", e.MemoryHearth, e.MemoryOther, e.MemoryUsed, e.MemoryByOwnerKnown)
+	}
+	if len(e.OtherProcesses) != 1 || e.OtherProcesses[0] != (console.GPUProcess{Name: "game.exe", PID: 1, UsedBytes: 2 * gib}) {
+		t.Errorf("other processes %+v", e.OtherProcesses)
+	}
+	if e.PowerDrawW != 310 || e.PowerLimitW != 450 || e.UtilizationPct != 97 || e.TemperatureC != 71 || e.GPULost {
+		t.Errorf("telemetry %+v", e)
+	}
+
+	lost := nodes.NewGPU("n", 0)
+	lost.Lost, lost.Err = true, "GPU is lost"
+	e = engineOf(hruntime.Status{Name: "n/gpu0", State: hruntime.StateStopped, LastError: "GPU 0 lost: GPU is lost"}, lost, hruntime.Stats{}, nil, 0)
+	if !e.GPULost || e.GPUErr != "GPU is lost" || e.MemoryByOwnerKnown || e.PowerDrawW >= 0 {
+		t.Errorf("lost GPU's card: %+v", e)
 	}
 }

@@ -59,7 +59,7 @@ func TestLostGPUStopsItsEngine(t *testing.T) {
 	gpus := newFlakyGPUs(t, "2x4090")
 	// Round robin: with both GPUs in the router, requests take turns.
 	baseURL, _ := serveTestUp(t, []string{"--sim", "2x4090", "--speedup", "100", "--policy", "round_robin", "--data-dir", t.TempDir()}, func(cfg *upConfig) {
-		cfg.gpuSource, cfg.gpuInterval = gpus, 20*time.Millisecond
+		cfg.gpuSource, cfg.gpuInterval, cfg.consoleInterval = gpus, 20*time.Millisecond, 50*time.Millisecond
 	})
 
 	gpus.setLost(1, true)
@@ -72,6 +72,7 @@ func TestLostGPUStopsItsEngine(t *testing.T) {
 			t.Fatalf("a request went to %q while gpu1 is lost", w)
 		}
 	}
+	waitPage(t, baseURL+"/console/", "GPU lost: GPU is lost")
 	_, metrics, _ := get(t, http.DefaultClient, baseURL+"/metrics")
 	if !strings.Contains(metrics, `hearth_gpu_lost{gpu="1",name="",node="sim",uuid="GPU-sim-rtx4090-1"} 1`) {
 		t.Errorf("/metrics does not show gpu1 lost:\n%s", grepLines(metrics, "hearth_gpu_lost"))
@@ -85,6 +86,22 @@ func TestLostGPUStopsItsEngine(t *testing.T) {
 	}
 	if served["sim/gpu0"] != 2 || served["sim/gpu1"] != 2 {
 		t.Errorf("after gpu1 came back, four requests went to %v, want two each", served)
+	}
+}
+
+// waitPage polls a page until it shows want; the bound only stops a hang.
+func waitPage(t *testing.T, url, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, body, _ := get(t, http.DefaultClient, url)
+		if strings.Contains(body, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never showed %q", url, want)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
