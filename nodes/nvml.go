@@ -29,7 +29,7 @@ type NVMLSource struct {
 }
 
 var (
-	_ Discoverer = (*NVMLSource)(nil)
+	_ Discoverer                 = (*NVMLSource)(nil)
 	_ interface{ Close() error } = (*NVMLSource)(nil)
 )
 
