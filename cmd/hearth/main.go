@@ -43,6 +43,7 @@ func commands() []command {
 		{"version", "print the version", runVersion},
 		{"tokenize", "tokenize text or chat conversations read as JSON lines", runTokenize},
 		{"bench", "benchmark routing policies on agentic workloads or traces, simulated or live", runBench},
+		{"gpus", "list this machine's GPUs as the NVIDIA driver reports them (NVML, else nvidia-smi)", runGPUs},
 		{"plan", "show what fits on each GPU: weights, KV cache, memory fraction and context", runPlan},
 		{"engines", "list the engines of a running daemon and their states", runEngines},
 		{"logs", "print an engine's last output lines", runLogs},
