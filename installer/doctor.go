@@ -119,7 +119,7 @@ func (d *Doctor) checkDriver(f GPUFacts, err error) Check {
 	case f.Simulated():
 		return pass(CheckDriver, "simulated GPUs: no driver needed")
 	case errors.Is(err, ErrNoDriver):
-		return fail(CheckDriver, oneLine(err.Error()), fixInstallDriver)
+		return fail(CheckDriver, "no NVIDIA driver found: neither NVML's libnvidia-ml.so.1 nor nvidia-smi", fixInstallDriver)
 	case f.DriverVersion != "":
 		return pass(CheckDriver, "driver "+f.DriverVersion)
 	case err != nil:

@@ -31,6 +31,10 @@ import (
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
+// defaultListen is the API's address unless hearth up --listen says
+// otherwise; hearth doctor checks that it is free.
+const defaultListen = "127.0.0.1:8000"
+
 // upConfig is the parsed command line of hearth up.
 type upConfig struct {
 	sim     string
@@ -120,7 +124,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	})
 	fs.IntVar(&cfg.maxModelLen, "max-model-len", 0, "context length of each engine (0: the engine's default)")
 	fs.DurationVar(&cfg.stopTimeout, "stop-timeout", 30*time.Second, "how long a stopping engine may take before it is killed")
-	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8000", "address of the API (OpenAI and Anthropic)")
+	fs.StringVar(&cfg.listen, "listen", defaultListen, "address of the API (OpenAI and Anthropic)")
 	fs.StringVar(&cfg.policy, "policy", router.PolicyHearth, "routing policy: "+strings.Join(router.Policies, ", "))
 	fs.StringVar(&cfg.dataDir, "data-dir", "", "where Hearth keeps its state (default $XDG_DATA_HOME/hearth or ~/.local/share/hearth)")
 	modelList := fs.String("model", "", "served model ("+strings.Join(sim.ModelNames(), ", ")+" when simulated; default: the largest that fits the smallest GPU, qwen3-14b-fp8 on 24 GB); several, separated by commas, are served by the GPUs in turn")
