@@ -295,4 +295,3 @@ func TestPlanFitter(t *testing.T) {
 		t.Error("an unknown model planned without error")
 	}
 }
-
