@@ -409,6 +409,8 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	routes := &gatewayRouter{rt: rt, defaultPolicy: settings.Policy, whyNoWorker: sup.Summary}
 	keys := &keyStore{db: db, static: cfg.apiKeys}
 	traffic := api.NewTraffic(api.TrafficLimits{})
+	health, closeHealth := newHealthSource(cfg, specs, ln.Addr().String())
+	cleanup.push(closeHealth)
 	con, err := console.New(console.Config{
 		Model: cfg.model, ContextTokens: contextTokens, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
 	}, console.Deps{
@@ -417,6 +419,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		Traffic:     &trafficSource{traffic: traffic},
 		Keys:        keys,
 		Settings:    settings,
+		Health:      health,
 		KeyRequired: apiKeys{keys}.required,
 		Logger:      log,
 	})
