@@ -90,6 +90,7 @@ type Deps struct {
 	Traffic  TrafficSource
 	Keys     KeyStore
 	Settings SettingsStore // nil: the Settings page shows keys only
+	Health   HealthSource  // nil: the Health page says checks are not available
 
 	// KeyRequired reports whether the API requires a key right now; when it
 	// does, the console requires a login with a key. nil means "when

@@ -26,6 +26,7 @@ type Console struct {
 	cfg      Config
 	keys     KeyStore
 	settings SettingsStore
+	health   HealthSource
 	keyReq   func(ctx context.Context) bool
 	clock    clock.Clock
 	log      *slog.Logger
@@ -56,6 +57,7 @@ func New(cfg Config, deps Deps) (*Console, error) {
 		cfg:      cfg,
 		keys:     deps.Keys,
 		settings: deps.Settings,
+		health:   deps.Health,
 		keyReq:   deps.KeyRequired,
 		clock:    clock.Or(deps.Clock),
 		log:      deps.Logger,
@@ -104,6 +106,8 @@ func (c *Console) Register(r fiber.Router) {
 	p.Get("/requests", c.handleRequests)
 	p.Get("/connect", c.handleConnect)
 	p.Get("/settings", c.handleSettings)
+	p.Get("/health", c.handleHealth)
+	p.Get("/health/checks", c.handleHealthChecks)
 	p.Get("/events/:topic", c.handleEvents)
 	p.Post("/keys", c.sameOrigin, c.handleCreateKey)
 	p.Post("/keys/:id/revoke", c.sameOrigin, c.handleRevokeKey)
@@ -192,6 +196,42 @@ func (c *Console) secureHeaders(fc *fiber.Ctx) error {
 func (c *Console) handleOverview(fc *fiber.Ctx) error {
 	snap := c.snapshot(fc.UserContext())
 	return c.render(fc, fiber.StatusOK, components.Overview(c.layout(fc, "Overview", "overview", TopicOverview), overviewVM(c.cfg, snap)))
+}
+
+// healthVM runs the health checks, or says why it cannot.
+func (c *Console) healthVM(ctx context.Context) components.HealthVM {
+	vm := components.HealthVM{Base: c.cfg.BasePath, Available: c.health != nil}
+	if c.health == nil {
+		return vm
+	}
+	checks, err := c.health.Checks(ctx)
+	if err != nil {
+		vm.Err = "Cannot run the checks: " + err.Error()
+		return vm
+	}
+	for _, ch := range checks {
+		row := components.HealthRow{Name: ch.Name, Status: ch.Status, Evidence: ch.Evidence, Fix: ch.Fix}
+		switch ch.Status {
+		case "pass":
+			vm.Passed++
+		case "warn":
+			vm.Warned++
+		default:
+			vm.Failed++
+		}
+		vm.Checks = append(vm.Checks, row)
+	}
+	return vm
+}
+
+func (c *Console) handleHealth(fc *fiber.Ctx) error {
+	return c.render(fc, fiber.StatusOK, components.Health(c.layout(fc, "Health", "health", ""), c.healthVM(fc.UserContext())))
+}
+
+// handleHealthChecks answers the Health page's "Check again" button with
+// the checks alone.
+func (c *Console) handleHealthChecks(fc *fiber.Ctx) error {
+	return c.render(fc, fiber.StatusOK, components.HealthChecks(c.healthVM(fc.UserContext())))
 }
 
 func (c *Console) handleSessions(fc *fiber.Ctx) error {

@@ -5,12 +5,13 @@
 // minutes, which GPU the driver lost, how often requests hit the KV cache,
 // where a loading engine's start is and why a failed one failed, which
 // agent sessions run where, and why the router sent each request where it
-// did; plus the Connect page (client settings, API keys) and Settings.
+// did; plus the Connect page (client settings, API keys), Settings, and
+// Health (the host checks of hearth doctor).
 //
 // It owns the pages, their handlers, the live updates and the console's
 // login. It reads the rest of Hearth only through the small interfaces it
 // declares in sources.go (EngineSource, RouterSource, TrafficSource,
-// KeyStore, SettingsStore), with types shaped for display; the daemon
+// KeyStore, SettingsStore, HealthSource), with types shaped for display; the daemon
 // adapts router, runtime, nodes and api to them. It must not import those
 // packages, and it must never block what it observes.
 //

@@ -189,6 +189,24 @@ type Turn struct {
 	DivergedBlock int
 }
 
+// HealthSource runs the host's checks (driver, CUDA, GPU memory, Docker and
+// its NVIDIA runtime, disks, RAM, port, multicast, data directory): the
+// checks of `hearth doctor`.
+type HealthSource interface {
+	// Checks returns the checks in display order. The checks take seconds,
+	// so a source may answer from a cache of a few seconds' age.
+	Checks(ctx context.Context) ([]HealthCheck, error)
+}
+
+// HealthCheck is one check's verdict.
+type HealthCheck struct {
+	Name string
+	// Status is "pass", "warn" or "fail".
+	Status   string
+	Evidence string // one line: what was found
+	Fix      string // one line: what to do; "" when it passed
+}
+
 // KeyStore keeps the API keys clients and the console log in with.
 type KeyStore interface {
 	// CreateKey makes a key with a display name. The secret is returned

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/moby/moby/client"
+
 	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker"
@@ -92,16 +94,25 @@ func withoutOwnEngines(ctx context.Context, node string, gpus []nodes.GPU, log *
 		return gpus // starting the engines will say what is wrong with Docker
 	}
 	defer cli.Close()
-	running, err := docker.EngineContainers(ctx, cli, node, false)
+	ids, err := engineContainers(ctx, cli, node)
 	if err != nil {
 		log.Warn("planning without knowing which GPU memory Hearth's engines hold", "err", err)
 		return gpus
+	}
+	return releaseOwned(gpus, ids, "/proc")
+}
+
+// engineContainers names this node's running engine containers.
+func engineContainers(ctx context.Context, cli *client.Client, node string) ([]hruntime.Identity, error) {
+	running, err := docker.EngineContainers(ctx, cli, node, false)
+	if err != nil {
+		return nil, err
 	}
 	ids := make([]hruntime.Identity, len(running))
 	for i, c := range running {
 		ids[i] = hruntime.Identity{Container: c.ID}
 	}
-	return releaseOwned(gpus, ids, "/proc")
+	return ids, nil
 }
 
 // releaseOwned returns gpus with the processes of the engines ids dropped

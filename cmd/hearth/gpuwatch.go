@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -13,28 +12,35 @@ import (
 )
 
 // gpuSourceOf is where hearth up reads its GPUs: the simulated list, or
-// this machine's driver.
+// this machine's driver. A driver that cannot be reached is not an error
+// here: the source answers every reading with why, and selectGPUs decides
+// whether the daemon can do without. The source may be an io.Closer.
 func gpuSourceOf(cfg upConfig) (nodes.Discoverer, error) {
 	if cfg.gpuSource != nil {
 		return cfg.gpuSource, nil
 	}
-	if cfg.sim != "" {
-		gpus, err := nodes.ParseSimSpec(cfg.sim)
-		if err != nil {
-			return nil, fmt.Errorf("%w: --sim: %v", errUsage, err)
-		}
-		node := "sim"
-		if cfg.engineRuntime == "docker" {
-			// Containers are named after their node: two daemons sharing a
-			// Docker Engine must not share names.
-			node = cfg.node
-		}
-		for i := range gpus {
-			gpus[i].Node = node
-		}
-		return nodes.SimSource{Node: node, GPUs: gpus}, nil
+	node := cfg.node
+	if cfg.sim != "" && cfg.engineRuntime != "docker" {
+		// Containers are named after their node, so simulated engines in
+		// containers keep it (two daemons sharing a Docker Engine must not
+		// share names); in-process ones are the "sim" node.
+		node = "sim"
 	}
-	return localGPUs(cfg), nil
+	d, err := nodes.NewDiscoverer(nodes.DiscoverConfig{Node: node, Sim: cfg.sim})
+	switch {
+	case err != nil && cfg.sim != "":
+		return nil, fmt.Errorf("%w: --sim: %v", errUsage, err)
+	case err != nil:
+		return failedDiscovery{err}, nil
+	}
+	return d, nil
+}
+
+// failedDiscovery is a machine whose GPUs cannot be read, and why.
+type failedDiscovery struct{ err error }
+
+func (f failedDiscovery) Discover(context.Context) (nodes.Inventory, error) {
+	return nodes.Inventory{}, f.err
 }
 
 // selectGPUs picks the GPUs named by --gpus from what discovery read, or
@@ -164,17 +170,4 @@ func liveGPU(s *nodes.Sampler, sg hruntime.GPU) nodes.GPU {
 	g := nodes.NewGPU(sg.Node, sg.Index)
 	g.UUID, g.Name, g.Kind = sg.UUID, sg.Name, sg.Kind
 	return g
-}
-
-// errNoDiscovery is what localGPUs reports until a driver source is
-// built in.
-var errNoDiscovery = errors.New("GPU discovery is not built in")
-
-// localGPUs reads this machine's GPUs.
-func localGPUs(cfg upConfig) nodes.Discoverer { return noDiscovery{} }
-
-type noDiscovery struct{}
-
-func (noDiscovery) Discover(context.Context) (nodes.Inventory, error) {
-	return nodes.Inventory{}, errNoDiscovery
 }

@@ -156,6 +156,7 @@ func TestCheckImport(t *testing.T) {
 		{"std is free", "tokenizer", "encoding/json", true},
 		{"everyone may use the clock", "tokenizer", module + "/clock", true},
 		{"the clock stays a leaf", "clock", module + "/tokenizer", false},
+		{"installer reads hearth through its own interfaces", "installer", module + "/nodes", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

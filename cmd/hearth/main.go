@@ -45,6 +45,7 @@ func commands() []command {
 		{"bench", "benchmark routing policies on agentic workloads or traces, simulated or live", runBench},
 		{"gpus", "list this machine's GPUs as the NVIDIA driver reports them (NVML, else nvidia-smi)", runGPUs},
 		{"plan", "show what fits on each GPU: weights, KV cache, memory fraction and context", runPlan},
+		{"doctor", "check the host: driver, CUDA, GPU memory, Docker and its NVIDIA runtime, disks, RAM, port", runDoctor},
 		{"engines", "list the engines of a running daemon and their states", runEngines},
 		{"logs", "print an engine's last output lines", runLogs},
 		{"sim-engine", "run one simulated vLLM or SGLang server (HTTP API, metrics, ZMQ KV events)", runSimEngine},
@@ -78,8 +79,24 @@ func main() {
 // errUsage marks errors in how the command line was written.
 var errUsage = errors.New("usage")
 
+// exitStatusError is how a command chooses its exit status (hearth doctor:
+// 1 for a failed check, 2 for warnings only). Its message is printed like
+// any error's.
+type exitStatusError struct {
+	status int
+	msg    string
+}
+
+func (e *exitStatusError) Error() string { return e.msg }
+
+// exitCode is the process's exit status for a command's error: the status
+// the command chose, 2 for a bad command line, 1 for any other error.
 func exitCode(err error) int {
-	if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+	var chosen *exitStatusError
+	switch {
+	case errors.As(err, &chosen):
+		return chosen.status
+	case errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp):
 		return 2
 	}
 	return 1

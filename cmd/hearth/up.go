@@ -31,6 +31,10 @@ import (
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
+// defaultListen is the API's address unless hearth up --listen says
+// otherwise; hearth doctor checks that it is free.
+const defaultListen = "127.0.0.1:8000"
+
 // upConfig is the parsed command line of hearth up.
 type upConfig struct {
 	sim     string
@@ -127,7 +131,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	})
 	fs.IntVar(&cfg.maxModelLen, "max-model-len", 0, "context length of each engine (0: the engine's default)")
 	fs.DurationVar(&cfg.stopTimeout, "stop-timeout", 30*time.Second, "how long a stopping engine may take before it is killed")
-	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8000", "address of the API (OpenAI and Anthropic)")
+	fs.StringVar(&cfg.listen, "listen", defaultListen, "address of the API (OpenAI and Anthropic)")
 	fs.StringVar(&cfg.policy, "policy", router.PolicyHearth, "routing policy: "+strings.Join(router.Policies, ", "))
 	fs.StringVar(&cfg.dataDir, "data-dir", "", "where Hearth keeps its state (default $XDG_DATA_HOME/hearth or ~/.local/share/hearth)")
 	modelList := fs.String("model", "", "served model ("+strings.Join(sim.ModelNames(), ", ")+" when simulated; default: the largest that fits the smallest GPU, qwen3-14b-fp8 on 24 GB); several, separated by commas, are served by the GPUs in turn")
@@ -331,6 +335,9 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	if err != nil {
 		return err
 	}
+	if c, ok := gpuSource.(io.Closer); ok {
+		cleanup.push(func() { c.Close() })
+	}
 	inv, discoverErr := gpuSource.Discover(ctx)
 	gpus, err := selectGPUs(cfg, inv, discoverErr, log)
 	if err != nil {
@@ -437,6 +444,8 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	routes := &gatewayRouter{rt: rt, defaultPolicy: settings.Policy, whyNoWorker: sup.Summary}
 	keys := &keyStore{db: db, static: cfg.apiKeys}
 	traffic := api.NewTraffic(api.TrafficLimits{})
+	health, closeHealth := newHealthSource(cfg, latestGPUs{sampler}, engineIdentities(sup), ln.Addr().String())
+	cleanup.push(closeHealth)
 	con, err := console.New(console.Config{
 		Model: cfg.model, ContextTokens: contextTokens, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
 	}, console.Deps{
@@ -445,6 +454,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		Traffic:     &trafficSource{traffic: traffic},
 		Keys:        keys,
 		Settings:    settings,
+		Health:      health,
 		KeyRequired: apiKeys{keys}.required,
 		Logger:      log,
 	})

@@ -276,3 +276,32 @@ type LoginVM struct {
 	Action string
 	Err    string
 }
+
+// HealthVM is the Health page: the host's checks.
+type HealthVM struct {
+	Base string
+	// Available is false when the daemon has no health source.
+	Available              bool
+	Err                    string
+	Checks                 []HealthRow
+	Passed, Warned, Failed int
+}
+
+// HealthRow is one check.
+type HealthRow struct {
+	Name     string
+	Status   string // pass, warn or fail
+	Evidence string
+	Fix      string
+}
+
+// Badge is the CSS class of the check's status badge.
+func (r HealthRow) Badge() string {
+	switch r.Status {
+	case "pass":
+		return "good"
+	case "warn":
+		return "warn"
+	}
+	return "bad"
+}

@@ -149,6 +149,32 @@ func TestDefaultImage(t *testing.T) {
 	}
 }
 
+func TestRequiredCUDA(t *testing.T) {
+	for _, tc := range []struct {
+		image string
+		want  int
+	}{
+		{"vllm/vllm-openai:v0.20.0", 13000},
+		{"vllm/vllm-openai:v0.20.0-cu129", 12090},
+		{"lmsysorg/sglang:v0.5.19", 13000},
+		{"lmsysorg/sglang:v0.5.19-cu129", 12090},
+		{"example.org/my-vllm:latest", 0},
+	} {
+		if got := RequiredCUDA(tc.image); got != tc.want {
+			t.Errorf("RequiredCUDA(%q) = %d, want %d", tc.image, got, tc.want)
+		}
+	}
+	// Every default image states its requirement, which its driver meets.
+	for _, kind := range []hruntime.Kind{hruntime.KindVLLM, hruntime.KindSGLang} {
+		for _, cuda := range []int{0, 12090, 13000} {
+			image, _ := DefaultImage(kind, cuda)
+			if need := RequiredCUDA(image); need == 0 || (cuda != 0 && need > cuda) {
+				t.Errorf("DefaultImage(%s, %d) = %s, which needs CUDA %d", kind, cuda, image, need)
+			}
+		}
+	}
+}
+
 func TestClassifyPull(t *testing.T) {
 	for _, tc := range []struct{ msg, cause string }{
 		{`Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io on 10.255.255.53:53: no such host`, PullNoNetwork},

@@ -14,6 +14,7 @@ const (
 	sglangImage  = "lmsysorg/sglang:v0.5.19"
 	cuda12Suffix = "-cu129"
 	cuda13       = 13000 // NVML's encoding of CUDA 13.0
+	cuda129      = 12090
 )
 
 // DefaultImage is the image of an engine kind for a driver whose CUDA
@@ -34,4 +35,17 @@ func DefaultImage(kind hruntime.Kind, cudaVersion int) (string, error) {
 		image += cuda12Suffix
 	}
 	return image, nil
+}
+
+// RequiredCUDA is the oldest CUDA version (NVML's encoding) a driver must
+// run for image: 12.9 for the -cu129 builds, 13.0 for the pinned default
+// tags, 0 for an image Hearth does not know.
+func RequiredCUDA(image string) int {
+	switch {
+	case image == vllmImage+cuda12Suffix || image == sglangImage+cuda12Suffix:
+		return cuda129
+	case image == vllmImage || image == sglangImage:
+		return cuda13
+	}
+	return 0
 }
