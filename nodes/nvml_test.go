@@ -7,122 +7,27 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+
+	"github.com/hearth-llm/hearth/nodes/nvmltest"
 )
 
 const gib = uint64(1) << 30
 
-// boardSpec is what a fake board answers; a field listed in unsupported
-// answers ERROR_NOT_SUPPORTED instead.
-type boardSpec struct {
-	uuid, name                 string
-	memTotal, memUsed          uint64
-	util, tempC                uint32
-	powerMW, limitMW           uint32
-	gen, genMax, width, widthX int
-	ccMajor, ccMinor           int
-	compute, graphics          []nvml.ProcessInfo
-	unsupported                map[string]bool
-}
-
-func rtx4090() boardSpec {
-	return boardSpec{
-		uuid: "GPU-4090-0000", name: "NVIDIA GeForce RTX 4090",
-		memTotal: 24 * gib, memUsed: 20 * gib, util: 87, tempC: 71, powerMW: 412350, limitMW: 450000,
-		gen: 4, genMax: 4, width: 16, widthX: 16, ccMajor: 8, ccMinor: 9,
-		compute: []nvml.ProcessInfo{{Pid: 4242, UsedGpuMemory: 19 * gib}},
-	}
-}
-
-func rtx3090() boardSpec {
-	return boardSpec{
-		uuid: "GPU-3090-0001", name: "NVIDIA GeForce RTX 3090",
-		memTotal: 24 * gib, memUsed: 512 << 20, util: 0, tempC: 38, powerMW: 31200, limitMW: 350000,
-		gen: 1, genMax: 4, width: 16, widthX: 16, ccMajor: 8, ccMinor: 6,
-	}
-}
-
-// device builds a mock.Device answering as spec says; lost, when it
-// returns true, makes every call answer ERROR_GPU_IS_LOST.
-func device(spec boardSpec, lost func() bool) *mock.Device {
-	ret := func(field string) nvml.Return {
-		switch {
-		case lost != nil && lost():
-			return nvml.ERROR_GPU_IS_LOST
-		case spec.unsupported[field]:
-			return nvml.ERROR_NOT_SUPPORTED
-		}
-		return nvml.SUCCESS
-	}
-	return &mock.Device{
-		GetUUIDFunc: func() (string, nvml.Return) { return spec.uuid, ret("uuid") },
-		GetNameFunc: func() (string, nvml.Return) { return spec.name, ret("name") },
-		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
-			return nvml.Memory{Total: spec.memTotal, Used: spec.memUsed, Free: spec.memTotal - spec.memUsed}, ret("memory")
-		},
-		GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) {
-			return nvml.Utilization{Gpu: spec.util}, ret("util")
-		},
-		GetTemperatureFunc: func(s nvml.TemperatureSensors) (uint32, nvml.Return) {
-			if s != nvml.TEMPERATURE_GPU {
-				return 0, nvml.ERROR_INVALID_ARGUMENT
-			}
-			return spec.tempC, ret("temp")
-		},
-		GetPowerUsageFunc:             func() (uint32, nvml.Return) { return spec.powerMW, ret("power") },
-		GetEnforcedPowerLimitFunc:     func() (uint32, nvml.Return) { return spec.limitMW, ret("limit") },
-		GetCurrPcieLinkGenerationFunc: func() (int, nvml.Return) { return spec.gen, ret("gen") },
-		GetMaxPcieLinkGenerationFunc:  func() (int, nvml.Return) { return spec.genMax, ret("genmax") },
-		GetCurrPcieLinkWidthFunc:      func() (int, nvml.Return) { return spec.width, ret("width") },
-		GetMaxPcieLinkWidthFunc:       func() (int, nvml.Return) { return spec.widthX, ret("widthmax") },
-		GetCudaComputeCapabilityFunc: func() (int, int, nvml.Return) {
-			return spec.ccMajor, spec.ccMinor, ret("cc")
-		},
-		GetComputeRunningProcessesFunc:  func() ([]nvml.ProcessInfo, nvml.Return) { return spec.compute, ret("compute") },
-		GetGraphicsRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return spec.graphics, ret("graphics") },
-	}
-}
-
-// fakeNVML is a mock.Interface over devices; handleErr, when set, is what
-// DeviceGetHandleByIndex answers for an index instead of its device.
-func fakeNVML(devices []*mock.Device, handleErr func(int) nvml.Return) *mock.Interface {
-	return &mock.Interface{
-		InitFunc:                       func() nvml.Return { return nvml.SUCCESS },
-		ShutdownFunc:                   func() nvml.Return { return nvml.SUCCESS },
-		SystemGetDriverVersionFunc:     func() (string, nvml.Return) { return "580.95.05", nvml.SUCCESS },
-		SystemGetCudaDriverVersionFunc: func() (int, nvml.Return) { return 12090, nvml.SUCCESS },
-		SystemGetProcessNameFunc: func(pid int) (string, nvml.Return) {
-			return "/usr/bin/driver-name-" + strconv.Itoa(pid), nvml.SUCCESS
-		},
-		DeviceGetCountFunc: func() (int, nvml.Return) { return len(devices), nvml.SUCCESS },
-		DeviceGetHandleByIndexFunc: func(i int) (nvml.Device, nvml.Return) {
-			if handleErr != nil {
-				if r := handleErr(i); r != nvml.SUCCESS {
-					return nil, r
-				}
-			}
-			return devices[i], nvml.SUCCESS
-		},
-		ErrorStringFunc: func(r nvml.Return) string {
-			switch r {
-			case nvml.ERROR_GPU_IS_LOST:
-				return "GPU is lost"
-			case nvml.ERROR_NOT_SUPPORTED:
-				return "Not Supported"
-			case nvml.ERROR_LIBRARY_NOT_FOUND:
-				return "NVML Shared Library Not Found"
-			}
-			return "error " + strconv.Itoa(int(r))
-		},
-	}
+// device is a fake board; lost, when set and true, makes it lost.
+func device(b nvmltest.Board, lost func() bool) *mock.Device {
+	return nvmltest.Device(func() nvmltest.Board {
+		b := b
+		b.Lost = lost != nil && lost()
+		return b
+	})
 }
 
 func TestNVMLTwoGPUsWithEveryField(t *testing.T) {
-	lib := fakeNVML([]*mock.Device{device(rtx4090(), nil), device(rtx3090(), nil)}, nil)
+	lib := nvmltest.Library([]*mock.Device{device(nvmltest.RTX4090(), nil), device(nvmltest.RTX3090(), nil)}, nil)
 	src := NewNVMLSource(lib, "rig", procRoot(t, map[int]string{4242: "vllm"}))
 	inv, err := src.Discover(context.Background())
 	if err != nil {
@@ -166,13 +71,13 @@ func assertGPU(t *testing.T, got, want GPU) {
 }
 
 func TestNVMLForeignProcessNames(t *testing.T) {
-	spec := rtx4090()
+	spec := nvmltest.RTX4090()
 	// A game (graphics and compute, one PID), our engine, and a process in
 	// another PID namespace that /proc does not show.
-	spec.compute = []nvml.ProcessInfo{{Pid: 4242, UsedGpuMemory: 10 * gib}, {Pid: 777, UsedGpuMemory: 2 * gib},
+	spec.ComputeProcs = []nvml.ProcessInfo{{Pid: 4242, UsedGpuMemory: 10 * gib}, {Pid: 777, UsedGpuMemory: 2 * gib},
 		{Pid: 9001, UsedGpuMemory: ^uint64(0)}}
-	spec.graphics = []nvml.ProcessInfo{{Pid: 777, UsedGpuMemory: 3 * gib}}
-	lib := fakeNVML([]*mock.Device{device(spec, nil)}, nil)
+	spec.GraphicsProcs = []nvml.ProcessInfo{{Pid: 777, UsedGpuMemory: 3 * gib}}
+	lib := nvmltest.Library([]*mock.Device{device(spec, nil)}, nil)
 	root := procRoot(t, map[int]string{4242: "vllm", 777: "Cyberpunk2077.e"})
 	inv, err := NewNVMLSource(lib, "rig", root).Discover(context.Background())
 	if err != nil {
@@ -195,11 +100,11 @@ func TestNVMLForeignProcessNames(t *testing.T) {
 }
 
 func TestNVMLNotSupportedFieldsAreUnknown(t *testing.T) {
-	spec := rtx3090()
-	spec.unsupported = map[string]bool{"util": true, "temp": true, "power": true, "limit": true,
+	spec := nvmltest.RTX3090()
+	spec.Unsupported = map[string]bool{"util": true, "temp": true, "power": true, "limit": true,
 		"gen": true, "genmax": true, "width": true, "widthmax": true, "cc": true, "memory": true,
 		"compute": true, "graphics": true}
-	lib := fakeNVML([]*mock.Device{device(spec, nil)}, nil)
+	lib := nvmltest.Library([]*mock.Device{device(spec, nil)}, nil)
 	lib.SystemGetCudaDriverVersionFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
 	inv, err := NewNVMLSource(lib, "rig", t.TempDir()).Discover(context.Background())
 	if err != nil {
@@ -214,9 +119,9 @@ func TestNVMLNotSupportedFieldsAreUnknown(t *testing.T) {
 }
 
 func TestNVMLOtherFieldErrorIsNoted(t *testing.T) {
-	d := device(rtx4090(), nil)
+	d := device(nvmltest.RTX4090(), nil)
 	d.GetPowerUsageFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_NO_PERMISSION }
-	inv, err := NewNVMLSource(fakeNVML([]*mock.Device{d}, nil), "rig", t.TempDir()).Discover(context.Background())
+	inv, err := NewNVMLSource(nvmltest.Library([]*mock.Device{d}, nil), "rig", t.TempDir()).Discover(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +132,7 @@ func TestNVMLOtherFieldErrorIsNoted(t *testing.T) {
 }
 
 func TestNVMLNoLibraryIsErrNoDriver(t *testing.T) {
-	lib := fakeNVML(nil, nil)
+	lib := nvmltest.Library(nil, nil)
 	lib.InitFunc = func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }
 	src := NewNVMLSource(lib, "rig", "")
 	_, err := src.Discover(context.Background())
@@ -247,7 +152,7 @@ func TestNVMLRealLibraryMissing(t *testing.T) {
 }
 
 func TestNVMLNoGPU(t *testing.T) {
-	_, err := NewNVMLSource(fakeNVML(nil, nil), "rig", "").Discover(context.Background())
+	_, err := NewNVMLSource(nvmltest.Library(nil, nil), "rig", "").Discover(context.Background())
 	if !errors.Is(err, ErrNoGPU) {
 		t.Fatalf("Discover = %v, want ErrNoGPU", err)
 	}
@@ -261,9 +166,9 @@ func TestNVMLGPULostAndBack(t *testing.T) {
 			var d1 *mock.Device
 			var handleErr func(int) nvml.Return
 			if how == "fields answer lost" {
-				d1 = device(rtx3090(), lostNow)
+				d1 = device(nvmltest.RTX3090(), lostNow)
 			} else {
-				d1 = device(rtx3090(), nil)
+				d1 = device(nvmltest.RTX3090(), nil)
 				handleErr = func(i int) nvml.Return {
 					if i == 1 && lostNow() {
 						return nvml.ERROR_UNKNOWN
@@ -271,7 +176,7 @@ func TestNVMLGPULostAndBack(t *testing.T) {
 					return nvml.SUCCESS
 				}
 			}
-			lib := fakeNVML([]*mock.Device{device(rtx4090(), nil), d1}, handleErr)
+			lib := nvmltest.Library([]*mock.Device{device(nvmltest.RTX4090(), nil), d1}, handleErr)
 			src := NewNVMLSource(lib, "rig", t.TempDir())
 			for call = 1; call <= 3; call++ {
 				inv, err := src.Discover(context.Background())
@@ -308,7 +213,7 @@ func TestNVMLGPULostAndBack(t *testing.T) {
 func TestNVMLStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := NewNVMLSource(fakeNVML([]*mock.Device{device(rtx4090(), nil)}, nil), "rig", "").Discover(ctx)
+	_, err := NewNVMLSource(nvmltest.Library([]*mock.Device{device(nvmltest.RTX4090(), nil)}, nil), "rig", "").Discover(ctx)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Discover on a cancelled context = %v, want context.Canceled", err)
 	}
