@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
-
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/nodes/nvmltest"
 )
@@ -36,7 +34,7 @@ func TestConsoleShowsNVMLTelemetry(t *testing.T) {
 			return b
 		}
 	}
-	lib := nvmltest.Library([]*mock.Device{nvmltest.Device(moving(nvmltest.RTX4090())), nvmltest.Device(moving(nvmltest.RTX3090()))}, nil)
+	lib := nvmltest.Machine(moving(nvmltest.RTX4090()), moving(nvmltest.RTX3090()))
 	source := nodes.NewNVMLSource(lib, "sim", procRoot)
 	t.Cleanup(func() { source.Close() })
 

@@ -139,3 +139,12 @@ func Library(devices []*mock.Device, handleErr func(int) nvml.Return) *mock.Inte
 		},
 	}
 }
+
+// Machine is a mock NVML over boards, each read as Device reads it.
+func Machine(boards ...func() Board) *mock.Interface {
+	devices := make([]*mock.Device, len(boards))
+	for i, read := range boards {
+		devices[i] = Device(read)
+	}
+	return Library(devices, nil)
+}
