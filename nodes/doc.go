@@ -1,5 +1,5 @@
 // Package nodes discovers GPUs: local ones through NVML (behind the cgo build
-// tag), LAN peers through mDNS, or a simulated list such as "2x4090".
+// tag) or nvidia-smi, or a simulated list such as "2x4090".
 //
 // A GPU is a plain struct so that everything downstream can be tested without
 // hardware. Its kind, and the memory of a simulated one, come from the
@@ -43,6 +43,16 @@
 // driver's words in Err, at its index, and the other GPUs still read. A
 // Discover error means no GPU could be listed at all: ErrNoDriver when no
 // driver can be reached, ErrNoGPU when it lists none. Since each Discover
-// reads afresh, a GPU that answers again reads normally again; noticing
-// the change over time is the sampler's business.
+// reads afresh, a GPU that answers again reads normally again.
+//
+// # Sampler
+//
+// A Sampler reads a Discoverer every interval (2 s) and keeps the latest
+// reading, which the console, the planner and the Prometheus gauges read
+// (it is a prometheus.Collector of hearth_gpu_*; an unknown field has no
+// series). It turns readings into events: OnLost when a GPU that read fine
+// is lost, drops out of the list, or the whole reading fails; OnFound when
+// a lost GPU reads fine again. A GPU once seen stays in the latest reading,
+// marked lost with the reason, until it returns. GPUs are told apart by
+// UUID, or by node and index when the driver gives no UUID.
 package nodes
