@@ -277,6 +277,7 @@ func (a *Agentic) build(id string, base []uint32, segs []Segment, steps int, r *
 			SharedPrefix: len(a.prefix),
 			OutputTokens: answers[k],
 			Answer:       toks[n:end:end],
+			Last:         k == steps-1,
 		}
 		allSegs = append(allSegs, Segment{Role: RoleAssistant, Start: n, End: end})
 		n = end

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -96,7 +95,7 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 }
 
 // simNotes runs simulations for RunPlan and keeps what the table does not
-// show: why requests failed and how many waited for a worker.
+// show: how many requests waited for a worker.
 type simNotes struct {
 	sim   *bench.Sim
 	lines []string
@@ -107,20 +106,12 @@ func (n *simNotes) RunSummary(ctx context.Context, w bench.Workload, policy stri
 	if err != nil {
 		return bench.RunSummary{}, err
 	}
-	var causes []string
-	for _, c := range slices.Sorted(maps.Keys(run.ErrorCauses)) {
-		causes = append(causes, fmt.Sprintf("%d %s", run.ErrorCauses[c], c))
-	}
-	if len(causes) > 0 || run.Queued > 0 {
+	if run.Queued > 0 {
 		at := fmt.Sprintf("at %d sessions", sessions)
 		if sessions == 0 {
 			at = "on the trace"
 		}
-		line := fmt.Sprintf("%s %s: %d requests waited for a worker (queue peak %d)", policy, at, run.Queued, run.MaxQueue)
-		if len(causes) > 0 {
-			line += "; failed: " + strings.Join(causes, ", ")
-		}
-		n.lines = append(n.lines, line)
+		n.lines = append(n.lines, fmt.Sprintf("%s %s: %d requests waited for a worker (queue peak %d)", policy, at, run.Queued, run.MaxQueue))
 	}
 	return run.Summary, nil
 }
