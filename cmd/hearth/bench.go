@@ -150,7 +150,7 @@ func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags,
 	fs.DurationVar(&f.eventLatency, "event-latency", bench.DefaultEventLatency, "delay of KV events from engine to router (simulated)")
 	fs.Float64Var(&f.offloadGiB, "kv-offloading-size", bench.DefaultKVOffloadingGiB, "host RAM per simulated engine for offloaded KV blocks in GiB, vLLM's native offloading (0: off)")
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report as JSON to FILE")
-	fs.StringVar(&f.plotPath, "plot", "", "also write a TTFT chart to FILE.svg")
+	fs.StringVar(&f.plotPath, "plot", "", "also write a chart of TTFT, slowest turn TTFT and task time to FILE.svg")
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
@@ -353,7 +353,7 @@ func (f *benchFlags) writeFiles(report bench.Report) error {
 		}
 	}
 	if f.plotPath != "" {
-		title := "TTFT by policy, " + f.kind
+		title := "TTFT, slowest turn and task time by policy, " + f.kind
 		if err := writeFile(f.plotPath, func(w io.Writer) error { return bench.WriteSVG(w, title, report.Runs) }); err != nil {
 			return err
 		}
