@@ -21,6 +21,9 @@ type Report struct {
 	// AgenticConfig or *Trace, which marshal themselves with a "kind".
 	Workload any          `json:"workload"`
 	Runs     []RunSummary `json:"runs"`
+	// Spread summarises runs of several seeds (see Spreads); nil for
+	// runs of one seed.
+	Spread []Spread `json:"spread,omitempty"`
 }
 
 // WriteJSON writes r as indented JSON followed by a newline.
@@ -72,11 +75,15 @@ func WriteTable(w io.Writer, runs []RunSummary) error {
 		if base, ok := baseline[r.Sessions]; ok && base > 0 {
 			ratio = strconv.FormatFloat(r.TTFT.P50/base, 'f', 2, 64) + "x"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t%.1f%%\t%.1f%%\t%s\t\n",
+		// Without a finished session there is no session figure to show.
+		slow, task := "-\t-\t-", "-\t-\t-"
+		if r.FinishedSessions > 0 {
+			slow = fmt.Sprintf("%.1f\t%.1f\t%.1f", r.SlowestTurnTTFT.P50, r.SlowestTurnTTFT.P90, r.SlowestTurnTTFT.P99)
+			task = fmt.Sprintf("%.1f\t%.1f\t%.1f", r.Session.P50/1000, r.Session.P90/1000, r.Session.P99/1000)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.1f\t%.1f\t%.1f\t%s\t%s\t%.2f\t%.1f\t%.1f\t%.1f%%\t%.1f%%\t%s\t\n",
 			r.Sessions, r.Policy, r.Requests, errorsCell(r),
-			r.TTFT.P50, r.TTFT.P90, r.TTFT.P99,
-			r.SlowestTurnTTFT.P50, r.SlowestTurnTTFT.P90, r.SlowestTurnTTFT.P99,
-			r.Session.P50/1000, r.Session.P90/1000, r.Session.P99/1000,
+			r.TTFT.P50, r.TTFT.P90, r.TTFT.P99, slow, task,
 			r.ITL.P50, r.E2E.P50, r.OutputTokS,
 			100*r.PredictedHitRate, 100*r.EngineHitRate, ratio)
 	}
