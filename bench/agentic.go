@@ -22,6 +22,17 @@ type AgenticConfig struct {
 	TaskTokens IntRange
 	// Steps is the number of turns (model calls) of a session. Default 8.
 	Steps int
+	// MaxSteps, when above Steps, makes the number of turns vary: each
+	// session draws it uniformly from Steps to MaxSteps. Default 0: every
+	// session has Steps turns.
+	MaxSteps int
+	// MaxContextTokens, if set, is the context a session must fit (the
+	// engines' max_model_len): a session ends before a turn whose prompt
+	// plus answer would not fit, as an agent stops when its context is
+	// full, so that the workload never asks for more than an engine takes.
+	// At least the first turn must fit. Not with subagents. Default 0: no
+	// limit.
+	MaxContextTokens int
 	// AnswerTokens is the length of each answer, a tool call (the output
 	// sequence length). Default 100-200, about 150.
 	AnswerTokens IntRange
@@ -123,6 +134,12 @@ func (c AgenticConfig) Validate() error {
 		}
 	}
 	check(c.Steps >= 1 && c.Steps <= 10000, "steps %d out of [1, 10000]", c.Steps)
+	check(c.MaxSteps == 0 || (c.MaxSteps >= c.Steps && c.MaxSteps <= 10000), "max steps %d out of [steps %d, 10000]", c.MaxSteps, c.Steps)
+	check(c.MaxContextTokens >= 0, "max context tokens %d is negative", c.MaxContextTokens)
+	if first := c.PrefixTokens + c.TaskTokens.Max + c.AnswerTokens.Max; c.MaxContextTokens > 0 && first > c.MaxContextTokens {
+		errs = append(errs, fmt.Errorf("a first turn of up to %d tokens does not fit max context tokens %d", first, c.MaxContextTokens))
+	}
+	check(c.MaxContextTokens == 0 || c.Subagents == 0, "max context tokens does not go with subagents")
 	check(c.Sessions >= 1 && c.Sessions <= 1_000_000, "sessions %d out of [1, 1000000]", c.Sessions)
 	check(c.Duration >= 0, "duration %v is negative", c.Duration)
 	check(c.TotalSessions >= 0, "total sessions %d is negative", c.TotalSessions)
@@ -148,6 +165,8 @@ func (c AgenticConfig) MarshalJSON() ([]byte, error) {
 		PrefixTokens  int          `json:"prefix_tokens"`
 		TaskTokens    IntRange     `json:"task_tokens"`
 		Steps         int          `json:"steps"`
+		MaxSteps      int          `json:"max_steps,omitempty"`
+		MaxContext    int          `json:"max_context_tokens,omitempty"`
 		AnswerTokens  IntRange     `json:"answer_tokens"`
 		ResultTokens  IntRange     `json:"result_tokens"`
 		ToolPause     DurationDist `json:"tool_pause"`
@@ -156,7 +175,7 @@ func (c AgenticConfig) MarshalJSON() ([]byte, error) {
 		TotalSessions int          `json:"total_sessions"`
 		Subagents     int          `json:"subagents"`
 		SubagentSteps int          `json:"subagent_steps"`
-	}{"agentic", c.Seed, c.PrefixTokens, c.TaskTokens, c.Steps, c.AnswerTokens, c.ResultTokens,
+	}{"agentic", c.Seed, c.PrefixTokens, c.TaskTokens, c.Steps, c.MaxSteps, c.MaxContextTokens, c.AnswerTokens, c.ResultTokens,
 		c.ToolPause, c.Sessions, c.Duration.String(), c.TotalSessions, c.Subagents, c.SubagentSteps})
 }
 
@@ -217,7 +236,11 @@ type Session struct {
 func (a *Agentic) Session(i int) *Session {
 	r := NewRand(deriveSeed(a.cfg.Seed, labelSession, uint64(i)))
 	base := []Segment{{Role: RoleSystem, Start: 0, End: len(a.prefix)}}
-	s, toks := a.build(fmt.Sprintf("s%05d", i), a.prefix, base, a.cfg.Steps, r)
+	steps := a.cfg.Steps
+	if a.cfg.MaxSteps > steps {
+		steps = IntRange{Min: steps, Max: a.cfg.MaxSteps}.Sample(r)
+	}
+	s, toks := a.build(fmt.Sprintf("s%05d", i), a.prefix, base, steps, r)
 	if a.cfg.Subagents == 0 {
 		return s
 	}
@@ -254,6 +277,32 @@ func (a *Agentic) build(id string, base []uint32, segs []Segment, steps int, r *
 			total += results[k]
 		}
 	}
+	if c.MaxContextTokens > 0 {
+		// Keep the turns whose prompt plus answer fit; Validate made sure
+		// the first one does.
+		n, kept := len(base)+task, 0
+		for k := range steps {
+			if n+answers[k] > c.MaxContextTokens && k > 0 {
+				break
+			}
+			kept = k + 1
+			n += answers[k]
+			if k < steps-1 {
+				n += results[k]
+			}
+		}
+		if kept < steps {
+			steps = kept
+			answers, results, pauses = answers[:steps], results[:steps-1], pauses[:steps-1]
+			total = len(base) + task
+			for k := range steps {
+				total += answers[k]
+				if k < steps-1 {
+					total += results[k]
+				}
+			}
+		}
+	}
 
 	// One array holds the whole conversation; every turn's prompt and
 	// answer are views of it, capped so that nobody can append over the
@@ -277,6 +326,7 @@ func (a *Agentic) build(id string, base []uint32, segs []Segment, steps int, r *
 			SharedPrefix: len(a.prefix),
 			OutputTokens: answers[k],
 			Answer:       toks[n:end:end],
+			Last:         k == steps-1,
 		}
 		allSegs = append(allSegs, Segment{Role: RoleAssistant, Start: n, End: end})
 		n = end

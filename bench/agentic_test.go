@@ -489,3 +489,64 @@ func TestAgenticDriverFailures(t *testing.T) {
 		t.Error("stray completions revived the driver")
 	}
 }
+
+func TestAgenticStepsRangeAndContextCap(t *testing.T) {
+	p, ok := LookupPreset("coding-agent-8k")
+	if !ok {
+		t.Fatal("no coding-agent-8k preset")
+	}
+	cfg := p.Agentic
+	cfg.Seed, cfg.TotalSessions = 7, 200
+	a := newAgentic(t, cfg)
+	counts := map[int]int{}
+	cut := 0
+	for i := range 200 {
+		s := a.Session(i)
+		counts[len(s.Turns)]++
+		for _, turn := range s.Turns {
+			if n := len(turn.Prompt) + turn.OutputTokens; n > p.MaxModelLen {
+				t.Fatalf("%s: %d tokens, over max_model_len %d", turn.ID(), n, p.MaxModelLen)
+			}
+			if len(turn.Prompt[:turn.SharedPrefix]) != 6000 {
+				t.Fatalf("%s: shared prefix %d", turn.ID(), turn.SharedPrefix)
+			}
+		}
+		if !s.Turns[len(s.Turns)-1].Last || (len(s.Turns) > 1 && s.Turns[0].Last) {
+			t.Errorf("%s: Last marks the wrong turn", s.ID)
+		}
+		// A session cut short would not have fit its next turn.
+		if len(s.Turns) < 4 {
+			cut++
+		}
+	}
+	for n := range counts {
+		if n < 1 || n > 6 {
+			t.Errorf("a session has %d turns", n)
+		}
+	}
+	if counts[4]+counts[5]+counts[6] == 0 || cut == 200 {
+		t.Errorf("turn counts %v: the cap cut every session", counts)
+	}
+	// Without the cap, the draws of steps are the same: MaxSteps alone
+	// gives 4 to 6 turns, every count drawn.
+	cfg.MaxContextTokens = 0
+	a = newAgentic(t, cfg)
+	uncapped := map[int]int{}
+	for i := range 200 {
+		uncapped[len(a.Session(i).Turns)]++
+	}
+	if len(uncapped) != 3 || uncapped[4] == 0 || uncapped[5] == 0 || uncapped[6] == 0 {
+		t.Errorf("uncapped turn counts %v, want 4, 5 and 6", uncapped)
+	}
+	t.Logf("capped at 8192: turn counts %v; uncapped %v", counts, uncapped)
+
+	for _, bad := range []AgenticConfig{
+		{MaxSteps: 3, Steps: 4},
+		{PrefixTokens: 8000, MaxContextTokens: 8192},
+		{MaxContextTokens: 100000, Subagents: 1},
+	} {
+		if _, err := NewAgentic(bad); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("%+v: %v, want ErrBadConfig", bad, err)
+		}
+	}
+}

@@ -60,7 +60,6 @@ type des struct {
 	progress      func(ProgressState)
 	label         string
 	kind          string
-	steps         int // agentic turns per session, to count finished sessions
 	duration      time.Duration
 	totalSessions int
 	sessionsDone  int
@@ -172,7 +171,7 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 	switch w := w.(type) {
 	case *Agentic:
 		c := w.Config()
-		d.steps, d.duration, d.totalSessions = c.Steps, c.Duration, c.TotalSessions
+		d.duration, d.totalSessions = c.Duration, c.TotalSessions
 	case *Trace:
 		d.totalSessions = w.Len()
 	}
@@ -385,7 +384,7 @@ func (d *des) start(f *flight, dec router.Decision) {
 	}
 	if err := e.core.Add(d.now, &sim.Request{ID: dec.RequestID, Prompt: req.Prompt, Output: out}); err != nil {
 		d.router.Free(dec.RequestID) // may dispatch: the caller collects
-		d.finish(f, fmt.Errorf("bench: engine %s: %w", e.gpu, err))
+		d.finish(f, fmt.Errorf("bench: %w %s: %w", errEngine, e.gpu, err))
 		return
 	}
 	e.requests++
@@ -405,7 +404,7 @@ func (d *des) finish(f *flight, err error) {
 	req := f.req
 	delete(d.inflight, req.ID())
 	r := Result{
-		Session: req.Session, Turn: req.Turn,
+		Session: req.Session, Turn: req.Turn, Last: req.Last,
 		Sent: req.Due, FirstToken: f.first, Done: d.now,
 		PromptTokens: f.prompt, OutputTokens: f.outputs, CachedTokens: f.cached,
 		PredictedCachedTokens: (f.decision.CachedBlocks + f.decision.LowerTierBlocks) * tokenizer.DefaultBlockSize,
@@ -425,7 +424,7 @@ func (d *des) finish(f *flight, err error) {
 // endsSession reports whether req was the last request of a top-level
 // session (agentic) or of its own (trace).
 func (d *des) endsSession(req *Request, failed bool) bool {
-	return endsSession(d.kind, d.steps, req, failed)
+	return endsSession(req, failed)
 }
 
 func (d *des) progressState() ProgressState {
@@ -452,12 +451,6 @@ func (d *des) result(policy string, sessions int) *SimRun {
 	}
 	for _, r := range d.results {
 		run.Elapsed = max(run.Elapsed, r.Done)
-		if r.Err != nil {
-			if run.ErrorCauses == nil {
-				run.ErrorCauses = make(map[string]int)
-			}
-			run.ErrorCauses[errorCause(r.Err)]++
-		}
 	}
 	for _, e := range d.engines {
 		st := e.core.Stats()
@@ -470,15 +463,4 @@ func (d *des) result(policy string, sessions int) *SimRun {
 	}
 	run.Summary = Summarize(policy, sessions, d.results)
 	return run
-}
-
-// errorCause names why a simulated request failed, for SimRun.ErrorCauses.
-func errorCause(err error) string {
-	switch {
-	case errors.Is(err, sim.ErrPromptTooLong):
-		return "prompt too long"
-	case errors.Is(err, router.ErrQueueFull):
-		return "router queue full"
-	}
-	return "other"
 }

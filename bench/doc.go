@@ -13,6 +13,10 @@
 //     each turn's prompt the previous prompt plus the model's answer plus a
 //     tool result, the next turn due one tool pause after the answer, with
 //     optional subagents that start from the parent's context.
+//   - Presets name commonly published setups of it (coding-agent-8k:
+//     engines at max_model_len 8192, a 6,000-token prefix, 4-6 steps);
+//     with MaxContextTokens a session ends before a turn that would not
+//     fit the engines' context, as an agent stops when its context is full.
 //   - Trace is open-loop: a Mooncake-format trace (ReadTrace), each 512-token
 //     hash id expanded into 32 synthetic 16-token blocks, replayed at a
 //     chosen speed.
@@ -40,8 +44,18 @@
 //
 // Runners turn what they measured into Results; Summarize (or a Recorder)
 // makes the RunSummary of a run, WriteTable and WriteJSON report runs side
-// by side, WriteSVG charts TTFT across concurrency levels and Progress shows
-// a run on a terminal.
+// by side, WriteSVG charts TTFT, the slowest turn's TTFT and session task
+// time across concurrency levels and Progress shows a run on a terminal.
+//
+// Besides each request's latencies a summary measures what an agent feels:
+// per finished session its task time (first request sent to the last token
+// of its last turn, tool pauses and subagents included) and its slowest
+// turn's TTFT. Failed requests are counted by cause (ErrorCauses); a prompt
+// that does not fit the engines' context is a context_length error, apart
+// from the others, since no routing can help it. Spreads summarises runs of
+// the same plan under several seeds: the median of each figure and the
+// min-max of its ratio to round_robin, so that a claim is never one seed's
+// luck.
 //
 // The parts in workload, agentic, trace, stats, report, plot and progress
 // do no I/O beyond reading a trace file and writing to the io.Writer they
@@ -64,7 +78,10 @@
 // requests whose tickets are done, in the router's dispatch order
 // (Ticket.Order), so the queue order a policy uses is the one measured and
 // a run stays a function of its seed. TTFT counts from when the request
-// fell due, queueing included. Engines never learn the policy.
+// fell due, queueing included. Engines never learn the policy. An engine
+// refuses a request over its max_model_len by runtime/sim's
+// CheckContextLength, the same rule, with vLLM's words, that the simulated
+// HTTP engine answers with a 400.
 //
 // Live (live.go) sends the workload to an OpenAI-compatible server as
 // streaming chat completions in real time, one goroutine per request in

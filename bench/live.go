@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -144,9 +145,8 @@ func (l *Live) Run(ctx context.Context, w Workload, policy string, progress func
 	if policy != "" {
 		ps.Label = policy
 	}
-	steps := 0
 	if a, ok := w.(*Agentic); ok {
-		ps.Duration, ps.SessionsTotal, steps = a.Config().Duration, a.Config().TotalSessions, a.Config().Steps
+		ps.Duration, ps.SessionsTotal = a.Config().Duration, a.Config().TotalSessions
 	} else if t, ok := w.(*Trace); ok {
 		ps.SessionsTotal = t.Len()
 	}
@@ -177,7 +177,7 @@ loop:
 			if progress != nil {
 				ps.Requests, ps.Errors = rec.Counts()
 				ps.Elapsed, ps.TTFTP50 = since(), rec.TTFTP50()
-				if endsSession(w.Kind(), steps, d.req, d.res.Err != nil) {
+				if endsSession(d.req, d.res.Err != nil) {
 					ps.SessionsDone++
 				}
 				progress(ps)
@@ -242,7 +242,7 @@ type liveMessage struct {
 // send makes one streaming chat completion and measures it. Times are
 // since start.
 func (l *Live) send(ctx context.Context, req *Request, policy string, start time.Time) (res Result) {
-	res = Result{Session: req.Session, Turn: req.Turn}
+	res = Result{Session: req.Session, Turn: req.Turn, Last: req.Last}
 	body := chatRequest{Model: l.cfg.Model, MaxTokens: req.OutputTokens, Stream: true, IgnoreEOS: true}
 	body.StreamOptions.IncludeUsage = true
 	body.Messages = liveMessages(req)
@@ -274,7 +274,7 @@ func (l *Live) send(ctx context.Context, req *Request, policy string, start time
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		res.Err = fmt.Errorf("bench: live: status %s: %s", resp.Status, bytes.TrimSpace(msg))
+		res.Err = fmt.Errorf("bench: live: %w", statusError(resp.StatusCode, resp.Status, bytes.TrimSpace(msg)))
 		return res
 	}
 	predictedBlocks, _ := strconv.Atoi(resp.Header.Get("x-hearth-cached-blocks"))
@@ -366,4 +366,23 @@ func readStream(r io.Reader, first func()) (chunks int, usage *chatUsage, err er
 		return chunks, usage, err
 	}
 	return chunks, usage, io.ErrUnexpectedEOF
+}
+
+// statusError turns a refused request's status and body into an error
+// whose cause ErrorCauses can tell: a 400 about the context length (vLLM's
+// or OpenAI's words), a 429 (a Hearth gateway's full queue), a 5xx (the
+// engine).
+func statusError(code int, status string, body []byte) error {
+	err := fmt.Errorf("status %s: %s", status, body)
+	text := strings.ToLower(string(body))
+	switch {
+	case code == http.StatusBadRequest && (strings.Contains(text, "maximum context length") ||
+		strings.Contains(text, "context_length_exceeded")):
+		return fmt.Errorf("%w: %w", errContextLength, err)
+	case code == http.StatusTooManyRequests:
+		return fmt.Errorf("%w: %w", router.ErrQueueFull, err)
+	case code >= 500:
+		return fmt.Errorf("%w: %w", errEngine, err)
+	}
+	return err
 }

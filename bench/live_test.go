@@ -98,6 +98,11 @@ func TestLiveAgainstSimulatedServer(t *testing.T) {
 	if laterTurnsCached == 0 {
 		t.Error("no later turn reported cached tokens: usage.prompt_tokens_details was not read")
 	}
+	// Each session's task time spans its three turns and two 10 ms pauses.
+	if sum := Summarize("target", 2, results); sum.FinishedSessions != 3 || !(sum.Session.P50 >= 20) ||
+		!(sum.SlowestTurnTTFT.P50 > 0) || sum.Session.P50 < sum.E2E.P50 {
+		t.Errorf("sessions: %d finished, task %+v, slowest TTFT %+v", sum.FinishedSessions, sum.Session, sum.SlowestTurnTTFT)
+	}
 	sum := Summarize("target", 2, results)
 	if sum.EngineHitRate <= 0 || sum.TTFT.P50 <= 0 || sum.OutputTokS <= 0 {
 		t.Errorf("summary %+v: want a hit rate, a TTFT and a throughput", sum)

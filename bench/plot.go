@@ -11,110 +11,145 @@ import (
 	"strings"
 )
 
-// Geometry of the TTFT chart, in SVG user units (pixels).
+// Geometry of the chart, in SVG user units (pixels). The chart stacks one
+// panel per metric (plotPanels), each with its own y axis.
 const (
-	plotWidth   = 760
-	plotHeight  = 440
-	plotLeft    = 80  // room for the y tick labels and axis title
-	plotRight   = 180 // room for the legend
-	plotTop     = 50  // room for the title
-	plotBottom  = 60  // room for the x tick labels and axis title
-	plotYTicks  = 5   // about how many y ticks
-	plotFont    = "font-family=\"sans-serif\" font-size=\"12\""
-	plotMarkerR = 3.5
+	plotWidth       = 760
+	plotPanelHeight = 300 // one panel, with room for its x labels
+	plotLeft        = 80  // room for the y tick labels and axis title
+	plotRight       = 180 // room for the legend
+	plotTop         = 50  // room for the title
+	plotPanelGap    = 60  // below each panel: x tick labels and axis title
+	plotYTicks      = 5   // about how many y ticks
+	plotFont        = "font-family=\"sans-serif\" font-size=\"12\""
+	plotMarkerR     = 3.5
 )
 
 // plotColors are distinguishable line colours (Okabe and Ito's palette),
 // given to policies in order of first appearance.
 var plotColors = []string{"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"}
 
-// WriteSVG writes a line chart of TTFT p50 (solid) and p90 (dashed) per
-// policy across concurrency levels as a standalone SVG document. The levels
-// are spaced evenly along the x axis, in ascending order; the y axis starts
-// at zero, in milliseconds. A policy not run at some level has a gap there.
-// All text is XML-escaped.
+// plotPanel is one metric of the chart: a latency of each run, in the
+// panel's unit.
+type plotPanel struct {
+	title string // the y axis title
+	of    func(RunSummary) Latency
+	scale float64 // milliseconds per unit of the axis
+}
+
+// plotPanels are what a user waits for: each request's first token, the
+// slowest one of a session, and the whole task.
+var plotPanels = []plotPanel{
+	{"TTFT (ms)", func(r RunSummary) Latency { return r.TTFT }, 1},
+	{"slowest turn TTFT (ms)", func(r RunSummary) Latency { return r.SlowestTurnTTFT }, 1},
+	{"session task time (s)", func(r RunSummary) Latency { return r.Session }, 1000},
+}
+
+// WriteSVG writes a chart of p50 (solid) and p90 (dashed) per policy across
+// concurrency levels as a standalone SVG document, in three panels: TTFT,
+// the slowest turn's TTFT of a session and the session's task time (see
+// RunSummary). The levels are spaced evenly along the x axes, in ascending
+// order; each y axis starts at zero. A policy not run at some level has a
+// gap there. All text is XML-escaped.
 func WriteSVG(w io.Writer, title string, runs []RunSummary) error {
 	var levels []int
 	var policies []string
-	byKey := make(map[string]map[int]Latency)
-	maxY := 0.0
+	byKey := make(map[string]map[int]RunSummary)
 	for _, r := range runs {
 		if !slices.Contains(levels, r.Sessions) {
 			levels = append(levels, r.Sessions)
 		}
 		if byKey[r.Policy] == nil {
 			policies = append(policies, r.Policy)
-			byKey[r.Policy] = make(map[int]Latency)
+			byKey[r.Policy] = make(map[int]RunSummary)
 		}
 		if _, dup := byKey[r.Policy][r.Sessions]; !dup {
-			byKey[r.Policy][r.Sessions] = r.TTFT
-			maxY = max(maxY, finite(r.TTFT.P50), finite(r.TTFT.P90))
+			byKey[r.Policy][r.Sessions] = r
 		}
 	}
 	slices.Sort(levels)
-	step, top := niceScale(maxY, plotYTicks)
-
-	innerW := float64(plotWidth - plotLeft - plotRight)
-	innerH := float64(plotHeight - plotTop - plotBottom)
-	// Each level gets an equal slot, its point in the middle, so that no
-	// marker sits on the y axis.
-	xOf := func(i int) float64 { return plotLeft + innerW*(float64(i)+0.5)/float64(len(levels)) }
-	yOf := func(v float64) float64 { return plotTop + innerH*(1-finite(v)/top) }
+	height := plotTop + len(plotPanels)*(plotPanelHeight+plotPanelGap) - plotPanelGap + 60
 
 	b := bufio.NewWriter(w)
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n")
 	p("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" %s>\n",
-		plotWidth, plotHeight, plotWidth, plotHeight, plotFont)
+		plotWidth, height, plotWidth, height, plotFont)
 	p("<title>%s</title>\n", esc(title))
 	p("<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n")
 	p("<text x=\"%d\" y=\"28\" font-size=\"16\" font-weight=\"bold\">%s</text>\n", plotLeft, esc(title))
 
-	// Grid and y axis.
-	for v := 0.0; v <= top+step/2; v += step {
-		y := yOf(v)
-		p("<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"#dddddd\"/>\n", plotLeft, num(y), plotWidth-plotRight, num(y))
-		p("<text x=\"%d\" y=\"%s\" text-anchor=\"end\" dominant-baseline=\"middle\">%s</text>\n", plotLeft-8, num(y), num(v))
-	}
-	p("<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", plotLeft, plotTop, plotLeft, plotHeight-plotBottom)
-	p("<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", plotLeft, plotHeight-plotBottom, plotWidth-plotRight, plotHeight-plotBottom)
-	p("<text transform=\"translate(20 %s) rotate(-90)\" text-anchor=\"middle\">TTFT (ms)</text>\n", num(plotTop+innerH/2))
-
-	// X axis.
-	for i, lv := range levels {
-		x := xOf(i)
-		p("<line x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%d\" stroke=\"black\"/>\n", num(x), plotHeight-plotBottom, num(x), plotHeight-plotBottom+5)
-		p("<text x=\"%s\" y=\"%d\" text-anchor=\"middle\">%d</text>\n", num(x), plotHeight-plotBottom+20, lv)
-	}
-	p("<text x=\"%s\" y=\"%d\" text-anchor=\"middle\">concurrent sessions</text>\n", num(plotLeft+innerW/2), plotHeight-14)
-
-	// One solid p50 and one dashed p90 line per policy.
-	for pi, pol := range policies {
-		color := plotColors[pi%len(plotColors)]
-		for _, series := range []struct {
-			dash string
-			val  func(Latency) float64
-		}{{"", func(l Latency) float64 { return l.P50 }}, {" stroke-dasharray=\"6 4\"", func(l Latency) float64 { return l.P90 }}} {
-			var path strings.Builder
-			move := true
-			for i, lv := range levels {
-				lat, ok := byKey[pol][lv]
-				if !ok {
-					move = true
-					continue
-				}
-				cmd := "L"
-				if move {
-					cmd = "M"
-				}
-				fmt.Fprintf(&path, "%s%s %s ", cmd, num(xOf(i)), num(yOf(series.val(lat))))
-				move = false
+	innerW := float64(plotWidth - plotLeft - plotRight)
+	innerH := float64(plotPanelHeight - 60)
+	// Each level gets an equal slot, its point in the middle, so that no
+	// marker sits on the y axis.
+	xOf := func(i int) float64 { return plotLeft + innerW*(float64(i)+0.5)/float64(len(levels)) }
+	for pi, panel := range plotPanels {
+		top := float64(plotTop + pi*(plotPanelHeight+plotPanelGap))
+		bottom := top + innerH
+		val := func(r RunSummary, p90 bool) float64 {
+			l := panel.of(r)
+			if p90 {
+				return finite(l.P90) / panel.scale
 			}
-			p("<path d=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s/>\n", strings.TrimSpace(path.String()), color, series.dash)
-			for i, lv := range levels {
-				if lat, ok := byKey[pol][lv]; ok {
-					p("<circle cx=\"%s\" cy=\"%s\" r=\"%s\" fill=\"%s\"><title>%s, %d sessions: %s ms</title></circle>\n",
-						num(xOf(i)), num(yOf(series.val(lat))), num(plotMarkerR), color, esc(pol), lv, num(series.val(lat)))
+			return finite(l.P50) / panel.scale
+		}
+		maxY := 0.0
+		for _, pol := range policies {
+			for _, r := range byKey[pol] {
+				maxY = max(maxY, val(r, false), val(r, true))
+			}
+		}
+		step, axisTop := niceScale(maxY, plotYTicks)
+		yOf := func(v float64) float64 { return top + innerH*(1-finite(v)/axisTop) }
+
+		// Grid and y axis.
+		for v := 0.0; v <= axisTop+step/2; v += step {
+			y := yOf(v)
+			p("<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"#dddddd\"/>\n", plotLeft, num(y), plotWidth-plotRight, num(y))
+			p("<text x=\"%d\" y=\"%s\" text-anchor=\"end\" dominant-baseline=\"middle\">%s</text>\n", plotLeft-8, num(y), num(v))
+		}
+		p("<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"black\"/>\n", plotLeft, num(top), plotLeft, num(bottom))
+		p("<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"black\"/>\n", plotLeft, num(bottom), plotWidth-plotRight, num(bottom))
+		p("<text transform=\"translate(20 %s) rotate(-90)\" text-anchor=\"middle\">%s</text>\n", num(top+innerH/2), esc(panel.title))
+
+		// X axis.
+		for i, lv := range levels {
+			x := xOf(i)
+			p("<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\" stroke=\"black\"/>\n", num(x), num(bottom), num(x), num(bottom+5))
+			p("<text x=\"%s\" y=\"%s\" text-anchor=\"middle\">%d</text>\n", num(x), num(bottom+20), lv)
+		}
+		p("<text x=\"%s\" y=\"%s\" text-anchor=\"middle\">concurrent sessions</text>\n", num(plotLeft+innerW/2), num(bottom+40))
+
+		// One solid p50 and one dashed p90 line per policy.
+		for ci, pol := range policies {
+			color := plotColors[ci%len(plotColors)]
+			for _, series := range []struct {
+				dash string
+				p90  bool
+			}{{"", false}, {" stroke-dasharray=\"6 4\"", true}} {
+				var path strings.Builder
+				move := true
+				for i, lv := range levels {
+					r, ok := byKey[pol][lv]
+					if !ok {
+						move = true
+						continue
+					}
+					cmd := "L"
+					if move {
+						cmd = "M"
+					}
+					fmt.Fprintf(&path, "%s%s %s ", cmd, num(xOf(i)), num(yOf(val(r, series.p90))))
+					move = false
+				}
+				p("<path d=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s/>\n", strings.TrimSpace(path.String()), color, series.dash)
+				for i, lv := range levels {
+					if r, ok := byKey[pol][lv]; ok {
+						p("<circle cx=\"%s\" cy=\"%s\" r=\"%s\" fill=\"%s\"><title>%s, %d sessions: %s %s</title></circle>\n",
+							num(xOf(i)), num(yOf(val(r, series.p90))), num(plotMarkerR), color, esc(pol), lv,
+							esc(panel.title), num(val(r, series.p90)))
+					}
 				}
 			}
 		}

@@ -48,11 +48,14 @@ func TestWriteSVGContent(t *testing.T) {
 		t.Fatal(err)
 	}
 	el, text := wellFormed(t, b.Bytes())
-	// Three policies, a p50 and a p90 line each; 8 runs, two markers each.
-	if el["path"] != 6 || el["circle"] != 16 {
-		t.Errorf("%d paths and %d markers, want 6 and 16", el["path"], el["circle"])
+	// Three panels; three policies, a p50 and a p90 line each; 8 runs, two
+	// markers each.
+	if el["path"] != 3*6 || el["circle"] != 3*16 {
+		t.Errorf("%d paths and %d markers, want 18 and 48", el["path"], el["circle"])
 	}
-	for _, want := range []string{"round_robin", "kv", "hearth", "p50", "p90", "TTFT (ms)", "concurrent sessions", "16", "32"} {
+	for _, want := range []string{"round_robin", "kv", "hearth", "p50", "p90", "TTFT (ms)", "slowest turn TTFT (ms)",
+		"session task time (s)", "concurrent sessions", "16", "32",
+		"hearth, 16 sessions: session task time (s) 64.32"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the chart has no text %q", want)
 		}

@@ -40,6 +40,10 @@ func sampleRuns() []RunSummary {
 	run := func(policy string, sessions int, ttft50, ttft90 float64, hit float64) RunSummary {
 		return RunSummary{
 			Policy: policy, Sessions: sessions, Requests: 40 * sessions, Errors: sessions / 16,
+			ErrorsByCause:    ErrorCauses{ContextLength: sessions / 16},
+			FinishedSessions: 5 * sessions,
+			Session:          Latency{P50: 60000 + 8*ttft50, P90: 90000 + 8*ttft90, P99: 120000 + 8*ttft90, Mean: 65000 + 8*ttft50},
+			SlowestTurnTTFT:  Latency{P50: 2 * ttft50, P90: 2 * ttft90, P99: 3 * ttft90, Mean: 2.2 * ttft50},
 			TTFT:             Latency{P50: ttft50, P90: ttft90, P99: 1.5 * ttft90, Mean: 1.1 * ttft50},
 			ITL:              Latency{P50: 21.5, P90: 30.25, P99: 41, Mean: 23},
 			E2E:              Latency{P50: 3400 + ttft50, P90: 5200, P99: 8000, Mean: 3700},
@@ -96,7 +100,7 @@ func TestWriteTableRatios(t *testing.T) {
 	// Rows are ordered by level; policies keep their order within one.
 	var order []string
 	for _, l := range lines[1:] {
-		if f := strings.Fields(l); len(f) > 2 && f[0] != "latencies" {
+		if f := strings.Fields(l); len(f) > 2 && f[0] != "latencies" && f[0] != "errors" {
 			order = append(order, f[0]+" "+f[1])
 		}
 	}
@@ -140,14 +144,21 @@ func TestWriteJSONFields(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	wantRun := []string{"cached_tokens", "e2e_ms", "engine_hit_rate", "errors", "itl_ms", "output_tok_s", "policy",
-		"predicted_hit_rate", "prefill_tokens", "requests", "sessions", "ttft_ms"}
+	wantRun := []string{"cached_tokens", "e2e_ms", "engine_hit_rate", "errors", "errors_by_cause", "finished_sessions",
+		"itl_ms", "output_tok_s", "policy", "predicted_hit_rate", "prefill_tokens", "requests", "seed", "session_ms",
+		"sessions", "slowest_turn_ttft_ms", "ttft_ms"}
 	if got := slices.Sorted(maps.Keys(doc.Runs[0])); !slices.Equal(got, wantRun) {
 		t.Errorf("run fields %v, want %v", got, wantRun)
 	}
-	ttft, _ := doc.Runs[0]["ttft_ms"].(map[string]any)
-	if got := slices.Sorted(maps.Keys(ttft)); !slices.Equal(got, []string{"mean", "p50", "p90", "p99"}) {
-		t.Errorf("ttft_ms fields %v", got)
+	for _, name := range []string{"ttft_ms", "session_ms", "slowest_turn_ttft_ms"} {
+		lat, _ := doc.Runs[0][name].(map[string]any)
+		if got := slices.Sorted(maps.Keys(lat)); !slices.Equal(got, []string{"mean", "p50", "p90", "p99"}) {
+			t.Errorf("%s fields %v", name, got)
+		}
+	}
+	causes, _ := doc.Runs[0]["errors_by_cause"].(map[string]any)
+	if got := slices.Sorted(maps.Keys(causes)); !slices.Equal(got, []string{"context_length", "engine", "other", "queue_full", "timeout"}) {
+		t.Errorf("errors_by_cause fields %v", got)
 	}
 	wantWorkload := []string{"answer_tokens", "duration", "kind", "prefix_tokens", "result_tokens", "seed", "sessions",
 		"steps", "subagent_steps", "subagents", "task_tokens", "tool_pause", "total_sessions"}

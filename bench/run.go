@@ -72,12 +72,9 @@ func RunPlan(ctx context.Context, p Plan, r Runner) ([]RunSummary, error) {
 // endsSession reports whether req, having ended, ends a session for a
 // progress display: a trace request always does; an agentic request does
 // when it is its session's last turn or failed, a subagent's never.
-func endsSession(kind string, steps int, req *Request, failed bool) bool {
-	if kind != "agentic" {
-		return true
-	}
+func endsSession(req *Request, failed bool) bool {
 	if strings.Contains(req.Session, ".") {
 		return false
 	}
-	return failed || req.Turn == steps-1
+	return failed || req.Last
 }

@@ -210,9 +210,6 @@ type SimRun struct {
 	Queued, MaxQueue int
 	// EventBatches counts KV event batches delivered to the router.
 	EventBatches int64
-	// ErrorCauses counts failed requests by cause: "prompt too long" (the
-	// engine's max_model_len), "router queue full", "other".
-	ErrorCauses map[string]int
 }
 
 // EngineHitRate returns the engines' GPU prefix-cache hit rate from their

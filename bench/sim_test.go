@@ -400,8 +400,8 @@ func TestSimReportsEngineErrors(t *testing.T) {
 			t.Errorf("long prompt: %v, want ErrPromptTooLong", r.Err)
 		}
 	}
-	if causes := d.result(router.PolicyKV, 0).ErrorCauses; !reflect.DeepEqual(causes, map[string]int{"prompt too long": 1}) {
-		t.Errorf("error causes %v", causes)
+	if causes := sum.ErrorsByCause; causes != (ErrorCauses{ContextLength: 1}) {
+		t.Errorf("error causes %+v, want one context_length", causes)
 	}
 }
 

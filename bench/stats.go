@@ -1,10 +1,18 @@
 package bench
 
 import (
+	"context"
+	"errors"
 	"math"
+	"net"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/runtime/sim"
 )
 
 // Percentile returns the p-th percentile (0 <= p <= 100, clamped) of
@@ -79,6 +87,8 @@ func millis(d time.Duration) float64 {
 type Result struct {
 	Session string
 	Turn    int
+	// Last says the request was its session's last turn (Request.Last).
+	Last bool
 	// Sent is when the request left the client; FirstToken when its first
 	// output token arrived; Done when its last one did (or it failed).
 	Sent, FirstToken, Done time.Duration
@@ -112,19 +122,32 @@ type Result struct {
 //     engine-cached prompt tokens over all prompt tokens.
 //   - PrefillTokens are prompt tokens the engines computed, CachedTokens
 //     those they served from cache; together they are all prompt tokens.
+//   - ErrorsByCause splits Errors by why the requests failed.
+//   - Session and SlowestTurnTTFT are over the sessions that finished: every
+//     request of the session (its subagents' included) succeeded and its
+//     last turn ended. Session is the task time, from the session's first
+//     request sent to the last token of its last turn, tool pauses
+//     included; SlowestTurnTTFT is the longest TTFT among its requests.
+//     Sessions counts them. A trace request is a session of its own.
+//   - Seed is the seed of the run's workload, engines and router.
 type RunSummary struct {
-	Policy           string  `json:"policy"`
-	Sessions         int     `json:"sessions"`
-	Requests         int     `json:"requests"`
-	Errors           int     `json:"errors"`
-	TTFT             Latency `json:"ttft_ms"`
-	ITL              Latency `json:"itl_ms"`
-	E2E              Latency `json:"e2e_ms"`
-	OutputTokS       float64 `json:"output_tok_s"`
-	PredictedHitRate float64 `json:"predicted_hit_rate"`
-	EngineHitRate    float64 `json:"engine_hit_rate"`
-	PrefillTokens    int64   `json:"prefill_tokens"`
-	CachedTokens     int64   `json:"cached_tokens"`
+	Policy           string      `json:"policy"`
+	Sessions         int         `json:"sessions"`
+	Seed             uint64      `json:"seed"`
+	Requests         int         `json:"requests"`
+	Errors           int         `json:"errors"`
+	ErrorsByCause    ErrorCauses `json:"errors_by_cause"`
+	FinishedSessions int         `json:"finished_sessions"`
+	Session          Latency     `json:"session_ms"`
+	SlowestTurnTTFT  Latency     `json:"slowest_turn_ttft_ms"`
+	TTFT             Latency     `json:"ttft_ms"`
+	ITL              Latency     `json:"itl_ms"`
+	E2E              Latency     `json:"e2e_ms"`
+	OutputTokS       float64     `json:"output_tok_s"`
+	PredictedHitRate float64     `json:"predicted_hit_rate"`
+	EngineHitRate    float64     `json:"engine_hit_rate"`
+	PrefillTokens    int64       `json:"prefill_tokens"`
+	CachedTokens     int64       `json:"cached_tokens"`
 }
 
 // Summarize computes the summary of a run of policy at a concurrency level
@@ -139,6 +162,7 @@ func Summarize(policy string, sessions int, results []Result) RunSummary {
 		first, last = min(first, r.Sent), max(last, r.Done)
 		if r.Err != nil {
 			s.Errors++
+			s.ErrorsByCause.add(r.Err)
 			continue
 		}
 		ttft = append(ttft, millis(r.FirstToken-r.Sent))
@@ -160,7 +184,120 @@ func Summarize(policy string, sessions int, results []Result) RunSummary {
 		s.EngineHitRate = float64(cached) / float64(prompt)
 	}
 	s.PrefillTokens, s.CachedTokens = prompt-cached, cached
+	s.Session, s.SlowestTurnTTFT, s.FinishedSessions = summarizeSessions(results)
 	return s
+}
+
+// sessionSpan is what one session measured so far.
+type sessionSpan struct {
+	start, end  time.Duration
+	slowestTTFT time.Duration
+	failed      bool
+	lastDone    bool
+}
+
+// summarizeSessions measures the finished sessions of results (see
+// RunSummary): task time and slowest turn TTFT of each, and how many.
+func summarizeSessions(results []Result) (task, slowest Latency, finished int) {
+	spans := make(map[string]*sessionSpan)
+	var order []string
+	for i := range results {
+		r := &results[i]
+		id := topSession(r.Session)
+		sp := spans[id]
+		if sp == nil {
+			sp = &sessionSpan{start: r.Sent, end: r.Done}
+			spans[id] = sp
+			order = append(order, id)
+		}
+		sp.start, sp.end = min(sp.start, r.Sent), max(sp.end, r.Done)
+		if r.Err != nil {
+			sp.failed = true
+			continue
+		}
+		sp.slowestTTFT = max(sp.slowestTTFT, r.FirstToken-r.Sent)
+		if r.Last && r.Session == id {
+			sp.lastDone = true
+		}
+	}
+	var taskMS, slowMS []float64
+	for _, id := range order {
+		sp := spans[id]
+		if sp.failed || !sp.lastDone {
+			continue
+		}
+		taskMS = append(taskMS, millis(sp.end-sp.start))
+		slowMS = append(slowMS, millis(sp.slowestTTFT))
+	}
+	return SummarizeMillis(taskMS), SummarizeMillis(slowMS), len(taskMS)
+}
+
+// topSession returns the session a request belongs to: a subagent's
+// requests ("s00012.1") count towards their parent ("s00012").
+func topSession(id string) string {
+	if i := strings.IndexByte(id, '.'); i >= 0 {
+		return id[:i]
+	}
+	return id
+}
+
+// ErrorCauses counts failed requests by why they failed:
+//
+//   - ContextLength: the prompt plus max_tokens did not fit the engine's
+//     max_model_len (vLLM's 400), counted apart because no routing can
+//     help it;
+//   - QueueFull: the router's queue was full (a gateway's 429);
+//   - Engine: the engine refused or broke the request otherwise (a 5xx);
+//   - Timeout: the request or its connection timed out;
+//   - Other: anything else.
+type ErrorCauses struct {
+	ContextLength int `json:"context_length"`
+	QueueFull     int `json:"queue_full"`
+	Engine        int `json:"engine"`
+	Timeout       int `json:"timeout"`
+	Other         int `json:"other"`
+}
+
+// errEngine marks a request an engine refused or failed; errContextLength
+// a live server's refusal of a request over its context (a 400 in vLLM's
+// or OpenAI's words).
+var (
+	errEngine        = errors.New("engine error")
+	errContextLength = errors.New("context length exceeded")
+)
+
+// add counts err under its cause.
+func (c *ErrorCauses) add(err error) {
+	var netErr net.Error
+	switch {
+	case errors.Is(err, sim.ErrPromptTooLong), errors.Is(err, errContextLength):
+		c.ContextLength++
+	case errors.Is(err, router.ErrQueueFull):
+		c.QueueFull++
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		c.Timeout++
+	case errors.Is(err, errEngine):
+		c.Engine++
+	default:
+		c.Other++
+	}
+}
+
+// String lists the non-zero causes, "ctx 3, queue 1", or "-" for none.
+func (c ErrorCauses) String() string {
+	var parts []string
+	for _, p := range []struct {
+		name string
+		n    int
+	}{{"ctx", c.ContextLength}, {"queue", c.QueueFull}, {"engine", c.Engine}, {"timeout", c.Timeout}, {"other", c.Other}} {
+		if p.n > 0 {
+			parts = append(parts, p.name+" "+strconv.Itoa(p.n))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Recorder collects the results of a run as they come in. It is safe for

@@ -1,11 +1,16 @@
 package bench
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/runtime/sim"
 )
 
 func TestPercentile(t *testing.T) {
@@ -131,5 +136,60 @@ func TestRecorder(t *testing.T) {
 	}
 	if len(rec.Results()) != 100 {
 		t.Error("Results lost some")
+	}
+}
+
+func TestSummarizeSessions(t *testing.T) {
+	ms := time.Millisecond
+	results := []Result{
+		// s1: two turns and a subagent, a 5 s tool pause between; task time
+		// from 0 to 9 s, slowest TTFT the subagent's 300 ms.
+		{Session: "s1", Turn: 0, Sent: 0, FirstToken: 100 * ms, Done: 1000 * ms, OutputTokens: 10},
+		{Session: "s1.0", Turn: 0, Sent: 1000 * ms, FirstToken: 1300 * ms, Done: 2000 * ms, OutputTokens: 10, Last: true},
+		{Session: "s1", Turn: 1, Sent: 7000 * ms, FirstToken: 7200 * ms, Done: 9000 * ms, OutputTokens: 10, Last: true},
+		// s2: finished, 2 s, TTFT 50 ms.
+		{Session: "s2", Turn: 0, Sent: 1000 * ms, FirstToken: 1050 * ms, Done: 3000 * ms, OutputTokens: 10, Last: true},
+		// s3: failed; s4: cut before its last turn. Neither counts.
+		{Session: "s3", Turn: 0, Sent: 0, Done: 10 * ms, Err: errors.New("boom")},
+		{Session: "s4", Turn: 0, Sent: 0, FirstToken: 10 * ms, Done: 20 * ms, OutputTokens: 10},
+	}
+	s := Summarize("kv", 4, results)
+	if s.FinishedSessions != 2 {
+		t.Fatalf("%d finished sessions, want 2", s.FinishedSessions)
+	}
+	if want := (Latency{P50: 5500, P90: 8300, P99: 8930, Mean: 5500}); s.Session != want {
+		t.Errorf("session %+v, want %+v", s.Session, want)
+	}
+	if want := (Latency{P50: 175, P90: 275, P99: 297.5, Mean: 175}); s.SlowestTurnTTFT != want {
+		t.Errorf("slowest turn TTFT %+v, want %+v", s.SlowestTurnTTFT, want)
+	}
+	if s.ErrorsByCause != (ErrorCauses{Other: 1}) {
+		t.Errorf("causes %+v", s.ErrorsByCause)
+	}
+}
+
+func TestErrorCauses(t *testing.T) {
+	var c ErrorCauses
+	for _, err := range []error{
+		fmt.Errorf("bench: %w rtx4090: %w", errEngine, &sim.ContextLengthError{MaxModelLen: 8192, PromptTokens: 9000}),
+		fmt.Errorf("bench: live: %w", statusError(400, "400 Bad Request", []byte(`{"message":"This model's maximum context length is 8192 tokens. However, your request has 9000 input tokens."}`))),
+		fmt.Errorf("bench: route: %w", router.ErrQueueFull),
+		statusError(429, "429 Too Many Requests", nil),
+		statusError(500, "500 Internal Server Error", nil),
+		fmt.Errorf("bench: %w rtx4090: %w", errEngine, sim.ErrDuplicateID),
+		fmt.Errorf("bench: live: %w", context.DeadlineExceeded),
+		statusError(400, "400 Bad Request", []byte("bad json")),
+	} {
+		c.add(err)
+	}
+	want := ErrorCauses{ContextLength: 2, QueueFull: 2, Engine: 2, Timeout: 1, Other: 1}
+	if c != want {
+		t.Errorf("got %+v, want %+v", c, want)
+	}
+	if got := c.String(); got != "ctx 2, queue 2, engine 2, timeout 1, other 1" {
+		t.Errorf("String() = %q", got)
+	}
+	if got := (ErrorCauses{}).String(); got != "-" {
+		t.Errorf("none: %q", got)
 	}
 }

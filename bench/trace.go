@@ -288,6 +288,7 @@ func (t *Trace) Request(i int) *Request {
 		Prompt:       prompt,
 		Segments:     []Segment{{Role: RoleUser, Start: 0, End: len(prompt)}},
 		OutputTokens: max(rec.OutputLength, 1),
+		Last:         true,
 	}
 }
 

@@ -98,6 +98,9 @@ type Request struct {
 	// a simulated engine's output is arbitrary, and a workload must be the
 	// same under every policy. Nil for a trace.
 	Answer []uint32
+	// Last says the request is its session's last turn: when its answer
+	// has arrived, the session is done. Always true for a trace request.
+	Last bool
 	// Pause is how long the session waits after this request's answer
 	// before its next turn is due: the tool call's running time. Zero when
 	// the next turn waits for something else (subagents) or there is none.

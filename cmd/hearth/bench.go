@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -42,6 +41,9 @@ type benchFlags struct {
 	offloadGiB    float64
 	jsonPath      string
 	plotPath      string
+	workload      string
+	maxModelLen   int
+	runs          int
 }
 
 // runBench compares routing policies on an agentic workload or a trace,
@@ -62,41 +64,75 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	plan, report, runner, err := f.build(ctx)
-	if err != nil {
-		return err
-	}
-	if isTerminal(env.stderr) {
-		plan.Progress = bench.NewProgress(env.stderr, true)
-	}
-	var notes *simNotes
-	if s, ok := runner.(*bench.Sim); ok {
-		fmt.Fprintln(env.stdout, s.Describe())
-		notes = &simNotes{sim: s}
-		runner = notes
-	} else {
-		fmt.Fprintf(env.stdout, "live target %s\n", f.target)
-	}
-	runs, runErr := bench.RunPlan(ctx, plan, runner)
-	report.Runs = runs
-	if len(runs) > 0 {
-		if err := bench.WriteTable(env.stdout, runs); err != nil {
+	var report bench.Report
+	var notes []string
+	var runErr error
+	for i := range f.runs {
+		seed := f.seed + uint64(i)
+		plan, rep, runner, err := f.build(ctx, seed)
+		if err != nil {
 			return err
 		}
-		if notes != nil {
-			for _, n := range notes.lines {
-				fmt.Fprintln(env.stdout, n)
+		if i == 0 {
+			report.Workload = rep.Workload
+		}
+		if isTerminal(env.stderr) {
+			plan.Progress = bench.NewProgress(env.stderr, true)
+		}
+		var sn *simNotes
+		if s, ok := runner.(*bench.Sim); ok {
+			if i == 0 {
+				fmt.Fprintln(env.stdout, s.Describe())
+			}
+			sn = &simNotes{sim: s}
+			runner = sn
+		} else if i == 0 {
+			fmt.Fprintf(env.stdout, "live target %s\n", f.target)
+		}
+		runs, err := bench.RunPlan(ctx, plan, runner)
+		for j := range runs {
+			runs[j].Seed = seed
+		}
+		report.Runs = append(report.Runs, runs...)
+		if sn != nil {
+			for _, line := range sn.lines {
+				if f.runs > 1 {
+					line = fmt.Sprintf("seed %d: %s", seed, line)
+				}
+				notes = append(notes, line)
 			}
 		}
-		if err := f.writeFiles(report); err != nil {
+		if f.runs == 1 && len(runs) > 0 {
+			if err := bench.WriteTable(env.stdout, runs); err != nil {
+				return err
+			}
+		}
+		if err != nil {
+			runErr = err
+			break
+		}
+	}
+	if len(report.Runs) == 0 {
+		return runErr
+	}
+	if f.runs > 1 {
+		report.Spread = bench.Spreads(report.Runs)
+		fmt.Fprintf(env.stdout, "%d runs, seeds %d to %d\n", f.runs, f.seed, f.seed+uint64(f.runs)-1)
+		if err := bench.WriteSpreadTable(env.stdout, report.Spread); err != nil {
 			return err
 		}
+	}
+	for _, line := range notes {
+		fmt.Fprintln(env.stdout, line)
+	}
+	if err := f.writeFiles(report); err != nil {
+		return err
 	}
 	return runErr
 }
 
 // simNotes runs simulations for RunPlan and keeps what the table does not
-// show: why requests failed and how many waited for a worker.
+// show: how many requests waited for a worker.
 type simNotes struct {
 	sim   *bench.Sim
 	lines []string
@@ -107,20 +143,12 @@ func (n *simNotes) RunSummary(ctx context.Context, w bench.Workload, policy stri
 	if err != nil {
 		return bench.RunSummary{}, err
 	}
-	var causes []string
-	for _, c := range slices.Sorted(maps.Keys(run.ErrorCauses)) {
-		causes = append(causes, fmt.Sprintf("%d %s", run.ErrorCauses[c], c))
-	}
-	if len(causes) > 0 || run.Queued > 0 {
+	if run.Queued > 0 {
 		at := fmt.Sprintf("at %d sessions", sessions)
 		if sessions == 0 {
 			at = "on the trace"
 		}
-		line := fmt.Sprintf("%s %s: %d requests waited for a worker (queue peak %d)", policy, at, run.Queued, run.MaxQueue)
-		if len(causes) > 0 {
-			line += "; failed: " + strings.Join(causes, ", ")
-		}
-		n.lines = append(n.lines, line)
+		n.lines = append(n.lines, fmt.Sprintf("%s %s: %d requests waited for a worker (queue peak %d)", policy, at, run.Queued, run.MaxQueue))
 	}
 	return run.Summary, nil
 }
@@ -159,7 +187,10 @@ func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags,
 	fs.DurationVar(&f.eventLatency, "event-latency", bench.DefaultEventLatency, "delay of KV events from engine to router (simulated)")
 	fs.Float64Var(&f.offloadGiB, "kv-offloading-size", bench.DefaultKVOffloadingGiB, "host RAM per simulated engine for offloaded KV blocks in GiB, vLLM's native offloading (0: off)")
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report as JSON to FILE")
-	fs.StringVar(&f.plotPath, "plot", "", "also write a TTFT chart to FILE.svg")
+	fs.StringVar(&f.workload, "workload", "", "agentic preset: "+strings.Join(bench.PresetNames(), ", ")+"; flags set override its fields")
+	fs.IntVar(&f.maxModelLen, "max-model-len", 0, "every simulated engine's max_model_len, as vLLM's (default: the preset's, else the model's capped by the KV cache)")
+	fs.IntVar(&f.runs, "runs", 1, "repeat every run with this many seeds (--seed, --seed+1, ...) and report the spread")
+	fs.StringVar(&f.plotPath, "plot", "", "also write a chart of TTFT, slowest turn TTFT and task time to FILE.svg")
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
@@ -174,7 +205,7 @@ func (f *benchFlags) check(set map[string]bool) error {
 		return fmt.Errorf("%w: --sim and --target exclude each other", errUsage)
 	}
 	traceOnly := []string{"trace", "speed", "limit"}
-	agenticOnly := []string{"sessions", "total-sessions", "steps", "prefix-tokens", "osl", "tool-pause", "subagents"}
+	agenticOnly := []string{"sessions", "total-sessions", "steps", "prefix-tokens", "osl", "tool-pause", "subagents", "workload"}
 	wrong := agenticOnly
 	if f.kind == "agentic" {
 		wrong = traceOnly
@@ -187,19 +218,27 @@ func (f *benchFlags) check(set map[string]bool) error {
 	if f.kind == "trace" && f.trace == "" {
 		return fmt.Errorf("%w: bench trace needs --trace FILE", errUsage)
 	}
-	for _, name := range []string{"event-latency", "kv-offloading-size"} {
+	if f.workload != "" {
+		if _, ok := bench.LookupPreset(f.workload); !ok {
+			return fmt.Errorf("%w: unknown --workload %q (known: %s)", errUsage, f.workload, strings.Join(bench.PresetNames(), ", "))
+		}
+	}
+	if f.runs < 1 || f.runs > 100 {
+		return fmt.Errorf("%w: --runs %d out of [1, 100]", errUsage, f.runs)
+	}
+	for _, name := range []string{"event-latency", "kv-offloading-size", "max-model-len"} {
 		if f.target != "" && set[name] {
 			return fmt.Errorf("%w: --%s applies to a simulation only", errUsage, name)
 		}
 	}
-	if f.offloadGiB < 0 || f.eventLatency < 0 || f.duration < 0 || f.totalSessions < 0 || f.steps < 0 || f.prefixTokens < 0 || f.subagents < 0 || f.limit < 0 {
+	if f.offloadGiB < 0 || f.eventLatency < 0 || f.duration < 0 || f.totalSessions < 0 || f.steps < 0 || f.prefixTokens < 0 || f.subagents < 0 || f.limit < 0 || f.maxModelLen < 0 {
 		return fmt.Errorf("%w: negative value", errUsage)
 	}
 	return nil
 }
 
 // build turns the flags into a plan, the report's skeleton and a runner.
-func (f *benchFlags) build(ctx context.Context) (bench.Plan, bench.Report, bench.Runner, error) {
+func (f *benchFlags) build(ctx context.Context, seed uint64) (bench.Plan, bench.Report, bench.Runner, error) {
 	var plan bench.Plan
 	var report bench.Report
 	live := f.target != ""
@@ -212,7 +251,7 @@ func (f *benchFlags) build(ctx context.Context) (bench.Plan, bench.Report, bench
 
 	switch f.kind {
 	case "agentic":
-		cfg, err := f.agenticConfig()
+		cfg, err := f.agenticConfig(seed)
 		if err != nil {
 			return plan, report, nil, err
 		}
@@ -242,7 +281,7 @@ func (f *benchFlags) build(ctx context.Context) (bench.Plan, bench.Report, bench
 			return plan, report, nil, err
 		}
 		t, err := bench.NewTrace(recs, bench.TraceConfig{
-			Path: f.trace, Speed: f.speed, Seed: f.seed, Limit: f.limit, Duration: f.duration,
+			Path: f.trace, Speed: f.speed, Seed: seed, Limit: f.limit, Duration: f.duration,
 		})
 		if err != nil {
 			return plan, report, nil, fmt.Errorf("%w: %v", errUsage, err)
@@ -282,8 +321,12 @@ func (f *benchFlags) build(ctx context.Context) (bench.Plan, bench.Report, bench
 	if offload == 0 {
 		offload = -1 // zero means off here, not the default
 	}
+	maxModelLen := f.maxModelLen
+	if p, ok := bench.LookupPreset(f.workload); ok && maxModelLen == 0 {
+		maxModelLen = p.MaxModelLen
+	}
 	s, err := bench.NewSim(bench.SimConfig{GPUs: kinds, Model: f.model, EventLatency: latency,
-		KVOffloadingGiB: offload, Seed: int64(f.seed)})
+		KVOffloadingGiB: offload, Seed: int64(seed), Engine: sim.Config{MaxModelLen: maxModelLen}})
 	if err != nil {
 		return plan, report, nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -332,10 +375,27 @@ func (f *benchFlags) levels(live bool) ([]int, error) {
 	return out, nil
 }
 
-func (f *benchFlags) agenticConfig() (bench.AgenticConfig, error) {
-	cfg := bench.AgenticConfig{
-		Seed: f.seed, PrefixTokens: f.prefixTokens, Steps: f.steps, Duration: f.duration,
-		TotalSessions: f.totalSessions, Subagents: f.subagents,
+func (f *benchFlags) agenticConfig(seed uint64) (bench.AgenticConfig, error) {
+	var cfg bench.AgenticConfig
+	if p, ok := bench.LookupPreset(f.workload); ok {
+		cfg = p.Agentic
+	}
+	cfg.Seed = seed
+	// A flag given overrides the preset; zero means the preset's value or
+	// the default.
+	for _, v := range []struct {
+		dst *int
+		val int
+	}{{&cfg.PrefixTokens, f.prefixTokens}, {&cfg.TotalSessions, f.totalSessions}, {&cfg.Subagents, f.subagents}} {
+		if v.val != 0 {
+			*v.dst = v.val
+		}
+	}
+	if f.steps != 0 {
+		cfg.Steps, cfg.MaxSteps = f.steps, 0
+	}
+	if f.duration != 0 {
+		cfg.Duration = f.duration
 	}
 	if f.osl != "" {
 		r, err := bench.ParseIntRange(f.osl)
@@ -362,7 +422,7 @@ func (f *benchFlags) writeFiles(report bench.Report) error {
 		}
 	}
 	if f.plotPath != "" {
-		title := "TTFT by policy, " + f.kind
+		title := "TTFT, slowest turn and task time by policy, " + f.kind
 		if err := writeFile(f.plotPath, func(w io.Writer) error { return bench.WriteSVG(w, title, report.Runs) }); err != nil {
 			return err
 		}

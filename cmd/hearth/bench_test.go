@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -42,6 +43,12 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"bench", "agentic", "--frobnicate"}},
 		{"extra argument", []string{"bench", "agentic", "extra"}},
 		{"subagents need steps", []string{"bench", "agentic", "--subagents", "2", "--steps", "1"}},
+		{"unknown preset", []string{"bench", "agentic", "--workload", "chat-32k"}},
+		{"preset on a trace", []string{"bench", "trace", "--trace", trace, "--workload", "coding-agent-8k"}},
+		{"zero runs", []string{"bench", "agentic", "--runs", "0"}},
+		{"max model len on a live run", []string{"bench", "agentic", "--target", "http://127.0.0.1:1/v1", "--max-model-len", "8192"}},
+		{"max model len over the KV cache", []string{"bench", "agentic", "--sim", "1x4090", "--max-model-len", "40000"}},
+		{"negative max model len", []string{"bench", "agentic", "--max-model-len", "-1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := runHearth(t, "", tc.args...)
@@ -106,6 +113,71 @@ func TestBenchAgenticSimulated(t *testing.T) {
 	svg, err := os.ReadFile(plotPath)
 	if err != nil || !strings.Contains(string(svg), "<svg") {
 		t.Errorf("plot: %v, %.80q", err, svg)
+	}
+}
+
+// TestBenchCodingAgentPreset: the coding-agent-8k preset runs on engines
+// at max_model_len 8192 without a context error; a shorter max_model_len
+// refuses the long turns, counted as context errors; --runs reports the
+// spread over seeds and every seed's runs in the JSON.
+func TestBenchCodingAgentPreset(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath := filepath.Join(dir, "r.json")
+	out, errOut, err := runHearth(t, "", "bench", "agentic", "--workload", "coding-agent-8k", "--sim", "2x4090",
+		"--sessions", "4", "--duration", "1m", "--runs", "2", "--seed", "5", "--json", jsonPath)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, errOut)
+	}
+	for _, want := range []string{"2 runs, seeds 5 to 6", "vs rr", "1.00-1.00x"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report struct {
+		Workload struct {
+			MaxSteps   int `json:"max_steps"`
+			MaxContext int `json:"max_context_tokens"`
+		} `json:"workload"`
+		Runs []struct {
+			Seed          uint64                `json:"seed"`
+			Errors        int                   `json:"errors"`
+			ErrorsByCause map[string]int        `json:"errors_by_cause"`
+			Finished      int                   `json:"finished_sessions"`
+			Session       struct{ P50 float64 } `json:"session_ms"`
+		} `json:"runs"`
+		Spread []struct {
+			Seeds     []uint64 `json:"seeds"`
+			TTFTRatio *struct {
+				P50 struct{ Min, Max float64 } `json:"p50"`
+			} `json:"ttft_vs_round_robin"`
+		} `json:"spread"`
+	}
+	if err := json.Unmarshal(raw, &report); err != nil {
+		t.Fatal(err)
+	}
+	if report.Workload.MaxSteps != 6 || report.Workload.MaxContext != 8192 || len(report.Runs) != 6 || len(report.Spread) != 3 {
+		t.Fatalf("report: %+v", report)
+	}
+	for i, r := range report.Runs {
+		if want := uint64(5 + i/3); r.Seed != want || r.Errors != 0 || r.Finished == 0 || !(r.Session.P50 > 0) {
+			t.Errorf("run %d: %+v, want seed %d, no errors and finished sessions", i, r, want)
+		}
+	}
+	if s := report.Spread[1]; len(s.Seeds) != 2 || s.TTFTRatio == nil || !(s.TTFTRatio.P50.Min <= s.TTFTRatio.P50.Max) {
+		t.Errorf("spread %+v", s)
+	}
+
+	out, errOut, err = runHearth(t, "", "bench", "agentic", "--workload", "coding-agent-8k", "--sim", "1x4090",
+		"--sessions", "2", "--duration", "30s", "--policies", "kv", "--max-model-len", "6500")
+	if err != nil {
+		t.Fatalf("bench at 6500: %v\n%s", err, errOut)
+	}
+	if m := regexp.MustCompile(`(\d+) \(ctx (\d+)\)`).FindStringSubmatch(out); m == nil || m[1] != m[2] {
+		t.Errorf("at max_model_len 6500 later turns are too long; want context errors only in:\n%s", out)
 	}
 }
 

@@ -156,8 +156,8 @@ func (c *Core) CheckRequest(r *Request) error {
 	if len(r.Prompt) == 0 || len(r.Output) == 0 {
 		return fmt.Errorf("request %q: %w", r.ID, ErrEmptyRequest)
 	}
-	if n := len(r.Prompt) + len(r.Output); n > c.cfg.MaxModelLen {
-		return fmt.Errorf("request %q: %d tokens, max_model_len %d: %w", r.ID, n, c.cfg.MaxModelLen, ErrPromptTooLong)
+	if err := CheckContextLength(c.cfg.MaxModelLen, len(r.Prompt), int64(len(r.Output))); err != nil {
+		return fmt.Errorf("request %q: %w", r.ID, err)
 	}
 	return nil
 }

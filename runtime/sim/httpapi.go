@@ -166,21 +166,17 @@ func (s *Server) checkModel(name string) error {
 // the answer's tokens: the composed text, tokenized and cut at the limit.
 func (s *Server) plan(g *generation, maxTokens *int64, answer func() string) error {
 	room := s.opts.MaxModelLen - len(g.prompt)
-	if room <= 0 {
-		return badRequest("This model's maximum context length is %d tokens. However, your request has %d input tokens. "+
-			"Please reduce the length of the input messages.", s.opts.MaxModelLen, len(g.prompt))
+	if err := CheckContextLength(s.opts.MaxModelLen, len(g.prompt), 0); err != nil {
+		return badRequest("%s", err)
 	}
 	limit := room
 	if maxTokens != nil {
-		switch {
-		case *maxTokens < 1:
+		if *maxTokens < 1 {
 			return &apiError{status: http.StatusBadRequest, param: "max_tokens",
 				message: fmt.Sprintf("max_tokens must be at least 1, got %d.", *maxTokens)}
-		case *maxTokens > int64(room):
-			return &apiError{status: http.StatusBadRequest, param: "max_tokens",
-				message: fmt.Sprintf("'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum "+
-					"context length is %d tokens and your request has %d input tokens (%d > %d - %d).",
-					*maxTokens, s.opts.MaxModelLen, len(g.prompt), *maxTokens, s.opts.MaxModelLen, len(g.prompt))}
+		}
+		if err := CheckContextLength(s.opts.MaxModelLen, len(g.prompt), *maxTokens); err != nil {
+			return &apiError{status: http.StatusBadRequest, param: "max_tokens", message: err.Error()}
 		}
 		limit = int(*maxTokens)
 	}
