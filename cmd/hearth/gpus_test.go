@@ -16,27 +16,6 @@ import (
 	"github.com/hearth-llm/hearth/nodes"
 )
 
-// checkGPUsGolden compares out with testdata/gpus/name (-update rewrites it).
-func checkGPUsGolden(t *testing.T, name, out string) {
-	t.Helper()
-	path := filepath.Join("testdata", "gpus", name)
-	if *updatePlanGolden {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test -run %s -update writes it)", err, t.Name())
-	}
-	if out != string(want) {
-		t.Errorf("output differs from %s (go test -run %s -update rewrites it):\n%s", path, t.Name(), out)
-	}
-}
-
 func TestGPUsSim(t *testing.T) {
 	for _, tt := range []struct {
 		golden string
@@ -50,7 +29,7 @@ func TestGPUsSim(t *testing.T) {
 			if err != nil {
 				t.Fatalf("gpus %v: %v\n%s", tt.args, err, errOut)
 			}
-			checkGPUsGolden(t, tt.golden, out)
+			checkGolden(t, filepath.Join("testdata", "gpus", tt.golden), out)
 		})
 	}
 }
@@ -85,7 +64,7 @@ func TestGPUsText(t *testing.T) {
 	if err := writeGPUsText(&out, rigInventory()); err != nil {
 		t.Fatal(err)
 	}
-	checkGPUsGolden(t, "rig.txt", out.String())
+	checkGolden(t, filepath.Join("testdata", "gpus", "rig.txt"), out.String())
 }
 
 // TestGPUsJSONSchema checks the keys of each GPU: what is known is there,

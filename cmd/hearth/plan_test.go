@@ -15,7 +15,7 @@ import (
 	"github.com/hearth-llm/hearth/runtime/sim"
 )
 
-var updatePlanGolden = flag.Bool("update", false, "rewrite the golden files in testdata/plan")
+var updateGolden = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 func TestPlanGolden(t *testing.T) {
 	tests := []struct {
@@ -40,23 +40,29 @@ func TestPlanGolden(t *testing.T) {
 					t.Fatalf("output is not a plan: %v\n%s", err, out)
 				}
 			}
-			path := filepath.Join("testdata", "plan", tt.golden)
-			if *updatePlanGolden {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (go test -run TestPlanGolden -update writes it)", err)
-			}
-			if out != string(want) {
-				t.Errorf("plan %v differs from %s (go test -run TestPlanGolden -update rewrites it):\n%s", tt.args, path, out)
-			}
+			checkGolden(t, filepath.Join("testdata", "plan", tt.golden), out)
 		})
+	}
+}
+
+// checkGolden compares out with the golden file at path (-update rewrites
+// it).
+func checkGolden(t *testing.T, path, out string) {
+	t.Helper()
+	if *updateGolden {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -run %s -update writes it)", err, t.Name())
+	}
+	if out != string(want) {
+		t.Errorf("output differs from %s (go test -run %s -update rewrites it):\n%s", path, t.Name(), out)
 	}
 }
 
