@@ -7,6 +7,8 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -216,5 +218,36 @@ func TestNVMLStopsOnCancel(t *testing.T) {
 	_, err := NewNVMLSource(nvmltest.Library([]*mock.Device{device(nvmltest.RTX4090(), nil)}, nil), "rig", "").Discover(ctx)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Discover on a cancelled context = %v, want context.Canceled", err)
+	}
+}
+
+// TestSamplerOverNVMLLostAndBack: through NVML, a lost GPU answers no
+// UUID; the sampler still reports that GPU lost and then found, and never
+// a second one.
+func TestSamplerOverNVMLLostAndBack(t *testing.T) {
+	var lost atomic.Bool
+	board := nvmltest.RTX3090()
+	lib := nvmltest.Machine(nvmltest.Fixed(nvmltest.RTX4090()), func() nvmltest.Board {
+		b := board
+		b.Lost = lost.Load()
+		return b
+	})
+	var events []string
+	s := NewSampler(SamplerConfig{
+		Source:  NewNVMLSource(lib, "rig", t.TempDir()),
+		OnLost:  func(g GPU) { events = append(events, "lost "+g.UUID+": "+g.Err) },
+		OnFound: func(g GPU) { events = append(events, "found "+g.UUID) },
+	})
+	ctx := context.Background()
+	for _, l := range []bool{false, true, true, false} {
+		lost.Store(l)
+		inv, err := s.Sample(ctx)
+		if err != nil || len(inv.GPUs) != 2 {
+			t.Fatalf("reading: %d GPUs, %v", len(inv.GPUs), err)
+		}
+	}
+	want := "lost GPU-3090-0001: GPU is lost | found GPU-3090-0001"
+	if got := strings.Join(events, " | "); got != want {
+		t.Errorf("events %q, want %q", got, want)
 	}
 }

@@ -86,6 +86,7 @@ func (s *Sampler) Sample(ctx context.Context) (Inventory, error) {
 	if err != nil {
 		inv = Inventory{Host: s.latest.Host}
 	}
+	s.fillIdentity(inv.GPUs)
 	inv.GPUs = s.keepVanished(inv.GPUs, err)
 	lost, found := s.transitions(inv.GPUs)
 	s.latest, s.updated, s.lastErr = inv.Copy(), s.clk.Now(), err
@@ -104,6 +105,29 @@ func (s *Sampler) Sample(ctx context.Context) (Inventory, error) {
 		}
 	}
 	return inv, err
+}
+
+// fillIdentity gives a GPU read without its UUID (a lost GPU answers
+// nothing, its UUID included) the identity the GPU at the same node and
+// index had before, so that it stays the same GPU. s.mu is held.
+func (s *Sampler) fillIdentity(gpus []GPU) {
+	for i, g := range gpus {
+		if g.UUID != "" {
+			continue
+		}
+		for _, old := range s.latest.GPUs {
+			if old.UUID != "" && old.Node == g.Node && old.Index == g.Index {
+				gpus[i].UUID = old.UUID
+				if g.Name == "" {
+					gpus[i].Name, gpus[i].Kind = old.Name, old.Kind
+				}
+				if g.MemoryTotal == 0 {
+					gpus[i].MemoryTotal = old.MemoryTotal
+				}
+				break
+			}
+		}
+	}
 }
 
 // keepVanished adds, marked lost, the GPUs of the previous reading that

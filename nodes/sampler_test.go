@@ -129,6 +129,34 @@ func TestSamplerLostAndFound(t *testing.T) {
 	}
 }
 
+// TestSamplerKeepsTheIdentityOfALostGPU: a lost GPU answers nothing, not
+// even its UUID; it is still the GPU that was at its index, and coming
+// back it is found, not a second GPU.
+func TestSamplerKeepsTheIdentityOfALostGPU(t *testing.T) {
+	a, b := testGPU(0, "GPU-a"), testGPU(1, "GPU-b")
+	silent := NewGPU("box", 1)
+	silent.Lost, silent.Err = true, "GPU is lost"
+	src := &scriptedSource{readings: []reading{{gpus: []GPU{a, b}}, {gpus: []GPU{a, silent}}, {gpus: []GPU{a, b}}}}
+	var ev events
+	s := NewSampler(SamplerConfig{Source: src, OnLost: ev.add("lost"), OnFound: ev.add("found")})
+	ctx := context.Background()
+	for i, want := range []string{"", "lost:GPU-b", "found:GPU-b"} {
+		inv, err := s.Sample(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ev.take(); got != want {
+			t.Errorf("reading %d: events %q, want %q", i, got, want)
+		}
+		if len(inv.GPUs) != 2 {
+			t.Fatalf("reading %d: %d GPUs, want 2: %+v", i, len(inv.GPUs), inv.GPUs)
+		}
+		if g := inv.GPUs[1]; g.UUID != "GPU-b" || g.Name == "" || g.MemoryTotal == 0 {
+			t.Errorf("reading %d: gpu 1 is %+v, want GPU-b with its name and size", i, g)
+		}
+	}
+}
+
 func TestSamplerLostAtFirstSight(t *testing.T) {
 	src := &scriptedSource{readings: []reading{{gpus: []GPU{testGPU(0, "GPU-a"), lostGPU(1, "GPU-b", "GPU requires reset")}}}}
 	var ev events
