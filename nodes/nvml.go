@@ -117,6 +117,12 @@ func (s *NVMLSource) Discover(ctx context.Context) (Inventory, error) {
 	}
 	count, ret := s.lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
+		// A driver reloaded or reset under a running daemon leaves this
+		// NVML session dead: start a new one at the next reading.
+		s.mu.Lock()
+		s.lib.Shutdown()
+		s.opened = false
+		s.mu.Unlock()
 		return Inventory{}, fmt.Errorf("nvml: counting GPUs: %s", s.words(ret))
 	}
 	if count == 0 {

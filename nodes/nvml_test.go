@@ -251,3 +251,33 @@ func TestSamplerOverNVMLLostAndBack(t *testing.T) {
 		t.Errorf("events %q, want %q", got, want)
 	}
 }
+
+// TestNVMLReinitialisesAfterTheDriverGoes: when the driver stops answering
+// (reloaded under the daemon), the next reading starts NVML again.
+func TestNVMLReinitialisesAfterTheDriverGoes(t *testing.T) {
+	lib := nvmltest.Machine(nvmltest.Fixed(nvmltest.RTX4090()))
+	count := lib.DeviceGetCountFunc
+	var gone atomic.Bool
+	lib.DeviceGetCountFunc = func() (int, nvml.Return) {
+		if gone.Load() {
+			return 0, nvml.ERROR_DRIVER_NOT_LOADED
+		}
+		return count()
+	}
+	src := NewNVMLSource(lib, "rig", t.TempDir())
+	ctx := context.Background()
+	if _, err := src.Discover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gone.Store(true)
+	if _, err := src.Discover(ctx); err == nil {
+		t.Fatal("a driver that went away read fine")
+	}
+	gone.Store(false)
+	if inv, err := src.Discover(ctx); err != nil || len(inv.GPUs) != 1 {
+		t.Fatalf("after the driver came back: %+v, %v", inv, err)
+	}
+	if inits, shutdowns := len(lib.InitCalls()), len(lib.ShutdownCalls()); inits != 2 || shutdowns != 1 {
+		t.Errorf("Init %d times, Shutdown %d times; want 2 and 1", inits, shutdowns)
+	}
+}
