@@ -43,7 +43,9 @@
 // driver's words in Err, at its index, and the other GPUs still read. A
 // Discover error means no GPU could be listed at all: ErrNoDriver when no
 // driver can be reached, ErrNoGPU when it lists none. Since each Discover
-// reads afresh, a GPU that answers again reads normally again.
+// reads afresh, a GPU that answers again reads normally again; when the
+// driver stops answering altogether (reloaded under the daemon), NVMLSource
+// shuts its session down and initialises NVML again at the next reading.
 //
 // # Sampler
 //
