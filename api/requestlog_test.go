@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -171,5 +172,34 @@ func TestClientsWithoutKey(t *testing.T) {
 	}
 	if later := h.gw.ClientsWithoutKey(time.Now().Add(time.Second)); len(later) != 0 {
 		t.Errorf("clients seen after now: %v", later)
+	}
+}
+
+// A client that leaves mid-stream is logged once, as the traffic record
+// has it: 499, with the reason.
+func TestClientGoingAwayIsLogged(t *testing.T) {
+	var logs logBuffer
+	h := startGateway(t, nil, withLog(&logs), withConfig(func(c *Config) { c.ClientCheck = 10 * time.Millisecond }))
+	h.engine.script = func(map[string]json.RawMessage, []chatMessage) engineReply { return engineReply{Hold: true} }
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url+"/v1/messages",
+		strings.NewReader(`{"model":"claude-x","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if _, err := resp.Body.Read(buf); err != nil { // message_start arrived
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
+	h.router.waitFreed(t, 1)
+	lines := logs.waitRequests(t, 1)
+	if len(lines) != 1 {
+		t.Fatalf("%d request lines, want 1", len(lines))
+	}
+	if l := lines[0]; l["status"] != float64(statusClientGone) || l["level"] != "WARN" || l["error"] != errClientGone.Error() || l["worker"] != "w1" {
+		t.Errorf("line %v", l)
 	}
 }
