@@ -182,6 +182,9 @@ func toAPIError(err error) *apiError {
 // writeError writes err in the dialect's error shape.
 func writeError(c *fiber.Ctx, d dialect, err error) error {
 	ae := toAPIError(err)
+	if l := lineOf(c); l.reason == "" {
+		l.reason = ae.Message
+	}
 	if ae.RetryAfter > 0 {
 		c.Set("Retry-After", strconv.Itoa(ae.RetryAfter))
 	}

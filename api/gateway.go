@@ -38,6 +38,7 @@ type Gateway struct {
 	traffic *Traffic
 	prompts *prompts
 	watcher *clientWatcher
+	open    openClients
 
 	background sync.WaitGroup // speculative prefills
 	closing    chan struct{}
@@ -173,6 +174,7 @@ func (g *Gateway) newApp(reg *prometheus.Registry, mount func(fiber.Router)) *fi
 			return writeError(c, dialectOf(c.Path()), err)
 		},
 	})
+	app.Use(g.logRequests)
 	app.Get("/health", func(c *fiber.Ctx) error {
 		return c.JSON(fiber.Map{"status": "ok"})
 	})
@@ -228,6 +230,7 @@ func (g *Gateway) Traffic() *Traffic { return g.traffic }
 // authenticate checks the API key when keys are configured.
 func (g *Gateway) authenticate(c *fiber.Ctx) error {
 	if !g.KeyRequired(c.UserContext()) {
+		g.open.note(lineOf(c).client, time.Now())
 		return c.Next()
 	}
 	key := c.Get("x-api-key")

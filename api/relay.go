@@ -116,6 +116,7 @@ type exchange struct {
 	client  string
 	hashes  []tokenizer.SeqHash
 	ttft    time.Duration
+	logLine *requestLine // the request's log line; nil in tests that build an exchange by hand
 }
 
 // dispatch routes the request and opens the engine's stream. A worker that
@@ -271,6 +272,7 @@ func (ex *exchange) record() {
 		r.OutputTokens = ex.acc.Usage.CompletionTokens
 	}
 	ex.g.traffic.Record(r, ex.hashes, time.Now())
+	ex.logEnd(r)
 }
 
 // next returns the engine's next chunk, as raw JSON and decoded, and adds it
@@ -410,6 +412,7 @@ type responder interface {
 
 // forward sends req to a worker and answers the client through rs.
 func (g *Gateway) forward(c *fiber.Ctx, req *engineRequest, rs func(ex *exchange) responder) error {
+	noteRequest(c, req)
 	creq, err := req.chatRequest()
 	if err != nil {
 		return writeError(c, req.Dialect, err)
@@ -434,6 +437,7 @@ func (g *Gateway) forward(c *fiber.Ctx, req *engineRequest, rs func(ex *exchange
 // forwardBody routes an already built engine body, whose prompt has
 // promptTokens tokens and the block hashes hashes, and relays the answer.
 func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, body []byte, promptTokens int, hashes []tokenizer.SeqHash, rs func(ex *exchange) responder) error {
+	noteRequest(c, req)
 	arrived := time.Now()
 	rr := RouteRequest{
 		ID: newID("req_"), Model: req.Model, PromptTokens: promptTokens,
@@ -447,12 +451,15 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 		if errors.Is(err, errClientGone) {
 			g.metrics.clientGone.Inc()
 			g.metrics.observe(req.Dialect, statusClientGone, 0)
+			l := lineOf(c)
+			l.status, l.reason = statusClientGone, errClientGone.Error()
 			return nil // nobody to answer
 		}
 		return g.writeFailure(c, req, rs, err)
 	}
 	ex.req, ex.watch = req, watch
 	ex.arrived, ex.client, ex.hashes = arrived, clientKind(c), rr.Hashes
+	ex.logLine = lineOf(c)
 	ex.setRouteHeaders(c)
 	if len(req.DroppedTools) > 0 {
 		c.Set("x-hearth-dropped-tools", strings.Join(req.DroppedTools, ","))
@@ -476,6 +483,7 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
+	ex.logLine.streamed = true
 	c.Context().SetBodyStream(&streamBody{ex: ex, r: r}, -1)
 	return nil
 }
@@ -486,6 +494,9 @@ const statusClientGone = 499
 
 // failed records why the engine's answer broke off.
 func (ex *exchange) failed(err error) {
+	if ex.logLine != nil {
+		ex.logLine.reason = err.Error()
+	}
 	if errors.Is(err, errClientGone) {
 		ex.status = statusClientGone
 		ex.g.metrics.clientGone.Inc()

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestOpenConsoleOnlyOnLoopback(t *testing.T) {
@@ -153,11 +154,26 @@ func TestRevokingKeyEndsItsLogins(t *testing.T) {
 // first key on an open console closes it; the browser that created it is
 // logged in with it rather than locked out.
 func TestFirstKeyLogsCreatorIn(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, nil, withKeyless([]KeylessClient{{Client: "codex", LastSeen: t0.Add(-time.Minute)}, {Client: "curl", LastSeen: t0.Add(-2 * time.Hour)}}))
 	if resp, _ := h.do(t, request{path: "/console/"}); resp.StatusCode != http.StatusOK {
 		t.Fatalf("open console: status %d", resp.StatusCode)
 	}
+	// The first post only asks for a confirmation; nothing changes yet.
 	resp, body := h.do(t, request{method: "POST", path: "/console/keys", form: url.Values{"name": {"claude-code"}, "client": {"claude-code"}},
+		header: map[string]string{"HX-Request": "true"}})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Create the first API key?") || secretRE.MatchString(body) {
+		t.Fatalf("first post: status %d, want a confirmation without a key\n%s", resp.StatusCode, body)
+	}
+	if !strings.Contains(body, "codex") || strings.Contains(body, "curl") {
+		t.Errorf("confirmation should list codex (seen a minute ago) and not curl (two hours ago):\n%s", body)
+	}
+	if keys, err := h.store.Keys(t.Context()); err != nil || len(keys) != 0 {
+		t.Fatalf("keys before the confirmation: %v %v", keys, err)
+	}
+	if resp, _ := h.do(t, request{path: "/console/"}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("console before the confirmation: status %d, want still open", resp.StatusCode)
+	}
+	resp, body = h.do(t, request{method: "POST", path: "/console/keys", form: url.Values{"name": {"claude-code"}, "client": {"claude-code"}, "confirm": {"yes"}},
 		header: map[string]string{"HX-Request": "true"}})
 	if resp.StatusCode != http.StatusOK || !secretRE.MatchString(body) {
 		t.Fatalf("create key: status %d", resp.StatusCode)

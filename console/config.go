@@ -96,6 +96,10 @@ type Deps struct {
 	// does, the console requires a login with a key. nil means "when
 	// Keys lists at least one key".
 	KeyRequired func(ctx context.Context) bool
+	// Keyless names the clients that used the API without a key, whom the
+	// first key locks out; creating it asks for a confirmation that lists
+	// them. nil: the confirmation lists none.
+	Keyless KeylessClients
 
 	Clock  clock.Clock  // nil: real time
 	Logger *slog.Logger // nil: slog.Default()

@@ -10,8 +10,26 @@ import (
 	"github.com/hearth-llm/hearth/console/components"
 )
 
-// keyPlaceholder stands in for a key in settings until one is created.
-const keyPlaceholder = "REPLACE_WITH_A_HEARTH_KEY"
+// The key values client settings carry when no key was just created.
+const (
+	// OpenKey is the value while the API needs no key: clients must send
+	// one, and any value is accepted.
+	OpenKey = "hearth"
+	// KeyPlaceholder stands for a key once the API requires one: its
+	// secret is shown only when it is created.
+	KeyPlaceholder = "<your Hearth API key>"
+)
+
+// KeyNote is what the terminal and the Connect page say about API keys,
+// so that both tell one story.
+func KeyNote(keyRequired bool) string {
+	if keyRequired {
+		return "The API requires a key. Put yours into the settings below; a new one is made on the console's Connect page " +
+			"(shown once) or given to the daemon in HEARTH_SERVER_API_KEYS or --api-key."
+	}
+	return "No API key is set: the API is open, and clients may send any key value (they need one; the settings below say \"" + OpenKey + "\"). " +
+		"Creating the first key on the console's Connect page makes the API and the console require a key."
+}
 
 // keyEnv is the environment variable Codex CLI and OpenCode read the key from.
 const keyEnv = "HEARTH_API_KEY"
@@ -136,11 +154,14 @@ func clientByID(id string) (client, bool) {
 }
 
 // clientSnippetVM renders one client's settings; secret is a key created
-// just now, or "".
-func clientSnippetVM(base, baseURL string, cfg Config, c client, secret string) components.ClientSnippet {
-	key := keyPlaceholder
-	if secret != "" {
+// just now, or "", and keyRequired whether the API needs a key.
+func clientSnippetVM(base, baseURL string, cfg Config, c client, secret string, keyRequired bool) components.ClientSnippet {
+	key := OpenKey
+	switch {
+	case secret != "":
 		key = secret
+	case keyRequired:
+		key = KeyPlaceholder
 	}
 	config, env := c.snippet(snippetTarget{baseURL: baseURL, model: cfg.Model, key: key, contextTokens: cfg.ContextTokens})
 	return components.ClientSnippet{

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,7 @@ type Console struct {
 	settings SettingsStore
 	health   HealthSource
 	keyReq   func(ctx context.Context) bool
+	keyless  KeylessClients
 	clock    clock.Clock
 	log      *slog.Logger
 	hub      *Hub
@@ -59,6 +61,7 @@ func New(cfg Config, deps Deps) (*Console, error) {
 		settings: deps.Settings,
 		health:   deps.Health,
 		keyReq:   deps.KeyRequired,
+		keyless:  deps.Keyless,
 		clock:    clock.Or(deps.Clock),
 		log:      deps.Logger,
 		sampler:  newSampler(cfg, deps),
@@ -254,13 +257,46 @@ func (c *Console) apiBaseURL(fc *fiber.Ctx) string {
 }
 
 func (c *Console) connectVM(fc *fiber.Ctx, createdFor, secret string) components.ConnectVM {
-	vm := components.ConnectVM{BaseURL: c.apiBaseURL(fc), Model: c.cfg.Model}
+	keyReq := c.keyReq(fc.UserContext())
+	vm := components.ConnectVM{BaseURL: c.apiBaseURL(fc), Model: c.cfg.Model, KeyNote: KeyNote(keyReq)}
 	for _, cl := range clients {
 		s := ""
 		if cl.id == createdFor {
 			s = secret
 		}
-		vm.Clients = append(vm.Clients, clientSnippetVM(c.cfg.BasePath, vm.BaseURL, c.cfg, cl, s))
+		vm.Clients = append(vm.Clients, clientSnippetVM(c.cfg.BasePath, vm.BaseURL, c.cfg, cl, s, keyReq))
+	}
+	return vm
+}
+
+// keylessWindow is how far back the first key's confirmation looks for
+// clients that used the API without a key; the page says "the last hour".
+const keylessWindow = time.Hour
+
+// firstKeyVM is the confirmation the first key needs: it lists the
+// clients it will lock out. id is the element it replaces.
+func (c *Console) firstKeyVM(fc *fiber.Ctx, id, name, clientID string) components.FirstKeyVM {
+	vm := components.FirstKeyVM{ID: id, Base: c.cfg.BasePath, Name: name, Client: clientID}
+	vm.Cancel = c.cfg.BasePath + "/settings"
+	if clientID != "" {
+		vm.Cancel = c.cfg.BasePath + "/connect"
+	}
+	if c.keyless == nil {
+		return vm
+	}
+	now := c.clock.Now()
+	seen, err := c.keyless.ClientsWithoutKey(fc.UserContext(), now.Add(-keylessWindow))
+	if err != nil {
+		vm.Err = "Cannot tell which clients used the API: " + err.Error()
+		return vm
+	}
+	slices.SortFunc(seen, func(a, b KeylessClient) int { return b.LastSeen.Compare(a.LastSeen) })
+	for _, s := range seen {
+		ago := "just now"
+		if d := now.Sub(s.LastSeen); d >= 5*time.Second {
+			ago = fmtAgo(d) + " ago"
+		}
+		vm.Clients = append(vm.Clients, components.SeenClient{Name: s.Client, Ago: ago})
 	}
 	return vm
 }
@@ -340,7 +376,7 @@ func (c *Console) handleCreateKey(fc *fiber.Ctx) error {
 	cl, forClient := clientByID(fc.FormValue("client"))
 	if name == "" || len(name) > 64 {
 		if forClient {
-			vm := clientSnippetVM(c.cfg.BasePath, c.apiBaseURL(fc), c.cfg, cl, "")
+			vm := clientSnippetVM(c.cfg.BasePath, c.apiBaseURL(fc), c.cfg, cl, "", c.keyReq(ctx))
 			vm.Err = "A key needs a name of 1 to 64 characters."
 			return c.render(fc, fiber.StatusUnprocessableEntity, components.ClientCard(vm))
 		}
@@ -349,12 +385,25 @@ func (c *Console) handleCreateKey(fc *fiber.Ctx) error {
 		return c.render(fc, fiber.StatusUnprocessableEntity, components.Settings(c.layout(fc, "Settings", "settings", ""), vm))
 	}
 	wasOpen := !c.keyReq(ctx)
+	if wasOpen && fc.FormValue("confirm") != "yes" {
+		// The first key closes the API: say whom that locks out before it
+		// takes effect.
+		id := "first-key"
+		if forClient {
+			id = "client-" + cl.id
+		}
+		vm := c.firstKeyVM(fc, id, name, cl.id)
+		if fc.Get("HX-Request") == "true" {
+			return c.render(fc, fiber.StatusOK, components.FirstKeyConfirm(vm))
+		}
+		return c.render(fc, fiber.StatusOK, components.FirstKeyPage(c.layout(fc, "Create the first key", "connect", ""), vm))
+	}
 	key, secret, err := c.keys.CreateKey(ctx, name)
 	if err != nil {
 		c.log.Warn("creating an API key", "error", err)
 		msg := "Could not create the key: " + err.Error()
 		if forClient {
-			vm := clientSnippetVM(c.cfg.BasePath, c.apiBaseURL(fc), c.cfg, cl, "")
+			vm := clientSnippetVM(c.cfg.BasePath, c.apiBaseURL(fc), c.cfg, cl, "", !wasOpen)
 			vm.Err = msg
 			return c.render(fc, fiber.StatusInternalServerError, components.ClientCard(vm))
 		}
@@ -369,7 +418,7 @@ func (c *Console) handleCreateKey(fc *fiber.Ctx) error {
 	}
 	if forClient {
 		if fc.Get("HX-Request") == "true" {
-			return c.render(fc, fiber.StatusOK, components.ClientCard(clientSnippetVM(c.cfg.BasePath, c.apiBaseURL(fc), c.cfg, cl, secret)))
+			return c.render(fc, fiber.StatusOK, components.ClientCard(clientSnippetVM(c.cfg.BasePath, c.apiBaseURL(fc), c.cfg, cl, secret, true)))
 		}
 		return c.render(fc, fiber.StatusOK, components.Connect(c.layout(fc, "Connect", "connect", ""), c.connectVM(fc, cl.id, secret)))
 	}

@@ -41,6 +41,23 @@ func withKeyRequired(required bool) harnessOption {
 	}
 }
 
+// fakeKeyless lists fixed clients as seen without a key.
+type fakeKeyless []KeylessClient
+
+func (f fakeKeyless) ClientsWithoutKey(_ context.Context, since time.Time) ([]KeylessClient, error) {
+	var out []KeylessClient
+	for _, c := range f {
+		if !c.LastSeen.Before(since) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func withKeyless(clients []KeylessClient) harnessOption {
+	return func(_ *Config, d *Deps) { d.Keyless = fakeKeyless(clients) }
+}
+
 func withConfig(fn func(*Config)) harnessOption {
 	return func(c *Config, _ *Deps) { fn(c) }
 }

@@ -81,6 +81,7 @@ func TestPagesGolden(t *testing.T) {
 		req     request
 		status  int
 		want    []string // fragments the page must contain
+		keyless []KeylessClient
 	}{
 		{name: "overview-empty", req: request{path: "/console/"}, status: 200,
 			want: []string{"No GPUs yet", `hx-sse:connect="/console/events/overview"`}},
@@ -106,9 +107,15 @@ func TestPagesGolden(t *testing.T) {
 			req: request{path: "/console/requests"}, status: 200, want: []string{"router stopped"}},
 		{name: "connect", req: request{path: "/console/connect"}, status: 200,
 			want: []string{"ANTHROPIC_BASE_URL='http://hearth.lan:8080'", `wire_api = "responses"`, `base_url = "http://hearth.lan:8080/v1"`,
-				`"npm": "@ai-sdk/openai-compatible"`, `"baseURL": "http://hearth.lan:8080/v1"`, `env_key = "HEARTH_API_KEY"`}},
-		{name: "connect-key-created", req: request{method: "POST", path: "/console/keys",
+				`"npm": "@ai-sdk/openai-compatible"`, `"baseURL": "http://hearth.lan:8080/v1"`, `env_key = "HEARTH_API_KEY"`,
+				"No API key is set", "any key value", "export HEARTH_API_KEY='hearth'"}},
+		{name: "connect-first-key-confirm", req: request{method: "POST", path: "/console/keys",
 			form: url.Values{"name": {"codex"}, "client": {"codex"}}, header: map[string]string{"HX-Request": "true"}},
+			keyless: []KeylessClient{{Client: "opencode", LastSeen: t0.Add(-10 * time.Minute)}, {Client: "claude-code", LastSeen: t0}},
+			status:  200, want: []string{`id="client-codex"`, "Create the first API key?", "claude-code", "just now", "opencode", "10 min ago",
+				"get 401", "The console will ask for a key", `name="confirm" value="yes"`}},
+		{name: "connect-key-created", req: request{method: "POST", path: "/console/keys",
+			form: url.Values{"name": {"codex"}, "client": {"codex"}, "confirm": {"yes"}}, header: map[string]string{"HX-Request": "true"}},
 			status: 200, want: []string{`id="client-codex"`, "not shown again", "export HEARTH_API_KEY='SECRET'"}},
 		{name: "connect-key-error", req: request{method: "POST", path: "/console/keys",
 			form: url.Values{"name": {""}, "client": {"opencode"}}, header: map[string]string{"HX-Request": "true"}},
@@ -129,7 +136,7 @@ func TestPagesGolden(t *testing.T) {
 			form: url.Values{"policy": {"kv"}, "aliases": {"claude-* qwen3-14b"}}},
 			status: 422, want: []string{"Not saved", "line 1", "claude-* qwen3-14b"}},
 		{name: "settings-key-created", req: request{method: "POST", path: "/console/keys",
-			form: url.Values{"name": {"laptop"}}}, status: 200, want: []string{"not shown again", "SECRET", "laptop"}},
+			form: url.Values{"name": {"laptop"}, "confirm": {"yes"}}}, status: 200, want: []string{"not shown again", "SECRET", "laptop"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -137,7 +144,7 @@ func TestPagesGolden(t *testing.T) {
 			if tc.sources != nil {
 				src = tc.sources()
 			}
-			h := newHarness(t, src, withKeyRequired(false))
+			h := newHarness(t, src, withKeyRequired(false), withKeyless(tc.keyless))
 			if tc.setup != nil {
 				tc.setup(t, h)
 			}

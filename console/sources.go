@@ -220,6 +220,19 @@ type KeyStore interface {
 	CheckKey(ctx context.Context, secret string) (APIKey, error)
 }
 
+// KeylessClients reports the clients that used the API while it needed no
+// key (the gateway sees them).
+type KeylessClients interface {
+	// ClientsWithoutKey returns those seen at or after since, in any order.
+	ClientsWithoutKey(ctx context.Context, since time.Time) ([]KeylessClient, error)
+}
+
+// KeylessClient is a client that used the API without a key.
+type KeylessClient struct {
+	Client   string // "claude-code", "codex", "opencode", or a user agent's product
+	LastSeen time.Time
+}
+
 // APIKey describes a key without its secret.
 type APIKey struct {
 	ID      string

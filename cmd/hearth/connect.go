@@ -12,16 +12,16 @@ import (
 // into each coding agent to point it at Hearth: the same settings the
 // console's Connect page shows.
 func printConnectSettings(w io.Writer, baseURL, model string, contextTokens int, keyRequired bool) {
-	key, keyNote := "hearth", "any key works until one is created in the console"
+	key := console.OpenKey
 	if keyRequired {
-		key, keyNote = "<your Hearth API key>", "use a key given with --api-key or created in the console"
+		key = console.KeyPlaceholder
 	}
 	fmt.Fprintf(w, "Hearth is serving %[2]s at %[1]s\n"+
 		"  Console:        %[1]s/console/ (live GPUs, sessions, routing; API keys on its Connect page)\n"+
 		"  OpenAI API:     %[1]s/v1\n"+
 		"  Anthropic API:  %[1]s/v1/messages\n"+
 		"  Metrics:        %[1]s/metrics\n"+
-		"API key: %[3]s\n", baseURL, model, keyNote)
+		"API key: %[3]s\n", baseURL, model, console.KeyNote(keyRequired))
 	for _, s := range console.SettingsFor(baseURL, model, key, contextTokens) {
 		fmt.Fprintf(w, "\n%s: %s\n%s", s.Title, s.Where, indent(s.Config))
 		if s.Env != "" {

@@ -221,9 +221,30 @@ func TestConsoleInBrowser(t *testing.T) {
 	load.stop(t)
 
 	t.Run("connect", func(t *testing.T) {
-		do(t, "create a key on the Connect page",
-			chromedp.Navigate(baseURL+"/console/connect"),
-			chromedp.Click(chromedp.CSS("#client-claude-code form button[type=submit]")),
+		// A client uses the API without a key, as the page says it may.
+		if got := postMessages(t, baseURL, "browser-keyless", ""); got != 200 {
+			t.Fatalf("API without a key before any exists: %d, want 200", got)
+		}
+		do(t, "open the Connect page", chromedp.Navigate(baseURL+"/console/connect"))
+		note := wait(t, "the key note", `document.querySelector('#key-note')?.textContent ?? ''`)
+		if !strings.Contains(note, "any key value") {
+			t.Errorf("key note %q does not say that any key works", note)
+		}
+		// The first key asks first, listing the client it will lock out.
+		do(t, "ask for a key", chromedp.Click(chromedp.CSS("#client-claude-code form button[type=submit]")))
+		warning := wait(t, "the first key's warning listing claude-code",
+			`(() => { const s = document.querySelector('#client-claude-code.confirm'); return s && s.querySelector('.keyless-clients')?.textContent.includes('claude-code') ? s.textContent.replace(/\s+/g, ' ') : ''; })()`)
+		for _, want := range []string{"401", "The console will ask for a key"} {
+			if !strings.Contains(warning, want) {
+				t.Errorf("warning lacks %q: %s", want, warning)
+			}
+		}
+		screenshot(t, "connect-first-key.png")
+		if got := postMessages(t, baseURL, "browser-keyless", ""); got != 200 {
+			t.Fatalf("API without a key before the confirmation: %d, want 200", got)
+		}
+		do(t, "confirm the first key",
+			chromedp.Click(chromedp.CSS("#confirm-first-key")),
 			chromedp.WaitVisible(chromedp.CSS("#client-claude-code p.notice")),
 		)
 		ctx, cancel := step()

@@ -426,3 +426,22 @@ func (s *settingsStore) Policy() string {
 	defer s.mu.RUnlock()
 	return s.policy
 }
+
+// keylessClients tells the console which clients the gateway served
+// without a key. gw is set once the gateway is built, after the console it
+// mounts; until then there are none.
+type keylessClients struct{ gw *api.Gateway }
+
+var _ console.KeylessClients = (*keylessClients)(nil)
+
+func (k *keylessClients) ClientsWithoutKey(_ context.Context, since time.Time) ([]console.KeylessClient, error) {
+	if k.gw == nil {
+		return nil, nil
+	}
+	seen := k.gw.ClientsWithoutKey(since)
+	out := make([]console.KeylessClient, len(seen))
+	for i, c := range seen {
+		out[i] = console.KeylessClient{Client: c.Client, LastSeen: c.LastSeen}
+	}
+	return out, nil
+}

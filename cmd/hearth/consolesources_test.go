@@ -193,7 +193,16 @@ func TestUpServesTheConsole(t *testing.T) {
 		}
 	}
 
+	// The first key asks first, naming the client it will lock out, and
+	// changes nothing until confirmed.
 	status, b := postForm(t, baseURL, "/console/keys", url.Values{"name": {"claude-code"}, "client": {"claude-code"}})
+	if status != 200 || !strings.Contains(b, "Create the first API key?") || !strings.Contains(b, "<strong>claude-code</strong>") {
+		t.Fatalf("first key: %d, want a confirmation that lists claude-code:\n%s", status, b)
+	}
+	if got := postMessages(t, baseURL, "sess-unconfirmed", ""); got != 200 {
+		t.Fatalf("API before the confirmation: %d, want 200", got)
+	}
+	status, b = postForm(t, baseURL, "/console/keys", url.Values{"name": {"claude-code"}, "client": {"claude-code"}, "confirm": {"yes"}})
 	key := regexp.MustCompile(`sk-hearth-[A-Za-z0-9_-]+`).FindString(b)
 	if status != 200 || key == "" {
 		t.Fatalf("create key: %d, no key in:\n%s", status, b)
@@ -504,7 +513,7 @@ func TestUpKeepsConsoleSettingsAcrossRestarts(t *testing.T) {
 			t.Errorf("before the restart, %s: %d routed by %q; want %d by %s", tc.model, got, policy, tc.wantStatus, router.PolicyKV)
 		}
 	}
-	status, b := postForm(t, baseURL, "/console/keys", url.Values{"name": {"homelab-laptop"}})
+	status, b := postForm(t, baseURL, "/console/keys", url.Values{"name": {"homelab-laptop"}, "confirm": {"yes"}})
 	key := regexp.MustCompile(`sk-hearth-[A-Za-z0-9_-]+`).FindString(b)
 	if status != http.StatusOK || key == "" {
 		t.Fatalf("create key: %d, no key in:\n%s", status, b)

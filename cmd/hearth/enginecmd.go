@@ -112,7 +112,7 @@ func runEngineProgram(ctx context.Context, env *environment, prog string, args [
 		StartupDelay: cmd.startupDelay, Failure: cmd.failure, Console: out, ServerArgs: cmd.serverArgs,
 		HealthCheckTimeout: cmd.healthTimeout, Tokenizer: tok,
 		// Only trouble goes to the log; the engine's lines are its output.
-		Logger: newLogger(env.stderr, slog.LevelWarn),
+		Logger: newLogger(env.stderr, slog.LevelWarn, logFormatText),
 	})
 	if err != nil {
 		fmt.Fprintf(out, "OSError: %v\n", err)

@@ -155,9 +155,20 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// newLogger returns the text logger every subcommand logs through.
-func newLogger(w io.Writer, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+// Log formats: text for people, json (one object a line) for machines.
+const (
+	logFormatText = "text"
+	logFormatJSON = "json"
+)
+
+// newLogger returns the logger every subcommand logs through, in format
+// (logFormatText or logFormatJSON; parsed and checked with the flags).
+func newLogger(w io.Writer, level slog.Level, format string) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == logFormatJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 func runVersion(_ context.Context, env *environment, args []string) error {

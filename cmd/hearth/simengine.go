@@ -70,7 +70,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	log := newLogger(env.stderr, slog.LevelInfo)
+	log := newLogger(env.stderr, slog.LevelInfo, logFormatText)
 	tok, err := tokenizer.Qwen3()
 	if err != nil {
 		return fmt.Errorf("sim-engine: %w", err)

@@ -35,6 +35,10 @@ import (
 // otherwise; hearth doctor checks that it is free.
 const defaultListen = "127.0.0.1:8000"
 
+// serverKeysEnv holds API keys the daemon requires, separated by commas,
+// like --api-key.
+const serverKeysEnv = "HEARTH_SERVER_API_KEYS"
+
 // upConfig is the parsed command line of hearth up.
 type upConfig struct {
 	sim     string
@@ -51,6 +55,7 @@ type upConfig struct {
 	kvOffloadGiB float64
 	seed         int64
 	logLevel     slog.Level
+	logFormat    string // logFormatText or logFormatJSON
 
 	// engineRuntime runs the engines: in-process ("sim"), as child
 	// processes ("process") or as containers ("docker"). engine names the
@@ -103,7 +108,7 @@ func runUp(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(env.stderr, cfg.logLevel)
+	log := newLogger(env.stderr, cfg.logLevel, cfg.logFormat)
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("up: listen: %w", err)
@@ -138,7 +143,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs.Float64Var(&cfg.speedup, "speedup", 1, "run the simulated GPUs this many times faster than real time")
 	fs.Float64Var(&cfg.kvOffloadGiB, "kv-offloading-size", 32, "host RAM per engine for KV blocks evicted from the GPU, in GiB, as vLLM's flag (0: none)")
 	fs.Int64Var(&cfg.seed, "seed", 0, "seed of the simulated engines")
-	fs.Func("api-key", "require this API key from clients (repeatable; also $HEARTH_API_KEY)", func(s string) error {
+	fs.Func("api-key", "require this API key from clients (repeatable; also $"+serverKeysEnv+", keys separated by commas; keys created in the console are kept in the data directory)", func(s string) error {
 		if s == "" {
 			return errors.New("empty key")
 		}
@@ -154,6 +159,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 		return nil
 	})
 	verbose := fs.Bool("v", false, "log debug messages")
+	fs.StringVar(&cfg.logFormat, "log-format", logFormatText, "log format: text (for people) or json (one object a line, for machines)")
 	if err := parseFlags(fs, args); err != nil {
 		return cfg, err
 	}
@@ -215,8 +221,16 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	if !slices.Contains(router.Policies, cfg.policy) {
 		return cfg, fmt.Errorf("%w: unknown --policy %q (known: %s)", errUsage, cfg.policy, strings.Join(router.Policies, ", "))
 	}
-	if key := env.getenv("HEARTH_API_KEY"); key != "" {
-		cfg.apiKeys = append(cfg.apiKeys, key)
+	if cfg.logFormat != logFormatText && cfg.logFormat != logFormatJSON {
+		return cfg, fmt.Errorf("%w: unknown --log-format %q (known: text, json)", errUsage, cfg.logFormat)
+	}
+	// The server's keys come from its own variable: HEARTH_API_KEY is what
+	// the printed client settings tell clients to export, and a daemon
+	// started from such a shell must not start asking for that key.
+	for _, key := range strings.Split(env.getenv(serverKeysEnv), ",") {
+		if key = strings.TrimSpace(key); key != "" {
+			cfg.apiKeys = append(cfg.apiKeys, key)
+		}
 	}
 	if *modelList == "" {
 		*modelList = defaultModel(cfg.sim)
@@ -356,7 +370,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
 		return fmt.Errorf("up: data dir: %w", err)
 	}
-	log.Info("starting", "sim", cfg.sim, "engine", cfg.engine, "engine_runtime", cfg.engineRuntime, "engines", len(specs),
+	log.Info(fmt.Sprintf("starting: %d engines loading…", len(specs)), "sim", cfg.sim, "engine", cfg.engine, "engine_runtime", cfg.engineRuntime, "engines", len(specs),
 		"listen", ln.Addr().String(), "policy", cfg.policy, "model", cfg.model, "data_dir", cfg.dataDir,
 		"api_keys", len(cfg.apiKeys), "speedup", cfg.speedup)
 
@@ -444,6 +458,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	routes := &gatewayRouter{rt: rt, defaultPolicy: settings.Policy, whyNoWorker: sup.Summary}
 	keys := &keyStore{db: db, static: cfg.apiKeys}
 	traffic := api.NewTraffic(api.TrafficLimits{})
+	keyless := &keylessClients{}
 	health, closeHealth := newHealthSource(cfg, latestGPUs{sampler}, engineIdentities(sup), ln.Addr().String())
 	cleanup.push(closeHealth)
 	con, err := console.New(console.Config{
@@ -456,6 +471,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		Settings:    settings,
 		Health:      health,
 		KeyRequired: apiKeys{keys}.required,
+		Keyless:     keyless,
 		Logger:      log,
 	})
 	if err != nil {
@@ -478,12 +494,14 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
+	keyless.gw = gw
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return sup.Run(ctx) })
 	g.Go(func() error { return sampler.Run(ctx) })
 	g.Go(func() error { return gw.Serve(ctx, ln) })
 	g.Go(func() error { return con.Run(ctx) })
+	log.Info(fmt.Sprintf("serving on http://%s; waiting for engines", ln.Addr()), "engines", len(specs))
 	// The settings are printed once the engines are ready (or have failed):
 	// a client that follows them at once finds them serving. Keys created
 	// in the console last across restarts: ask the gateway, not the
@@ -491,6 +509,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	g.Go(func() error {
 		select {
 		case <-sup.Settled():
+			log.Info("engines settled", "engines", sup.Summary(""))
 			printConnectSettings(stdout, "http://"+ln.Addr().String(), cfg.model, contextTokens, gw.KeyRequired(ctx))
 		case <-ctx.Done():
 		}

@@ -227,7 +227,26 @@ type CandidateRow struct {
 type ConnectVM struct {
 	BaseURL string
 	Model   string
+	KeyNote string // what the API wants as a key; the terminal says the same
 	Clients []ClientSnippet
+}
+
+// FirstKeyVM asks to confirm the first key, which closes the API.
+type FirstKeyVM struct {
+	ID     string // the element it replaces: a client's card, or "first-key"
+	Base   string // console base, for the form action
+	Name   string // of the key
+	Client string // the Connect page's client id; "" from the Settings page
+	// Clients used the API without a key in the last hour.
+	Clients []SeenClient
+	Cancel  string // where cancelling goes
+	Err     string
+}
+
+// SeenClient is a client that used the API without a key.
+type SeenClient struct {
+	Name string
+	Ago  string // when it was last seen: "just now", "3 min ago"
 }
 
 // ClientSnippet is the settings one client needs.
