@@ -60,21 +60,36 @@
 // prompts stored in the index as if cached, for Config.ApproxTTL after they
 // were last routed there.
 //
-// The queue orders by strict_priority, then priority, then: for the hearth
-// policy, by estimated cost minus HearthConfig.QueueAging (default 0.02)
-// times the seconds waited, lowest first; for every other policy by
-// arrival, FIFO as Dynamo's queue is. The cost is the lowest hearth score
-// over the workers when the request arrives (its uncached prompt at the
-// worker's prefill speed slowed by load, the prompt already waiting there,
-// the RAM load time, its size in KV blocks), so a session whose context is
-// cached goes before one that must recompute its context. All waiters age
-// at one rate, so the order is fixed at arrival (key = cost + QueueAging ×
-// arrival time) and the queue stays a heap; a request waits at most its
-// cost difference / QueueAging longer than one that arrived with it (1 s
-// of estimate is 50 s of waiting at 0.02). That is shortest-job-first with
-// aging, and it trades the tail for the median.
+// The queue orders by strict_priority, then priority, then by a deadline,
+// earliest first: for the hearth policy the request's arrival plus
+// HearthConfig.QueueStretch (default 5) times its own cost in seconds, for
+// every other policy its arrival, FIFO as Dynamo's queue is. The own cost
+// is, on the worker where it is least, the request's uncached prompt at
+// that worker's prefill speed, the RAM load time of what host RAM holds,
+// and its share of the worker's KV capacity (DecodeWeight × its blocks /
+// capacity): a session's next turn whose context is still cached (GPU or
+// RAM) costs 0.1 to 0.5 s, one that must recompute 12k tokens about 3 s.
+// What the workers are doing when it arrives is left out: it is the same
+// for every waiter and changes before any of them runs. The deadline is
+// fixed at arrival, so the queue stays a heap, and it bounds overtaking: a
+// request goes after a later one only if that one arrived within
+// QueueStretch × its own cost (15 s for a 12k-token recompute).
 //
-// The defaults (QueueAging 0.02, DecodeWeight 1, SaturationFraction 0.95)
+// Why: shortest-job-first with a fixed aging rate (the order until
+// 2026-12-01: estimated cost including the workers' load minus 0.02 × the
+// seconds waited) halved the median TTFT under load by starving the turns
+// that must recompute (p99 up to 1.8x round robin's on two 4090s at 20
+// sessions and 2.8x at 40, seeds 1 to 5). With sessions that each wait for
+// their turn before sending the next, the mean wait is fixed by throughput,
+// so a lower median bought with unbounded overtaking is paid in the tail. Measured over seeds 1 to 5,
+// stretch 5 holds p90 and p99 below round robin's and kv's on two 4090s at
+// 20 and 40 sessions and on four at 40 and 80, with p50 0.67-0.85x round
+// robin's at 20 sessions on two; larger stretches lower the median and
+// break p99, smaller ones and FIFO lose the median. On a 4090 with a 3090
+// and subagents no setting beat both at once. docs/perf.md ("Queue order")
+// has the frontier and what each setting costs.
+//
+// The defaults (QueueStretch 5, DecodeWeight 1, SaturationFraction 0.95)
 // were chosen by measuring the alternatives in the benchmark's simulation;
 // the figures are in docs/perf.md.
 //

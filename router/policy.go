@@ -61,14 +61,17 @@ type HearthConfig struct {
 	// cached context that a request would push out of a full cache: the
 	// chance that the session comes back for it. Default 0.5.
 	PausedEvictionWeight float64
-	// QueueAging orders the router queue for hearth requests (within a
-	// strict priority and priority): lowest estimated cost in seconds minus
-	// QueueAging × seconds waited first. Small values approach shortest
-	// job first, large ones arrival order; a request waits at most its
-	// cost difference / QueueAging longer than one that arrived with it.
-	// Default 0.02: a request whose estimate is 1 s higher waits at most
-	// 50 s longer.
-	QueueAging float64
+	// QueueStretch orders the router queue for hearth requests (within a
+	// strict priority and priority): earliest deadline first, a request's
+	// deadline being its arrival plus QueueStretch × its own cost in
+	// seconds (uncached prefill, RAM load, KV share; see queueCostLocked).
+	// So a request is overtaken only by requests that arrive within
+	// QueueStretch × its cost after it. Default 5: a turn that must
+	// recompute 12k tokens (about 3 s on a 4090 with its KV share) may be
+	// overtaken by turns that arrive within 15 s of it, one whose context
+	// is cached (0.1 to 0.5 s) within 0.5 to 2.5 s. Negative: arrival
+	// order.
+	QueueStretch float64
 }
 
 func (h HearthConfig) withDefaults() HearthConfig {
@@ -85,7 +88,7 @@ func (h HearthConfig) withDefaults() HearthConfig {
 	def(&h.DecodeWeight, 1)
 	def(&h.AffinityBonus, 0.25)
 	def(&h.PausedEvictionWeight, 0.5)
-	def(&h.QueueAging, 0.02)
+	def(&h.QueueStretch, 5)
 	return h
 }
 

@@ -36,9 +36,9 @@ type waiter struct {
 	policy   string
 	enqueued time.Time
 	// key orders waiters of equal strict priority and priority, lower
-	// first: for the hearth policy its estimated cost in seconds plus
-	// QueueAging × its arrival time in seconds, for the others QueueAging ×
-	// its arrival time, which is arrival order (see queueKeyLocked).
+	// first: its deadline in seconds, for the hearth policy its arrival
+	// plus QueueStretch × its own cost, for the others its arrival (see
+	// queueKeyLocked).
 	key   float64
 	seq   uint64 // arrival order
 	index int    // position in the heap, -1 once removed

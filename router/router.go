@@ -447,8 +447,8 @@ func (r *Router) Route(ctx context.Context, req *Request) (Decision, error) {
 // that call returns. ErrQueueFull when the queue is full.
 //
 // The queue is ordered by strict priority, then priority, then, for the
-// hearth policy, by the request's estimated cost with aging, for the
-// others by arrival (see HearthConfig.QueueAging).
+// hearth policy, by a deadline of arrival plus a multiple of the request's
+// own cost, for the others by arrival (see HearthConfig.QueueStretch).
 func (r *Router) Enqueue(req *Request) (Decision, *Ticket, error) {
 	if req == nil || req.ID == "" {
 		return Decision{}, nil, errors.New("router: request without id")
@@ -503,27 +503,25 @@ func (r *Router) Enqueue(req *Request) (Decision, *Ticket, error) {
 	return r.decideLocked(req, hashes, isl, policy, now, 0), nil, nil
 }
 
-// queueKeyLocked orders a waiter within its priority level: its cost
-// minus QueueAging × the seconds it has waited, lowest first. Since every
-// waiter ages at the same rate, that order never changes while they wait,
-// so the key is fixed at arrival: cost + QueueAging × arrival time (in
-// seconds since the router's epoch). For the hearth policy the cost is
-// its estimated time to first token on its best worker as things stand
-// (queueCostLocked); for the other policies it is 0, which makes the key
-// arrival order: FIFO, as Dynamo's queue is.
+// queueKeyLocked orders a waiter within its priority level, lowest first:
+// its deadline in seconds since the router's epoch. A hearth request's
+// deadline is its arrival plus QueueStretch × its own cost
+// (queueCostLocked), every other policy's its arrival, FIFO as Dynamo's
+// queue is. Earliest deadline first means a request B that arrives after
+// A goes first only if it arrives less than QueueStretch × (cost A − cost
+// B) after A: a request is overtaken only within QueueStretch times its
+// own cost of its arrival, a bound that shortest-job-first with a fixed
+// aging rate lacks (there a cheap request's cost is no bound on anything).
+// The key is fixed at arrival, so the queue stays a heap.
 func (r *Router) queueKeyLocked(w *waiter) float64 {
 	if r.epoch.IsZero() {
 		r.epoch = w.enqueued
 	}
-	aging := r.cfg.Hearth.QueueAging
-	key := aging * w.enqueued.Sub(r.epoch).Seconds()
-	if w.policy != PolicyHearth {
-		if aging == 0 {
-			return 0 // ties: arrival order
-		}
+	key := w.enqueued.Sub(r.epoch).Seconds()
+	if w.policy != PolicyHearth || r.cfg.Hearth.QueueStretch == 0 {
 		return key
 	}
-	return key + r.queueCostLocked(w)
+	return key + r.cfg.Hearth.QueueStretch*r.queueCostLocked(w)
 }
 
 // PrefillDone records that the request's first token arrived. It reports
@@ -710,22 +708,38 @@ func (r *Router) matchLocked(req *Request, hashes []tokenizer.SeqHash, isl int, 
 	return in
 }
 
-// queueCostLocked estimates a queued hearth request's cost: the lowest
-// hearth score over the workers it may go to, as the index and loads stand
-// when it arrives. Dominated by its uncached prompt tokens at the worker's
-// prefill speed (a session whose context is cached is cheap) plus its size
-// in KV blocks (DecodeWeight and the refetch of what would not fit).
+// queueCostLocked is a queued hearth request's own cost in seconds: on
+// the worker where it is least, its uncached prompt tokens at that
+// worker's prefill speed plus the PCIe time of the blocks its host RAM
+// holds, plus DecodeWeight × the share of the worker's KV capacity the
+// request will hold (prompt and expected output). A turn whose context is
+// cached is cheap, one that must recompute it dear. What the worker is
+// doing when the request arrives (prompts waiting there, the running
+// requests' load) is left out: it is the same for every waiter and
+// changes before any of them runs.
 func (r *Router) queueCostLocked(w *waiter) float64 {
 	in := r.matchLocked(w.req, w.hashes, w.isl, w.policy)
 	cands := r.candidatesLocked(w.req.Exclude, w.req.Model)
-	var sess *session
-	if w.req.SessionID != "" {
-		sess = r.sessions[w.req.SessionID]
-	}
-	r.scoreHearth(&in, cands, sess)
+	h := r.cfg.Hearth
+	bs := r.cfg.BlockSize
 	best := math.Inf(1)
 	for _, c := range cands {
-		best = math.Min(best, c.Cost)
+		ws := r.workers[c.WorkerID]
+		speed := ws.info.PrefillTokensPerSec
+		if speed <= 0 {
+			speed = h.DefaultPrefillTokensPerSec
+		}
+		blockLoad := ws.loadSecondsPerBlock()
+		loaded := 0
+		if blockLoad > 0 {
+			loaded = c.RAMBlocks
+		}
+		uncached := max(in.promptTokens-(c.CachedBlocks+loaded)*bs, 0)
+		cost := float64(uncached)/speed + float64(loaded)*blockLoad
+		if capacity := float64(ws.info.CapacityBlocks); capacity > 0 {
+			cost += h.DecodeWeight * float64(in.promptBlocks+in.oslBlocks) / capacity
+		}
+		best = math.Min(best, cost)
 	}
 	return best
 }

@@ -87,12 +87,15 @@ func TestEnqueueQueueFull(t *testing.T) {
 }
 
 // TestQueueOrderByCost checks the order in which queued requests leave:
-// for hearth, lowest estimated cost minus QueueAging × seconds waited; for
-// kv, arrival. The clock stays within ActiveTTL, so that no running request
-// expires and dispatches on its own. One worker, which one running request saturates; a freed
-// request dispatches exactly one waiter. "cheap" has its whole prompt
-// cached on the worker, "dear" none of it: 1,024 tokens at 1,000 tokens/s
-// slowed by the running request's load, about 1.3 s more.
+// for hearth, earliest deadline first, a deadline being the arrival plus
+// QueueStretch × the request's own cost; for kv and round_robin, arrival.
+// The clock stays within ActiveTTL, so that no running request expires
+// and dispatches on its own. One worker, which one running request
+// saturates; a freed request dispatches exactly one waiter. "cheap" has
+// its whole prompt cached on the worker, "dear" none of it: both hold 64
+// of the 100 blocks (0.64 s at DecodeWeight 1), and dear must also
+// prefill 1,024 tokens at 1,000 tokens/s, 1.024 s more. At the default
+// stretch of 5 cheap overtakes dear only if it arrives within 5.12 s.
 func TestQueueOrderByCost(t *testing.T) {
 	type arrival struct {
 		id       string
@@ -102,21 +105,22 @@ func TestQueueOrderByCost(t *testing.T) {
 	tests := []struct {
 		name     string
 		policy   string
-		aging    float64
+		stretch  float64
 		arrivals []arrival
 		want     string
 	}{
 		{"hearth: cheaper first", PolicyHearth, 0,
 			[]arrival{{"dear", 0, 0}, {"cheap", 0, 0}}, "[cheap dear]"},
-		// Default aging 0.02: 1.33 s of cost is worth 66 s of waiting.
-		{"hearth: cheaper first although 60s later", PolicyHearth, 0,
-			[]arrival{{"dear", 0, 0}, {"cheap", 60 * time.Second, 0}}, "[cheap dear]"},
-		{"hearth: aging lets a request that waited 75s go first", PolicyHearth, 0,
-			[]arrival{{"dear", 0, 0}, {"cheap", 75 * time.Second, 0}}, "[dear cheap]"},
-		{"hearth: faster aging, 5s is enough", PolicyHearth, 1,
-			[]arrival{{"dear", 0, 0}, {"cheap", 5 * time.Second, 0}}, "[dear cheap]"},
-		{"hearth: no aging, cost alone", PolicyHearth, -1,
-			[]arrival{{"dear", 0, 0}, {"cheap", 4 * time.Minute, 0}}, "[cheap dear]"}, // within ActiveTTL
+		{"hearth: cheaper first although 5s later", PolicyHearth, 0,
+			[]arrival{{"dear", 0, 0}, {"cheap", 5 * time.Second, 0}}, "[cheap dear]"},
+		{"hearth: overtaking bounded, 6s later is too late", PolicyHearth, 0,
+			[]arrival{{"dear", 0, 0}, {"cheap", 6 * time.Second, 0}}, "[dear cheap]"},
+		{"hearth: stretch 20 bounds it at 20.48s", PolicyHearth, 20,
+			[]arrival{{"dear", 0, 0}, {"cheap", 20 * time.Second, 0}}, "[cheap dear]"},
+		{"hearth: stretch 20, 21s later is too late", PolicyHearth, 20,
+			[]arrival{{"dear", 0, 0}, {"cheap", 21 * time.Second, 0}}, "[dear cheap]"},
+		{"hearth: negative stretch, arrival order", PolicyHearth, -1,
+			[]arrival{{"dear", 0, 0}, {"cheap", 0, 0}}, "[dear cheap]"},
 		{"hearth: priority before cost", PolicyHearth, 0,
 			[]arrival{{"cheap", 0, 0}, {"dear", 0, 1}}, "[dear cheap]"},
 		{"kv: arrival order", PolicyKV, 0,
@@ -130,7 +134,7 @@ func TestQueueOrderByCost(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r, clk := newTestRouter(t, Config{
 				Policy: tc.policy, SaturationFraction: 0.5, QueueSize: 8,
-				Hearth: HearthConfig{QueueAging: tc.aging},
+				Hearth: HearthConfig{QueueStretch: tc.stretch},
 			}, WorkerInfo{Name: "a", CapacityBlocks: 100, PrefillTokensPerSec: 1000})
 			r.Index().Store(0, kvbm.TierGPU, chain("cheap", 64))
 			route(t, r, &Request{ID: "first", Hashes: chain("first", 60)})
