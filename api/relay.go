@@ -114,6 +114,7 @@ type exchange struct {
 	// For the traffic record.
 	arrived time.Time
 	client  string
+	kind    RequestKind
 	hashes  []tokenizer.SeqHash
 	ttft    time.Duration
 }
@@ -260,7 +261,7 @@ const drainTimeout = time.Second
 // record adds the finished exchange to the gateway's traffic record.
 func (ex *exchange) record() {
 	r := RequestRecord{
-		ID: ex.id, At: ex.arrived, SessionID: ex.req.SessionID, Client: ex.client,
+		ID: ex.id, At: ex.arrived, SessionID: ex.req.SessionID, Client: ex.client, Kind: ex.kind,
 		Worker: ex.route.Worker, Status: ex.status, PromptTokens: ex.prompt, TTFT: ex.ttft,
 	}
 	if ex.acc.HaveUsage {
@@ -268,6 +269,7 @@ func (ex *exchange) record() {
 			r.PromptTokens = ex.acc.Usage.PromptTokens
 		}
 		r.CachedTokens = ex.acc.Usage.cached()
+		r.CacheReported = ex.acc.Usage.PromptTokensDetails != nil
 		r.OutputTokens = ex.acc.Usage.CompletionTokens
 	}
 	ex.g.traffic.Record(r, ex.hashes, time.Now())
@@ -453,6 +455,7 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 	}
 	ex.req, ex.watch = req, watch
 	ex.arrived, ex.client, ex.hashes = arrived, clientKind(c), rr.Hashes
+	ex.kind = requestKind(requestShapeOf(c, ex.client, req))
 	ex.setRouteHeaders(c)
 	if len(req.DroppedTools) > 0 {
 		c.Set("x-hearth-dropped-tools", strings.Join(req.DroppedTools, ","))
