@@ -28,8 +28,12 @@
 //	err = gw.Run(ctx) // or gw.Serve(ctx, listener)
 //
 // Gateway.Traffic keeps the latest requests and agent sessions (bounded,
-// in memory) for the console; Gateway.KeyRequired is the API's key rule;
-// Gateway.SetAliases replaces the model aliases while the gateway runs.
+// in memory) for the console: each request is a turn of its session or a
+// side request beside it (requestKind), and each turn is compared with the
+// session's previous turn to tell a lost or changed prefix (evicted, routed
+// elsewhere, prompt changed) from one that was served from the cache.
+// Gateway.KeyRequired is the API's key rule; Gateway.SetAliases replaces
+// the model aliases while the gateway runs.
 //
 // The router adapter wraps its own sentinel errors so that errors.Is finds
 // api.ErrQueueFull (429 with Retry-After) or api.ErrNoWorker (503), and it

@@ -114,6 +114,7 @@ type exchange struct {
 	// For the traffic record.
 	arrived time.Time
 	client  string
+	kind    RequestKind
 	hashes  []tokenizer.SeqHash
 	ttft    time.Duration
 	logLine *requestLine // the request's log line; nil in tests that build an exchange by hand
@@ -261,7 +262,7 @@ const drainTimeout = time.Second
 // record adds the finished exchange to the gateway's traffic record.
 func (ex *exchange) record() {
 	r := RequestRecord{
-		ID: ex.id, At: ex.arrived, SessionID: ex.req.SessionID, Client: ex.client,
+		ID: ex.id, At: ex.arrived, SessionID: ex.req.SessionID, Client: ex.client, Kind: ex.kind,
 		Worker: ex.route.Worker, Status: ex.status, PromptTokens: ex.prompt, TTFT: ex.ttft,
 	}
 	if ex.acc.HaveUsage {
@@ -269,6 +270,7 @@ func (ex *exchange) record() {
 			r.PromptTokens = ex.acc.Usage.PromptTokens
 		}
 		r.CachedTokens = ex.acc.Usage.cached()
+		r.CacheReported = ex.acc.Usage.PromptTokensDetails != nil
 		r.OutputTokens = ex.acc.Usage.CompletionTokens
 	}
 	ex.g.traffic.Record(r, ex.hashes, time.Now())
@@ -460,6 +462,8 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 	ex.req, ex.watch = req, watch
 	ex.arrived, ex.client, ex.hashes = arrived, clientKind(c), rr.Hashes
 	ex.logLine = lineOf(c)
+	ex.kind = requestKind(requestShapeOf(c, ex.client, req))
+	ex.logLine.kind = ex.kind
 	ex.setRouteHeaders(c)
 	if len(req.DroppedTools) > 0 {
 		c.Set("x-hearth-dropped-tools", strings.Join(req.DroppedTools, ","))

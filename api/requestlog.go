@@ -16,6 +16,7 @@ type requestLine struct {
 	start                      time.Time
 	method, path               string
 	client, session, model     string
+	kind                       RequestKind // a turn of the session or a side request
 	worker                     string
 	promptTokens, cachedTokens int
 	ttft                       time.Duration
@@ -86,6 +87,9 @@ func (g *Gateway) logLine(ctx context.Context, l *requestLine, level slog.Level)
 	}
 	if l.session != "" {
 		attrs = append(attrs, slog.String("session", l.session))
+	}
+	if l.kind != "" {
+		attrs = append(attrs, slog.String("kind", string(l.kind)))
 	}
 	if l.model != "" {
 		attrs = append(attrs, slog.String("model", l.model))

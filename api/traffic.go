@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +34,9 @@ type TrafficLimits struct {
 	Sessions int
 	// Turns is how many of each session's latest turns are kept. Default 200.
 	Turns int
+	// BlockSize is the KV block size in tokens, as the gateway hashes
+	// prompts (Config.BlockSize). Default 16.
+	BlockSize int
 }
 
 // RequestRecord is one finished request as the gateway saw it.
@@ -41,42 +45,91 @@ type RequestRecord struct {
 	At        time.Time // when the gateway began to route it (parsed and tokenized)
 	SessionID string    // "" when the client sent none
 	Client    string    // see clientKind
-	Worker    string
-	Status    int // HTTP status the client got (499: it went away)
+	// Kind tells a turn of the agent's conversation from a side request
+	// (a title, a topic check, a quota probe); see requestKind.
+	Kind   RequestKind
+	Worker string
+	Status int // HTTP status the client got (499: it went away)
 
 	PromptTokens int // the engine's count when it reported usage, else ours
 	CachedTokens int // prompt tokens the engine served from its prefix cache
-	OutputTokens int
+	// CacheReported is set when the engine said how many prompt tokens it
+	// had cached; without it a turn is never judged to have lost cache.
+	CacheReported bool
+	OutputTokens  int
 	// TTFT is from At to the first token; 0 when none came.
 	TTFT time.Duration
 }
 
-// SessionRecord is one agent session and its latest turns.
+// RequestKind tells the requests of a session apart.
+type RequestKind string
+
+const (
+	// KindTurn is a turn of the agent's conversation: its prompt extends
+	// the previous turn's.
+	KindTurn RequestKind = "turn"
+	// KindSide is a request the agent makes beside the conversation (a
+	// title, a topic check, a quota probe, a compaction): its prompt is
+	// not the conversation's, so it is never compared with the turns.
+	KindSide RequestKind = "side"
+)
+
+// Causes of a diverged turn.
+const (
+	// CauseEvicted: the turn ran where the previous one did, but the
+	// engine no longer held the prefix the two share.
+	CauseEvicted = "evicted"
+	// CauseRoutedElsewhere: the turn ran on another worker than the
+	// previous one, which did not hold the shared prefix.
+	CauseRoutedElsewhere = "routed_elsewhere"
+	// CausePromptChanged: the prompt differs from the previous turn's
+	// inside the previous turn's prompt (an edited system prompt, a
+	// reordered tool list, a rewritten message).
+	CausePromptChanged = "prompt_changed"
+)
+
+// SessionRecord is one agent session and its latest requests.
 type SessionRecord struct {
 	ID         string
 	Client     string
 	Worker     string // where its last turn ran
 	LastActive time.Time
-	Turns      []TurnRecord // oldest first
+	// Turns are the session's requests, turns and side requests, in order
+	// of arrival.
+	Turns []TurnRecord
 }
 
 // TurnRecord is one request of a session.
 type TurnRecord struct {
 	At           time.Time
+	Kind         RequestKind
+	Worker       string
 	PromptTokens int
 	CachedTokens int
 	OutputTokens int
-	// Diverged is set when the prompt does not extend the previous turn's:
-	// DivergedBlock is the first full block whose hash differs from the
-	// previous prompt's, or the previous prompt's block count when this
-	// prompt is a shorter prefix of it.
+	// SharedBlocks is how many leading blocks the prompt shares with the
+	// previous turn's: what the engine should have had cached. Side
+	// requests and first turns share none.
+	SharedBlocks int
+	// Diverged is set when a prefix the engine had was lost or changed:
+	// the engine served fewer blocks from its cache than the prompt shares
+	// with the previous turn (Cause evicted or routed_elsewhere;
+	// DivergedBlock is then the first block it did not have), or the
+	// prompt differs from the previous turn's inside it (prompt_changed;
+	// DivergedBlock is the first differing block). A turn that repeats,
+	// extends or cuts short the previous prompt and was served from cache
+	// did not diverge.
 	Diverged      bool
 	DivergedBlock int
+	Cause         string
 }
 
 type sessionState struct {
 	rec    SessionRecord
-	hashes []tokenizer.SeqHash // the last turn's prompt blocks
+	hashes []tokenizer.SeqHash // the latest turn's prompt blocks
+	at     time.Time           // that turn's arrival
+	worker string              // and where it ran
+	turned bool                // whether a turn was recorded yet
 }
 
 // NewTraffic returns an empty record.
@@ -89,6 +142,9 @@ func NewTraffic(l TrafficLimits) *Traffic {
 	}
 	if l.Turns <= 0 {
 		l.Turns = 200
+	}
+	if l.BlockSize <= 0 {
+		l.BlockSize = tokenizer.DefaultBlockSize
 	}
 	return &Traffic{limits: l, ring: make([]RequestRecord, 0, min(l.Requests, 256)), sessions: make(map[string]*sessionState)}
 }
@@ -117,16 +173,36 @@ func (t *Traffic) Record(r RequestRecord, hashes []tokenizer.SeqHash, ended time
 		s = &sessionState{rec: SessionRecord{ID: r.SessionID}}
 		t.sessions[r.SessionID] = s
 	}
-	turn := TurnRecord{At: r.At, PromptTokens: r.PromptTokens, CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens}
-	if ok {
-		turn.DivergedBlock, turn.Diverged = divergence(s.hashes, hashes)
+	turn := TurnRecord{
+		At: r.At, Kind: cmp.Or(r.Kind, KindTurn), Worker: r.Worker,
+		PromptTokens: r.PromptTokens, CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens,
 	}
-	s.hashes = append(s.hashes[:0], hashes...)
+	// A turn is compared with the latest turn that arrived before it; one
+	// that finished after a later turn was recorded is only listed.
+	if turn.Kind == KindTurn && (!s.turned || !r.At.Before(s.at)) {
+		if s.turned {
+			compareTurns(&turn, s.hashes, s.worker, hashes, r.CacheReported, t.limits.BlockSize)
+		}
+		s.hashes = append(s.hashes[:0], hashes...)
+		s.at, s.worker, s.turned = r.At, r.Worker, true
+		s.rec.Worker = r.Worker
+	}
 	if len(s.rec.Turns) >= t.limits.Turns {
 		s.rec.Turns = slices.Delete(s.rec.Turns, 0, len(s.rec.Turns)-t.limits.Turns+1)
 	}
-	s.rec.Turns = append(s.rec.Turns, turn)
-	s.rec.Client, s.rec.Worker = r.Client, r.Worker
+	// Requests finish out of order (a side request outlives the turn sent
+	// after it): keep them in order of arrival.
+	i, _ := slices.BinarySearchFunc(s.rec.Turns, r.At, func(e TurnRecord, at time.Time) int {
+		if e.At.After(at) {
+			return 1
+		}
+		return -1
+	})
+	s.rec.Turns = slices.Insert(s.rec.Turns, i, turn)
+	s.rec.Client = r.Client
+	if s.rec.Worker == "" {
+		s.rec.Worker = r.Worker
+	}
 	if ended.After(s.rec.LastActive) {
 		s.rec.LastActive = ended
 	}
@@ -144,21 +220,29 @@ func (t *Traffic) forgetIdlest() {
 	delete(t.sessions, idlest)
 }
 
-// divergence compares a prompt's block hashes with the previous turn's. A
-// prompt that repeats or extends the previous one does not diverge. Block
-// hashes are chained, so the first differing index is where the prompts
-// part.
-func divergence(prev, cur []tokenizer.SeqHash) (block int, diverged bool) {
-	n := min(len(prev), len(cur))
-	for i := range n {
-		if prev[i] != cur[i] {
-			return i, true
+// compareTurns judges a turn against the previous turn of its session,
+// whose prompt blocks were prev and which ran on prevWorker. Block hashes
+// are chained, so the shared prefix ends at the first differing index.
+// Cache loss is judged only when the engine reported its cached tokens,
+// and only a whole block short counts: an engine recomputes the last
+// token of a fully cached prompt.
+func compareTurns(turn *TurnRecord, prev []tokenizer.SeqHash, prevWorker string, cur []tokenizer.SeqHash, cacheReported bool, block int) {
+	shared := 0
+	for shared < min(len(prev), len(cur)) && prev[shared] == cur[shared] {
+		shared++
+	}
+	turn.SharedBlocks = shared
+	if cacheReported && turn.CachedTokens+block <= shared*block {
+		turn.Diverged, turn.DivergedBlock = true, turn.CachedTokens/block
+		turn.Cause = CauseEvicted
+		if turn.Worker != prevWorker {
+			turn.Cause = CauseRoutedElsewhere
 		}
+		return
 	}
-	if len(cur) < len(prev) {
-		return len(cur), true
+	if shared < len(prev) && shared < len(cur) {
+		turn.Diverged, turn.DivergedBlock, turn.Cause = true, shared, CausePromptChanged
 	}
-	return 0, false
 }
 
 // RequestsSince returns the kept requests that arrived at or after since,

@@ -12,27 +12,69 @@ import (
 
 func hashes(hs ...tokenizer.SeqHash) []tokenizer.SeqHash { return hs }
 
-func TestDivergence(t *testing.T) {
+func TestCompareTurns(t *testing.T) {
+	const b = 16
 	for _, tc := range []struct {
-		name      string
-		prev, cur []tokenizer.SeqHash
-		block     int
-		diverged  bool
+		name       string
+		prev, cur  []tokenizer.SeqHash
+		prevWorker string
+		worker     string
+		cached     int
+		reported   bool
+		shared     int
+		diverged   bool
+		block      int
+		cause      string
 	}{
-		{"extends", hashes(1, 2), hashes(1, 2, 3, 4), 0, false},
-		{"repeats", hashes(1, 2, 3), hashes(1, 2, 3), 0, false},
-		{"first block differs", hashes(1, 2, 3), hashes(9, 2, 3, 4), 0, true},
-		{"middle block differs", hashes(1, 2, 3), hashes(1, 2, 7, 8), 2, true},
-		{"shorter prefix", hashes(1, 2, 3), hashes(1, 2), 2, true},
-		{"previous had no full block", nil, hashes(1), 0, false},
-		{"no full block now", hashes(1), nil, 0, true},
+		{"extends, served from cache", hashes(1, 2), hashes(1, 2, 3, 4), "w1", "w1", 2 * b, true, 2, false, 0, ""},
+		{"repeats; the last token is recomputed", hashes(1, 2, 3), hashes(1, 2, 3), "w1", "w1", 3*b - 1, true, 3, false, 0, ""},
+		{"a shorter prefix is no change", hashes(1, 2, 3), hashes(1, 2), "w1", "w1", 2 * b, true, 2, false, 0, ""},
+		{"previous had no full block", nil, hashes(1), "w1", "w1", 0, true, 0, false, 0, ""},
+		{"cached more than shared (another session's prefix)", hashes(1), hashes(1, 2, 3), "w1", "w1", 3 * b, true, 1, false, 0, ""},
+		{"evicted on the same worker", hashes(1, 2, 3), hashes(1, 2, 3, 4), "w1", "w1", b, true, 3, true, 1, CauseEvicted},
+		{"routed elsewhere", hashes(1, 2, 3), hashes(1, 2, 3, 4), "w1", "w2", 0, true, 3, true, 0, CauseRoutedElsewhere},
+		{"another worker that had it is fine", hashes(1, 2, 3), hashes(1, 2, 3, 4), "w1", "w2", 3 * b, true, 3, false, 0, ""},
+		{"no cache report: loss is not judged", hashes(1, 2, 3), hashes(1, 2, 3, 4), "w1", "w1", 0, false, 3, false, 0, ""},
+		{"first block changed", hashes(1, 2, 3), hashes(9, 2, 3, 4), "w1", "w1", 0, true, 0, true, 0, CausePromptChanged},
+		{"middle block changed", hashes(1, 2, 3), hashes(1, 2, 7, 8), "w1", "w1", 2 * b, true, 2, true, 2, CausePromptChanged},
+		{"changed, unreported cache", hashes(1, 2, 3), hashes(1, 7), "w1", "w1", 0, false, 1, true, 1, CausePromptChanged},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			block, diverged := divergence(tc.prev, tc.cur)
-			if block != tc.block || diverged != tc.diverged {
-				t.Fatalf("divergence(%v, %v) = %d, %v; want %d, %v", tc.prev, tc.cur, block, diverged, tc.block, tc.diverged)
+			turn := TurnRecord{Kind: KindTurn, Worker: tc.worker, CachedTokens: tc.cached}
+			compareTurns(&turn, tc.prev, tc.prevWorker, tc.cur, tc.reported, b)
+			if turn.SharedBlocks != tc.shared || turn.Diverged != tc.diverged || turn.DivergedBlock != tc.block || turn.Cause != tc.cause {
+				t.Fatalf("shared %d diverged %v at %d cause %q; want shared %d diverged %v at %d cause %q",
+					turn.SharedBlocks, turn.Diverged, turn.DivergedBlock, turn.Cause, tc.shared, tc.diverged, tc.block, tc.cause)
 			}
 		})
+	}
+}
+
+// TestTrafficSideRequests: a side request between two turns is listed in
+// order of arrival but compared with nothing, and the turn after it is
+// compared with the turn before it.
+func TestTrafficSideRequests(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	tr := NewTraffic(TrafficLimits{})
+	rec := func(id string, kind RequestKind, sec int, finish int, hs []tokenizer.SeqHash, prompt, cached int) {
+		at := t0.Add(time.Duration(sec) * time.Second)
+		tr.Record(RequestRecord{ID: id, At: at, SessionID: "s", Client: "claude-code", Kind: kind, Worker: "w1",
+			PromptTokens: prompt, CachedTokens: cached, CacheReported: true}, hs, t0.Add(time.Duration(finish)*time.Second))
+	}
+	// The side request arrives first and finishes last.
+	rec("side", KindSide, 0, 9, hashes(50, 51), 40, 0)
+	rec("t1", KindTurn, 1, 2, hashes(1, 2, 3), 50, 0)
+	rec("t2", KindTurn, 3, 4, hashes(1, 2, 3, 4, 5), 80, 48)
+	rec("probe", KindSide, 5, 6, hashes(60), 20, 0)
+	rec("t3", KindTurn, 7, 8, hashes(1, 2, 3, 4, 5, 6), 96, 80)
+	s := tr.Sessions()[0]
+	var got []string
+	for _, turn := range s.Turns {
+		got = append(got, fmt.Sprintf("%s/%d/%v/%d", turn.Kind, turn.PromptTokens, turn.Diverged, turn.SharedBlocks))
+	}
+	want := "[side/40/false/0 turn/50/false/0 turn/80/false/3 side/20/false/0 turn/96/false/5]"
+	if fmt.Sprint(got) != want {
+		t.Fatalf("turns %v, want %v", got, want)
 	}
 }
 

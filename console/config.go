@@ -66,9 +66,6 @@ type Config struct {
 	// active sessions, and the latest turns of each. Defaults 50 and 12.
 	SessionsShown int
 	TurnsShown    int
-	// BustDrop is how far a turn's cached share must fall below the previous
-	// turn's to be marked as a cache miss. Default 0.2.
-	BustDrop float64
 
 	// PrefillTokensPerSec converts cached tokens into prefill seconds saved
 	// for engines that do not report their own speed. Default 5000.
@@ -125,7 +122,6 @@ func (c *Config) setDefaults() {
 	setDefault(&c.DecisionScan, 1000)
 	setDefault(&c.SessionsShown, 50)
 	setDefault(&c.TurnsShown, 12)
-	setDefault(&c.BustDrop, 0.2)
 	setDefault(&c.PrefillTokensPerSec, 5000)
 	setDefault(&c.LoginTTL, 24*time.Hour)
 	if c.Location == nil {

@@ -95,9 +95,9 @@ func TestDemo(t *testing.T) {
 			// with a rewritten prompt.
 			s := &f.sessions[0]
 			last := s.Turns[len(s.Turns)-1]
-			turn := Turn{At: now, PromptTokens: last.PromptTokens + 700, CachedTokens: last.PromptTokens / 16 * 16, OutputTokens: 300}
+			turn := Turn{At: now, Kind: TurnKindTurn, PromptTokens: last.PromptTokens + 700, CachedTokens: last.PromptTokens / 16 * 16, OutputTokens: 300}
 			if len(s.Turns)%5 == 0 {
-				turn.CachedTokens, turn.Diverged, turn.DivergedBlock = 64, true, 4
+				turn.CachedTokens, turn.Diverged, turn.DivergedBlock, turn.Cause = 64, true, 4, "evicted"
 			}
 			if now.Sub(last.At) > time.Second {
 				s.Turns = append(s.Turns, turn)

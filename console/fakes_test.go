@@ -202,12 +202,17 @@ func loadedSources(now time.Time, gpus, sessions, perMinute int) *fakeSources {
 		at := now.Add(-time.Duration(rng.IntN(3600)) * time.Second)
 		prompt := 18_000 + rng.IntN(4000)
 		prevPrompt := 0
+		// Claude Code and OpenCode ask for a title or topic beside the
+		// conversation before its first turn.
+		if s.Client != "codex" {
+			s.Turns = append(s.Turns, Turn{At: at, Kind: TurnKindSide, Worker: s.Worker, PromptTokens: 360, OutputTokens: 12})
+		}
 		for j := range turns {
-			t := Turn{At: at, PromptTokens: prompt, OutputTokens: 200 + rng.IntN(800)}
+			t := Turn{At: at, Kind: TurnKindTurn, Worker: s.Worker, PromptTokens: prompt, OutputTokens: 200 + rng.IntN(800)}
 			t.CachedTokens = prevPrompt / 16 * 16
 			// Every codex session rewrites its prompt now and then.
 			if j > 0 && s.Client == "codex" && j%4 == 0 {
-				t.Diverged, t.DivergedBlock = true, 3
+				t.Diverged, t.DivergedBlock, t.Cause = true, 3, "prompt_changed"
 				t.CachedTokens = 48
 			}
 			s.Turns = append(s.Turns, t)

@@ -310,38 +310,60 @@ func TestPolylines(t *testing.T) {
 	}
 }
 
-func TestSessionTurnsMarkCacheBusting(t *testing.T) {
+func TestSessionTurnsMarkDivergence(t *testing.T) {
 	cfg := testConfig()
 	cfg.TurnsShown = 3
-	s := Session{ID: "s1", Client: "codex", Worker: "w0", LastActive: t0.Add(-2 * time.Minute), Turns: []Turn{
-		{At: t0, PromptTokens: 10_000, CachedTokens: 0},
-		{At: t0, PromptTokens: 12_000, CachedTokens: 9_984},                                // 83%
-		{At: t0, PromptTokens: 14_000, CachedTokens: 11_984},                               // 86%
-		{At: t0, PromptTokens: 15_000, CachedTokens: 48, Diverged: true, DivergedBlock: 3}, // busted, diverged
-		{At: t0, PromptTokens: 16_000, CachedTokens: 14_992, OutputTokens: 500},            // 94%, recovers
-		{At: t0, PromptTokens: 17_000, CachedTokens: 8_000},                                // 47%: dropped, no divergence reported
+	side := func(prompt int) Turn {
+		return Turn{At: t0, Kind: TurnKindSide, Worker: "w0", PromptTokens: prompt, OutputTokens: 12}
+	}
+	s := Session{ID: "s1", Client: "claude-code", Worker: "w0", LastActive: t0.Add(-2 * time.Minute), Turns: []Turn{
+		side(360), // the topic request before the first turn
+		{At: t0, Kind: TurnKindTurn, PromptTokens: 10_000, CachedTokens: 0},
+		{At: t0, Kind: TurnKindTurn, PromptTokens: 12_000, CachedTokens: 9_984},  // 83%
+		{At: t0, Kind: TurnKindTurn, PromptTokens: 14_000, CachedTokens: 11_984}, // 86%
+		side(40), // a quota probe
+		{At: t0, Kind: TurnKindTurn, PromptTokens: 15_000, CachedTokens: 48, Diverged: true, DivergedBlock: 3, Cause: "evicted"},      // lost
+		{At: t0, Kind: TurnKindTurn, PromptTokens: 16_000, CachedTokens: 14_992, OutputTokens: 500},                                   // 94%, recovers
+		{At: t0, Kind: TurnKindTurn, Worker: "w1", PromptTokens: 17_000, CachedTokens: 16, Diverged: true, Cause: "routed_elsewhere"}, // lost
+		{At: t0, Kind: TurnKindTurn, PromptTokens: 30_000, CachedTokens: 14_000},                                                      // 47%: a long new message, nothing lost
+		side(459),
 	}}
 	row := sessionRowVM(cfg, t0, &s)
 	if row.Busted != 2 {
 		t.Errorf("busted turns = %d, want 2", row.Busted)
 	}
-	if !row.LastLow || row.LastShare != "47%" {
-		t.Errorf("last turn: low %v share %s", row.LastLow, row.LastShare)
+	if row.LastLow || row.LastShare != "47%" {
+		t.Errorf("last turn: low %v share %s; want the last turn, not the side request, and not low", row.LastLow, row.LastShare)
 	}
-	if row.Context != "17.0k" || row.Idle != "2 min" || row.Turns != 6 {
+	if row.Context != "30.0k" || row.Idle != "2 min" || row.Turns != 7 || row.Sides != 3 {
 		t.Errorf("row %+v", row)
 	}
-	if row.HiddenTurns != 3 || len(row.TurnRows) != 3 {
+	if row.HiddenTurns != 4 || len(row.TurnRows) != 3 {
 		t.Fatalf("hidden %d, shown %d", row.HiddenTurns, len(row.TurnRows))
 	}
-	if tr := row.TurnRows[0]; tr.N != 4 || !tr.Busted || tr.Diverged != "diverged at block 3" || tr.Cached != "48" {
-		t.Errorf("turn 4: %+v", tr)
-	}
-	if tr := row.TurnRows[1]; tr.Busted || tr.Diverged != "" || tr.Share != "94%" {
+	if tr := row.TurnRows[0]; tr.N != 5 || tr.Busted || tr.Diverged != "" || tr.Share != "94%" {
 		t.Errorf("turn 5: %+v", tr)
 	}
-	if tr := row.TurnRows[2]; !tr.Busted || tr.Diverged != "" {
+	if tr := row.TurnRows[1]; tr.N != 6 || !tr.Busted || tr.Diverged != "diverged at block 0: routed to w1, which did not have it" {
 		t.Errorf("turn 6: %+v", tr)
+	}
+	if tr := row.TurnRows[2]; tr.N != 7 || tr.Busted || tr.Diverged != "" {
+		t.Errorf("turn 7: %+v", tr)
+	}
+	if len(row.SideRows) != 3 || row.SideRows[0].Prompt != "360" || row.SideRows[2].Prompt != "459" || row.HiddenSides != 0 {
+		t.Errorf("side rows %+v", row.SideRows)
+	}
+	for _, tc := range []struct {
+		turn Turn
+		want string
+	}{
+		{Turn{DivergedBlock: 3, Cause: "evicted"}, "diverged at block 3: evicted from the GPU"},
+		{Turn{DivergedBlock: 7, Cause: "prompt_changed"}, "prompt changed at block 7"},
+		{Turn{DivergedBlock: 2}, "diverged at block 2"},
+	} {
+		if got := divergedText(&tc.turn); got != tc.want {
+			t.Errorf("divergedText(%+v) = %q, want %q", tc.turn, got, tc.want)
+		}
 	}
 }
 

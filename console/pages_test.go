@@ -96,7 +96,7 @@ func TestPagesGolden(t *testing.T) {
 		{name: "sessions-empty", req: request{path: "/console/sessions"}, status: 200,
 			want: []string{"No agent sessions yet"}},
 		{name: "sessions-loaded", sources: smallCluster, req: request{path: "/console/sessions"}, status: 200,
-			want: []string{"<details", "diverged at block 3", `class="busted"`, "claude-code"}},
+			want: []string{"<details", "prompt changed at block 3", "side request", `class="busted"`, "claude-code"}},
 		{name: "sessions-error", sources: func() *fakeSources { f := smallCluster(); failing(f); return f },
 			req: request{path: "/console/sessions"}, status: 200, want: []string{"gateway not running"}},
 		{name: "requests-empty", req: request{path: "/console/requests"}, status: 200,

@@ -172,21 +172,39 @@ type Session struct {
 	Client     string // "claude-code", "codex", "opencode", or a user agent
 	Worker     string // where its last turn ran
 	LastActive time.Time
-	Turns      []Turn // oldest first
+	// Turns are the session's requests, turns and side requests, in order
+	// of arrival.
+	Turns []Turn
 }
+
+// Turn kinds.
+const (
+	// TurnKindTurn is a turn of the agent's conversation.
+	TurnKindTurn = "turn"
+	// TurnKindSide is a request the agent makes beside its conversation (a
+	// title, a topic check, a quota probe, a compaction). It is shown
+	// apart and never compared with the turns.
+	TurnKindSide = "side"
+)
 
 // Turn is one request of a session.
 type Turn struct {
 	At           time.Time
+	Kind         string // TurnKindTurn or TurnKindSide
+	Worker       string
 	PromptTokens int
 	CachedTokens int
 	OutputTokens int
-	// Diverged is set when the prompt does not extend the previous turn's
-	// prompt; DivergedBlock is then the index of the first 16-token block
-	// that differs. A client that rewrites its prompt every turn (a
-	// timestamp in the system prompt, a reordered tool list) shows here.
+	// Diverged is set when a prefix the engine had for this conversation
+	// was lost or changed since the previous turn: DivergedBlock is the
+	// first 16-token block the engine did not serve from its cache, and
+	// Cause says why: "evicted" (gone from the worker's GPU),
+	// "routed_elsewhere" (the turn ran on a worker that did not have it)
+	// or "prompt_changed" (the client rewrote its prompt at that block: a
+	// timestamp in the system prompt, a reordered tool list).
 	Diverged      bool
 	DivergedBlock int
+	Cause         string
 }
 
 // HealthSource runs the host's checks (driver, CUDA, GPU memory, Docker and

@@ -375,7 +375,7 @@ func memoryBarVM(e Engine) components.MemoryBar {
 }
 
 // sessionsVM lists the most recently active sessions with their latest
-// turns, marking turns whose cached share fell.
+// turns, marking the turns that diverged and listing side requests apart.
 func sessionsVM(cfg Config, snap *snapshot) components.SessionsVM {
 	vm := components.SessionsVM{Total: len(snap.sessions)}
 	if snap.trafficErr != nil {
@@ -405,41 +405,61 @@ func sessionRowVM(cfg Config, now time.Time, s *Session) components.SessionRow {
 		DOMID:     domID("s-", s.ID),
 		ID:        s.ID,
 		Client:    cmp.Or(s.Client, "unknown"),
-		Turns:     len(s.Turns),
 		Worker:    cmp.Or(s.Worker, noValue),
 		Idle:      fmtAgo(now.Sub(s.LastActive)),
 		Context:   noValue,
 		LastShare: noValue,
 	}
-	first := max(len(s.Turns)-cfg.TurnsShown, 0)
-	row.HiddenTurns = first
-	row.TurnRows = make([]components.TurnRow, 0, len(s.Turns)-first)
-	prevShare := math.NaN()
+	var turns, sides []*Turn
 	for i := range s.Turns {
-		t := &s.Turns[i]
-		share := math.NaN()
-		if t.PromptTokens > 0 {
-			share = float64(min(max(t.CachedTokens, 0), t.PromptTokens)) / float64(t.PromptTokens)
+		if t := &s.Turns[i]; t.Kind == TurnKindSide {
+			sides = append(sides, t)
+		} else {
+			turns = append(turns, t)
 		}
-		busted := i > 0 && (t.Diverged || (!math.IsNaN(prevShare) && !math.IsNaN(share) && share < prevShare-cfg.BustDrop))
-		if busted {
+	}
+	row.Turns, row.Sides = len(turns), len(sides)
+	first := max(len(turns)-cfg.TurnsShown, 0)
+	row.HiddenTurns = first
+	row.TurnRows = make([]components.TurnRow, 0, len(turns)-first)
+	for i, t := range turns {
+		share := cachedShare(t)
+		if t.Diverged {
 			row.Busted++
 		}
-		if i == len(s.Turns)-1 {
-			row.Context = fmtTokens(t.PromptTokens + t.OutputTokens)
+		if i == len(turns)-1 {
+			row.Context = fmtTokens(max(t.PromptTokens, 0))
 			row.LastShare = fmtPct(share)
-			row.LastLow = busted
+			row.LastLow = t.Diverged
 		}
-		prevShare = share
-		if i < first {
-			continue
+		if i >= first {
+			row.TurnRows = append(row.TurnRows, turnRowVM(cfg, i+1, t, share))
 		}
-		row.TurnRows = append(row.TurnRows, turnRowVM(cfg, i+1, t, share, busted))
+	}
+	firstSide := max(len(sides)-cfg.TurnsShown, 0)
+	row.HiddenSides = firstSide
+	for _, t := range sides[firstSide:] {
+		row.SideRows = append(row.SideRows, components.SideRow{
+			At:     t.At.In(cfg.Location).Format("15:04:05"),
+			Prompt: fmtTokens(max(t.PromptTokens, 0)),
+			Cached: fmtTokens(min(max(t.CachedTokens, 0), max(t.PromptTokens, 0))),
+			Output: fmtTokens(max(t.OutputTokens, 0)),
+			Worker: cmp.Or(t.Worker, noValue),
+		})
 	}
 	return row
 }
 
-func turnRowVM(cfg Config, n int, t *Turn, share float64, busted bool) components.TurnRow {
+// cachedShare is the part of a turn's prompt served from the cache, NaN
+// when the prompt's size is unknown.
+func cachedShare(t *Turn) float64 {
+	if t.PromptTokens <= 0 {
+		return math.NaN()
+	}
+	return float64(min(max(t.CachedTokens, 0), t.PromptTokens)) / float64(t.PromptTokens)
+}
+
+func turnRowVM(cfg Config, n int, t *Turn, share float64) components.TurnRow {
 	cached := min(max(t.CachedTokens, 0), max(t.PromptTokens, 0))
 	fresh := max(t.PromptTokens, 0) - cached
 	r := components.TurnRow{
@@ -449,7 +469,7 @@ func turnRowVM(cfg Config, n int, t *Turn, share float64, busted bool) component
 		Cached: fmtTokens(cached),
 		New:    fmtTokens(fresh),
 		Share:  fmtPct(share),
-		Busted: busted,
+		Busted: t.Diverged,
 	}
 	cachedW := 0.0
 	if t.PromptTokens > 0 {
@@ -462,9 +482,23 @@ func turnRowVM(cfg Config, n int, t *Turn, share float64, busted bool) component
 		r.NewW = "0"
 	}
 	if t.Diverged {
-		r.Diverged = "diverged at block " + strconv.Itoa(t.DivergedBlock)
+		r.Diverged = divergedText(t)
 	}
 	return r
+}
+
+// divergedText says where and why a turn lost its cached prefix.
+func divergedText(t *Turn) string {
+	block := strconv.Itoa(t.DivergedBlock)
+	switch t.Cause {
+	case "evicted":
+		return "diverged at block " + block + ": evicted from the GPU"
+	case "routed_elsewhere":
+		return "diverged at block " + block + ": routed to " + cmp.Or(t.Worker, "another worker") + ", which did not have it"
+	case "prompt_changed":
+		return "prompt changed at block " + block
+	}
+	return "diverged at block " + block
 }
 
 // requestsVM lists the latest routing decisions.

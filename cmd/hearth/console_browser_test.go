@@ -205,6 +205,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		rows := wait(t, "the session's second turn in its open row",
 			fmt.Sprintf(`(() => { const d = %s; if (!d || !d.open) return ''; const n = d.querySelectorAll('table.turns tbody tr').length; return n === 2 ? String(n) : ''; })()`, row(2)))
 		t.Logf("session %s shows %s turns", session, rows)
+		// A side request is listed apart: the row still counts two turns.
+		askSide(t, baseURL, session)
+		wait(t, "the side request apart from the turns",
+			fmt.Sprintf(`(() => { const d = %s; if (!d || !d.open) return ''; const n = d.querySelectorAll('table.sides tbody tr').length; return n === 1 && d.querySelectorAll('table.turns tbody tr').length === 2 ? 'yes' : ''; })()`, row(2)))
 		screenshot(t, "sessions.png")
 	})
 
@@ -341,17 +345,38 @@ func uniquePrompt(t *testing.T, words int) string {
 // ask sends a Claude Code turn of session, alternating user and assistant
 // messages starting with the user, and returns the worker that served it
 // and the prompt's size in blocks, from the x-hearth headers.
+// browserTools is the one tool the test's turns carry.
+const browserTools = `[{"name":"read_file","description":"Read a file of the workspace.","input_schema":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}]`
+
 func ask(t *testing.T, baseURL, session string, messages ...string) (worker string, promptBlocks int) {
+	t.Helper()
+	return askClaude(t, baseURL, session, browserTools, messages...)
+}
+
+// askSide sends a side request to a session: a Claude Code topic check,
+// without tools.
+func askSide(t *testing.T, baseURL, session string) {
+	t.Helper()
+	askClaude(t, baseURL, session, "", "Does this start a new subject? "+uniquePrompt(t, 20))
+}
+
+func askClaude(t *testing.T, baseURL, session, tools string, messages ...string) (worker string, promptBlocks int) {
 	t.Helper()
 	type message struct {
 		Role    string `json:"role"`
 		Content string `json:"content"`
 	}
+	// Claude Code sends its tools with every turn; a request without
+	// them would be one of its side requests.
 	req := struct {
-		Model     string    `json:"model"`
-		MaxTokens int       `json:"max_tokens"`
-		Messages  []message `json:"messages"`
+		Model     string          `json:"model"`
+		MaxTokens int             `json:"max_tokens"`
+		Messages  []message       `json:"messages"`
+		Tools     json.RawMessage `json:"tools,omitempty"`
 	}{Model: "claude-sonnet-4-5", MaxTokens: 8}
+	if tools != "" {
+		req.Tools = json.RawMessage(tools)
+	}
 	for i, m := range messages {
 		role := "user"
 		if i%2 == 1 {

@@ -167,8 +167,9 @@ func (s *trafficSource) Sessions(context.Context) ([]console.Session, error) {
 		turns := make([]console.Turn, len(r.Turns))
 		for j, t := range r.Turns {
 			turns[j] = console.Turn{
-				At: t.At, PromptTokens: t.PromptTokens, CachedTokens: t.CachedTokens, OutputTokens: t.OutputTokens,
-				Diverged: t.Diverged, DivergedBlock: t.DivergedBlock,
+				At: t.At, Kind: string(t.Kind), Worker: t.Worker,
+				PromptTokens: t.PromptTokens, CachedTokens: t.CachedTokens, OutputTokens: t.OutputTokens,
+				Diverged: t.Diverged, DivergedBlock: t.DivergedBlock, Cause: t.Cause,
 			}
 		}
 		out[i] = console.Session{ID: r.ID, Client: r.Client, Worker: r.Worker, LastActive: r.LastActive, Turns: turns}

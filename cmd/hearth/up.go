@@ -486,6 +486,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 			con.Register(r)
 			r.Get("/api/v1/engines", con.Guard, enginesHandler(engineStatuses))
 			r.Get("/api/v1/engines/:name/logs", con.Guard, engineLogsHandler(sup))
+			r.Get("/api/v1/sessions", con.Guard, sessionsHandler(traffic))
 			// A browser opening the API's address lands on the console;
 			// HEAD / (Claude Code's probe) keeps the gateway's answer.
 			r.Add(fiber.MethodGet, "/", func(c *fiber.Ctx) error { return c.Redirect("/console/") })

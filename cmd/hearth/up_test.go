@@ -95,7 +95,7 @@ type clientFixture struct {
 // streamedAnswer is what a client makes of a streamed answer.
 type streamedAnswer struct {
 	text, toolName, toolArgs, finish string
-	cachedTokens                     int
+	promptTokens, cachedTokens       int
 	worker                           string
 }
 
@@ -268,6 +268,7 @@ func decodeAnthropicStream(t *testing.T, events []sseEvent) streamedAnswer {
 				StopReason  string `json:"stop_reason"`
 			}
 			Usage struct {
+				Input     int `json:"input_tokens"`
 				CacheRead int `json:"cache_read_input_tokens"`
 			}
 		}
@@ -283,6 +284,7 @@ func decodeAnthropicStream(t *testing.T, events []sseEvent) streamedAnswer {
 			a.toolArgs += v.Delta.PartialJSON
 		case ev.name == "message_delta":
 			a.finish, a.cachedTokens = v.Delta.StopReason, v.Usage.CacheRead
+			a.promptTokens = v.Usage.Input + v.Usage.CacheRead
 		}
 	}
 	return a
@@ -301,6 +303,7 @@ func decodeResponsesStream(t *testing.T, events []sseEvent) streamedAnswer {
 			Response struct {
 				Status string
 				Usage  struct {
+					InputTokens        int `json:"input_tokens"`
 					InputTokensDetails struct {
 						CachedTokens int `json:"cached_tokens"`
 					} `json:"input_tokens_details"`
@@ -319,6 +322,7 @@ func decodeResponsesStream(t *testing.T, events []sseEvent) streamedAnswer {
 			}
 		case "response.completed":
 			a.finish, a.cachedTokens = v.Response.Status, v.Response.Usage.InputTokensDetails.CachedTokens
+			a.promptTokens = v.Response.Usage.InputTokens
 		}
 	}
 	return a
@@ -341,6 +345,7 @@ func decodeChatStream(t *testing.T, events []sseEvent) streamedAnswer {
 				FinishReason *string `json:"finish_reason"`
 			}
 			Usage *struct {
+				PromptTokens        int `json:"prompt_tokens"`
 				PromptTokensDetails struct {
 					CachedTokens int `json:"cached_tokens"`
 				} `json:"prompt_tokens_details"`
@@ -361,6 +366,7 @@ func decodeChatStream(t *testing.T, events []sseEvent) streamedAnswer {
 		}
 		if chunk.Usage != nil {
 			a.cachedTokens = chunk.Usage.PromptTokensDetails.CachedTokens
+			a.promptTokens = chunk.Usage.PromptTokens
 		}
 	}
 	return a

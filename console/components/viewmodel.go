@@ -163,15 +163,29 @@ type SessionRow struct {
 	DOMID       string
 	ID          string
 	Client      string
-	Turns       int
-	Context     string // tokens of the last turn, prompt + output
+	Turns       int    // turns of the conversation, side requests apart
+	Context     string // prompt tokens of the last turn
 	LastShare   string // cached share of the last turn's prompt
-	LastLow     bool   // the last turn's cached share dropped
+	LastLow     bool   // the last turn diverged
 	Worker      string
 	Idle        string
-	Busted      int // turns whose cached share dropped
+	Busted      int // turns that diverged: lost a cached prefix, or changed the prompt
 	TurnRows    []TurnRow
 	HiddenTurns int // older turns not shown
+	// Sides counts the side requests (titles, topic checks, quota probes),
+	// which are listed apart in SideRows and never compared with turns.
+	Sides       int
+	SideRows    []SideRow
+	HiddenSides int
+}
+
+// SideRow is one side request of a session.
+type SideRow struct {
+	At     string
+	Prompt string
+	Cached string
+	Output string
+	Worker string
 }
 
 // TurnRow is one turn of a session.
@@ -185,8 +199,8 @@ type TurnRow struct {
 	CachedW  string // width of the cached part in a 0..TurnBarWidth bar
 	NewW     string
 	NewX     string
-	Busted   bool
-	Diverged string // "diverged at block 12", "" when the prompt extended the last one
+	Busted   bool   // the turn diverged
+	Diverged string // "diverged at block 12: evicted from the GPU", "" when it did not
 }
 
 // TurnBarWidth is the view-box width of a turn's cached/new bar.

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/hearth-llm/hearth/api"
+	"github.com/hearth-llm/hearth/tokenizer"
+)
+
+// sessionsView is GET /api/v1/sessions as a client reads it.
+type sessionsView struct {
+	Sessions []sessionView `json:"sessions"`
+}
+
+type sessionView struct {
+	ID            string `json:"id"`
+	Client        string `json:"client"`
+	ContextTokens int    `json:"context_tokens"`
+	Turns         []struct {
+		N               int       `json:"n"`
+		Kind            string    `json:"kind"`
+		At              time.Time `json:"at"`
+		PromptTokens    int       `json:"prompt_tokens"`
+		CachedTokens    int       `json:"cached_tokens"`
+		DivergedAtBlock *int      `json:"diverged_at_block"`
+		Cause           *string   `json:"cause"`
+	} `json:"turns"`
+}
+
+func getSessions(t *testing.T, baseURL string) sessionsView {
+	t.Helper()
+	resp, err := http.Get(baseURL + "/api/v1/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/v1/sessions: %d %s", resp.StatusCode, body)
+	}
+	var v sessionsView
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("GET /api/v1/sessions: %v: %s", err, body)
+	}
+	return v
+}
+
+// TestSessionsReplayTheClients replays each coding agent's whole request
+// sequence (api/testdata/replay/<client>/, in file order: side requests
+// included, as the captures of the real clients show them) against hearth
+// up --sim and checks the session view: side requests apart as kind
+// "side", turns in order of arrival, no turn diverged (every turn extends
+// the previous one on a GPU that keeps it), and the session's context the
+// last turn's prompt as the client was told it.
+func TestSessionsReplayTheClients(t *testing.T) {
+	baseURL, _ := startUp(t)
+	for _, tc := range []struct {
+		client string
+		decode func(*testing.T, []sseEvent) streamedAnswer
+		kinds  []string // expected, in order of arrival
+	}{
+		{"claude-code", decodeAnthropicStream, []string{"side", "side", "turn", "turn"}},
+		{"codex", decodeResponsesStream, []string{"turn", "turn"}},
+		{"opencode", decodeChatStream, []string{"side", "turn", "turn"}},
+	} {
+		t.Run(tc.client, func(t *testing.T) {
+			files, err := filepath.Glob(filepath.Join("..", "..", "api", "testdata", "replay", tc.client, "*.json"))
+			if err != nil || len(files) == 0 {
+				t.Fatalf("no replay fixtures for %s: %v", tc.client, err)
+			}
+			slices.Sort(files)
+			var answers []streamedAnswer
+			for _, f := range files {
+				answers = append(answers, sendFixture(t, baseURL, filepath.Join("replay", tc.client, filepath.Base(f)), tc.decode))
+			}
+			var session *sessionView
+			v := getSessions(t, baseURL)
+			for i := range v.Sessions {
+				if v.Sessions[i].Client == tc.client {
+					if session != nil {
+						t.Fatalf("two %s sessions (%s, %s): the replay is one session", tc.client, session.ID, v.Sessions[i].ID)
+					}
+					session = &v.Sessions[i]
+				}
+			}
+			if session == nil {
+				t.Fatalf("no %s session in %+v", tc.client, v)
+			}
+			if len(session.Turns) != len(tc.kinds) {
+				t.Fatalf("%d requests in the session, want %d: %+v", len(session.Turns), len(tc.kinds), session.Turns)
+			}
+			lastTurn := -1
+			for i, turn := range session.Turns {
+				if turn.N != i+1 || turn.Kind != tc.kinds[i] {
+					t.Errorf("request %d: n %d kind %q, want n %d kind %q", i, turn.N, turn.Kind, i+1, tc.kinds[i])
+				}
+				if i > 0 && turn.At.Before(session.Turns[i-1].At) {
+					t.Errorf("request %d arrived at %v, before request %d (%v): not in order", i+1, turn.At, i, session.Turns[i-1].At)
+				}
+				if turn.PromptTokens != answers[i].promptTokens || turn.CachedTokens != answers[i].cachedTokens {
+					t.Errorf("request %d: %d prompt tokens, %d cached; the client was told %d, %d",
+						i+1, turn.PromptTokens, turn.CachedTokens, answers[i].promptTokens, answers[i].cachedTokens)
+				}
+				share := float64(turn.CachedTokens) / float64(max(turn.PromptTokens, 1))
+				if turn.DivergedAtBlock != nil || turn.Cause != nil {
+					t.Errorf("request %d (%s, %.0f%% cached) marked diverged at block %v, cause %v", i+1, turn.Kind, 100*share, deref(turn.DivergedAtBlock), deref(turn.Cause))
+				}
+				if turn.Kind == "turn" {
+					lastTurn = i
+				}
+			}
+			if want := answers[lastTurn].promptTokens; session.ContextTokens != want || want == 0 {
+				t.Errorf("context %d tokens, want the last turn's prompt, %d", session.ContextTokens, want)
+			}
+			for i, turn := range session.Turns {
+				if turn.Kind == "side" && turn.PromptTokens >= session.ContextTokens {
+					t.Errorf("side request %d has %d prompt tokens, not fewer than the conversation's %d", i+1, turn.PromptTokens, session.ContextTokens)
+				}
+			}
+			if last := session.Turns[lastTurn]; last.CachedTokens*2 < last.PromptTokens {
+				t.Errorf("last turn: %d of %d prompt tokens cached; want most of it, as it extends the turn before", last.CachedTokens, last.PromptTokens)
+			}
+		})
+	}
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// TestSessionsJSON: the JSON view of a recorded session, with a side
+// request, a turn that lost its cache on another worker and one whose
+// prompt changed.
+func TestSessionsJSON(t *testing.T) {
+	traffic := api.NewTraffic(api.TrafficLimits{})
+	t0 := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	rec := func(sec int, kind api.RequestKind, worker string, hashes []tokenizer.SeqHash, prompt, cached int) {
+		at := t0.Add(time.Duration(sec) * time.Second)
+		traffic.Record(api.RequestRecord{ID: "r", At: at, SessionID: "s1", Client: "claude-code", Kind: kind, Worker: worker,
+			PromptTokens: prompt, CachedTokens: cached, CacheReported: true, OutputTokens: 7}, hashes, at.Add(time.Second))
+	}
+	rec(0, api.KindSide, "w1", []tokenizer.SeqHash{9}, 20, 0)
+	rec(1, api.KindTurn, "w1", []tokenizer.SeqHash{1, 2}, 40, 0)
+	rec(2, api.KindTurn, "w2", []tokenizer.SeqHash{1, 2, 3}, 50, 0)
+	rec(3, api.KindTurn, "w2", []tokenizer.SeqHash{1, 5, 6, 7}, 70, 16)
+	app := fiber.New()
+	app.Get("/api/v1/sessions", sessionsHandler(traffic))
+	resp, err := app.Test(httptest.NewRequest(http.MethodGet, "/api/v1/sessions", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	checkGolden(t, filepath.Join("testdata", "sessions.json"), indentJSON(t, got))
+}
+
+func indentJSON(t *testing.T, raw []byte) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	out, _ := json.MarshalIndent(v, "", "  ")
+	return string(out) + "\n"
+}
