@@ -181,6 +181,8 @@ func TestUpFlagErrors(t *testing.T) {
 		{"--sim", "2x4090", "--speedup", "0"},
 		{"--sim", "2x4090", "--kv-offloading-size", "-1"},
 		{"--sim", "2x4090", "--alias", "claude"},
+		{"--sim", "2x4090", "--sim-tool-calls", "6-3"},
+		{"--sim", "2x4090", "--sim-tool-calls", "some"},
 	} {
 		if _, err := parseUpFlags(env, args); !errors.Is(err, errUsage) {
 			t.Errorf("hearth up %v: got %v, want a usage error", args, err)
@@ -410,4 +412,27 @@ func TestUpServesTwoModels(t *testing.T) {
 			t.Errorf("qwen3-14b-fp8: %d: %s", status, body)
 		}
 	})
+}
+
+// TestUpSimAgentFlags: the simulated model's tool use reaches every
+// engine's spec, and from there the sim-engine command line.
+func TestUpSimAgentFlags(t *testing.T) {
+	env := &environment{stderr: io.Discard, getenv: func(string) string { return "" }}
+	cfg, err := parseUpFlags(env, []string{"--sim", "2x4090", "--sim-allow-write-tools", "--sim-tool-calls", "2-4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, _, err := planEngines(cfg, plannedGPUs(t, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		if !s.AllowWriteTools || s.MinToolCalls != 2 || s.MaxToolCalls != 4 {
+			t.Errorf("spec %s: write tools %v, tool calls %d-%d", s.Name, s.AllowWriteTools, s.MinToolCalls, s.MaxToolCalls)
+		}
+		args := strings.Join(hruntime.SimEngineArgs(s, hruntime.Ports{}), " ")
+		if !strings.Contains(args, "--tool-calls 2-4 --allow-write-tools") {
+			t.Errorf("sim-engine args %s", args)
+		}
+	}
 }
