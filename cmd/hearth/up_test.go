@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -102,9 +103,11 @@ type streamedAnswer struct {
 // TestUpServesTheThreeClients drives hearth up --sim with each client's
 // own request shapes: turn 1 must come back as a tool call, turn 2 carries
 // the tool's result, lands on the same GPU and is served mostly from its
-// prefix cache.
+// prefix cache. The fixtures' clients look with a shell tool, so the
+// simulated model may use it here, and one call per task keeps the
+// two-turn shape.
 func TestUpServesTheThreeClients(t *testing.T) {
-	baseURL, _ := startUp(t)
+	baseURL, _ := startUp(t, "--sim-allow-write-tools", "--sim-tool-calls", "1")
 	cases := []struct {
 		client, turn1, turn2 string
 		finishTool           string
@@ -434,5 +437,25 @@ func TestUpSimAgentFlags(t *testing.T) {
 		if !strings.Contains(args, "--tool-calls 2-4 --allow-write-tools") {
 			t.Errorf("sim-engine args %s", args)
 		}
+	}
+}
+
+// TestUpSimModelOnlyReads: by default the simulated model never runs the
+// clients' shell tools. After a listing it reads a file the listing named
+// (or searches); offered only a shell, it answers in text and says it is
+// simulated.
+func TestUpSimModelOnlyReads(t *testing.T) {
+	baseURL, _ := startUp(t)
+	a := sendFixture(t, baseURL, "claude-turn2.json", decodeAnthropicStream)
+	var args struct{ Path string }
+	switch {
+	case a.toolName == "Search":
+	case a.toolName != "ReadFile" || json.Unmarshal([]byte(a.toolArgs), &args) != nil ||
+		!slices.Contains([]string{"a.txt", "b.txt", "c.txt"}, args.Path):
+		t.Errorf("claude-code after a listing: %+v, want ReadFile of a listed file or a Search", a)
+	}
+	a = sendFixture(t, baseURL, "codex-turn1.json", decodeResponsesStream)
+	if a.toolName != "" || !strings.Contains(a.text, "simulated model") {
+		t.Errorf("codex with only a shell tool: %+v, want a text answer", a)
 	}
 }
