@@ -164,10 +164,11 @@ func classifyTool(name string) toolClass {
 
 // conversation is what the model gathers from the messages of a request.
 type conversation struct {
-	WorkDir string   // the working directory the client states, or ""
-	Files   []string // file paths seen, first seen first, absolute where WorkDir is known
-	Dirs    []string // directories seen, WorkDir first
-	Words   []string // words of the task, to search for
+	seen    map[string]bool // Files and Dirs, for de-duplication
+	WorkDir string          // the working directory the client states, or ""
+	Files   []string        // file paths seen, first seen first, absolute where WorkDir is known
+	Dirs    []string        // directories seen, WorkDir first
+	Words   []string        // words of the task, to search for
 	// TaskSeed identifies the task (its user message), so every turn of
 	// it picks the same number of tool calls.
 	TaskSeed uint64
@@ -207,7 +208,7 @@ var stopWords = wordSet(`this that there these those what which where when with 
 // from system prompts, whose paths are examples), the task and how far it
 // has gone.
 func readConversation(msgs []agentMessage) conversation {
-	conv := conversation{Called: map[string]bool{}}
+	conv := conversation{Called: map[string]bool{}, seen: map[string]bool{}}
 	for _, m := range msgs {
 		if conv.WorkDir == "" && (m.Role == "system" || m.Role == "developer" || m.Role == "user") {
 			conv.WorkDir = findWorkDir(m.Text)
@@ -236,14 +237,16 @@ func readConversation(msgs []agentMessage) conversation {
 			}
 		}
 	}
-	if conv.WorkDir != "" {
-		conv.Dirs = append(conv.Dirs, conv.WorkDir)
-	}
+	conv.addDir(conv.WorkDir)
 	for _, m := range msgs {
 		if m.Role != "user" && m.Role != "tool" {
 			continue
 		}
-		for _, p := range findPaths(reminder.ReplaceAllString(m.Text, ""), conv.WorkDir) {
+		text := m.Text
+		if len(text) > maxScannedText {
+			text = text[:maxScannedText]
+		}
+		for _, p := range findPaths(reminder.ReplaceAllString(text, ""), conv.WorkDir) {
 			if strings.HasSuffix(p, "/") || !looksLikeFile(p) {
 				conv.addDir(strings.TrimSuffix(p, "/"))
 				continue
@@ -313,14 +316,24 @@ func looksLikeFile(p string) bool {
 	return i > 0 && i < len(base)-1
 }
 
+// Bounds on the work one request's conversation costs: tool results may be
+// whole files or listings of thousands of paths, and a few of them are
+// enough to choose from.
+const (
+	maxScannedText = 64 << 10 // bytes of each message searched for paths
+	maxSeenPaths   = 256      // files and directories each
+)
+
 func (c *conversation) addFile(p string) {
-	if !slices.Contains(c.Files, p) {
+	if len(c.Files) < maxSeenPaths && !c.seen[p] {
+		c.seen[p] = true
 		c.Files = append(c.Files, p)
 	}
 }
 
 func (c *conversation) addDir(p string) {
-	if p != "" && !slices.Contains(c.Dirs, p) {
+	if p != "" && len(c.Dirs) < maxSeenPaths && !c.seen[p+"/"] {
+		c.seen[p+"/"] = true
 		c.Dirs = append(c.Dirs, p)
 	}
 }
@@ -512,7 +525,11 @@ func finalAnswer(rng *rand.Rand, conv *conversation, allowWrite bool) string {
 	var b strings.Builder
 	b.WriteString("This answer comes from Hearth's simulated model, not a real one: it only plays an agent")
 	if conv != nil && conv.ToolTurns > 0 {
-		fmt.Fprintf(&b, " (%d tool calls in this task", conv.ToolTurns)
+		calls := "calls"
+		if conv.ToolTurns == 1 {
+			calls = "call"
+		}
+		fmt.Fprintf(&b, " (%d tool %s in this task", conv.ToolTurns, calls)
 		if !allowWrite {
 			b.WriteString(", nothing written")
 		}

@@ -245,8 +245,10 @@ func fakeToolResult(name, args string) string {
 	return "error: not allowed"
 }
 
-// TestAgentTask plays whole tasks against the server with each client's
-// tools: each makes 3 to 6 read-only calls whose paths come from the
+// TestAgentTask plays whole tasks against the server with the tools of the
+// two clients that offer file tools (Codex's are a shell and agents, so it
+// gets an answer at once; TestNoWritingToolWithoutFlag covers it): each
+// makes 3 to 6 read-only calls whose paths come from the
 // conversation, then a final answer that says it is simulated.
 func TestAgentTask(t *testing.T) {
 	srv := startServer(t, newTestEngine(t, 1000), nil)
@@ -349,4 +351,33 @@ func TestToolCallBudget(t *testing.T) {
 			t.Errorf("%q parsed", bad)
 		}
 	}
+}
+
+// FuzzReadConversation: messages from clients are outside input; reading
+// them never panics, and what it gathers stays bounded and well formed.
+func FuzzReadConversation(f *testing.F) {
+	f.Add("system", "Working directory: /w", "user", "read /w/a.go and lib/b.py", "tool", "/w/c/d.go\n<cwd>/x</cwd>")
+	f.Add("user", "<system-reminder>/x</system-reminder>", "tool", "", "user", "cwd=/tmp/p go.mod")
+	claude := agentToolLists(f)["claude"]
+	f.Fuzz(func(t *testing.T, r1, t1, r2, t2, r3, t3 string) {
+		msgs := []agentMessage{{Role: r1, Text: t1}, {Role: "assistant", ToolCalls: []toolCall{{Name: "read", Arguments: "{}"}}},
+			{Role: r2, Text: t2}, {Role: r3, Text: t3}}
+		conv := readConversation(msgs)
+		if len(conv.Files) > maxSeenPaths || len(conv.Dirs) > maxSeenPaths || conv.ToolTurns > 1 {
+			t.Fatalf("conversation %+v", conv)
+		}
+		for _, p := range append(slices.Clone(conv.Files), conv.Dirs...) {
+			if p == "" || strings.ContainsAny(p, " \t\n") {
+				t.Fatalf("path %q", p)
+			}
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		for _, tl := range claude {
+			if args, ok := fillArguments(tl, &conv, rng); ok {
+				if _, err := json.Marshal(args); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
 }
