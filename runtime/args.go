@@ -172,6 +172,12 @@ func SimEngineArgs(spec Spec, p Ports) []string {
 	if spec.Speedup > 0 {
 		args = append(args, "--speedup", formatFloat(spec.Speedup))
 	}
+	if tc := ToolCallsFlag(spec); tc != "" {
+		args = append(args, "--tool-calls", tc)
+	}
+	if spec.AllowWriteTools {
+		args = append(args, "--allow-write-tools")
+	}
 	if spec.NumGPUBlocks > 0 {
 		args = append(args, "--num-gpu-blocks", strconv.Itoa(spec.NumGPUBlocks))
 	}
@@ -212,3 +218,15 @@ func modelPath(spec Spec) string {
 }
 
 func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// ToolCallsFlag is a simulated engine's tool calls per task as its
+// --tool-calls flag takes them ("N-M"), or "" for the default.
+func ToolCallsFlag(spec Spec) string {
+	switch {
+	case spec.MaxToolCalls < 0:
+		return "0"
+	case spec.MinToolCalls == 0 && spec.MaxToolCalls == 0:
+		return ""
+	}
+	return fmt.Sprintf("%d-%d", spec.MinToolCalls, spec.MaxToolCalls)
+}

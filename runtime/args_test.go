@@ -46,6 +46,20 @@ func TestEngineArgs(t *testing.T) {
 		},
 			`/usr/bin/hearth sim-engine --listen 127.0.0.1:8100 --kv-events tcp://127.0.0.1:5557 --kv-replay tcp://127.0.0.1:5558 --kv-events-topic kv-events ` +
 				`--model qwen3-8b --block-size 16 --seed 7 --gpu rtx3090 --speedup 20 --gpu-memory-utilization 0.9 --max-model-len 32768 --kv-offloading-size 32`},
+		{"sim, tool use", func(s Spec) Spec {
+			s.Engine, s.Model, s.MaxModelLen, s.KVOffloadingGiB, s.GPUMemoryUtilization = KindSim, "qwen3-8b", 0, 0, 0
+			s.AllowWriteTools, s.MinToolCalls, s.MaxToolCalls = true, 2, 4
+			return s
+		},
+			`/usr/bin/hearth sim-engine --listen 127.0.0.1:8100 --kv-events tcp://127.0.0.1:5557 --kv-replay tcp://127.0.0.1:5558 --kv-events-topic kv-events ` +
+				`--model qwen3-8b --block-size 16 --seed 0 --tool-calls 2-4 --allow-write-tools`},
+		{"sim, no tool calls", func(s Spec) Spec {
+			s.Engine, s.Model, s.MaxModelLen, s.KVOffloadingGiB, s.GPUMemoryUtilization = KindSim, "qwen3-8b", 0, 0, 0
+			s.MaxToolCalls = -1
+			return s
+		},
+			`/usr/bin/hearth sim-engine --listen 127.0.0.1:8100 --kv-events tcp://127.0.0.1:5557 --kv-replay tcp://127.0.0.1:5558 --kv-events-topic kv-events ` +
+				`--model qwen3-8b --block-size 16 --seed 0 --tool-calls 0`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -72,6 +72,12 @@ type Spec struct {
 	Speedup      float64
 	Seed         int64
 	NumGPUBlocks int
+	// Simulated engines only: the model's tool use. AllowWriteTools lets
+	// it call tools that write or run commands; MinToolCalls and
+	// MaxToolCalls bound its calls per task (both 0: the default, 3-6;
+	// MaxToolCalls -1: none).
+	AllowWriteTools            bool
+	MinToolCalls, MaxToolCalls int
 
 	// Command, when set, is run instead of the engine's own command line
 	// (process runtime): a user's wrapper script, or a test's failing

@@ -24,10 +24,12 @@ import (
 // Settings only the simulator has: the real command lines have no place for
 // them, so they come from the environment.
 const (
-	envSimGPU          = "HEARTH_SIM_GPU"            // modelled GPU kind; default rtx4090
-	envSimSpeedup      = "HEARTH_SIM_SPEEDUP"        // modelled GPU runs this many times real time; default 1
-	envSimSeed         = "HEARTH_SIM_SEED"           // seed of the answers (and vLLM's block hashes); default 0
-	envSimNumGPUBlocks = "HEARTH_SIM_NUM_GPU_BLOCKS" // KV cache blocks; default derived from GPU memory
+	envSimGPU          = "HEARTH_SIM_GPU"               // modelled GPU kind; default rtx4090
+	envSimSpeedup      = "HEARTH_SIM_SPEEDUP"           // modelled GPU runs this many times real time; default 1
+	envSimSeed         = "HEARTH_SIM_SEED"              // seed of the answers (and vLLM's block hashes); default 0
+	envSimNumGPUBlocks = "HEARTH_SIM_NUM_GPU_BLOCKS"    // KV cache blocks; default derived from GPU memory
+	envSimToolCalls    = "HEARTH_SIM_TOOL_CALLS"        // tool calls per task, N or N-M; default 3-6
+	envSimWriting      = "HEARTH_SIM_ALLOW_WRITE_TOOLS" // 1: the model may call tools that write
 	// envSGLangHealthTimeout is SGLang's own bound on /health_generate, in
 	// seconds.
 	envSGLangHealthTimeout = "SGLANG_HEALTH_CHECK_TIMEOUT"
@@ -644,6 +646,18 @@ func (c *engineCommand) finish(getenv func(string) string) error {
 			return fmt.Errorf("%s=%q: want an integer", envSimSeed, v)
 		}
 		c.cfg.Seed = n
+	}
+	if v := getenv(envSimToolCalls); v != "" {
+		if err := c.cfg.Agent.ParseToolCallRange(v); err != nil {
+			return fmt.Errorf("%s: %w", envSimToolCalls, err)
+		}
+	}
+	if v := getenv(envSimWriting); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%s=%q: want true or false", envSimWriting, v)
+		}
+		c.cfg.Agent.AllowWriteTools = b
 	}
 	if v := getenv(envSimNumGPUBlocks); v != "" {
 		n, err := strconv.Atoi(v)

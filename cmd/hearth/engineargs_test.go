@@ -37,7 +37,8 @@ func parseEngine(t *testing.T, argv []string, env map[string]string) (*engineCom
 // for; what the command line cannot say comes from the environment.
 func TestEngineArgsRoundTrip(t *testing.T) {
 	ports := hruntime.Ports{Host: "0.0.0.0", HTTP: 8123, KVEvents: 5601, Replay: 5602}
-	env := map[string]string{envSimGPU: "h100", envSimSpeedup: "25", envSimSeed: "42", envSimNumGPUBlocks: "3000"}
+	env := map[string]string{envSimGPU: "h100", envSimSpeedup: "25", envSimSeed: "42", envSimNumGPUBlocks: "3000",
+		envSimToolCalls: "2-4", envSimWriting: "1"}
 	base := hruntime.Spec{
 		Name: "gpu0", Model: "qwen3-14b-fp8", ModelPath: "Qwen/Qwen3-14B-FP8",
 		GPU:         hruntime.GPU{Kind: "h100"},
@@ -64,6 +65,7 @@ func TestEngineArgsRoundTrip(t *testing.T) {
 			want := sim.Config{
 				GPU: "h100", Model: "qwen3-14b-fp8", NumGPUBlocks: 3000, BlockSize: hruntime.BlockSize,
 				MaxModelLen: 16384, GPUMemoryUtilization: 0.85, CPUOffloadGiB: tc.offload, Seed: 42, Flavor: tc.flavor,
+				Agent: sim.AgentOptions{AllowWriteTools: true, MinToolCalls: 2, MaxToolCalls: 4},
 			}
 			if c.cfg != want {
 				t.Errorf("config\n got %+v\nwant %+v", c.cfg, want)
@@ -183,6 +185,7 @@ func TestEngineCommandEnvironmentAndModel(t *testing.T) {
 	argv := []string{"vllm", "serve", "Qwen/Qwen3-8B"}
 	for _, env := range []map[string]string{
 		{envSimSpeedup: "0"}, {envSimSpeedup: "fast"}, {envSimSeed: "x"}, {envSimNumGPUBlocks: "-1"},
+		{envSimToolCalls: "5-2"}, {envSimToolCalls: "many"}, {envSimWriting: "maybe"},
 	} {
 		if _, err := parseEngine(t, argv, env); err == nil || errors.Is(err, errUnknownModel) {
 			t.Errorf("env %v: %v, want an error", env, err)

@@ -68,6 +68,9 @@ func planEngines(cfg upConfig, gpus []nodes.GPU) (specs []hruntime.Spec, notes m
 			KVOffloadingGiB: cfg.kvOffloadGiB,
 			Speedup:         cfg.speedup,
 			Seed:            cfg.seed + int64(gpu.Index),
+			AllowWriteTools: cfg.simAgent.AllowWriteTools,
+			MinToolCalls:    cfg.simAgent.MinToolCalls,
+			MaxToolCalls:    cfg.simAgent.MaxToolCalls,
 		}
 		if engine != hruntime.KindSim {
 			note, err := planMemory(&spec, cfg, gpus[i*tp:(i+1)*tp])

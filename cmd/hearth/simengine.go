@@ -37,6 +37,9 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	flavorName := fs.String("flavor", "vllm", "engine simulated: vllm or sglang (SGLang's hashes, events, metrics and health endpoints)")
 	startup := fs.Duration("simulate-startup", 0, "how long the simulated start-up (weights, KV cache, CUDA graphs) takes")
 	failure := fs.String("simulate-failure", "", "make the start-up fail: oom or exit")
+	var agent sim.AgentOptions
+	fs.BoolVar(&agent.AllowWriteTools, "allow-write-tools", false, "let the simulated model call tools that write, edit or run commands (it only reads otherwise)")
+	fs.Func("tool-calls", "tool calls the simulated model makes per task before answering, N or N-M (default 3-6)", agent.ParseToolCallRange)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -65,7 +68,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 		GPU: *gpu, Model: *model, NumGPUBlocks: *numBlocks, BlockSize: *blockSize,
 		MaxNumSeqs: *maxSeqs, MaxNumBatchedTokens: *maxBatched, MaxModelLen: *maxModelLen,
 		GPUMemoryUtilization: *memUtil, SchedulingPolicy: *policy, Seed: *seed,
-		CPUOffloadGiB: *offloadGiB, Flavor: flavor,
+		CPUOffloadGiB: *offloadGiB, Flavor: flavor, Agent: agent,
 	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

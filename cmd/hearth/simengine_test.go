@@ -140,6 +140,7 @@ func TestSimEngineFlagErrors(t *testing.T) {
 		{"zero speedup", []string{"--speedup", "0"}},
 		{"negative offloading", []string{"--kv-offloading-size", "-1"}},
 		{"extra argument", []string{"extra"}},
+		{"bad tool calls", []string{"--tool-calls", "4-2"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -182,6 +183,53 @@ func TestSimEngineFlavorFlagErrors(t *testing.T) {
 	for _, args := range [][]string{{"--flavor", "tgi"}, {"--simulate-failure", "boom"}, {"--simulate-startup", "-1s"}} {
 		if _, _, err := runHearth(t, "", append([]string{"sim-engine"}, args...)...); !errors.Is(err, errUsage) {
 			t.Errorf("%q: got %v, want a usage error", args, err)
+		}
+	}
+}
+
+// TestSimEngineAllowWriteTools: offered only a tool that writes, the
+// simulated model answers in text, unless --allow-write-tools lets it call
+// the tool.
+func TestSimEngineAllowWriteTools(t *testing.T) {
+	body := `{"model":"qwen3-sim","messages":[{"role":"system","content":"Working directory: /srv/app"},` +
+		`{"role":"user","content":"Note what main.go does."}],` +
+		`"tools":[{"type":"function","function":{"name":"Write","parameters":{"type":"object",` +
+		`"properties":{"file_path":{"type":"string"},"content":{"type":"string"}},"required":["file_path","content"]}}}]}`
+	for _, allow := range []bool{false, true} {
+		var extra []string
+		if allow {
+			extra = []string{"--allow-write-tools", "--tool-calls", "1"}
+		}
+		httpAddr, _, stop := startSimEngine(t, extra...)
+		resp, err := http.Post("http://"+httpAddr+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var chat struct {
+			Choices []struct {
+				Message struct {
+					Content   *string `json:"content"`
+					ToolCalls []struct {
+						Function struct{ Name, Arguments string } `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"message"`
+			} `json:"choices"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&chat)
+		resp.Body.Close()
+		if err != nil || len(chat.Choices) != 1 {
+			t.Fatalf("allow %v: %v %+v", allow, err, chat)
+		}
+		msg := chat.Choices[0].Message
+		switch {
+		case !allow && (len(msg.ToolCalls) != 0 || msg.Content == nil || !strings.Contains(*msg.Content, "simulated model")):
+			t.Errorf("without the flag: %+v", msg)
+		case allow && (len(msg.ToolCalls) != 1 || msg.ToolCalls[0].Function.Name != "Write" ||
+			!strings.Contains(msg.ToolCalls[0].Function.Arguments, "/srv/app/hearth-sim-notes.md")):
+			t.Errorf("with the flag: %+v", msg)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("sim-engine returned %v", err)
 		}
 	}
 }

@@ -56,6 +56,9 @@ type upConfig struct {
 	seed         int64
 	logLevel     slog.Level
 	logFormat    string // logFormatText or logFormatJSON
+	// simAgent is the simulated engines' tool use (--sim-allow-write-tools,
+	// --sim-tool-calls).
+	simAgent sim.AgentOptions
 
 	// engineRuntime runs the engines: in-process ("sim"), as child
 	// processes ("process") or as containers ("docker"). engine names the
@@ -143,6 +146,8 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs.Float64Var(&cfg.speedup, "speedup", 1, "run the simulated GPUs this many times faster than real time")
 	fs.Float64Var(&cfg.kvOffloadGiB, "kv-offloading-size", 32, "host RAM per engine for KV blocks evicted from the GPU, in GiB, as vLLM's flag (0: none)")
 	fs.Int64Var(&cfg.seed, "seed", 0, "seed of the simulated engines")
+	fs.BoolVar(&cfg.simAgent.AllowWriteTools, "sim-allow-write-tools", false, "let the simulated model call tools that write, edit or run commands (it only reads otherwise)")
+	fs.Func("sim-tool-calls", "tool calls the simulated model makes per task before answering, N or N-M (default 3-6)", cfg.simAgent.ParseToolCallRange)
 	fs.Func("api-key", "require this API key from clients (repeatable; also $"+serverKeysEnv+", keys separated by commas; keys created in the console are kept in the data directory)", func(s string) error {
 		if s == "" {
 			return errors.New("empty key")

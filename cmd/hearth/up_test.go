@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -102,9 +103,11 @@ type streamedAnswer struct {
 // TestUpServesTheThreeClients drives hearth up --sim with each client's
 // own request shapes: turn 1 must come back as a tool call, turn 2 carries
 // the tool's result, lands on the same GPU and is served mostly from its
-// prefix cache.
+// prefix cache. The fixtures' clients look with a shell tool, so the
+// simulated model may use it here, and one call per task keeps the
+// two-turn shape.
 func TestUpServesTheThreeClients(t *testing.T) {
-	baseURL, _ := startUp(t)
+	baseURL, _ := startUp(t, "--sim-allow-write-tools", "--sim-tool-calls", "1")
 	cases := []struct {
 		client, turn1, turn2 string
 		finishTool           string
@@ -181,6 +184,8 @@ func TestUpFlagErrors(t *testing.T) {
 		{"--sim", "2x4090", "--speedup", "0"},
 		{"--sim", "2x4090", "--kv-offloading-size", "-1"},
 		{"--sim", "2x4090", "--alias", "claude"},
+		{"--sim", "2x4090", "--sim-tool-calls", "6-3"},
+		{"--sim", "2x4090", "--sim-tool-calls", "some"},
 	} {
 		if _, err := parseUpFlags(env, args); !errors.Is(err, errUsage) {
 			t.Errorf("hearth up %v: got %v, want a usage error", args, err)
@@ -416,4 +421,47 @@ func TestUpServesTwoModels(t *testing.T) {
 			t.Errorf("qwen3-14b-fp8: %d: %s", status, body)
 		}
 	})
+}
+
+// TestUpSimAgentFlags: the simulated model's tool use reaches every
+// engine's spec, and from there the sim-engine command line.
+func TestUpSimAgentFlags(t *testing.T) {
+	env := &environment{stderr: io.Discard, getenv: func(string) string { return "" }}
+	cfg, err := parseUpFlags(env, []string{"--sim", "2x4090", "--sim-allow-write-tools", "--sim-tool-calls", "2-4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, _, err := planEngines(cfg, plannedGPUs(t, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		if !s.AllowWriteTools || s.MinToolCalls != 2 || s.MaxToolCalls != 4 {
+			t.Errorf("spec %s: write tools %v, tool calls %d-%d", s.Name, s.AllowWriteTools, s.MinToolCalls, s.MaxToolCalls)
+		}
+		args := strings.Join(hruntime.SimEngineArgs(s, hruntime.Ports{}), " ")
+		if !strings.Contains(args, "--tool-calls 2-4 --allow-write-tools") {
+			t.Errorf("sim-engine args %s", args)
+		}
+	}
+}
+
+// TestUpSimModelOnlyReads: by default the simulated model never runs the
+// clients' shell tools. After a listing it reads a file the listing named
+// (or searches); offered only a shell, it answers in text and says it is
+// simulated.
+func TestUpSimModelOnlyReads(t *testing.T) {
+	baseURL, _ := startUp(t)
+	a := sendFixture(t, baseURL, "claude-turn2.json", decodeAnthropicStream)
+	var args struct{ Path string }
+	switch {
+	case a.toolName == "Search":
+	case a.toolName != "ReadFile" || json.Unmarshal([]byte(a.toolArgs), &args) != nil ||
+		!slices.Contains([]string{"a.txt", "b.txt", "c.txt"}, args.Path):
+		t.Errorf("claude-code after a listing: %+v, want ReadFile of a listed file or a Search", a)
+	}
+	a = sendFixture(t, baseURL, "codex-turn1.json", decodeResponsesStream)
+	if a.toolName != "" || !strings.Contains(a.text, "simulated model") {
+		t.Errorf("codex with only a shell tool: %+v, want a text answer", a)
+	}
 }

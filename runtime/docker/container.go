@@ -54,6 +54,8 @@ const (
 	envSimSpeedup   = "HEARTH_SIM_SPEEDUP"
 	envSimSeed      = "HEARTH_SIM_SEED"
 	envSimGPUBlocks = "HEARTH_SIM_NUM_GPU_BLOCKS"
+	envSimToolCalls = "HEARTH_SIM_TOOL_CALLS"
+	envSimWriting   = "HEARTH_SIM_ALLOW_WRITE_TOOLS"
 )
 
 // containerPlan is one engine's container, everything but its host ports.
@@ -116,6 +118,12 @@ func planContainer(spec hruntime.Spec, o planOptions) (containerPlan, error) {
 		}
 		if spec.NumGPUBlocks > 0 {
 			env = append(env, envSimGPUBlocks+"="+strconv.Itoa(spec.NumGPUBlocks))
+		}
+		if tc := hruntime.ToolCallsFlag(spec); tc != "" {
+			env = append(env, envSimToolCalls+"="+tc)
+		}
+		if spec.AllowWriteTools {
+			env = append(env, envSimWriting+"=1")
 		}
 	}
 	env = append(env, spec.Env...)

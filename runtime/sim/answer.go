@@ -27,6 +27,11 @@ type answerSpec struct {
 	// ForcedTool is the index of the tool tool_choice names, or -1.
 	ForcedTool int
 	Thinking   bool // open with a <think> block, as Qwen3 does
+	// Conversation, when set, is what the model plays an agent from: the
+	// arguments of its calls and its final answer. Nil for plain prose
+	// (the completions API).
+	Conversation *conversation
+	Agent        AgentOptions
 }
 
 // Hermes / Qwen3 markers in the generated text.
@@ -60,15 +65,59 @@ func composeAnswer(spec answerSpec) string {
 		b.WriteString("\n" + thinkClose + "\n\n")
 	}
 	if spec.ToolCall && len(spec.Tools) > 0 {
-		i := spec.ForcedTool
-		if i < 0 || i >= len(spec.Tools) {
-			i = rng.IntN(len(spec.Tools))
+		if text, ok := agentToolCall(spec, rng); ok {
+			b.WriteString(text)
+			return b.String()
 		}
-		b.WriteString(toolCallText(spec.Tools[i]))
+	}
+	if spec.Conversation != nil {
+		b.WriteString(finalAnswer(rng, spec.Conversation, spec.Agent.AllowWriteTools))
 		return b.String()
 	}
 	b.WriteString(prose(rng, 2+rng.IntN(7)))
 	return b.String()
+}
+
+// agentToolCall chooses this turn's call: the tool tool_choice names, or one
+// of the usable calls. A tool that writes is never called unless allowed,
+// even when named; a named tool that only looks or is unknown (a client's
+// structured-output tool) is called with what can be filled, placeholders
+// for the rest.
+func agentToolCall(spec answerSpec, rng *rand.Rand) (string, bool) {
+	conv := spec.Conversation
+	if conv == nil {
+		conv = &conversation{Called: map[string]bool{}}
+	}
+	allowWrite := spec.Agent.AllowWriteTools
+	if i := spec.ForcedTool; i >= 0 && i < len(spec.Tools) {
+		t := spec.Tools[i]
+		if classifyTool(t.Name) == toolWriting && !allowWrite {
+			return "", false
+		}
+		if args, ok := fillArguments(t, conv, rng); ok {
+			return toolCallJSONText(t.Name, args), true
+		}
+		return toolCallText(t), true
+	}
+	calls := candidateCalls(spec.Tools, conv, allowWrite, rng)
+	if len(calls) == 0 {
+		return "", false
+	}
+	c := calls[rng.IntN(len(calls))]
+	return toolCallOpen + "\n" + `{"name": ` + jsonString(c.Name) + `, "arguments": ` + c.Args + "}\n" + toolCallClose, true
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func toolCallJSONText(name string, args map[string]any) string {
+	b, err := json.Marshal(args)
+	if err != nil {
+		b = []byte("{}")
+	}
+	return toolCallOpen + "\n" + `{"name": ` + jsonString(name) + `, "arguments": ` + string(b) + "}\n" + toolCallClose
 }
 
 var proseWords = strings.Fields(`the a this that function module change test build cache request token block

@@ -77,7 +77,10 @@ func TestPlaceholderRepeatedRequiredIsCheap(t *testing.T) {
 }
 
 func TestComposeAnswerIsDeterministic(t *testing.T) {
-	spec := answerSpec{Seed: 99, Tools: []toolSpec{{Name: "a"}, {Name: "b"}}, ToolCall: true, ForcedTool: -1, Thinking: true}
+	conv := readConversation([]agentMessage{{Role: "user", Text: "Look at /src/app/main.go and /src/app/util.go"}})
+	spec := answerSpec{Seed: 99, Tools: []toolSpec{{Name: "list_dir"}, {Name: "read_file", Parameters: json.RawMessage(
+		`{"type":"object","required":["path"],"properties":{"path":{"type":"string"}}}`)}},
+		ToolCall: true, ForcedTool: -1, Thinking: true, Conversation: &conv}
 	first := composeAnswer(spec)
 	if composeAnswer(spec) != first {
 		t.Fatal("same spec, different answers")
@@ -132,8 +135,9 @@ func TestSplitAnswer(t *testing.T) {
 // byte by byte, reasoning and content only ever extend what was sent.
 func TestSplitAnswerOnlyGrows(t *testing.T) {
 	for seed := range uint64(50) {
-		spec := answerSpec{Seed: seed, Tools: []toolSpec{{Name: "f", Parameters: json.RawMessage(`{"type":"object","required":["p"],"properties":{"p":{"type":"string"}}}`)}},
-			ToolCall: seed%2 == 0, ForcedTool: -1, Thinking: seed%3 == 0}
+		conv := readConversation([]agentMessage{{Role: "user", Text: "What does cmd/tool/main.go print?"}})
+		spec := answerSpec{Seed: seed, Tools: []toolSpec{{Name: "read", Parameters: json.RawMessage(`{"type":"object","required":["path"],"properties":{"path":{"type":"string"}}}`)}},
+			ToolCall: seed%2 == 0, ForcedTool: -1, Thinking: seed%3 == 0, Conversation: &conv}
 		text := composeAnswer(spec)
 		var prev parsedAnswer
 		for i := 1; i <= len(text); i++ {

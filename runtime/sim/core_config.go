@@ -75,6 +75,10 @@ type Config struct {
 	// Flavor is the engine simulated: vLLM (the default) or SGLang. It
 	// picks the block hashes and how KV events are split (see Flavor).
 	Flavor Flavor
+	// Agent shapes the simulated model's tool use (AgentOptions): how many
+	// tool calls a task makes and whether tools that write may be called.
+	// It does not change the engine model.
+	Agent AgentOptions
 }
 
 // Defaults, see Config. The memory figures are the catalog's memory model,

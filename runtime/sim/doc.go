@@ -109,11 +109,25 @@
 //     console/).
 //   - answer.go: what the model "says", chosen from a seed and the prompt:
 //     prose, a <think> block when chat_template_kwargs enable thinking, and
-//     on a turn that does not follow a tool result (nor asks for text only,
-//     as Claude Code's compaction does) a hermes-style
-//     <tool_call> whose arguments fit the tool's schema, returned as OpenAI
-//     tool_calls. The text is tokenized, cut at max_tokens and handed to the
-//     core as Request.Output.
+//     hermes-style <tool_call>s returned as OpenAI tool_calls. The text is
+//     tokenized, cut at max_tokens and handed to the core as Request.Output.
+//   - agent.go: the model plays a coding agent (AgentOptions, from
+//     Config.Agent). Each offered tool is judged by the words of its name:
+//     read-only (read, list, glob, grep...), writing (write, edit, patch,
+//     shell, exec, task, agent...; unknown words such as web or image win
+//     over writing ones, writing over read-only) or unknown. Over one task
+//     (from the user's message, counting the assistant turns with tool
+//     calls since; a user note right after a tool result does not start a
+//     new one) it makes a seeded 3-6 calls, one per turn, of read-only
+//     tools whose required arguments it can fill from the conversation: the
+//     working directory the client states, paths in user messages and tool
+//     results, words of the task for searches; a tool with a required
+//     argument it cannot fill is not called, and calls not yet made are
+//     preferred. Then, or when no call is possible, or when a turn asks for
+//     text only (as Claude Code's compaction does), it answers briefly
+//     that it is a simulated model. Writing tools (a new notes file, look-
+//     only shell commands) are called only with AllowWriteTools; not even
+//     tool_choice naming one makes it call one without.
 //   - metrics.go: vLLM's (or SGLang's) Prometheus names on a registry of their own;
 //     latency histograms in modelled time (wall time times the speed-up);
 //     the queue time is the core's own, from Add to first scheduling.

@@ -354,8 +354,24 @@ func toolCallID(requestID string, i int) string {
 
 // chatMessageHead is what the answer needs to know of each message.
 type chatMessageHead struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	ToolCalls []struct {
+		Function functionCall `json:"function"`
+	} `json:"tool_calls"`
+}
+
+// agentMessages turns the request's messages into what the simulated agent
+// reads.
+func agentMessages(msgs []chatMessageHead) []agentMessage {
+	out := make([]agentMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = agentMessage{Role: m.Role, Text: m.text()}
+		for _, c := range m.ToolCalls {
+			out[i].ToolCalls = append(out[i].ToolCalls, toolCall{Name: c.Function.Name, Arguments: c.Function.Arguments})
+		}
+	}
+	return out
 }
 
 // text returns the message's text: its content string, or its text parts.
@@ -417,20 +433,26 @@ func (s *Server) prepareChat(req *chatCompletionRequest) (*generation, error) {
 		return nil, err
 	}
 	g := &generation{id: s.requestID("chatcmpl"), prompt: prompt, priority: req.Priority, tools: len(tools) > 0 && choice != "none"}
+	conv := readConversation(agentMessages(msgs))
 	spec := answerSpec{
-		Seed:       seedFor(s.opts.Seed, prompt),
-		Tools:      tools,
-		ForcedTool: forced,
-		Thinking:   req.ChatTemplateKwargs["enable_thinking"] == true,
+		Seed:         seedFor(s.opts.Seed, prompt),
+		Tools:        tools,
+		ForcedTool:   forced,
+		Thinking:     req.ChatTemplateKwargs["enable_thinking"] == true,
+		Conversation: &conv,
+		Agent:        s.opts.Agent,
 	}
-	// Agents alternate: a tool call, its result, an answer about it. A turn
-	// that asks for text only gets text.
+	// An agent's task: a few tool calls, each answered by its result, then
+	// a final answer. The number of calls is fixed per task (seeded by its
+	// user message), so every turn of the task agrees on it. A turn that
+	// asks for text only gets text.
 	switch choice {
 	case "required":
 		spec.ToolCall = true
 	case "auto":
 		last := msgs[len(msgs)-1]
-		spec.ToolCall = last.Role != "tool" && !textOnly.MatchString(last.text())
+		budget := s.opts.Agent.toolCallBudget(conv.TaskSeed ^ uint64(s.opts.Seed)*0x9e3779b97f4a7c15)
+		spec.ToolCall = conv.ToolTurns < budget && !textOnly.MatchString(last.text())
 	}
 	spec.ToolCall = spec.ToolCall && len(tools) > 0
 	maxTokens := req.MaxCompletionTokens

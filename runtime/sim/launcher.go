@@ -33,6 +33,7 @@ func ConfigOf(spec hruntime.Spec) Config {
 		GPU: spec.GPU.Kind, Model: spec.Model, NumGPUBlocks: spec.NumGPUBlocks,
 		MaxModelLen: spec.MaxModelLen, GPUMemoryUtilization: spec.GPUMemoryUtilization,
 		CPUOffloadGiB: spec.KVOffloadingGiB, Seed: spec.Seed, Flavor: flavorOf(spec.Engine),
+		Agent: AgentOptions{AllowWriteTools: spec.AllowWriteTools, MinToolCalls: spec.MinToolCalls, MaxToolCalls: spec.MaxToolCalls},
 	}
 }
 

@@ -65,6 +65,8 @@ type ServerOptions struct {
 	Speedup float64
 	// Seed mixes into every answer's choice of text.
 	Seed int64
+	// Agent shapes the model's tool use (see AgentOptions).
+	Agent AgentOptions
 	// Flavor is the engine the server stands in for: vLLM's metrics and
 	// health (the default) or SGLang's (see Flavor).
 	Flavor Flavor

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -208,19 +209,29 @@ var testTools = []map[string]any{
 			"type": "object",
 			"properties": map[string]any{
 				"file_path": map[string]any{"type": "string"},
-				"limit":     map[string]any{"type": "integer"},
-				"mode":      map[string]any{"type": "string", "enum": []any{"text", "binary"}},
-				"options": map[string]any{"type": "object", "required": []any{"follow"},
-					"properties": map[string]any{"follow": map[string]any{"type": "boolean"}}},
-				"offset": map[string]any{"type": "integer"},
+				"mode":      map[string]any{"type": "string", "enum": []any{"text", "binary"}, "default": "text"},
+				"offset":    map[string]any{"type": "integer"},
 			},
-			"required": []any{"file_path", "limit", "mode", "options"},
+			"required": []any{"file_path", "mode"},
+		},
+	}},
+	{"type": "function", "function": map[string]any{
+		"name": "write_file", "description": "Write a file",
+		"parameters": map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"file_path": map[string]any{"type": "string"},
+				"content":   map[string]any{"type": "string"},
+			},
+			"required": []any{"file_path", "content"},
 		},
 	}},
 }
 
-// checkReadFileCall checks a call against testTools' schema.
-func checkReadFileCall(t *testing.T, call toolCallJSON) {
+// checkReadFileCall checks a call against testTools' schema: the path is one
+// the conversation named (wantPath), the enum takes its default, optional
+// properties stay out.
+func checkReadFileCall(t *testing.T, call toolCallJSON, wantPath string) {
 	t.Helper()
 	if call.Function.Name != "read_file" || call.Type != "function" || !strings.HasPrefix(call.ID, "chatcmpl-tool-") {
 		t.Fatalf("call %+v", call)
@@ -229,46 +240,52 @@ func checkReadFileCall(t *testing.T, call toolCallJSON) {
 	if err := json.Unmarshal([]byte(call.Function.Arguments), &args); err != nil {
 		t.Fatalf("arguments %q: %v", call.Function.Arguments, err)
 	}
-	if _, ok := args["file_path"].(string); !ok {
-		t.Errorf("file_path %v", args["file_path"])
-	}
-	if n, ok := args["limit"].(float64); !ok || n != float64(int(n)) {
-		t.Errorf("limit %v is not an integer", args["limit"])
+	if args["file_path"] != wantPath {
+		t.Errorf("file_path %v, want %s", args["file_path"], wantPath)
 	}
 	if args["mode"] != "text" {
-		t.Errorf("mode %v, want the enum's first value", args["mode"])
-	}
-	if opt, ok := args["options"].(map[string]any); !ok || opt["follow"] != true {
-		t.Errorf("options %v", args["options"])
+		t.Errorf("mode %v, want the default", args["mode"])
 	}
 	if _, ok := args["offset"]; ok {
 		t.Error("optional property offset was filled in")
 	}
 }
 
+// toolTurns is a conversation of one task that has made n read_file calls
+// of main.go, each answered.
+func toolTurns(n int) []map[string]any {
+	msgs := []map[string]any{{"role": "user", "content": "Explain what main.go does."}}
+	for i := range n {
+		id := fmt.Sprintf("c%d", i)
+		msgs = append(msgs,
+			map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": id, "type": "function",
+				"function": map[string]any{"name": "read_file", "arguments": `{"file_path":"main.go","mode":"text"}`}}}},
+			map[string]any{"role": "tool", "tool_call_id": id, "content": "package main"})
+	}
+	return msgs
+}
+
 func TestChatToolCalls(t *testing.T) {
 	srv := startServer(t, newTestEngine(t, 1000), nil)
-	afterTool := []map[string]any{
-		{"role": "user", "content": "read it"},
-		{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "c1", "type": "function",
-			"function": map[string]any{"name": "read_file", "arguments": "{}"}}}},
-		{"role": "tool", "tool_call_id": "c1", "content": "contents"},
-	}
 	tests := []struct {
 		name     string
 		body     map[string]any
 		wantCall bool
 	}{
-		{"user turn calls a tool", chatBody("Open the readme.", map[string]any{"tools": testTools}), true},
-		{"after a tool result answers", map[string]any{"messages": afterTool, "tools": testTools}, false},
-		{"tool_choice none", chatBody("Open the readme.", map[string]any{"tools": testTools, "tool_choice": "none"}), false},
-		{"a turn asking for text only answers", chatBody("Summarize the conversation. Respond with TEXT ONLY. Do NOT call any tools.",
+		{"user turn calls a tool", chatBody("Open main.go.", map[string]any{"tools": testTools}), true},
+		{"after a tool result calls another", map[string]any{"messages": toolTurns(1), "tools": testTools}, true},
+		{"after the task's calls answers", map[string]any{"messages": toolTurns(defaultMaxToolCalls), "tools": testTools}, false},
+		{"nothing to read answers", chatBody("Say hello.", map[string]any{"tools": testTools}), false},
+		{"tool_choice none", chatBody("Open main.go.", map[string]any{"tools": testTools, "tool_choice": "none"}), false},
+		{"a turn asking for text only answers", chatBody("Summarize main.go. Respond with TEXT ONLY. Do NOT call any tools.",
 			map[string]any{"tools": testTools}), false},
 		{"text only, asked in content parts", map[string]any{"tools": testTools, "messages": []map[string]any{{"role": "user",
-			"content": []map[string]any{{"type": "text", "text": "Compact this."}, {"type": "text", "text": "Do not use tools."}}}}}, false},
-		{"tool_choice required after a result", map[string]any{"messages": afterTool, "tools": testTools, "tool_choice": "required"}, true},
-		{"tool_choice names the function", chatBody("x", map[string]any{"tools": testTools,
+			"content": []map[string]any{{"type": "text", "text": "Compact main.go."}, {"type": "text", "text": "Do not use tools."}}}}}, false},
+		{"tool_choice required after the task's calls", map[string]any{"messages": toolTurns(defaultMaxToolCalls), "tools": testTools, "tool_choice": "required"}, true},
+		{"tool_choice names the function", chatBody("Open main.go.", map[string]any{"tools": testTools,
 			"tool_choice": map[string]any{"type": "function", "function": map[string]any{"name": "read_file"}}}), true},
+		{"tool_choice naming a writing tool gets text", chatBody("Open main.go.", map[string]any{"tools": testTools,
+			"tool_choice": map[string]any{"type": "function", "function": map[string]any{"name": "write_file"}}}), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -282,6 +299,9 @@ func TestChatToolCalls(t *testing.T) {
 				if len(msg.ToolCalls) != 0 || finish != "stop" || msg.Content == nil || strings.Contains(*msg.Content, "<tool_call>") {
 					t.Fatalf("want prose, got %s", data)
 				}
+				if !strings.Contains(*msg.Content, "simulated model") {
+					t.Errorf("answer %q does not say it is simulated", *msg.Content)
+				}
 				return
 			}
 			if finish != "tool_calls" || len(msg.ToolCalls) != 1 {
@@ -290,7 +310,7 @@ func TestChatToolCalls(t *testing.T) {
 			if msg.Content != nil {
 				t.Errorf("content %q next to the tool call, want null", *msg.Content)
 			}
-			checkReadFileCall(t, msg.ToolCalls[0])
+			checkReadFileCall(t, msg.ToolCalls[0], "main.go")
 
 			stream := map[string]any{"stream": true}
 			for k, v := range tc.body {
@@ -301,7 +321,7 @@ func TestChatToolCalls(t *testing.T) {
 			if got.finish != "tool_calls" || len(got.calls) != 1 || got.content != "" {
 				t.Fatalf("stream: finish %q, %d calls, content %q", got.finish, len(got.calls), got.content)
 			}
-			checkReadFileCall(t, got.calls[0])
+			checkReadFileCall(t, got.calls[0], "main.go")
 			if got.calls[0].Function.Arguments != msg.ToolCalls[0].Function.Arguments {
 				t.Errorf("streamed arguments %s differ from %s", got.calls[0].Function.Arguments, msg.ToolCalls[0].Function.Arguments)
 			}
@@ -309,7 +329,7 @@ func TestChatToolCalls(t *testing.T) {
 	}
 
 	t.Run("call cut by max_tokens stays text", func(t *testing.T) {
-		_, data := srv.post(t, "/v1/chat/completions", chatBody("Open the readme.", map[string]any{"tools": testTools, "max_tokens": 20}))
+		_, data := srv.post(t, "/v1/chat/completions", chatBody("Open main.go.", map[string]any{"tools": testTools, "max_tokens": 20}))
 		r := decodeChat(t, data)
 		if *r.Choices[0].FinishReason != "length" || len(r.Choices[0].Message.ToolCalls) != 0 ||
 			!strings.HasPrefix(*r.Choices[0].Message.Content, "<tool_call>") {
