@@ -199,7 +199,7 @@ func TestLogsOfAnUnknownEngine(t *testing.T) {
 type syncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
-	// grew is signalled after each write.
+	// grew, when not nil, is signalled after each write.
 	grew chan struct{}
 }
 
@@ -212,6 +212,12 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	default:
 	}
 	return n, err
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func (b *syncBuffer) waitFor(t *testing.T, s string) {

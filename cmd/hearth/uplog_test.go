@@ -16,32 +16,14 @@ import (
 	"github.com/hearth-llm/hearth/console"
 )
 
-// lockedBuffer is a log destination written from the daemon's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // settingsWatch is hearth up's stdout: it keeps what the log said before
 // the client settings were printed.
 type settingsWatch struct {
-	log     *lockedBuffer
+	log     *syncBuffer
 	once    sync.Once
 	printed chan struct{}
 	before  string // the log when the settings began
-	out     lockedBuffer
+	out     syncBuffer
 }
 
 func (w *settingsWatch) Write(p []byte) (int, error) {
@@ -57,7 +39,7 @@ func (w *settingsWatch) Write(p []byte) (int, error) {
 // the client settings are printed; every API request gets one line with
 // its fields, and a refused one its reason.
 func TestUpLogsJSON(t *testing.T) {
-	var stderr lockedBuffer
+	var stderr syncBuffer
 	stdout := &settingsWatch{log: &stderr, printed: make(chan struct{})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
