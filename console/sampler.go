@@ -64,7 +64,7 @@ func gpuSampleOf(now time.Time, e *Engine) gpuSample {
 	if e.PowerDrawW >= 0 {
 		s.powerW = e.PowerDrawW
 	}
-	if e.MemoryUsed > 0 {
+	if e.MemoryUsed > 0 && !e.MemoryReserved {
 		s.memUsed = float64(e.MemoryUsed)
 	}
 	return s

@@ -132,6 +132,12 @@ func gpuCardVM(cfg Config, e Engine, w workerView) components.GPUCard {
 			c.MemoryPct = float64(e.MemoryUsed) / float64(e.MemoryTotal)
 		}
 		c.Memory = used + " / " + fmtGiB(e.MemoryTotal) + " GiB"
+		if e.MemoryReserved && e.MemoryUsed > 0 {
+			c.Memory = "reserved by the engine: " + used + " of " + fmtGiB(e.MemoryTotal) + " GiB"
+			if e.MemoryInUse > 0 {
+				c.MemoryInUse = fmtGiB(e.MemoryInUse) + " GiB: weights and KV in use"
+			}
+		}
 	}
 	c.MemoryBar = memoryBarVM(e)
 	c.Sparks, c.TelemetryKnown = sparksVM(cfg, e, w.gpu)
@@ -139,7 +145,7 @@ func gpuCardVM(cfg Config, e Engine, w workerView) components.GPUCard {
 	if e.GPULost {
 		c.Lost = true
 		c.LostText = "GPU lost: " + cmp.Or(e.GPUErr, "the driver gave no reason")
-		c.Memory, c.MemoryPct = "", 0 // whatever the source repeats is stale
+		c.Memory, c.MemoryPct, c.MemoryInUse = "", 0, "" // whatever the source repeats is stale
 	}
 	return c
 }
@@ -285,7 +291,7 @@ func sparksVM(cfg Config, e Engine, g gpuSeries) (sparks []components.Sparkline,
 	window := fmtWindow(time.Duration(cfg.TelemetrySamples) * cfg.Interval)
 	// A lost GPU's last figures are stale, whatever the source repeats.
 	reads := !e.GPULost
-	memNow := valueOr(reads && e.MemoryUsed > 0, fmtGiB(e.MemoryUsed)+" GiB")
+	memNow := valueOr(reads && e.MemoryUsed > 0 && !e.MemoryReserved, fmtGiB(e.MemoryUsed)+" GiB")
 	powerNow := valueOr(reads && e.PowerDrawW >= 0, fmtWatts(e.PowerDrawW))
 	if powerNow != noValue && e.PowerLimitW > 0 {
 		powerNow = strconv.FormatFloat(math.Round(e.PowerDrawW), 'f', 0, 64) + " / " + fmtWatts(e.PowerLimitW)

@@ -50,9 +50,12 @@ type GPUCard struct {
 	Node       string
 	GPU        string
 	Model      string
-	Memory     string // "18.4 / 24.0 GiB", "" when unknown
-	MemoryPct  float64
-	MemoryBar  MemoryBar
+	Memory     string // "18.4 / 24.0 GiB", "" when unknown; "reserved by the engine: 21.6 of 24.0 GiB" when no reading
+	// MemoryInUse is what of a reservation holds data, "14.2 GiB: weights
+	// and KV in use"; "" for a reading or when unknown.
+	MemoryInUse string
+	MemoryPct   float64
+	MemoryBar   MemoryBar
 	// Sparks are utilisation, temperature, power and memory over the last
 	// SparkWindow, each with its latest reading ("87%", "64 °C",
 	// "312 / 450 W", "18.4 GiB"); TelemetryKnown is false when none of
