@@ -386,6 +386,41 @@ func TestPolylines(t *testing.T) {
 	}
 }
 
+// A decision's row names the client, session, model and first-token time
+// of its request once the request has finished, and says "–" before.
+func TestRequestsJoinTraffic(t *testing.T) {
+	cfg := testConfig()
+	snap := &snapshot{
+		at:      t0,
+		engines: []Engine{{Worker: "w0", Model: "Qwen/Qwen3-14B-FP8"}, {Worker: "w1"}},
+		decisions: []Decision{
+			{RequestID: "running", At: t0, Worker: "w1", PromptBlocks: 4},
+			{RequestID: "done", At: t0.Add(-time.Second), Worker: "w0", PromptBlocks: 4},
+			{RequestID: "anonymous", At: t0.Add(-2 * time.Second), Worker: "gone", PromptBlocks: 4},
+		},
+		requests: []Request{
+			{ID: "done", SessionID: "0f3a9c21-7b44-4e0d-9a1c-2b3c4d5e6f70", Client: "claude-code", TTFT: 412 * time.Millisecond},
+			{ID: "anonymous"},
+		},
+	}
+	rows := requestsVM(cfg, snap).Rows
+	type cells struct{ client, session, full, model, ttft string }
+	want := []cells{
+		{noValue, noValue, "", noValue, noValue},
+		{"claude-code", "0f3a9c21…", "0f3a9c21-7b44-4e0d-9a1c-2b3c4d5e6f70", "Qwen/Qwen3-14B-FP8", "412 ms"},
+		{"unknown", noValue, "", noValue, noValue},
+	}
+	for i, w := range want {
+		r := rows[i]
+		if got := (cells{r.Client, r.Session, r.SessionFull, r.Model, r.TTFT}); got != w {
+			t.Errorf("row %s: %+v, want %+v", r.RequestID, got, w)
+		}
+	}
+	if got := shortID("abc"); got != "abc" {
+		t.Errorf("short id of a short id: %q", got)
+	}
+}
+
 func TestSessionTurnsMarkDivergence(t *testing.T) {
 	cfg := testConfig()
 	cfg.TurnsShown = 3

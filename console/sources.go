@@ -161,10 +161,13 @@ type TrafficSource interface {
 	Sessions(ctx context.Context) ([]Session, error)
 }
 
-// Request is one client request.
+// Request is one client request. Its ID is the one the router decided it
+// under (Decision.RequestID).
 type Request struct {
 	ID           string
 	At           time.Time // arrival
+	SessionID    string    // the client's session id; "" when it sent none
+	Client       string    // "claude-code", "codex", "opencode", or a user agent
 	Worker       string
 	PromptTokens int
 	CachedTokens int           // prompt tokens served from the prefix cache

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hearth-llm/hearth/console/components"
 )
@@ -513,6 +514,14 @@ func requestsVM(cfg Config, snap *snapshot) components.RequestsVM {
 	if snap.routerErr != nil {
 		vm.Err = "Cannot read the router: " + snap.routerErr.Error()
 	}
+	byID := make(map[string]*Request, len(snap.requests))
+	for i := range snap.requests {
+		byID[snap.requests[i].ID] = &snap.requests[i]
+	}
+	models := make(map[string]string, len(snap.engines))
+	for _, e := range snap.engines {
+		models[e.Worker] = e.Model
+	}
 	vm.Rows = make([]components.DecisionRow, 0, len(snap.decisions))
 	for _, d := range snap.decisions {
 		row := components.DecisionRow{
@@ -524,6 +533,19 @@ func requestsVM(cfg Config, snap *snapshot) components.RequestsVM {
 			Reason:    d.Reason,
 			Predicted: fmtPct(d.PredictedHitRate),
 			Blocks:    strconv.Itoa(d.CachedBlocks) + " / " + strconv.Itoa(d.PromptBlocks) + " blocks cached",
+			Client:    noValue,
+			Session:   noValue,
+			Model:     cmp.Or(models[d.Worker], noValue),
+			TTFT:      noValue,
+		}
+		if r := byID[d.RequestID]; r != nil {
+			row.Client = cmp.Or(r.Client, "unknown")
+			if r.SessionID != "" {
+				row.Session, row.SessionFull = shortID(r.SessionID), r.SessionID
+			}
+			if r.TTFT > 0 {
+				row.TTFT = fmtLatency(r.TTFT)
+			}
 		}
 		if d.PromptBlocks == 0 {
 			row.Predicted = noValue
@@ -545,6 +567,18 @@ func requestsVM(cfg Config, snap *snapshot) components.RequestsVM {
 		vm.Rows = append(vm.Rows, row)
 	}
 	return vm
+}
+
+// shortIDLen is how much of a session id the Requests page shows: enough
+// to tell the sessions of one machine apart.
+const shortIDLen = 8
+
+// shortID is the start of a session id, with an ellipsis when cut.
+func shortID(id string) string {
+	if utf8.RuneCountInString(id) <= shortIDLen+1 {
+		return id
+	}
+	return string([]rune(id)[:shortIDLen]) + "…"
 }
 
 // stateClass colours an engine's state: serving is good, dead is bad, the

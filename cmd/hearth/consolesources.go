@@ -177,7 +177,7 @@ func (s *trafficSource) RequestsSince(_ context.Context, since time.Time) ([]con
 	out := make([]console.Request, len(rs))
 	for i, r := range rs {
 		out[i] = console.Request{
-			ID: r.ID, At: r.At, Worker: r.Worker, PromptTokens: r.PromptTokens,
+			ID: r.ID, At: r.At, SessionID: r.SessionID, Client: r.Client, Worker: r.Worker, PromptTokens: r.PromptTokens,
 			CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens, TTFT: r.TTFT,
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/api"
 	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/console"
@@ -626,5 +627,27 @@ func TestEngineOfTelemetry(t *testing.T) {
 	e = engineOf(hruntime.Status{Name: "n/gpu0", State: hruntime.StateStopped, LastError: "GPU 0 lost: GPU is lost"}, lost, hruntime.Stats{}, nil, 0)
 	if !e.GPULost || e.GPUErr != "GPU is lost" || e.MemoryByOwnerKnown || e.PowerDrawW >= 0 {
 		t.Errorf("lost GPU's card: %+v", e)
+	}
+}
+
+// The Requests page names each request's client, session and first-token
+// time: the adapter carries them from the gateway's record.
+func TestTrafficSourceRequests(t *testing.T) {
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	traffic := api.NewTraffic(api.TrafficLimits{})
+	traffic.Record(api.RequestRecord{
+		ID: "r1", At: at, SessionID: "0f3a9c21-7b44", Client: "claude-code", Kind: api.KindTurn, Worker: "n/gpu0",
+		Status: 200, PromptTokens: 2000, CachedTokens: 1600, CacheReported: true, OutputTokens: 90, TTFT: 412 * time.Millisecond,
+	}, nil, at.Add(2*time.Second))
+	got, err := (&trafficSource{traffic: traffic}).RequestsSince(context.Background(), at.Add(-time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := console.Request{
+		ID: "r1", At: at, SessionID: "0f3a9c21-7b44", Client: "claude-code", Worker: "n/gpu0",
+		PromptTokens: 2000, CachedTokens: 1600, OutputTokens: 90, TTFT: 412 * time.Millisecond,
+	}
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("requests %+v, want [%+v]", got, want)
 	}
 }

@@ -218,16 +218,23 @@ type RequestsVM struct {
 
 // DecisionRow is one routing decision.
 type DecisionRow struct {
-	DOMID      string
-	At         string
-	RequestID  string
-	Policy     string
-	Winner     string
-	Reason     string
-	Predicted  string // predicted hit rate
-	Blocks     string // "38 / 40 blocks cached"
-	Queued     string
-	Candidates []CandidateRow
+	DOMID     string
+	At        string
+	RequestID string
+	Policy    string
+	Winner    string
+	Reason    string
+	Predicted string // predicted hit rate
+	// Client, Session, Model and TTFT come from the request once it has
+	// finished; "–" before, or when it is older than the stats window.
+	Client      string
+	Session     string // the first characters of the session id
+	SessionFull string // the whole id, for a tooltip; "" when none
+	Model       string // served by the winner
+	TTFT        string
+	Blocks      string // "38 / 40 blocks cached"
+	Queued      string
+	Candidates  []CandidateRow
 }
 
 // CandidateRow is one worker weighed for a decision.
