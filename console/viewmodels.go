@@ -185,7 +185,8 @@ func kvBarVM(e Engine) components.KVBar {
 	return b
 }
 
-// hitChartVM turns chart points into polylines; a bucket without data
+// hitChartVM turns chart points into polylines; a bucket without data (the
+// engine was not read: the sampler holds the line through idle ones)
 // breaks the line rather than drawing a misleading zero.
 func hitChartVM(cfg Config, points []chartPoint) components.HitChart {
 	c := components.HitChart{
