@@ -19,6 +19,9 @@ func TestCardShowsLoadPhaseAndDiagnosis(t *testing.T) {
 			Diagnosis: "CUDA ran out of memory while loading weights: lower --max-model-len or use a smaller model",
 			Err:       "failed: failed to start 5 times in a row: exited: exit status 1",
 			LogTail:   []string{"torch.OutOfMemoryError: CUDA out of memory."}, UtilizationPct: -1, TemperatureC: -1},
+		{Worker: "sim-gpu0", Node: "sim", GPU: "NVIDIA GeForce RTX 4090", State: "ready",
+			MemoryUsed: 24 << 30 * 9 / 10, MemoryTotal: 24 << 30, MemoryReserved: true, MemoryInUse: 29 << 29,
+			UtilizationPct: -1, TemperatureC: -1, PowerDrawW: -1, PowerLimitW: -1},
 	}}
 	h := newHarness(t, src, withKeyRequired(false))
 	resp, body := h.do(t, request{path: "/console/"})
@@ -41,6 +44,13 @@ func TestCardShowsLoadPhaseAndDiagnosis(t *testing.T) {
 			"failed: failed to start 5 times in a row: exited: exit status 1",
 			"torch.OutOfMemoryError",
 		}, []string{"<progress", `class="loading"`}},
+		// A simulated GPU: vLLM's reservation, said to be one, and what of
+		// it holds data; no reading to draw.
+		{"sim-gpu0", []string{
+			"<dt>VRAM</dt><dd>reserved by the engine: 21.6 of 24.0 GiB</dd>",
+			`<div data-label="memory-in-use"><dt>In use</dt><dd>14.5 GiB: weights and KV in use</dd></div>`,
+			"Utilisation, temperature and power not reported",
+		}, []string{"21.6 / 24.0 GiB", "spark-mem"}},
 	}
 	for _, tc := range cases {
 		card, ok := cards[domID("gpu-", tc.card)]

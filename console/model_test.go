@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -84,24 +85,32 @@ func TestSamplerChartBuckets(t *testing.T) {
 	if len(chart) != cfg.ChartPoints {
 		t.Fatalf("%d points, want %d", len(chart), cfg.ChartPoints)
 	}
-	var withData []int
+	first := -1
 	for i, p := range chart {
-		if !math.IsNaN(p.measured) {
-			withData = append(withData, i)
-			if p.measured != 0.5 {
-				t.Errorf("point %d = %v, want 0.5", i, p.measured)
-			}
-		}
 		if !math.IsNaN(p.predicted) {
 			t.Errorf("point %d has a prediction without decisions", i)
 		}
+		if math.IsNaN(p.measured) {
+			if first >= 0 {
+				t.Errorf("point %d is a gap after data; the engine was read all along", i)
+			}
+			continue
+		}
+		if first < 0 {
+			first = i
+		}
+		if p.measured != 0.5 {
+			t.Errorf("point %d = %v, want 0.5 (measured, or held through the idle minutes)", i, p.measured)
+		}
 	}
-	// 60 s of data span three or four 20 s buckets, 5 min (15 buckets) ago.
-	if len(withData) < 3 || len(withData) > 4 || withData[len(withData)-1] != len(chart)-1-15 {
-		t.Errorf("data in points %v, want 3-4 points ending at %d", withData, len(chart)-1-15)
+	// 60 s of data span three or four 20 s buckets that ended 5 min (15
+	// buckets) ago; the line starts there and holds to now.
+	if first < len(chart)-1-15-3 || first > len(chart)-1-15-2 {
+		t.Errorf("line starts at point %d, want 3-4 points before %d", first, len(chart)-1-15)
 	}
 	// Those buckets are older than the 5-minute stats window... all but
-	// the edge: the cluster rate uses only buckets inside the window.
+	// the edge: the cluster rate uses only buckets inside the window, and
+	// a held figure is no lookup.
 	if !math.IsNaN(snap.cluster.hitRate) && snap.cluster.hitRate != 0.5 {
 		t.Errorf("cluster hit rate %v", snap.cluster.hitRate)
 	}
@@ -115,6 +124,73 @@ func TestSamplerChartBuckets(t *testing.T) {
 		if !math.IsNaN(p.measured) {
 			t.Errorf("point %d still has data after the window passed", i)
 		}
+	}
+}
+
+// An agent thinks between turns: ticks without requests hold the line, and
+// only a tick where the engine could not be read breaks it. The router's
+// prediction, which exists only where it decided, is drawn the same way.
+func TestHitChartOneLineThroughIdleTicks(t *testing.T) {
+	cfg := testConfig() // 30 points of 20 s, a tick every 2 s
+	src := &fakeSources{engines: []Engine{{Worker: "w0"}}}
+	s := newSampler(cfg, Deps{Engines: src, Router: src})
+	now := t0
+	s.collect(context.Background(), now, true)
+	request := func(n int) {
+		src.engines[0].PrefixQueries += 100
+		src.engines[0].PrefixHits += 80
+		src.decisions = append([]Decision{{
+			RequestID: fmt.Sprint("r", n), At: now, Worker: "w0", PromptBlocks: 10, CachedBlocks: 9, PredictedHitRate: 0.9,
+		}}, src.decisions...)
+	}
+	// Five minutes: one request every 50 s, so most 20 s buckets have none.
+	for i := range 150 {
+		now = now.Add(2 * time.Second)
+		if i%25 == 0 {
+			request(i)
+		}
+		s.collect(context.Background(), now, true)
+	}
+	card := gpuCardVM(cfg, src.engines[0], s.collect(context.Background(), now, false).workers["w0"])
+	if len(card.Chart.Measured) != 1 {
+		t.Errorf("measured line in %d pieces %q, want one through the idle ticks", len(card.Chart.Measured), card.Chart.Measured)
+	}
+	if len(card.Chart.Predicted) != 1 {
+		t.Fatalf("predicted line in %d pieces %q, want one: the router decided", len(card.Chart.Predicted), card.Chart.Predicted)
+	}
+	if n := strings.Count(card.Chart.Predicted[0], ","); n < 10 {
+		t.Errorf("predicted line has %d points, want one per bucket since the first decision", n)
+	}
+	if card.Chart.MeasuredNow != "80%" || card.Chart.PredictedNow != "90%" {
+		t.Errorf("now: measured %s predicted %s, want 80%% and 90%%", card.Chart.MeasuredNow, card.Chart.PredictedNow)
+	}
+
+	// The engine source fails for a minute: that is missing data, a gap.
+	src.enginesErr = errors.New("down")
+	for range 30 {
+		now = now.Add(2 * time.Second)
+		s.collect(context.Background(), now, true)
+	}
+	src.enginesErr = nil
+	for range 15 {
+		now = now.Add(2 * time.Second)
+		s.collect(context.Background(), now, true)
+	}
+	card = gpuCardVM(cfg, src.engines[0], s.collect(context.Background(), now, false).workers["w0"])
+	if len(card.Chart.Measured) != 2 {
+		t.Errorf("measured line in %d pieces %q, want two around the minute the engine was not read", len(card.Chart.Measured), card.Chart.Measured)
+	}
+
+	// An engine whose metrics fail is not read either.
+	src.engines[0].Err = "metrics: connection refused"
+	src.engines[0].PrefixQueries, src.engines[0].PrefixHits = 0, 0
+	for range 30 {
+		now = now.Add(2 * time.Second)
+		s.collect(context.Background(), now, true)
+	}
+	chart := s.collect(context.Background(), now, false).workers["w0"].chart
+	if last := chart[len(chart)-1]; !math.IsNaN(last.measured) {
+		t.Errorf("measured %v while the engine's metrics fail, want a gap", last.measured)
 	}
 }
 
@@ -307,6 +383,41 @@ func TestPolylines(t *testing.T) {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// A decision's row names the client, session, model and first-token time
+// of its request once the request has finished, and says "–" before.
+func TestRequestsJoinTraffic(t *testing.T) {
+	cfg := testConfig()
+	snap := &snapshot{
+		at:      t0,
+		engines: []Engine{{Worker: "w0", Model: "Qwen/Qwen3-14B-FP8"}, {Worker: "w1"}},
+		decisions: []Decision{
+			{RequestID: "running", At: t0, Worker: "w1", PromptBlocks: 4},
+			{RequestID: "done", At: t0.Add(-time.Second), Worker: "w0", PromptBlocks: 4},
+			{RequestID: "anonymous", At: t0.Add(-2 * time.Second), Worker: "gone", PromptBlocks: 4},
+		},
+		requests: []Request{
+			{ID: "done", SessionID: "0f3a9c21-7b44-4e0d-9a1c-2b3c4d5e6f70", Client: "claude-code", TTFT: 412 * time.Millisecond},
+			{ID: "anonymous"},
+		},
+	}
+	rows := requestsVM(cfg, snap).Rows
+	type cells struct{ client, session, full, model, ttft string }
+	want := []cells{
+		{noValue, noValue, "", noValue, noValue},
+		{"claude-code", "0f3a9c21…", "0f3a9c21-7b44-4e0d-9a1c-2b3c4d5e6f70", "Qwen/Qwen3-14B-FP8", "412 ms"},
+		{"unknown", noValue, "", noValue, noValue},
+	}
+	for i, w := range want {
+		r := rows[i]
+		if got := (cells{r.Client, r.Session, r.SessionFull, r.Model, r.TTFT}); got != w {
+			t.Errorf("row %s: %+v, want %+v", r.RequestID, got, w)
+		}
+	}
+	if got := shortID("abc"); got != "abc" {
+		t.Errorf("short id of a short id: %q", got)
 	}
 }
 

@@ -64,7 +64,7 @@ func gpuSampleOf(now time.Time, e *Engine) gpuSample {
 	if e.PowerDrawW >= 0 {
 		s.powerW = e.PowerDrawW
 	}
-	if e.MemoryUsed > 0 {
+	if e.MemoryUsed > 0 && !e.MemoryReserved {
 		s.memUsed = float64(e.MemoryUsed)
 	}
 	return s
@@ -106,8 +106,10 @@ func (r *gpuRing) series(now time.Time, interval time.Duration) gpuSeries {
 	return g
 }
 
-// chartPoint is one bucket of a hit-rate chart; NaN where nothing was
-// asked in the bucket.
+// chartPoint is one bucket of a hit-rate chart. A bucket in which the
+// engine was read but asked nothing holds the rate before it (an idle agent
+// thinking is no missing data); NaN where the worker was not read at all,
+// or before its first figure in the chart.
 type chartPoint struct {
 	predicted, measured float64
 }
@@ -122,6 +124,9 @@ type bucket struct {
 	queries, hits         int64 // engine prefix-cache counters (tokens)
 	predCached, predTotal int64 // router decisions (blocks)
 	generated             int64 // output tokens
+	// read is set when the engine's counters were read in the bucket, so
+	// that a bucket without lookups is idle rather than unknown.
+	read bool
 }
 
 // workerHistory is one worker's ring of buckets and its last counters.
@@ -229,6 +234,12 @@ func (s *sampler) record(now time.Time, engines []Engine, enginesRead bool, deci
 			h.gpu = &gpuRing{samples: make([]gpuSample, s.cfg.TelemetrySamples)}
 		}
 		h.gpu.add(gpuSampleOf(now, e))
+		if e.Err != "" {
+			// The engine could not be read: its counters say nothing,
+			// and the next reading counts from the last good one.
+			continue
+		}
+		b.read = true
 		if h.primed {
 			b.queries += counterDelta(h.queries, e.PrefixQueries)
 			b.hits += counterDelta(h.hits, e.PrefixHits)
@@ -341,11 +352,13 @@ func (s *sampler) views(now time.Time, snap *snapshot) {
 	nowIdx := now.UnixNano() / int64(length)
 	windowBuckets := int64(math.Ceil(float64(s.cfg.StatsWindow) / float64(length)))
 	var clusterQueries, clusterHits int64
+	read := make([]bool, s.cfg.ChartPoints) // by chart point: the engine was read
 	for name, h := range s.history {
 		chart := make([]chartPoint, len(h.ring))
 		for i := range chart {
 			chart[i] = chartPoint{math.NaN(), math.NaN()}
 		}
+		clear(read)
 		if h.headIdx >= 0 {
 			for back := range int64(len(h.ring)) {
 				idx := h.headIdx - back
@@ -363,12 +376,14 @@ func (s *sampler) views(now time.Time, snap *snapshot) {
 				if b.predTotal > 0 {
 					p.predicted = float64(b.predCached) / float64(b.predTotal)
 				}
+				read[len(chart)-1-int(age)] = b.read
 				if age < windowBuckets {
 					clusterQueries += b.queries
 					clusterHits += b.hits
 				}
 			}
 		}
+		holdThroughIdle(chart, read)
 		tps := h.tokPerSec
 		if !h.primed || now.Sub(h.lastSample) > 2*s.cfg.Interval+length {
 			tps = math.NaN()
@@ -382,5 +397,26 @@ func (s *sampler) views(now time.Time, snap *snapshot) {
 	snap.cluster.hitRate = math.NaN()
 	if clusterQueries > 0 {
 		snap.cluster.hitRate = min(float64(clusterHits)/float64(clusterQueries), 1)
+	}
+}
+
+// holdThroughIdle carries each line's last figure through the points whose
+// bucket had the engine read but no lookups or decisions: no request came,
+// which is no reason to break the line. Points where the engine was not read
+// stay gaps; the line resumes after one at its last figure.
+func holdThroughIdle(chart []chartPoint, read []bool) {
+	lastMeasured, lastPredicted := math.NaN(), math.NaN()
+	for i := range chart {
+		p := &chart[i]
+		if !math.IsNaN(p.measured) {
+			lastMeasured = p.measured
+		} else if read[i] {
+			p.measured = lastMeasured
+		}
+		if !math.IsNaN(p.predicted) {
+			lastPredicted = p.predicted
+		} else if read[i] {
+			p.predicted = lastPredicted
+		}
 	}
 }

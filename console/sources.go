@@ -50,6 +50,13 @@ type Engine struct {
 
 	MemoryUsed  uint64 // bytes; 0 when the source cannot tell
 	MemoryTotal uint64 // bytes; 0 when unknown
+	// MemoryReserved says MemoryUsed is no reading but what the engine
+	// reserves when it starts (vLLM's --gpu-memory-utilization share of
+	// the GPU), as for a simulated GPU, which has no driver to ask.
+	// MemoryInUse is then what of it holds data: the weights and the KV
+	// blocks of running requests; 0 when the source cannot tell.
+	MemoryReserved bool
+	MemoryInUse    uint64
 	// UtilizationPct and TemperatureC are negative when the source cannot
 	// tell (nodes.GPU uses the same convention).
 	UtilizationPct int
@@ -154,10 +161,13 @@ type TrafficSource interface {
 	Sessions(ctx context.Context) ([]Session, error)
 }
 
-// Request is one client request.
+// Request is one client request. Its ID is the one the router decided it
+// under (Decision.RequestID).
 type Request struct {
 	ID           string
 	At           time.Time // arrival
+	SessionID    string    // the client's session id; "" when it sent none
+	Client       string    // "claude-code", "codex", "opencode", or a user agent
 	Worker       string
 	PromptTokens int
 	CachedTokens int           // prompt tokens served from the prefix cache

@@ -180,6 +180,26 @@ func TestGPUCardUnknownTelemetry(t *testing.T) {
 		t.Errorf("window %q, want 2 min", c.SparkWindow)
 	}
 
+	// A simulated GPU whose engine reserved its share: the card says it is
+	// a reservation, not a reading, and what of it holds data; the VRAM
+	// sparkline stays empty, since nothing was read.
+	reserved := sim
+	reserved.MemoryUsed, reserved.MemoryTotal, reserved.MemoryReserved, reserved.MemoryInUse = 24*gib*9/10, 24*gib, true, 14*gib+gib/2
+	c = gpuCardVM(cfg, reserved, workerView{})
+	if c.Memory != "reserved by the engine: 21.6 of 24.0 GiB" || c.MemoryInUse != "14.5 GiB: weights and KV in use" {
+		t.Errorf("reserved memory %q, in use %q", c.Memory, c.MemoryInUse)
+	}
+	if c.TelemetryKnown || c.Sparks[3].Now != noValue {
+		t.Errorf("a reservation shown as a reading: telemetry %v, VRAM now %q", c.TelemetryKnown, c.Sparks[3].Now)
+	}
+	if s := gpuSampleOf(t0, &reserved); !math.IsNaN(s.memUsed) {
+		t.Errorf("a reservation sampled as memory use: %v", s.memUsed)
+	}
+	reserved.MemoryInUse = 0
+	if c := gpuCardVM(cfg, reserved, workerView{}); c.MemoryInUse != "" {
+		t.Errorf("unknown use shown as %q", c.MemoryInUse)
+	}
+
 	// A real GPU's latest figures, before any history.
 	real := Engine{Worker: "w0", UtilizationPct: 87, TemperatureC: 64, PowerDrawW: 311.6, PowerLimitW: 450, MemoryUsed: 18 * gib, MemoryTotal: 24 * gib}
 	c = gpuCardVM(cfg, real, workerView{})

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hearth-llm/hearth/console/components"
 )
@@ -132,6 +133,12 @@ func gpuCardVM(cfg Config, e Engine, w workerView) components.GPUCard {
 			c.MemoryPct = float64(e.MemoryUsed) / float64(e.MemoryTotal)
 		}
 		c.Memory = used + " / " + fmtGiB(e.MemoryTotal) + " GiB"
+		if e.MemoryReserved && e.MemoryUsed > 0 {
+			c.Memory = "reserved by the engine: " + used + " of " + fmtGiB(e.MemoryTotal) + " GiB"
+			if e.MemoryInUse > 0 {
+				c.MemoryInUse = fmtGiB(e.MemoryInUse) + " GiB: weights and KV in use"
+			}
+		}
 	}
 	c.MemoryBar = memoryBarVM(e)
 	c.Sparks, c.TelemetryKnown = sparksVM(cfg, e, w.gpu)
@@ -139,7 +146,7 @@ func gpuCardVM(cfg Config, e Engine, w workerView) components.GPUCard {
 	if e.GPULost {
 		c.Lost = true
 		c.LostText = "GPU lost: " + cmp.Or(e.GPUErr, "the driver gave no reason")
-		c.Memory, c.MemoryPct = "", 0 // whatever the source repeats is stale
+		c.Memory, c.MemoryPct, c.MemoryInUse = "", 0, "" // whatever the source repeats is stale
 	}
 	return c
 }
@@ -178,7 +185,8 @@ func kvBarVM(e Engine) components.KVBar {
 	return b
 }
 
-// hitChartVM turns chart points into polylines; a bucket without data
+// hitChartVM turns chart points into polylines; a bucket without data (the
+// engine was not read: the sampler holds the line through idle ones)
 // breaks the line rather than drawing a misleading zero.
 func hitChartVM(cfg Config, points []chartPoint) components.HitChart {
 	c := components.HitChart{
@@ -285,7 +293,7 @@ func sparksVM(cfg Config, e Engine, g gpuSeries) (sparks []components.Sparkline,
 	window := fmtWindow(time.Duration(cfg.TelemetrySamples) * cfg.Interval)
 	// A lost GPU's last figures are stale, whatever the source repeats.
 	reads := !e.GPULost
-	memNow := valueOr(reads && e.MemoryUsed > 0, fmtGiB(e.MemoryUsed)+" GiB")
+	memNow := valueOr(reads && e.MemoryUsed > 0 && !e.MemoryReserved, fmtGiB(e.MemoryUsed)+" GiB")
 	powerNow := valueOr(reads && e.PowerDrawW >= 0, fmtWatts(e.PowerDrawW))
 	if powerNow != noValue && e.PowerLimitW > 0 {
 		powerNow = strconv.FormatFloat(math.Round(e.PowerDrawW), 'f', 0, 64) + " / " + fmtWatts(e.PowerLimitW)
@@ -507,6 +515,14 @@ func requestsVM(cfg Config, snap *snapshot) components.RequestsVM {
 	if snap.routerErr != nil {
 		vm.Err = "Cannot read the router: " + snap.routerErr.Error()
 	}
+	byID := make(map[string]*Request, len(snap.requests))
+	for i := range snap.requests {
+		byID[snap.requests[i].ID] = &snap.requests[i]
+	}
+	models := make(map[string]string, len(snap.engines))
+	for _, e := range snap.engines {
+		models[e.Worker] = e.Model
+	}
 	vm.Rows = make([]components.DecisionRow, 0, len(snap.decisions))
 	for _, d := range snap.decisions {
 		row := components.DecisionRow{
@@ -518,6 +534,19 @@ func requestsVM(cfg Config, snap *snapshot) components.RequestsVM {
 			Reason:    d.Reason,
 			Predicted: fmtPct(d.PredictedHitRate),
 			Blocks:    strconv.Itoa(d.CachedBlocks) + " / " + strconv.Itoa(d.PromptBlocks) + " blocks cached",
+			Client:    noValue,
+			Session:   noValue,
+			Model:     cmp.Or(models[d.Worker], noValue),
+			TTFT:      noValue,
+		}
+		if r := byID[d.RequestID]; r != nil {
+			row.Client = cmp.Or(r.Client, "unknown")
+			if r.SessionID != "" {
+				row.Session, row.SessionFull = shortID(r.SessionID), r.SessionID
+			}
+			if r.TTFT > 0 {
+				row.TTFT = fmtLatency(r.TTFT)
+			}
 		}
 		if d.PromptBlocks == 0 {
 			row.Predicted = noValue
@@ -539,6 +568,18 @@ func requestsVM(cfg Config, snap *snapshot) components.RequestsVM {
 		vm.Rows = append(vm.Rows, row)
 	}
 	return vm
+}
+
+// shortIDLen is how much of a session id the Requests page shows: enough
+// to tell the sessions of one machine apart.
+const shortIDLen = 8
+
+// shortID is the start of a session id, with an ellipsis when cut.
+func shortID(id string) string {
+	if utf8.RuneCountInString(id) <= shortIDLen+1 {
+		return id
+	}
+	return string([]rune(id)[:shortIDLen]) + "…"
 }
 
 // stateClass colours an engine's state: serving is good, dead is bad, the

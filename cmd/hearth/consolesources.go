@@ -15,6 +15,7 @@ import (
 
 	"github.com/hearth-llm/hearth/api"
 	"github.com/hearth-llm/hearth/api/store"
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
@@ -66,14 +67,18 @@ func (s engineSource) Engines(ctx context.Context) ([]console.Engine, error) {
 }
 
 // engineOf fills a console engine from its status, its GPU's facts and
-// what its metrics said. A simulated GPU reports no memory use; vLLM claims
-// its memory-utilisation share of the memory when it starts, so that is
-// what the card shows. Blocks cached but not in use are the router's count
-// less those running requests hold.
+// what its metrics said. A real GPU's memory is the driver's reading. A
+// simulated GPU has no driver to ask: the card shows what vLLM reserves
+// when it starts, its memory-utilisation share of the GPU (what nvidia-smi
+// would show for a real engine), marked as a reservation, and what of it
+// holds data. Blocks cached but not in use are the router's count less
+// those running requests hold.
 func engineOf(st hruntime.Status, gpu nodes.GPU, stats hruntime.Stats, scrapeErr error, cachedBlocks int) console.Engine {
 	memUsed := gpu.MemoryUsed
+	var reserved bool
 	if !gpu.MemoryUsageKnown && gpu.MemoryTotal > 0 && st.State == hruntime.StateReady {
 		memUsed = uint64(float64(gpu.MemoryTotal) * sim.DefaultGPUMemoryUtilization)
+		reserved = true
 	}
 	total := st.Profile.GPUBlocks
 	used := min(int(stats.KVUsage*float64(total)+0.5), total)
@@ -85,6 +90,12 @@ func engineOf(st hruntime.Status, gpu nodes.GPU, stats hruntime.Stats, scrapeErr
 		Running: stats.Running, Waiting: stats.Waiting,
 		PrefixQueries: stats.PrefixQueries, PrefixHits: stats.PrefixHits, GenerationTokens: stats.GenerationTokens,
 		PrefillTokensPerSec: st.Profile.PrefillTokensPerSec,
+	}
+	if reserved {
+		e.MemoryReserved = true
+		if scrapeErr == nil {
+			e.MemoryInUse = memoryInUse(st, used)
+		}
 	}
 	if gpu.ProcessesKnown {
 		var others []nodes.Process
@@ -110,6 +121,19 @@ func engineOf(st hruntime.Status, gpu nodes.GPU, stats hruntime.Stats, scrapeErr
 		e.Err = scrapeErr.Error()
 	}
 	return e
+}
+
+// memoryInUse is what of an engine's reservation holds data: the weights
+// of its model, as the catalog sizes them, and the KV blocks running
+// requests hold. 0 when the catalog does not know the model or the engine
+// did not say its block size. The simulated engine runs one GPU per engine.
+func memoryInUse(st hruntime.Status, usedBlocks int) uint64 {
+	m, ok := catalog.LookupModel(st.Model)
+	if !ok || st.Profile.BlockBytes <= 0 {
+		return 0
+	}
+	weights := catalog.MemoryOf(m, 1, catalog.DefaultMaxBatchedTokens).WeightBytes
+	return uint64(weights) + uint64(usedBlocks)*uint64(st.Profile.BlockBytes)
 }
 
 // routerSource reports the router's decisions and queue.
@@ -153,7 +177,7 @@ func (s *trafficSource) RequestsSince(_ context.Context, since time.Time) ([]con
 	out := make([]console.Request, len(rs))
 	for i, r := range rs {
 		out[i] = console.Request{
-			ID: r.ID, At: r.At, Worker: r.Worker, PromptTokens: r.PromptTokens,
+			ID: r.ID, At: r.At, SessionID: r.SessionID, Client: r.Client, Worker: r.Worker, PromptTokens: r.PromptTokens,
 			CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens, TTFT: r.TTFT,
 		}
 	}

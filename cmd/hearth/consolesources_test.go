@@ -18,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/api"
 	"github.com/hearth-llm/hearth/api/store"
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
@@ -253,7 +255,16 @@ func TestEngineOf(t *testing.T) {
 	gpu := nodes.NewGPU("n", 0)
 	gpu.Name, gpu.MemoryTotal = "NVIDIA GeForce RTX 4090", 24*gib
 	ready := hruntime.Status{Name: "n/gpu0", Model: "qwen3-14b-fp8", State: hruntime.StateReady,
-		Profile: hruntime.Profile{GPUBlocks: 1000, PrefillTokensPerSec: 9000}}
+		Profile: hruntime.Profile{GPUBlocks: 1000, BlockBytes: 2 << 20, PrefillTokensPerSec: 9000}}
+	model, ok := catalog.LookupModel(ready.Model)
+	if !ok {
+		t.Fatalf("the catalog does not know %s", ready.Model)
+	}
+	// The weights and the 100 blocks (10% of 1,000) running requests hold.
+	inUse := uint64(catalog.MemoryOf(model, 1, catalog.DefaultMaxBatchedTokens).WeightBytes) + 100*(2<<20)
+	unknownModel := ready
+	unknownModel.Model = "someone/unheard-of-7b"
+	const reservation = 24 * gib * 9 / 10
 	stats := hruntime.Stats{Running: 2, Waiting: 1, KVUsage: 0.1, PrefixQueries: 5000, PrefixHits: 4000, GenerationTokens: 700}
 	for _, tc := range []struct {
 		name      string
@@ -262,18 +273,23 @@ func TestEngineOf(t *testing.T) {
 		scrapeErr error
 		wantMem   uint64
 		wantErr   string
+		// wantReserved: the figure is vLLM's reservation, not a reading;
+		// wantInUse is then what of it holds data.
+		wantReserved bool
+		wantInUse    uint64
 	}{
-		{"a ready simulated GPU shows vLLM's default claim", ready, 0, nil, 24 * gib * 9 / 10, ""},
-		{"a measured use wins", ready, 3 * gib, nil, 3 * gib, ""},
-		{"unreadable metrics are shown", ready, 0, errors.New("metrics: connection refused"), 24 * gib * 9 / 10, "metrics: connection refused"},
+		{"a ready simulated GPU shows vLLM's reservation and what holds data", ready, 0, nil, reservation, "", true, inUse},
+		{"a model the catalog does not know leaves the use unknown", unknownModel, 0, nil, reservation, "", true, 0},
+		{"a measured use wins", ready, 3 * gib, nil, 3 * gib, "", false, 0},
+		{"unreadable metrics are shown", ready, 0, errors.New("metrics: connection refused"), reservation, "metrics: connection refused", true, 0},
 		{"a restarting engine claims nothing and says why", hruntime.Status{Name: "n/gpu0", State: hruntime.StateRestarting,
-			LastError: "exited: signal: killed", Profile: ready.Profile}, 0, nil, 0, "restarting: exited: signal: killed"},
+			LastError: "exited: signal: killed", Profile: ready.Profile}, 0, nil, 0, "restarting: exited: signal: killed", false, 0},
 		{"a diagnosed failure shows the sentence apart", hruntime.Status{Name: "n/gpu0", State: hruntime.StateFailed,
 			LastError: "failed to start 5 times in a row: exited: exit status 1: CUDA ran out of memory: lower --max-model-len or use a smaller model",
 			Diagnosis: hruntime.Diagnosis{Cause: hruntime.CauseOutOfMemory, Message: "CUDA ran out of memory: lower --max-model-len or use a smaller model"}},
-			0, nil, 0, "failed: failed to start 5 times in a row: exited: exit status 1"},
+			0, nil, 0, "failed: failed to start 5 times in a row: exited: exit status 1", false, 0},
 		{"a loading engine shows its phase", hruntime.Status{Name: "n/gpu0", State: hruntime.StateLoading,
-			Load: hruntime.LoadState{Phase: hruntime.PhaseCapturing, Progress: 40}}, 0, nil, 0, ""},
+			Load: hruntime.LoadState{Phase: hruntime.PhaseCapturing, Progress: 40}}, 0, nil, 0, "", false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gpu
@@ -285,6 +301,9 @@ func TestEngineOf(t *testing.T) {
 			e := engineOf(tc.status, g, st, tc.scrapeErr, 400)
 			if e.MemoryUsed != tc.wantMem || e.MemoryTotal != 24*gib {
 				t.Errorf("memory %d of %d, want %d", e.MemoryUsed, e.MemoryTotal, tc.wantMem)
+			}
+			if e.MemoryReserved != tc.wantReserved || e.MemoryInUse != tc.wantInUse {
+				t.Errorf("reserved %v, in use %d; want %v, %d", e.MemoryReserved, e.MemoryInUse, tc.wantReserved, tc.wantInUse)
 			}
 			if e.Err != tc.wantErr || e.State != string(tc.status.State) {
 				t.Errorf("state %q, error %q; want %q, %q", e.State, e.Err, tc.status.State, tc.wantErr)
@@ -608,5 +627,27 @@ func TestEngineOfTelemetry(t *testing.T) {
 	e = engineOf(hruntime.Status{Name: "n/gpu0", State: hruntime.StateStopped, LastError: "GPU 0 lost: GPU is lost"}, lost, hruntime.Stats{}, nil, 0)
 	if !e.GPULost || e.GPUErr != "GPU is lost" || e.MemoryByOwnerKnown || e.PowerDrawW >= 0 {
 		t.Errorf("lost GPU's card: %+v", e)
+	}
+}
+
+// The Requests page names each request's client, session and first-token
+// time: the adapter carries them from the gateway's record.
+func TestTrafficSourceRequests(t *testing.T) {
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	traffic := api.NewTraffic(api.TrafficLimits{})
+	traffic.Record(api.RequestRecord{
+		ID: "r1", At: at, SessionID: "0f3a9c21-7b44", Client: "claude-code", Kind: api.KindTurn, Worker: "n/gpu0",
+		Status: 200, PromptTokens: 2000, CachedTokens: 1600, CacheReported: true, OutputTokens: 90, TTFT: 412 * time.Millisecond,
+	}, nil, at.Add(2*time.Second))
+	got, err := (&trafficSource{traffic: traffic}).RequestsSince(context.Background(), at.Add(-time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := console.Request{
+		ID: "r1", At: at, SessionID: "0f3a9c21-7b44", Client: "claude-code", Worker: "n/gpu0",
+		PromptTokens: 2000, CachedTokens: 1600, OutputTokens: 90, TTFT: 412 * time.Millisecond,
+	}
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("requests %+v, want [%+v]", got, want)
 	}
 }

@@ -50,9 +50,12 @@ type GPUCard struct {
 	Node       string
 	GPU        string
 	Model      string
-	Memory     string // "18.4 / 24.0 GiB", "" when unknown
-	MemoryPct  float64
-	MemoryBar  MemoryBar
+	Memory     string // "18.4 / 24.0 GiB", "" when unknown; "reserved by the engine: 21.6 of 24.0 GiB" when no reading
+	// MemoryInUse is what of a reservation holds data, "14.2 GiB: weights
+	// and KV in use"; "" for a reading or when unknown.
+	MemoryInUse string
+	MemoryPct   float64
+	MemoryBar   MemoryBar
 	// Sparks are utilisation, temperature, power and memory over the last
 	// SparkWindow, each with its latest reading ("87%", "64 °C",
 	// "312 / 450 W", "18.4 GiB"); TelemetryKnown is false when none of
@@ -215,16 +218,23 @@ type RequestsVM struct {
 
 // DecisionRow is one routing decision.
 type DecisionRow struct {
-	DOMID      string
-	At         string
-	RequestID  string
-	Policy     string
-	Winner     string
-	Reason     string
-	Predicted  string // predicted hit rate
-	Blocks     string // "38 / 40 blocks cached"
-	Queued     string
-	Candidates []CandidateRow
+	DOMID     string
+	At        string
+	RequestID string
+	Policy    string
+	Winner    string
+	Reason    string
+	Predicted string // predicted hit rate
+	// Client, Session, Model and TTFT come from the request once it has
+	// finished; "–" before, or when it is older than the stats window.
+	Client      string
+	Session     string // the first characters of the session id
+	SessionFull string // the whole id, for a tooltip; "" when none
+	Model       string // served by the winner
+	TTFT        string
+	Blocks      string // "38 / 40 blocks cached"
+	Queued      string
+	Candidates  []CandidateRow
 }
 
 // CandidateRow is one worker weighed for a decision.
