@@ -82,8 +82,13 @@
 // without a goroutine in between, and written at once unless the next chunk
 // is already waiting, in which case they go out together.
 //
-// A prompt longer than Config.ContextTokens (or one the engine rejects as
-// such) is reported in the words each client acts on by compacting its
+// A max_tokens (max_completion_tokens, max_output_tokens) larger than the
+// room Config.ContextTokens leaves after the prompt is lowered to that room,
+// as agents expect (Claude Code asks for 32000 or 64000 output tokens
+// whatever the model), and the answer's x-hearth-max-tokens-capped header
+// says "asked->sent". A prompt that alone fills the context is refused at
+// once, without reaching an engine. A prompt longer than
+// Config.ContextTokens (or one the engine rejects as such) is reported in the words each client acts on by compacting its
 // conversation: Anthropic's "prompt is too long: N tokens > M maximum",
 // OpenAI's context_length_exceeded code, and for a streaming Responses
 // request a response.failed event with that code. Errors that cannot succeed

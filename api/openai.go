@@ -476,18 +476,24 @@ func (g *Gateway) handleCompletions(c *fiber.Ctx) error {
 	if err := g.commonFields(c, req, in.Nvext, in.PromptCacheKey); err != nil {
 		return writeError(c, dialectOpenAI, err)
 	}
+	rs := func(ex *exchange) responder {
+		return &openAIChatResponder{includeUsage: req.IncludeUsage, completions: true}
+	}
+	if g.cfg.ContextTokens > 0 && len(ids) >= g.cfg.ContextTokens {
+		overflow := errContextOverflow(len(ids), g.cfg.ContextTokens)
+		overflow.Param = "prompt"
+		return g.writeFailure(c, req, rs, overflow)
+	}
 	delete(all, "nvext")
 	all["model"] = stringJSON(req.Model)
 	all["stream"] = json.RawMessage("true")
 	all["stream_options"] = json.RawMessage(`{"include_usage":true}`)
-	if n := g.clampMaxTokens(req.MaxTokens, len(ids)); n > 0 {
+	if n := g.capMaxTokens(c, req.MaxTokens, len(ids)); n > 0 {
 		all["max_tokens"] = json.RawMessage(fmt.Sprint(n))
 	}
 	body, err := json.Marshal(all)
 	if err != nil {
 		return writeError(c, dialectOpenAI, err)
 	}
-	return g.forwardBody(c, req, "/v1/completions", body, len(ids), tokenizer.BlockHashes(ids, g.cfg.BlockSize), func(ex *exchange) responder {
-		return &openAIChatResponder{includeUsage: req.IncludeUsage, completions: true}
-	})
+	return g.forwardBody(c, req, "/v1/completions", body, len(ids), tokenizer.BlockHashes(ids, g.cfg.BlockSize), rs)
 }
