@@ -42,13 +42,23 @@
 //
 // # Endpoints
 //
-//	POST /v1/chat/completions   OpenAI chat; engine chunks pass through unchanged
+//	POST /v1/chat/completions   OpenAI chat; engine chunks pass through, renamed (below)
 //	POST /v1/completions        OpenAI legacy completions (string or token-id prompt)
 //	GET  /v1/models             the served models
 //	POST /v1/responses          OpenAI Responses, translated to chat and back
 //	POST /v1/messages           Anthropic Messages (also ?beta=true)
 //	POST /v1/messages/count_tokens
 //	GET  /health, GET /metrics  open even when API keys are set
+//
+// # Model names
+//
+// An answer names the model as the client asked for it, whatever it
+// resolved to: an Anthropic message's model, a Responses object's model and
+// an OpenAI chat or completion's model (each streamed chunk's too, rewritten
+// in place where it differs) are the request's model field. Claude Code,
+// Codex and the SDKs compare the name with the one they sent, and none of
+// them knows the served name. The served model is in the x-hearth-model
+// header of every answer to a request whose model resolved.
 //
 // Every answer carries x-hearth-worker, x-hearth-cached-blocks and
 // x-hearth-prompt-blocks; x-hearth-dropped-tools lists built-in tools
