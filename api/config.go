@@ -38,7 +38,8 @@ type Config struct {
 	MaxOutputTokens int
 	// ContextTokens is the served model's context length; when set, max_tokens
 	// is clamped so that prompt plus output fit (clients such as Claude Code
-	// ask for 64000 output tokens regardless of the model).
+	// ask for 64000 output tokens regardless of the model), and a prompt that
+	// alone does not fit is refused without dispatch.
 	ContextTokens int
 	// BlockSize is the KV block size in tokens used for hashing. Default 16.
 	BlockSize int

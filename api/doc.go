@@ -42,13 +42,23 @@
 //
 // # Endpoints
 //
-//	POST /v1/chat/completions   OpenAI chat; engine chunks pass through unchanged
+//	POST /v1/chat/completions   OpenAI chat; engine chunks pass through, renamed (below)
 //	POST /v1/completions        OpenAI legacy completions (string or token-id prompt)
 //	GET  /v1/models             the served models
 //	POST /v1/responses          OpenAI Responses, translated to chat and back
 //	POST /v1/messages           Anthropic Messages (also ?beta=true)
 //	POST /v1/messages/count_tokens
 //	GET  /health, GET /metrics  open even when API keys are set
+//
+// # Model names
+//
+// An answer names the model as the client asked for it, whatever it
+// resolved to: an Anthropic message's model, a Responses object's model and
+// an OpenAI chat or completion's model (each streamed chunk's too, rewritten
+// in place where it differs) are the request's model field. Claude Code,
+// Codex and the SDKs compare the name with the one they sent, and none of
+// them knows the served name. The served model is in the x-hearth-model
+// header of every answer to a request whose model resolved.
 //
 // Every answer carries x-hearth-worker, x-hearth-cached-blocks and
 // x-hearth-prompt-blocks; x-hearth-dropped-tools lists built-in tools
@@ -82,8 +92,13 @@
 // without a goroutine in between, and written at once unless the next chunk
 // is already waiting, in which case they go out together.
 //
-// A prompt longer than Config.ContextTokens (or one the engine rejects as
-// such) is reported in the words each client acts on by compacting its
+// A max_tokens (max_completion_tokens, max_output_tokens) larger than the
+// room Config.ContextTokens leaves after the prompt is lowered to that room,
+// as agents expect (Claude Code asks for 32000 or 64000 output tokens
+// whatever the model), and the answer's x-hearth-max-tokens-capped header
+// says "asked->sent". A prompt that alone fills the context is refused at
+// once, without reaching an engine. A prompt longer than
+// Config.ContextTokens (or one the engine rejects as such) is reported in the words each client acts on by compacting its
 // conversation: Anthropic's "prompt is too long: N tokens > M maximum",
 // OpenAI's context_length_exceeded code, and for a streaming Responses
 // request a response.failed event with that code. Errors that cannot succeed

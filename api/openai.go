@@ -314,13 +314,25 @@ func (g *Gateway) handleChatCompletions(c *fiber.Ctx) error {
 	if err := g.commonFields(c, req, in.Nvext, in.PromptCacheKey); err != nil {
 		return writeError(c, dialectOpenAI, err)
 	}
-	return g.forward(c, req, func(ex *exchange) responder { return &openAIChatResponder{includeUsage: req.IncludeUsage} })
+	return g.forward(c, req, func(ex *exchange) responder {
+		return &openAIChatResponder{includeUsage: req.IncludeUsage, model: req.ClientModel}
+	})
 }
 
-// openAIChatResponder passes the engine's chunks through unchanged.
+// openAIChatResponder passes the engine's chunks through, unchanged but
+// for the model's name.
 type openAIChatResponder struct {
 	includeUsage bool
 	completions  bool // text_completion objects instead of chat ones
+	// model is the name the client asked for, which the answer carries in
+	// place of the served one; "" keeps the engine's.
+	model string
+	// served and named are the engine's "model" member and the client's,
+	// as JSON, once a chunk named a model (servedName) other than the
+	// client's.
+	servedName    string
+	served, named []byte
+	parser        *fastjson.Parser // for a chunk written other than vLLM writes it
 }
 
 var (
@@ -335,8 +347,41 @@ func (r *openAIChatResponder) chunk(w *bytes.Buffer, raw []byte, ch *chatChunk) 
 		return // the engine always reports usage; this client did not ask
 	}
 	w.Write(sseDataPrefix)
-	w.Write(raw)
+	r.writeRenamed(w, raw, ch.Model)
 	w.Write(sseEventEnd)
+}
+
+// writeRenamed writes the chunk raw, whose model is model, with the
+// client's model name in place of the served one. A chunk is JSON as vLLM
+// writes it, compact and with "model" before "choices", so the member is
+// found and replaced in place; any other form is decoded and written anew.
+func (r *openAIChatResponder) writeRenamed(w *bytes.Buffer, raw []byte, model string) {
+	if r.model == "" || model == r.model {
+		w.Write(raw)
+		return
+	}
+	if r.served == nil || model != r.servedName {
+		r.servedName = model
+		r.served = append([]byte(`"model":`), stringJSON(model)...)
+		r.named = append([]byte(`"model":`), stringJSON(r.model)...)
+	}
+	if i := bytes.Index(raw, r.served); i >= 0 {
+		w.Write(raw[:i])
+		w.Write(r.named)
+		w.Write(raw[i+len(r.served):])
+		return
+	}
+	if r.parser == nil {
+		r.parser = new(fastjson.Parser)
+	}
+	v, err := r.parser.ParseBytes(raw)
+	if err != nil || v.Type() != fastjson.TypeObject {
+		w.Write(raw) // decoded once already, so this does not happen
+		return
+	}
+	var a fastjson.Arena
+	v.Set("model", a.NewString(r.model))
+	w.Write(v.MarshalTo(nil))
 }
 
 func (r *openAIChatResponder) finish(w *bytes.Buffer, acc *accumulator) {
@@ -368,6 +413,10 @@ func usageOf(acc *accumulator) openAIUsage {
 }
 
 func (r *openAIChatResponder) final(acc *accumulator) ([]byte, error) {
+	model := acc.Model
+	if r.model != "" {
+		model = r.model
+	}
 	finish := acc.FinishReason
 	if finish == "" {
 		finish = "stop"
@@ -386,7 +435,7 @@ func (r *openAIChatResponder) final(acc *accumulator) ([]byte, error) {
 			Model   string      `json:"model"`
 			Choices []choice    `json:"choices"`
 			Usage   openAIUsage `json:"usage"`
-		}{acc.ID, "text_completion", acc.Created, acc.Model, []choice{{Text: acc.Content.String(), FinishReason: finish}}, usageOf(acc)})
+		}{acc.ID, "text_completion", acc.Created, model, []choice{{Text: acc.Content.String(), FinishReason: finish}}, usageOf(acc)})
 	}
 	type message struct {
 		Role             string     `json:"role"`
@@ -412,7 +461,7 @@ func (r *openAIChatResponder) final(acc *accumulator) ([]byte, error) {
 		Model   string      `json:"model"`
 		Choices []choice    `json:"choices"`
 		Usage   openAIUsage `json:"usage"`
-	}{acc.ID, "chat.completion", acc.Created, acc.Model, []choice{{Message: msg, FinishReason: finish}}, usageOf(acc)})
+	}{acc.ID, "chat.completion", acc.Created, model, []choice{{Message: msg, FinishReason: finish}}, usageOf(acc)})
 }
 
 // completionRequest is the part of a legacy completions request the gateway
@@ -476,18 +525,24 @@ func (g *Gateway) handleCompletions(c *fiber.Ctx) error {
 	if err := g.commonFields(c, req, in.Nvext, in.PromptCacheKey); err != nil {
 		return writeError(c, dialectOpenAI, err)
 	}
+	rs := func(ex *exchange) responder {
+		return &openAIChatResponder{includeUsage: req.IncludeUsage, completions: true, model: req.ClientModel}
+	}
+	if g.cfg.ContextTokens > 0 && len(ids) >= g.cfg.ContextTokens {
+		overflow := errContextOverflow(len(ids), g.cfg.ContextTokens)
+		overflow.Param = "prompt"
+		return g.writeFailure(c, req, rs, overflow)
+	}
 	delete(all, "nvext")
 	all["model"] = stringJSON(req.Model)
 	all["stream"] = json.RawMessage("true")
 	all["stream_options"] = json.RawMessage(`{"include_usage":true}`)
-	if n := g.clampMaxTokens(req.MaxTokens, len(ids)); n > 0 {
+	if n := g.capMaxTokens(c, req.MaxTokens, len(ids)); n > 0 {
 		all["max_tokens"] = json.RawMessage(fmt.Sprint(n))
 	}
 	body, err := json.Marshal(all)
 	if err != nil {
 		return writeError(c, dialectOpenAI, err)
 	}
-	return g.forwardBody(c, req, "/v1/completions", body, len(ids), tokenizer.BlockHashes(ids, g.cfg.BlockSize), func(ex *exchange) responder {
-		return &openAIChatResponder{includeUsage: req.IncludeUsage, completions: true}
-	})
+	return g.forwardBody(c, req, "/v1/completions", body, len(ids), tokenizer.BlockHashes(ids, g.cfg.BlockSize), rs)
 }

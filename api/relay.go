@@ -428,7 +428,7 @@ func (g *Gateway) forward(c *fiber.Ctx, req *engineRequest, rs func(ex *exchange
 		// wording its clients act on (see writeFailure).
 		return g.writeFailure(c, req, rs, errContextOverflow(len(ids), g.cfg.ContextTokens))
 	}
-	maxTokens := g.clampMaxTokens(req.MaxTokens, len(ids))
+	maxTokens := g.capMaxTokens(c, req.MaxTokens, len(ids))
 	body, err := req.body(req.Messages, maxTokens, true)
 	if err != nil {
 		return writeError(c, req.Dialect, err)
@@ -617,6 +617,25 @@ func (s *streamBody) Close() error {
 	return nil
 }
 
+// capMaxTokens is the max_tokens sent to the engine for a prompt of prompt
+// tokens (see clampMaxTokens). When it is less than the client asked for,
+// the answer's x-hearth-max-tokens-capped header says so, as "asked->sent":
+// agents ask for more than a local context leaves (Claude Code 32000 or
+// 64000 whatever the model) and expect the room left, not an error.
+func (g *Gateway) capMaxTokens(c *fiber.Ctx, asked, prompt int) int {
+	n := g.clampMaxTokens(asked, prompt)
+	if asked > 0 && n < asked {
+		c.Set(headerMaxTokensCapped, strconv.Itoa(asked)+"->"+strconv.Itoa(n))
+	}
+	return n
+}
+
+// headerMaxTokensCapped reports a max_tokens the gateway lowered.
+const headerMaxTokensCapped = "x-hearth-max-tokens-capped"
+
+// clampMaxTokens lowers asked (0: the client did not say) to
+// Config.MaxOutputTokens and to the room the context leaves after the
+// prompt; a prompt that leaves no room is refused before this.
 func (g *Gateway) clampMaxTokens(asked, prompt int) int {
 	n := asked
 	if g.cfg.MaxOutputTokens > 0 && (n == 0 || n > g.cfg.MaxOutputTokens) {

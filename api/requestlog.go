@@ -106,11 +106,17 @@ func (g *Gateway) logLine(ctx context.Context, l *requestLine, level slog.Level)
 	g.log.LogAttrs(ctx, level, "request", attrs...)
 }
 
-// noteRequest puts what the gateway parsed of a request on its log line.
+// noteRequest puts what the gateway parsed of a request on its log line,
+// and names the served model in the answer's x-hearth-model header (the
+// body names the model as the client did; see the package doc).
 func noteRequest(c *fiber.Ctx, req *engineRequest) {
 	l := lineOf(c)
 	l.session, l.model = req.SessionID, req.Model
+	c.Set(headerModel, req.Model)
 }
+
+// headerModel names the served model that answered.
+const headerModel = "x-hearth-model"
 
 // logEnd fills the request's line from the finished exchange and, when
 // the answer was streamed after the handler returned, logs it.

@@ -77,6 +77,9 @@ func TestOpenAIChatSDKToolRoundTrip(t *testing.T) {
 			if c2.Choices[0].Message.Content != "There are 3 files here: a.txt, b.txt and c.txt." || c2.Choices[0].FinishReason != "stop" {
 				t.Fatalf("turn 2: %+v", c2.Choices[0])
 			}
+			if c1.Model != "gpt-5.5" || c2.Model != "gpt-5.5" {
+				t.Errorf("models %q, %q; want the client's name back", c1.Model, c2.Model)
+			}
 			reqs := h.engine.requests()
 			if got := string(reqs[0]["model"]); got != `"qwen3-14b"` {
 				t.Errorf("engine got model %s, want the alias resolved", got)
@@ -223,6 +226,9 @@ func TestResponsesSDKToolRoundTrip(t *testing.T) {
 			}
 			if out.text != "Let me look." || out.reasoning != "The user wants a listing." {
 				t.Errorf("turn 1 text %q reasoning %q", out.text, out.reasoning)
+			}
+			if r1.Model != params.Model {
+				t.Errorf("model %q, want the client's name back, %q", r1.Model, params.Model)
 			}
 			if r1.Usage.InputTokensDetails.CachedTokens != 16 || r1.Usage.OutputTokens == 0 {
 				t.Errorf("usage %+v", r1.Usage)

@@ -61,8 +61,13 @@ var clients = []client{
 		snippet: func(t snippetTarget) (string, string) {
 			window := ""
 			if t.contextTokens > 0 {
-				// Codex compacts its history before it reaches the window.
-				window = "model_context_window = " + strconv.Itoa(t.contextTokens) + "\n"
+				// Codex compacts its history before it reaches the window,
+				// and keeps the output budget free of history. Neither
+				// silences Codex's "Model metadata for `…` not found"
+				// warning: that one goes only for a model in its catalog
+				// (model_catalog_json, a file of Codex's own model entries).
+				window = "model_context_window = " + strconv.Itoa(t.contextTokens) + "\n" +
+					"model_max_output_tokens = " + strconv.Itoa(codexOutputTokens(t.contextTokens)) + "\n"
 			}
 			return "model = " + strconv.Quote(t.model) + "\n" +
 					"model_provider = \"hearth\"\n" + window + "\n" +
@@ -125,6 +130,11 @@ var clients = []client{
 		},
 	},
 }
+
+// codexOutputTokens is the output budget Codex is told for a context of
+// contextTokens: OpenCode's limit.output, so both agents leave the same
+// room for history.
+func codexOutputTokens(contextTokens int) int { return min(8192, contextTokens/4) }
 
 // ClientSettings is what one coding agent needs to use Hearth: Config goes
 // where Where says, Env into the shell that starts the client.

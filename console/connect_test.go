@@ -7,7 +7,8 @@ import (
 )
 
 // TestSettingsForTellsClientsTheContext: with a known context length the
-// Codex settings set model_context_window and OpenCode's model gets limits,
+// Codex settings set model_context_window and model_max_output_tokens and
+// OpenCode's model gets limits,
 // so both compact their history before the engine refuses it.
 func TestSettingsForTellsClientsTheContext(t *testing.T) {
 	for _, ctx := range []int{0, 29856} {
@@ -28,12 +29,15 @@ func TestSettingsForTellsClientsTheContext(t *testing.T) {
 				t.Errorf("Codex settings lack %s:\n%s", line, codex)
 			}
 		}
-		if window := "model_context_window = 29856\n"; strings.Contains(codex, window) != (ctx > 0) {
-			t.Errorf("context %d: Codex settings and %q:\n%s", ctx, window, codex)
-		}
-		// The window belongs to the top level, before any table.
-		if i, j := strings.Index(codex, "model_context_window"), strings.Index(codex, "[model_providers"); i > j {
-			t.Errorf("model_context_window inside the provider table:\n%s", codex)
+		for _, line := range []string{"model_context_window = 29856\n", "model_max_output_tokens = 7464\n"} {
+			if strings.Contains(codex, line) != (ctx > 0) {
+				t.Errorf("context %d: Codex settings and %q:\n%s", ctx, line, codex)
+			}
+			// Model metadata belongs to the top level, before any table.
+			key := line[:strings.Index(line, " ")]
+			if i, j := strings.Index(codex, key), strings.Index(codex, "[model_providers"); i > j {
+				t.Errorf("%s inside the provider table:\n%s", key, codex)
+			}
 		}
 		var opencode struct {
 			Provider map[string]struct {
