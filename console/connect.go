@@ -67,7 +67,7 @@ var clients = []client{
 				// warning: that one goes only for a model in its catalog
 				// (model_catalog_json, a file of Codex's own model entries).
 				window = "model_context_window = " + strconv.Itoa(t.contextTokens) + "\n" +
-					"model_max_output_tokens = " + strconv.Itoa(codexOutputTokens(t.contextTokens)) + "\n"
+					"model_max_output_tokens = " + strconv.Itoa(outputTokens(t.contextTokens)) + "\n"
 			}
 			return "model = " + strconv.Quote(t.model) + "\n" +
 					"model_provider = \"hearth\"\n" + window + "\n" +
@@ -119,7 +119,7 @@ var clients = []client{
 			}
 			if t.contextTokens > 0 {
 				cfg.Provider["hearth"].Models[t.model] = modelEntry{Name: t.model,
-					Limit: &limit{Context: t.contextTokens, Output: min(8192, t.contextTokens/4)}}
+					Limit: &limit{Context: t.contextTokens, Output: outputTokens(t.contextTokens)}}
 			}
 			b, err := json.MarshalIndent(cfg, "", "  ")
 			if err != nil {
@@ -131,10 +131,9 @@ var clients = []client{
 	},
 }
 
-// codexOutputTokens is the output budget Codex is told for a context of
-// contextTokens: OpenCode's limit.output, so both agents leave the same
-// room for history.
-func codexOutputTokens(contextTokens int) int { return min(8192, contextTokens/4) }
+// outputTokens is the output budget Codex and OpenCode are told for a
+// context of contextTokens, so both agents leave the same room for history.
+func outputTokens(contextTokens int) int { return min(8192, contextTokens/4) }
 
 // ClientSettings is what one coding agent needs to use Hearth: Config goes
 // where Where says, Env into the shell that starts the client.
