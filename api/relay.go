@@ -115,6 +115,7 @@ type exchange struct {
 	arrived time.Time
 	client  string
 	kind    RequestKind
+	ids     []uint32 // the prompt's tokens
 	hashes  []tokenizer.SeqHash
 	ttft    time.Duration
 	logLine *requestLine // the request's log line; nil in tests that build an exchange by hand
@@ -273,7 +274,7 @@ func (ex *exchange) record() {
 		r.CacheReported = ex.acc.Usage.PromptTokensDetails != nil
 		r.OutputTokens = ex.acc.Usage.CompletionTokens
 	}
-	ex.g.traffic.Record(r, ex.hashes, time.Now())
+	ex.g.traffic.Record(r, ex.ids, ex.hashes, time.Now())
 	ex.logEnd(r)
 }
 
@@ -433,16 +434,16 @@ func (g *Gateway) forward(c *fiber.Ctx, req *engineRequest, rs func(ex *exchange
 	if err != nil {
 		return writeError(c, req.Dialect, err)
 	}
-	return g.forwardBody(c, req, "/v1/chat/completions", body, len(ids), hashes, rs)
+	return g.forwardBody(c, req, "/v1/chat/completions", body, ids, hashes, rs)
 }
 
 // forwardBody routes an already built engine body, whose prompt has
-// promptTokens tokens and the block hashes hashes, and relays the answer.
-func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, body []byte, promptTokens int, hashes []tokenizer.SeqHash, rs func(ex *exchange) responder) error {
+// the token ids ids and the block hashes hashes, and relays the answer.
+func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, body []byte, ids []uint32, hashes []tokenizer.SeqHash, rs func(ex *exchange) responder) error {
 	noteRequest(c, req)
 	arrived := time.Now()
 	rr := RouteRequest{
-		ID: newID("req_"), Model: req.Model, PromptTokens: promptTokens,
+		ID: newID("req_"), Model: req.Model, PromptTokens: len(ids),
 		Hashes:    hashes,
 		SessionID: req.SessionID, Session: req.Session, Hints: req.Hints, Policy: req.Policy,
 	}
@@ -460,7 +461,7 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 		return g.writeFailure(c, req, rs, err)
 	}
 	ex.req, ex.watch = req, watch
-	ex.arrived, ex.client, ex.hashes = arrived, clientKind(c), rr.Hashes
+	ex.arrived, ex.client, ex.ids, ex.hashes = arrived, clientKind(c), ids, rr.Hashes
 	ex.logLine = lineOf(c)
 	ex.kind = requestKind(requestShapeOf(c, ex.client, req))
 	ex.logLine.kind = ex.kind

@@ -122,11 +122,17 @@ type TurnRecord struct {
 	Diverged      bool
 	DivergedBlock int
 	Cause         string
+	// ChangedFrom and ChangedTo are the tokens around the first differing
+	// block (the block before it, it and the next), in the previous turn's
+	// prompt and in this one, when Cause is prompt_changed: what the client
+	// rewrote.
+	ChangedFrom, ChangedTo []uint32
 }
 
 type sessionState struct {
 	rec    SessionRecord
-	hashes []tokenizer.SeqHash // the latest turn's prompt blocks
+	ids    []uint32            // the latest turn's prompt tokens
+	hashes []tokenizer.SeqHash // and its blocks
 	at     time.Time           // that turn's arrival
 	worker string              // and where it ran
 	turned bool                // whether a turn was recorded yet
@@ -149,10 +155,11 @@ func NewTraffic(l TrafficLimits) *Traffic {
 	return &Traffic{limits: l, ring: make([]RequestRecord, 0, min(l.Requests, 256)), sessions: make(map[string]*sessionState)}
 }
 
-// Record adds a finished request. hashes are its prompt's block hashes;
-// they place the request in its session's history. The record keeps its
-// own copy of hashes.
-func (t *Traffic) Record(r RequestRecord, hashes []tokenizer.SeqHash, ended time.Time) {
+// Record adds a finished request. ids are its prompt's tokens and hashes
+// their block hashes; they place the request in its session's history. The
+// record keeps its own copy of the latest turn's (tens of kilobytes per
+// session for an agent's context), to show what a rewritten prompt changed.
+func (t *Traffic) Record(r RequestRecord, ids []uint32, hashes []tokenizer.SeqHash, ended time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.ring) < t.limits.Requests {
@@ -182,7 +189,12 @@ func (t *Traffic) Record(r RequestRecord, hashes []tokenizer.SeqHash, ended time
 	if turn.Kind == KindTurn && (!s.turned || !r.At.Before(s.at)) {
 		if s.turned {
 			compareTurns(&turn, s.hashes, s.worker, hashes, r.CacheReported, t.limits.BlockSize)
+			if turn.Cause == CausePromptChanged {
+				turn.ChangedFrom = around(s.ids, turn.DivergedBlock, t.limits.BlockSize)
+				turn.ChangedTo = around(ids, turn.DivergedBlock, t.limits.BlockSize)
+			}
 		}
+		s.ids = append(s.ids[:0], ids...)
 		s.hashes = append(s.hashes[:0], hashes...)
 		s.at, s.worker, s.turned = r.At, r.Worker, true
 		s.rec.Worker = r.Worker
@@ -243,6 +255,13 @@ func compareTurns(turn *TurnRecord, prev []tokenizer.SeqHash, prevWorker string,
 	if shared < len(prev) && shared < len(cur) {
 		turn.Diverged, turn.DivergedBlock, turn.Cause = true, shared, CausePromptChanged
 	}
+}
+
+// around copies the tokens of the block before block n, block n and the
+// block after it, as far as ids reach.
+func around(ids []uint32, n, block int) []uint32 {
+	from, to := min(max(n-1, 0)*block, len(ids)), min((n+2)*block, len(ids))
+	return slices.Clone(ids[from:to])
 }
 
 // RequestsSince returns the kept requests that arrived at or after since,

@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -59,7 +60,7 @@ func TestTrafficSideRequests(t *testing.T) {
 	rec := func(id string, kind RequestKind, sec int, finish int, hs []tokenizer.SeqHash, prompt, cached int) {
 		at := t0.Add(time.Duration(sec) * time.Second)
 		tr.Record(RequestRecord{ID: id, At: at, SessionID: "s", Client: "claude-code", Kind: kind, Worker: "w1",
-			PromptTokens: prompt, CachedTokens: cached, CacheReported: true}, hs, t0.Add(time.Duration(finish)*time.Second))
+			PromptTokens: prompt, CachedTokens: cached, CacheReported: true}, nil, hs, t0.Add(time.Duration(finish)*time.Second))
 	}
 	// The side request arrives first and finishes last.
 	rec("side", KindSide, 0, 9, hashes(50, 51), 40, 0)
@@ -154,7 +155,7 @@ func TestTrafficSessions(t *testing.T) {
 			for i, r := range tc.reqs {
 				at := t0.Add(time.Duration(i) * time.Second)
 				tr.Record(RequestRecord{ID: r.id, At: at, SessionID: r.session, Client: "opencode", Worker: r.worker,
-					PromptTokens: r.prompt, CachedTokens: r.cached, OutputTokens: 5}, r.hashes, at.Add(time.Second/2))
+					PromptTokens: r.prompt, CachedTokens: r.cached, OutputTokens: 5}, nil, r.hashes, at.Add(time.Second/2))
 			}
 			got := tr.Sessions()
 			if len(got) != len(tc.sessions) {
@@ -190,7 +191,7 @@ func TestTrafficRequestsSinceIsBounded(t *testing.T) {
 	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	tr := NewTraffic(TrafficLimits{Requests: 3})
 	for i := range 5 {
-		tr.Record(RequestRecord{ID: fmt.Sprint(i), At: t0.Add(time.Duration(i) * time.Second)}, nil, t0)
+		tr.Record(RequestRecord{ID: fmt.Sprint(i), At: t0.Add(time.Duration(i) * time.Second)}, nil, nil, t0)
 	}
 	for _, tc := range []struct {
 		name  string
@@ -216,10 +217,10 @@ func TestTrafficRequestsSinceIsBounded(t *testing.T) {
 func TestTrafficReturnsCopies(t *testing.T) {
 	tr := NewTraffic(TrafficLimits{})
 	h := hashes(1, 2)
-	tr.Record(RequestRecord{ID: "r1", SessionID: "s"}, h, time.Now())
+	tr.Record(RequestRecord{ID: "r1", SessionID: "s"}, nil, h, time.Now())
 	h[0] = 99 // the caller reuses its slice
 	tr.Sessions()[0].Turns[0].PromptTokens = 1234
-	tr.Record(RequestRecord{ID: "r2", SessionID: "s"}, hashes(1, 2, 3), time.Now())
+	tr.Record(RequestRecord{ID: "r2", SessionID: "s"}, nil, hashes(1, 2, 3), time.Now())
 	s := tr.Sessions()[0]
 	if s.Turns[0].PromptTokens != 0 {
 		t.Errorf("a returned session aliased the record")
@@ -235,7 +236,7 @@ func TestTrafficConcurrentUse(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 200 {
-				tr.Record(RequestRecord{ID: fmt.Sprint(g, i), SessionID: fmt.Sprint(i % 6), At: time.Now()}, hashes(tokenizer.SeqHash(i)), time.Now())
+				tr.Record(RequestRecord{ID: fmt.Sprint(g, i), SessionID: fmt.Sprint(i % 6), At: time.Now()}, nil, hashes(tokenizer.SeqHash(i)), time.Now())
 				tr.Sessions()
 				tr.RequestsSince(time.Time{})
 			}
@@ -307,5 +308,34 @@ func TestGatewayRecordsTraffic(t *testing.T) {
 		if r.CachedTokens != 7 || r.PromptTokens == 0 || r.OutputTokens == 0 || r.TTFT <= 0 || r.Status != http.StatusOK {
 			t.Errorf("request %+v: want the engine's usage, a TTFT and status 200", r)
 		}
+	}
+}
+
+// TestTrafficShowsWhatAPromptChanged: a turn whose client rewrote its
+// prompt inside the previous turn keeps the tokens around the first
+// differing block, before and after, to show what changed.
+func TestTrafficShowsWhatAPromptChanged(t *testing.T) {
+	prev := make([]uint32, 64)
+	for i := range prev {
+		prev[i] = uint32(1000 + i)
+	}
+	cur := append(slices.Clone(prev), 7, 8, 9)
+	cur[40] = 5 // block 2 of 16-token blocks
+	tr := NewTraffic(TrafficLimits{})
+	t0 := time.Now()
+	for i, ids := range [][]uint32{prev, cur} {
+		at := t0.Add(time.Duration(i) * time.Second)
+		tr.Record(RequestRecord{ID: fmt.Sprint(i), At: at, SessionID: "s", Kind: KindTurn, Worker: "w1",
+			PromptTokens: len(ids), CachedTokens: 32, CacheReported: true}, ids, tokenizer.BlockHashes(ids, 16), at)
+	}
+	turn := tr.Sessions()[0].Turns[1]
+	if turn.Cause != CausePromptChanged || turn.DivergedBlock != 2 {
+		t.Fatalf("turn %+v, want prompt_changed at block 2", turn)
+	}
+	if !slices.Equal(turn.ChangedFrom, prev[16:64]) || !slices.Equal(turn.ChangedTo, cur[16:64]) {
+		t.Errorf("changed from %v to %v, want blocks 1 to 3 of each prompt", turn.ChangedFrom, turn.ChangedTo)
+	}
+	if first := tr.Sessions()[0].Turns[0]; first.ChangedFrom != nil || first.ChangedTo != nil {
+		t.Errorf("the first turn has a change: %+v", first)
 	}
 }

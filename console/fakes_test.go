@@ -213,6 +213,7 @@ func loadedSources(now time.Time, gpus, sessions, perMinute int) *fakeSources {
 			// Every codex session rewrites its prompt now and then.
 			if j > 0 && s.Client == "codex" && j%4 == 0 {
 				t.Diverged, t.DivergedBlock, t.Cause = true, 3, "prompt_changed"
+				t.ChangedFrom, t.ChangedTo = "Today is 2026-11-30. Tools:", "Today is 2026-12-01. Tools:"
 				t.CachedTokens = 48
 			}
 			s.Turns = append(s.Turns, t)

@@ -215,6 +215,10 @@ type Turn struct {
 	Diverged      bool
 	DivergedBlock int
 	Cause         string
+	// ChangedFrom and ChangedTo are, for prompt_changed, the text around
+	// the first differing block in the previous turn's prompt and in this
+	// one; "" when unknown.
+	ChangedFrom, ChangedTo string
 }
 
 // HealthSource runs the host's checks (driver, CUDA, GPU memory, Docker and

@@ -491,6 +491,7 @@ func turnRowVM(cfg Config, n int, t *Turn, share float64) components.TurnRow {
 	}
 	if t.Diverged {
 		r.Diverged = divergedText(t)
+		r.ChangedFrom, r.ChangedTo = t.ChangedFrom, t.ChangedTo
 	}
 	return r
 }

@@ -168,7 +168,10 @@ func decisionOf(d router.Decision) console.Decision {
 }
 
 // trafficSource reports the gateway's requests and sessions.
-type trafficSource struct{ traffic *api.Traffic }
+type trafficSource struct {
+	traffic *api.Traffic
+	decode  func([]uint32) string // token ids to text, for what a prompt changed
+}
 
 var _ console.TrafficSource = (*trafficSource)(nil)
 
@@ -194,6 +197,9 @@ func (s *trafficSource) Sessions(context.Context) ([]console.Session, error) {
 				At: t.At, Kind: string(t.Kind), Worker: t.Worker,
 				PromptTokens: t.PromptTokens, CachedTokens: t.CachedTokens, OutputTokens: t.OutputTokens,
 				Diverged: t.Diverged, DivergedBlock: t.DivergedBlock, Cause: t.Cause,
+			}
+			if s.decode != nil && (t.ChangedFrom != nil || t.ChangedTo != nil) {
+				turns[j].ChangedFrom, turns[j].ChangedTo = s.decode(t.ChangedFrom), s.decode(t.ChangedTo)
 			}
 		}
 		out[i] = console.Session{ID: r.ID, Client: r.Client, Worker: r.Worker, LastActive: r.LastActive, Turns: turns}

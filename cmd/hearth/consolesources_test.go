@@ -638,7 +638,7 @@ func TestTrafficSourceRequests(t *testing.T) {
 	traffic.Record(api.RequestRecord{
 		ID: "r1", At: at, SessionID: "0f3a9c21-7b44", Client: "claude-code", Kind: api.KindTurn, Worker: "n/gpu0",
 		Status: 200, PromptTokens: 2000, CachedTokens: 1600, CacheReported: true, OutputTokens: 90, TTFT: 412 * time.Millisecond,
-	}, nil, at.Add(2*time.Second))
+	}, nil, nil, at.Add(2*time.Second))
 	got, err := (&trafficSource{traffic: traffic}).RequestsSince(context.Background(), at.Add(-time.Minute))
 	if err != nil {
 		t.Fatal(err)

@@ -41,10 +41,20 @@ type turnJSON struct {
 	// prompt_changed (api.Cause*).
 	DivergedAtBlock *int    `json:"diverged_at_block"`
 	Cause           *string `json:"cause"`
+	// Changed is, for prompt_changed, the text around the first differing
+	// block in the previous turn's prompt and in this one.
+	Changed *changeJSON `json:"changed,omitempty"`
 }
 
-// sessionsJSONOf turns the gateway's record into the API's view.
-func sessionsJSONOf(ss []api.SessionRecord) []sessionJSON {
+// changeJSON is what a client rewrote in its prompt.
+type changeJSON struct {
+	Was string `json:"was"`
+	Now string `json:"now"`
+}
+
+// sessionsJSONOf turns the gateway's record into the API's view; decode
+// turns token ids into text.
+func sessionsJSONOf(ss []api.SessionRecord, decode func([]uint32) string) []sessionJSON {
 	out := make([]sessionJSON, len(ss))
 	for i, s := range ss {
 		js := sessionJSON{ID: s.ID, Client: s.Client, Worker: s.Worker, LastActive: s.LastActive.UTC(), Turns: make([]turnJSON, len(s.Turns))}
@@ -57,6 +67,9 @@ func sessionsJSONOf(ss []api.SessionRecord) []sessionJSON {
 			if t.Diverged {
 				block, cause := t.DivergedBlock, t.Cause
 				tj.DivergedAtBlock, tj.Cause = &block, &cause
+			}
+			if t.ChangedFrom != nil || t.ChangedTo != nil {
+				tj.Changed = &changeJSON{Was: decode(t.ChangedFrom), Now: decode(t.ChangedTo)}
 			}
 			if t.Kind == api.KindTurn {
 				js.ContextTokens = t.PromptTokens
@@ -71,8 +84,8 @@ func sessionsJSONOf(ss []api.SessionRecord) []sessionJSON {
 // sessionsHandler serves GET /api/v1/sessions: the agent sessions the
 // gateway keeps, most recently active first, each with its requests in
 // order of arrival.
-func sessionsHandler(traffic *api.Traffic) fiber.Handler {
+func sessionsHandler(traffic *api.Traffic, decode func([]uint32) string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		return c.JSON(fiber.Map{"sessions": sessionsJSONOf(traffic.Sessions())})
+		return c.JSON(fiber.Map{"sessions": sessionsJSONOf(traffic.Sessions(), decode)})
 	}
 }

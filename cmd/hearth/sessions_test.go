@@ -5,8 +5,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,14 +151,14 @@ func TestSessionsJSON(t *testing.T) {
 	rec := func(sec int, kind api.RequestKind, worker string, hashes []tokenizer.SeqHash, prompt, cached int) {
 		at := t0.Add(time.Duration(sec) * time.Second)
 		traffic.Record(api.RequestRecord{ID: "r", At: at, SessionID: "s1", Client: "claude-code", Kind: kind, Worker: worker,
-			PromptTokens: prompt, CachedTokens: cached, CacheReported: true, OutputTokens: 7}, hashes, at.Add(time.Second))
+			PromptTokens: prompt, CachedTokens: cached, CacheReported: true, OutputTokens: 7}, nil, hashes, at.Add(time.Second))
 	}
 	rec(0, api.KindSide, "w1", []tokenizer.SeqHash{9}, 20, 0)
 	rec(1, api.KindTurn, "w1", []tokenizer.SeqHash{1, 2}, 40, 0)
 	rec(2, api.KindTurn, "w2", []tokenizer.SeqHash{1, 2, 3}, 50, 0)
 	rec(3, api.KindTurn, "w2", []tokenizer.SeqHash{1, 5, 6, 7}, 70, 16)
 	app := fiber.New()
-	app.Get("/api/v1/sessions", sessionsHandler(traffic))
+	app.Get("/api/v1/sessions", sessionsHandler(traffic, func([]uint32) string { return "" }))
 	resp, err := app.Test(httptest.NewRequest(http.MethodGet, "/api/v1/sessions", nil))
 	if err != nil {
 		t.Fatal(err)
@@ -174,4 +176,64 @@ func indentJSON(t *testing.T, raw []byte) string {
 	}
 	out, _ := json.MarshalIndent(v, "", "  ")
 	return string(out) + "\n"
+}
+
+// TestSessionsShowWhatAPromptChanged: a client that rewrites an early
+// part of its prompt between turns (a date in a reminder) gets its turn
+// marked prompt_changed, with the text before and now.
+func TestSessionsShowWhatAPromptChanged(t *testing.T) {
+	baseURL, _ := startUp(t)
+	send := func(name string, rewrite func(string) string) {
+		raw, err := os.ReadFile(filepath.Join("..", "..", "api", "testdata", "replay", "claude-code", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f clientFixture
+		if err := json.Unmarshal(raw, &f); err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, baseURL+f.Path, strings.NewReader(rewrite(string(f.Body))))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range f.Headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %s", name, resp.Status)
+		}
+	}
+	send("003-turn1.json", func(s string) string { return s })
+	send("004-turn2.json", func(s string) string { return strings.ReplaceAll(s, "Today is 2026-11-29.", "Today is 2026-12-01.") })
+
+	resp, err := http.Get(baseURL + "/api/v1/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Sessions []struct {
+			Turns []struct {
+				Cause   *string `json:"cause"`
+				Changed *struct {
+					Was string `json:"was"`
+					Now string `json:"now"`
+				} `json:"changed"`
+			} `json:"turns"`
+		} `json:"sessions"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || len(v.Sessions) != 1 || len(v.Sessions[0].Turns) != 2 {
+		t.Fatalf("sessions: %+v, %v", v, err)
+	}
+	turn := v.Sessions[0].Turns[1]
+	if turn.Cause == nil || *turn.Cause != "prompt_changed" || turn.Changed == nil {
+		t.Fatalf("the rewritten turn: %+v, want prompt_changed with the change", turn)
+	}
+	if !strings.Contains(turn.Changed.Was, "2026-11-29") || !strings.Contains(turn.Changed.Now, "2026-12-01") {
+		t.Errorf("change was %q, now %q: want the two dates", turn.Changed.Was, turn.Changed.Now)
+	}
 }

@@ -471,7 +471,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	}, console.Deps{
 		Engines:     engineSource{engines: engineStatuses, logs: sup.Logs, rt: rt, gpus: sampler, planNotes: planNotes, client: &http.Client{}},
 		Router:      routerSource{rt: rt},
-		Traffic:     &trafficSource{traffic: traffic},
+		Traffic:     &trafficSource{traffic: traffic, decode: tok.Decode},
 		Keys:        keys,
 		Settings:    settings,
 		Health:      health,
@@ -491,7 +491,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 			con.Register(r)
 			r.Get("/api/v1/engines", con.Guard, enginesHandler(engineStatuses))
 			r.Get("/api/v1/engines/:name/logs", con.Guard, engineLogsHandler(sup))
-			r.Get("/api/v1/sessions", con.Guard, sessionsHandler(traffic))
+			r.Get("/api/v1/sessions", con.Guard, sessionsHandler(traffic, tok.Decode))
 			// A browser opening the API's address lands on the console;
 			// HEAD / (Claude Code's probe) keeps the gateway's answer.
 			r.Add(fiber.MethodGet, "/", func(c *fiber.Ctx) error { return c.Redirect("/console/") })

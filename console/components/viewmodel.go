@@ -204,6 +204,9 @@ type TurnRow struct {
 	NewX     string
 	Busted   bool   // the turn diverged
 	Diverged string // "diverged at block 12: evicted from the GPU", "" when it did not
+	// ChangedFrom and ChangedTo are the prompt's text around a rewritten
+	// block, before and now; "" when not known.
+	ChangedFrom, ChangedTo string
 }
 
 // TurnBarWidth is the view-box width of a turn's cached/new bar.
