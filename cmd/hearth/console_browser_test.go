@@ -182,9 +182,15 @@ func TestConsoleInBrowser(t *testing.T) {
 	load = startLiveLoad(t, baseURL)
 
 	t.Run("charts", func(t *testing.T) {
-		points := wait(t, "hit-rate chart with a line of measured points on each GPU",
-			`(() => { const ls = [...document.querySelectorAll('#gpus svg.chart')].map(c => [...c.querySelectorAll('polyline.line-measured')].map(p => p.getAttribute('points').trim()).join(' ')); return ls.length === 2 && ls.every(l => l.split(/\s+/).length >= 3) ? ls.join(' | ') : ''; })()`)
-		t.Logf("measured hit-rate line: %s", points)
+		// Each GPU's chart: one unbroken measured line, and the router's
+		// prediction drawn as a line of its own.
+		points := wait(t, "hit-rate chart with one measured line and a predicted line on each GPU",
+			`(() => { const line = (c, cls) => [...c.querySelectorAll('polyline.' + cls)].map(p => p.getAttribute('points').trim());
+				const charts = [...document.querySelectorAll('#gpus svg.chart')];
+				const ok = charts.length === 2 && charts.every(c => { const m = line(c, 'line-measured'), p = line(c, 'line-predicted');
+					return m.length === 1 && m[0].split(/\s+/).length >= 3 && p.length >= 1 && p.some(l => l.split(/\s+/).length >= 3); });
+				return ok ? charts.map(c => line(c, 'line-measured')[0] + ' / ' + line(c, 'line-predicted').join(' ')).join(' | ') : ''; })()`)
+		t.Logf("hit-rate lines, measured / predicted: %s", points)
 		screenshot(t, "overview.png")
 	})
 
