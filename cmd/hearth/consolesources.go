@@ -49,6 +49,7 @@ func (s engineSource) Engines(ctx context.Context) ([]console.Engine, error) {
 		cached[w.Info.Name] = w.CachedBlocks
 	}
 	statuses := s.engines()
+	reading, _, _ := s.gpus.Latest() // one copy of the reading for every card
 	out := make([]console.Engine, len(statuses))
 	for i, st := range statuses {
 		var stats hruntime.Stats
@@ -56,7 +57,7 @@ func (s engineSource) Engines(ctx context.Context) ([]console.Engine, error) {
 		if st.State == hruntime.StateReady {
 			stats, err = hruntime.ScrapeStats(ctx, s.client, st.BaseURL)
 		}
-		out[i] = engineOf(st, liveGPU(s.gpus, st.GPU), stats, err, cached[st.Name])
+		out[i] = engineOf(st, gpuIn(reading, st.GPU), stats, err, cached[st.Name])
 		out[i].PlanNote = s.planNotes[st.Name]
 		if st.State != hruntime.StateReady && s.logs != nil {
 			lines, _ := s.logs(st.Name)

@@ -157,11 +157,10 @@ func sameGPU(sg hruntime.GPU, g nodes.GPU) bool {
 	return sg.Node == g.Node && sg.Index == g.Index
 }
 
-// liveGPU returns the sampler's latest reading of an engine's GPU, or
-// what the engine's spec knows of it when discovery never read it (GPUs
-// named while discovery failed).
-func liveGPU(s *nodes.Sampler, sg hruntime.GPU) nodes.GPU {
-	inv, _, _ := s.Latest()
+// gpuIn returns a reading's facts of an engine's GPU, or what the
+// engine's spec knows of it when discovery never read it (GPUs named
+// while discovery failed).
+func gpuIn(inv nodes.Inventory, sg hruntime.GPU) nodes.GPU {
 	for _, g := range inv.GPUs {
 		if sameGPU(sg, g) {
 			return g
