@@ -67,7 +67,7 @@ func planEngines(cfg upConfig, gpus []nodes.GPU) (specs []hruntime.Spec, notes m
 			MaxModelLen:     cfg.maxModelLen,
 			KVOffloadingGiB: cfg.kvOffloadGiB,
 			Speedup:         cfg.speedup,
-			Seed:            cfg.seed + int64(gpu.Index),
+			Seed:            cfg.seed, // equal content hashes equally in every engine, as vLLM's sha256 does
 			AllowWriteTools: cfg.simAgent.AllowWriteTools,
 			MinToolCalls:    cfg.simAgent.MinToolCalls,
 			MaxToolCalls:    cfg.simAgent.MaxToolCalls,

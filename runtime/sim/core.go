@@ -38,10 +38,15 @@ type Core struct {
 	// PCIe time of loading one block from it.
 	cpu                 *cpuPool
 	loadSecondsPerBlock float64
-	waiting             waitQueue
-	running             []*request
-	byID                map[string]*request
-	arrival             uint64
+	// store is the node's SSD tier, nil when off; storeSecondsPerBlock is
+	// the time of reading one block from it and copying it to the GPU.
+	store                NodeStore
+	storeSecondsPerBlock float64
+	blockBytes           int64
+	waiting              waitQueue
+	running              []*request
+	byID                 map[string]*request
+	arrival              uint64
 
 	// Per-step buffers, reused by every Step.
 	events    []kvevents.Event
@@ -96,6 +101,8 @@ type request struct {
 	digests    [][sha256.Size]byte
 	numStored  int // leading blocks already offered to the prefix cache
 	numOffered int // leading blocks already offered to the host-RAM tier
+	numWritten int // leading blocks already written to the node store
+	storeRead  int // blocks [0, storeRead) were read from the node store
 	// cachedTokens is the prompt tokens found in the prefix cache when the
 	// request was first scheduled; -1 before.
 	cachedTokens int
@@ -134,6 +141,14 @@ func NewCore(cfg Config, sink EventSink) (*Core, error) {
 		c.cpu = newCPUPool(cfg.NumCPUBlocks, c.pool, &c.events)
 		if gpu.PCIeGBps > 0 {
 			c.loadSecondsPerBlock = float64(model.KVBytesPerToken()*cfg.BlockSize) / (gpu.PCIeGBps * 1e9)
+		}
+	}
+	c.blockBytes = int64(model.KVBytesPerToken() * cfg.BlockSize)
+	if cfg.Store != nil {
+		c.store = cfg.Store
+		c.storeSecondsPerBlock = float64(c.blockBytes) / (cfg.DiskGBps * 1e9)
+		if gpu.PCIeGBps > 0 {
+			c.storeSecondsPerBlock += float64(c.blockBytes) / (gpu.PCIeGBps * 1e9)
 		}
 	}
 	c.waiting.less = c.waitLess

@@ -68,6 +68,11 @@ type Config struct {
 	// CPUOffloadGiB: GiB divided by the bytes of one block (all layers' K
 	// and V), as vLLM's CPU backend sizes its pool.
 	NumCPUBlocks int
+	// Store is the node-wide SSD tier below host RAM (NodeStore), shared
+	// with the node's other engines; nil, the default, turns it off.
+	// DiskGBps is its read bandwidth in GB/s (0: DefaultDiskGBps).
+	Store    NodeStore
+	DiskGBps float64
 	// Seed seeds the engine's block hashes (like PYTHONHASHSEED for vLLM):
 	// two engines with the same seed give a block the same hash. SGLang's
 	// hashes have no seed; there it only seeds the answers' texts.
@@ -106,6 +111,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.GPUMemoryUtilization == 0 {
 		c.GPUMemoryUtilization = DefaultGPUMemoryUtilization
+	}
+	if c.DiskGBps == 0 {
+		c.DiskGBps = DefaultDiskGBps
 	}
 	if c.SchedulingPolicy == "" {
 		c.SchedulingPolicy = PolicyFCFS
@@ -164,6 +172,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: unknown flavor %d", errConfig, d.Flavor)
 	case d.SchedulingPolicy != PolicyFCFS && d.SchedulingPolicy != PolicyPriority:
 		return fmt.Errorf("%w: scheduling policy %q (want fcfs or priority)", errConfig, d.SchedulingPolicy)
+	case !(c.DiskGBps >= 0 && c.DiskGBps <= 1000):
+		return fmt.Errorf("%w: disk bandwidth %v GB/s not in [0, 1000]", errConfig, c.DiskGBps)
 	case !(c.CPUOffloadGiB >= 0 && c.CPUOffloadGiB <= 1<<20):
 		return fmt.Errorf("%w: kv offloading size %v GiB not in [0, 1 TiB]", errConfig, c.CPUOffloadGiB)
 	case d.NumCPUBlocks < 0:

@@ -156,6 +156,7 @@ type fakeSink struct {
 	t       testing.TB
 	cached  map[uint64]bool
 	cpu     map[uint64]bool
+	disk    map[uint64]bool
 	seen    map[uint64]bool // every hash a GPU BlockStored named
 	batches int
 	events  []kvevents.Event // copies, for inspection
@@ -163,7 +164,7 @@ type fakeSink struct {
 }
 
 func newFakeSink(t testing.TB) *fakeSink {
-	return &fakeSink{t: t, cached: make(map[uint64]bool), cpu: make(map[uint64]bool), seen: make(map[uint64]bool)}
+	return &fakeSink{t: t, cached: make(map[uint64]bool), cpu: make(map[uint64]bool), disk: make(map[uint64]bool), seen: make(map[uint64]bool)}
 }
 
 // set returns the sink's hash set for a medium.
@@ -173,6 +174,8 @@ func (s *fakeSink) set(medium kvevents.Medium) map[uint64]bool {
 		return s.cached
 	case kvevents.MediumCPU:
 		return s.cpu
+	case kvevents.MediumDisk:
+		return s.disk
 	}
 	s.t.Errorf("event with medium %v", medium)
 	return map[uint64]bool{}
@@ -194,16 +197,16 @@ func (s *fakeSink) PublishKVEvents(now time.Duration, events []kvevents.Event) {
 			if len(e.TokenIDs) != len(e.BlockHashes)*e.BlockSize {
 				s.t.Errorf("BlockStored with %d hashes carries %d tokens", len(e.BlockHashes), len(e.TokenIDs))
 			}
-			if e.Medium == kvevents.MediumCPU {
+			if e.Medium != kvevents.MediumGPU {
 				// vLLM's offloading events: one block, no tokens, no
 				// parent, block size 0; only an engine hash seen in a GPU
 				// BlockStored can be mapped.
 				if len(e.BlockHashes) != 1 || len(e.TokenIDs) != 0 || e.BlockSize != 0 || e.HasParent {
-					s.t.Errorf("CPU BlockStored %+v, want one hash, no tokens, block size 0, no parent", e)
+					s.t.Errorf("%s BlockStored %+v, want one hash, no tokens, block size 0, no parent", e.Medium, e)
 				}
 				for _, h := range e.BlockHashes {
 					if !s.seen[h] {
-						s.t.Errorf("CPU BlockStored for hash %x never stored on the GPU", h)
+						s.t.Errorf("%s BlockStored for hash %x never stored on the GPU", e.Medium, h)
 					}
 				}
 			}

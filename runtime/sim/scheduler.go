@@ -81,11 +81,12 @@ func (c *Core) Step(now time.Duration) StepResult {
 		i++
 	}
 
-	loadedBlocks := 0
+	loadedBlocks, storeBlocks := 0, 0
 	if preempted == 0 {
 		for c.waiting.len() > 0 && budget > 0 && len(c.running) < c.cfg.MaxNumSeqs {
 			r := c.waiting.peek()
-			hits, loaded := c.findHits(r)
+			hits, fromRAM, fromDisk := c.findHits(r)
+			loaded := fromRAM + fromDisk
 			computed := (len(hits) + loaded) * c.cfg.BlockSize
 			n := min(r.numTokens()-computed, budget)
 			if !c.allocateSlots(r, n, hits, loaded) {
@@ -98,8 +99,10 @@ func (c *Core) Step(now time.Duration) StepResult {
 				// Loaded blocks are in host RAM already; offloading
 				// resumes after them, as vLLM's connector does.
 				r.numOffered = len(hits) + loaded
-				loadedBlocks += loaded
-				c.stats.CPULoadedBlocks += int64(loaded)
+				loadedBlocks += fromRAM
+				storeBlocks += fromDisk
+				c.stats.CPULoadedBlocks += int64(fromRAM)
+				c.stats.DiskLoadedBlocks += int64(fromDisk)
 			}
 			if r.cachedTokens < 0 {
 				// vLLM's prefix-cache counters count a request when it is
@@ -108,11 +111,11 @@ func (c *Core) Step(now time.Duration) StepResult {
 				// GPU counters count GPU hits only; tokens loaded from
 				// host RAM go to the connector's external counters.
 				r.cachedTokens = computed
-				r.hostCachedTokens = loaded * c.cfg.BlockSize
+				r.hostCachedTokens = fromRAM * c.cfg.BlockSize
 				r.queueTime = now - r.addedAt
 				c.stats.PrefixQueries += int64(r.numTokens())
 				c.stats.PrefixHits += int64(len(hits) * c.cfg.BlockSize)
-				if c.cpu != nil {
+				if c.cpu != nil || c.store != nil {
 					// The connector is asked about what the GPU missed.
 					c.stats.ExternalPrefixQueries += int64(r.numTokens() - len(hits)*c.cfg.BlockSize)
 					c.stats.ExternalPrefixHits += int64(loaded * c.cfg.BlockSize)
@@ -124,7 +127,7 @@ func (c *Core) Step(now time.Duration) StepResult {
 		}
 	}
 
-	if c.cpu != nil {
+	if c.cpu != nil || c.store != nil {
 		c.offload()
 	}
 
@@ -140,6 +143,9 @@ func (c *Core) Step(now time.Duration) StepResult {
 		// the PCIe time to the step delays the whole batch, which
 		// overstates the cost of a load for the other requests.
 		dur += time.Duration(float64(loadedBlocks) * c.loadSecondsPerBlock * float64(time.Second))
+	}
+	if storeBlocks > 0 {
+		dur += time.Duration(float64(storeBlocks) * c.storeSecondsPerBlock * float64(time.Second))
 	}
 	if dur == 0 {
 		// Work exists but nothing fit (only reachable if every running
@@ -211,11 +217,12 @@ func (c *Core) Step(now time.Duration) StepResult {
 }
 
 // findHits returns the cached blocks of r's longest cached prefix, in the
-// core's scratch slice, and how many blocks after them the host-RAM tier
-// holds (0 when it is off). At most (numTokens-1)/BlockSize blocks count in
-// all: vLLM must compute at least one token to produce logits, so a fully
-// cached prompt recomputes its last block.
-func (c *Core) findHits(r *request) (hits []int32, loaded int) {
+// core's scratch slice, how many blocks after them the host-RAM tier holds
+// (0 when it is off), and how many after those the node store holds and
+// were read from it (0 when it is off). At most (numTokens-1)/BlockSize
+// blocks count in all: vLLM must compute at least one token to produce
+// logits, so a fully cached prompt recomputes its last block.
+func (c *Core) findHits(r *request) (hits []int32, fromRAM, fromDisk int) {
 	hits = c.hits[:0]
 	bs := c.cfg.BlockSize
 	maxBlocks := (r.numTokens() - 1) / bs
@@ -227,24 +234,27 @@ func (c *Core) findHits(r *request) (hits []int32, loaded int) {
 		hits = append(hits, id)
 	}
 	c.hits = hits
-	if c.cpu == nil {
-		return hits, 0
+	if c.cpu != nil {
+		// The connector's lookup touches all of the request's full blocks
+		// first, then continues the match where the GPU's stopped.
+		if full := r.numTokens() / bs; full > 0 {
+			c.blockHash(r, full-1)
+			c.cpu.touch(r.hashes[:full])
+		}
+		for i := len(hits); i < maxBlocks && c.cpu.has(c.blockHash(r, i)); i++ {
+			fromRAM++
+		}
 	}
-	// The connector's lookup touches all of the request's full blocks
-	// first, then continues the match where the GPU's stopped.
-	if full := r.numTokens() / bs; full > 0 {
-		c.blockHash(r, full-1)
-		c.cpu.touch(r.hashes[:full])
+	if c.store != nil {
+		fromDisk = c.loadFromStore(r, len(hits)+fromRAM, maxBlocks)
 	}
-	for i := len(hits); i < maxBlocks && c.cpu.has(c.blockHash(r, i)); i++ {
-		loaded++
-	}
-	return hits, loaded
+	return hits, fromRAM, fromDisk
 }
 
 // offload offers the full blocks each scheduled request computes in this
 // step to the host-RAM tier (write-through, as vLLM's connector stores
-// after every step), then touches the request's blocks there.
+// after every step), then touches the request's blocks there, and writes
+// them through to the node store.
 func (c *Core) offload() {
 	bs := c.cfg.BlockSize
 	for _, r := range c.scheduled {
@@ -252,7 +262,10 @@ func (c *Core) offload() {
 			continue // preempted after it was scheduled
 		}
 		full := min(r.numComputed+r.scheduled, r.numTokens()) / bs
-		if full <= r.numOffered {
+		if c.store != nil {
+			c.writeThrough(r, full)
+		}
+		if c.cpu == nil || full <= r.numOffered {
 			continue
 		}
 		stored, ok := c.cpu.store(r.hashes[r.numOffered:full])

@@ -76,7 +76,14 @@ type Stats struct {
 	ExternalPrefixHits    int64
 	// CPULoadedBlocks counts blocks loaded from host RAM, re-admissions
 	// after preemption included.
-	CPULoadedBlocks  int64
+	CPULoadedBlocks int64
+	// Node store (Config.Store): blocks loaded from it (re-admissions
+	// included), blocks written to it, and the loads and writes that
+	// failed (a block gone or corrupt: recomputed; a full disk).
+	DiskLoadedBlocks int64
+	DiskStoredBlocks int64
+	DiskLoadErrors   int64
+	DiskStoreErrors  int64
 	Preemptions      int64
 	PromptTokens     int64
 	GenerationTokens int64
