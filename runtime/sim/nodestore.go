@@ -23,18 +23,17 @@ import "github.com/hearth-llm/hearth/kvevents"
 //   - Loaded blocks become GPU blocks like computed ones (GPU BlockStored)
 //     and are not written back.
 //   - Events (medium DISK): one BlockStored per written block, by hash
-//     only (as the host-RAM tier's), and one BlockRemoved listing the
-//     blocks the store evicted to make room for a write.
+//     only (as the host-RAM tier's). The engine does not evict: the
+//     store's owner does, and tells the router itself.
 type NodeStore interface {
 	// Has reports whether the store holds the block (its catalog; no I/O).
 	Has(hash uint64) bool
 	// Load reads the block's bytes and verifies them; an error means the
 	// block cannot be used and must be recomputed.
 	Load(hash uint64, bytes int64) error
-	// Store writes a block of the given size through to the store and
-	// returns the blocks it evicted to make room. An error (a full disk)
-	// stores nothing.
-	Store(hash uint64, bytes int64) (evicted []uint64, err error)
+	// Store writes a block of the given size through to the store, which
+	// makes room as it sees fit. An error (a full disk) stores nothing.
+	Store(hash uint64, bytes int64) error
 }
 
 // DefaultDiskGBps is the node store's read bandwidth when Config.DiskGBps
@@ -72,20 +71,9 @@ func (c *Core) writeThrough(r *request, full int) {
 		if c.store.Has(h) {
 			continue
 		}
-		evicted, err := c.store.Store(h, c.blockBytes)
-		if err != nil {
+		if err := c.store.Store(h, c.blockBytes); err != nil {
 			c.stats.DiskStoreErrors++
 			return // retried next step
-		}
-		if len(evicted) > 0 {
-			start := len(c.pool.arena)
-			c.pool.arena = append(c.pool.arena, evicted...)
-			end := len(c.pool.arena)
-			c.events = append(c.events, kvevents.Event{
-				Kind:        kvevents.BlockRemoved,
-				BlockHashes: c.pool.arena[start:end:end],
-				Medium:      kvevents.MediumDisk,
-			})
 		}
 		c.stats.DiskStoredBlocks++
 		c.events = append(c.events, kvevents.Event{

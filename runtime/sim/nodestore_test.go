@@ -4,20 +4,15 @@ import (
 	"errors"
 	"testing"
 	"time"
-
-	"github.com/hearth-llm/hearth/kvevents"
 )
 
-// fakeStore is a node store in memory: a set of hashes with a capacity
-// (evicting in insertion order), blocks that fail to load, and a disk that
+// fakeStore is a node store in memory: a set of hashes with blocks that fail to load, and a disk that
 // can be full.
 type fakeStore struct {
-	held     map[uint64]bool
-	order    []uint64
-	capacity int // blocks; 0: unlimited
-	corrupt  map[uint64]bool
-	full     bool
-	loads    int
+	held    map[uint64]bool
+	corrupt map[uint64]bool
+	full    bool
+	loads   int
 }
 
 func newFakeStore() *fakeStore {
@@ -35,22 +30,12 @@ func (s *fakeStore) Load(h uint64, bytes int64) error {
 	return nil
 }
 
-func (s *fakeStore) Store(h uint64, bytes int64) ([]uint64, error) {
+func (s *fakeStore) Store(h uint64, bytes int64) error {
 	if s.full {
-		return nil, errors.New("no space left on device")
-	}
-	var evicted []uint64
-	for s.capacity > 0 && len(s.held) >= s.capacity {
-		old := s.order[0]
-		s.order = s.order[1:]
-		if s.held[old] {
-			delete(s.held, old)
-			evicted = append(evicted, old)
-		}
+		return errors.New("no space left on device")
 	}
 	s.held[h] = true
-	s.order = append(s.order, h)
-	return evicted, nil
+	return nil
 }
 
 // TestNodeStoreShared: blocks one engine computes are written through to
@@ -94,8 +79,7 @@ func TestNodeStoreShared(t *testing.T) {
 }
 
 // TestNodeStoreFaults: a block that fails its check ends the match (the
-// rest is recomputed), a full disk stores nothing and is retried, and a
-// store that evicts to make room says so in a DISK BlockRemoved.
+// rest is recomputed), and a full disk stores nothing and is retried.
 func TestNodeStoreFaults(t *testing.T) {
 	const bs = 16
 	prefix := tokens(0, 40*bs)
@@ -126,19 +110,6 @@ func TestNodeStoreFaults(t *testing.T) {
 		d.run(t)
 		if len(store.held) != 40 || len(sink.disk) != 40 {
 			t.Errorf("after the disk freed up: %d held, %d in events; want 40", len(store.held), len(sink.disk))
-		}
-	})
-	t.Run("eviction", func(t *testing.T) {
-		store := newFakeStore()
-		store.capacity = 30
-		sink := newFakeSink(t)
-		c := newCore(t, Config{NumGPUBlocks: 64, Store: store}, sink)
-		runOne(t, newDriver(c), "turn1", prefix, 1)
-		if got := sink.count(kvevents.BlockRemoved); got == 0 {
-			t.Fatal("no DISK BlockRemoved for the blocks the store evicted")
-		}
-		if len(sink.disk) != 30 || len(store.held) != 30 {
-			t.Errorf("sink sees %d disk blocks, store holds %d; want 30", len(sink.disk), len(store.held))
 		}
 	})
 }
