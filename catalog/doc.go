@@ -52,4 +52,14 @@
 // What does not fit is a *NotFitError or *ContextTooLongError whose text is
 // one sentence with the fix; sizes in those sentences are GiB written "GB",
 // as boards are sold ("an RTX 4090 has 24 GB").
+//
+// # Host RAM
+//
+// PlanHostTiers sizes the engines' host-RAM KV tiers on one node: pinned
+// memory the kernel cannot reclaim, so the tiers share only what is left
+// after the OS and page cache keep max(8 GiB, 25% of the RAM), what is
+// available now keeps max(4 GiB, 10%), and each engine's processes 4 GiB;
+// each gets a share proportional to its GPU KV cache (EnginePlan.KVCacheBytes).
+// A tier smaller than its GPU KV cache (Dynamo's rule: it churns) carries a
+// note; one under 1 GiB is none.
 package catalog

@@ -118,6 +118,9 @@ func VLLMArgs(spec Spec, p Ports) []string {
 		args = append(args, "--max-model-len", strconv.Itoa(spec.MaxModelLen))
 	}
 	if spec.KVOffloadingGiB > 0 {
+		// The OffloadingConnector's CPU tier. v0.20.0 has no tier below it
+		// (no file-system secondary tier, no self-describing CPU events:
+		// docs/engine-tiers.md), so KVStoreDir gives vLLM nothing.
 		args = append(args, "--kv-offloading-size", formatFloat(spec.KVOffloadingGiB), "--kv-offloading-backend", "native")
 	}
 	return append(args, spec.ExtraArgs...)
@@ -153,7 +156,28 @@ func SGLangArgs(spec Spec, p Ports) []string {
 		args = append(args, "--enable-hierarchical-cache", "--hicache-size", formatFloat(spec.KVOffloadingGiB),
 			"--hicache-write-policy", "write_through")
 	}
+	if spec.UsesKVStore() {
+		// The file backend writes each page the host tier takes (write
+		// through) as a file in SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR
+		// (EngineEnv). A prefetch from it waits for the whole hit up to a
+		// timeout that grows with its length, then runs with what came:
+		// a local SSD answers well within it, and a stalled disk delays a
+		// request by seconds, not for ever.
+		args = append(args, "--hicache-storage-backend", "file",
+			"--hicache-storage-prefetch-policy", "timeout")
+	}
 	return append(args, spec.ExtraArgs...)
+}
+
+// EngineEnv is the environment the engine needs for the spec beyond its
+// command line, KEY=VALUE: SGLang's file storage backend takes its
+// directory only from SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR. The
+// launchers add it before Spec.Env, which may override it.
+func EngineEnv(spec Spec) []string {
+	if spec.Engine == KindSGLang && spec.UsesKVStore() {
+		return []string{"SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR=" + spec.KVStoreDir}
+	}
+	return nil
 }
 
 // SimEngineArgs are the arguments after `hearth sim-engine`.
@@ -189,6 +213,9 @@ func SimEngineArgs(spec Spec, p Ports) []string {
 	}
 	if spec.KVOffloadingGiB > 0 {
 		args = append(args, "--kv-offloading-size", formatFloat(spec.KVOffloadingGiB))
+	}
+	if spec.UsesKVStore() {
+		args = append(args, "--kv-store-dir", spec.KVStoreDir)
 	}
 	return append(args, spec.ExtraArgs...)
 }

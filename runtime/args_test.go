@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -79,5 +80,83 @@ func TestKVEventsConfigIsJSON(t *testing.T) {
 	var cfg map[string]any
 	if i < 0 || json.Unmarshal([]byte(args[i+1]), &cfg) != nil || cfg["enable_kv_cache_events"] != true {
 		t.Fatalf("--kv-events-config %q", args[i+1])
+	}
+}
+
+// TestTierFlags holds each engine's KV-tier flags, and the environment that
+// goes with them, to what its pinned release takes: none, the host-RAM tier
+// alone, and the RAM tier with the node's SSD store below it. vLLM v0.20.0
+// has no file tier, so the store changes nothing there; SGLang's file
+// backend needs its host tier and takes its directory from the environment.
+func TestTierFlags(t *testing.T) {
+	const store = "/var/lib/hearth/kvstore"
+	cases := []struct {
+		engine   Kind
+		ramGiB   float64
+		storeDir string
+		want     []string // the flags after the engine's fixed ones
+		env      []string
+		uses     bool // UsesKVStore
+	}{
+		{KindVLLM, 0, "", nil, nil, false},
+		{KindVLLM, 24, "", []string{"--kv-offloading-size", "24", "--kv-offloading-backend", "native"}, nil, false},
+		{KindVLLM, 24, store, []string{"--kv-offloading-size", "24", "--kv-offloading-backend", "native"}, nil, false},
+		{KindVLLM, 0, store, nil, nil, false},
+		{KindSGLang, 0, "", nil, nil, false},
+		{KindSGLang, 24, "", []string{"--enable-hierarchical-cache", "--hicache-size", "24",
+			"--hicache-write-policy", "write_through"}, nil, false},
+		{KindSGLang, 24, store, []string{"--enable-hierarchical-cache", "--hicache-size", "24",
+			"--hicache-write-policy", "write_through",
+			"--hicache-storage-backend", "file", "--hicache-storage-prefetch-policy", "timeout"},
+			[]string{"SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR=" + store}, true},
+		// No host tier to stage through: no store either.
+		{KindSGLang, 0, store, nil, nil, false},
+		{KindSim, 0, "", nil, nil, false},
+		{KindSim, 24, "", []string{"--kv-offloading-size", "24"}, nil, false},
+		{KindSim, 24, store, []string{"--kv-offloading-size", "24", "--kv-store-dir", store}, nil, true},
+		{KindSim, 0, store, []string{"--kv-store-dir", store}, nil, true},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%s ram=%g store=%q", tc.engine, tc.ramGiB, tc.storeDir), func(t *testing.T) {
+			// A model of no known family and no memory settings: the tier
+			// flags are the last ones the engine gets.
+			base := Spec{Name: "gpu0", Engine: tc.engine, Model: "m"}
+			spec := base
+			spec.KVOffloadingGiB, spec.KVStoreDir = tc.ramGiB, tc.storeDir
+			if err := spec.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			fixed := EngineArgs(base, testPorts, "hearth")
+			got := EngineArgs(spec, testPorts, "hearth")
+			if !slices.Equal(got[:len(fixed)], fixed) || !slices.Equal(got[len(fixed):], tc.want) {
+				t.Errorf("command line\n got %q\nwant %q then %q", got, fixed, tc.want)
+			}
+			if env := EngineEnv(spec); !slices.Equal(env, tc.env) {
+				t.Errorf("environment %q, want %q", env, tc.env)
+			}
+			if uses := spec.UsesKVStore(); uses != tc.uses {
+				t.Errorf("UsesKVStore() = %v, want %v", uses, tc.uses)
+			}
+		})
+	}
+}
+
+func TestValidateKVStoreDir(t *testing.T) {
+	cases := []struct {
+		dir string
+		ok  bool
+	}{
+		{"", true},
+		{"/var/lib/hearth/kvstore", true},
+		{"kvstore", false},
+		{"./kvstore", false},
+		{"/mnt/a:b", false},
+		{"/mnt/a,b", false},
+	}
+	for _, tc := range cases {
+		err := Spec{Name: "gpu0", Engine: KindSGLang, Model: "m", KVStoreDir: tc.dir}.Validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("Validate with KVStoreDir %q: %v", tc.dir, err)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -66,6 +67,12 @@ type Spec struct {
 	// KVOffloadingGiB is the engine's host-RAM KV tier (vLLM's
 	// --kv-offloading-size, SGLang's --hicache-size); 0: none.
 	KVOffloadingGiB float64
+	// KVStoreDir is the node's SSD KV store as the engine sees it: one
+	// directory on local disk that every engine of the node shares through
+	// its own storage tier below the host-RAM tier; "" for none. It must be
+	// an absolute path. Not every pinned engine release has such a tier
+	// (UsesKVStore says which do; docs/engine-tiers.md why).
+	KVStoreDir string
 
 	// Simulated engines only: run the modelled GPU this many times faster
 	// than real time, seed its answers, override its KV size (0: derive).
@@ -119,8 +126,33 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("engine spec %s: negative speedup", s.Name)
 	case s.KVOffloadingGiB < 0:
 		return fmt.Errorf("engine spec %s: negative KV offloading size", s.Name)
+	case s.KVStoreDir != "" && !filepath.IsAbs(s.KVStoreDir):
+		return fmt.Errorf("engine spec %s: KV store directory %q is not an absolute path", s.Name, s.KVStoreDir)
+	case strings.ContainsAny(s.KVStoreDir, ":,"):
+		// Docker's bind syntax splits on ':' and the engines' option
+		// lists on ','; such a directory could not reach the engine whole.
+		return fmt.Errorf("engine spec %s: KV store directory %q holds ':' or ','", s.Name, s.KVStoreDir)
 	}
 	return nil
+}
+
+// UsesKVStore reports whether the engine gets the node's SSD KV store:
+// KVStoreDir is set and the engine's pinned release has a file tier to put
+// it in. SGLang's (HiCache's "file" storage backend) sits below its host
+// tier and needs one (KVOffloadingGiB > 0); the simulated engine takes the
+// directory as it is. vLLM v0.20.0 has no file-system tier (its tiered
+// offloading came in v0.22.0), so a vLLM engine keeps its RAM tier alone.
+func (s Spec) UsesKVStore() bool {
+	if s.KVStoreDir == "" {
+		return false
+	}
+	switch s.Engine {
+	case KindSGLang:
+		return s.KVOffloadingGiB > 0
+	case KindSim:
+		return true
+	}
+	return false
 }
 
 // Endpoints are where a started engine serves.

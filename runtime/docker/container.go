@@ -98,6 +98,11 @@ func planContainer(spec hruntime.Spec, o planOptions) (containerPlan, error) {
 		binds = append(binds, p+":"+target+":ro")
 		spec.ModelPath = target
 	}
+	if spec.UsesKVStore() {
+		// The node's SSD store at the same path inside as outside, so the
+		// directory the engine is told is the one every engine shares.
+		binds = append(binds, spec.KVStoreDir+":"+spec.KVStoreDir)
+	}
 	var cmd []string
 	switch spec.Engine {
 	case hruntime.KindVLLM:
@@ -126,6 +131,7 @@ func planContainer(spec hruntime.Spec, o planOptions) (containerPlan, error) {
 			env = append(env, envSimWriting+"=1")
 		}
 	}
+	env = append(env, hruntime.EngineEnv(spec)...)
 	env = append(env, spec.Env...)
 
 	exposed := network.PortSet{}

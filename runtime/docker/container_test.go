@@ -233,3 +233,37 @@ func TestContainerName(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanContainerKVStore: the node's SSD store is mounted at its own path,
+// and SGLang told of it, only in a container whose engine has a tier for it.
+func TestPlanContainerKVStore(t *testing.T) {
+	const store = "/var/lib/hearth/kvstore"
+	const envVar = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR=" + store
+	cases := []struct {
+		engine  hruntime.Kind
+		ramGiB  float64
+		mounted bool
+	}{
+		{hruntime.KindSGLang, 16, true},
+		{hruntime.KindSGLang, 0, false}, // no host tier to stage through
+		{hruntime.KindVLLM, 16, false},  // v0.20.0 has no file tier
+	}
+	for _, tc := range cases {
+		spec := testSpec(tc.engine)
+		spec.KVOffloadingGiB, spec.KVStoreDir = tc.ramGiB, store
+		p, err := planContainer(spec, planOptions{node: "rig", image: "img", hfCache: "/srv/hf"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"/srv/hf:/root/.cache/huggingface"}
+		if tc.mounted {
+			want = append(want, store+":"+store)
+		}
+		if !slices.Equal(p.host.Binds, want) {
+			t.Errorf("%s, %g GiB RAM tier: binds %q, want %q", tc.engine, tc.ramGiB, p.host.Binds, want)
+		}
+		if got := slices.Contains(p.config.Env, envVar) && slices.Contains(p.config.Cmd, "file"); got != (tc.mounted && tc.engine == hruntime.KindSGLang) {
+			t.Errorf("%s, %g GiB RAM tier: env %q, cmd %q", tc.engine, tc.ramGiB, p.config.Env, p.config.Cmd)
+		}
+	}
+}

@@ -85,6 +85,7 @@ func (l *Launcher) Launch(ctx context.Context, spec hruntime.Spec) (hruntime.Han
 		"HEARTH_KV_EVENTS_PORT="+strconv.Itoa(ports.KVEvents),
 		"HEARTH_KV_REPLAY_PORT="+strconv.Itoa(ports.Replay),
 	)
+	cmd.Env = append(cmd.Env, hruntime.EngineEnv(spec)...)
 	cmd.Env = append(cmd.Env, spec.Env...)
 	cmd.Stdout, cmd.Stderr = ring, ring
 	cmd.SysProcAttr = sysProcAttr()
