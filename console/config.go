@@ -88,6 +88,9 @@ type Deps struct {
 	Keys     KeyStore
 	Settings SettingsStore // nil: the Settings page shows keys only
 	Health   HealthSource  // nil: the Health page says checks are not available
+	// KVStores reports the nodes' SSD stores; nil: the overview shows no
+	// store panels and no SSD bars.
+	KVStores KVStoreSource
 
 	// KeyRequired reports whether the API requires a key right now; when it
 	// does, the console requires a login with a key. nil means "when

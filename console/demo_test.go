@@ -32,7 +32,7 @@ func TestDemo(t *testing.T) {
 		Models: []string{"qwen3-14b"}, Aliases: []Alias{{From: "claude-*", To: "qwen3-14b"}},
 	}, nil)
 	c, err := New(Config{Interval: time.Second, ChartWindow: 2 * time.Minute}, Deps{
-		Engines: src, Router: src, Traffic: src, Keys: store, Settings: store,
+		Engines: src, Router: src, Traffic: src, KVStores: src, Keys: store, Settings: store,
 		KeyRequired: func(context.Context) bool { return false },
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -71,6 +71,12 @@ func TestDemo(t *testing.T) {
 				e.PrefixQueries += q
 				e.PrefixHits += q * int64(55+10*i+rng.IntN(25)) / 100
 				e.GenerationTokens += int64(40 + rng.IntN(60))
+				if e.RAMTotalBlocks > 0 {
+					e.RAMHitTokens += q * int64(rng.IntN(15)) / 100
+				}
+				e.DiskHitTokens += q * int64(rng.IntN(10)) / 100
+				e.LoadedBytes += int64(rng.IntN(400)) << 20
+				e.StoredBytes += int64(rng.IntN(300)) << 20
 				e.UsedBlocks = min(e.TotalBlocks/2, max(0, e.UsedBlocks+rng.IntN(101)-50))
 				e.CachedFreeBlocks = min(e.TotalBlocks-e.UsedBlocks, max(0, e.CachedFreeBlocks+rng.IntN(61)-30))
 				// GPU telemetry wanders, and the last GPU drops off the bus
@@ -85,6 +91,14 @@ func TestDemo(t *testing.T) {
 						e.GPUErr = "nvml: GPU is lost (ERROR_GPU_IS_LOST)"
 					}
 				}
+			}
+			for i := range f.stores {
+				st := &f.stores[i]
+				st.Hits += int64(rng.IntN(80))
+				st.Misses += int64(rng.IntN(40))
+				st.EvictedBlocks += int64(rng.IntN(5))
+				st.ReadBytes += int64(rng.IntN(200)) << 20
+				st.WrittenBytes += int64(rng.IntN(300)) << 20
 			}
 			now := time.Now()
 			for i := range f.decisions {

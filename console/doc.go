@@ -1,6 +1,8 @@
 // Package console is the browser console: server-rendered pages (templ
 // components, htmx 4) that show which GPUs Hearth found, how full each
-// engine's KV cache is, what holds each GPU's memory (Hearth, other
+// engine's KV cache is and how full the tiers below it are (host RAM, the
+// node's SSD store, with where prompt tokens were loaded from), what each
+// node's SSD store holds, what holds each GPU's memory (Hearth, other
 // programs) with its utilisation, temperature and power over the last
 // minutes, which GPU the driver lost, how often requests hit the KV cache,
 // where a loading engine's start is and why a failed one failed, which
@@ -11,9 +13,10 @@
 // It owns the pages, their handlers, the live updates and the console's
 // login. It reads the rest of Hearth only through the small interfaces it
 // declares in sources.go (EngineSource, RouterSource, TrafficSource,
-// KeyStore, SettingsStore, HealthSource), with types shaped for display; the daemon
-// adapts router, runtime, nodes and api to them. It must not import those
-// packages, and it must never block what it observes.
+// KVStoreSource, KeyStore, SettingsStore, HealthSource), with types shaped
+// for display; the daemon adapts router, runtime, nodes and api to them. It
+// must not import those packages, and it must never block what it
+// observes.
 //
 // Live pages hold one SSE stream each. A Hub samples the sources every
 // Config.Interval on an injected clock, renders each watched page's live

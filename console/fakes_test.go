@@ -77,8 +77,8 @@ func (c *fakeClock) Advance(d time.Duration) {
 	}
 }
 
-// fakeSources implements EngineSource, RouterSource and TrafficSource from
-// fields a test sets.
+// fakeSources implements EngineSource, RouterSource, TrafficSource and
+// KVStoreSource from fields a test sets.
 type fakeSources struct {
 	mu         sync.Mutex
 	engines    []Engine
@@ -86,7 +86,9 @@ type fakeSources struct {
 	queue      int
 	requests   []Request
 	sessions   []Session
+	stores     []KVStore
 	enginesErr error
+	storesErr  error
 	routerErr  error
 	trafficErr error
 	calls      int // Engines calls, to see the hub sample
@@ -96,7 +98,17 @@ var (
 	_ EngineSource  = (*fakeSources)(nil)
 	_ RouterSource  = (*fakeSources)(nil)
 	_ TrafficSource = (*fakeSources)(nil)
+	_ KVStoreSource = (*fakeSources)(nil)
 )
+
+func (f *fakeSources) KVStores(context.Context) ([]KVStore, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.storesErr != nil {
+		return nil, f.storesErr
+	}
+	return append([]KVStore(nil), f.stores...), nil
+}
 
 func (f *fakeSources) Engines(context.Context) ([]Engine, error) {
 	f.mu.Lock()
@@ -182,6 +194,21 @@ func loadedSources(now time.Time, gpus, sessions, perMinute int) *fakeSources {
 			PowerDrawW:          float64(280 + 10*i), PowerLimitW: 450,
 			MemoryByOwnerKnown: true, MemoryHearth: 21 << 30,
 		})
+		// Every node has an SSD store of KV blocks; even GPUs also keep
+		// evicted blocks in host RAM, odd ones have no RAM tier. The odd
+		// nodes' stores have no capacity set and cannot tell free disk.
+		f.stores = append(f.stores, KVStore{
+			Node: fmt.Sprintf("rig%d", i), Dir: "/var/lib/hearth/kv",
+			UsedBytes: int64(300+40*i) << 30, CapacityBytes: 500 << 30, FreeDiskBytes: int64(800-i) << 30,
+			Blocks: 90_000 + 1000*i, Hits: 40_000, Misses: 10_000, EvictedBlocks: 2000, ReadBytes: 900 << 30, WrittenBytes: 1200 << 30,
+		})
+		e := &f.engines[i]
+		e.DiskHitTokens, e.LoadedBytes, e.StoredBytes = 40_000, 60<<30, 80<<30
+		if i%2 == 0 {
+			e.RAMTotalBlocks, e.RAMUsedBlocks, e.RAMHitTokens = 8000, 5000+300*i, 90_000
+		} else {
+			f.stores[i].CapacityBytes, f.stores[i].FreeDiskBytes = 0, -1
+		}
 		if i%2 == 1 {
 			// Someone's notebook holds 6 GiB of this GPU, so its engine
 			// was planned smaller.

@@ -145,3 +145,24 @@ func domID(prefix, name string) string {
 	b.WriteString(strconv.FormatUint(uint64(h.Sum32()), 36))
 	return b.String()
 }
+
+// fmtBytes formats a size in binary units: "512 B", "3.4 MiB", "1.2 TiB".
+func fmtBytes(b float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	i := 0
+	for ; math.Abs(b) >= 1024 && i < len(units)-1; i++ {
+		b /= 1024
+	}
+	if i == 0 {
+		return strconv.FormatFloat(b, 'f', 0, 64) + " B"
+	}
+	return strconv.FormatFloat(b, 'f', 1, 64) + " " + units[i]
+}
+
+// fmtByteRate formats bytes per second: "240.0 MiB/s", "–" when unknown.
+func fmtByteRate(b float64) string {
+	if math.IsNaN(b) || math.IsInf(b, 0) {
+		return noValue
+	}
+	return fmtBytes(b) + "/s"
+}

@@ -40,12 +40,29 @@ func warm(h *harness) {
 				e.PrefixQueries += 20_000
 				e.PrefixHits += int64(10_000 + 100*i + 1000*j)
 				e.GenerationTokens += int64(150 + 50*j)
+				if e.RAMTotalBlocks > 0 {
+					e.RAMHitTokens += 3000
+				}
+				e.DiskHitTokens += int64(1000 + 500*j)
+				e.LoadedBytes += int64(400+100*j) << 20
+				e.StoredBytes += int64(300+50*j) << 20
 				if e.UtilizationPct >= 0 {
 					e.UtilizationPct = 60 + (i*7+j*13)%40
 					e.TemperatureC = 55 + (i*3)%20
 				}
 				if e.PowerDrawW >= 0 {
 					e.PowerDrawW = float64(200 + (i*37)%250)
+				}
+			}
+			for j := range f.stores {
+				st := &f.stores[j]
+				st.Hits += int64(60 + 10*j)
+				st.Misses += 40
+				st.EvictedBlocks += 5
+				st.ReadBytes += 200 << 20
+				st.WrittenBytes += 300 << 20
+				if j == 1 && i == ticks-10 {
+					st.CorruptDropped += 2 // a torn write found on reading
 				}
 			}
 		})
@@ -73,6 +90,7 @@ func TestPagesGolden(t *testing.T) {
 		f.enginesErr = errors.New("nvml: driver not loaded")
 		f.routerErr = errors.New("router stopped")
 		f.trafficErr = errors.New("gateway not running")
+		f.storesErr = errors.New("store index unreadable")
 	}
 	tests := []struct {
 		name    string
@@ -89,10 +107,11 @@ func TestPagesGolden(t *testing.T) {
 			req: request{path: "/console/"}, status: 200,
 			want: []string{"NVIDIA GeForce RTX 4090", "<polyline", `class="kv-cached"`, "metrics: connection refused", "Cache size not reported",
 				`class="sparkline spark-util"`, `class="mem-other"`, "python3 (pid 4242) 6.0 GiB", "context cut to 16,384 tokens",
-				"Utilisation, temperature and power not reported"}},
+				"Utilisation, temperature and power not reported",
+				`data-tier="RAM"`, `class="tier-ssd"`, "SSD KV store", "Loaded/s", `class="badge bad" data-label="corrupt">2<`}},
 		{name: "overview-error", sources: func() *fakeSources { f := smallCluster(); failing(f); return f },
 			req: request{path: "/console/"}, status: 200,
-			want: []string{"nvml: driver not loaded", "router stopped", "gateway not running"}},
+			want: []string{"nvml: driver not loaded", "router stopped", "gateway not running", "Cannot read the SSD stores: KV stores: store index unreadable"}},
 		{name: "sessions-empty", req: request{path: "/console/sessions"}, status: 200,
 			want: []string{"No agent sessions yet"}},
 		{name: "sessions-loaded", sources: smallCluster, req: request{path: "/console/sessions"}, status: 200,

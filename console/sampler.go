@@ -23,8 +23,12 @@ type snapshot struct {
 	sessions   []Session
 	trafficErr error
 
-	workers map[string]workerView // by Engine.Worker
-	cluster clusterView
+	stores    []KVStore
+	storesErr error
+
+	workers    map[string]workerView // by Engine.Worker
+	storeViews map[string]storeView  // by KVStore.Node
+	cluster    clusterView
 }
 
 // workerView is what the history adds to one engine's figures.
@@ -32,6 +36,26 @@ type workerView struct {
 	chart        []chartPoint // oldest first, Config.ChartPoints long
 	tokensPerSec float64      // NaN before two samples
 	gpu          gpuSeries    // nil slices when the worker has no GPU history
+	tiers        tierView
+}
+
+// tierView is where a worker's prompt tokens came from over
+// Config.StatsWindow, as shares of the tokens it looked up (NaN when it
+// looked up none), and how fast it moves KV between the GPU and the tiers
+// below, between the last two samples (NaN before two).
+type tierView struct {
+	gpuShare, ramShare, diskShare float64
+	loadedPerSec, storedPerSec    float64
+}
+
+// storeView is what the history adds to one node's SSD store: hit rate,
+// evicted and corrupt blocks over Config.StatsWindow (the rate NaN without
+// lookups), and disk traffic between the last two samples (NaN before
+// two).
+type storeView struct {
+	hitRate                 float64
+	evicted, corrupt        int64
+	readPerSec, writePerSec float64
 }
 
 // gpuSeries are a worker's GPU readings laid on a grid of one slot per
@@ -124,36 +148,69 @@ type bucket struct {
 	queries, hits         int64 // engine prefix-cache counters (tokens)
 	predCached, predTotal int64 // router decisions (blocks)
 	generated             int64 // output tokens
+	ramHits, diskHits     int64 // prompt tokens loaded from the tiers below the GPU
 	// read is set when the engine's counters were read in the bucket, so
 	// that a bucket without lookups is idle rather than unknown.
 	read bool
 }
 
+// bucketRing is a ring of chart buckets, the newest at head.
+type bucketRing[B any] struct {
+	ring    []B
+	head    int   // index of the current bucket in ring
+	headIdx int64 // absolute bucket number of ring[head]; -1 before the first
+}
+
+func newBucketRing[B any](n int) bucketRing[B] {
+	return bucketRing[B]{ring: make([]B, n), headIdx: -1}
+}
+
 // workerHistory is one worker's ring of buckets and its last counters.
 type workerHistory struct {
-	ring     []bucket
-	head     int   // index of the current bucket in ring
-	headIdx  int64 // absolute bucket number of ring[head]
+	bucketRing[bucket]
 	lastSeen time.Time
 
 	primed             bool
 	queries, hits, gen int64 // cumulative counters at the last sample
+	ram, disk          int64 // tokens loaded from RAM and SSD at the last sample
+	loaded, stored     int64 // bytes moved at the last sample
 	lastSample         time.Time
 	tokPerSec          float64 // output tokens per second between the last two samples
+	// Bytes per second moved into and out of the GPU between the last two
+	// samples.
+	loadedPerSec, storedPerSec float64
 
 	gpu *gpuRing // nil until the worker's engine is sampled, and once it is gone
+}
+
+// storeBucket accumulates one chart interval of one node's SSD store.
+type storeBucket struct {
+	hits, misses, evicted, corrupt int64
+}
+
+// storeHistory is one node's SSD store: its buckets and last counters.
+type storeHistory struct {
+	bucketRing[storeBucket]
+	lastSeen time.Time
+
+	primed                                        bool
+	hits, misses, evicted, corrupt, read, written int64 // at the last sample
+	lastSample                                    time.Time
+	readPerSec, writePerSec                       float64
 }
 
 // sampler reads the sources and keeps the history the charts need. It is
 // used by one goroutine at a time (the hub's, or a handler's read-only
 // collect before the hub has run).
 type sampler struct {
-	cfg     Config
-	engines EngineSource
-	router  RouterSource
-	traffic TrafficSource
+	cfg      Config
+	engines  EngineSource
+	router   RouterSource
+	traffic  TrafficSource
+	kvStores KVStoreSource
 
 	history map[string]*workerHistory
+	stores  map[string]*storeHistory // by node
 
 	// Decisions already counted: everything older than lastDecision, and
 	// the ids at exactly lastDecision.
@@ -168,7 +225,9 @@ func newSampler(cfg Config, d Deps) *sampler {
 		engines:        d.Engines,
 		router:         d.Router,
 		traffic:        d.Traffic,
+		kvStores:       d.KVStores,
 		history:        make(map[string]*workerHistory),
+		stores:         make(map[string]*storeHistory),
 		idsAtLast:      make(map[string]struct{}),
 		decisionsAsked: max(cfg.DecisionsShown, cfg.DecisionScan),
 	}
@@ -182,7 +241,7 @@ func (s *sampler) bucketLen() time.Duration {
 // collect reads every source. With record set it also advances the history
 // (only the hub's ticks record, so that page loads do not skew rates).
 func (s *sampler) collect(ctx context.Context, now time.Time, record bool) *snapshot {
-	snap := &snapshot{at: now, workers: make(map[string]workerView)}
+	snap := &snapshot{at: now, workers: make(map[string]workerView), storeViews: make(map[string]storeView)}
 
 	if s.engines != nil {
 		snap.engines, snap.enginesErr = s.engines.Engines(ctx)
@@ -213,10 +272,19 @@ func (s *sampler) collect(ctx context.Context, now time.Time, record bool) *snap
 		}
 	}
 
+	if s.kvStores != nil {
+		snap.stores, snap.storesErr = s.kvStores.KVStores(ctx)
+		if snap.storesErr != nil {
+			snap.storesErr = fmt.Errorf("KV stores: %w", snap.storesErr)
+		}
+	}
+
 	if record {
 		s.record(now, snap.engines, snap.enginesErr == nil, decisions)
+		s.recordStores(now, snap.stores)
 	}
 	s.views(now, snap)
+	s.storeViews(now, snap)
 	return snap
 }
 
@@ -243,16 +311,21 @@ func (s *sampler) record(now time.Time, engines []Engine, enginesRead bool, deci
 		if h.primed {
 			b.queries += counterDelta(h.queries, e.PrefixQueries)
 			b.hits += counterDelta(h.hits, e.PrefixHits)
+			b.ramHits += counterDelta(h.ram, e.RAMHitTokens)
+			b.diskHits += counterDelta(h.disk, e.DiskHitTokens)
 			gen := counterDelta(h.gen, e.GenerationTokens)
 			b.generated += gen
 			if dt := now.Sub(h.lastSample).Seconds(); dt > 0 {
 				h.tokPerSec = float64(gen) / dt
+				h.loadedPerSec = float64(counterDelta(h.loaded, e.LoadedBytes)) / dt
+				h.storedPerSec = float64(counterDelta(h.stored, e.StoredBytes)) / dt
 			}
 		} else {
-			h.tokPerSec = math.NaN()
+			h.tokPerSec, h.loadedPerSec, h.storedPerSec = math.NaN(), math.NaN(), math.NaN()
 		}
 		h.primed = true
 		h.queries, h.hits, h.gen = e.PrefixQueries, e.PrefixHits, e.GenerationTokens
+		h.ram, h.disk, h.loaded, h.stored = e.RAMHitTokens, e.DiskHitTokens, e.LoadedBytes, e.StoredBytes
 		h.lastSample = now
 	}
 
@@ -312,7 +385,7 @@ func (s *sampler) record(now time.Time, engines []Engine, enginesRead bool, deci
 func (s *sampler) workerHistory(name string) *workerHistory {
 	h := s.history[name]
 	if h == nil {
-		h = &workerHistory{ring: make([]bucket, s.cfg.ChartPoints), headIdx: -1}
+		h = &workerHistory{bucketRing: newBucketRing[bucket](s.cfg.ChartPoints)}
 		s.history[name] = h
 	}
 	return h
@@ -320,7 +393,7 @@ func (s *sampler) workerHistory(name string) *workerHistory {
 
 // advance moves the ring to the bucket of now, clearing skipped buckets,
 // and returns that bucket.
-func (h *workerHistory) advance(now time.Time, length time.Duration) *bucket {
+func (h *bucketRing[B]) advance(now time.Time, length time.Duration) *B {
 	idx := now.UnixNano() / int64(length)
 	switch {
 	case h.headIdx < 0:
@@ -329,7 +402,8 @@ func (h *workerHistory) advance(now time.Time, length time.Duration) *bucket {
 		steps := min(idx-h.headIdx, int64(len(h.ring)))
 		for range steps {
 			h.head = (h.head + 1) % len(h.ring)
-			h.ring[h.head] = bucket{}
+			var zero B
+			h.ring[h.head] = zero
 		}
 		h.headIdx = idx
 	}
@@ -352,6 +426,7 @@ func (s *sampler) views(now time.Time, snap *snapshot) {
 	nowIdx := now.UnixNano() / int64(length)
 	windowBuckets := int64(math.Ceil(float64(s.cfg.StatsWindow) / float64(length)))
 	var clusterQueries, clusterHits int64
+	var queries, hits, ram, disk int64      // the worker's, in the window
 	read := make([]bool, s.cfg.ChartPoints) // by chart point: the engine was read
 	for name, h := range s.history {
 		chart := make([]chartPoint, len(h.ring))
@@ -359,6 +434,7 @@ func (s *sampler) views(now time.Time, snap *snapshot) {
 			chart[i] = chartPoint{math.NaN(), math.NaN()}
 		}
 		clear(read)
+		queries, hits, ram, disk = 0, 0, 0, 0
 		if h.headIdx >= 0 {
 			for back := range int64(len(h.ring)) {
 				idx := h.headIdx - back
@@ -378,17 +454,28 @@ func (s *sampler) views(now time.Time, snap *snapshot) {
 				}
 				read[len(chart)-1-int(age)] = b.read
 				if age < windowBuckets {
-					clusterQueries += b.queries
-					clusterHits += b.hits
+					queries += b.queries
+					hits += b.hits
+					ram += b.ramHits
+					disk += b.diskHits
 				}
 			}
 		}
+		clusterQueries += queries
+		clusterHits += hits
 		holdThroughIdle(chart, read)
 		tps := h.tokPerSec
-		if !h.primed || now.Sub(h.lastSample) > 2*s.cfg.Interval+length {
-			tps = math.NaN()
+		tiers := tierView{
+			gpuShare: math.NaN(), ramShare: math.NaN(), diskShare: math.NaN(),
+			loadedPerSec: h.loadedPerSec, storedPerSec: h.storedPerSec,
 		}
-		v := workerView{chart: chart, tokensPerSec: tps}
+		if !h.primed || now.Sub(h.lastSample) > 2*s.cfg.Interval+length {
+			tps, tiers.loadedPerSec, tiers.storedPerSec = math.NaN(), math.NaN(), math.NaN()
+		}
+		if queries > 0 {
+			tiers.gpuShare, tiers.ramShare, tiers.diskShare = tierShares(queries, hits, ram, disk)
+		}
+		v := workerView{chart: chart, tokensPerSec: tps, tiers: tiers}
 		if h.gpu != nil {
 			v.gpu = h.gpu.series(now, s.cfg.Interval)
 		}
@@ -418,5 +505,86 @@ func holdThroughIdle(chart []chartPoint, read []bool) {
 		} else if read[i] {
 			p.predicted = lastPredicted
 		}
+	}
+}
+
+// tierShares splits the prompt tokens looked up into GPU hits, RAM loads
+// and SSD loads. Counters read at slightly different moments can claim
+// more than was looked up; each share is cut to what the ones before it
+// left, so that they never sum past one.
+func tierShares(queries, gpu, ram, disk int64) (gpuShare, ramShare, diskShare float64) {
+	q := float64(queries)
+	gpuShare = min(float64(max(gpu, 0))/q, 1)
+	ramShare = min(float64(max(ram, 0))/q, 1-gpuShare)
+	diskShare = min(float64(max(disk, 0))/q, 1-gpuShare-ramShare)
+	return gpuShare, ramShare, diskShare
+}
+
+// recordStores folds one reading of the SSD stores into their history.
+func (s *sampler) recordStores(now time.Time, stores []KVStore) {
+	for i := range stores {
+		st := &stores[i]
+		h := s.stores[st.Node]
+		if h == nil {
+			h = &storeHistory{bucketRing: newBucketRing[storeBucket](s.cfg.ChartPoints)}
+			s.stores[st.Node] = h
+		}
+		b := h.advance(now, s.bucketLen())
+		h.lastSeen = now
+		if st.Err != "" {
+			continue // as for an engine: the next reading counts from the last good one
+		}
+		if h.primed {
+			b.hits += counterDelta(h.hits, st.Hits)
+			b.misses += counterDelta(h.misses, st.Misses)
+			b.evicted += counterDelta(h.evicted, st.EvictedBlocks)
+			b.corrupt += counterDelta(h.corrupt, st.CorruptDropped)
+			if dt := now.Sub(h.lastSample).Seconds(); dt > 0 {
+				h.readPerSec = float64(counterDelta(h.read, st.ReadBytes)) / dt
+				h.writePerSec = float64(counterDelta(h.written, st.WrittenBytes)) / dt
+			}
+		} else {
+			h.readPerSec, h.writePerSec = math.NaN(), math.NaN()
+		}
+		h.primed = true
+		h.hits, h.misses, h.evicted, h.corrupt = st.Hits, st.Misses, st.EvictedBlocks, st.CorruptDropped
+		h.read, h.written = st.ReadBytes, st.WrittenBytes
+		h.lastSample = now
+	}
+	for node, h := range s.stores {
+		if now.Sub(h.lastSeen) > s.cfg.ChartWindow {
+			delete(s.stores, node)
+		}
+	}
+}
+
+// storeViews derives each store's window figures for snap.
+func (s *sampler) storeViews(now time.Time, snap *snapshot) {
+	length := s.bucketLen()
+	nowIdx := now.UnixNano() / int64(length)
+	windowBuckets := int64(math.Ceil(float64(s.cfg.StatsWindow) / float64(length)))
+	for node, h := range s.stores {
+		var hits, misses int64
+		v := storeView{hitRate: math.NaN(), readPerSec: h.readPerSec, writePerSec: h.writePerSec}
+		if h.headIdx >= 0 {
+			for back := range int64(len(h.ring)) {
+				age := nowIdx - (h.headIdx - back)
+				if age < 0 || age >= windowBuckets {
+					continue
+				}
+				b := &h.ring[(h.head-int(back)+len(h.ring))%len(h.ring)]
+				hits += b.hits
+				misses += b.misses
+				v.evicted += b.evicted
+				v.corrupt += b.corrupt
+			}
+		}
+		if hits+misses > 0 {
+			v.hitRate = float64(hits) / float64(hits+misses)
+		}
+		if !h.primed || now.Sub(h.lastSample) > 2*s.cfg.Interval+length {
+			v.readPerSec, v.writePerSec = math.NaN(), math.NaN()
+		}
+		snap.storeViews[node] = v
 	}
 }

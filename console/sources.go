@@ -101,6 +101,25 @@ type Engine struct {
 	PrefixHits       int64 // of those, tokens found
 	GenerationTokens int64 // output tokens produced
 
+	// Tiers below the GPU. The engine may keep KV blocks it evicts from
+	// the GPU in host RAM (RAMTotalBlocks 0: it has no RAM tier) and in
+	// its node's SSD store (KVStoreSource reports that one, shared by the
+	// node's engines). RAM blocks are the GPU's block size; RAMUsedBlocks
+	// are those holding KV.
+	RAMTotalBlocks int
+	RAMUsedBlocks  int
+	// Cumulative counters, like the ones above. RAMHitTokens and
+	// DiskHitTokens are prompt tokens of PrefixQueries that the GPU cache
+	// did not hold and that were loaded from the RAM tier or from the
+	// node's SSD store instead of recomputed; PrefixHits counts only the
+	// GPU's hits, so the three never count a token twice.
+	RAMHitTokens  int64
+	DiskHitTokens int64
+	// LoadedBytes were copied into the GPU from the tiers below it,
+	// StoredBytes out of it into them.
+	LoadedBytes int64
+	StoredBytes int64
+
 	// PrefillTokensPerSec is the engine's prefill speed, used to turn cached
 	// tokens into prefill seconds saved; 0 takes Config.PrefillTokensPerSec.
 	PrefillTokensPerSec float64
@@ -116,6 +135,42 @@ type GPUProcess struct {
 	Name      string // executable name, "python3"; "" when the driver hides it
 	PID       int
 	UsedBytes uint64 // 0 when the driver cannot tell (some Windows/WSL setups)
+}
+
+// KVStoreSource reports the SSD store of every node: the tier below the
+// engines' RAM where a node keeps KV blocks for all of its engines.
+type KVStoreSource interface {
+	// KVStores returns one entry per node that has a store, in a stable
+	// order.
+	KVStores(ctx context.Context) ([]KVStore, error)
+}
+
+// KVStore is one node's SSD store of KV blocks.
+type KVStore struct {
+	Node string // host, as in Engine.Node; the node's engines share it
+	Dir  string // where the store keeps its files
+
+	UsedBytes     int64 // held by blocks
+	CapacityBytes int64 // the most it may hold; 0 when unbounded or unknown
+	// FreeDiskBytes is what the store's file system has left; negative
+	// when the source cannot tell.
+	FreeDiskBytes int64
+	Blocks        int // blocks held
+
+	// Cumulative counters; the console turns them into rates, and a drop
+	// is a restart, as for Engine's counters. Hits and Misses are block
+	// lookups found and not found; EvictedBlocks were removed to make
+	// room, CorruptDropped removed because they failed their check on
+	// reading; ReadBytes and WrittenBytes are the store's disk traffic.
+	Hits, Misses   int64
+	EvictedBlocks  int64
+	CorruptDropped int64
+	ReadBytes      int64
+	WrittenBytes   int64
+
+	// Err is the last error reading this store ("disk full"); the panel
+	// shows it instead of hiding the store.
+	Err string
 }
 
 // RouterSource reports the router's recent decisions and queue.

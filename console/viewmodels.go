@@ -18,11 +18,162 @@ func overviewVM(cfg Config, snap *snapshot) components.OverviewVM {
 	if snap.enginesErr != nil {
 		vm.Err = "Cannot read the engines: " + snap.enginesErr.Error()
 	}
+	storeOf := make(map[string]*KVStore, len(snap.stores))
+	for i := range snap.stores {
+		storeOf[snap.stores[i].Node] = &snap.stores[i]
+	}
 	vm.GPUs = make([]components.GPUCard, 0, len(snap.engines))
 	for _, e := range snap.engines {
-		vm.GPUs = append(vm.GPUs, gpuCardVM(cfg, e, snap.workers[e.Worker]))
+		w, sampled := snap.workers[e.Worker]
+		card := gpuCardVM(cfg, e, w)
+		if !sampled {
+			w.tiers = unknownTiers
+		}
+		card.Tiers = tiersVM(cfg, e, w.tiers, storeOf[e.Node])
+		vm.GPUs = append(vm.GPUs, card)
+	}
+	if snap.storesErr != nil {
+		vm.StoresErr = "Cannot read the SSD stores: " + snap.storesErr.Error()
+	}
+	vm.Stores = make([]components.StoreCard, 0, len(snap.stores))
+	for i := range snap.stores {
+		st := &snap.stores[i]
+		v, sampled := snap.storeViews[st.Node]
+		if !sampled {
+			v = unknownStore
+		}
+		vm.Stores = append(vm.Stores, storeCardVM(cfg, st, v))
 	}
 	return vm
+}
+
+// unknownTiers and unknownStore are the figures of a worker or store the
+// sampler has no history of yet.
+var (
+	unknownTiers = tierView{
+		gpuShare: math.NaN(), ramShare: math.NaN(), diskShare: math.NaN(),
+		loadedPerSec: math.NaN(), storedPerSec: math.NaN(),
+	}
+	unknownStore = storeView{hitRate: math.NaN(), readPerSec: math.NaN(), writePerSec: math.NaN()}
+)
+
+// tiersVM lays out an engine's tiers: how full each is and where its
+// prompt tokens came from. store is its node's SSD store, nil when none.
+// An engine with neither a RAM tier nor a store, and no tokens loaded from
+// either, has no tiers to show.
+func tiersVM(cfg Config, e Engine, v tierView, store *KVStore) components.Tiers {
+	hasRAM := e.RAMTotalBlocks > 0
+	hasSSD := store != nil || e.DiskHitTokens > 0
+	if !hasRAM && !hasSSD && e.RAMHitTokens <= 0 && e.LoadedBytes <= 0 && e.StoredBytes <= 0 {
+		return components.Tiers{}
+	}
+	t := components.Tiers{
+		Shown:  true,
+		Window: fmtWindow(cfg.StatsWindow),
+		Loaded: fmtByteRate(v.loadedPerSec),
+		Stored: fmtByteRate(v.storedPerSec),
+	}
+	gpu := components.TierBar{Name: "GPU", Class: "tier-gpu", Text: "size not reported"}
+	if e.TotalBlocks > 0 {
+		// Blocks holding KV: those of running requests and the reusable
+		// ones.
+		held := min(max(e.UsedBlocks, 0)+max(e.CachedFreeBlocks, 0), e.TotalBlocks)
+		gpu = blockBar("GPU", "tier-gpu", held, e.TotalBlocks)
+	}
+	t.Bars = append(t.Bars, gpu)
+	if hasRAM {
+		t.Bars = append(t.Bars, blockBar("RAM", "tier-ram", min(max(e.RAMUsedBlocks, 0), e.RAMTotalBlocks), e.RAMTotalBlocks))
+	}
+	if store != nil {
+		t.Bars = append(t.Bars, storeBar(store))
+	}
+	t.Shares = tierSharesVM(v, e.RAMTotalBlocks > 0 || e.RAMHitTokens > 0, hasSSD)
+	return t
+}
+
+// blockBar draws a tier measured in blocks.
+func blockBar(name, class string, used, total int) components.TierBar {
+	share := float64(used) / float64(total)
+	b := components.TierBar{
+		Name: name, Class: class, Known: true,
+		UsedW: fmtSVG(share * components.BarWidth),
+		Pct:   fmtPct(share),
+		Text:  strconv.Itoa(used) + " / " + strconv.Itoa(total) + " blocks",
+	}
+	b.Label = name + " KV tier: " + b.Pct + " full, " + b.Text
+	return b
+}
+
+// storeBar draws a node's SSD store, which its engines share. A store
+// without a known capacity has no bar, only its size.
+func storeBar(st *KVStore) components.TierBar {
+	used := max(st.UsedBytes, 0)
+	b := components.TierBar{Name: "SSD", Class: "tier-ssd", Shared: true, Text: fmtBytes(float64(used)) + ", no capacity set"}
+	if st.CapacityBytes > 0 {
+		share := min(float64(used)/float64(st.CapacityBytes), 1)
+		b.Known = true
+		b.UsedW = fmtSVG(share * components.BarWidth)
+		b.Pct = fmtPct(share)
+		b.Text = fmtBytes(float64(used)) + " / " + fmtBytes(float64(st.CapacityBytes))
+	}
+	b.Label = "SSD KV store of " + st.Node + ", shared by its engines: " + b.Text
+	if b.Pct != "" {
+		b.Label += ", " + b.Pct + " full"
+	}
+	return b
+}
+
+// tierSharesVM stacks GPU hits, RAM loads and SSD loads from the left;
+// the rest of the bar is recomputed tokens.
+func tierSharesVM(v tierView, hasRAM, hasSSD bool) components.TierShares {
+	s := components.TierShares{
+		HasRAM: hasRAM, HasSSD: hasSSD,
+		GPU: noValue, RAM: noValue, SSD: noValue, Recomputed: noValue,
+	}
+	if math.IsNaN(v.gpuShare) {
+		s.Label = "Prompt tokens: none looked up yet"
+		return s
+	}
+	s.Known = true
+	gpuW := v.gpuShare * components.BarWidth
+	ramW := v.ramShare * components.BarWidth
+	ssdW := v.diskShare * components.BarWidth
+	s.GPUW = fmtSVG(gpuW)
+	s.RAMX, s.RAMW = fmtSVG(gpuW), fmtSVG(ramW)
+	s.SSDX, s.SSDW = fmtSVG(gpuW+ramW), fmtSVG(ssdW)
+	s.GPU, s.RAM, s.SSD = fmtPct(v.gpuShare), fmtPct(v.ramShare), fmtPct(v.diskShare)
+	s.Recomputed = fmtPct(max(1-v.gpuShare-v.ramShare-v.diskShare, 0))
+	s.Label = "Prompt tokens: " + s.GPU + " hit in the GPU cache"
+	if hasRAM {
+		s.Label += ", " + s.RAM + " loaded from RAM"
+	}
+	if hasSSD {
+		s.Label += ", " + s.SSD + " loaded from SSD"
+	}
+	s.Label += ", " + s.Recomputed + " recomputed"
+	return s
+}
+
+// storeCardVM is one node's SSD store panel.
+func storeCardVM(cfg Config, st *KVStore, v storeView) components.StoreCard {
+	c := components.StoreCard{
+		DOMID:    domID("store-", st.Node),
+		Node:     st.Node,
+		Dir:      st.Dir,
+		Bar:      storeBar(st),
+		Blocks:   strconv.Itoa(max(st.Blocks, 0)),
+		FreeDisk: valueOr(st.FreeDiskBytes >= 0, fmtBytes(float64(st.FreeDiskBytes))),
+		Window:   fmtWindow(cfg.StatsWindow),
+		HitRate:  fmtPct(v.hitRate),
+		Read:     fmtByteRate(v.readPerSec),
+		Write:    fmtByteRate(v.writePerSec),
+		Evicted:  strconv.FormatInt(v.evicted, 10),
+		Corrupt:  strconv.FormatInt(v.corrupt, 10),
+		Err:      st.Err,
+	}
+	c.CorruptSeen = v.corrupt > 0
+	c.Bar.Shared = false // the panel is the store itself
+	return c
 }
 
 func totalsVM(cfg Config, snap *snapshot) components.Totals {

@@ -18,6 +18,10 @@ type OverviewVM struct {
 	Totals Totals
 	GPUs   []GPUCard
 	Err    string // the engine source failed
+	// Stores are the nodes' SSD KV stores, one panel each; none when the
+	// daemon has no store source. StoresErr says the source failed.
+	Stores    []StoreCard
+	StoresErr string
 }
 
 // Totals are the cluster figures above the GPU cards.
@@ -67,6 +71,7 @@ type GPUCard struct {
 	Lost           bool   // the driver lost the GPU
 	LostText       string // "GPU lost: <driver error>"
 	KV             KVBar
+	Tiers          Tiers
 	Chart          HitChart
 	Running        int
 	Waiting        int
@@ -90,6 +95,65 @@ type KVBar struct {
 	CachedPct  string
 	EmptyPct   string
 	Label      string // accessible summary
+}
+
+// Tiers are where an engine keeps KV (the GPU, host RAM, its node's SSD
+// store) and where its prompt tokens came from. Shown is false for an
+// engine with no tier below the GPU; the card then shows none of it.
+type Tiers struct {
+	Shown  bool
+	Bars   []TierBar // GPU, then RAM if the engine has it, then SSD if its node has a store
+	Window string    // "5 min": the window of Shares
+	Shares TierShares
+	Loaded string // bytes per second into the GPU from the tiers below, "1.2 GiB/s"; "–" unknown
+	Stored string // out of the GPU into them
+}
+
+// TierBar is how full one tier is, drawn in a 0..BarWidth view box.
+type TierBar struct {
+	Name   string // "GPU", "RAM", "SSD"
+	Class  string // CSS class of the filled part: "tier-gpu", ...
+	Known  bool   // the size is known; otherwise Text says what is
+	UsedW  string // filled width in view-box units, formatted
+	Pct    string // "62%"
+	Text   string // "1180 / 1900 blocks", "412.0 GiB / 500.0 GiB"
+	Shared bool   // the node's engines share this tier
+	Label  string // accessible summary
+}
+
+// TierShares splits the prompt tokens an engine looked up over the window
+// into GPU hits, RAM loads, SSD loads and recomputed tokens, stacked in a
+// 0..BarWidth view box.
+type TierShares struct {
+	Known bool // the engine looked up tokens in the window
+	// HasRAM and HasSSD say which tiers the legend names: the engine's RAM
+	// tier, its node's store (or SSD loads the engine counted anyway).
+	HasRAM, HasSSD            bool
+	GPUW                      string
+	RAMX, RAMW                string
+	SSDX, SSDW                string
+	GPU, RAM, SSD, Recomputed string // shares, "62%"
+	Label                     string // accessible summary
+}
+
+// StoreCard is one node's SSD KV store.
+type StoreCard struct {
+	DOMID    string
+	Node     string
+	Dir      string
+	Bar      TierBar
+	Blocks   string // blocks held
+	FreeDisk string // "812.4 GiB"; "–" unknown
+	Window   string // "5 min": the window of HitRate, Evicted and Corrupt
+	HitRate  string // lookups found, "71%"; "–" without lookups
+	Read     string // disk traffic, "240 MiB/s"; "–" unknown
+	Write    string
+	Evicted  string // blocks evicted in the window
+	Corrupt  string // blocks dropped in the window for failing their check
+	// CorruptSeen marks Corrupt: the store dropped corrupt blocks in the
+	// window.
+	CorruptSeen bool
+	Err         string
 }
 
 // MemoryBar is a GPU's memory by owner, stacked in a 0..BarWidth view box:
