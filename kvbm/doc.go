@@ -34,9 +34,11 @@
 // Rescan, and keeps it under its capacity with a segmented LRU: a block
 // enters on probation, a second use protects it (up to 80% of the capacity),
 // and eviction takes probation's least recently used block first, so a
-// one-off scan does not push out a prefix that agents keep sharing. The
-// daemon is meant to be the one that evicts for the node (a process with a
-// larger capacity does not), Rescan regularly, and turn OnEvict's reports into
-// KV events for the router. Stats and the prometheus.Collector (metrics named
+// one-off scan does not push out a prefix that agents keep sharing. Every
+// Store evicts to keep what its catalog holds under its own capacity; the
+// daemon is meant to hold the node's capacity, Rescan regularly so that its
+// catalog holds every process's blocks, and turn OnEvict's reports into KV
+// events for the router, while engine processes may open the store with a
+// larger capacity and leave eviction to it. Stats and the prometheus.Collector (metrics named
 // hearth_kvbm_store_*) show one process's view.
 package kvbm

@@ -1,8 +1,10 @@
 package kvbm
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -20,6 +22,7 @@ const (
 	tortureEnv    = "KVBM_TORTURE_CHILD_DIR"
 	tortureHashes = 64
 	tortureSpace  = "torture"
+	tortureReady  = "store open"
 )
 
 // tortureSize varies the block size per hash (up to 96 KiB), so that a torn
@@ -42,6 +45,7 @@ func TestTortureChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp := s.Space(tortureSpace)
+	fmt.Println(tortureReady)
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 1))
 	buf := make([]byte, 0, 128<<10)
 	for {
@@ -73,21 +77,31 @@ func TestKillNineTorture(t *testing.T) {
 		runs++
 		cmd := exec.Command(os.Args[0], "-test.run=^TestTortureChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), tortureEnv+"="+dir)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// The child spends some milliseconds starting up; the delay is
-		// counted from then on only roughly, which spreads the kills.
+		// The delay counts from the child's word that its store is open,
+		// so a slow start (as under -race) does not eat it.
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil || line != tortureReady+"\n" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("run %d: child did not start: %q, %v\n%s", runs, line, err, stderr.String())
+		}
 		time.Sleep(time.Duration(rng.IntN(31)) * time.Millisecond)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		err := cmd.Wait()
+		err = cmd.Wait()
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("run %d: child ended by %v before the kill:\n%s", runs, err, out.String())
+			t.Fatalf("run %d: child ended by %v before the kill:\n%s", runs, err, stderr.String())
 		}
 
 		s, err := OpenStore(StoreConfig{Dir: dir, CapacityBytes: 1 << 30})
