@@ -252,7 +252,8 @@ func (sp *Space) Has(hash uint64) bool {
 }
 
 // Put stores a block of size payload bytes unless the space holds it
-// already (then it counts as a use). A nil payload writes a sparse file of
+// already, in the catalog or as a file of the right size another process
+// wrote (then it counts as a use). A nil payload writes a sparse file of
 // size zero bytes. Blocks are evicted first to keep the store under its
 // capacity. The file is written under a temp name in its directory and
 // renamed into place, so another process sees all of it or none; on an
@@ -276,6 +277,15 @@ func (sp *Space) Put(hash uint64, size int64, payload []byte) error {
 		s.mu.Unlock()
 		return nil
 	}
+	s.mu.Unlock()
+	// Another process may have written it since the last Rescan: then
+	// taking its file saves writing the block again. Its size is checked
+	// here, the rest by Get.
+	if fi, err := os.Stat(sp.path(hash)); err == nil && fi.Mode().IsRegular() && fi.Size() == need {
+		s.adopt(sp, hash, size, fi.ModTime().UnixNano())
+		return nil
+	}
+	s.mu.Lock()
 	if need > s.capacity {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %d bytes, capacity %d", ErrTooLarge, need, s.capacity)
@@ -302,6 +312,21 @@ func (sp *Space) Put(hash uint64, size int64, payload []byte) error {
 	s.insertLocked(sp, hash, size, mtime)
 	sp.c.stores++
 	return nil
+}
+
+// adopt enters a block another process wrote and counts this as its
+// second use.
+func (s *Store) adopt(sp *Space, hash uint64, size, mtime int64) {
+	s.mu.Lock()
+	e := sp.blocks[hash]
+	if e == nil {
+		e = s.insertLocked(sp, hash, size, mtime)
+		s.used += e.bytes()
+	}
+	s.lru.use(e)
+	victims := s.evictLocked(0)
+	s.mu.Unlock()
+	s.dropFiles(victims)
 }
 
 // writeBlock writes the block file and returns its mtime.
@@ -428,20 +453,14 @@ func (sp *Space) Get(hash uint64, dst []byte) ([]byte, error) {
 	if err := os.Chtimes(path, now, now); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Debug("kvbm: touch block", "path", path, "err", err)
 	}
+	s.adopt(sp, hash, int64(len(data)), now.UnixNano())
 	s.mu.Lock()
-	var victims []victim
-	e := sp.blocks[hash]
-	if e == nil {
-		e = s.insertLocked(sp, hash, int64(len(data)), now.UnixNano())
-		s.used += e.bytes()
-		victims = s.evictLocked(0)
+	if e := sp.blocks[hash]; e != nil {
+		e.mtime = now.UnixNano()
 	}
-	s.lru.use(e)
-	e.mtime = now.UnixNano()
 	sp.c.hits++
 	sp.c.readBytes += int64(len(data))
 	s.mu.Unlock()
-	s.dropFiles(victims)
 	return data, nil
 }
 

@@ -448,6 +448,17 @@ func TestRescanAcrossStores(t *testing.T) {
 		t.Fatalf("reader's Get of an unscanned block: %v", err)
 	}
 
+	// A Put of a block another process wrote takes its file.
+	if err := w.Put(5, 100, payloadFor(5, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Put(5, 100, payloadFor(5, 100)); err != nil || !r.Has(5) {
+		t.Fatalf("reader's Put of a block on disk: %v", err)
+	}
+	if st := reader.Stats().Total; st.Stores != 0 || st.WrittenBytes != 0 {
+		t.Errorf("reader wrote a block already on disk: %+v", st)
+	}
+
 	// The writer's use of block 3 reaches the reader as a newer mtime:
 	// the reader then keeps 3 over 4 when it must evict.
 	for _, h := range []uint64{3, 4} {
@@ -490,8 +501,8 @@ func TestRescanAcrossStores(t *testing.T) {
 	}
 	got := ev.get("m")
 	slices.Sort(got)
-	if !slices.Equal(got, []uint64{1, 2, 3, 4}) {
-		t.Errorf("OnEvict reported %v, want the 4 vanished blocks", got)
+	if !slices.Equal(got, []uint64{1, 2, 3, 4, 5}) {
+		t.Errorf("OnEvict reported %v, want the 5 vanished blocks", got)
 	}
 }
 
