@@ -3,5 +3,42 @@
 // eviction policy between tiers.
 //
 // It must not route requests or know about client protocols. It imports
-// only kvevents, whose events tell it where engines hold blocks.
+// only kvevents, whose events tell it where engines hold blocks, and clock.
+//
+// # The node's SSD block store
+//
+// Store is the SSD tier (G3): one directory on local disk shared by every
+// engine of the node and by Hearth's daemon, each process opening it with
+// OpenStore. A block is immutable and named by its engine block hash, which
+// is the same for the same prefix in every engine of one model, so whichever
+// engine writes a block first, every engine can read it.
+//
+// Layout: <root>/<space>/<2 hex>/<16 hex hash>.kv, where a space is one
+// model, engine kind and block size (a name such as "vllm-Qwen3-14B-b16",
+// see SanitizeSpaceName) and the two hex digits are the hash's top byte.
+// Each file is a 40-byte header (magic "HKVB", format version, flags, hash,
+// payload length, xxh3-64 of the payload, xxh3-64 of the header) and then the
+// payload; a Put without a payload writes a sparse file whose payload reads
+// as zeros. Files whose names start with "." are temp files.
+//
+// Processes coordinate through atomic file-system operations only: a block is
+// written to a temp file in its directory and renamed into place, so a reader
+// sees all of it or nothing, even when its writer is killed; eviction and
+// cleanup unlink; every operation takes a missing file (ENOENT) as "someone
+// else deleted it". A Get verifies the header against the file's name and
+// size and the payload against its checksum; a block that fails is deleted and
+// reported as ErrCorrupt, never returned. A Get touches the file's mtime, and
+// a Rescan of another process counts a changed mtime as a use.
+//
+// Each Store keeps an in-memory catalog, updated by its own operations and by
+// Rescan, and keeps it under its capacity with a segmented LRU: a block
+// enters on probation, a second use protects it (up to 80% of the capacity),
+// and eviction takes probation's least recently used block first, so a
+// one-off scan does not push out a prefix that agents keep sharing. Every
+// Store evicts to keep what its catalog holds under its own capacity; the
+// daemon is meant to hold the node's capacity, Rescan regularly so that its
+// catalog holds every process's blocks, and turn OnEvict's reports into KV
+// events for the router, while engine processes may open the store with a
+// larger capacity and leave eviction to it. Stats and the prometheus.Collector (metrics named
+// hearth_kvbm_store_*) show one process's view.
 package kvbm
