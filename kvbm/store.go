@@ -408,17 +408,24 @@ func (sp *Space) fillTemp(f *os.File, hash uint64, size int64, payload []byte) (
 // one as ErrNotFound. A Get is a use of the block: its file's mtime is set
 // to now so that other processes' Rescan sees it.
 func (sp *Space) Get(hash uint64, dst []byte) ([]byte, error) {
+	data, _, err := sp.get(hash, dst, false)
+	return data, err
+}
+
+// get is Get; with verifyOnly it returns no data, only the payload's
+// length, and a payload that is all holes is verified without reading it.
+func (sp *Space) get(hash uint64, dst []byte, verifyOnly bool) ([]byte, int64, error) {
 	s := sp.store
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, ErrClosed
+		return nil, 0, ErrClosed
 	}
 	known := sp.blocks[hash]
 	s.mu.Unlock()
 
 	path := sp.path(hash)
-	data, err := readBlock(path, hash, dst)
+	data, n, err := readBlock(path, hash, dst, verifyOnly)
 	if err != nil {
 		corrupt := errors.Is(err, errCorruptFile)
 		if corrupt {
@@ -442,41 +449,46 @@ func (sp *Space) Get(hash uint64, dst []byte) ([]byte, error) {
 		s.report(dropped)
 		switch {
 		case corrupt:
-			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
+			return nil, 0, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
 		case gone:
-			return nil, ErrNotFound
+			return nil, 0, ErrNotFound
 		}
-		return nil, fmt.Errorf("kvbm: get %016x: %w", hash, err)
+		return nil, 0, fmt.Errorf("kvbm: get %016x: %w", hash, err)
 	}
 
 	now := s.clock.Now()
 	if err := os.Chtimes(path, now, now); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Debug("kvbm: touch block", "path", path, "err", err)
 	}
-	s.adopt(sp, hash, int64(len(data)), now.UnixNano())
+	s.adopt(sp, hash, n, now.UnixNano())
 	s.mu.Lock()
 	if e := sp.blocks[hash]; e != nil {
 		e.mtime = now.UnixNano()
 	}
 	sp.c.hits++
-	sp.c.readBytes += int64(len(data))
+	sp.c.readBytes += n
 	s.mu.Unlock()
-	return data, nil
+	return data, n, nil
 }
 
 var errCorruptFile = errors.New("corrupt block file")
 
 // readBlock reads and verifies the block file at path. Verification
 // failures wrap errCorruptFile; a missing file is fs.ErrNotExist.
-func readBlock(path string, hash uint64, dst []byte) ([]byte, error) {
+func readBlock(path string, hash uint64, dst []byte, verifyOnly bool) ([]byte, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
 	h, err := readHeader(f, hash)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	if verifyOnly && h.payloadSum == zeroSum(h.length) && allZero(f, h.length) {
+		// Holes read as zeros, whose checksum the header holds: the
+		// payload is verified without reading it.
+		return nil, h.length, nil
 	}
 	buf := dst[:0]
 	if int64(cap(buf)) < h.length {
@@ -485,14 +497,45 @@ func readBlock(path string, hash uint64, dst []byte) ([]byte, error) {
 	buf = buf[:h.length]
 	if _, err := f.ReadAt(buf, HeaderSize); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%w: payload shorter than %d bytes", errCorruptFile, h.length)
+			return nil, 0, fmt.Errorf("%w: payload shorter than %d bytes", errCorruptFile, h.length)
 		}
-		return nil, err
+		return nil, 0, err
 	}
 	if got := xxh3.Hash(buf); got != h.payloadSum {
-		return nil, fmt.Errorf("%w: payload checksum %016x, header says %016x", errCorruptFile, got, h.payloadSum)
+		return nil, 0, fmt.Errorf("%w: payload checksum %016x, header says %016x", errCorruptFile, got, h.payloadSum)
 	}
-	return buf, nil
+	return buf, h.length, nil
+}
+
+// allZero reports whether a payload of length bytes after the header reads
+// as zeros without reading most of it: the rest of the header's file-system
+// block is read and checked, and past it the file system must find no data
+// (SEEK_DATA). A file system that cannot tell reports data, and the payload
+// is then read.
+func allZero(f *os.File, length int64) bool {
+	var head [4096]byte
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return false
+	}
+	blksize := int64(st.Blksize) // int32 on some platforms
+	if blksize < HeaderSize || blksize > int64(len(head)) {
+		return false
+	}
+	n := min(blksize-HeaderSize, length)
+	if _, err := f.ReadAt(head[:n], HeaderSize); err != nil {
+		return false
+	}
+	for _, b := range head[:n] {
+		if b != 0 {
+			return false
+		}
+	}
+	if n == length {
+		return true
+	}
+	_, err := unix.Seek(int(f.Fd()), blksize, unix.SEEK_DATA)
+	return errors.Is(err, unix.ENXIO)
 }
 
 // readHeader reads and checks the header of an open block file against its
@@ -618,3 +661,40 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	return nil
 }
+
+// SpaceName is the space of an engine kind's blocks of a model at a block
+// size: engines that share one hash each other's blocks alike.
+func SpaceName(engine, model string, blockSize int) string {
+	return SanitizeSpaceName(fmt.Sprintf("%s-%s-b%d", engine, model, blockSize))
+}
+
+// loadBuffers hold the payloads Load reads and drops.
+var loadBuffers sync.Pool
+
+// Load reads and verifies a block of size bytes and drops its payload, as
+// an engine does when it copies the block to its GPU (a payload of holes,
+// a sparse block, is verified by asking the file system, not by reading): with Has and Store
+// it makes a Space an engine's node store (runtime/sim.NodeStore). A
+// block of another size is an error.
+func (sp *Space) Load(hash uint64, size int64) error {
+	buf, _ := loadBuffers.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	data, n, err := sp.get(hash, *buf, true)
+	if cap(data) > cap(*buf) {
+		*buf = data[:0]
+	}
+	loadBuffers.Put(buf)
+	if err != nil {
+		return err
+	}
+	if n != size {
+		return fmt.Errorf("kvbm: load %016x: %d bytes, want %d", hash, n, size)
+	}
+	return nil
+}
+
+// Store writes a sparse block of size bytes (Put with no payload): the
+// write-through of a simulated engine, which has no KV bytes to write.
+func (sp *Space) Store(hash uint64, size int64) error { return sp.Put(hash, size, nil) }
