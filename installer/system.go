@@ -58,7 +58,12 @@ func (HostSystem) DiskFree(path string) (uint64, error) {
 }
 
 // MemAvailable implements System.
-func (h HostSystem) MemAvailable() (uint64, error) {
+func (h HostSystem) MemAvailable() (uint64, error) { return h.meminfo("MemAvailable") }
+
+// MemTotal is the host's memory (/proc/meminfo's MemTotal).
+func (h HostSystem) MemTotal() (uint64, error) { return h.meminfo("MemTotal") }
+
+func (h HostSystem) meminfo(key string) (uint64, error) {
 	path := h.MeminfoPath
 	if path == "" {
 		path = "/proc/meminfo"
@@ -67,29 +72,32 @@ func (h HostSystem) MemAvailable() (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("host memory: %w", err)
 	}
-	return parseMemAvailable(data)
+	return parseMeminfo(data, key)
 }
 
 // parseMemAvailable reads MemAvailable from /proc/meminfo's text
 // ("MemAvailable:   12345678 kB").
-func parseMemAvailable(meminfo []byte) (uint64, error) {
+func parseMemAvailable(meminfo []byte) (uint64, error) { return parseMeminfo(meminfo, "MemAvailable") }
+
+// parseMeminfo reads one field of /proc/meminfo's text, in bytes.
+func parseMeminfo(meminfo []byte, field string) (uint64, error) {
 	sc := bufio.NewScanner(bytes.NewReader(meminfo))
 	for sc.Scan() {
 		key, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok || key != "MemAvailable" {
+		if !ok || key != field {
 			continue
 		}
 		fields := strings.Fields(rest)
 		if len(fields) != 2 || fields[1] != "kB" {
-			return 0, fmt.Errorf("host memory: MemAvailable: unexpected %q", strings.TrimSpace(rest))
+			return 0, fmt.Errorf("host memory: %s: unexpected %q", field, strings.TrimSpace(rest))
 		}
 		kb, err := strconv.ParseUint(fields[0], 10, 64)
 		if err != nil || kb > 1<<53 {
-			return 0, fmt.Errorf("host memory: MemAvailable: unexpected %q", fields[0])
+			return 0, fmt.Errorf("host memory: %s: unexpected %q", field, fields[0])
 		}
 		return kb << 10, nil
 	}
-	return 0, errors.New("host memory: no MemAvailable in /proc/meminfo")
+	return 0, fmt.Errorf("host memory: no %s in /proc/meminfo", field)
 }
 
 // Listen implements System.

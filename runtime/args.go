@@ -175,7 +175,7 @@ func SGLangArgs(spec Spec, p Ports) []string {
 // launchers add it before Spec.Env, which may override it.
 func EngineEnv(spec Spec) []string {
 	if spec.Engine == KindSGLang && spec.UsesKVStore() {
-		return []string{"SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR=" + spec.KVStoreDir}
+		return []string{SGLangFileStorageDirEnv + "=" + spec.KVStoreDir}
 	}
 	return nil
 }
@@ -257,3 +257,7 @@ func ToolCallsFlag(spec Spec) string {
 	}
 	return fmt.Sprintf("%d-%d", spec.MinToolCalls, spec.MaxToolCalls)
 }
+
+// SGLangFileStorageDirEnv is the variable from which SGLang's HiCache file
+// backend takes its directory.
+const SGLangFileStorageDirEnv = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"

@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"flag"
+
 	"fmt"
 	"io"
 	"os"
@@ -194,9 +194,7 @@ func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags,
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	return f, f.check(set)
+	return f, f.check(flagsSet(fs))
 }
 
 // check rejects flag combinations that make no sense.

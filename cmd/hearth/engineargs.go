@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/catalog"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
 )
 
@@ -69,10 +70,14 @@ type engineCommand struct {
 	help       bool
 
 	// Parse state.
-	kvEventsConfig   string
-	hierarchical     bool
-	hicacheGB        float64
-	hicacheRatio     float64
+	kvEventsConfig string
+	hierarchical   bool
+	hicacheGB      float64
+	hicacheRatio   float64
+	hicacheStorage string // --hicache-storage-backend
+	// storeDir is the node KV store SGLang's file backend writes to
+	// (SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR); "" when it has none.
+	storeDir         string
 	priorityRequired bool // SGLang: --schedule-policy priority without --enable-priority-scheduling
 }
 
@@ -343,8 +348,13 @@ func sglangFlags() []engineFlag {
 		}},
 	}...)
 	flags = append(flags, simFlags...)
+	flags = append(flags, engineFlag{names: []string{"--hicache-storage-backend"}, value: true, set: func(c *engineCommand, v string) error {
+		c.hicacheStorage = v
+		c.serverArgs["hicache_storage_backend"] = v
+		return nil
+	}})
 	ignoredValues := []string{"--tool-call-parser", "--reasoning-parser", "--hicache-write-policy",
-		"--hicache-storage-backend", "--hicache-io-backend", "--hicache-mem-layout", "--hicache-storage-prefetch-policy",
+		"--hicache-io-backend", "--hicache-mem-layout", "--hicache-storage-prefetch-policy",
 		"--tp-size", "--tp", "--tensor-parallel-size", "--dp-size", "--dp", "--data-parallel-size", "--api-key",
 		"--dtype", "--quantization", "--kv-cache-dtype", "--tokenizer-path", "--tokenizer-mode", "--chat-template",
 		"--attention-backend", "--log-level", "--random-seed", "--load-format", "--download-dir", "--revision",
@@ -676,6 +686,12 @@ func (c *engineCommand) finish(getenv func(string) string) error {
 	if c.flavor == sim.FlavorSGLang && c.hierarchical {
 		if err := c.hostTier(m); err != nil {
 			return err
+		}
+		if c.hicacheStorage == "file" {
+			c.storeDir = getenv(hruntime.SGLangFileStorageDirEnv)
+			if c.storeDir == "" {
+				c.storeDir = "/tmp/hicache" // SGLang's default
+			}
 		}
 	}
 	return nil

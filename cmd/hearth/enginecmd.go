@@ -106,6 +106,15 @@ func runEngineProgram(ctx context.Context, env *environment, prog string, args [
 		fmt.Fprintln(env.stderr, "error: tokenizer:", err)
 		return 1
 	}
+	if cmd.storeDir != "" {
+		st, space, err := openEngineStore(cmd.storeDir, cmd.cfg, newLogger(env.stderr, slog.LevelWarn, logFormatText))
+		if err != nil {
+			fmt.Fprintf(out, "OSError: %v\n", err)
+			return 1
+		}
+		defer st.Close()
+		cmd.cfg.Store = space
+	}
 	inst, err := sim.NewInstance(sim.InstanceOptions{
 		Engine: cmd.cfg, Listen: cmd.listen(), KVEvents: cmd.kvEvents, KVReplay: cmd.kvReplay, Topic: cmd.topic,
 		ServedModelName: cmd.served, ModelPath: cmd.modelPath, Speedup: cmd.speedup,

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/installer"
 	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker"
@@ -48,6 +50,7 @@ func planEngines(cfg upConfig, gpus []nodes.GPU) (specs []hruntime.Spec, notes m
 	}
 	specs = make([]hruntime.Spec, len(gpus)/tp)
 	notes = map[string]string{}
+	var kvBytes []float64 // each real engine's GPU KV cache, when planned
 	for i := range specs {
 		gpu := gpus[i*tp]
 		var peers []hruntime.GPU
@@ -66,6 +69,7 @@ func planEngines(cfg upConfig, gpus []nodes.GPU) (specs []hruntime.Spec, notes m
 			TensorParallel:  peers,
 			MaxModelLen:     cfg.maxModelLen,
 			KVOffloadingGiB: cfg.kvOffloadGiB,
+			KVStoreDir:      cfg.kvStoreDir,
 			Speedup:         cfg.speedup,
 			Seed:            cfg.seed, // equal content hashes equally in every engine, as vLLM's sha256 does
 			AllowWriteTools: cfg.simAgent.AllowWriteTools,
@@ -73,14 +77,22 @@ func planEngines(cfg upConfig, gpus []nodes.GPU) (specs []hruntime.Spec, notes m
 			MaxToolCalls:    cfg.simAgent.MaxToolCalls,
 		}
 		if engine != hruntime.KindSim {
-			note, err := planMemory(&spec, cfg, gpus[i*tp:(i+1)*tp])
+			note, kv, err := planMemory(&spec, cfg, gpus[i*tp:(i+1)*tp])
 			if err != nil {
 				return nil, nil, err
 			}
 			if note != "" {
 				notes[spec.Name] = note
 			}
+			kvBytes = append(kvBytes, kv)
 		}
+		specs[i] = spec
+	}
+	if cfg.kvOffloadAuto && len(kvBytes) == len(specs) && !slices.Contains(kvBytes, 0) {
+		planHostRAM(cfg, specs, kvBytes, notes)
+	}
+	for i := range specs {
+		spec := specs[i]
 		estimate, err := estimateProfile(spec)
 		if err != nil {
 			return nil, nil, fmt.Errorf("up: engine %s: %w", spec.Name, err)
@@ -100,11 +112,11 @@ func planEngines(cfg upConfig, gpus []nodes.GPU) (specs []hruntime.Spec, notes m
 // (named by index, without discovery) and models Hearth has no shape for
 // keep the engine's own defaults. The plan counts only the memory that is
 // free: when other programs' share cost the engine context, note says so.
-func planMemory(spec *hruntime.Spec, cfg upConfig, gpus []nodes.GPU) (note string, err error) {
+func planMemory(spec *hruntime.Spec, cfg upConfig, gpus []nodes.GPU) (note string, kvBytes float64, err error) {
 	uses := make([]catalog.GPUUse, len(gpus))
 	for i, g := range gpus {
 		if uses[i] = gpuUseOf(g); uses[i].GPU.MemoryBytes == 0 {
-			return "", nil
+			return "", 0, nil
 		}
 	}
 	hub := "" // the catalog's figures alone
@@ -113,17 +125,49 @@ func planMemory(spec *hruntime.Spec, cfg upConfig, gpus []nodes.GPU) (note strin
 	}
 	model, err := catalog.ResolveModel(spec.ModelPath, hub)
 	if err != nil {
-		return "", nil // the engine reads the model itself
+		return "", 0, nil // the engine reads the model itself
 	}
 	req := catalog.PlanRequest{GPUs: uses, Model: model, TP: len(gpus), MaxModelLen: spec.MaxModelLen}
 	plan, err := catalog.PlanEngines(req)
 	if err != nil {
-		return "", fmt.Errorf("up: engine %s: %w", spec.Name, err)
+		return "", 0, fmt.Errorf("up: engine %s: %w", spec.Name, err)
 	}
 	e := plan.Engines[0]
 	spec.GPUMemoryUtilization = e.MemoryFractionFor(string(spec.Engine))
 	spec.MaxModelLen = e.MaxModelLen
-	return planNote(req, e), nil
+	return planNote(req, e), e.KVCacheBytes(), nil
+}
+
+// planHostRAM sizes the real engines' host-RAM KV tiers from the host's
+// memory (catalog.PlanHostTiers: headroom for the system, never more than
+// is free). A note says when a tier came out smaller than its GPU's KV
+// cache, or none fitted. Memory that cannot be read leaves the flag's
+// default.
+func planHostRAM(cfg upConfig, specs []hruntime.Spec, kvBytes []float64, notes map[string]string) {
+	total, available, err := cfg.hostMemory()
+	if err != nil {
+		return
+	}
+	for i, tier := range catalog.PlanHostTiers(total, available, kvBytes) {
+		specs[i].KVOffloadingGiB = tier.GiB
+		if tier.Note == "" {
+			continue
+		}
+		if notes[specs[i].Name] != "" {
+			notes[specs[i].Name] += "; "
+		}
+		notes[specs[i].Name] += tier.Note
+	}
+}
+
+// hostMemory reads the host's total and available memory.
+func hostMemory() (total, available uint64, err error) {
+	var h installer.HostSystem
+	if total, err = h.MemTotal(); err != nil {
+		return 0, 0, err
+	}
+	available, err = h.MemAvailable()
+	return total, available, err
 }
 
 // planNote says what other programs' memory cost an engine, "" when they
@@ -182,15 +226,17 @@ func modelRepo(name string) string {
 
 // newLauncher builds the runtime --engine-runtime names, and what closes
 // it.
-func newLauncher(ctx context.Context, cfg upConfig, tok *tokenizer.Model, progress func(string, docker.PullProgress), log *slog.Logger) (hruntime.Launcher, func(), error) {
+// newLauncher picks the engines' runtime. In-process engines get their
+// part of the node store (nil: none) from the daemon's handle on it.
+func newLauncher(ctx context.Context, cfg upConfig, tok *tokenizer.Model, store *nodeStore, progress func(string, docker.PullProgress), log *slog.Logger) (hruntime.Launcher, func(), error) {
 	if cfg.engineRuntime == "docker" {
 		return newDockerLauncher(ctx, cfg, progress, log)
 	}
-	l, err := newLocalLauncher(cfg, tok, log)
+	l, err := newLocalLauncher(cfg, tok, store, log)
 	return l, func() {}, err
 }
 
-func newLocalLauncher(cfg upConfig, tok *tokenizer.Model, log *slog.Logger) (hruntime.Launcher, error) {
+func newLocalLauncher(cfg upConfig, tok *tokenizer.Model, store *nodeStore, log *slog.Logger) (hruntime.Launcher, error) {
 	switch cfg.engineRuntime {
 	case "process":
 		hearth := cfg.hearthBinary
@@ -203,7 +249,11 @@ func newLocalLauncher(cfg upConfig, tok *tokenizer.Model, log *slog.Logger) (hru
 		}
 		return &process.Launcher{Hearth: hearth, Env: os.Environ(), Logger: log.With("component", "engine")}, nil
 	default:
-		return &sim.Launcher{Tokenizer: tok, Logger: log.With("component", "engine")}, nil
+		l := &sim.Launcher{Tokenizer: tok, Logger: log.With("component", "engine")}
+		if store != nil {
+			l.NodeStore = store.space
+		}
+		return l, nil
 	}
 }
 

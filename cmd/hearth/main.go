@@ -142,6 +142,13 @@ func newFlagSet(env *environment, name, usage string) *flag.FlagSet {
 }
 
 // parseFlags parses args and turns a bad command line into errUsage.
+// flagsSet names the flags the command line set.
+func flagsSet(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	return set
+}
+
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -34,6 +34,8 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	speedup := fs.Float64("speedup", 1, "run the modelled GPU this many times faster than real time")
 	seed := fs.Int64("seed", 0, "seed of block hashes and answer texts")
 	offloadGiB := fs.Float64("kv-offloading-size", 0, "host RAM for offloaded KV blocks in GiB, vLLM's native offloading (0: off)")
+	storeDir := fs.String("kv-store-dir", "", "the node's SSD KV store, shared with the node's other engines: blocks are written through to it and loaded from it instead of recomputed (empty: none)")
+	diskGBps := fs.Float64("disk-gbps", sim.DefaultDiskGBps, "read bandwidth of the KV store's disk in GB/s")
 	flavorName := fs.String("flavor", "vllm", "engine simulated: vllm or sglang (SGLang's hashes, events, metrics and health endpoints)")
 	startup := fs.Duration("simulate-startup", 0, "how long the simulated start-up (weights, KV cache, CUDA graphs) takes")
 	failure := fs.String("simulate-failure", "", "make the start-up fail: oom or exit")
@@ -68,12 +70,20 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 		GPU: *gpu, Model: *model, NumGPUBlocks: *numBlocks, BlockSize: *blockSize,
 		MaxNumSeqs: *maxSeqs, MaxNumBatchedTokens: *maxBatched, MaxModelLen: *maxModelLen,
 		GPUMemoryUtilization: *memUtil, SchedulingPolicy: *policy, Seed: *seed,
-		CPUOffloadGiB: *offloadGiB, Flavor: flavor, Agent: agent,
+		CPUOffloadGiB: *offloadGiB, Flavor: flavor, Agent: agent, DiskGBps: *diskGBps,
 	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	log := newLogger(env.stderr, slog.LevelInfo, logFormatText)
+	if *storeDir != "" {
+		st, space, err := openEngineStore(*storeDir, cfg, log)
+		if err != nil {
+			return fmt.Errorf("sim-engine: %w", err)
+		}
+		defer st.Close()
+		cfg.Store = space
+	}
 	tok, err := tokenizer.Qwen3()
 	if err != nil {
 		return fmt.Errorf("sim-engine: %w", err)

@@ -53,9 +53,20 @@ type upConfig struct {
 	// kvOffloadGiB is each engine's host-RAM KV tier, vLLM's
 	// --kv-offloading-size.
 	kvOffloadGiB float64
-	seed         int64
-	logLevel     slog.Level
-	logFormat    string // logFormatText or logFormatJSON
+	// tiers is --kvbm: which KV tiers below the GPU engines get (tiersOff,
+	// tiersRAM, tiersRAMSSD). kvOffloadAuto sizes the host-RAM tier of
+	// real engines from the host's memory (no --kv-offloading-size);
+	// hostMemory reads it (total and available bytes).
+	tiers         string
+	kvOffloadAuto bool
+	hostMemory    func() (total, available uint64, err error)
+	// kvStoreDir is the node's SSD KV store ("" without one) and
+	// kvStoreGiB its capacity (0: 10% of the free disk, at most 256 GiB).
+	kvStoreDir string
+	kvStoreGiB float64
+	seed       int64
+	logLevel   slog.Level
+	logFormat  string // logFormatText or logFormatJSON
 	// simAgent is the simulated engines' tool use (--sim-allow-write-tools,
 	// --sim-tool-calls).
 	simAgent sim.AgentOptions
@@ -144,7 +155,10 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs.StringVar(&cfg.dataDir, "data-dir", "", "where Hearth keeps its state (default $XDG_DATA_HOME/hearth or ~/.local/share/hearth)")
 	modelList := fs.String("model", "", "served model ("+strings.Join(sim.ModelNames(), ", ")+" when simulated; default: the largest that fits the smallest GPU, qwen3-14b-fp8 on 24 GB); several, separated by commas, are served by the GPUs in turn")
 	fs.Float64Var(&cfg.speedup, "speedup", 1, "run the simulated GPUs this many times faster than real time")
-	fs.Float64Var(&cfg.kvOffloadGiB, "kv-offloading-size", 32, "host RAM per engine for KV blocks evicted from the GPU, in GiB, as vLLM's flag (0: none)")
+	fs.Float64Var(&cfg.kvOffloadGiB, "kv-offloading-size", 32, "host RAM per engine for KV blocks evicted from the GPU, in GiB, as vLLM's flag (default for real engines: planned from the host's memory; 32 for simulated ones)")
+	fs.StringVar(&cfg.tiers, "kvbm", tiersRAMSSD, "KV tiers below the GPU: off, ram (host RAM per engine) or ram+ssd (and the node's SSD store, shared by its engines)")
+	fs.StringVar(&cfg.kvStoreDir, "kv-store-dir", "", "the node's SSD KV store (default: kvstore in the data directory)")
+	fs.Float64Var(&cfg.kvStoreGiB, "kv-store-size", 0, "capacity of the SSD KV store in GiB (0: 10% of the disk's free space, at most 256 GiB)")
 	fs.Int64Var(&cfg.seed, "seed", 0, "seed of the simulated engines")
 	fs.BoolVar(&cfg.simAgent.AllowWriteTools, "sim-allow-write-tools", false, "let the simulated model call tools that write, edit or run commands (it only reads otherwise)")
 	fs.Func("sim-tool-calls", "tool calls the simulated model makes per task before answering, N or N-M (default 3-6)", cfg.simAgent.ParseToolCallRange)
@@ -220,6 +234,17 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	if cfg.kvOffloadGiB < 0 {
 		return cfg, fmt.Errorf("%w: --kv-offloading-size must not be negative", errUsage)
 	}
+	if cfg.kvStoreGiB < 0 {
+		return cfg, fmt.Errorf("%w: --kv-store-size must not be negative", errUsage)
+	}
+	switch cfg.tiers {
+	case tiersOff:
+		cfg.kvOffloadGiB = 0
+	case tiersRAM, tiersRAMSSD:
+		cfg.kvOffloadAuto = cfg.sim == "" && !flagsSet(fs)["kv-offloading-size"]
+	default:
+		return cfg, fmt.Errorf("%w: unknown --kvbm %q (known: off, ram, ram+ssd)", errUsage, cfg.tiers)
+	}
 	if !(cfg.speedup > 0) {
 		return cfg, fmt.Errorf("%w: --speedup must be positive", errUsage)
 	}
@@ -263,6 +288,20 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	if cfg.dataDir == "" {
 		cfg.dataDir = defaultDataDir(env.getenv)
 	}
+	if cfg.tiers != tiersRAMSSD {
+		cfg.kvStoreDir = ""
+	} else if cfg.kvStoreDir == "" {
+		cfg.kvStoreDir = filepath.Join(cfg.dataDir, "kvstore")
+	}
+	if cfg.kvStoreDir != "" {
+		// Engines in containers mount it at the same path.
+		abs, err := filepath.Abs(cfg.kvStoreDir)
+		if err != nil {
+			return cfg, fmt.Errorf("%w: --kv-store-dir: %v", errUsage, err)
+		}
+		cfg.kvStoreDir = abs
+	}
+	cfg.hostMemory = hostMemory
 	if *verbose {
 		cfg.logLevel = slog.LevelDebug
 	}
@@ -420,7 +459,18 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 
 	// Engines, under one supervisor.
 	pulls := newPullBoard(cfg.progressOut, log)
-	launcher, closeLauncher, err := newLauncher(ctx, cfg, tok, pulls.set, log)
+	var kvStore *nodeStore
+	if cfg.kvStoreDir != "" {
+		kvStore, err = openNodeStore(cfg.node, cfg.kvStoreDir, int64(cfg.kvStoreGiB*(1<<30)), log.With("component", "kvstore"))
+		if err != nil {
+			return fmt.Errorf("up: %w", err)
+		}
+		cleanup.push(func() { kvStore.store.Close() })
+		if err := reg.Register(kvStore.store); err != nil {
+			return fmt.Errorf("up: %w", err)
+		}
+	}
+	launcher, closeLauncher, err := newLauncher(ctx, cfg, tok, kvStore, pulls.set, log)
 	if err != nil {
 		return err
 	}
@@ -466,9 +516,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	keyless := &keylessClients{}
 	health, closeHealth := newHealthSource(cfg, latestGPUs{sampler}, engineIdentities(sup), ln.Addr().String())
 	cleanup.push(closeHealth)
-	con, err := console.New(console.Config{
-		Model: cfg.model, ContextTokens: contextTokens, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
-	}, console.Deps{
+	deps := console.Deps{
 		Engines:     engineSource{engines: engineStatuses, logs: sup.Logs, rt: rt, gpus: sampler, planNotes: planNotes, client: &http.Client{}},
 		Router:      routerSource{rt: rt},
 		Traffic:     &trafficSource{traffic: traffic, decode: tok.Decode},
@@ -478,7 +526,13 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		KeyRequired: apiKeys{keys}.required,
 		Keyless:     keyless,
 		Logger:      log,
-	})
+	}
+	if kvStore != nil {
+		deps.KVStores = kvStore
+	}
+	con, err := console.New(console.Config{
+		Model: cfg.model, ContextTokens: contextTokens, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
+	}, deps)
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
@@ -505,6 +559,9 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return sup.Run(ctx) })
 	g.Go(func() error { return sampler.Run(ctx) })
+	if kvStore != nil {
+		g.Go(func() error { return kvStore.run(ctx, log.With("component", "kvstore")) })
+	}
 	g.Go(func() error { return gw.Serve(ctx, ln) })
 	g.Go(func() error { return con.Run(ctx) })
 	log.Info(fmt.Sprintf("serving on http://%s; waiting for engines", ln.Addr()), "engines", len(specs))

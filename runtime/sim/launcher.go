@@ -20,6 +20,10 @@ type Launcher struct {
 	Logger     *slog.Logger
 	// LogLines is how many of an engine's log lines are kept; default 200.
 	LogLines int
+	// NodeStore, when set, gives an engine whose spec names a KV store
+	// directory (Spec.KVStoreDir) its part of the node's store, which the
+	// daemon opened once for all its engines.
+	NodeStore func(spec hruntime.Spec) NodeStore
 }
 
 var _ hruntime.Launcher = (*Launcher)(nil)
@@ -66,8 +70,12 @@ func (l *Launcher) Launch(ctx context.Context, spec hruntime.Spec) (hruntime.Han
 	// The engine's own log lines go to the daemon's log and to the ring
 	// that the engines API shows, as a child process's output would.
 	log := slog.New(slog.NewMultiHandler(parent.Handler(), slog.NewTextHandler(ring, nil))).With("engine", spec.Name)
+	engine := ConfigOf(spec)
+	if spec.UsesKVStore() && l.NodeStore != nil {
+		engine.Store = l.NodeStore(spec)
+	}
 	inst, err := NewInstance(InstanceOptions{
-		Engine:   ConfigOf(spec),
+		Engine:   engine,
 		Listen:   "127.0.0.1:0",
 		KVEvents: "tcp://127.0.0.1:0",
 		KVReplay: "tcp://127.0.0.1:0",
