@@ -247,10 +247,10 @@ func (r *Router) scoreHearth(in *routeInput, cands []Candidate, sess *session) {
 		// Blocks in host RAM or on the node's disk after the GPU prefix are
 		// loaded, not recomputed; a worker that did not say how fast it
 		// loads gets no credit for them.
-		loaded, loadSeconds := ws.lowerTierLoad(c)
+		blockLoad := ws.loadSecondsPerBlock()
+		loaded, loadSeconds := ws.lowerTierLoad(c, blockLoad)
 		uncached := max(in.promptTokens-(c.CachedBlocks+loaded)*bs, 0)
 		cost := float64(aw.pendingTokens+uncached)/eff + loadSeconds
-		blockLoad := ws.loadSecondsPerBlock()
 		// What a block pushed out of the GPU costs to get back: a reload
 		// where the host-RAM tier keeps a copy (vLLM offloads on compute),
 		// a recompute otherwise.
@@ -284,15 +284,18 @@ func (r *Router) scoreHearth(in *routeInput, cands []Candidate, sess *session) {
 
 // lowerTierLoad returns how many of c's prompt blocks beyond its GPU
 // prefix the worker loads instead of computing, and the seconds the loads
-// take: its RAM blocks when it knows its PCIe bandwidth, then its disk
-// blocks when it also knows its disk bandwidth. Blocks it cannot price are
-// left to be recomputed.
-func (ws *workerState) lowerTierLoad(c *Candidate) (blocks int, seconds float64) {
-	ram := ws.loadSecondsPerBlock()
+// take: its RAM blocks when it knows its PCIe bandwidth (ram, the seconds
+// per block from loadSecondsPerBlock), then its disk blocks when it also
+// knows its disk bandwidth. Blocks it cannot price are left to be
+// recomputed.
+func (ws *workerState) lowerTierLoad(c *Candidate, ram float64) (blocks int, seconds float64) {
 	if ram <= 0 {
 		return 0, 0
 	}
 	blocks, seconds = c.RAMBlocks, float64(c.RAMBlocks)*ram
+	if c.DiskBlocks == 0 {
+		return blocks, seconds
+	}
 	if disk := ws.diskSecondsPerBlock(); disk > 0 {
 		blocks += c.DiskBlocks
 		seconds += float64(c.DiskBlocks) * (disk + ram)

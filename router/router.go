@@ -818,7 +818,7 @@ func (r *Router) queueCostLocked(w *waiter) float64 {
 		if speed <= 0 {
 			speed = h.DefaultPrefillTokensPerSec
 		}
-		loaded, loadSeconds := ws.lowerTierLoad(&c)
+		loaded, loadSeconds := ws.lowerTierLoad(&c, ws.loadSecondsPerBlock())
 		uncached := max(in.promptTokens-(c.CachedBlocks+loaded)*bs, 0)
 		cost := float64(uncached)/speed + loadSeconds
 		if capacity := float64(ws.info.CapacityBlocks); capacity > 0 {
