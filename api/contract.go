@@ -76,6 +76,8 @@ type Route struct {
 	Worker           string // the worker's name
 	BaseURL          string // the worker's OpenAI endpoint root, e.g. http://10.0.0.2:8000
 	CachedBlocks     int    // leading prompt blocks the worker already holds on its GPU
+	RAMBlocks        int    // prompt blocks after those that it loads from host RAM
+	DiskBlocks       int    // prompt blocks after GPU and RAM that it loads from disk (its node's SSD)
 	PromptBlocks     int    // full blocks in the prompt
 	PredictedHitRate float64
 	Policy           string // the policy that decided

@@ -60,8 +60,12 @@
 // them knows the served name. The served model is in the x-hearth-model
 // header of every answer to a request whose model resolved.
 //
-// Every answer carries x-hearth-worker, x-hearth-cached-blocks and
-// x-hearth-prompt-blocks; x-hearth-dropped-tools lists built-in tools
+// Every answer carries x-hearth-worker, x-hearth-cached-blocks,
+// x-hearth-tier-blocks and x-hearth-prompt-blocks. x-hearth-tier-blocks
+// splits the prompt blocks the worker will not compute by where they are:
+// "gpu=N,ram=N,ssd=N", its GPU prefix (the x-hearth-cached-blocks count),
+// then what it loads from host RAM, then from its node's SSD.
+// x-hearth-dropped-tools lists built-in tools
 // (web_search, Anthropic server tools) that were left out because an engine
 // cannot run them. A client may override the routing policy with the
 // x-hearth-policy header.

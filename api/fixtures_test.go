@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -246,6 +247,34 @@ func TestFixtureConversations(t *testing.T) {
 					if strings.Contains(string(raw), volatile) {
 						t.Errorf("engine request carries %q", volatile)
 					}
+				}
+			}
+		})
+	}
+}
+
+// TestTierBlocksHeader: every dialect's answer splits the blocks the worker
+// will not compute by tier, GPU first, in x-hearth-tier-blocks.
+func TestTierBlocksHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		route Route
+		want  string
+	}{
+		{"gpu only", Route{CachedBlocks: 3}, "gpu=3,ram=0,ssd=0"},
+		{"every tier", Route{CachedBlocks: 12, RAMBlocks: 4, DiskBlocks: 250}, "gpu=12,ram=4,ssd=250"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			engine := newFakeEngine(t)
+			tc.route.Worker, tc.route.BaseURL = "w1", engine.srv.URL
+			h := startGateway(t, newFakeRouter(tc.route))
+			for _, f := range []string{"claude-turn1.json", "opencode-turn1.json", "codex-turn1.json"} {
+				resp, _ := h.send(t, loadFixture(t, f))
+				if got := resp.Header.Get("x-hearth-tier-blocks"); got != tc.want {
+					t.Errorf("%s: x-hearth-tier-blocks %q, want %q", f, got, tc.want)
+				}
+				if got := resp.Header.Get("x-hearth-cached-blocks"); got != strconv.Itoa(tc.route.CachedBlocks) {
+					t.Errorf("%s: x-hearth-cached-blocks %q", f, got)
 				}
 			}
 		})

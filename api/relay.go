@@ -208,11 +208,26 @@ func engineErrorMessage(r io.Reader) string {
 func (ex *exchange) setRouteHeaders(c *fiber.Ctx) {
 	c.Set("x-hearth-worker", ex.route.Worker)
 	c.Set("x-hearth-cached-blocks", strconv.Itoa(ex.route.CachedBlocks))
+	c.Set("x-hearth-tier-blocks", tierBlocksHeader(ex.route))
 	c.Set("x-hearth-prompt-blocks", strconv.Itoa(ex.route.PromptBlocks))
 	if ex.route.Policy != "" {
 		c.Set("x-hearth-policy", ex.route.Policy)
 	}
 	c.Set("x-request-id", ex.id)
+}
+
+// tierBlocksHeader is the x-hearth-tier-blocks value: the prompt blocks the
+// worker holds on its GPU, then loads from host RAM, then from its node's
+// SSD, e.g. "gpu=12,ram=4,ssd=0".
+func tierBlocksHeader(r Route) string {
+	var b [64]byte
+	s := append(b[:0], "gpu="...)
+	s = strconv.AppendInt(s, int64(r.CachedBlocks), 10)
+	s = append(s, ",ram="...)
+	s = strconv.AppendInt(s, int64(r.RAMBlocks), 10)
+	s = append(s, ",ssd="...)
+	s = strconv.AppendInt(s, int64(r.DiskBlocks), 10)
+	return string(s)
 }
 
 // clientGone reports whether the request ended because its client left.

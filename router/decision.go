@@ -38,8 +38,13 @@ type Decision struct {
 	Reason     string
 	Candidates []Candidate
 
-	CachedBlocks    int // the winner's leading prompt blocks on its GPU (Candidate.CachedBlocks)
-	LowerTierBlocks int // the winner's blocks in host RAM or on disk after its GPU overlap (kv and hearth only)
+	CachedBlocks int // the winner's leading prompt blocks on its GPU (Candidate.CachedBlocks)
+	// RAMBlocks and DiskBlocks split the winner's blocks beyond its GPU
+	// prefix by tier: in host RAM after the GPU overlap, then on disk (its
+	// node's, when it shares one) after GPU and RAM. kv and hearth only.
+	RAMBlocks       int
+	DiskBlocks      int
+	LowerTierBlocks int // RAMBlocks + DiskBlocks
 	PromptBlocks    int // ceil(prompt tokens / block size)
 	// PredictedHitRate is (CachedBlocks + LowerTierBlocks) / PromptBlocks,
 	// the share of the prompt the engine will not compute (0 for an empty

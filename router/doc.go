@@ -37,7 +37,10 @@
 //   - hearth (default): cost in seconds: queued plus uncached prompt tokens
 //     at the worker's own prefill speed, slowed by its decode load, plus the
 //     PCIe time of loading the blocks its host RAM holds after the GPU
-//     prefix (WorkerInfo.BlockBytes / LoadBytesPerSec per block); decode
+//     prefix (WorkerInfo.BlockBytes / LoadBytesPerSec per block) and the
+//     SSD read plus PCIe time of the blocks its node's disk holds after GPU
+//     and RAM (BlockBytes / DiskLoadBytesPerSec + BlockBytes /
+//     LoadBytesPerSec per block; a recompute when either is unknown); decode
 //     load as a share of KV capacity and the refetch of what would not fit;
 //     the refetch of paused agent sessions' context a new prompt would evict
 //     from a full cache (refetch: a reload on a worker with a host-RAM tier,
@@ -140,6 +143,16 @@
 // of table plus at most about 12.5 bytes of per-worker list (1.25 hashes
 // per block, with append's spare capacity): about 63 bytes. A resize
 // briefly holds the old and the new table.
+//
+// A node's disk tier is shared: workers with the same WorkerInfo.Node and
+// Model read one directory per machine. The index keeps per worker the set
+// of its node peers and applies a disk Store or Remove by any of them to
+// all of them, so their disk sets stay equal and matching needs no
+// expansion; a worker joining the node copies a peer's disk blocks (once,
+// O(the peer's blocks)), one leaving or losing its view takes only its own
+// entries. Each peer's entry counts against the budget. The node's store
+// reports evictions by engine hash through Router.RemoveNodeBlocks, which
+// maps them through the attached ingesters' tables (AttachIngester).
 //
 // # Performance
 //

@@ -63,6 +63,12 @@ type Index struct {
 	hand       int // CLOCK hand
 
 	workers [MaxWorkers]workerBlocks
+	// peers[w] is the set of workers sharing w's node disk tier, w
+	// included; 0 means w shares it with nobody. A disk block stored or
+	// removed by one of them is stored or removed for all of them, so the
+	// disk masks of a node's workers are always equal and matching needs
+	// no expansion.
+	peers [MaxWorkers]uint64
 
 	evictedBlocks  atomic.Uint64
 	evictedEntries atomic.Uint64
@@ -231,16 +237,17 @@ func anyTier(s *indexSlot) uint64 {
 	return m
 }
 
-// Store records that worker w now holds the blocks in tier.
+// Store records that worker w now holds the blocks in tier. A disk block
+// of a worker that shares its node's disk tier is recorded for every worker
+// of the node.
 func (ix *Index) Store(w WorkerID, tier kvbm.Tier, hashes []tokenizer.SeqHash) {
 	if w >= MaxWorkers || tier >= kvbm.NumTiers {
 		ix.rejected.Add(1)
 		return
 	}
-	bit := uint64(1) << w
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	wb := &ix.workers[w]
+	holders := ix.holders(w, tier)
 	for _, h := range hashes {
 		key := normKey(h)
 		i := ix.lookup(key)
@@ -249,56 +256,169 @@ func (ix *Index) Store(w WorkerID, tier kvbm.Tier, hashes []tokenizer.SeqHash) {
 		} else {
 			i = ix.insert(key) // new blocks start unreferenced, see evict
 		}
-		s := &ix.slots[i]
-		if s.mask[tier]&bit != 0 {
-			continue
-		}
-		if anyTier(s)&bit == 0 {
-			wb.live++
-			wb.hashes = append(wb.hashes, h)
-		}
-		s.mask[tier] |= bit
-		wb.count[tier]++
-		ix.entries++
+		ix.setBits(i, tier, holders, h)
 	}
 	if ix.entries > ix.maxEntries {
 		ix.evict()
 	}
 }
 
-// Remove records that worker w no longer holds the blocks in tier.
+// holders is the set of workers a Store or Remove by w in tier applies to:
+// w, or w's node peers for the disk tier.
+func (ix *Index) holders(w WorkerID, tier kvbm.Tier) uint64 {
+	if tier == kvbm.TierDisk && ix.peers[w] != 0 {
+		return ix.peers[w]
+	}
+	return 1 << w
+}
+
+// setBits adds the workers in set to slot i's mask for tier, h being the
+// slot's hash.
+func (ix *Index) setBits(i int, tier kvbm.Tier, set uint64, h tokenizer.SeqHash) {
+	s := &ix.slots[i]
+	added := set &^ s.mask[tier]
+	if added == 0 {
+		return
+	}
+	fresh := added &^ anyTier(s)
+	s.mask[tier] |= added
+	for m := added; m != 0; m &= m - 1 {
+		w := bits.TrailingZeros64(m)
+		wb := &ix.workers[w]
+		wb.count[tier]++
+		if fresh&(1<<w) != 0 {
+			wb.live++
+			wb.hashes = append(wb.hashes, h)
+		}
+	}
+	ix.entries += bits.OnesCount64(added)
+}
+
+// clearBits drops the workers in set from slot i's mask for tier, deletes
+// the slot when nobody holds the block any more and returns the workers it
+// dropped.
+func (ix *Index) clearBits(i int, tier kvbm.Tier, set uint64) uint64 {
+	s := &ix.slots[i]
+	dropped := set & s.mask[tier]
+	if dropped == 0 {
+		return 0
+	}
+	s.mask[tier] &^= dropped
+	gone := dropped &^ anyTier(s)
+	for m := dropped; m != 0; m &= m - 1 {
+		w := bits.TrailingZeros64(m)
+		ix.workers[w].count[tier]--
+		if gone&(1<<w) != 0 {
+			ix.workers[w].live--
+		}
+	}
+	ix.entries -= bits.OnesCount64(dropped)
+	if anyTier(s) == 0 {
+		ix.deleteSlot(i)
+	}
+	return dropped
+}
+
+// Remove records that worker w no longer holds the blocks in tier. A disk
+// block removed by a worker that shares its node's disk tier is gone for
+// every worker of the node.
 func (ix *Index) Remove(w WorkerID, tier kvbm.Tier, hashes []tokenizer.SeqHash) {
 	if w >= MaxWorkers || tier >= kvbm.NumTiers {
 		ix.rejected.Add(1)
 		return
 	}
-	bit := uint64(1) << w
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	wb := &ix.workers[w]
+	holders := ix.holders(w, tier)
+	var touched uint64
 	for _, h := range hashes {
-		i := ix.lookup(normKey(h))
-		if i < 0 {
-			continue
+		if i := ix.lookup(normKey(h)); i >= 0 {
+			touched |= ix.clearBits(i, tier, holders)
 		}
-		s := &ix.slots[i]
-		if s.mask[tier]&bit == 0 {
-			continue
+	}
+	for m := touched | 1<<w; m != 0; m &= m - 1 {
+		ix.maybeCompact(WorkerID(bits.TrailingZeros64(m)))
+	}
+}
+
+// joinNode makes w share the disk tier of the workers in others (w not
+// among them): each sees the disk blocks the others store or remove from
+// now on, and w, which may join long after the node's disk filled, sees
+// the disk blocks they hold now. Whatever w held on disk before (another
+// node's disk) is dropped. others = 0 leaves w on a disk of its own.
+func (ix *Index) joinNode(w WorkerID, others uint64) {
+	if w >= MaxWorkers {
+		return
+	}
+	others &^= 1 << w
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.leaveNodeLocked(w)
+	if others == 0 {
+		return
+	}
+	group := others | 1<<w
+	for m := group; m != 0; m &= m - 1 {
+		ix.peers[bits.TrailingZeros64(m)] = group
+	}
+	ix.copyDiskLocked(WorkerID(bits.TrailingZeros64(others)), w)
+	if ix.entries > ix.maxEntries {
+		ix.evict()
+	}
+}
+
+// leaveNode takes w off its node's disk tier and drops w's disk blocks;
+// the other workers of the node keep theirs.
+func (ix *Index) leaveNode(w WorkerID) {
+	if w >= MaxWorkers {
+		return
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.leaveNodeLocked(w)
+}
+
+func (ix *Index) leaveNodeLocked(w WorkerID) {
+	bit := uint64(1) << w
+	if group := ix.peers[w]; group != 0 {
+		rest := group &^ bit
+		if bits.OnesCount64(rest) == 1 {
+			rest = 0 // a node of one shares with nobody
 		}
-		s.mask[tier] &^= bit
-		wb.count[tier]--
-		ix.entries--
-		if anyTier(s)&bit == 0 {
-			wb.live--
+		for m := group &^ bit; m != 0; m &= m - 1 {
+			ix.peers[bits.TrailingZeros64(m)] = rest
 		}
-		if anyTier(s) == 0 {
-			ix.deleteSlot(i)
+		ix.peers[w] = 0
+	}
+	if ix.workers[w].count[kvbm.TierDisk] == 0 {
+		return
+	}
+	for _, h := range ix.workers[w].hashes {
+		if i := ix.lookup(normKey(h)); i >= 0 {
+			ix.clearBits(i, kvbm.TierDisk, bit)
 		}
 	}
 	ix.maybeCompact(w)
 }
 
-// ClearWorker drops every block of worker w, in O(its blocks).
+// copyDiskLocked gives to the disk blocks from holds, in O(from's blocks).
+func (ix *Index) copyDiskLocked(from, to WorkerID) {
+	if ix.workers[from].count[kvbm.TierDisk] == 0 {
+		return
+	}
+	fromBit := uint64(1) << from
+	for _, h := range ix.workers[from].hashes {
+		i := ix.lookup(normKey(h))
+		if i >= 0 && ix.slots[i].mask[kvbm.TierDisk]&fromBit != 0 {
+			ix.setBits(i, kvbm.TierDisk, 1<<to, h)
+		}
+	}
+}
+
+// ClearWorker drops every block of worker w, in O(its blocks). A worker
+// sharing its node's disk tier gets the node's disk blocks back at once:
+// what its engine forgot (a restart, lost events, a cleared cache) is not
+// what the node's disk holds.
 func (ix *Index) ClearWorker(w WorkerID) {
 	if w >= MaxWorkers {
 		ix.rejected.Add(1)
@@ -325,6 +445,9 @@ func (ix *Index) ClearWorker(w WorkerID) {
 		}
 	}
 	*wb = workerBlocks{}
+	if others := ix.peers[w] &^ bit; others != 0 {
+		ix.copyDiskLocked(WorkerID(bits.TrailingZeros64(others)), w)
+	}
 }
 
 // maybeCompact drops stale hashes from w's list once they are a fifth of

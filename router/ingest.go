@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 
 	"github.com/zeebo/xxh3"
@@ -80,7 +81,7 @@ type IngesterConfig struct {
 // stream, detects lost batches and engine restarts, and recovers through a
 // replay source when it has one. It does no I/O of its own, so all of its
 // logic runs in tests without sockets. It is not safe for concurrent use,
-// except for Stats.
+// except for Stats and RemoveEngineBlocks.
 type Ingester struct {
 	worker    WorkerID
 	blockSize int
@@ -88,8 +89,11 @@ type Ingester struct {
 	replay    replaySource // nil: no replay endpoint
 	log       *slog.Logger
 
-	dec     kvevents.Decoder
-	batch   kvevents.Batch
+	dec   kvevents.Decoder
+	batch kvevents.Batch
+	// mu guards table and scratch, which RemoveEngineBlocks uses from
+	// another goroutine than the ingest loop's. It is taken once per batch.
+	mu      sync.Mutex
 	table   ehTable
 	scratch []tokenizer.SeqHash
 
@@ -328,6 +332,8 @@ func (in *Ingester) applyReplayed(seq uint64, payload []byte) {
 // resetView drops everything known about the worker: its blocks in the
 // index and the engine-hash mapping. The view rebuilds from later events.
 func (in *Ingester) resetView(reason string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
 	in.stats.viewResets.Add(1)
 	in.log.Warn("kv events: dropping the worker's cached blocks", "reason", reason, "mapped", in.table.len())
 	in.index.ClearWorker(in.worker)
@@ -353,6 +359,8 @@ func (in *Ingester) apply(seq uint64, payload []byte) {
 
 // applyBatch applies a decoded batch to the index and the mapping.
 func (in *Ingester) applyBatch(b *kvevents.Batch) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
 	in.stats.batches.Add(1)
 	for i := range b.Events {
 		in.applyEvent(&b.Events[i])
@@ -493,6 +501,45 @@ func (in *Ingester) applyRemoved(ev *kvevents.Event) {
 		in.stats.blocksRemoved.Add(uint64(len(seqs)))
 	}
 	in.scratch = seqs[:0]
+}
+
+// RemoveEngineBlocks records that tier no longer holds the blocks the
+// worker's engine names engineHashes, as a BlockRemoved event would, and
+// returns how many of them the worker's mapping knew in that tier. It is
+// for a removal the engine does not report: a node's disk store evicting
+// blocks it knows only by engine hash. Hashes the mapping does not know
+// are not counted as unknown removals (another worker of the node may have
+// written them). Safe to call while the ingest loop runs.
+func (in *Ingester) RemoveEngineBlocks(tier kvbm.Tier, engineHashes []uint64) int {
+	return in.removeEngineBlocks(tier, engineHashes, nil)
+}
+
+// removeEngineBlocks is RemoveEngineBlocks that also sets known[i] when
+// the mapping knew engineHashes[i] (known nil: not recorded).
+func (in *Ingester) removeEngineBlocks(tier kvbm.Tier, engineHashes []uint64, known []bool) int {
+	if tier >= kvbm.NumTiers {
+		return 0
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	bit := uint8(1) << tier
+	seqs := in.scratch[:0]
+	for i, h := range engineHashes {
+		if s, ok := in.table.dropTier(h, bit); ok {
+			seqs = append(seqs, tokenizer.SeqHash(s))
+			if known != nil {
+				known[i] = true
+			}
+		}
+	}
+	n := len(seqs)
+	if n > 0 {
+		in.index.Remove(in.worker, tier, seqs)
+		in.stats.blocksRemoved.Add(uint64(n))
+	}
+	in.scratch = seqs[:0]
+	in.updateGauges()
+	return n
 }
 
 const kvMaxHashers = 256

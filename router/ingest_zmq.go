@@ -166,6 +166,16 @@ func (s *Subscriber) Stats() []IngestStats {
 	return out
 }
 
+// Ingesters returns each rank's ingester, in rank order, for
+// Router.AttachIngester.
+func (s *Subscriber) Ingesters() []*Ingester {
+	out := make([]*Ingester, len(s.ranks))
+	for i, r := range s.ranks {
+		out[i] = r.ing
+	}
+	return out
+}
+
 // Run follows the event streams until ctx ends, reconnecting with backoff
 // whenever a connection fails. It returns nil when ctx ends.
 func (s *Subscriber) Run(ctx context.Context) error {

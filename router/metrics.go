@@ -21,6 +21,10 @@ type Metrics struct {
 	indexEvicted     prometheus.Gauge
 	decisions        *prometheus.CounterVec
 	perPolicy        map[string]prometheus.Counter // resolved once: no label lookup per decision
+	routedBlocks     *prometheus.CounterVec
+	routedGPU        prometheus.Counter
+	routedRAM        prometheus.Counter
+	routedSSD        prometheus.Counter
 }
 
 // NewMetrics creates the router's metrics and registers them on reg.
@@ -60,11 +64,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: "hearth", Subsystem: "router", Name: "decisions_total",
 			Help: "Routing decisions by policy.",
 		}, []string{"policy"}),
+		routedBlocks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "hearth", Subsystem: "router", Name: "routed_blocks_total",
+			Help: "Prompt blocks the chosen worker was predicted to hold, by tier: its GPU prefix (gpu), then host RAM (ram), then disk (ssd).",
+		}, []string{"tier"}),
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{
 		m.predictedHitRate, m.decisionSeconds, m.queueDepth, m.activeBlocks, m.pendingTokens,
-		m.indexEntries, m.indexEvicted, m.decisions,
+		m.indexEntries, m.indexEvicted, m.decisions, m.routedBlocks,
 	} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
@@ -77,6 +85,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, p := range Policies {
 		m.perPolicy[p] = m.decisions.WithLabelValues(p)
 	}
+	m.routedGPU = m.routedBlocks.WithLabelValues("gpu")
+	m.routedRAM = m.routedBlocks.WithLabelValues("ram")
+	m.routedSSD = m.routedBlocks.WithLabelValues("ssd")
 	return m, nil
 }
 
@@ -119,15 +130,18 @@ func (m *Metrics) setQueueDepth(n int) {
 	m.queueDepth.Set(float64(n))
 }
 
-func (m *Metrics) observeDecision(policy string, hitRate float64, took time.Duration, ix *Index) {
+func (m *Metrics) observeDecision(d *Decision, took time.Duration, ix *Index) {
 	if m == nil {
 		return
 	}
-	m.predictedHitRate.Observe(hitRate)
+	m.predictedHitRate.Observe(d.PredictedHitRate)
 	m.decisionSeconds.Observe(took.Seconds())
-	if c := m.perPolicy[policy]; c != nil {
+	if c := m.perPolicy[d.Policy]; c != nil {
 		c.Inc()
 	}
+	m.routedGPU.Add(float64(d.CachedBlocks))
+	m.routedRAM.Add(float64(d.RAMBlocks))
+	m.routedSSD.Add(float64(d.DiskBlocks))
 	st := ix.Stats()
 	m.indexEntries.Set(float64(st.Entries))
 	m.indexEvicted.Set(float64(st.EvictedBlocks))

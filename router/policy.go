@@ -213,7 +213,9 @@ func (r *Router) scoreLeastLoaded(cands []Candidate) {
 //     uncached part of this prompt, at the worker's prefill speed, slowed by
 //     the decode load of its running requests, plus the PCIe time of loading
 //     the blocks its host RAM holds after the GPU prefix
-//     (WorkerInfo.BlockBytes / LoadBytesPerSec each);
+//     (WorkerInfo.BlockBytes / LoadBytesPerSec each) and the SSD and PCIe
+//     time of the blocks the node's disk holds after GPU and RAM
+//     (BlockBytes / DiskLoadBytesPerSec + BlockBytes / LoadBytesPerSec each);
 //   - decode load: DecodeWeight × KV utilisation after adding the request
 //     (prompt and expected output), and the recompute time of whatever
 //     would not fit (the engine preempts);
@@ -242,16 +244,13 @@ func (r *Router) scoreHearth(in *routeInput, cands []Candidate, sess *session) {
 			util = float64(aw.blocks()) / capacity
 		}
 		eff := speed / (1 + h.DecodeSlowdown*util)
-		// Blocks in host RAM after the GPU prefix are loaded over PCIe, not
-		// recomputed; a worker that did not say how fast it loads gets no
-		// credit for them.
+		// Blocks in host RAM or on the node's disk after the GPU prefix are
+		// loaded, not recomputed; a worker that did not say how fast it
+		// loads gets no credit for them.
 		blockLoad := ws.loadSecondsPerBlock()
-		loaded := 0
-		if blockLoad > 0 {
-			loaded = c.RAMBlocks
-		}
+		loaded, loadSeconds := ws.lowerTierLoad(c, blockLoad)
 		uncached := max(in.promptTokens-(c.CachedBlocks+loaded)*bs, 0)
-		cost := float64(aw.pendingTokens+uncached)/eff + float64(loaded)*blockLoad
+		cost := float64(aw.pendingTokens+uncached)/eff + loadSeconds
 		// What a block pushed out of the GPU costs to get back: a reload
 		// where the host-RAM tier keeps a copy (vLLM offloads on compute),
 		// a recompute otherwise.
@@ -281,6 +280,36 @@ func (r *Router) scoreHearth(in *routeInput, cands []Candidate, sess *session) {
 		}
 		c.Cost = cost
 	}
+}
+
+// lowerTierLoad returns how many of c's prompt blocks beyond its GPU
+// prefix the worker loads instead of computing, and the seconds the loads
+// take: its RAM blocks when it knows its PCIe bandwidth (ram, the seconds
+// per block from loadSecondsPerBlock), then its disk blocks when it also
+// knows its disk bandwidth. Blocks it cannot price are left to be
+// recomputed.
+func (ws *workerState) lowerTierLoad(c *Candidate, ram float64) (blocks int, seconds float64) {
+	if ram <= 0 {
+		return 0, 0
+	}
+	blocks, seconds = c.RAMBlocks, float64(c.RAMBlocks)*ram
+	if c.DiskBlocks == 0 {
+		return blocks, seconds
+	}
+	if disk := ws.diskSecondsPerBlock(); disk > 0 {
+		blocks += c.DiskBlocks
+		seconds += float64(c.DiskBlocks) * (disk + ram)
+	}
+	return blocks, seconds
+}
+
+// diskSecondsPerBlock is how long the worker takes to read one KV block
+// from the node's disk into host memory; 0 when unknown.
+func (ws *workerState) diskSecondsPerBlock() float64 {
+	if ws.info.BlockBytes <= 0 || !(ws.info.DiskLoadBytesPerSec > 0) {
+		return 0
+	}
+	return float64(ws.info.BlockBytes) / ws.info.DiskLoadBytesPerSec
 }
 
 // loadSecondsPerBlock is how long the worker takes to load one KV block

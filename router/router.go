@@ -197,6 +197,21 @@ type WorkerInfo struct {
 	// tier).
 	BlockBytes      int
 	LoadBytesPerSec float64
+	// Node names the machine the worker runs on. Workers with the same
+	// non-empty Node and the same Model share the node's disk KV tier (one
+	// directory per machine): a block one of them writes to disk is
+	// loadable by all of them, and a block the node evicts is gone for
+	// all of them.
+	Node string
+	// DiskLoadBytesPerSec is the read bandwidth of the disk tier. A disk
+	// block goes SSD → host buffer → GPU, so the hearth policy prices it at
+	// BlockBytes/DiskLoadBytesPerSec + BlockBytes/LoadBytesPerSec: the two
+	// copies in series, an upper bound on a pipelined load, which a
+	// read-ahead overlaps at best to the slower of the two. The SSD term
+	// dominates (3–7 GB/s against 25+ GB/s), so the bound overstates a disk
+	// load by a fifth at most. Any of BlockBytes, LoadBytesPerSec and
+	// DiskLoadBytesPerSec 0: disk blocks cost a recompute.
+	DiskLoadBytesPerSec float64
 	// Approximate marks a worker that publishes no KV events: the router
 	// predicts its cache from its own decisions.
 	Approximate bool
@@ -269,10 +284,11 @@ type Router struct {
 	rng          *rand.Rand
 	rr           int
 	decisions    *decisionLog
-	overlap      [MaxWorkers]int // scratch, guarded by mu
-	ramOverlap   [MaxWorkers]int // blocks in host RAM after the GPU overlap
-	diskOverlap  [MaxWorkers]int // blocks on disk after GPU and RAM
-	reach        [MaxWorkers]int // overlap + ramOverlap
+	ingesters    [MaxWorkers]*Ingester // by worker, for RemoveNodeBlocks
+	overlap      [MaxWorkers]int       // scratch, guarded by mu
+	ramOverlap   [MaxWorkers]int       // blocks in host RAM after the GPU overlap
+	diskOverlap  [MaxWorkers]int       // blocks on disk after GPU and RAM
+	reach        [MaxWorkers]int       // overlap + ramOverlap
 	activeDepth  [MaxWorkers]int
 	cachedBlocks [MaxWorkers]int
 }
@@ -323,6 +339,7 @@ func (r *Router) AddWorker(info WorkerInfo) (WorkerID, error) {
 	r.workers[id] = &workerState{info: info, gauges: r.metrics.forWorker(info.Name)}
 	r.order = append(r.order, id)
 	slices.Sort(r.order)
+	r.ix.joinNode(id, r.nodePeersLocked(id))
 	r.publishLocked(id)
 	r.dispatchLocked(r.now())
 	return id, nil
@@ -341,7 +358,11 @@ func (r *Router) UpdateWorker(id WorkerID, info WorkerInfo) bool {
 		r.metrics.dropWorker(ws.info.Name)
 		ws.gauges = r.metrics.forWorker(info.Name)
 	}
+	moved := ws.info.Node != info.Node || ws.info.Model != info.Model
 	ws.info = info
+	if moved {
+		r.ix.joinNode(id, r.nodePeersLocked(id))
+	}
 	r.publishLocked(id)
 	r.dispatchLocked(r.now())
 	return true
@@ -356,10 +377,12 @@ func (r *Router) RemoveWorker(id WorkerID) {
 	}
 	r.metrics.dropWorker(r.workers[id].info.Name)
 	r.workers[id] = nil
+	r.ingesters[id] = nil
 	r.order = slices.DeleteFunc(r.order, func(w WorkerID) bool { return w == id })
 	now := r.now()
 	r.active.clearWorker(id, func(ar *activeRequest) { r.releasedLocked(ar, now) })
 	r.approx.clearWorker(id)
+	r.ix.leaveNode(id) // the node's disk stays with the other workers
 	r.ix.ClearWorker(id)
 	for _, s := range r.sessions {
 		if s.hasWorker && s.worker == id {
@@ -380,6 +403,72 @@ func (r *Router) RemoveWorker(id WorkerID) {
 	}
 	r.metrics.setQueueDepth(r.queued)
 	r.dispatchLocked(now)
+}
+
+// nodePeersLocked returns the other live workers that share id's node disk
+// tier: the same non-empty Node and the same Model.
+func (r *Router) nodePeersLocked(id WorkerID) uint64 {
+	info := &r.workers[id].info
+	if info.Node == "" {
+		return 0
+	}
+	var peers uint64
+	for _, w := range r.order {
+		if o := &r.workers[w].info; w != id && o.Node == info.Node && o.Model == info.Model {
+			peers |= 1 << w
+		}
+	}
+	return peers
+}
+
+// AttachIngester tells the router which ingester follows worker id's KV
+// events, so that RemoveNodeBlocks can map engine hashes through its
+// table. RemoveWorker detaches it. It reports whether id is live.
+func (r *Router) AttachIngester(id WorkerID, in *Ingester) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id >= MaxWorkers || r.workers[id] == nil {
+		return false
+	}
+	r.ingesters[id] = in
+	return true
+}
+
+// RemoveNodeBlocks records that the disk tier of node, for model, no longer
+// holds the blocks named by engineHashes: the node's store evicted them,
+// whichever engine wrote them. Engines of one model on one node name a
+// block alike, so each hash is mapped through the engine-hash tables of
+// the node's workers (those with an attached ingester); the first that
+// knows it removes the block for the whole node, and every table drops its
+// disk entry. It returns how many of engineHashes some table knew on disk.
+func (r *Router) RemoveNodeBlocks(node, model string, engineHashes []uint64) int {
+	if node == "" || len(engineHashes) == 0 {
+		return 0
+	}
+	var ings [MaxWorkers]*Ingester
+	n := 0
+	r.mu.Lock()
+	for _, id := range r.order {
+		info := &r.workers[id].info
+		if info.Node == node && info.Model == model && r.ingesters[id] != nil {
+			ings[n] = r.ingesters[id]
+			n++
+		}
+	}
+	r.mu.Unlock()
+	// Ingesters lock their tables and then the index, never the router:
+	// they are called outside r.mu.
+	known := make([]bool, len(engineHashes))
+	for _, in := range ings[:n] {
+		in.removeEngineBlocks(kvbm.TierDisk, engineHashes, known)
+	}
+	removed := 0
+	for _, k := range known {
+		if k {
+			removed++
+		}
+	}
+	return removed
 }
 
 // ApplySessionControl applies a request's nvext.session_control to the
@@ -710,8 +799,8 @@ func (r *Router) matchLocked(req *Request, hashes []tokenizer.SeqHash, isl int, 
 
 // queueCostLocked is a queued hearth request's own cost in seconds: on
 // the worker where it is least, its uncached prompt tokens at that
-// worker's prefill speed plus the PCIe time of the blocks its host RAM
-// holds, plus DecodeWeight × the share of the worker's KV capacity the
+// worker's prefill speed plus the load time of the blocks its host RAM and
+// its node's disk hold (see scoreHearth), plus DecodeWeight × the share of the worker's KV capacity the
 // request will hold (prompt and expected output). A turn whose context is
 // cached is cheap, one that must recompute it dear. What the worker is
 // doing when the request arrives (prompts waiting there, the running
@@ -729,13 +818,9 @@ func (r *Router) queueCostLocked(w *waiter) float64 {
 		if speed <= 0 {
 			speed = h.DefaultPrefillTokensPerSec
 		}
-		blockLoad := ws.loadSecondsPerBlock()
-		loaded := 0
-		if blockLoad > 0 {
-			loaded = c.RAMBlocks
-		}
+		loaded, loadSeconds := ws.lowerTierLoad(&c, ws.loadSecondsPerBlock())
 		uncached := max(in.promptTokens-(c.CachedBlocks+loaded)*bs, 0)
-		cost := float64(uncached)/speed + float64(loaded)*blockLoad
+		cost := float64(uncached)/speed + loadSeconds
 		if capacity := float64(ws.info.CapacityBlocks); capacity > 0 {
 			cost += h.DecodeWeight * float64(in.promptBlocks+in.oslBlocks) / capacity
 		}
@@ -809,6 +894,8 @@ func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int,
 		Reason:             reason,
 		Candidates:         cands,
 		CachedBlocks:       win.CachedBlocks,
+		RAMBlocks:          win.RAMBlocks,
+		DiskBlocks:         win.DiskBlocks,
 		LowerTierBlocks:    win.RAMBlocks + win.DiskBlocks,
 		PromptBlocks:       in.promptBlocks,
 		SpeculativePrefill: req.Hints.SpeculativePrefill,
@@ -819,7 +906,7 @@ func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int,
 		d.PredictedHitRate = float64(win.CachedBlocks+d.LowerTierBlocks) / float64(in.promptBlocks)
 	}
 	r.decisions.add(d)
-	r.metrics.observeDecision(policy, d.PredictedHitRate, time.Since(start), r.ix)
+	r.metrics.observeDecision(&d, time.Since(start), r.ix)
 	if r.log.Enabled(context.Background(), slog.LevelDebug) {
 		r.log.LogAttrs(context.Background(), slog.LevelDebug, "routed",
 			slog.String("request", req.ID), slog.String("policy", policy),

@@ -69,6 +69,9 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 			f.rt.RemoveWorker(id)
 			return nil, fmt.Errorf("kv events of %s: %w", name, err)
 		}
+		// One rank, one worker: its table maps the engine hashes a node's
+		// disk store reports evicted (Router.RemoveNodeBlocks).
+		f.rt.AttachIngester(id, sub.Ingesters()[0])
 		go func() {
 			defer close(done)
 			if err := sub.Run(ctx); err != nil && ctx.Err() == nil {

@@ -64,6 +64,8 @@ func (g *gatewayRouter) Route(ctx context.Context, req api.RouteRequest) (api.Ro
 		Worker:           d.Worker,
 		BaseURL:          d.BaseURL,
 		CachedBlocks:     d.CachedBlocks,
+		RAMBlocks:        d.RAMBlocks,
+		DiskBlocks:       d.DiskBlocks,
 		PromptBlocks:     d.PromptBlocks,
 		PredictedHitRate: d.PredictedHitRate,
 		Policy:           d.Policy,
