@@ -17,6 +17,10 @@ import (
 type fleet struct {
 	rt  *router.Router
 	log *slog.Logger
+	// storeReadBytesPerSec is the read bandwidth of the node's SSD KV
+	// store; 0 without one. Engines that use the store share its tier in
+	// the router, which prices loads from it at this speed.
+	storeReadBytesPerSec float64
 
 	mu   sync.Mutex
 	live map[string]*liveEngine // by engine name
@@ -39,7 +43,7 @@ func newFleet(rt *router.Router, log *slog.Logger) *fleet {
 // numbers start again at 0) and tells the gateway where it is.
 func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), error) {
 	name, p := e.Spec.Name, e.Profile
-	id, err := f.rt.AddWorker(router.WorkerInfo{
+	info := router.WorkerInfo{
 		Name:                name,
 		BaseURL:             e.Endpoints.BaseURL,
 		Model:               e.Spec.Model,
@@ -49,7 +53,11 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 		BlockBytes:          p.BlockBytes,
 		LoadBytesPerSec:     p.LoadBytesPerSec,
 		Approximate:         e.Endpoints.KVEvents == "",
-	})
+	}
+	if e.Spec.UsesKVStore() && f.storeReadBytesPerSec > 0 {
+		info.Node, info.DiskLoadBytesPerSec = e.Spec.GPU.Node, f.storeReadBytesPerSec
+	}
+	id, err := f.rt.AddWorker(info)
 	if err != nil {
 		return nil, err
 	}

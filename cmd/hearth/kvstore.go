@@ -9,6 +9,7 @@ import (
 
 	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/router"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
 )
@@ -130,4 +131,22 @@ func (n *nodeStore) KVStores(context.Context) ([]console.KVStore, error) {
 		EvictedBlocks: t.EvictedBlocks, CorruptDropped: t.CorruptBlocks,
 		ReadBytes: t.ReadBytes, WrittenBytes: t.WrittenBytes,
 	}}, nil
+}
+
+// nodeStoreEvictions tells the router which blocks left the node store, by
+// the node and model of the engines whose space they were in.
+func nodeStoreEvictions(rt *router.Router, specs []hruntime.Spec) func(space string, hashes []uint64) {
+	type owner struct{ node, model string }
+	owners := map[string]owner{}
+	for _, spec := range specs {
+		if spec.UsesKVStore() {
+			cfg := sim.ConfigOf(spec)
+			owners[spaceOf(cfg.Flavor, cfg.Model, cfg.BlockSize)] = owner{spec.GPU.Node, spec.Model}
+		}
+	}
+	return func(space string, hashes []uint64) {
+		if o, ok := owners[space]; ok {
+			rt.RemoveNodeBlocks(o.node, o.model, hashes)
+		}
+	}
 }

@@ -437,6 +437,14 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		return fmt.Errorf("up: %w", err)
 	}
 
+	var kvStore *nodeStore
+	if cfg.kvStoreDir != "" {
+		kvStore, err = openNodeStore(cfg.node, cfg.kvStoreDir, int64(cfg.kvStoreGiB*(1<<30)), log.With("component", "kvstore"))
+		if err != nil {
+			return fmt.Errorf("up: %w", err)
+		}
+		cleanup.push(func() { kvStore.store.Close() })
+	}
 	// Routing.
 	tok, err := tokenizer.Qwen3()
 	if err != nil {
@@ -452,24 +460,22 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
+	if kvStore != nil {
+		if err := reg.Register(kvStore.store); err != nil {
+			return fmt.Errorf("up: %w", err)
+		}
+	}
 	engines := newFleet(rt, log.With("component", "fleet"))
+	if kvStore != nil {
+		engines.storeReadBytesPerSec = sim.DefaultDiskGBps * 1e9
+		kvStore.tellEvictions(nodeStoreEvictions(rt, specs))
+	}
 	if err := reg.Register(router.NewIngestCollector(engines.ingestStats, engines.workerName)); err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
 
 	// Engines, under one supervisor.
 	pulls := newPullBoard(cfg.progressOut, log)
-	var kvStore *nodeStore
-	if cfg.kvStoreDir != "" {
-		kvStore, err = openNodeStore(cfg.node, cfg.kvStoreDir, int64(cfg.kvStoreGiB*(1<<30)), log.With("component", "kvstore"))
-		if err != nil {
-			return fmt.Errorf("up: %w", err)
-		}
-		cleanup.push(func() { kvStore.store.Close() })
-		if err := reg.Register(kvStore.store); err != nil {
-			return fmt.Errorf("up: %w", err)
-		}
-	}
 	launcher, closeLauncher, err := newLauncher(ctx, cfg, tok, kvStore, pulls.set, log)
 	if err != nil {
 		return err
