@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
+	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/runtime/sim"
@@ -43,6 +45,18 @@ type des struct {
 	session bool // pass session ids to the router (agentic workloads)
 	filler  []uint32
 
+	// store is the node's SSD store (nil without one) and storeDir its
+	// directory, removed when the run ends.
+	store    *kvbm.Store
+	storeDir string
+	// restartAt is when every engine restarts (0: never); held keeps the
+	// requests that fall due while the engines drain for it.
+	restartAt  time.Duration
+	restarting bool
+	restarted  bool
+	held       []*Request
+	cfg        SimConfig
+
 	// waiting holds the tickets of requests the router queued because
 	// every worker was saturated, in arrival order. The router dispatches
 	// them inside PrefillDone and Free; collectDispatched starts them on
@@ -72,10 +86,12 @@ type des struct {
 
 // desEngine is one engine of the cluster.
 type desEngine struct {
-	d        *des
-	gpu      string
-	worker   router.WorkerID
-	core     *sim.Core
+	d      *des
+	gpu    string
+	worker router.WorkerID
+	core   *sim.Core
+	// before sums the counters of the cores a restart replaced.
+	before   sim.Stats
 	ingester *router.Ingester
 	busy     bool
 	outputs  []sim.TokenOutput // of the step in progress; the core reuses the slice
@@ -109,8 +125,11 @@ type flight struct {
 	ticket   *router.Ticket // while it waits in the router queue
 	first    time.Duration
 	cached   int
-	prompt   int
-	outputs  int
+	// ramCached and ssdCached are the parts of cached loaded from the
+	// tiers below the GPU.
+	ramCached, ssdCached int
+	prompt               int
+	outputs              int
 }
 
 type desEventKind uint8
@@ -183,33 +202,81 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 		return nil, fmt.Errorf("bench: sim: %w", err)
 	}
 	d.router = r
+	d.cfg, d.restartAt = cfg, cfg.RestartAt
+	var space *kvbm.Space
+	if cfg.StoreDir != "" {
+		if err := d.openStore(); err != nil {
+			return nil, err
+		}
+		space = d.store.Space(kvbm.SpaceName("vllm", cfg.Model, sim.DefaultBlockSize))
+	}
 	for i, gpu := range cfg.GPUs {
 		profile := s.profiles[gpu]
 		e := &desEngine{d: d, gpu: gpu, speed: profile.PrefillTokensPerSec}
-		core, err := sim.NewCore(cfg.engineConfig(gpu), e)
-		if err != nil {
-			return nil, fmt.Errorf("bench: sim: engine %d: %w", i, err)
-		}
-		e.core = core
-		id, err := r.AddWorker(router.WorkerInfo{
+		ec := cfg.engineConfig(gpu)
+		info := router.WorkerInfo{
 			Name:                fmt.Sprintf("%s-%d", gpu, i),
 			CapacityBlocks:      profile.GPUBlocks,
 			PrefillTokensPerSec: profile.PrefillTokensPerSec,
 			RAMCapacityBlocks:   profile.CPUBlocks,
 			BlockBytes:          profile.BlockBytes,
 			LoadBytesPerSec:     profile.LoadBytesPerSec,
-		})
+		}
+		if space != nil {
+			ec.Store = space
+			info.Node, info.DiskLoadBytesPerSec = simNode, cfg.DiskGBps*1e9
+		}
+		core, err := sim.NewCore(ec, e)
 		if err != nil {
+			d.close()
+			return nil, fmt.Errorf("bench: sim: engine %d: %w", i, err)
+		}
+		e.core = core
+		id, err := r.AddWorker(info)
+		if err != nil {
+			d.close()
 			return nil, fmt.Errorf("bench: sim: %w", err)
 		}
 		e.worker = id
 		e.ingester = router.NewIngester(router.IngesterConfig{
 			WorkerID: id, BlockSize: core.Config().BlockSize, Logger: cfg.Logger,
 		}, r.Index(), nil)
+		r.AttachIngester(id, e.ingester)
 		d.engines = append(d.engines, e)
 		d.byID[id] = e
 	}
 	return d, nil
+}
+
+// openStore opens a fresh node store for the run; what it evicts leaves
+// the router's index as the daemon's store tells it.
+func (d *des) openStore() error {
+	if err := os.MkdirAll(d.cfg.StoreDir, 0o755); err != nil {
+		return fmt.Errorf("bench: sim: node store: %w", err)
+	}
+	dir, err := os.MkdirTemp(d.cfg.StoreDir, "run-")
+	if err != nil {
+		return fmt.Errorf("bench: sim: node store: %w", err)
+	}
+	st, err := kvbm.OpenStore(kvbm.StoreConfig{
+		Dir: dir, CapacityBytes: int64(d.cfg.StoreGiB * (1 << 30)), Logger: d.cfg.Logger,
+		OnEvict: func(_ string, hashes []uint64) { d.router.RemoveNodeBlocks(simNode, "", hashes) },
+	})
+	if err != nil {
+		os.RemoveAll(dir)
+		return fmt.Errorf("bench: sim: node store: %w", err)
+	}
+	d.store, d.storeDir = st, dir
+	return nil
+}
+
+// close removes the run's node store.
+func (d *des) close() {
+	if d.store != nil {
+		d.store.Close()
+		os.RemoveAll(d.storeDir)
+		d.store = nil
+	}
 }
 
 // run advances the simulation until the driver has finished.
@@ -233,8 +300,18 @@ func (d *des) run(ctx context.Context) error {
 // step handles the current instant, then moves the clock to the next one.
 // It reports true when the run is over.
 func (d *des) step() (bool, error) {
+	if d.restartAt > 0 && !d.restarted && d.now >= d.restartAt {
+		d.restarting = true
+	}
 	for req := d.driver.Next(d.now); req != nil; req = d.driver.Next(d.now) {
+		if d.restarting {
+			d.held = append(d.held, req)
+			continue
+		}
 		d.arrive(req)
+	}
+	if d.restarting && len(d.inflight) == 0 && len(d.events.items) == 0 {
+		d.restartEngines()
 	}
 	for _, e := range d.engines {
 		if !e.busy && e.core.HasWork() {
@@ -289,6 +366,7 @@ func (d *des) endStep(e *desEngine) {
 		f.outputs++
 		if out.Index == 0 {
 			f.first, f.cached, f.prompt = d.now, out.CachedTokens, out.PromptTokens
+			f.ramCached, f.ssdCached = out.HostCachedTokens, out.StoreCachedTokens
 			d.router.PrefillDone(out.RequestID)
 			d.collectDispatched()
 		}
@@ -407,6 +485,7 @@ func (d *des) finish(f *flight, err error) {
 		Session: req.Session, Turn: req.Turn, Last: req.Last,
 		Sent: req.Due, FirstToken: f.first, Done: d.now,
 		PromptTokens: f.prompt, OutputTokens: f.outputs, CachedTokens: f.cached,
+		RAMCachedTokens: f.ramCached, SSDCachedTokens: f.ssdCached,
 		PredictedCachedTokens: (f.decision.CachedBlocks + f.decision.LowerTierBlocks) * tokenizer.DefaultBlockSize,
 		Err:                   err,
 	}
@@ -453,14 +532,56 @@ func (d *des) result(policy string, sessions int) *SimRun {
 		run.Elapsed = max(run.Elapsed, r.Done)
 	}
 	for _, e := range d.engines {
-		st := e.core.Stats()
+		st, b := e.core.Stats(), e.before
 		run.Engines = append(run.Engines, EngineStats{
 			GPU: e.gpu, NumGPUBlocks: st.NumGPUBlocks, PrefillTokensPerSec: e.speed,
-			PrefixQueries: st.PrefixQueries, PrefixHits: st.PrefixHits, Preemptions: st.Preemptions,
-			NumCPUBlocks: st.NumCPUBlocks, ExternalPrefixHits: st.ExternalPrefixHits,
-			Requests: e.requests, Steps: e.steps,
+			PrefixQueries: b.PrefixQueries + st.PrefixQueries, PrefixHits: b.PrefixHits + st.PrefixHits,
+			Preemptions: b.Preemptions + st.Preemptions, NumCPUBlocks: st.NumCPUBlocks,
+			ExternalPrefixHits: b.ExternalPrefixHits + st.ExternalPrefixHits,
+			DiskLoadedBlocks:   b.DiskLoadedBlocks + st.DiskLoadedBlocks,
+			DiskStoredBlocks:   b.DiskStoredBlocks + st.DiskStoredBlocks,
+			Requests:           e.requests, Steps: e.steps,
 		})
+	}
+	if d.restarted {
+		run.Restart = restartSummary(d.results, d.restartAt)
 	}
 	run.Summary = Summarize(policy, sessions, d.results)
 	return run
+}
+
+// restartEngines starts every engine afresh once they have drained (no
+// request in flight, no step or event batch pending): a new core with
+// empty GPU and host-RAM caches (the node store stays). The router's view
+// of the old one is cleared before any request is routed, as the daemon
+// takes a stopped engine out of routing. The requests held meanwhile go to
+// the router in the order they fell due.
+func (d *des) restartEngines() {
+	for _, e := range d.engines {
+		cfg := e.core.Config()
+		st := e.core.Stats()
+		e.before.PrefixQueries += st.PrefixQueries
+		e.before.PrefixHits += st.PrefixHits
+		e.before.Preemptions += st.Preemptions
+		e.before.ExternalPrefixHits += st.ExternalPrefixHits
+		e.before.DiskLoadedBlocks += st.DiskLoadedBlocks
+		e.before.DiskStoredBlocks += st.DiskStoredBlocks
+		core, err := sim.NewCore(cfg, e)
+		if err != nil {
+			panic(fmt.Sprintf("bench: sim: restarting an engine that started before: %v", err))
+		}
+		e.core = core
+		payload := kvevents.AppendBatch(nil, &kvevents.Batch{
+			TS: kvevents.Timestamp(simEpoch.Add(d.now)), HasDPRank: true,
+			Events: []kvevents.Event{{Kind: kvevents.AllBlocksCleared}},
+		}, kvevents.FormatMap)
+		d.deliver(desEvent{engine: e, batchSeq: e.nextSeq, payload: payload, published: d.now})
+		e.nextSeq++
+	}
+	d.restarting, d.restarted = false, true
+	held := d.held
+	d.held = nil
+	for _, req := range held {
+		d.arrive(req)
+	}
 }

@@ -42,6 +42,21 @@ type SimConfig struct {
 	// it off. Every engine gets the same, whatever the policy: the engine
 	// does not know who routes to it.
 	KVOffloadingGiB float64
+	// StoreDir, when set, gives the engines a node SSD store below host
+	// RAM, shared by all of them (one node): each run opens a fresh store
+	// in a directory of its own under StoreDir, of real sparse files, and
+	// removes it afterwards. StoreGiB is its capacity (DefaultStoreGiB)
+	// and DiskGBps its read bandwidth (sim.DefaultDiskGBps), which the
+	// engines pay and the router is told.
+	StoreDir string
+	StoreGiB float64
+	DiskGBps float64
+	// RestartAt, when positive, restarts every engine at that virtual time
+	// of a run, as a daemon restart or an upgrade does: the router stops
+	// handing out requests (they wait), the running ones finish, then each
+	// engine starts afresh with empty GPU and host-RAM caches; the node
+	// store survives.
+	RestartAt time.Duration
 	// EventLatency is the delay from the end of the engine step that made a
 	// KV event batch to the router applying it (DefaultEventLatency); a
 	// negative value means none.
@@ -61,6 +76,13 @@ type SimConfig struct {
 // (210k tokens), seven times a 4090's KV cache.
 const DefaultKVOffloadingGiB = 32
 
+// DefaultStoreGiB is a simulated node store's capacity: 10% of the free
+// space of a 1 TB NVMe drive, Hearth's default share.
+const DefaultStoreGiB = 100
+
+// simNode is the node every simulated engine is on.
+const simNode = "sim"
+
 // ErrBadSim is wrapped by every error about a simulation's configuration.
 var ErrBadSim = errors.New("bad simulation config")
 
@@ -74,6 +96,12 @@ func (c SimConfig) WithDefaults() SimConfig {
 		c.KVOffloadingGiB = DefaultKVOffloadingGiB
 	case c.KVOffloadingGiB < 0:
 		c.KVOffloadingGiB = -1
+	}
+	if c.StoreGiB == 0 {
+		c.StoreGiB = DefaultStoreGiB
+	}
+	if c.DiskGBps == 0 {
+		c.DiskGBps = sim.DefaultDiskGBps
 	}
 	switch {
 	case c.EventLatency == 0:
@@ -98,6 +126,9 @@ func (c SimConfig) Validate() error {
 			return fmt.Errorf("bench: sim: %w: %w", ErrBadSim, err)
 		}
 	}
+	if c.StoreGiB < 0 || c.RestartAt < 0 {
+		return fmt.Errorf("bench: sim: %w: negative store size or restart time", ErrBadSim)
+	}
 	if err := c.Router.Validate(); err != nil {
 		return fmt.Errorf("bench: sim: %w: %w", ErrBadSim, err)
 	}
@@ -108,6 +139,7 @@ func (c SimConfig) engineConfig(gpu string) sim.Config {
 	ec := c.Engine
 	ec.GPU, ec.Model, ec.Seed = gpu, c.Model, c.Seed
 	ec.CPUOffloadGiB = max(c.KVOffloadingGiB, 0)
+	ec.DiskGBps = c.DiskGBps
 	return ec
 }
 
@@ -193,9 +225,13 @@ type EngineStats struct {
 	// prompt tokens loaded from it (vLLM's external prefix-cache counter).
 	NumCPUBlocks       int   `json:"num_cpu_blocks,omitempty"`
 	ExternalPrefixHits int64 `json:"external_prefix_hits,omitempty"`
-	Preemptions        int64 `json:"preemptions"`
-	Requests           int   `json:"requests"`
-	Steps              int64 `json:"steps"`
+	// DiskLoadedBlocks counts blocks loaded from the node store and
+	// DiskStoredBlocks blocks written to it.
+	DiskLoadedBlocks int64 `json:"disk_loaded_blocks,omitempty"`
+	DiskStoredBlocks int64 `json:"disk_stored_blocks,omitempty"`
+	Preemptions      int64 `json:"preemptions"`
+	Requests         int   `json:"requests"`
+	Steps            int64 `json:"steps"`
 }
 
 // SimRun is the outcome of one simulated run.
@@ -210,6 +246,79 @@ type SimRun struct {
 	Queued, MaxQueue int
 	// EventBatches counts KV event batches delivered to the router.
 	EventBatches int64
+	// Restart is what the turns after the engines' restart found; nil
+	// without SimConfig.RestartAt (or a run that ended before it).
+	Restart *RestartSummary
+}
+
+// RestartSummary measures what survived a restart of every engine: the
+// first request of each session after it, against the prompt and output
+// of that session's last request before it (whole blocks: the context the
+// turn could reuse).
+type RestartSummary struct {
+	At time.Duration `json:"at_ms"`
+	// Turns counts those first requests; ContextTokens sums the context
+	// they could reuse.
+	Turns         int   `json:"turns"`
+	ContextTokens int64 `json:"context_tokens"`
+	// CachedTokens is what of their prompts the engines did not recompute,
+	// SSDTokens the part loaded from the node store.
+	CachedTokens int64 `json:"cached_tokens"`
+	SSDTokens    int64 `json:"ssd_tokens"`
+}
+
+// ReusedShare is the share of the reusable context the turns did not
+// recompute (at most 1).
+func (r *RestartSummary) ReusedShare() float64 {
+	if r.ContextTokens == 0 {
+		return 0
+	}
+	return min(float64(r.CachedTokens)/float64(r.ContextTokens), 1)
+}
+
+// SSDShare is the share of the reusable context the turns loaded from the
+// node store themselves.
+func (r *RestartSummary) SSDShare() float64 {
+	if r.ContextTokens == 0 {
+		return 0
+	}
+	return float64(r.SSDTokens) / float64(r.ContextTokens)
+}
+
+// restartSummary finds, per session, the last successful request sent
+// before at and the first sent after it.
+func restartSummary(results []Result, at time.Duration) *RestartSummary {
+	type pair struct{ before, after *Result }
+	bySession := map[string]*pair{}
+	for i := range results {
+		r := &results[i]
+		if r.Err != nil {
+			continue
+		}
+		p := bySession[r.Session]
+		if p == nil {
+			p = &pair{}
+			bySession[r.Session] = p
+		}
+		switch {
+		case r.Sent < at && (p.before == nil || r.Sent > p.before.Sent):
+			p.before = r
+		case r.Sent >= at && (p.after == nil || r.Sent < p.after.Sent):
+			p.after = r
+		}
+	}
+	s := &RestartSummary{At: at}
+	for _, p := range bySession {
+		if p.before == nil || p.after == nil {
+			continue
+		}
+		bs := sim.DefaultBlockSize
+		s.Turns++
+		s.ContextTokens += int64(min(p.before.PromptTokens+p.before.OutputTokens, p.after.PromptTokens) / bs * bs)
+		s.CachedTokens += int64(p.after.CachedTokens)
+		s.SSDTokens += int64(p.after.SSDCachedTokens)
+	}
+	return s
 }
 
 // EngineHitRate returns the engines' GPU prefix-cache hit rate from their
@@ -249,6 +358,7 @@ func (s *Sim) Run(ctx context.Context, w Workload, policy string, sessions int, 
 	if err != nil {
 		return nil, err
 	}
+	defer d.close()
 	d.progress = progress
 	d.label = fmt.Sprintf("%s, %d sessions", policy, sessions)
 	if err := d.run(ctx); err != nil {

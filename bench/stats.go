@@ -104,6 +104,10 @@ type Result struct {
 	// GPU prefix-cache hits plus blocks loaded from its host-RAM tier, as
 	// vLLM's num_cached_tokens (usage.prompt_tokens_details) counts them.
 	CachedTokens int
+	// RAMCachedTokens and SSDCachedTokens are the parts of CachedTokens
+	// loaded from the engine's host-RAM tier and from the node's SSD store
+	// (a simulation tells them apart; a live target does not).
+	RAMCachedTokens, SSDCachedTokens int
 	// Err is why the request failed; nil if it succeeded.
 	Err error
 }
@@ -122,6 +126,8 @@ type Result struct {
 //     engine-cached prompt tokens over all prompt tokens.
 //   - PrefillTokens are prompt tokens the engines computed, CachedTokens
 //     those they served from cache; together they are all prompt tokens.
+//     RAMCachedTokens and SSDCachedTokens are the cached tokens loaded from
+//     the tiers below the GPU (simulations only).
 //   - ErrorsByCause splits Errors by why the requests failed.
 //   - Session and SlowestTurnTTFT are over the sessions that finished: every
 //     request of the session (its subagents' included) succeeded and its
@@ -148,6 +154,8 @@ type RunSummary struct {
 	EngineHitRate    float64     `json:"engine_hit_rate"`
 	PrefillTokens    int64       `json:"prefill_tokens"`
 	CachedTokens     int64       `json:"cached_tokens"`
+	RAMCachedTokens  int64       `json:"ram_cached_tokens,omitempty"`
+	SSDCachedTokens  int64       `json:"ssd_cached_tokens,omitempty"`
 }
 
 // Summarize computes the summary of a run of policy at a concurrency level
@@ -173,6 +181,8 @@ func Summarize(policy string, sessions int, results []Result) RunSummary {
 		prompt += int64(r.PromptTokens)
 		predicted += int64(r.PredictedCachedTokens)
 		cached += int64(r.CachedTokens)
+		s.RAMCachedTokens += int64(r.RAMCachedTokens)
+		s.SSDCachedTokens += int64(r.SSDCachedTokens)
 		output += int64(r.OutputTokens)
 	}
 	s.TTFT, s.ITL, s.E2E = SummarizeMillis(ttft), SummarizeMillis(itl), SummarizeMillis(e2e)

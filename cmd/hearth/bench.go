@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +39,10 @@ type benchFlags struct {
 	seed          uint64
 	eventLatency  time.Duration
 	offloadGiB    float64
+	tiers         string
+	storeDir      string
+	diskGBps      float64
+	restartAt     time.Duration
 	jsonPath      string
 	plotPath      string
 	workload      string
@@ -150,6 +154,14 @@ func (n *simNotes) RunSummary(ctx context.Context, w bench.Workload, policy stri
 		}
 		n.lines = append(n.lines, fmt.Sprintf("%s %s: %d requests waited for a worker (queue peak %d)", policy, at, run.Queued, run.MaxQueue))
 	}
+	if s := run.Summary; s.RAMCachedTokens+s.SSDCachedTokens > 0 {
+		n.lines = append(n.lines, fmt.Sprintf("%s at %d sessions: prompt tokens loaded instead of recomputed: %d from host RAM, %d from the node SSD store",
+			policy, sessions, s.RAMCachedTokens, s.SSDCachedTokens))
+	}
+	if r := run.Restart; r != nil {
+		n.lines = append(n.lines, fmt.Sprintf("%s at %d sessions: after the restart at %v, %d sessions' next turns did not recompute %.1f%% of their %d context tokens (%.1f%% loaded from the node SSD store by the turn itself, the rest found on the GPU)",
+			policy, sessions, r.At, r.Turns, 100*r.ReusedShare(), r.ContextTokens, 100*r.SSDShare()))
+	}
 	return run.Summary, nil
 }
 
@@ -186,6 +198,10 @@ func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags,
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the workload, engine hashes and router choices")
 	fs.DurationVar(&f.eventLatency, "event-latency", bench.DefaultEventLatency, "delay of KV events from engine to router (simulated)")
 	fs.Float64Var(&f.offloadGiB, "kv-offloading-size", bench.DefaultKVOffloadingGiB, "host RAM per simulated engine for offloaded KV blocks in GiB, vLLM's native offloading (0: off)")
+	fs.StringVar(&f.tiers, "kvbm", tiersRAM, "simulated KV tiers below the GPU: off, ram (--kv-offloading-size per engine) or ram+ssd (and a node SSD store shared by the engines, of sparse files under --kv-store-dir)")
+	fs.StringVar(&f.storeDir, "kv-store-dir", "", "where ram+ssd runs keep their node store (default: the system's temp directory); each run's is removed after it")
+	fs.Float64Var(&f.diskGBps, "disk-gbps", sim.DefaultDiskGBps, "read bandwidth of the simulated node store in GB/s")
+	fs.DurationVar(&f.restartAt, "restart-at", 0, "restart every simulated engine at this time into a run (their GPU and RAM caches lost, the node store kept), and report what the next turns loaded")
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report as JSON to FILE")
 	fs.StringVar(&f.workload, "workload", "", "agentic preset: "+strings.Join(bench.PresetNames(), ", ")+"; flags set override its fields")
 	fs.IntVar(&f.maxModelLen, "max-model-len", 0, "every simulated engine's max_model_len, as vLLM's (default: the preset's, else the model's capped by the KV cache)")
@@ -224,7 +240,15 @@ func (f *benchFlags) check(set map[string]bool) error {
 	if f.runs < 1 || f.runs > 100 {
 		return fmt.Errorf("%w: --runs %d out of [1, 100]", errUsage, f.runs)
 	}
-	for _, name := range []string{"event-latency", "kv-offloading-size", "max-model-len"} {
+	switch f.tiers {
+	case tiersOff, tiersRAM, tiersRAMSSD:
+	default:
+		return fmt.Errorf("%w: unknown --kvbm %q (known: off, ram, ram+ssd)", errUsage, f.tiers)
+	}
+	if !(f.diskGBps > 0) || f.restartAt < 0 {
+		return fmt.Errorf("%w: --disk-gbps must be positive and --restart-at not negative", errUsage)
+	}
+	for _, name := range []string{"event-latency", "kv-offloading-size", "max-model-len", "kvbm", "kv-store-dir", "disk-gbps", "restart-at"} {
 		if f.target != "" && set[name] {
 			return fmt.Errorf("%w: --%s applies to a simulation only", errUsage, name)
 		}
@@ -316,15 +340,23 @@ func (f *benchFlags) build(ctx context.Context, seed uint64) (bench.Plan, bench.
 		latency = -1 // zero means none here, not the default
 	}
 	offload := f.offloadGiB
-	if offload == 0 {
+	if offload == 0 || f.tiers == tiersOff {
 		offload = -1 // zero means off here, not the default
+	}
+	storeDir := ""
+	if f.tiers == tiersRAMSSD {
+		storeDir = f.storeDir
+		if storeDir == "" {
+			storeDir = filepath.Join(os.TempDir(), "hearth-bench-kvstore")
+		}
 	}
 	maxModelLen := f.maxModelLen
 	if p, ok := bench.LookupPreset(f.workload); ok && maxModelLen == 0 {
 		maxModelLen = p.MaxModelLen
 	}
 	s, err := bench.NewSim(bench.SimConfig{GPUs: kinds, Model: f.model, EventLatency: latency,
-		KVOffloadingGiB: offload, Seed: int64(seed), Engine: sim.Config{MaxModelLen: maxModelLen}})
+		KVOffloadingGiB: offload, StoreDir: storeDir, DiskGBps: f.diskGBps, RestartAt: f.restartAt,
+		Seed: int64(seed), Engine: sim.Config{MaxModelLen: maxModelLen}})
 	if err != nil {
 		return plan, report, nil, fmt.Errorf("%w: %v", errUsage, err)
 	}

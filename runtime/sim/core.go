@@ -108,6 +108,9 @@ type request struct {
 	cachedTokens int
 	// hostCachedTokens is the part of cachedTokens loaded from host RAM.
 	hostCachedTokens int
+	// storeCachedTokens is the part of cachedTokens loaded from the node
+	// store.
+	storeCachedTokens int
 
 	scheduled int // tokens scheduled in the current step
 	running   bool

@@ -195,19 +195,20 @@ func (s *Server) plan(g *generation, maxTokens *int64, answer func() string) err
 // (a token that ends inside a UTF-8 character waits for the next one) and
 // records their times for the latency histograms.
 type tokenStream struct {
-	s          *Server
-	ch         <-chan TokenOutput
-	arrival    time.Time
-	last       time.Time
-	first      time.Duration
-	gaps       []time.Duration
-	pending    []uint32
-	text       strings.Builder
-	count      int
-	cached     int
-	hostCached int
-	prompt     int
-	finished   bool
+	s           *Server
+	ch          <-chan TokenOutput
+	arrival     time.Time
+	last        time.Time
+	first       time.Duration
+	gaps        []time.Duration
+	pending     []uint32
+	text        strings.Builder
+	count       int
+	cached      int
+	hostCached  int
+	storeCached int
+	prompt      int
+	finished    bool
 }
 
 func (s *Server) start(ctx context.Context, g *generation) (*tokenStream, error) {
@@ -239,7 +240,7 @@ func (ts *tokenStream) next() (delta string, ok bool) {
 	}
 	ts.last = now
 	ts.count++
-	ts.cached, ts.hostCached = out.CachedTokens, out.HostCachedTokens
+	ts.cached, ts.hostCached, ts.storeCached = out.CachedTokens, out.HostCachedTokens, out.StoreCachedTokens
 	if out.PromptTokens > 0 {
 		ts.prompt = out.PromptTokens
 	}
@@ -248,7 +249,7 @@ func (ts *tokenStream) next() (delta string, ok bool) {
 		ts.finished = true
 		ts.s.metrics.observeRequest(finishedRequest{
 			queued: out.QueueTime, firstToken: ts.first, total: ts.s.modelled(now.Sub(ts.arrival)), gaps: ts.gaps,
-			prompt: ts.prompt, generated: ts.count, cached: ts.cached, hostCached: ts.hostCached,
+			prompt: ts.prompt, generated: ts.count, cached: ts.cached, hostCached: ts.hostCached, storeCached: ts.storeCached,
 		})
 		return ts.flush(), true
 	}

@@ -152,8 +152,9 @@ type finishedRequest struct {
 	queued, firstToken, total time.Duration
 	gaps                      []time.Duration
 	// prompt and generated tokens; cached of the prompt found in a cache,
-	// hostCached of those loaded from host RAM.
-	prompt, generated, cached, hostCached int
+	// hostCached of those loaded from host RAM, storeCached from the node
+	// store.
+	prompt, generated, cached, hostCached, storeCached int
 }
 
 // observeRequest records one finished request: its wait in the engine's
@@ -175,11 +176,14 @@ func (m *engineMetrics) observeRequest(f finishedRequest) {
 	m.generationTokens.Add(float64(f.generated))
 	m.requests.Inc()
 	// SGLang creates a source's series at its first hit.
-	if device := f.cached - f.hostCached; device > 0 {
+	if device := f.cached - f.hostCached - f.storeCached; device > 0 {
 		m.cachedTokens.WithLabelValues("device").Add(float64(device))
 	}
 	if f.hostCached > 0 {
 		m.cachedTokens.WithLabelValues("host").Add(float64(f.hostCached))
+	}
+	if f.storeCached > 0 {
+		m.cachedTokens.WithLabelValues(storageFileSource).Add(float64(f.storeCached))
 	}
 }
 
@@ -272,3 +276,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.typ, m.value(s))
 	}
 }
+
+// storageFileSource is SGLang's cache_source of tokens its HiCache storage
+// tier (the file backend) supplied.
+const storageFileSource = "storage_file"

@@ -112,6 +112,7 @@ func (c *Core) Step(now time.Duration) StepResult {
 				// host RAM go to the connector's external counters.
 				r.cachedTokens = computed
 				r.hostCachedTokens = fromRAM * c.cfg.BlockSize
+				r.storeCachedTokens = fromDisk * c.cfg.BlockSize
 				r.queueTime = now - r.addedAt
 				c.stats.PrefixQueries += int64(r.numTokens())
 				c.stats.PrefixHits += int64(len(hits) * c.cfg.BlockSize)
@@ -172,13 +173,14 @@ func (c *Core) Step(now time.Duration) StepResult {
 			c.stats.PromptTokens += int64(r.promptLen)
 		}
 		out := TokenOutput{
-			RequestID:        r.id,
-			Token:            r.tokens[r.promptLen+idx],
-			Index:            idx,
-			CachedTokens:     r.cachedTokens,
-			HostCachedTokens: r.hostCachedTokens,
-			PromptTokens:     r.promptLen,
-			QueueTime:        r.queueTime,
+			RequestID:         r.id,
+			Token:             r.tokens[r.promptLen+idx],
+			Index:             idx,
+			CachedTokens:      r.cachedTokens,
+			HostCachedTokens:  r.hostCachedTokens,
+			StoreCachedTokens: r.storeCachedTokens,
+			PromptTokens:      r.promptLen,
+			QueueTime:         r.queueTime,
 		}
 		if r.numOutput == r.outputLen {
 			out.Finished = true

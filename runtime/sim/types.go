@@ -35,7 +35,10 @@ type TokenOutput struct {
 	// host-RAM tier rather than found on the GPU (SGLang's
 	// cached_tokens_total{cache_source="host"}).
 	HostCachedTokens int
-	PromptTokens     int
+	// StoreCachedTokens is the part of CachedTokens loaded from the node
+	// store (SGLang's cache_source="storage_file").
+	StoreCachedTokens int
+	PromptTokens      int
 	// QueueTime is how long, in engine time, the request waited before it
 	// was first scheduled (vllm:request_queue_time_seconds).
 	QueueTime time.Duration
