@@ -947,14 +947,16 @@ type WorkerLoad struct {
 	ActiveBlocks         int
 	PendingPrefillTokens int
 	CachedBlocks         int // every GPU block the index holds for the worker, not only a prompt's
+	RAMBlocks            int // every block the index holds in the worker's host-RAM tier
 	PausedSessionBlocks  int
 	Saturated            bool
 }
 
 // Workers returns the load of every live worker, by id.
 func (r *Router) Workers() []WorkerLoad {
-	var cached [MaxWorkers]int
+	var cached, ram [MaxWorkers]int
 	r.ix.BlockCounts(kvbm.TierGPU, &cached)
+	r.ix.BlockCounts(kvbm.TierRAM, &ram)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]WorkerLoad, 0, len(r.order))
@@ -968,6 +970,7 @@ func (r *Router) Workers() []WorkerLoad {
 			ActiveBlocks:         aw.blocks(),
 			PendingPrefillTokens: aw.pendingTokens,
 			CachedBlocks:         cached[id],
+			RAMBlocks:            ram[id],
 			PausedSessionBlocks:  ws.pausedBlocks,
 			Saturated:            r.saturatedLocked(id),
 		})

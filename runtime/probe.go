@@ -156,6 +156,15 @@ type Stats struct {
 	// Cumulative counters (they restart with the engine).
 	PrefixQueries, PrefixHits int64 // prompt tokens looked up, and found
 	GenerationTokens          int64
+	// The tiers below the GPU, where the engine tells: prompt tokens
+	// loaded from host RAM and from the node's SSD store instead of
+	// recomputed (SGLang's cached_tokens_total by source; vLLM's external
+	// prefix-cache hits, its host-RAM connector), what the host-RAM tier
+	// holds (RAMBlocks, -1 when untold), and the blocks moved between the
+	// GPU and the tiers (the simulated engines' hearth_sim_kv_tier_*).
+	RAMHitTokens, StoreHitTokens int64
+	RAMBlocks                    int
+	LoadedBlocks, StoredBlocks   int64
 }
 
 // ScrapeStats reads an engine's /metrics: vLLM's names, or SGLang's where
@@ -166,32 +175,65 @@ func ScrapeStats(ctx context.Context, client *http.Client, baseURL string) (Stat
 		return Stats{}, err
 	}
 	v := func(name string) float64 { return sum(families[name]) }
-	if _, ok := families["vllm:num_requests_running"]; ok {
-		return Stats{
+	var s Stats
+	switch {
+	case families["vllm:num_requests_running"] != nil:
+		s = Stats{
 			Running: int(v("vllm:num_requests_running")), Waiting: int(v("vllm:num_requests_waiting")),
 			KVUsage:       v("vllm:kv_cache_usage_perc"),
 			PrefixQueries: int64(v("vllm:prefix_cache_queries_total")), PrefixHits: int64(v("vllm:prefix_cache_hits_total")),
 			GenerationTokens: int64(v("vllm:generation_tokens_total")),
-		}, nil
-	}
-	if _, ok := families["sglang:num_running_reqs"]; ok {
-		return Stats{
+			RAMHitTokens:     int64(v("vllm:external_prefix_cache_hits_total")),
+		}
+	case families["sglang:num_running_reqs"] != nil:
+		cached := families["sglang:cached_tokens_total"]
+		s = Stats{
 			Running: int(v("sglang:num_running_reqs")), Waiting: int(v("sglang:num_queue_reqs")),
 			KVUsage:          v("sglang:token_usage"),
 			PrefixQueries:    int64(v("sglang:prompt_tokens_total")),
-			PrefixHits:       int64(deviceHits(families["sglang:cached_tokens_total"])),
+			PrefixHits:       int64(hitsFrom(cached, isDevice)),
 			GenerationTokens: int64(v("sglang:generation_tokens_total")),
-		}, nil
+			RAMHitTokens:     int64(hitsFrom(cached, func(s string) bool { return s == "host" })),
+			StoreHitTokens:   int64(hitsFrom(cached, func(s string) bool { return strings.HasPrefix(s, "storage") })),
+		}
+	default:
+		return Stats{}, errors.New("metrics: neither vLLM's nor SGLang's names")
 	}
-	return Stats{}, errors.New("metrics: neither vLLM's nor SGLang's names")
+	s.RAMBlocks = -1
+	if f := families["hearth_sim_kv_tier_blocks"]; f != nil {
+		s.RAMBlocks = int(sumTier(f, "ram"))
+		loaded, stored := families["hearth_sim_kv_tier_loaded_blocks_total"], families["hearth_sim_kv_tier_stored_blocks_total"]
+		s.LoadedBlocks, s.StoredBlocks = int64(sum(loaded)), int64(sum(stored))
+		if s.StoreHitTokens == 0 {
+			// A simulated vLLM engine's external hits count both tiers:
+			// split them by the blocks each tier loaded.
+			ram, ssd := sumTier(loaded, "ram"), sumTier(loaded, "ssd")
+			if ram+ssd > 0 {
+				s.StoreHitTokens = int64(float64(s.RAMHitTokens) * ssd / (ram + ssd))
+				s.RAMHitTokens -= s.StoreHitTokens
+			}
+		}
+	}
+	return s, nil
 }
 
-// deviceHits sums SGLang's cached prompt tokens found on the GPU: the
-// samples with cache_source "device", or without the label (releases
-// before the host and storage tiers were told apart). Tokens loaded from
-// host RAM or storage are left out, as vLLM's prefix-cache counter leaves
-// out what its KV connector loads.
-func deviceHits(f *dto.MetricFamily) float64 {
+// sumTier sums the samples of a family whose tier label is tier.
+func sumTier(f *dto.MetricFamily, tier string) float64 {
+	var total float64
+	for _, m := range f.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "tier" && l.GetValue() == tier {
+				total += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+// hitsFrom sums SGLang's cached prompt tokens whose cache_source passes
+// keep. A sample without the label is the device's: releases before the
+// host and storage tiers were told apart had only it.
+func hitsFrom(f *dto.MetricFamily, keep func(source string) bool) float64 {
 	if f == nil {
 		return 0
 	}
@@ -203,12 +245,16 @@ func deviceHits(f *dto.MetricFamily) float64 {
 				source = l.GetValue()
 			}
 		}
-		if source == "device" {
+		if keep(source) {
 			total += m.GetCounter().GetValue() + m.GetUntyped().GetValue()
 		}
 	}
 	return total
 }
+
+// isDevice keeps the tokens found on the GPU: vLLM's prefix-cache counter
+// leaves out what its KV connector loads, and so does Hearth.
+func isDevice(source string) bool { return source == "device" }
 
 // scrape GETs baseURL/metrics and parses the Prometheus text format.
 func scrape(ctx context.Context, client *http.Client, baseURL string) (map[string]*dto.MetricFamily, error) {

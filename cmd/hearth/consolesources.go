@@ -44,9 +44,9 @@ type engineSource struct {
 var _ console.EngineSource = engineSource{}
 
 func (s engineSource) Engines(ctx context.Context) ([]console.Engine, error) {
-	cached := map[string]int{}
+	cached := map[string]router.WorkerLoad{}
 	for _, w := range s.rt.Workers() {
-		cached[w.Info.Name] = w.CachedBlocks
+		cached[w.Info.Name] = w
 	}
 	statuses := s.engines()
 	reading, _, _ := s.gpus.Latest() // one copy of the reading for every card
@@ -73,8 +73,10 @@ func (s engineSource) Engines(ctx context.Context) ([]console.Engine, error) {
 // when it starts, its memory-utilisation share of the GPU (what nvidia-smi
 // would show for a real engine), marked as a reservation, and what of it
 // holds data. Blocks cached but not in use are the router's count less
-// those running requests hold.
-func engineOf(st hruntime.Status, gpu nodes.GPU, stats hruntime.Stats, scrapeErr error, cachedBlocks int) console.Engine {
+// those running requests hold. The host-RAM tier holds what the engine
+// says, else what the router indexed from its events.
+func engineOf(st hruntime.Status, gpu nodes.GPU, stats hruntime.Stats, scrapeErr error, routed router.WorkerLoad) console.Engine {
+	cachedBlocks := routed.CachedBlocks
 	memUsed := gpu.MemoryUsed
 	var reserved bool
 	if !gpu.MemoryUsageKnown && gpu.MemoryTotal > 0 && st.State == hruntime.StateReady {
@@ -91,6 +93,12 @@ func engineOf(st hruntime.Status, gpu nodes.GPU, stats hruntime.Stats, scrapeErr
 		Running: stats.Running, Waiting: stats.Waiting,
 		PrefixQueries: stats.PrefixQueries, PrefixHits: stats.PrefixHits, GenerationTokens: stats.GenerationTokens,
 		PrefillTokensPerSec: st.Profile.PrefillTokensPerSec,
+		RAMTotalBlocks:      st.Profile.CPUBlocks, RAMUsedBlocks: routed.RAMBlocks,
+		RAMHitTokens: stats.RAMHitTokens, DiskHitTokens: stats.StoreHitTokens,
+		LoadedBytes: stats.LoadedBlocks * int64(st.Profile.BlockBytes), StoredBytes: stats.StoredBlocks * int64(st.Profile.BlockBytes),
+	}
+	if stats.RAMBlocks >= 0 && st.Profile.CPUBlocks > 0 {
+		e.RAMUsedBlocks = min(stats.RAMBlocks, st.Profile.CPUBlocks)
 	}
 	if reserved {
 		e.MemoryReserved = true

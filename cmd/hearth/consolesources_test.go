@@ -298,7 +298,7 @@ func TestEngineOf(t *testing.T) {
 			if tc.status.State != hruntime.StateReady {
 				st = hruntime.Stats{}
 			}
-			e := engineOf(tc.status, g, st, tc.scrapeErr, 400)
+			e := engineOf(tc.status, g, st, tc.scrapeErr, router.WorkerLoad{CachedBlocks: 400})
 			if e.MemoryUsed != tc.wantMem || e.MemoryTotal != 24*gib {
 				t.Errorf("memory %d of %d, want %d", e.MemoryUsed, e.MemoryTotal, tc.wantMem)
 			}
@@ -611,7 +611,7 @@ func TestEngineOfTelemetry(t *testing.T) {
 	g.Processes = []nodes.Process{{PID: os.Getpid(), UsedBytes: 20 * gib, Name: "python3"}, {PID: 1, UsedBytes: 2 * gib, Name: "game.exe"}}
 	g.ProcessesKnown = true
 	st := hruntime.Status{Name: "n/gpu0", State: hruntime.StateReady, Identity: hruntime.Identity{PID: os.Getpid()}}
-	e := engineOf(st, g, hruntime.Stats{}, nil, 0)
+	e := engineOf(st, g, hruntime.Stats{}, nil, router.WorkerLoad{})
 	if !e.MemoryByOwnerKnown || e.MemoryHearth != 20*gib || e.MemoryOther != 2*gib || e.MemoryUsed != 23*gib {
 		t.Errorf("memory: hearth %d, other %d, used %d (known %v)", e.MemoryHearth, e.MemoryOther, e.MemoryUsed, e.MemoryByOwnerKnown)
 	}
@@ -624,7 +624,7 @@ func TestEngineOfTelemetry(t *testing.T) {
 
 	lost := nodes.NewGPU("n", 0)
 	lost.Lost, lost.Err = true, "GPU is lost"
-	e = engineOf(hruntime.Status{Name: "n/gpu0", State: hruntime.StateStopped, LastError: "GPU 0 lost: GPU is lost"}, lost, hruntime.Stats{}, nil, 0)
+	e = engineOf(hruntime.Status{Name: "n/gpu0", State: hruntime.StateStopped, LastError: "GPU 0 lost: GPU is lost"}, lost, hruntime.Stats{}, nil, router.WorkerLoad{})
 	if !e.GPULost || e.GPUErr != "GPU is lost" || e.MemoryByOwnerKnown || e.PowerDrawW >= 0 {
 		t.Errorf("lost GPU's card: %+v", e)
 	}
@@ -649,5 +649,24 @@ func TestTrafficSourceRequests(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("requests %+v, want [%+v]", got, want)
+	}
+}
+
+// TestEngineOfTiers: a card's tiers come from the engine's metrics where
+// they tell, the host-RAM tier's occupancy from the router's index where
+// they do not, and bytes moved from blocks at the engine's block size.
+func TestEngineOfTiers(t *testing.T) {
+	st := hruntime.Status{Name: "n/gpu0", State: hruntime.StateReady,
+		Profile: hruntime.Profile{GPUBlocks: 1000, CPUBlocks: 500, BlockBytes: 2 << 20}}
+	routed := router.WorkerLoad{CachedBlocks: 300, RAMBlocks: 120}
+	told := hruntime.Stats{RAMHitTokens: 160, StoreHitTokens: 320, RAMBlocks: 90, LoadedBlocks: 3, StoredBlocks: 5}
+	e := engineOf(st, nodes.GPU{}, told, nil, routed)
+	if e.RAMTotalBlocks != 500 || e.RAMUsedBlocks != 90 || e.RAMHitTokens != 160 || e.DiskHitTokens != 320 ||
+		e.LoadedBytes != 3*(2<<20) || e.StoredBytes != 5*(2<<20) {
+		t.Errorf("engine told its tiers: %+v", e)
+	}
+	told.RAMBlocks = -1 // the engine does not say what its RAM tier holds
+	if e := engineOf(st, nodes.GPU{}, told, nil, routed); e.RAMUsedBlocks != 120 {
+		t.Errorf("RAMUsedBlocks = %d, want the router's 120", e.RAMUsedBlocks)
 	}
 }

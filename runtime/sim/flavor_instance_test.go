@@ -353,6 +353,55 @@ func TestSGLangHostCacheSource(t *testing.T) {
 	if stats.PrefixHits != int64(device) {
 		t.Errorf("ScrapeStats.PrefixHits = %d, want the device's %v", stats.PrefixHits, device)
 	}
+	if stats.RAMHitTokens != int64(host) || stats.StoreHitTokens != 0 || stats.RAMBlocks <= 0 || stats.LoadedBlocks == 0 || stats.StoredBlocks < int64(stats.RAMBlocks) {
+		t.Errorf("ScrapeStats tiers = %+v, want %v RAM hit tokens, RAM blocks held, blocks loaded and stored", stats, host)
+	}
+}
+
+// mapStore is a node store in memory.
+type mapStore map[uint64]bool
+
+func (m mapStore) Has(h uint64) bool             { return m[h] }
+func (m mapStore) Load(uint64, int64) error      { return nil }
+func (m mapStore) Store(h uint64, _ int64) error { m[h] = true; return nil }
+
+// TestNodeStoreMetrics: a vLLM-flavoured engine that reloads an evicted
+// prompt from its node store counts the tokens as external hits, and
+// ScrapeStats gives them to the store, not to host RAM, by the simulator's
+// tier series.
+func TestNodeStoreMetrics(t *testing.T) {
+	cfg := sim.Config{GPU: "rtx4090", Model: "qwen3-8b", NumGPUBlocks: 40, MaxModelLen: 600, Store: mapStore{}}
+	con := newLineConsole(t, "")
+	inst, err := sim.NewInstance(sim.InstanceOptions{Engine: cfg, Listen: "127.0.0.1:0", Speedup: 1000,
+		Console: con, Tokenizer: byteTok{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := inst.BaseURL()
+	runInstance(t, inst)
+	con.waitLine("Application startup complete")
+	prompt := func(start int) []int {
+		out := make([]int, 300)
+		for i := range out {
+			out[i] = start + i
+		}
+		return out
+	}
+	complete := func(p []int) chatUsage {
+		return post(t, base+"/v1/completions", map[string]any{"prompt": p, "max_tokens": 1})
+	}
+	complete(prompt(1000))
+	complete(prompt(5000))
+	complete(prompt(9000))
+	again := complete(prompt(1000))
+	stats, err := hruntime.ScrapeStats(context.Background(), http.DefaultClient, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := again.PromptTokensDetails.CachedTokens - int(stats.PrefixHits)
+	if loaded <= 0 || stats.StoreHitTokens != int64(loaded) || stats.RAMHitTokens != 0 || stats.StoredBlocks == 0 {
+		t.Errorf("ScrapeStats = %+v; the request loaded %d tokens from the store", stats, loaded)
+	}
 }
 
 // freePort returns a loopback port nothing listens on right now.

@@ -147,7 +147,7 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 		Engine: runner, Tokenizer: opts.Tokenizer, ServedModelName: opts.ServedModelName,
 		ModelName: inst.cfg.Model, MaxModelLen: inst.cfg.MaxModelLen, NumGPUBlocks: inst.cfg.NumGPUBlocks,
 		BlockSize: inst.cfg.BlockSize, GPUMemoryUtilization: inst.cfg.GPUMemoryUtilization,
-		NumCPUBlocks: inst.cfg.NumCPUBlocks, Speedup: opts.Speedup, Seed: inst.cfg.Seed, Agent: inst.cfg.Agent,
+		NumCPUBlocks: inst.cfg.NumCPUBlocks, NodeStore: inst.cfg.Store != nil, Speedup: opts.Speedup, Seed: inst.cfg.Seed, Agent: inst.cfg.Agent,
 		Flavor: inst.cfg.Flavor, ModelPath: opts.ModelPath, HealthCheckTimeout: opts.HealthCheckTimeout,
 		Logger: log,
 	})

@@ -86,6 +86,7 @@ func newEngineMetrics(flavor Flavor, modelName string, cache cacheInfo, stats fu
 			"Histogram of time spent in WAITING phase for request.", requestLatencyBuckets),
 	}
 	reg.MustRegister(&statsCollector{stats: stats, metrics: vllmStatMetrics(labels, cache.External)})
+	reg.MustRegister(&statsCollector{stats: stats, metrics: tierStatMetrics()})
 
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "vllm:cache_config_info",
@@ -138,6 +139,7 @@ func newSGLangMetrics(modelName string, cache cacheInfo, stats func() Stats) *en
 	reg.MustRegister(m.cachedTokens)
 	schedulerLabels := prometheus.Labels{"model_name": modelName, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0"}
 	reg.MustRegister(&statsCollector{stats: stats, metrics: sglangStatMetrics(schedulerLabels, cache.NumGPUBlocks*cache.BlockSize)})
+	reg.MustRegister(&statsCollector{stats: stats, metrics: tierStatMetrics()})
 	return m
 }
 
@@ -233,6 +235,31 @@ func vllmStatMetrics(labels prometheus.Labels, external bool) []statMetric {
 				func(s Stats) float64 { return float64(s.ExternalPrefixHits) }})
 	}
 	return out
+}
+
+// tierStatMetrics are the simulator's own series of the tiers below the
+// GPU, in Hearth's namespace (no engine exports them under these names):
+// what the host-RAM tier holds, and the blocks moved between the GPU and
+// each tier. Hearth's console shows them where an engine tells no more.
+func tierStatMetrics() []statMetric {
+	tier := func(name, help, t string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, nil, prometheus.Labels{"tier": t})
+	}
+	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
+	const (
+		blocks   = "hearth_sim_kv_tier_blocks"
+		capacity = "hearth_sim_kv_tier_capacity_blocks"
+		loaded   = "hearth_sim_kv_tier_loaded_blocks_total"
+		stored   = "hearth_sim_kv_tier_stored_blocks_total"
+	)
+	return []statMetric{
+		{tier(blocks, "KV blocks the tier holds.", "ram"), gauge, func(s Stats) float64 { return float64(s.CPUCachedBlocks) }},
+		{tier(capacity, "KV blocks the tier can hold.", "ram"), gauge, func(s Stats) float64 { return float64(s.NumCPUBlocks) }},
+		{tier(loaded, "KV blocks loaded from the tier into the GPU.", "ram"), counter, func(s Stats) float64 { return float64(s.CPULoadedBlocks) }},
+		{tier(loaded, "KV blocks loaded from the tier into the GPU.", "ssd"), counter, func(s Stats) float64 { return float64(s.DiskLoadedBlocks) }},
+		{tier(stored, "KV blocks written from the GPU to the tier.", "ram"), counter, func(s Stats) float64 { return float64(s.CPUStoredBlocks) }},
+		{tier(stored, "KV blocks written from the GPU to the tier.", "ssd"), counter, func(s Stats) float64 { return float64(s.DiskStoredBlocks) }},
+	}
 }
 
 // sglangStatMetrics are SGLang's scheduler gauges. Its cache_hit_rate is

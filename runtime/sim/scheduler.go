@@ -274,6 +274,7 @@ func (c *Core) offload() {
 		if !ok {
 			continue // more new blocks than the whole tier: retried next step
 		}
+		c.stats.CPUStoredBlocks += int64(stored)
 		r.numOffered = full
 		if stored > 0 {
 			c.cpu.touch(r.hashes[:full])

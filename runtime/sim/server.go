@@ -60,6 +60,9 @@ type ServerOptions struct {
 	// NumCPUBlocks is the host-RAM tier's size; when positive the engine
 	// exports vLLM's external prefix-cache counters.
 	NumCPUBlocks int
+	// NodeStore: the engine has a node store below host RAM, also a KV
+	// connector tier.
+	NodeStore bool
 	// Speedup is the engine's: wall time times Speedup is modelled time, the
 	// unit latency histograms are kept in. Default 1.
 	Speedup float64
@@ -152,7 +155,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		NumGPUBlocks:         opts.NumGPUBlocks,
 		BlockSize:            opts.BlockSize,
 		GPUMemoryUtilization: opts.GPUMemoryUtilization,
-		External:             opts.NumCPUBlocks > 0,
+		External:             opts.NumCPUBlocks > 0 || opts.NodeStore,
 	}, opts.Engine.Stats)
 
 	mux := http.NewServeMux()

@@ -80,6 +80,8 @@ type Stats struct {
 	// CPULoadedBlocks counts blocks loaded from host RAM, re-admissions
 	// after preemption included.
 	CPULoadedBlocks int64
+	// CPUStoredBlocks counts blocks written to host RAM.
+	CPUStoredBlocks int64
 	// Node store (Config.Store): blocks loaded from it (re-admissions
 	// included), blocks written to it, and the loads and writes that
 	// failed (a block gone or corrupt: recomputed; a full disk).
