@@ -330,3 +330,37 @@ func plannedGPUs(t *testing.T, cfg upConfig) []nodes.GPU {
 	}
 	return gpus
 }
+
+// TestDockerNodeStoreSurvivesEngineRestarts: SGLang-flavoured engines in
+// containers write their HiCache file tier into the node store, which each
+// container mounts; both containers are killed with docker kill and
+// restarted by the supervisor, and the next turn of a session loads its
+// prefix from the store instead of recomputing it.
+func TestDockerNodeStoreSurvivesEngineRestarts(t *testing.T) {
+	cli := dockertest.Client(t)
+	node := dockertest.Node(t, cli)
+	store := filepath.Join(t.TempDir(), "kvstore")
+	baseURL, _ := dockerUp(t, cli, node, "2x4090", hruntime.KindSGLang, "--kvbm", "ram+ssd", "--kv-store-dir", store)
+	history := []string{strings.Repeat("You are a coding agent. Read the repository before you edit it. ", 300)}
+	first := chatTurn(t, baseURL, history)
+	if n := countBlocks(t, store); n*16 < first.prompt*9/10 {
+		t.Fatalf("the store holds %d blocks after a %d-token prompt", n, first.prompt)
+	}
+	before := listEngines(t, baseURL)
+	for _, e := range before {
+		if _, err := cli.ContainerKill(context.Background(), e.Container, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range before {
+		waitEngine(t, baseURL, e.Name, time.Minute, func(now engineJSON) bool {
+			return now.State == "ready" && now.Container != e.Container
+		})
+	}
+	history = append(history, "I read it.", "Now fix the failing test.")
+	next := chatTurn(t, baseURL, history)
+	if share := float64(next.cached) / float64(first.prompt); share < 0.9 {
+		t.Errorf("after both containers restarted the next turn found %d of turn 1's %d tokens cached (%.2f), want at least 0.9",
+			next.cached, first.prompt, share)
+	}
+}
