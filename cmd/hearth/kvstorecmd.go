@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/hearth-llm/hearth/kvbm"
+)
+
+const kvstoreUsage = `kvstore [ls | rm MODEL] [--kv-store-dir DIR | --data-dir DIR]
+
+Lists the node's SSD KV store by space (an engine kind, a model and a block
+size), or removes every block of a model that is no longer served (a space
+whose name holds MODEL, as hearth up names it: vllm-qwen3-14b-fp8-b16).
+Run it while no daemon uses the store, or the daemon's next rescan finds
+the blocks gone and tells the router.`
+
+func runKVStore(ctx context.Context, env *environment, args []string) error {
+	verb, model := "ls", ""
+	switch {
+	case len(args) > 0 && args[0] == "ls":
+		args = args[1:]
+	case len(args) > 1 && args[0] == "rm" && !strings.HasPrefix(args[1], "-"):
+		verb, model, args = "rm", args[1], args[2:]
+	case len(args) > 0 && !strings.HasPrefix(args[0], "-"):
+		return fmt.Errorf("%w: want kvstore ls or kvstore rm MODEL", errUsage)
+	}
+	fs := newFlagSet(env, "kvstore", kvstoreUsage)
+	dir := fs.String("kv-store-dir", "", "the node's SSD KV store (default: kvstore in the data directory)")
+	dataDir := fs.String("data-dir", "", "Hearth's data directory (default $XDG_DATA_HOME/hearth or ~/.local/share/hearth)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		if *dataDir == "" {
+			*dataDir = defaultDataDir(env.getenv)
+		}
+		*dir = filepath.Join(*dataDir, "kvstore")
+	}
+	st, err := kvbm.OpenStore(kvbm.StoreConfig{Dir: *dir, CapacityBytes: engineStoreCapacity})
+	if err != nil {
+		return fmt.Errorf("kvstore: %w", err)
+	}
+	defer st.Close()
+	stats := st.Stats()
+	if verb == "ls" {
+		tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SPACE\tBLOCKS\tBYTES")
+		for _, sp := range stats.Spaces {
+			fmt.Fprintf(tw, "%s\t%d\t%d\n", sp.Name, sp.Blocks, sp.Bytes)
+		}
+		fmt.Fprintf(tw, "total\t%d\t%d\n", stats.Total.Blocks, stats.Total.Bytes)
+		return tw.Flush()
+	}
+	name := kvbm.SanitizeSpaceName(model)
+	removed := 0
+	for _, sp := range stats.Spaces {
+		if strings.Contains(sp.Name, "-"+name+"-b") {
+			if err := st.RemoveSpace(sp.Name); err != nil {
+				return fmt.Errorf("kvstore: %w", err)
+			}
+			fmt.Fprintf(env.stdout, "removed %s: %d blocks, %d bytes\n", sp.Name, sp.Blocks, sp.Bytes)
+			removed++
+		}
+	}
+	if removed == 0 {
+		return fmt.Errorf("kvstore: no space of model %q in %s", model, *dir)
+	}
+	return nil
+}
