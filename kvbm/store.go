@@ -117,6 +117,7 @@ type Store struct {
 	seq     uint64
 	closed  bool
 	removed int64 // stale temp files deleted
+	foreign foreignCounts
 }
 
 // Space is the blocks of one model, engine kind and block size. Two spaces

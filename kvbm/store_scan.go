@@ -103,7 +103,7 @@ func (s *Store) Rescan() error {
 	victims := s.evictLocked(0)
 	s.mu.Unlock()
 	s.dropFiles(victims)
-	return nil
+	return s.holdForeign()
 }
 
 // dropCorrupt deletes a block file that failed a check and takes the block

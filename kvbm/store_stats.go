@@ -54,6 +54,10 @@ func (s *Store) Stats() StoreStats {
 		}
 		st.Spaces = append(st.Spaces, ss)
 	}
+	if f := s.foreign; f.blocks+f.evicted+f.corrupt > 0 {
+		st.Spaces = append(st.Spaces, SpaceStats{Name: ForeignSpace, Blocks: f.blocks, Bytes: f.bytes,
+			EvictedBlocks: f.evicted, CorruptBlocks: f.corrupt})
+	}
 	s.mu.Unlock()
 	slices.SortFunc(st.Spaces, func(a, b SpaceStats) int { return strings.Compare(a.Name, b.Name) })
 	for _, ss := range st.Spaces {

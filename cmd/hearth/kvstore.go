@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -134,18 +135,27 @@ func (n *nodeStore) KVStores(context.Context) ([]console.KVStore, error) {
 }
 
 // nodeStoreEvictions tells the router which blocks left the node store, by
-// the node and model of the engines whose space they were in.
+// the node and model of the engines whose space they were in. SGLang's own
+// page files (kvbm.ForeignSpace) belong to every SGLang engine of the
+// node: hashes of another model's pages match nothing in its tables.
 func nodeStoreEvictions(rt *router.Router, specs []hruntime.Spec) func(space string, hashes []uint64) {
 	type owner struct{ node, model string }
-	owners := map[string]owner{}
+	owners := map[string][]owner{}
 	for _, spec := range specs {
-		if spec.UsesKVStore() {
-			cfg := sim.ConfigOf(spec)
-			owners[spaceOf(cfg.Flavor, cfg.Model, cfg.BlockSize)] = owner{spec.GPU.Node, spec.Model}
+		if !spec.UsesKVStore() {
+			continue
+		}
+		cfg := sim.ConfigOf(spec)
+		o := owner{spec.GPU.Node, spec.Model}
+		for _, space := range []string{spaceOf(cfg.Flavor, cfg.Model, cfg.BlockSize), kvbm.ForeignSpace} {
+			if space == kvbm.ForeignSpace && spec.Engine != hruntime.KindSGLang || slices.Contains(owners[space], o) {
+				continue
+			}
+			owners[space] = append(owners[space], o)
 		}
 	}
 	return func(space string, hashes []uint64) {
-		if o, ok := owners[space]; ok {
+		for _, o := range owners[space] {
 			rt.RemoveNodeBlocks(o.node, o.model, hashes)
 		}
 	}
