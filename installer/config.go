@@ -156,6 +156,11 @@ func ApplyConfig(fset *flag.FlagSet, src ConfigSources) ([]Setting, error) {
 			env = src.Getenv(EnvName(f.Name))
 		}
 		raw, inFile := file.values[f.Name]
+		if inFile && raw == "" && getterOf(f) == nil {
+			// A function flag takes no empty value; "" is the template's
+			// placeholder for "no value", as an empty variable is.
+			inFile = false
+		}
 		switch {
 		case onCommandLine[f.Name]:
 			s.Source = SourceFlag

@@ -192,17 +192,24 @@ func runInstall(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return fmt.Errorf("install: %w", err)
 	}
+	preflight := func(ctx context.Context) error { return installDoctor(ctx, env, in.Layout) }
+	if sys.dryRun {
+		// The doctor's data directory check creates the directory; a dry
+		// run changes nothing.
+		fmt.Fprintln(env.stdout, "would run: hearth doctor, and stop with its fixes if a check fails")
+		preflight = nil
+	}
 	return in.Install(ctx, installer.InstallOptions{
-		Binary: *binary, Config: config, Force: *force || sys.dryRun, NoStart: *noStart,
-		Preflight: func(ctx context.Context) error { return installDoctor(ctx, env) },
+		Binary: *binary, Config: config, Force: *force, NoStart: *noStart, Preflight: preflight,
 	})
 }
 
-// installDoctor runs hearth doctor against what the service will use and
-// fails when a check fails; warnings do not stop an install.
-func installDoctor(ctx context.Context, env *environment) error {
+// installDoctor runs hearth doctor against what the service will use (the
+// data directory under the layout's root: the check writes a file there)
+// and fails when a check fails; warnings do not stop an install.
+func installDoctor(ctx context.Context, env *environment, layout installer.Layout) error {
 	fmt.Fprintln(env.stdout, "Checking the host (hearth doctor):")
-	err := runDoctor(ctx, env, []string{"--data-dir", installer.DataDir, "--hf-cache", installer.HFCacheDir})
+	err := runDoctor(ctx, env, []string{"--data-dir", layout.Path(installer.DataDir), "--hf-cache", layout.Path(installer.HFCacheDir)})
 	var status *exitStatusError
 	if errors.As(err, &status) && status.status == 2 {
 		return nil
