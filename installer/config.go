@@ -137,8 +137,11 @@ func ApplyConfig(fset *flag.FlagSet, src ConfigSources) ([]Setting, error) {
 		return nil, err
 	}
 	for _, key := range file.order {
-		if fset.Lookup(key) == nil || skip[key] {
+		switch {
+		case fset.Lookup(key) == nil:
 			return nil, fmt.Errorf("%s: unknown key %q: hearth up has no --%s flag", src.File, key, key)
+		case skip[key]:
+			return nil, fmt.Errorf("%s: unknown key %q: --%s is only for the command line", src.File, key, key)
 		}
 	}
 	onCommandLine := map[string]bool{}
