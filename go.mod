@@ -3,6 +3,7 @@ module github.com/hearth-llm/hearth
 go 1.26.0
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/a-h/templ v0.3.1118
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0

@@ -17,6 +17,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/hearth-llm/hearth/installer"
 )
 
 // command is one subcommand of the hearth binary.
@@ -34,12 +36,23 @@ type environment struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
+	// upConfigFile is the configuration file hearth up reads when neither
+	// --config nor $HEARTH_CONFIG names one and it exists ("" for none, as
+	// in tests, which must not read the machine's).
+	upConfigFile string
+	// inspectUp, when set, gets hearth up's flags once their values are
+	// settled, and its answer ends parseUpFlags (hearth config).
+	inspectUp upInspector
 }
 
 // commands lists the subcommands in the order --help shows them.
 func commands() []command {
 	return []command{
 		{"up", "serve coding agents: engines, KV-aware router and the OpenAI/Anthropic API", runUp},
+		{"config", "print the effective configuration of hearth up and where each value comes from", runConfig},
+		{"install", "install Hearth as a systemd service (root): binary, user, config, data directory, unit", runInstall},
+		{"upgrade", "replace the installed binary, restart the service, roll back if it is not healthy", runUpgrade},
+		{"uninstall", "remove the service and the binary; --purge also the data and the configuration", runUninstall},
 		{"version", "print the version", runVersion},
 		{"tokenize", "tokenize text or chat conversations read as JSON lines", runTokenize},
 		{"bench", "benchmark routing policies on agentic workloads or traces, simulated or live", runBench},
@@ -58,7 +71,7 @@ func commands() []command {
 var version = "dev"
 
 func main() {
-	env := &environment{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	env := &environment{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, upConfigFile: installer.ConfigPath}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// Under a real engine's name (an image's vllm or python3), the binary
 	// is that engine, simulated.

@@ -179,7 +179,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	})
 	verbose := fs.Bool("v", false, "log debug messages")
 	fs.StringVar(&cfg.logFormat, "log-format", logFormatText, "log format: text (for people) or json (one object a line, for machines)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := upConfigFlags(env, fs, args); err != nil {
 		return cfg, err
 	}
 	if cfg.engineRuntime == "" {

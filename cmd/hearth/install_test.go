@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hearth-llm/hearth/installer"
+)
+
+// hearthWithEnv runs the CLI in-process with the given variables.
+func hearthWithEnv(vars map[string]string, args ...string) (stdout, stderr string, err error) {
+	var out, errOut bytes.Buffer
+	env := &environment{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut, getenv: func(k string) string { return vars[k] }}
+	err = run(context.Background(), env, args)
+	return out.String(), errOut.String(), err
+}
+
+func writeTestFile(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "hearth.toml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The configuration reaches hearth up's parsed config: file < env < flag.
+func TestUpConfigPrecedence(t *testing.T) {
+	file := writeTestFile(t, `
+sim = "2x4090"
+kvbm = "ram"
+listen = "127.0.0.1:9001"
+policy = "kv"
+seed = 7
+alias = ["claude-*=qwen3-8b"]
+model = "qwen3-8b"
+`)
+	vars := map[string]string{
+		"HEARTH_LISTEN": "127.0.0.1:9002",
+		"HEARTH_SEED":   "8",
+		// A client's key must not become one the server asks for.
+		"HEARTH_API_KEY": "sk-client",
+	}
+	env := &environment{stderr: &bytes.Buffer{}, getenv: func(k string) string { return vars[k] }}
+	cfg, err := parseUpFlags(env, []string{"--config", file, "--seed", "9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.sim != "2x4090" || cfg.tiers != "ram" || cfg.policy != "kv" {
+		t.Errorf("from the file: sim %q kvbm %q policy %q", cfg.sim, cfg.tiers, cfg.policy)
+	}
+	if cfg.listen != "127.0.0.1:9002" {
+		t.Errorf("listen %q, want the variable's", cfg.listen)
+	}
+	if cfg.seed != 9 {
+		t.Errorf("seed %d, want the flag's 9", cfg.seed)
+	}
+	if cfg.aliases["claude-*"] != "qwen3-8b" || len(cfg.apiKeys) != 0 {
+		t.Errorf("aliases %v, api keys %q", cfg.aliases, cfg.apiKeys)
+	}
+	// HEARTH_CONFIG names the file when --config does not.
+	vars["HEARTH_CONFIG"] = file
+	cfg, err = parseUpFlags(env, nil)
+	if err != nil || cfg.policy != "kv" {
+		t.Errorf("with $HEARTH_CONFIG: policy %q, err %v", cfg.policy, err)
+	}
+}
+
+func TestUpConfigErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		file string
+		args []string
+		want []string
+	}{
+		{"misspelt key", "sim = \"1x4090\"\nlisten_addr = \"x\"\n", nil, []string{`unknown key "listen_addr"`, "hearth.toml"}},
+		{"missing named file", "", []string{"--config", "/nonexistent/hearth.toml"}, []string{"/nonexistent/hearth.toml"}},
+		{"bad value", "sim = \"1x4090\"\ntp = \"x\"\n", nil, []string{"tp"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if args == nil {
+				args = []string{"--config", writeTestFile(t, tc.file)}
+			}
+			_, err := parseUpFlags(&environment{stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }}, args)
+			if !errors.Is(err, errUsage) {
+				t.Fatalf("err %v, want a usage error", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// The default configuration file is read only when it exists, and tests'
+// environments (upConfigFile "") read none.
+func TestUpDefaultConfigFile(t *testing.T) {
+	file := writeTestFile(t, "sim = \"1x4090\"\npolicy = \"kv\"\n")
+	env := &environment{stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }, upConfigFile: file}
+	if cfg, err := parseUpFlags(env, nil); err != nil || cfg.policy != "kv" {
+		t.Errorf("default file: policy %q, err %v", cfg.policy, err)
+	}
+	env.upConfigFile = filepath.Join(t.TempDir(), "absent.toml")
+	if cfg, err := parseUpFlags(env, []string{"--sim", "1x4090"}); err != nil || cfg.policy != "hearth" {
+		t.Errorf("absent default file: policy %q, err %v", cfg.policy, err)
+	}
+}
+
+func TestConfigCommand(t *testing.T) {
+	file := writeTestFile(t, "kvbm = \"ram\"\napi-key = [\"sk-secret\"]\n")
+	out, _, err := hearthWithEnv(map[string]string{"HEARTH_LISTEN": "127.0.0.1:9002", "HEARTH_CONFIG": file}, "config", "--policy", "kv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if k, _, ok := strings.Cut(l, " = "); ok {
+			lines[k] = strings.Join(strings.Fields(l), " ")
+		}
+	}
+	for key, want := range map[string]string{
+		"kvbm":    `kvbm = "ram" # file ` + file,
+		"listen":  `listen = "127.0.0.1:9002" # env HEARTH_LISTEN`,
+		"policy":  `policy = "kv" # flag`,
+		"tp":      `tp = 1 # default`,
+		"api-key": `api-key = ["(hidden)"] # file ` + file,
+		"alias":   `alias = [] # default`,
+	} {
+		if lines[key] != want {
+			t.Errorf("%s: %q, want %q", key, lines[key], want)
+		}
+	}
+	if strings.Contains(out, "sk-secret") {
+		t.Error("hearth config printed an API key")
+	}
+	if !strings.Contains(out, "# configuration file: "+file) {
+		t.Errorf("output does not name the file:\n%s", out)
+	}
+	// Every flag of hearth up is listed but --config.
+	env := &environment{stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }}
+	inspectUpFlags(env, nil, func(fs *flag.FlagSet, _ string, _ []installer.Setting) error {
+		fs.VisitAll(func(f *flag.Flag) {
+			if _, ok := lines[f.Name]; !ok && f.Name != "config" {
+				t.Errorf("hearth config does not list %s", f.Name)
+			}
+		})
+		return nil
+	})
+}
+
+// The installed configuration file is generated from hearth up's flags:
+// the golden file shows a change to them, and the file read back with
+// every key uncommented sets every flag, from the file.
+func TestServiceConfigGolden(t *testing.T) {
+	got, err := serviceConfigText()
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "hearth.toml.golden")
+	if *updateGolden {
+		os.WriteFile(golden, got, 0o644)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("hearth.toml differs from %s (go test ./cmd/hearth -run ServiceConfigGolden -update):\n%s", golden, got)
+	}
+	var all strings.Builder
+	for _, l := range strings.Split(string(got), "\n") {
+		if strings.HasPrefix(l, "# ") && strings.Contains(l, " = ") {
+			l = strings.TrimPrefix(l, "# ")
+		}
+		all.WriteString(l + "\n")
+	}
+	file := writeTestFile(t, all.String())
+	out, _, err := hearthWithEnv(nil, "config", "--config", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		// An empty function flag (sim-tool-calls = "") stays unset.
+		if strings.Contains(l, " = ") && !strings.Contains(l, "# file "+file) && !strings.Contains(l, `= "" `) {
+			t.Errorf("not from the file: %s", l)
+		}
+	}
+	// The service's own values are set, not commented.
+	for _, want := range []string{"\ndata-dir = \"/var/lib/hearth\"\n", "\nkeep-engines = true\n", "\nengine = \"vllm\"\n"} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("hearth.toml lacks %q", want)
+		}
+	}
+}
+
+func TestInstallCommandUnderRoot(t *testing.T) {
+	root := t.TempDir()
+	bin := filepath.Join(t.TempDir(), "hearth")
+	os.WriteFile(bin, []byte("#!/bin/sh\necho hearth test\n"), 0o755)
+	out, _, err := hearthWithEnv(nil, "install", "--root", root, "--force", "--binary", bin)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"Checking the host (hearth doctor)", "would run: useradd", "would run: systemctl enable --now hearth.service"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	config, err := os.ReadFile(filepath.Join(root, installer.ConfigPath))
+	want, _ := serviceConfigText()
+	if err != nil || !bytes.Equal(config, want) {
+		t.Errorf("installed hearth.toml differs from the generated one (%v)", err)
+	}
+	unit, err := os.ReadFile(filepath.Join(root, installer.UnitPath))
+	if err != nil || string(unit) != installer.Unit() {
+		t.Errorf("unit: %v", err)
+	}
+	// The installed configuration gives hearth up a valid command line.
+	vars := map[string]string{"HEARTH_CONFIG": filepath.Join(root, installer.ConfigPath)}
+	cfg, err := parseUpFlags(&environment{stderr: &bytes.Buffer{}, getenv: func(k string) string { return vars[k] }}, nil)
+	if err != nil || !cfg.keepEngines || cfg.dataDir != installer.DataDir || cfg.engineRuntime != "docker" || cfg.hfCache != installer.HFCacheDir {
+		t.Errorf("hearth up with the installed config: %+v, %v", cfg, err)
+	}
+
+	out, _, err = hearthWithEnv(nil, "uninstall", "--root", root)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(root, installer.BinPath)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("binary remains: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, installer.ConfigPath)); err != nil {
+		t.Errorf("uninstall without --purge removed the config: %v", err)
+	}
+}
+
+func TestInstallDryRunWritesNothing(t *testing.T) {
+	root := t.TempDir()
+	out, _, err := hearthWithEnv(nil, "install", "--root", root, "--dry-run")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if entries, _ := os.ReadDir(root); len(entries) > 0 {
+		t.Errorf("dry run wrote %v", entries)
+	}
+	if !strings.Contains(out, "would write /etc/hearth/hearth.toml") || !strings.Contains(out, "would run: hearth doctor") {
+		t.Errorf("plan:\n%s", out)
+	}
+}
+
+// hearth upgrade polls /health on the installed configuration's address,
+// and rolls back when nothing answers there.
+func TestUpgradeCommand(t *testing.T) {
+	root := t.TempDir()
+	dir := t.TempDir()
+	old := filepath.Join(dir, "old")
+	os.WriteFile(old, []byte("#!/bin/sh\necho hearth v1\n"), 0o755)
+	if _, _, err := hearthWithEnv(nil, "install", "--root", root, "--force", "--binary", old); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			w.Write([]byte(`{"status":"ok"}`))
+			return
+		}
+		http.NotFound(w, r)
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	config := filepath.Join(root, installer.ConfigPath)
+	text, _ := os.ReadFile(config)
+	os.WriteFile(config, append(text, []byte("listen = \"0.0.0.0:"+port+"\"\n")...), 0o644)
+
+	url, err := installedHealthURL(&environment{getenv: func(string) string { return "" }}, installer.Layout{Root: root})
+	if want := "http://127.0.0.1:" + port + "/health"; err != nil || url != want {
+		t.Fatalf("health URL %q (%v), want %q", url, err, want)
+	}
+	newBin := filepath.Join(dir, "new")
+	os.WriteFile(newBin, []byte("#!/bin/sh\necho hearth v2\n"), 0o755)
+	out, _, err := hearthWithEnv(nil, "upgrade", "--root", root, "--health-timeout", "2s", newBin)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(out, "would run: systemctl restart hearth.service") || !strings.Contains(out, "healthy on hearth v2") {
+		t.Errorf("output:\n%s", out)
+	}
+	srv.Close()
+	third := filepath.Join(dir, "third")
+	os.WriteFile(third, []byte("#!/bin/sh\necho hearth v3\n"), 0o755)
+	start := time.Now()
+	out, _, err = hearthWithEnv(nil, "upgrade", "--root", root, "--health-timeout", "200ms", third)
+	if !errors.Is(err, installer.ErrRolledBack) {
+		t.Fatalf("err %v, want a rollback\n%s", err, out)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("the rollback took %v", time.Since(start))
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, installer.BinPath)); !strings.Contains(string(got), "hearth v2") {
+		t.Errorf("after the rollback the binary is %q, want v2", got)
+	}
+}
