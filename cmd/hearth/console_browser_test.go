@@ -194,6 +194,21 @@ func TestConsoleInBrowser(t *testing.T) {
 		screenshot(t, "overview.png")
 	})
 
+	t.Run("tiers", func(t *testing.T) {
+		// The engines have host RAM and share the node's SSD store (hearth
+		// up's default --kvbm ram+ssd): each card has the three tier bars,
+		// and the store's panel counts the blocks the live sessions wrote.
+		got := wait(t, "GPU, RAM and SSD bars on each card and a store panel holding blocks",
+			`(() => { const cards = [...document.querySelectorAll('#gpus article.card:not(.store)')];
+				const bars = c => ['GPU', 'RAM', 'SSD'].every(n => c.querySelector('.tier[data-tier="' + n + '"] svg.tierbar'));
+				const store = document.querySelector('article.card.store');
+				if (cards.length !== 2 || !cards.every(bars) || !store) return '';
+				const blocks = [...store.querySelectorAll('dt')].find(d => d.textContent === 'Blocks');
+				const n = blocks ? parseInt(blocks.nextElementSibling.textContent.replace(/,/g, '')) : 0;
+				return n > 0 ? 'store blocks ' + n : ''; })()`)
+		t.Logf("tiers: %s", got)
+	})
+
 	t.Run("sessions", func(t *testing.T) {
 		do(t, "open the sessions page", chromedp.Navigate(baseURL+"/console/sessions"))
 		session := "browser-session-" + strconv.FormatInt(time.Now().UnixNano(), 36)

@@ -439,7 +439,8 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 
 	var kvStore *nodeStore
 	if cfg.kvStoreDir != "" {
-		kvStore, err = openNodeStore(cfg.node, cfg.kvStoreDir, int64(cfg.kvStoreGiB*(1<<30)), log.With("component", "kvstore"))
+		// The engines' node: the GPUs' (simulated GPUs are on node "sim").
+		kvStore, err = openNodeStore(specs[0].GPU.Node, cfg.kvStoreDir, int64(cfg.kvStoreGiB*(1<<30)), log.With("component", "kvstore"))
 		if err != nil {
 			return fmt.Errorf("up: %w", err)
 		}
