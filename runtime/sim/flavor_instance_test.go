@@ -312,33 +312,7 @@ func TestSGLangInstance(t *testing.T) {
 func TestSGLangHostCacheSource(t *testing.T) {
 	cfg := sim.Config{GPU: "rtx4090", Model: "qwen3-8b", NumGPUBlocks: 40, NumCPUBlocks: 400, MaxModelLen: 600,
 		Flavor: sim.FlavorSGLang}
-	con := newLineConsole(t, "")
-	inst, err := sim.NewInstance(sim.InstanceOptions{Engine: cfg, Listen: "127.0.0.1:0", Speedup: 1000,
-		Console: con, Tokenizer: byteTok{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := inst.BaseURL()
-	runInstance(t, inst)
-	con.waitLine("fired up")
-
-	prompt := func(base int) []int {
-		out := make([]int, 300)
-		for i := range out {
-			out[i] = base + i
-		}
-		return out
-	}
-	complete := func(p []int) chatUsage {
-		return post(t, base+"/v1/completions", map[string]any{"prompt": p, "max_tokens": 1})
-	}
-	complete(prompt(1000))
-	complete(prompt(5000)) // fills the GPU
-	complete(prompt(9000)) // evicts most of the first prompt's blocks
-	again := complete(prompt(1000))
-	if again.PromptTokensDetails.CachedTokens == 0 {
-		t.Fatalf("the first prompt came back from nowhere: %+v", again)
-	}
+	base, again := reloadEvicted(t, cfg, "fired up")
 	fams := scrape(t, base)
 	cached := fams["sglang:cached_tokens_total"]
 	device, host := labelled(cached, "cache_source", "device"), labelled(cached, "cache_source", "host")
@@ -358,6 +332,40 @@ func TestSGLangHostCacheSource(t *testing.T) {
 	}
 }
 
+// reloadEvicted starts an engine of cfg (a small GPU cache with a tier
+// below it), sends a prompt, evicts it from the GPU with two others and
+// sends it again; it returns the engine's address and the last usage.
+func reloadEvicted(t *testing.T, cfg sim.Config, readyLine string) (string, chatUsage) {
+	t.Helper()
+	con := newLineConsole(t, "")
+	inst, err := sim.NewInstance(sim.InstanceOptions{Engine: cfg, Listen: "127.0.0.1:0", Speedup: 1000,
+		Console: con, Tokenizer: byteTok{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := inst.BaseURL()
+	runInstance(t, inst)
+	con.waitLine(readyLine)
+	prompt := func(start int) []int {
+		out := make([]int, 300)
+		for i := range out {
+			out[i] = start + i
+		}
+		return out
+	}
+	complete := func(p []int) chatUsage {
+		return post(t, base+"/v1/completions", map[string]any{"prompt": p, "max_tokens": 1})
+	}
+	complete(prompt(1000))
+	complete(prompt(5000)) // fills the GPU
+	complete(prompt(9000)) // evicts most of the first prompt's blocks
+	again := complete(prompt(1000))
+	if again.PromptTokensDetails.CachedTokens == 0 {
+		t.Fatalf("the first prompt came back from nowhere: %+v", again)
+	}
+	return base, again
+}
+
 // mapStore is a node store in memory.
 type mapStore map[uint64]bool
 
@@ -371,29 +379,7 @@ func (m mapStore) Store(h uint64, _ int64) error { m[h] = true; return nil }
 // tier series.
 func TestNodeStoreMetrics(t *testing.T) {
 	cfg := sim.Config{GPU: "rtx4090", Model: "qwen3-8b", NumGPUBlocks: 40, MaxModelLen: 600, Store: mapStore{}}
-	con := newLineConsole(t, "")
-	inst, err := sim.NewInstance(sim.InstanceOptions{Engine: cfg, Listen: "127.0.0.1:0", Speedup: 1000,
-		Console: con, Tokenizer: byteTok{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := inst.BaseURL()
-	runInstance(t, inst)
-	con.waitLine("Application startup complete")
-	prompt := func(start int) []int {
-		out := make([]int, 300)
-		for i := range out {
-			out[i] = start + i
-		}
-		return out
-	}
-	complete := func(p []int) chatUsage {
-		return post(t, base+"/v1/completions", map[string]any{"prompt": p, "max_tokens": 1})
-	}
-	complete(prompt(1000))
-	complete(prompt(5000))
-	complete(prompt(9000))
-	again := complete(prompt(1000))
+	base, again := reloadEvicted(t, cfg, "Application startup complete")
 	stats, err := hruntime.ScrapeStats(context.Background(), http.DefaultClient, base)
 	if err != nil {
 		t.Fatal(err)
