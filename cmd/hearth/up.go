@@ -57,7 +57,7 @@ type upConfig struct {
 	tlsKey      string
 	insecureLAN bool
 	aliases     map[string]string
-	speedup float64
+	speedup     float64
 	// kvOffloadGiB is each engine's host-RAM KV tier, vLLM's
 	// --kv-offloading-size.
 	kvOffloadGiB float64
