@@ -34,6 +34,10 @@ type Console struct {
 	log      *slog.Logger
 	hub      *Hub
 	logins   *loginStore
+	limiter  *loginLimiter
+	owner    ownerState
+	// passwordIterations is PBKDF2's work per new password; tests lower it.
+	passwordIterations int
 
 	// peerIP is the address a request came from; tests replace it to act
 	// as a remote browser.
@@ -79,7 +83,14 @@ func New(cfg Config, deps Deps) (*Console, error) {
 			return err != nil || len(keys) > 0
 		}
 	}
-	c.logins = newLoginStore(cfg.LoginTTL, c.clock)
+	c.logins = newLoginStore(cfg.LoginTTL, cfg.LoginIdle, c.clock)
+	c.limiter = newLoginLimiter(c.clock)
+	c.passwordIterations = passwordIterations
+	if deps.Owner != nil {
+		if err := c.owner.load(context.Background(), deps.Owner); err != nil {
+			return nil, err
+		}
+	}
 	c.hub = newHub(cfg, c.clock, c.produce)
 	return c, nil
 }
@@ -102,6 +113,8 @@ func (c *Console) Register(r fiber.Router) {
 	g.Get("/login", c.handleLoginPage)
 	g.Post("/login", c.sameOrigin, c.handleLogin)
 	g.Post("/logout", c.sameOrigin, c.handleLogout)
+	g.Get("/setup", c.handleSetupPage)
+	g.Post("/setup", c.sameOrigin, c.handleSetup)
 
 	p := g.Group("", c.authorize)
 	p.Get("/", c.handleOverview)

@@ -23,6 +23,7 @@ type MemoryStore struct {
 	keys     []memKey
 	nextID   int
 	settings Settings
+	owner    string
 }
 
 type memKey struct {
@@ -33,7 +34,23 @@ type memKey struct {
 var (
 	_ KeyStore      = (*MemoryStore)(nil)
 	_ SettingsStore = (*MemoryStore)(nil)
+	_ OwnerStore    = (*MemoryStore)(nil)
 )
+
+// OwnerPassword returns the owner's password digest, if one was set.
+func (m *MemoryStore) OwnerPassword(context.Context) (string, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.owner, m.owner != "", nil
+}
+
+// SetOwnerPassword keeps the owner's password digest.
+func (m *MemoryStore) SetOwnerPassword(_ context.Context, digest string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.owner = digest
+	return nil
+}
 
 // NewMemoryStore returns a store holding initial settings. Saved settings
 // must name a policy from Policies (when it is not empty) and alias

@@ -383,8 +383,16 @@ type NewKeyVM struct {
 
 // LoginVM is the login page.
 type LoginVM struct {
-	Action string
-	Err    string
+	Action   string
+	Err      string
+	Password bool // the owner's password, not an API key
+}
+
+// SetupVM is the first-run page that sets the owner's password.
+type SetupVM struct {
+	Action    string
+	Err       string
+	MinLength int
 }
 
 // HealthVM is the Health page: the host's checks.
