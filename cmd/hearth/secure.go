@@ -152,3 +152,11 @@ func printTrust(w io.Writer, ca *tlsca.Authority) {
 		"  Codex:        export CODEX_CA_CERTIFICATE=%[1]s   (older versions: SSL_CERT_FILE=%[1]s)\n"+
 		"  curl:         curl --cacert %[1]s …\n\n", p, ca.Fingerprint())
 }
+
+// printSetupToken shows the token that sets the console owner's password;
+// it is printed only here, on the terminal of whoever started the daemon.
+func printSetupToken(w io.Writer, baseURL, token string) {
+	fmt.Fprintf(w, "Console setup: no owner password is set yet. Open %s/console/setup and enter\n"+
+		"  setup token: %s\n"+
+		"to choose the password that opens the console from then on (on this machine too).\n\n", baseURL, token)
+}

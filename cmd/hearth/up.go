@@ -564,6 +564,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		Health:      health,
 		KeyRequired: apiKeys{keys}.required,
 		Keyless:     keyless,
+		Owner:       db,
 		Logger:      log,
 	}
 	if kvStore != nil {
@@ -615,6 +616,9 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 			log.Info("engines settled", "engines", sup.Summary(""))
 			if ca != nil {
 				printTrust(stdout, ca)
+			}
+			if token := con.SetupToken(); token != "" {
+				printSetupToken(stdout, baseURL, token)
 			}
 			printConnectSettings(stdout, baseURL, cfg.model, contextTokens, gw.KeyRequired(ctx))
 		case <-ctx.Done():
