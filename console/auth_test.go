@@ -259,6 +259,7 @@ func TestSecurityHeaders(t *testing.T) {
 		"X-Frame-Options":        "DENY",
 		"X-Content-Type-Options": "nosniff",
 		"Cache-Control":          "no-store",
+		"Referrer-Policy":        "same-origin",
 	} {
 		if got := resp.Header.Get(k); got != want {
 			t.Errorf("%s = %q, want %q", k, got, want)
