@@ -174,6 +174,12 @@ func (c *Console) handleLogin(fc *fiber.Ctx) error {
 		}
 		return c.render(fc, status, page(msg))
 	}
+	if key.Scope != ScopeAdmin {
+		// A client's key sits in its configuration on some laptop; it
+		// must not also open the console, which makes more keys.
+		c.limiter.failed(client)
+		return c.render(fc, fiber.StatusForbidden, page("That is an inference key: the console opens with an admin key."))
+	}
 	c.limiter.succeeded(client)
 	c.startLogin(fc, key.ID)
 	return fc.Redirect(c.cfg.BasePath+"/", fiber.StatusSeeOther)
@@ -345,28 +351,44 @@ func (s *loginStore) revokeKey(keyID string) {
 	}
 }
 
-// Guard protects the daemon's JSON API (/api/v1/…) with the console's
-// rule, for scripts and the hearth CLI as well as the browser: a console
-// login, or an API key as a bearer token (or x-api-key) while the API needs
-// one; loopback only while it does not. Refusals are JSON.
+// Guard protects the daemon's JSON API (/api/v1/…) for scripts and the
+// hearth CLI as well as the browser: a console login, or an admin API key
+// as a bearer token (or x-api-key); from loopback without either only
+// while the API needs no key. Refusals are JSON.
 func (c *Console) Guard(fc *fiber.Ctx) error {
+	if _, ok := c.logins.get(fc.Cookies(cookieName)); ok {
+		return fc.Next()
+	}
+	key := fc.Get("x-api-key")
+	if a := fc.Get(fiber.HeaderAuthorization); key == "" {
+		key, _ = bearerToken(a)
+	}
+	if key != "" {
+		k, err := c.keys.CheckKey(fc.UserContext(), key)
+		switch {
+		case err == nil && k.Scope == ScopeAdmin:
+			return fc.Next()
+		case err == nil:
+			return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "this key opens the inference API only; /api/v1 needs an admin key"})
+		}
+		return fc.Status(fiber.StatusUnauthorized).JSON(fiber.Map{"error": "invalid API key"})
+	}
 	if !c.keyReq(fc.UserContext()) {
 		if c.isLocal(fc) {
 			return fc.Next()
 		}
 		return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "the API is open only to this machine while no API key is set"})
 	}
-	if _, ok := c.logins.get(fc.Cookies(cookieName)); ok {
-		return fc.Next()
+	return fc.Status(fiber.StatusUnauthorized).JSON(fiber.Map{"error": "missing API key: /api/v1 needs an admin key (Authorization: Bearer)"})
+}
+
+// bearerToken reads "Bearer TOKEN" (the scheme in any case); ok is false
+// for any other header.
+func bearerToken(header string) (token string, ok bool) {
+	const scheme = "bearer "
+	if len(header) <= len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) {
+		return "", false
 	}
-	key := fc.Get("x-api-key")
-	if a := fc.Get(fiber.HeaderAuthorization); key == "" && len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
-		key = strings.TrimSpace(a[7:])
-	}
-	if key != "" {
-		if _, err := c.keys.CheckKey(fc.UserContext(), key); err == nil {
-			return fc.Next()
-		}
-	}
-	return fc.Status(fiber.StatusUnauthorized).JSON(fiber.Map{"error": "missing or invalid API key"})
+	token = strings.TrimSpace(header[len(scheme):])
+	return token, token != ""
 }

@@ -44,7 +44,7 @@ func TestOpenConsoleOnlyOnLoopback(t *testing.T) {
 func TestLoginWithKey(t *testing.T) {
 	h := newHarness(t, nil, withKeyRequired(true))
 	h.peer = net.IPv4(192, 168, 1, 20) // logins work from the network
-	_, secret, err := h.store.CreateKey(t.Context(), "laptop")
+	_, secret, err := h.store.CreateScopedKey(t.Context(), "laptop", ScopeAdmin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestLoginWithKey(t *testing.T) {
 func TestLoginExpires(t *testing.T) {
 	login := func(t *testing.T, h *harness) *http.Cookie {
 		t.Helper()
-		_, secret, _ := h.store.CreateKey(t.Context(), "laptop")
+		_, secret, _ := h.store.CreateScopedKey(t.Context(), "laptop", ScopeAdmin)
 		resp, _ := h.do(t, request{method: "POST", path: "/console/login", form: url.Values{"key": {secret}}})
 		cookie := sessionCookie(resp)
 		if cookie == nil {
@@ -149,8 +149,8 @@ func TestLoginExpires(t *testing.T) {
 
 func TestRevokingKeyEndsItsLogins(t *testing.T) {
 	h := newHarness(t, nil, withKeyRequired(true))
-	laptop, laptopSecret, _ := h.store.CreateKey(t.Context(), "laptop")
-	_, desktopSecret, _ := h.store.CreateKey(t.Context(), "desktop")
+	laptop, laptopSecret, _ := h.store.CreateScopedKey(t.Context(), "laptop", ScopeAdmin)
+	_, desktopSecret, _ := h.store.CreateScopedKey(t.Context(), "desktop", ScopeAdmin)
 	login := func(secret string) *http.Cookie {
 		resp, _ := h.do(t, request{method: "POST", path: "/console/login", form: url.Values{"key": {secret}}})
 		return sessionCookie(resp)

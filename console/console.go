@@ -337,8 +337,9 @@ func (c *Console) settingsVM(ctx context.Context) components.SettingsVM {
 	}
 	for _, k := range keys {
 		vm.Keys = append(vm.Keys, components.KeyRow{
-			ID: k.ID, Name: k.Name, Hint: k.Hint,
-			Created: k.Created.In(c.cfg.Location).Format("2006-01-02 15:04"),
+			ID: k.ID, Name: k.Name, Hint: k.Hint, Scope: k.Scope,
+			Created:  k.Created.In(c.cfg.Location).Format("2006-01-02 15:04"),
+			LastUsed: lastUsed(k.LastUsed, c.cfg.Location),
 		})
 	}
 	return vm
@@ -414,7 +415,14 @@ func (c *Console) handleCreateKey(fc *fiber.Ctx) error {
 		}
 		return c.render(fc, fiber.StatusOK, components.FirstKeyPage(c.layout(fc, "Create the first key", "connect", ""), vm))
 	}
-	key, secret, err := c.keys.CreateKey(ctx, name)
+	scope := fc.FormValue("scope")
+	switch {
+	case scope == "":
+		scope = ScopeInference // what clients' keys need
+	case scope != ScopeInference && scope != ScopeAdmin:
+		return plainError(fc, fiber.StatusUnprocessableEntity, "unknown key scope")
+	}
+	key, secret, err := c.keys.CreateScopedKey(ctx, name, scope)
 	if err != nil {
 		c.log.Warn("creating an API key", "error", err)
 		msg := "Could not create the key: " + err.Error()
@@ -465,4 +473,12 @@ func (c *Console) handleRevokeKey(fc *fiber.Ctx) error {
 		}
 	}
 	return c.render(fc, status, components.Settings(c.layout(fc, "Settings", "settings", ""), vm))
+}
+
+// lastUsed formats a key's last use.
+func lastUsed(t time.Time, loc *time.Location) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.In(loc).Format("2006-01-02 15:04")
 }

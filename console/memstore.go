@@ -59,8 +59,17 @@ func NewMemoryStore(initial Settings, clk clock.Clock) *MemoryStore {
 	return &MemoryStore{clock: clock.Or(clk), settings: cloneSettings(initial)}
 }
 
-// CreateKey makes a key whose secret is "sk-hearth-" and 32 random bytes.
-func (m *MemoryStore) CreateKey(_ context.Context, name string) (APIKey, string, error) {
+// CreateKey makes an inference key whose secret is "sk-hearth-" and 32
+// random bytes.
+func (m *MemoryStore) CreateKey(ctx context.Context, name string) (APIKey, string, error) {
+	return m.CreateScopedKey(ctx, name, ScopeInference)
+}
+
+// CreateScopedKey makes a key with a scope.
+func (m *MemoryStore) CreateScopedKey(_ context.Context, name, scope string) (APIKey, string, error) {
+	if scope != ScopeInference && scope != ScopeAdmin {
+		return APIKey{}, "", fmt.Errorf("unknown scope %q", scope)
+	}
 	var b [32]byte
 	rand.Read(b[:])
 	secret := "sk-hearth-" + base64.RawURLEncoding.EncodeToString(b[:])
@@ -72,6 +81,7 @@ func (m *MemoryStore) CreateKey(_ context.Context, name string) (APIKey, string,
 			ID:      fmt.Sprintf("k%d", m.nextID),
 			Name:    name,
 			Hint:    "sk-hearth-…" + secret[len(secret)-4:],
+			Scope:   scope,
 			Created: m.clock.Now(),
 		},
 		sum: sha256.Sum256([]byte(secret)),

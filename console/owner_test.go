@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gofiber/fiber/v2"
 )
 
 // withOwner gives the console the harness's store as its owner store.
@@ -116,7 +118,7 @@ func TestOwnerSetupAndLogin(t *testing.T) {
 
 func TestOwnerSetupEndsKeyLogins(t *testing.T) {
 	h := newHarness(t, nil, withKeyRequired(true), withOwner())
-	_, secret, _ := h.store.CreateKey(t.Context(), "laptop")
+	_, secret, _ := h.store.CreateScopedKey(t.Context(), "laptop", ScopeAdmin)
 	resp, _ := h.do(t, request{method: "POST", path: "/console/login", form: url.Values{"key": {secret}}})
 	keyLogin := sessionCookie(resp)
 	if keyLogin == nil {
@@ -288,4 +290,71 @@ func (h *harness) doRaw(t testing.TB, r request, body string) (*http.Response, s
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	return resp, string(b)
+}
+
+func TestKeyScopes(t *testing.T) {
+	h := newHarness(t, nil, withKeyRequired(true))
+	_, inference, _ := h.store.CreateKey(t.Context(), "codex on laptop")
+	_, admin, _ := h.store.CreateScopedKey(t.Context(), "scripts", ScopeAdmin)
+	h.app.Get("/api/v1/engines", h.c.Guard, func(fc *fiber.Ctx) error { return fc.SendString("engines") })
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		status int
+	}{
+		{"admin key", map[string]string{"Authorization": "Bearer " + admin}, http.StatusOK},
+		{"admin key, x-api-key", map[string]string{"x-api-key": admin}, http.StatusOK},
+		{"admin key, lower-case scheme", map[string]string{"Authorization": "bearer " + admin}, http.StatusOK},
+		{"inference key", map[string]string{"Authorization": "Bearer " + inference}, http.StatusForbidden},
+		{"unknown key", map[string]string{"Authorization": "Bearer sk-hearth-nope"}, http.StatusUnauthorized},
+		{"no key", nil, http.StatusUnauthorized},
+		{"basic auth", map[string]string{"Authorization": "Basic " + admin}, http.StatusUnauthorized},
+	} {
+		t.Run("/api/v1 with "+tc.name, func(t *testing.T) {
+			if resp, body := h.do(t, request{path: "/api/v1/engines", header: tc.header}); resp.StatusCode != tc.status {
+				t.Errorf("status %d, want %d: %s", resp.StatusCode, tc.status, body)
+			}
+		})
+	}
+	t.Run("console login with an inference key", func(t *testing.T) {
+		resp, body := h.do(t, request{method: "POST", path: "/console/login", form: url.Values{"key": {inference}}})
+		if resp.StatusCode != http.StatusForbidden || sessionCookie(resp) != nil || !strings.Contains(body, "admin key") {
+			t.Errorf("status %d, cookie %v", resp.StatusCode, sessionCookie(resp))
+		}
+	})
+	t.Run("settings create an admin key", func(t *testing.T) {
+		resp, _ := h.do(t, request{method: "POST", path: "/console/login", form: url.Values{"key": {admin}}})
+		cookie := sessionCookie(resp)
+		resp, body := h.do(t, request{method: "POST", path: "/console/keys", cookie: cookie, form: url.Values{"name": {"ops"}, "scope": {"admin"}}})
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, "<td>ops</td>") {
+			t.Fatalf("create: status %d\n%s", resp.StatusCode, body)
+		}
+		keys, _ := h.store.Keys(t.Context())
+		if k := keys[len(keys)-1]; k.Name != "ops" || k.Scope != ScopeAdmin {
+			t.Errorf("created %+v", k)
+		}
+		if resp, _ := h.do(t, request{method: "POST", path: "/console/keys", cookie: cookie, form: url.Values{"name": {"x"}, "scope": {"root"}}}); resp.StatusCode != http.StatusUnprocessableEntity {
+			t.Errorf("unknown scope: status %d", resp.StatusCode)
+		}
+	})
+}
+
+// FuzzBearerToken: any Authorization header parses without panic, and a
+// token comes back only from a Bearer header, trimmed and non-empty.
+func FuzzBearerToken(f *testing.F) {
+	for _, s := range []string{"Bearer sk-hearth-x", "bearer  x ", "Bearer", "Bearer ", "Basic abc", "", "BEARER\tx", "Bearer\u00a0x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		tok, ok := bearerToken(h)
+		if !ok {
+			if tok != "" {
+				t.Fatalf("%q: token %q without ok", h, tok)
+			}
+			return
+		}
+		if tok == "" || tok != strings.TrimSpace(tok) || !strings.EqualFold(h[:7], "bearer ") || !strings.HasSuffix(strings.TrimSpace(h), tok) {
+			t.Fatalf("%q gave token %q", h, tok)
+		}
+	})
 }

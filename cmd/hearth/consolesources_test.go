@@ -468,8 +468,18 @@ func TestKeyStoreAcceptsCommandLineKeys(t *testing.T) {
 	if has, err := checker.HasKeys(ctx); !has || err != nil {
 		t.Errorf("HasKeys = %v, %v; want true", has, err)
 	}
-	if keys, err := k.Keys(ctx); err != nil || len(keys) != 1 || keys[0] != created {
-		t.Errorf("Keys = %+v, %v; want [%+v]", keys, err, created)
+	// The API check above noted the key's use; the rest is as created.
+	keys, err := k.Keys(ctx)
+	if err != nil || len(keys) != 1 || keys[0].LastUsed.IsZero() {
+		t.Fatalf("Keys = %+v, %v; want one key with a last use", keys, err)
+	}
+	got := keys[0]
+	got.LastUsed = time.Time{}
+	if got != created {
+		t.Errorf("Keys = %+v; want [%+v]", keys, created)
+	}
+	if !checker.IsAdminKey(ctx, "sk-cli") || checker.IsAdminKey(ctx, secret) || checker.IsAdminKey(ctx, "sk-other") {
+		t.Error("IsAdminKey: want the command-line key only (the stored one is an inference key)")
 	}
 	if err := k.RevokeKey(ctx, created.ID); err != nil {
 		t.Fatal(err)

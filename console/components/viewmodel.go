@@ -369,10 +369,12 @@ type SettingsVM struct {
 
 // KeyRow is one API key.
 type KeyRow struct {
-	ID      string
-	Name    string
-	Hint    string
-	Created string
+	ID       string
+	Name     string
+	Hint     string
+	Scope    string
+	Created  string
+	LastUsed string // "never" when unused
 }
 
 // NewKeyVM is a key just created; its secret is shown this once.
