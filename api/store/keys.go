@@ -3,8 +3,8 @@ package store
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
