@@ -570,8 +570,9 @@ func TestUpKeepsConsoleSettingsAcrossRestarts(t *testing.T) {
 		}
 	}
 
-	// The stored key opens the console, whose Settings page shows what
-	// was saved.
+	// The console's Settings page shows what was saved. The stored key
+	// is a client's (inference) key, which does not open the console; the
+	// command line's key is an admin key, which does.
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -593,6 +594,13 @@ func TestUpKeepsConsoleSettingsAcrossRestarts(t *testing.T) {
 		resp.Body.Close()
 	}
 	send("/console/login", url.Values{"key": {key}})
+	if status, _, _ := get(t, noRedirects, baseURL+"/console/settings"); status != http.StatusSeeOther {
+		t.Errorf("settings page with no login: %d, want a redirect to the login", status)
+	}
+	if len(jar.Cookies(mustParseURL(t, baseURL+"/console/"))) != 0 {
+		t.Error("an inference key logged in to the console")
+	}
+	send("/console/login", url.Values{"key": {staticKey}})
 	status, page, _ := get(t, browser, baseURL+"/console/settings")
 	if status != http.StatusOK || !containsAll(page, []string{"devstral* = " + served, "homelab-laptop"}) {
 		t.Fatalf("settings page after the restart: %d, want the saved alias and the key:\n%s", status, page)
@@ -660,4 +668,13 @@ func TestTrafficSourceRequests(t *testing.T) {
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("requests %+v, want [%+v]", got, want)
 	}
+}
+
+func mustParseURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
