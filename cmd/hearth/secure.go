@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -67,7 +68,7 @@ func checkExposureKeys(cfg upConfig, addr net.Addr, storedKeys bool) error {
 	}
 	return fmt.Errorf("%w: --listen %s reaches beyond this machine but no API key is set, so anyone on the network could use it: "+
 		"pass --api-key SECRET (or $%s=SECRET1,SECRET2), or start once on 127.0.0.1, create a key on the console's Connect page and start again",
-		errUsage, addr, serverKeysEnv)
+		errUsage, cfg.listen, serverKeysEnv)
 }
 
 // servesTLS reports whether the API is served over TLS.
@@ -159,4 +160,19 @@ func printSetupToken(w io.Writer, baseURL, token string) {
 	fmt.Fprintf(w, "Console setup: no owner password is set yet. Open %s/console/setup and enter\n"+
 		"  setup token: %s\n"+
 		"to choose the password that opens the console from then on (on this machine too).\n\n", baseURL, token)
+}
+
+// advertisedAddr is the address printed for clients: a listener on every
+// interface (0.0.0.0, ::) is reached by the host's name, which the
+// certificate of --tls auto covers; others as they are.
+func advertisedAddr(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return addr.String()
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return addr.String()
+	}
+	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
 }

@@ -202,3 +202,23 @@ func TestUpTLSPrintsTrustAndSecuresTheCookie(t *testing.T) {
 		t.Errorf("session cookie %+v: want Secure, HttpOnly, SameSite=Strict", session)
 	}
 }
+
+func TestAdvertisedAddr(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		t.Skipf("no host name here: %v", err)
+	}
+	for _, tc := range []struct {
+		addr net.Addr
+		want string
+	}{
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 8080}, net.JoinHostPort(host, "8080")},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 8080}, net.JoinHostPort(host, "8080")},
+		{&net.TCPAddr{IP: net.IPv4(192, 168, 1, 5), Port: 8080}, "192.168.1.5:8080"},
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8000}, "127.0.0.1:8000"},
+	} {
+		if got := advertisedAddr(tc.addr); got != tc.want {
+			t.Errorf("advertisedAddr(%v) = %q, want %q", tc.addr, got, tc.want)
+		}
+	}
+}

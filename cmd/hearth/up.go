@@ -460,7 +460,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	if ca != nil {
 		log.Info("TLS with Hearth's own CA", "ca", ca.CertPath(), "sha256", ca.Fingerprint())
 	}
-	baseURL := cfg.scheme() + "://" + ln.Addr().String()
+	baseURL := cfg.scheme() + "://" + advertisedAddr(ln.Addr())
 	models, err := api.NewModels(cfg.models, nil)
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
