@@ -54,7 +54,7 @@ func (c *Console) authorize(fc *fiber.Ctx) error {
 	if c.isLocal(fc) {
 		return fc.Next()
 	}
-	return c.render(fc, fiber.StatusForbidden, components.Forbidden(c.layout(fc, "Closed", "", "")))
+	return c.render(fc, fiber.StatusForbidden, components.Forbidden(c.layout(fc, "Closed", "", ""), c.owner.enabled()))
 }
 
 // isLocal reports a request from this machine to a loopback name.
