@@ -49,6 +49,14 @@ type KeyChecker interface {
 	CheckKey(ctx context.Context, secret string) error
 }
 
+// AdminKeyChecker is a KeyChecker that also knows keys' scopes. Keys open
+// /v1 whatever their scope; /metrics from another machine needs an admin
+// key. A KeyChecker without it opens /metrics remotely with command-line
+// keys only.
+type AdminKeyChecker interface {
+	IsAdminKey(ctx context.Context, secret string) bool
+}
+
 // Sentinel errors a Router wraps so that the gateway can answer with the right
 // status in the client's dialect.
 var (

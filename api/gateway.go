@@ -183,7 +183,7 @@ func (g *Gateway) newApp(reg *prometheus.Registry, mount func(fiber.Router)) *fi
 	}
 	// Claude Code probes the root with HEAD before its first request.
 	app.Get("/", func(c *fiber.Ctx) error { return c.SendString("hearth") })
-	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	app.Get("/metrics", g.guardMetrics, adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 
 	v1 := app.Group("/v1", g.authenticate)
 	v1.Get("/models", g.handleModels)
@@ -233,12 +233,7 @@ func (g *Gateway) authenticate(c *fiber.Ctx) error {
 		g.open.note(lineOf(c).client, time.Now())
 		return c.Next()
 	}
-	key := c.Get("x-api-key")
-	if key == "" {
-		if a := c.Get(fiber.HeaderAuthorization); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
-			key = strings.TrimSpace(a[7:])
-		}
-	}
+	key := requestKey(c.Get("x-api-key"), c.Get(fiber.HeaderAuthorization))
 	for _, k := range g.cfg.APIKeys {
 		if subtle.ConstantTimeCompare([]byte(key), []byte(k)) == 1 {
 			return c.Next()
@@ -254,6 +249,55 @@ func (g *Gateway) authenticate(c *fiber.Ctx) error {
 		msg = "missing API key (Authorization: Bearer or x-api-key)"
 	}
 	return writeError(c, d, &apiError{Status: http.StatusUnauthorized, Message: msg})
+}
+
+// requestKey is the API key a request carries: x-api-key (Anthropic's
+// clients), else an Authorization: Bearer token (OpenAI's); "" for none.
+func requestKey(xAPIKey, authorization string) string {
+	if key := strings.TrimSpace(xAPIKey); key != "" {
+		return key
+	}
+	const scheme = "bearer "
+	if len(authorization) > len(scheme) && strings.EqualFold(authorization[:len(scheme)], scheme) {
+		return strings.TrimSpace(authorization[len(scheme):])
+	}
+	return ""
+}
+
+// guardMetrics lets /metrics be read from this machine without a key,
+// and from elsewhere only with an admin key (a command-line key, or a
+// stored key AdminKeyChecker vouches for): the metrics name models,
+// clients' load and the host's GPUs.
+func (g *Gateway) guardMetrics(c *fiber.Ctx) error {
+	if ip := c.Context().RemoteIP(); ip != nil && ip.IsLoopback() && loopbackHost(string(c.Request().Host())) {
+		return c.Next()
+	}
+	key := requestKey(c.Get("x-api-key"), c.Get(fiber.HeaderAuthorization))
+	if key != "" {
+		for _, k := range g.cfg.APIKeys {
+			if subtle.ConstantTimeCompare([]byte(key), []byte(k)) == 1 {
+				return c.Next()
+			}
+		}
+		if admin, ok := g.keys.(AdminKeyChecker); ok && admin.IsAdminKey(c.UserContext(), key) {
+			return c.Next()
+		}
+	}
+	return c.Status(http.StatusUnauthorized).JSON(fiber.Map{"error": "/metrics from another machine needs an admin API key (Authorization: Bearer)"})
+}
+
+// loopbackHost reports whether a Host header names this machine, so that
+// a page whose name was rebound to 127.0.0.1 gets no loopback privilege.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (g *Gateway) handleModels(c *fiber.Ctx) error {

@@ -2,14 +2,18 @@ package console
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/a-h/templ"
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hearth-llm/hearth/clock"
@@ -21,14 +25,20 @@ const cookieName = "hearth_console"
 
 // The console's access rule:
 //
-//   - when the API requires a key, every page needs a login with one (a
-//     cookie session made by POST /login);
+//   - once the owner's password is set (Deps.Owner), every page needs a
+//     login with it, a cookie session made by POST /login, from loopback
+//     too;
+//   - before that, while the API requires a key, every page needs a login
+//     with one;
 //   - otherwise the console answers only requests that come from loopback
 //     and name a loopback host (the Host check stops DNS rebinding: a web
-//     page whose name resolves to 127.0.0.1 must not drive the console);
-//   - state-changing requests must come from the console's own origin.
+//     page whose name resolves to 127.0.0.1 must not drive the console),
+//     and POST /setup with the token printed at start-up sets the owner's
+//     password;
+//   - state-changing requests must be provably the console's own
+//     (sameOrigin).
 func (c *Console) authorize(fc *fiber.Ctx) error {
-	if c.keyReq(fc.UserContext()) {
+	if c.owner.isSet() || c.keyReq(fc.UserContext()) {
 		if _, ok := c.logins.get(fc.Cookies(cookieName)); ok {
 			return fc.Next()
 		}
@@ -44,7 +54,7 @@ func (c *Console) authorize(fc *fiber.Ctx) error {
 	if c.isLocal(fc) {
 		return fc.Next()
 	}
-	return c.render(fc, fiber.StatusForbidden, components.Forbidden(c.layout(fc, "Closed", "", "")))
+	return c.render(fc, fiber.StatusForbidden, components.Forbidden(c.layout(fc, "Closed", "", ""), c.owner.enabled()))
 }
 
 // isLocal reports a request from this machine to a loopback name.
@@ -70,35 +80,86 @@ func acceptsEventStream(fc *fiber.Ctx) bool {
 	return strings.Contains(fc.Get(fiber.HeaderAccept), "text/event-stream")
 }
 
-// sameOrigin rejects state-changing requests sent by another site's page.
-// Browsers send Sec-Fetch-Site (modern) or Origin on such requests; a
-// request with neither comes from a non-browser client, which cookies or
-// the loopback rule already constrain.
+// sameOrigin rejects state-changing requests that another site's page
+// could have sent (CSRF). A request passes when it says it comes from the
+// console's own origin: Sec-Fetch-Site, when present, is same-origin (or
+// none: typed by the user), and either its Origin names the console's host
+// or it carries htmx's HX-Request header, which a cross-site page cannot
+// add without a CORS preflight that the console never grants. A request
+// with neither proof is refused, whatever its cookies.
 func (c *Console) sameOrigin(fc *fiber.Ctx) error {
 	switch fc.Get("Sec-Fetch-Site") {
 	case "", "same-origin", "none":
 	default:
 		return plainError(fc, fiber.StatusForbidden, "cross-site request refused")
 	}
-	if origin := fc.Get(fiber.HeaderOrigin); origin != "" {
+	origin := fc.Get(fiber.HeaderOrigin)
+	if origin != "" {
 		u, err := url.Parse(origin)
 		if err != nil || !strings.EqualFold(u.Host, string(fc.Request().Host())) {
 			return plainError(fc, fiber.StatusForbidden, "cross-origin request refused")
 		}
+		return fc.Next()
 	}
-	return fc.Next()
+	if fc.Get("HX-Request") == "true" {
+		return fc.Next()
+	}
+	return plainError(fc, fiber.StatusForbidden, "request refused: it carries neither an Origin header nor HX-Request: true")
 }
 
 func (c *Console) handleLoginPage(fc *fiber.Ctx) error {
-	if !c.keyReq(fc.UserContext()) {
+	if !c.owner.isSet() && !c.keyReq(fc.UserContext()) {
 		return fc.Redirect(c.cfg.BasePath+"/", fiber.StatusSeeOther)
 	}
-	return c.render(fc, fiber.StatusOK, components.Login(c.layout(fc, "Log in", "", ""), components.LoginVM{Action: c.cfg.BasePath + "/login"}))
+	return c.render(fc, fiber.StatusOK, c.loginPage(fc, ""))
+}
+
+func (c *Console) loginPage(fc *fiber.Ctx, msg string) templ.Component {
+	return components.Login(c.layout(fc, "Log in", "", ""), components.LoginVM{Action: c.cfg.BasePath + "/login", Err: msg, Password: c.owner.isSet()})
+}
+
+// clientOf names the client a login attempt is counted against.
+func (c *Console) clientOf(fc *fiber.Ctx) string {
+	if ip := c.peerIP(fc); ip != nil {
+		return ip.String()
+	}
+	return "unknown"
+}
+
+// throttled answers 429 when the client must wait before trying again.
+func (c *Console) throttled(fc *fiber.Ctx, page func(msg string) templ.Component) (bool, error) {
+	wait := c.limiter.wait(c.clientOf(fc))
+	if wait <= 0 {
+		return false, nil
+	}
+	secs := int((wait + time.Second - 1) / time.Second)
+	fc.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
+	return true, c.render(fc, fiber.StatusTooManyRequests, page(fmt.Sprintf("Too many failed attempts: try again in %d s.", secs)))
 }
 
 func (c *Console) handleLogin(fc *fiber.Ctx) error {
 	ctx := fc.UserContext()
-	if !c.keyReq(ctx) {
+	if !c.owner.isSet() && !c.keyReq(ctx) {
+		return fc.Redirect(c.cfg.BasePath+"/", fiber.StatusSeeOther)
+	}
+	page := func(msg string) templ.Component { return c.loginPage(fc, msg) }
+	if stop, err := c.throttled(fc, page); stop {
+		return err
+	}
+	client := c.clientOf(fc)
+	if c.owner.isSet() {
+		ok, err := checkPassword(c.owner.passwordDigest(), fc.FormValue("password"))
+		if err != nil {
+			c.log.Error("checking the owner's password", "error", err)
+			return c.render(fc, fiber.StatusInternalServerError, page("Cannot check the password: the stored one is damaged."))
+		}
+		if !ok {
+			c.limiter.failed(client)
+			c.log.Warn("console login failed", "client", client)
+			return c.render(fc, fiber.StatusUnauthorized, page("Wrong password."))
+		}
+		c.limiter.succeeded(client)
+		c.startLogin(fc, ownerLogin)
 		return fc.Redirect(c.cfg.BasePath+"/", fiber.StatusSeeOther)
 	}
 	key, err := c.keys.CheckKey(ctx, strings.TrimSpace(fc.FormValue("key")))
@@ -108,12 +169,75 @@ func (c *Console) handleLogin(fc *fiber.Ctx) error {
 		if !errors.Is(err, ErrNoSuchKey) {
 			c.log.Warn("checking a console login", "error", err)
 			msg, status = "Cannot check keys right now.", fiber.StatusInternalServerError
+		} else {
+			c.limiter.failed(client)
 		}
-		return c.render(fc, status, components.Login(c.layout(fc, "Log in", "", ""), components.LoginVM{Action: c.cfg.BasePath + "/login", Err: msg}))
+		return c.render(fc, status, page(msg))
 	}
+	if key.Scope != ScopeAdmin {
+		// A client's key sits in its configuration on some laptop; it
+		// must not also open the console, which makes more keys.
+		c.limiter.failed(client)
+		return c.render(fc, fiber.StatusForbidden, page("That is an inference key: the console opens with an admin key."))
+	}
+	c.limiter.succeeded(client)
 	c.startLogin(fc, key.ID)
 	return fc.Redirect(c.cfg.BasePath+"/", fiber.StatusSeeOther)
 }
+
+func (c *Console) setupPage(fc *fiber.Ctx, msg string) templ.Component {
+	return components.Setup(c.layout(fc, "Set up", "", ""), components.SetupVM{Action: c.cfg.BasePath + "/setup", Err: msg, MinLength: MinPasswordLength})
+}
+
+func (c *Console) handleSetupPage(fc *fiber.Ctx) error {
+	if !c.owner.enabled() || c.owner.isSet() {
+		return fc.Redirect(c.cfg.BasePath+"/login", fiber.StatusSeeOther)
+	}
+	return c.render(fc, fiber.StatusOK, c.setupPage(fc, ""))
+}
+
+// handleSetup sets the owner's password once, given the setup token, and
+// logs the owner in; every earlier session (key logins) ends.
+func (c *Console) handleSetup(fc *fiber.Ctx) error {
+	if !c.owner.enabled() || c.owner.isSet() {
+		return fc.Redirect(c.cfg.BasePath+"/login", fiber.StatusSeeOther)
+	}
+	page := func(msg string) templ.Component { return c.setupPage(fc, msg) }
+	if stop, err := c.throttled(fc, page); stop {
+		return err
+	}
+	client := c.clientOf(fc)
+	if !c.owner.checkToken(strings.TrimSpace(fc.FormValue("token"))) {
+		c.limiter.failed(client)
+		c.log.Warn("console setup with a wrong token", "client", client)
+		return c.render(fc, fiber.StatusUnauthorized, page("That setup token is not the one hearth up printed."))
+	}
+	password := fc.FormValue("password")
+	if msg := validNewPassword(password, fc.FormValue("confirm")); msg != "" {
+		return c.render(fc, fiber.StatusBadRequest, page(msg))
+	}
+	digest, err := hashPassword(password, c.passwordIterations)
+	if err != nil {
+		return err
+	}
+	switch err := c.owner.set(fc.UserContext(), digest); {
+	case errors.Is(err, errOwnerExists):
+		return fc.Redirect(c.cfg.BasePath+"/login", fiber.StatusSeeOther)
+	case err != nil:
+		c.log.Error("saving the owner's password", "error", err)
+		return c.render(fc, fiber.StatusInternalServerError, page("Cannot save the password."))
+	}
+	c.limiter.succeeded(client)
+	c.log.Info("console owner's password set", "client", client)
+	c.logins.clear()
+	c.startLogin(fc, ownerLogin)
+	return fc.Redirect(c.cfg.BasePath+"/", fiber.StatusSeeOther)
+}
+
+// SetupToken is the first-run token that sets the owner's password, for
+// hearth up to print on its terminal; "" once a password is set or
+// without Deps.Owner.
+func (c *Console) SetupToken() string { return c.owner.setupToken() }
 
 func (c *Console) handleLogout(fc *fiber.Ctx) error {
 	c.logins.delete(fc.Cookies(cookieName))
@@ -135,24 +259,33 @@ func (c *Console) startLogin(fc *fiber.Ctx, keyID string) {
 	})
 }
 
+// ownerLogin is the key id of a session made with the owner's password.
+const ownerLogin = "owner"
+
 // loginStore holds console sessions in memory: a restart logs everyone
-// out, which for a homelab daemon is a fair price for keeping no secret on
-// disk.
+// out, which for a homelab daemon is a fair price for keeping no session
+// on disk. Sessions are found by the SHA-256 of their token, so that even
+// a dump of the daemon's memory holds no cookie that works.
 type loginStore struct {
-	ttl   time.Duration
-	clock clock.Clock
+	ttl, idle time.Duration
+	clock     clock.Clock
 
 	mu       sync.Mutex
-	sessions map[string]login
+	sessions map[[sha256.Size]byte]login
 }
 
 type login struct {
-	keyID   string
-	expires time.Time
+	keyID    string
+	expires  time.Time // absolute end
+	lastSeen time.Time
 }
 
-func newLoginStore(ttl time.Duration, clk clock.Clock) *loginStore {
-	return &loginStore{ttl: ttl, clock: clk, sessions: make(map[string]login)}
+func newLoginStore(ttl, idle time.Duration, clk clock.Clock) *loginStore {
+	return &loginStore{ttl: ttl, idle: idle, clock: clk, sessions: make(map[[sha256.Size]byte]login)}
+}
+
+func (s *loginStore) alive(l login, now time.Time) bool {
+	return now.Before(l.expires) && now.Before(l.lastSeen.Add(s.idle))
 }
 
 func (s *loginStore) create(keyID string) string {
@@ -163,36 +296,48 @@ func (s *loginStore) create(keyID string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for t, l := range s.sessions {
-		if now.After(l.expires) {
+		if !s.alive(l, now) {
 			delete(s.sessions, t)
 		}
 	}
-	s.sessions[token] = login{keyID: keyID, expires: now.Add(s.ttl)}
+	s.sessions[sha256.Sum256([]byte(token))] = login{keyID: keyID, expires: now.Add(s.ttl), lastSeen: now}
 	return token
 }
 
-// get returns the key a session token was made with.
+// get returns the key a session token was made with, and counts the
+// request as the session's use.
 func (s *loginStore) get(token string) (string, bool) {
 	if token == "" {
 		return "", false
 	}
+	sum := sha256.Sum256([]byte(token))
+	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l, ok := s.sessions[token]
+	l, ok := s.sessions[sum]
 	if !ok {
 		return "", false
 	}
-	if s.clock.Now().After(l.expires) {
-		delete(s.sessions, token)
+	if !s.alive(l, now) {
+		delete(s.sessions, sum)
 		return "", false
 	}
+	l.lastSeen = now
+	s.sessions[sum] = l
 	return l.keyID, true
 }
 
 func (s *loginStore) delete(token string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.sessions, token)
+	delete(s.sessions, sha256.Sum256([]byte(token)))
+}
+
+// clear ends every session.
+func (s *loginStore) clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.sessions)
 }
 
 // revokeKey ends every session made with a key.
@@ -206,28 +351,44 @@ func (s *loginStore) revokeKey(keyID string) {
 	}
 }
 
-// Guard protects the daemon's JSON API (/api/v1/…) with the console's
-// rule, for scripts and the hearth CLI as well as the browser: a console
-// login, or an API key as a bearer token (or x-api-key) while the API needs
-// one; loopback only while it does not. Refusals are JSON.
+// Guard protects the daemon's JSON API (/api/v1/…) for scripts and the
+// hearth CLI as well as the browser: a console login, or an admin API key
+// as a bearer token (or x-api-key); from loopback without either only
+// while the API needs no key. Refusals are JSON.
 func (c *Console) Guard(fc *fiber.Ctx) error {
+	if _, ok := c.logins.get(fc.Cookies(cookieName)); ok {
+		return fc.Next()
+	}
+	key := fc.Get("x-api-key")
+	if a := fc.Get(fiber.HeaderAuthorization); key == "" {
+		key, _ = bearerToken(a)
+	}
+	if key != "" {
+		k, err := c.keys.CheckKey(fc.UserContext(), key)
+		switch {
+		case err == nil && k.Scope == ScopeAdmin:
+			return fc.Next()
+		case err == nil:
+			return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "this key opens the inference API only; /api/v1 needs an admin key"})
+		}
+		return fc.Status(fiber.StatusUnauthorized).JSON(fiber.Map{"error": "invalid API key"})
+	}
 	if !c.keyReq(fc.UserContext()) {
 		if c.isLocal(fc) {
 			return fc.Next()
 		}
 		return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "the API is open only to this machine while no API key is set"})
 	}
-	if _, ok := c.logins.get(fc.Cookies(cookieName)); ok {
-		return fc.Next()
+	return fc.Status(fiber.StatusUnauthorized).JSON(fiber.Map{"error": "missing API key: /api/v1 needs an admin key (Authorization: Bearer)"})
+}
+
+// bearerToken reads "Bearer TOKEN" (the scheme in any case); ok is false
+// for any other header.
+func bearerToken(header string) (token string, ok bool) {
+	const scheme = "bearer "
+	if len(header) <= len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) {
+		return "", false
 	}
-	key := fc.Get("x-api-key")
-	if a := fc.Get(fiber.HeaderAuthorization); key == "" && len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
-		key = strings.TrimSpace(a[7:])
-	}
-	if key != "" {
-		if _, err := c.keys.CheckKey(fc.UserContext(), key); err == nil {
-			return fc.Next()
-		}
-	}
-	return fc.Status(fiber.StatusUnauthorized).JSON(fiber.Map{"error": "missing or invalid API key"})
+	token = strings.TrimSpace(header[len(scheme):])
+	return token, token != ""
 }

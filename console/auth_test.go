@@ -44,7 +44,7 @@ func TestOpenConsoleOnlyOnLoopback(t *testing.T) {
 func TestLoginWithKey(t *testing.T) {
 	h := newHarness(t, nil, withKeyRequired(true))
 	h.peer = net.IPv4(192, 168, 1, 20) // logins work from the network
-	_, secret, err := h.store.CreateKey(t.Context(), "laptop")
+	_, secret, err := h.store.CreateScopedKey(t.Context(), "laptop", ScopeAdmin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,27 +104,53 @@ func TestLoginWithKey(t *testing.T) {
 }
 
 func TestLoginExpires(t *testing.T) {
-	h := newHarness(t, nil, withKeyRequired(true))
-	_, secret, _ := h.store.CreateKey(t.Context(), "laptop")
-	resp, _ := h.do(t, request{method: "POST", path: "/console/login", form: url.Values{"key": {secret}}})
-	cookie := sessionCookie(resp)
-	if cookie == nil {
-		t.Fatal("no cookie")
+	login := func(t *testing.T, h *harness) *http.Cookie {
+		t.Helper()
+		_, secret, _ := h.store.CreateScopedKey(t.Context(), "laptop", ScopeAdmin)
+		resp, _ := h.do(t, request{method: "POST", path: "/console/login", form: url.Values{"key": {secret}}})
+		cookie := sessionCookie(resp)
+		if cookie == nil {
+			t.Fatal("no cookie")
+		}
+		return cookie
 	}
-	h.clock.Advance(h.c.cfg.LoginTTL - 1)
-	if resp, _ := h.do(t, request{path: "/console/", cookie: cookie}); resp.StatusCode != http.StatusOK {
-		t.Errorf("before expiry: status %d", resp.StatusCode)
-	}
-	h.clock.Advance(2)
-	if resp, _ := h.do(t, request{path: "/console/", cookie: cookie}); resp.StatusCode != http.StatusSeeOther {
-		t.Errorf("after expiry: status %d, want 303", resp.StatusCode)
-	}
+	t.Run("absolute", func(t *testing.T) {
+		h := newHarness(t, nil, withKeyRequired(true))
+		cookie := login(t, h)
+		// Used every hour, the login still ends after LoginTTL.
+		for elapsed := time.Duration(0); elapsed+time.Hour < h.c.cfg.LoginTTL; elapsed += time.Hour {
+			h.clock.Advance(time.Hour)
+			if resp, _ := h.do(t, request{path: "/console/", cookie: cookie}); resp.StatusCode != http.StatusOK {
+				t.Fatalf("after %v in use: status %d", elapsed+time.Hour, resp.StatusCode)
+			}
+		}
+		h.clock.Advance(time.Hour)
+		if resp, _ := h.do(t, request{path: "/console/", cookie: cookie}); resp.StatusCode != http.StatusSeeOther {
+			t.Errorf("after LoginTTL: status %d, want 303", resp.StatusCode)
+		}
+	})
+	t.Run("idle", func(t *testing.T) {
+		h := newHarness(t, nil, withKeyRequired(true))
+		cookie := login(t, h)
+		h.clock.Advance(h.c.cfg.LoginIdle - time.Second)
+		if resp, _ := h.do(t, request{path: "/console/", cookie: cookie}); resp.StatusCode != http.StatusOK {
+			t.Fatalf("just before idle expiry: status %d", resp.StatusCode)
+		}
+		h.clock.Advance(h.c.cfg.LoginIdle - time.Second) // the request above renewed it
+		if resp, _ := h.do(t, request{path: "/console/", cookie: cookie}); resp.StatusCode != http.StatusOK {
+			t.Fatalf("renewed by use: status %d", resp.StatusCode)
+		}
+		h.clock.Advance(h.c.cfg.LoginIdle)
+		if resp, _ := h.do(t, request{path: "/console/", cookie: cookie}); resp.StatusCode != http.StatusSeeOther {
+			t.Errorf("idle for LoginIdle: status %d, want 303", resp.StatusCode)
+		}
+	})
 }
 
 func TestRevokingKeyEndsItsLogins(t *testing.T) {
 	h := newHarness(t, nil, withKeyRequired(true))
-	laptop, laptopSecret, _ := h.store.CreateKey(t.Context(), "laptop")
-	_, desktopSecret, _ := h.store.CreateKey(t.Context(), "desktop")
+	laptop, laptopSecret, _ := h.store.CreateScopedKey(t.Context(), "laptop", ScopeAdmin)
+	_, desktopSecret, _ := h.store.CreateScopedKey(t.Context(), "desktop", ScopeAdmin)
 	login := func(secret string) *http.Cookie {
 		resp, _ := h.do(t, request{method: "POST", path: "/console/login", form: url.Values{"key": {secret}}})
 		return sessionCookie(resp)
@@ -205,17 +231,20 @@ func TestCrossSiteWritesRefused(t *testing.T) {
 		status int
 	}{
 		{"same origin", map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": "http://127.0.0.1:8080"}, http.StatusOK},
-		{"no browser headers", nil, http.StatusOK},
+		{"htmx request", map[string]string{"HX-Request": "true"}, http.StatusOK},
 		{"cross site", map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
 		{"same site, other port", map[string]string{"Sec-Fetch-Site": "same-site"}, http.StatusForbidden},
 		{"foreign origin", map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden},
 		{"bad origin", map[string]string{"Origin": "::"}, http.StatusForbidden},
+		// A form another page submits without Origin (an old browser, a
+		// privacy extension) proves nothing.
+		{"no origin, no htmx header", nil, http.StatusForbidden},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, nil, withKeyRequired(false))
 			resp, _ := h.do(t, request{method: "POST", path: "/console/settings",
-				form: url.Values{"policy": {"kv"}, "aliases": {""}}, header: tc.header})
+				form: url.Values{"policy": {"kv"}, "aliases": {""}}, header: tc.header, noOrigin: true})
 			if resp.StatusCode != tc.status {
 				t.Errorf("status %d, want %d", resp.StatusCode, tc.status)
 			}
@@ -230,6 +259,7 @@ func TestSecurityHeaders(t *testing.T) {
 		"X-Frame-Options":        "DENY",
 		"X-Content-Type-Options": "nosniff",
 		"Cache-Control":          "no-store",
+		"Referrer-Policy":        "same-origin",
 	} {
 		if got := resp.Header.Get(k); got != want {
 			t.Errorf("%s = %q, want %q", k, got, want)

@@ -71,8 +71,10 @@ type Config struct {
 	// for engines that do not report their own speed. Default 5000.
 	PrefillTokensPerSec float64
 
-	// LoginTTL is how long a console login lasts. Default 24h.
+	// LoginTTL is how long a console login lasts at most. Default 24h.
 	LoginTTL time.Duration
+	// LoginIdle ends a login unused for this long. Default 12h.
+	LoginIdle time.Duration
 	// SecureCookie marks the login cookie Secure (set it behind TLS).
 	SecureCookie bool
 	// Location is the time zone of displayed times. Default time.Local.
@@ -100,6 +102,11 @@ type Deps struct {
 	// first key locks out; creating it asks for a confirmation that lists
 	// them. nil: the confirmation lists none.
 	Keyless KeylessClients
+	// Owner keeps the console owner's password. With it, a first-run
+	// setup token (SetupToken) sets the password, and once one is set
+	// every page needs a login with it, on loopback too. nil: no owner;
+	// the console is open on loopback and needs a key login otherwise.
+	Owner OwnerStore
 
 	Clock  clock.Clock  // nil: real time
 	Logger *slog.Logger // nil: slog.Default()
@@ -127,6 +134,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.TurnsShown, 12)
 	setDefault(&c.PrefillTokensPerSec, 5000)
 	setDefault(&c.LoginTTL, 24*time.Hour)
+	setDefault(&c.LoginIdle, 12*time.Hour)
 	if c.Location == nil {
 		c.Location = time.Local
 	}

@@ -34,6 +34,10 @@ type Console struct {
 	log      *slog.Logger
 	hub      *Hub
 	logins   *loginStore
+	limiter  *loginLimiter
+	owner    ownerState
+	// passwordIterations is PBKDF2's work per new password; tests lower it.
+	passwordIterations int
 
 	// peerIP is the address a request came from; tests replace it to act
 	// as a remote browser.
@@ -79,7 +83,14 @@ func New(cfg Config, deps Deps) (*Console, error) {
 			return err != nil || len(keys) > 0
 		}
 	}
-	c.logins = newLoginStore(cfg.LoginTTL, c.clock)
+	c.logins = newLoginStore(cfg.LoginTTL, cfg.LoginIdle, c.clock)
+	c.limiter = newLoginLimiter(c.clock)
+	c.passwordIterations = passwordIterations
+	if deps.Owner != nil {
+		if err := c.owner.load(context.Background(), deps.Owner); err != nil {
+			return nil, err
+		}
+	}
 	c.hub = newHub(cfg, c.clock, c.produce)
 	return c, nil
 }
@@ -102,6 +113,8 @@ func (c *Console) Register(r fiber.Router) {
 	g.Get("/login", c.handleLoginPage)
 	g.Post("/login", c.sameOrigin, c.handleLogin)
 	g.Post("/logout", c.sameOrigin, c.handleLogout)
+	g.Get("/setup", c.handleSetupPage)
+	g.Post("/setup", c.sameOrigin, c.handleSetup)
 
 	p := g.Group("", c.authorize)
 	p.Get("/", c.handleOverview)
@@ -192,7 +205,10 @@ func (c *Console) secureHeaders(fc *fiber.Ctx) error {
 	fc.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 	fc.Set("X-Frame-Options", "DENY")
 	fc.Set("X-Content-Type-Options", "nosniff")
-	fc.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: under no-referrer browsers send
+	// "Origin: null" with the console's own forms, which sameOrigin could
+	// then not tell from a forged one.
+	fc.Set("Referrer-Policy", "same-origin")
 	return fc.Next()
 }
 
@@ -321,8 +337,9 @@ func (c *Console) settingsVM(ctx context.Context) components.SettingsVM {
 	}
 	for _, k := range keys {
 		vm.Keys = append(vm.Keys, components.KeyRow{
-			ID: k.ID, Name: k.Name, Hint: k.Hint,
-			Created: k.Created.In(c.cfg.Location).Format("2006-01-02 15:04"),
+			ID: k.ID, Name: k.Name, Hint: k.Hint, Scope: k.Scope,
+			Created:  k.Created.In(c.cfg.Location).Format("2006-01-02 15:04"),
+			LastUsed: lastUsed(k.LastUsed, c.cfg.Location),
 		})
 	}
 	return vm
@@ -398,7 +415,14 @@ func (c *Console) handleCreateKey(fc *fiber.Ctx) error {
 		}
 		return c.render(fc, fiber.StatusOK, components.FirstKeyPage(c.layout(fc, "Create the first key", "connect", ""), vm))
 	}
-	key, secret, err := c.keys.CreateKey(ctx, name)
+	scope := fc.FormValue("scope")
+	switch {
+	case scope == "":
+		scope = ScopeInference // what clients' keys need
+	case scope != ScopeInference && scope != ScopeAdmin:
+		return plainError(fc, fiber.StatusUnprocessableEntity, "unknown key scope")
+	}
+	key, secret, err := c.keys.CreateScopedKey(ctx, name, scope)
 	if err != nil {
 		c.log.Warn("creating an API key", "error", err)
 		msg := "Could not create the key: " + err.Error()
@@ -449,4 +473,12 @@ func (c *Console) handleRevokeKey(fc *fiber.Ctx) error {
 		}
 	}
 	return c.render(fc, status, components.Settings(c.layout(fc, "Settings", "settings", ""), vm))
+}
+
+// lastUsed formats a key's last use.
+func lastUsed(t time.Time, loc *time.Location) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.In(loc).Format("2006-01-02 15:04")
 }

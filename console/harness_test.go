@@ -93,6 +93,7 @@ func newHarness(t testing.TB, src *fakeSources, opts ...harnessOption) *harness 
 		t.Fatal(err)
 	}
 	c.peerIP = func(*fiber.Ctx) net.IP { return h.peer }
+	c.passwordIterations = 1000 // the real count costs ~0.2 s a login
 	h.c = c
 	h.app = fiber.New(fiber.Config{DisableStartupMessage: true})
 	c.Register(h.app)
@@ -112,6 +113,8 @@ type request struct {
 	form   url.Values
 	header map[string]string
 	cookie *http.Cookie
+	// noOrigin sends a POST without the Origin header a browser adds.
+	noOrigin bool
 }
 
 func (h *harness) do(t testing.TB, r request) (*http.Response, string) {
@@ -134,6 +137,9 @@ func (h *harness) do(t testing.TB, r request) (*http.Response, string) {
 			continue
 		}
 		req.Header.Set(k, v)
+	}
+	if r.method == http.MethodPost && req.Header.Get("Origin") == "" && !r.noOrigin {
+		req.Header.Set("Origin", "http://"+req.Host) // what browsers send with every form
 	}
 	if r.cookie != nil {
 		req.AddCookie(r.cookie)

@@ -23,6 +23,7 @@ type MemoryStore struct {
 	keys     []memKey
 	nextID   int
 	settings Settings
+	owner    string
 }
 
 type memKey struct {
@@ -33,7 +34,23 @@ type memKey struct {
 var (
 	_ KeyStore      = (*MemoryStore)(nil)
 	_ SettingsStore = (*MemoryStore)(nil)
+	_ OwnerStore    = (*MemoryStore)(nil)
 )
+
+// OwnerPassword returns the owner's password digest, if one was set.
+func (m *MemoryStore) OwnerPassword(context.Context) (string, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.owner, m.owner != "", nil
+}
+
+// SetOwnerPassword keeps the owner's password digest.
+func (m *MemoryStore) SetOwnerPassword(_ context.Context, digest string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.owner = digest
+	return nil
+}
 
 // NewMemoryStore returns a store holding initial settings. Saved settings
 // must name a policy from Policies (when it is not empty) and alias
@@ -42,8 +59,17 @@ func NewMemoryStore(initial Settings, clk clock.Clock) *MemoryStore {
 	return &MemoryStore{clock: clock.Or(clk), settings: cloneSettings(initial)}
 }
 
-// CreateKey makes a key whose secret is "sk-hearth-" and 32 random bytes.
-func (m *MemoryStore) CreateKey(_ context.Context, name string) (APIKey, string, error) {
+// CreateKey makes an inference key whose secret is "sk-hearth-" and 32
+// random bytes.
+func (m *MemoryStore) CreateKey(ctx context.Context, name string) (APIKey, string, error) {
+	return m.CreateScopedKey(ctx, name, ScopeInference)
+}
+
+// CreateScopedKey makes a key with a scope.
+func (m *MemoryStore) CreateScopedKey(_ context.Context, name, scope string) (APIKey, string, error) {
+	if scope != ScopeInference && scope != ScopeAdmin {
+		return APIKey{}, "", fmt.Errorf("unknown scope %q", scope)
+	}
 	var b [32]byte
 	rand.Read(b[:])
 	secret := "sk-hearth-" + base64.RawURLEncoding.EncodeToString(b[:])
@@ -55,6 +81,7 @@ func (m *MemoryStore) CreateKey(_ context.Context, name string) (APIKey, string,
 			ID:      fmt.Sprintf("k%d", m.nextID),
 			Name:    name,
 			Hint:    "sk-hearth-…" + secret[len(secret)-4:],
+			Scope:   scope,
 			Created: m.clock.Now(),
 		},
 		sum: sha256.Sum256([]byte(secret)),

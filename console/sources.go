@@ -299,6 +299,9 @@ type KeyStore interface {
 	// CreateKey makes a key with a display name. The secret is returned
 	// only here; the store keeps what it needs to check it.
 	CreateKey(ctx context.Context, name string) (APIKey, string, error)
+	// CreateScopedKey is CreateKey with a scope: ScopeInference (what
+	// CreateKey makes) or ScopeAdmin.
+	CreateScopedKey(ctx context.Context, name, scope string) (APIKey, string, error)
 	// Keys lists the keys that are not revoked, oldest first.
 	Keys(ctx context.Context) ([]APIKey, error)
 	// RevokeKey revokes a key by id; ErrNoSuchKey if there is none.
@@ -325,8 +328,22 @@ type APIKey struct {
 	ID      string
 	Name    string
 	Hint    string // a few characters of the secret ("sk-…a1b2") to tell keys apart
+	Scope   string // ScopeInference or ScopeAdmin
 	Created time.Time
+	// LastUsed is when the key last opened a request (to the minute);
+	// zero if never or unknown.
+	LastUsed time.Time
 }
+
+// Scopes of an API key.
+const (
+	// ScopeInference keys open the inference API only.
+	ScopeInference = "inference"
+	// ScopeAdmin keys also open the daemon's API (/api/v1), /metrics
+	// from the network and, before the owner's password is set, the
+	// console.
+	ScopeAdmin = "admin"
+)
 
 // SettingsStore keeps the settings the console edits.
 type SettingsStore interface {

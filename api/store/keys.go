@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -17,18 +18,48 @@ var ErrNoSuchKey = errors.New("no such API key")
 // APIKey describes a stored key without its secret.
 type APIKey struct {
 	ID      string
-	Name    string
+	Name    string // the client it was made for ("claude-code on laptop")
 	Hint    string // "sk-hearth-…a1b2": enough to tell keys apart
+	Scope   string // ScopeInference or ScopeAdmin
 	Created time.Time
+	// LastUsed is when the key last opened a request, to the minute
+	// (NoteKeyUsed); zero if never.
+	LastUsed time.Time
 }
+
+// Scopes of a key: what it opens.
+const (
+	// ScopeInference opens the inference API (/v1/…) only.
+	ScopeInference = "inference"
+	// ScopeAdmin also opens the daemon's API (/api/v1/…) and /metrics
+	// from the network.
+	ScopeAdmin = "admin"
+)
+
+// ValidScope reports whether s names a scope.
+func ValidScope(s string) bool { return s == ScopeInference || s == ScopeAdmin }
+
+// usedResolution is how often a key's last use is written: at most once a
+// minute per key, so that a busy client does not turn every request into
+// a write.
+const usedResolution = time.Minute
 
 // secretPrefix starts every secret, so that a leaked one is recognisable
 // in logs and by secret scanners.
 const secretPrefix = "sk-hearth-"
 
-// CreateKey makes a key named name. Its secret, 32 random bytes after
-// "sk-hearth-", is returned only here: the database keeps its SHA-256.
+// CreateKey makes an inference key named name (CreateScopedKey).
 func (s *SQLite) CreateKey(ctx context.Context, name string) (APIKey, string, error) {
+	return s.CreateScopedKey(ctx, name, ScopeInference)
+}
+
+// CreateScopedKey makes a key named name with a scope. Its secret, 32
+// random bytes after "sk-hearth-", is returned only here: the database
+// keeps its SHA-256.
+func (s *SQLite) CreateScopedKey(ctx context.Context, name, scope string) (APIKey, string, error) {
+	if !ValidScope(scope) {
+		return APIKey{}, "", fmt.Errorf("store: create key: unknown scope %q", scope)
+	}
 	var secretBytes [32]byte
 	var idBytes [8]byte
 	rand.Read(secretBytes[:]) // never fails (crypto/rand)
@@ -39,11 +70,12 @@ func (s *SQLite) CreateKey(ctx context.Context, name string) (APIKey, string, er
 		ID:      "key_" + hex.EncodeToString(idBytes[:]),
 		Name:    name,
 		Hint:    secretPrefix + "…" + secret[len(secret)-4:],
+		Scope:   scope,
 		Created: time.UnixMilli(s.now().UnixMilli()), // what a reload gives back
 	}
 	_, err := s.db.ExecContext(ctx,
-		`INSERT INTO api_keys (id, name, hint, secret_sha256, created_at) VALUES (?, ?, ?, ?, ?)`,
-		k.ID, k.Name, k.Hint, sum[:], k.Created.UnixMilli())
+		`INSERT INTO api_keys (id, name, hint, secret_sha256, created_at, scope) VALUES (?, ?, ?, ?, ?, ?)`,
+		k.ID, k.Name, k.Hint, sum[:], k.Created.UnixMilli(), k.Scope)
 	if err != nil {
 		return APIKey{}, "", fmt.Errorf("store: create key: %w", err)
 	}
@@ -56,7 +88,7 @@ func (s *SQLite) CreateKey(ctx context.Context, name string) (APIKey, string, er
 // loadLiveKeys fills the index of live keys from the database.
 func (s *SQLite) loadLiveKeys(ctx context.Context) error {
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT id, name, hint, created_at, secret_sha256 FROM api_keys WHERE revoked_at IS NULL`)
+		`SELECT id, name, hint, created_at, secret_sha256, scope, last_used_at FROM api_keys WHERE revoked_at IS NULL`)
 	if err != nil {
 		return fmt.Errorf("store: load keys: %w", err)
 	}
@@ -64,17 +96,21 @@ func (s *SQLite) loadLiveKeys(ctx context.Context) error {
 	live := make(map[[sha256.Size]byte]APIKey)
 	for rows.Next() {
 		var (
-			k   APIKey
-			ms  int64
-			sum []byte
+			k    APIKey
+			ms   int64
+			sum  []byte
+			used sql.NullInt64
 		)
-		if err := rows.Scan(&k.ID, &k.Name, &k.Hint, &ms, &sum); err != nil {
+		if err := rows.Scan(&k.ID, &k.Name, &k.Hint, &ms, &sum, &k.Scope, &used); err != nil {
 			return fmt.Errorf("store: load keys: %w", err)
 		}
 		if len(sum) != sha256.Size {
 			return fmt.Errorf("store: load keys: key %s has a %d-byte hash", k.ID, len(sum))
 		}
 		k.Created = time.UnixMilli(ms)
+		if used.Valid {
+			k.LastUsed = time.UnixMilli(used.Int64)
+		}
 		live[[sha256.Size]byte(sum)] = k
 	}
 	if err := rows.Err(); err != nil {
@@ -89,7 +125,7 @@ func (s *SQLite) loadLiveKeys(ctx context.Context) error {
 // Keys lists the keys that are not revoked, oldest first.
 func (s *SQLite) Keys(ctx context.Context) ([]APIKey, error) {
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT id, name, hint, created_at FROM api_keys WHERE revoked_at IS NULL ORDER BY created_at, rowid`)
+		`SELECT id, name, hint, created_at, scope, last_used_at FROM api_keys WHERE revoked_at IS NULL ORDER BY created_at, rowid`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list keys: %w", err)
 	}
@@ -98,10 +134,14 @@ func (s *SQLite) Keys(ctx context.Context) ([]APIKey, error) {
 	for rows.Next() {
 		var k APIKey
 		var ms int64
-		if err := rows.Scan(&k.ID, &k.Name, &k.Hint, &ms); err != nil {
+		var used sql.NullInt64
+		if err := rows.Scan(&k.ID, &k.Name, &k.Hint, &ms, &k.Scope, &used); err != nil {
 			return nil, fmt.Errorf("store: list keys: %w", err)
 		}
 		k.Created = time.UnixMilli(ms)
+		if used.Valid {
+			k.LastUsed = time.UnixMilli(used.Int64)
+		}
 		out = append(out, k)
 	}
 	if err := rows.Err(); err != nil {
@@ -156,4 +196,33 @@ func (s *SQLite) CheckKey(ctx context.Context, secret string) (APIKey, error) {
 		return APIKey{}, ErrNoSuchKey
 	}
 	return k, nil
+}
+
+// NoteKeyUsed records that the live key with id opened a request now. The
+// database is written at most once a minute per key; the time kept is that
+// of the write.
+func (s *SQLite) NoteKeyUsed(ctx context.Context, id string) error {
+	now := time.UnixMilli(s.now().UnixMilli())
+	s.mu.Lock()
+	found := false
+	for h, k := range s.live {
+		if k.ID == id {
+			if now.Sub(k.LastUsed) < usedResolution {
+				s.mu.Unlock()
+				return nil
+			}
+			found = true
+			k.LastUsed = now
+			s.live[h] = k // claimed: concurrent requests of this key skip the write
+			break
+		}
+	}
+	s.mu.Unlock()
+	if !found {
+		return fmt.Errorf("store: note key %q used: %w", id, ErrNoSuchKey)
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE api_keys SET last_used_at = ? WHERE id = ?`, now.UnixMilli(), id); err != nil {
+		return fmt.Errorf("store: note key %q used: %w", id, err)
+	}
+	return nil
 }

@@ -93,6 +93,44 @@ var schema = []string{
 	)`,
 }
 
+// apiKeyColumns were added to api_keys after its first release: a
+// database of an older Hearth gets them on open. Keys made before scopes
+// existed were made for clients, so they become inference keys.
+var apiKeyColumns = []struct{ name, decl string }{
+	{"scope", `TEXT NOT NULL DEFAULT 'inference'`},
+	{"last_used_at", `INTEGER`},
+}
+
+// addColumns adds to table the columns it lacks.
+func addColumns(ctx context.Context, tx *sql.Tx, table string, cols []struct{ name, decl string }) error {
+	rows, err := tx.QueryContext(ctx, `SELECT name FROM pragma_table_info(?)`, table)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return err
+		}
+		have[name] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, c := range cols {
+		if have[c.name] {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE `+table+` ADD COLUMN `+c.name+` `+c.decl); err != nil {
+			return fmt.Errorf("add %s.%s: %w", table, c.name, err)
+		}
+	}
+	return nil
+}
+
 func migrate(ctx context.Context, db *sql.DB) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -103,6 +141,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("store: create schema: %w", err)
 		}
+	}
+	if err := addColumns(ctx, tx, "api_keys", apiKeyColumns); err != nil {
+		return fmt.Errorf("store: create schema: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: create schema: %w", err)

@@ -224,8 +224,9 @@ type keyStore struct {
 }
 
 var (
-	_ console.KeyStore = (*keyStore)(nil)
-	_ api.KeyChecker   = apiKeys{}
+	_ console.KeyStore    = (*keyStore)(nil)
+	_ api.KeyChecker      = apiKeys{}
+	_ api.AdminKeyChecker = apiKeys{}
 )
 
 // staticKeyID marks a login with a command-line key; no stored key has it.
@@ -234,7 +235,11 @@ const staticKeyID = "cli"
 // CreateKey copies name first: the console hands over strings that point
 // into fasthttp's reused request buffers, and keeps the key it gets back.
 func (k *keyStore) CreateKey(ctx context.Context, name string) (console.APIKey, string, error) {
-	key, secret, err := k.db.CreateKey(ctx, strings.Clone(name))
+	return k.CreateScopedKey(ctx, name, store.ScopeInference)
+}
+
+func (k *keyStore) CreateScopedKey(ctx context.Context, name, scope string) (console.APIKey, string, error) {
+	key, secret, err := k.db.CreateScopedKey(ctx, strings.Clone(name), strings.Clone(scope))
 	if err != nil {
 		return console.APIKey{}, "", err
 	}
@@ -264,7 +269,8 @@ func (k *keyStore) RevokeKey(ctx context.Context, id string) error {
 func (k *keyStore) CheckKey(ctx context.Context, secret string) (console.APIKey, error) {
 	for _, s := range k.static {
 		if subtle.ConstantTimeCompare([]byte(secret), []byte(s)) == 1 {
-			return console.APIKey{ID: staticKeyID, Name: "--api-key"}, nil
+			// The operator's own keys: they open everything.
+			return console.APIKey{ID: staticKeyID, Name: "--api-key", Scope: console.ScopeAdmin}, nil
 		}
 	}
 	key, err := k.db.CheckKey(ctx, secret)
@@ -278,7 +284,7 @@ func (k *keyStore) CheckKey(ctx context.Context, secret string) (console.APIKey,
 }
 
 func consoleKey(k store.APIKey) console.APIKey {
-	return console.APIKey{ID: k.ID, Name: k.Name, Hint: k.Hint, Created: k.Created}
+	return console.APIKey{ID: k.ID, Name: k.Name, Hint: k.Hint, Scope: k.Scope, Created: k.Created, LastUsed: k.LastUsed}
 }
 
 // apiKeys lets the gateway check the keys: those of the command line and
@@ -293,9 +299,25 @@ func (a apiKeys) HasKeys(ctx context.Context) (bool, error) {
 	return a.keys.db.HasKeys(ctx)
 }
 
+// CheckKey accepts any live key on /v1 and notes its use (written at
+// most once a minute per key, for the console's "last used").
 func (a apiKeys) CheckKey(ctx context.Context, secret string) error {
-	_, err := a.keys.CheckKey(ctx, secret)
-	return err
+	k, err := a.keys.CheckKey(ctx, secret)
+	if err != nil {
+		return err
+	}
+	if k.ID != staticKeyID {
+		if err := a.keys.db.NoteKeyUsed(ctx, k.ID); err != nil && !errors.Is(err, store.ErrNoSuchKey) {
+			return err
+		}
+	}
+	return nil
+}
+
+// IsAdminKey tells the gateway which keys open /metrics from the network.
+func (a apiKeys) IsAdminKey(ctx context.Context, secret string) bool {
+	k, err := a.keys.CheckKey(ctx, secret)
+	return err == nil && k.Scope == console.ScopeAdmin
 }
 
 // required reports whether the API needs a key right now; when the

@@ -468,8 +468,18 @@ func TestKeyStoreAcceptsCommandLineKeys(t *testing.T) {
 	if has, err := checker.HasKeys(ctx); !has || err != nil {
 		t.Errorf("HasKeys = %v, %v; want true", has, err)
 	}
-	if keys, err := k.Keys(ctx); err != nil || len(keys) != 1 || keys[0] != created {
-		t.Errorf("Keys = %+v, %v; want [%+v]", keys, err, created)
+	// The API check above noted the key's use; the rest is as created.
+	keys, err := k.Keys(ctx)
+	if err != nil || len(keys) != 1 || keys[0].LastUsed.IsZero() {
+		t.Fatalf("Keys = %+v, %v; want one key with a last use", keys, err)
+	}
+	got := keys[0]
+	got.LastUsed = time.Time{}
+	if got != created {
+		t.Errorf("Keys = %+v; want [%+v]", keys, created)
+	}
+	if !checker.IsAdminKey(ctx, "sk-cli") || checker.IsAdminKey(ctx, secret) || checker.IsAdminKey(ctx, "sk-other") {
+		t.Error("IsAdminKey: want the command-line key only (the stored one is an inference key)")
 	}
 	if err := k.RevokeKey(ctx, created.ID); err != nil {
 		t.Fatal(err)
@@ -560,8 +570,9 @@ func TestUpKeepsConsoleSettingsAcrossRestarts(t *testing.T) {
 		}
 	}
 
-	// The stored key opens the console, whose Settings page shows what
-	// was saved.
+	// The console's Settings page shows what was saved. The stored key
+	// is a client's (inference) key, which does not open the console; the
+	// command line's key is an admin key, which does.
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -583,6 +594,13 @@ func TestUpKeepsConsoleSettingsAcrossRestarts(t *testing.T) {
 		resp.Body.Close()
 	}
 	send("/console/login", url.Values{"key": {key}})
+	if status, _, _ := get(t, noRedirects, baseURL+"/console/settings"); status != http.StatusSeeOther {
+		t.Errorf("settings page with no login: %d, want a redirect to the login", status)
+	}
+	if len(jar.Cookies(mustParseURL(t, baseURL+"/console/"))) != 0 {
+		t.Error("an inference key logged in to the console")
+	}
+	send("/console/login", url.Values{"key": {staticKey}})
 	status, page, _ := get(t, browser, baseURL+"/console/settings")
 	if status != http.StatusOK || !containsAll(page, []string{"devstral* = " + served, "homelab-laptop"}) {
 		t.Fatalf("settings page after the restart: %d, want the saved alias and the key:\n%s", status, page)
@@ -669,4 +687,13 @@ func TestEngineOfTiers(t *testing.T) {
 	if e := engineOf(st, nodes.GPU{}, told, nil, routed); e.RAMUsedBlocks != 120 {
 		t.Errorf("RAMUsedBlocks = %d, want the router's 120", e.RAMUsedBlocks)
 	}
+}
+
+func mustParseURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

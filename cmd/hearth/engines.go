@@ -571,7 +571,7 @@ func requestDaemon(ctx context.Context, env *environment, addr, path, key string
 		msg = e.Error
 	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-		return nil, errors.New(resp.Status + ": " + msg + " (pass --api-key or set HEARTH_API_KEY)")
+		return nil, errors.New(resp.Status + ": " + msg + " (pass an admin API key with --api-key or $HEARTH_API_KEY)")
 	}
 	return nil, errors.New(resp.Status + ": " + msg)
 }

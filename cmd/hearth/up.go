@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -48,8 +49,15 @@ type upConfig struct {
 	model   string   // the first of models: what unknown names map to
 	models  []string // served models; engine i serves models[i % len]
 	apiKeys []string
-	aliases map[string]string
-	speedup float64
+	// tls is --tls (off or auto: the node's own CA); tlsCert and tlsKey
+	// the user's certificate instead. insecureLAN allows plain HTTP beyond
+	// loopback.
+	tls         string
+	tlsCert     string
+	tlsKey      string
+	insecureLAN bool
+	aliases     map[string]string
+	speedup     float64
 	// kvOffloadGiB is each engine's host-RAM KV tier, vLLM's
 	// --kv-offloading-size.
 	kvOffloadGiB float64
@@ -169,6 +177,10 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 		cfg.apiKeys = append(cfg.apiKeys, s)
 		return nil
 	})
+	fs.StringVar(&cfg.tls, "tls", tlsOff, "serve HTTPS: auto (a certificate from Hearth's own CA, kept in the data directory as tls/ca.pem) or off; needed to listen beyond loopback")
+	fs.StringVar(&cfg.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM, with its chain); needs --tls-key")
+	fs.StringVar(&cfg.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
+	fs.BoolVar(&cfg.insecureLAN, "insecure-lan", false, "allow plain HTTP on an address beyond loopback (keys and passwords then cross the network in clear)")
 	fs.Func("alias", `map a client's model name to the served one, NAME=MODEL; NAME may be a pattern such as "claude-*" (repeatable; default "*" maps every name)`, func(s string) error {
 		name, target, ok := strings.Cut(s, "=")
 		if !ok || name == "" || target == "" {
@@ -261,6 +273,9 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 		if key = strings.TrimSpace(key); key != "" {
 			cfg.apiKeys = append(cfg.apiKeys, key)
 		}
+	}
+	if err := checkExposureFlags(cfg); err != nil {
+		return cfg, err
 	}
 	if *modelList == "" {
 		*modelList = defaultModel(cfg.sim)
@@ -428,6 +443,24 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		return fmt.Errorf("up: %w", err)
 	}
 	cleanup.push(func() { db.Close() })
+	storedKeys, err := db.HasKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+	if err := checkExposureKeys(cfg, ln.Addr(), storedKeys); err != nil {
+		return err
+	}
+	tlsConfig, ca, err := serverTLS(cfg, ln.Addr(), time.Now())
+	if err != nil {
+		return err
+	}
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+	}
+	if ca != nil {
+		log.Info("TLS with Hearth's own CA", "ca", ca.CertPath(), "sha256", ca.Fingerprint())
+	}
+	baseURL := cfg.scheme() + "://" + advertisedAddr(ln.Addr())
 	models, err := api.NewModels(cfg.models, nil)
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
@@ -532,6 +565,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		Health:      health,
 		KeyRequired: apiKeys{keys}.required,
 		Keyless:     keyless,
+		Owner:       db,
 		Logger:      log,
 	}
 	if kvStore != nil {
@@ -539,6 +573,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	}
 	con, err := console.New(console.Config{
 		Model: cfg.model, ContextTokens: contextTokens, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
+		SecureCookie: cfg.servesTLS(),
 	}, deps)
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
@@ -571,7 +606,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	}
 	g.Go(func() error { return gw.Serve(ctx, ln) })
 	g.Go(func() error { return con.Run(ctx) })
-	log.Info(fmt.Sprintf("serving on http://%s; waiting for engines", ln.Addr()), "engines", len(specs))
+	log.Info(fmt.Sprintf("serving on %s; waiting for engines", baseURL), "engines", len(specs))
 	// The settings are printed once the engines are ready (or have failed):
 	// a client that follows them at once finds them serving. Keys created
 	// in the console last across restarts: ask the gateway, not the
@@ -580,7 +615,13 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		select {
 		case <-sup.Settled():
 			log.Info("engines settled", "engines", sup.Summary(""))
-			printConnectSettings(stdout, "http://"+ln.Addr().String(), cfg.model, contextTokens, gw.KeyRequired(ctx))
+			if ca != nil {
+				printTrust(stdout, ca)
+			}
+			if token := con.SetupToken(); token != "" {
+				printSetupToken(stdout, baseURL, token)
+			}
+			printConnectSettings(stdout, baseURL, cfg.model, contextTokens, gw.KeyRequired(ctx))
 		case <-ctx.Done():
 		}
 		return nil

@@ -71,7 +71,7 @@ func serveTestUp(t *testing.T, args []string, tweak func(*upConfig)) (baseURL st
 			t.Errorf("hearth up: %v", err)
 		}
 	})
-	return "http://" + ln.Addr().String(), stop
+	return cfg.scheme() + "://" + ln.Addr().String(), stop
 }
 
 // firstWrite closes c when something is first written to it.

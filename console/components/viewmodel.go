@@ -369,10 +369,12 @@ type SettingsVM struct {
 
 // KeyRow is one API key.
 type KeyRow struct {
-	ID      string
-	Name    string
-	Hint    string
-	Created string
+	ID       string
+	Name     string
+	Hint     string
+	Scope    string
+	Created  string
+	LastUsed string // "never" when unused
 }
 
 // NewKeyVM is a key just created; its secret is shown this once.
@@ -383,8 +385,16 @@ type NewKeyVM struct {
 
 // LoginVM is the login page.
 type LoginVM struct {
-	Action string
-	Err    string
+	Action   string
+	Err      string
+	Password bool // the owner's password, not an API key
+}
+
+// SetupVM is the first-run page that sets the owner's password.
+type SetupVM struct {
+	Action    string
+	Err       string
+	MinLength int
 }
 
 // HealthVM is the Health page: the host's checks.
