@@ -2,17 +2,22 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hearth-llm/hearth/installer"
+	"github.com/hearth-llm/hearth/tlsca"
 )
 
 // configEnv names the configuration file of hearth up, like --config.
@@ -253,36 +258,56 @@ func runUpgrade(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	url := *healthURL
+	url, client := *healthURL, (*http.Client)(nil)
 	if url == "" {
-		if url, err = installedHealthURL(env, in.Layout); err != nil {
+		if url, client, err = installedHealth(env, in.Layout); err != nil {
 			return fmt.Errorf("upgrade: %w", err)
 		}
 	}
-	return in.Upgrade(ctx, installer.UpgradeOptions{Binary: fs.Arg(0), HealthURL: url, Timeout: *timeout})
+	return in.Upgrade(ctx, installer.UpgradeOptions{Binary: fs.Arg(0), HealthURL: url, Timeout: *timeout, Client: client})
 }
 
-// installedHealthURL is the health URL of the installed service: GET
-// /health on the address its configuration gives --listen, reached over
-// loopback when it listens on every interface.
-func installedHealthURL(env *environment, layout installer.Layout) (string, error) {
+// installedHealth is the health URL of the installed service, GET
+// /health on the address its configuration gives --listen (loopback for
+// an unspecified one), and the client to poll it with: over HTTPS when the
+// configuration serves TLS, trusting Hearth's own CA (--tls auto) or the
+// configured certificate's chain.
+func installedHealth(env *environment, layout installer.Layout) (string, *http.Client, error) {
 	// The service's environment, not this shell's: the unit sets no
 	// HEARTH_* variables.
 	svc := &environment{stdout: env.stdout, stderr: env.stderr, getenv: func(string) string { return "" }}
-	var listen string
+	var listen, tlsMode, certFile, dataDir string
 	err := inspectUpFlags(svc, []string{"--config", layout.Path(installer.ConfigPath)}, func(fs *flag.FlagSet, _ string, _ []installer.Setting) error {
-		listen = fs.Lookup("listen").Value.String()
+		value := func(name string) string { return fs.Lookup(name).Value.String() }
+		listen, tlsMode, certFile, dataDir = value("listen"), value("tls"), value("tls-cert"), value("data-dir")
 		return nil
 	})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
-		return "", fmt.Errorf("listen address %q: %w", listen, err)
+		return "", nil, fmt.Errorf("listen address %q: %w", listen, err)
 	}
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port) + "/health", nil
+	addr := net.JoinHostPort(host, port)
+	trust := certFile
+	if tlsMode == "auto" && certFile == "" {
+		trust = filepath.Join(dataDir, "tls", tlsca.CAFile)
+	}
+	if trust == "" {
+		return "http://" + addr + "/health", nil, nil
+	}
+	pem, err := os.ReadFile(layout.Path(trust))
+	if err != nil {
+		return "", nil, fmt.Errorf("the certificates to trust for the health check: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return "", nil, fmt.Errorf("no certificate in %s", trust)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	return "https://" + addr + "/health", client, nil
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/installer"
+	"github.com/hearth-llm/hearth/tlsca"
 )
 
 // hearthWithEnv runs the CLI in-process with the given variables.
@@ -289,8 +291,8 @@ func TestUpgradeCommand(t *testing.T) {
 	text, _ := os.ReadFile(config)
 	os.WriteFile(config, append(text, []byte("listen = \"0.0.0.0:"+port+"\"\n")...), 0o644)
 
-	url, err := installedHealthURL(&environment{getenv: func(string) string { return "" }}, installer.Layout{Root: root})
-	if want := "http://127.0.0.1:" + port + "/health"; err != nil || url != want {
+	url, client, err := installedHealth(&environment{getenv: func(string) string { return "" }}, installer.Layout{Root: root})
+	if want := "http://127.0.0.1:" + port + "/health"; err != nil || url != want || client != nil {
 		t.Fatalf("health URL %q (%v), want %q", url, err, want)
 	}
 	newBin := filepath.Join(dir, "new")
@@ -315,5 +317,53 @@ func TestUpgradeCommand(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(root, installer.BinPath)); !strings.Contains(string(got), "hearth v2") {
 		t.Errorf("after the rollback the binary is %q, want v2", got)
+	}
+}
+
+// TestUpgradeHealthOverTLS: a service installed with --tls auto is polled
+// over HTTPS, trusting the CA in its data directory, and the poll fails
+// against a server whose certificate another CA issued.
+func TestUpgradeHealthOverTLS(t *testing.T) {
+	root := t.TempDir()
+	old := filepath.Join(t.TempDir(), "old")
+	os.WriteFile(old, []byte("#!/bin/sh\necho hearth v1\n"), 0o755)
+	if _, _, err := hearthWithEnv(nil, "install", "--root", root, "--force", "--binary", old); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	serve := func(caDir string) (port string) {
+		ca, err := tlsca.LoadOrCreate(caDir, "test", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := ca.ServerCertificate(tlsca.LocalNames("", nil), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+		srv.TLS = tlsca.ServerConfig(cert)
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		_, port, _ = net.SplitHostPort(srv.Listener.Addr().String())
+		return port
+	}
+	port := serve(filepath.Join(root, installer.DataDir, "tls"))
+	config := filepath.Join(root, installer.ConfigPath)
+	text, _ := os.ReadFile(config)
+	os.WriteFile(config, append(text, []byte("listen = \"0.0.0.0:"+port+"\"\ntls = \"auto\"\n")...), 0o644)
+	env := &environment{getenv: func(string) string { return "" }}
+	url, client, err := installedHealth(env, installer.Layout{Root: root})
+	if want := "https://127.0.0.1:" + port + "/health"; err != nil || url != want || client == nil {
+		t.Fatalf("health URL %q (%v), want %q with a client", url, err, want)
+	}
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("health over TLS with the installed CA: %v", err)
+	}
+	resp.Body.Close()
+	other := serve(t.TempDir())
+	if resp, err := client.Get("https://127.0.0.1:" + other + "/health"); err == nil {
+		resp.Body.Close()
+		t.Error("the health client trusted a certificate of another CA")
 	}
 }
