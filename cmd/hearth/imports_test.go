@@ -29,6 +29,7 @@ var allowedHearthImports = map[string][]string{
 	"installer": {},
 	"catalog":   {},
 	"clock":     {},
+	"cluster":   {"router", "kvevents", "kvbm", "tokenizer"},
 }
 
 // importedByAll are top-level packages every package may import: leaves
