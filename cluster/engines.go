@@ -299,7 +299,7 @@ func (n *Node) reconcile() {
 		}
 		n.remote[inc] = r
 		n.mu.Unlock()
-		n.log.Info("cluster: remote engine in routing", "engine", e.Name, "node", m.NodeID, "via", r.srv.Addr)
+		n.log.Info("cluster: remote engine in routing", "engine", RemoteName(m.Heartbeat, e.Name), "node", m.NodeID, "via", r.srv.Addr)
 	}
 }
 
@@ -341,7 +341,7 @@ func (n *Node) attachRemote(m Member, e EngineInfo) (*remoteEngine, error) {
 	go func() { _ = srv.Serve(ln) }()
 	r := &remoteEngine{nodeID: m.NodeID, info: e, srv: srv, done: make(chan struct{})}
 	info := router.WorkerInfo{
-		Name: e.Name, BaseURL: "http://" + ln.Addr().String(), Model: e.Model, CapacityBlocks: e.CapacityBlocks,
+		Name: RemoteName(m.Heartbeat, e.Name), BaseURL: "http://" + ln.Addr().String(), Model: e.Model, CapacityBlocks: e.CapacityBlocks,
 		PrefillTokensPerSec: e.PrefillTokensPerSec, RAMCapacityBlocks: e.RAMCapacityBlocks, BlockBytes: e.BlockBytes,
 		LoadBytesPerSec: e.LoadBytesPerSec, Approximate: e.Approximate,
 	}
@@ -425,6 +425,21 @@ func (n *Node) proxyHandler(w http.ResponseWriter, r *http.Request) {
 		FlushInterval: -1,
 	}
 	p.ServeHTTP(w, r)
+}
+
+// RemoteName is the worker name of a peer's engine: the peer's node name
+// (its id when it has none) and the engine's GPU part, "node/gpuN", so that
+// engines of nodes that name their GPUs alike stay apart.
+func RemoteName(hb Heartbeat, engine string) string {
+	node := hb.Name
+	if node == "" {
+		node = hb.NodeID
+	}
+	gpu := engine
+	if i := strings.LastIndexByte(engine, '/'); i >= 0 {
+		gpu = engine[i+1:]
+	}
+	return node + "/" + gpu
 }
 
 func sortEngines(es []EngineInfo) {

@@ -47,6 +47,7 @@ func commands() []command {
 		{"plan", "show what fits on each GPU: weights, KV cache, memory fraction and context", runPlan},
 		{"doctor", "check the host: driver, CUDA, GPU memory, Docker and its NVIDIA runtime, disks, RAM, port", runDoctor},
 		{"engines", "list the engines of a running daemon and their states", runEngines},
+		{"cluster", "join machines into one cluster: token, status, revoke, leave", runCluster},
 		{"logs", "print an engine's last output lines", runLogs},
 		{"sim-engine", "run one simulated vLLM or SGLang server (HTTP API, metrics, ZMQ KV events)", runSimEngine},
 		{"sim-image", "build the Docker images of the simulated engines (hearth sim-image build)", runSimImage},
