@@ -120,7 +120,7 @@ func RunMDNS(ctx context.Context, cfg MDNSConfig) error {
 				if err := n.AddRoute(peer.RouteURL); err != nil {
 					cfg.Logger.Debug("mdns: route to peer", "peer", peer.NodeID, "error", err)
 				} else {
-					cfg.Logger.Debug("mdns: peer found", "peer", peer.NodeID, "route", peer.RouteURL)
+					cfg.Logger.Info("mdns: peer found", "peer", peer.NodeID, "route", peer.RouteURL)
 				}
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 )
 
@@ -56,7 +57,7 @@ func ParseToken(s string) (Token, error) {
 	copy(t.Fingerprint[:], b[1:33])
 	t.Secret = append([]byte(nil), b[33:65]...)
 	for _, a := range strings.Split(string(b[65:]), ",") {
-		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+		if !validAddr(a) {
 			return Token{}, fmt.Errorf("%w: address %q", ErrBadToken, a)
 		}
 		t.Addrs = append(t.Addrs, a)
@@ -65,6 +66,30 @@ func ParseToken(s string) (Token, error) {
 		return Token{}, fmt.Errorf("%w: %d addresses", ErrBadToken, len(t.Addrs))
 	}
 	return t, nil
+}
+
+// validAddr accepts host:port with an IP address or a DNS name for host
+// and a port number.
+func validAddr(a string) bool {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return false
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return false
+	}
+	if net.ParseIP(host) != nil {
+		return true
+	}
+	if host == "" || len(host) > 253 {
+		return false
+	}
+	for _, c := range host {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // Token returns the join token for this cluster with the given addresses

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -229,12 +230,16 @@ type clusterOffer interface {
 
 // runCluster is hearth cluster token|status|revoke|leave.
 func runCluster(ctx context.Context, env *environment, args []string) error {
-	usage := "cluster token [--data-dir DIR] [--node NAME] [--advertise HOST:PORT,…] | status | revoke NODE_ID | leave"
+	usage := "cluster token [--data-dir DIR] [--node NAME] [--advertise HOST:PORT,…] | status [--addr URL] | revoke NODE_ID [--addr URL] | leave [--addr URL]"
 	if len(args) == 0 {
 		fmt.Fprintln(env.stderr, "Usage: hearth "+usage)
 		return fmt.Errorf("%w: cluster: no subcommand", errUsage)
 	}
 	sub, rest := args[0], args[1:]
+	var target string // revoke's node id, before the flags
+	if sub == "revoke" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		target, rest = rest[0], rest[1:]
+	}
 	fs := newFlagSet(env, "cluster "+sub, usage)
 	dataDir := fs.String("data-dir", defaultDataDir(env.getenv), "where Hearth keeps its state")
 	node := fs.String("node", "", "this node's name (default: the host name)")
@@ -317,10 +322,10 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 		}
 		return tw.Flush()
 	case "revoke":
-		if fs.NArg() != 1 {
-			return fmt.Errorf("%w: hearth cluster revoke NODE_ID", errUsage)
+		if target == "" {
+			return fmt.Errorf("%w: hearth cluster revoke NODE_ID [--addr URL]", errUsage)
 		}
-		return postDaemon(ctx, env, *addr, "/api/v1/nodes/"+fs.Arg(0)+"/revoke", *key)
+		return postDaemon(ctx, env, *addr, "/api/v1/nodes/"+url.PathEscape(target)+"/revoke", *key)
 	case "leave":
 		return postDaemon(ctx, env, *addr, "/api/v1/cluster/leave", *key)
 	}
