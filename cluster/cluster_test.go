@@ -25,7 +25,7 @@ import (
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // testNode starts a node on loopback with its own router.
-func testNode(t *testing.T, id *Identity, name string, routes []string) (*Node, *router.Router) {
+func testNode(t testing.TB, id *Identity, name string, routes []string) (*Node, *router.Router) {
 	t.Helper()
 	rt, err := router.New(router.Config{Policy: router.PolicyHearth})
 	if err != nil {
@@ -43,7 +43,7 @@ func testNode(t *testing.T, id *Identity, name string, routes []string) (*Node, 
 	return n, rt
 }
 
-func waitFor(t *testing.T, what string, d time.Duration, ok func() bool) {
+func waitFor(t testing.TB, what string, d time.Duration, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !ok() {
@@ -396,7 +396,7 @@ type publisher struct {
 	seq  uint64
 }
 
-func startPublisher(t *testing.T) (*publisher, string) {
+func startPublisher(t testing.TB) (*publisher, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

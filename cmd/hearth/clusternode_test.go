@@ -17,7 +17,9 @@ import (
 	"github.com/hearth-llm/hearth/cluster"
 )
 
-func freePort(t *testing.T) int {
+func freePort(t *testing.T) int { return freePortTB(t) }
+
+func freePortTB(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -29,6 +31,10 @@ func freePort(t *testing.T) int {
 
 // clusterToken runs hearth cluster token and returns its last line.
 func clusterToken(t *testing.T, dataDir, node, advertise string) string {
+	return clusterTokenTB(t, dataDir, node, advertise)
+}
+
+func clusterTokenTB(t testing.TB, dataDir, node, advertise string) string {
 	t.Helper()
 	var out bytes.Buffer
 	env := &environment{stdout: &out, stderr: io.Discard, getenv: func(string) string { return "" }}
@@ -43,6 +49,11 @@ type nodesAnswer struct {
 	Cluster string     `json:"cluster"`
 	NodeID  string     `json:"node_id"`
 	Nodes   []nodeJSON `json:"nodes"`
+}
+
+func decodeJSON(resp *http.Response, v any) error {
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 func getNodes(t *testing.T, base string) nodesAnswer {

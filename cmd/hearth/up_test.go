@@ -32,7 +32,7 @@ func startUp(t *testing.T, extraArgs ...string) (baseURL string, stop func() err
 // serveTestUp runs serveUp with a command line, adjusted by tweak when set,
 // and returns once its engines are ready: when it prints the clients'
 // settings.
-func serveTestUp(t *testing.T, args []string, tweak func(*upConfig)) (baseURL string, stop func() error) {
+func serveTestUp(t testing.TB, args []string, tweak func(*upConfig)) (baseURL string, stop func() error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
