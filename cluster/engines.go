@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -336,6 +337,7 @@ func (n *Node) attachRemote(m Member, e EngineInfo) (*remoteEngine, error) {
 		},
 		Transport:     transport,
 		FlushInterval: -1,
+		ErrorLog:      slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
 	}
 	srv := &http.Server{Handler: proxy, Addr: ln.Addr().String(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
@@ -423,6 +425,7 @@ func (n *Node) proxyHandler(w http.ResponseWriter, r *http.Request) {
 			pr.Out.Host = base.Host
 		},
 		FlushInterval: -1,
+		ErrorLog:      slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
 	}
 	p.ServeHTTP(w, r)
 }
