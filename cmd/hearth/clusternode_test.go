@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -117,7 +118,8 @@ func TestDaemonsFormACluster(t *testing.T) {
 	token := clusterToken(t, dirA, "a", fmt.Sprintf("127.0.0.1:%d", portA))
 	common := []string{"--sim", "1x4090", "--speedup", "100", "--mdns=false", "--cluster-routes-listen", "127.0.0.1:0", "--policy", "round_robin"}
 	baseA, _ := serveTestUp(t, append(common, "--node", "a", "--data-dir", dirA, "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", portA)), nil)
-	baseB, _ := serveTestUp(t, append(common, "--node", "b", "--data-dir", t.TempDir(), "--cluster-listen", "127.0.0.1:0", "--join", token), nil)
+	dirB := t.TempDir()
+	baseB, _ := serveTestUp(t, append(common, "--node", "b", "--data-dir", dirB, "--cluster-listen", "127.0.0.1:0", "--join", token), nil)
 	baseC, stopC := serveTestUp(t, append(common, "--node", "c", "--data-dir", t.TempDir(), "--cluster-listen", "127.0.0.1:0", "--join", token), nil)
 
 	for _, base := range []string{baseA, baseB, baseC} {
@@ -142,8 +144,10 @@ func TestDaemonsFormACluster(t *testing.T) {
 	}
 
 	// Round robin over a's three workers: one request lands on c's GPU.
+	// The nodes list shows a peer's engines as soon as its heartbeat
+	// arrives; its worker follows a moment later, so allow a few rounds.
 	served := map[string]bool{}
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 12 && len(served) < 3; i++ {
 		w, _ := clusterChat(t, baseA, "round_robin", fmt.Sprintf("question %d about the cluster", i))
 		served[w] = true
 	}
@@ -207,4 +211,23 @@ func TestDaemonsFormACluster(t *testing.T) {
 		}
 	}
 	_ = stopC
+
+	// hearth cluster leave on b: a sees b revoked, and b keeps no identity.
+	idB := getNodes(t, baseB).NodeID
+	var left bytes.Buffer
+	envLeave := &environment{stdout: &left, stderr: io.Discard, getenv: func(string) string { return "" }}
+	if err := run(context.Background(), envLeave, []string{"cluster", "leave", "--addr", baseB}); err != nil {
+		t.Fatalf("hearth cluster leave: %v", err)
+	}
+	waitUntil(t, "a to see b revoked after it left", 2*time.Second, func() bool {
+		for _, n := range getNodes(t, baseA).Nodes {
+			if n.ID == idB {
+				return n.State == "revoked"
+			}
+		}
+		return false
+	})
+	if _, err := cluster.Load(clusterDir(dirB)); !errors.Is(err, cluster.ErrNoCluster) {
+		t.Fatalf("b still holds an identity after leaving: %v", err)
+	}
 }

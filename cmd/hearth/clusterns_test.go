@@ -227,7 +227,7 @@ func TestClusterInNetworkNamespaces(t *testing.T) {
 	})
 
 	served := map[string]bool{}
-	for i := range 6 {
+	for i := 0; i < 12 && len(served) < 3; i++ {
 		served[l.chat(0, fmt.Sprintf("question %d", i))] = true
 	}
 	if !served["c/gpu0"] || !served["b/gpu0"] {
