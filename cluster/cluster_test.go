@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -393,7 +394,9 @@ func TestDeadNodeLeavesRouting(t *testing.T) {
 // publisher is a minimal engine-side KV event publisher.
 type publisher struct {
 	sock zmq4.Socket
+	mu   sync.Mutex
 	seq  uint64
+	kept [][]byte // payload by seq, for replay
 }
 
 func startPublisher(t testing.TB) (*publisher, string) {
@@ -415,10 +418,112 @@ func startPublisher(t testing.TB) (*publisher, string) {
 }
 
 func (p *publisher) publishStored(tokens []uint32) {
+	seq, payload := p.next(tokens)
+	_ = p.sock.Send(zmq4.NewMsgFrom(kvevents.Message(nil, seq, payload)...))
+}
+
+// keepOnly numbers a batch and keeps it for replay without sending it: a
+// batch lost on the way.
+func (p *publisher) keepOnly(tokens []uint32) { p.next(tokens) }
+
+func (p *publisher) next(tokens []uint32) (uint64, []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	b := kvevents.Batch{TS: kvevents.Timestamp(time.Now()), Events: []kvevents.Event{{
 		Kind: kvevents.BlockStored, BlockHashes: []uint64{p.seq + 1}, TokenIDs: tokens, BlockSize: 16,
 	}}}
 	payload := kvevents.AppendBatch(nil, &b, kvevents.FormatMap)
-	_ = p.sock.Send(zmq4.NewMsgFrom(kvevents.Message(nil, p.seq, payload)...))
+	seq := p.seq
 	p.seq++
+	p.kept = append(p.kept, payload)
+	return seq, payload
+}
+
+// replayServer answers an engine's replay requests (vLLM's ROUTER socket)
+// from the batches its publisher kept.
+func (p *publisher) serveReplay(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	sock := zmq4.NewRouter(ctx)
+	if err := sock.Listen("tcp://" + addr); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sock.Close(); cancel() })
+	go func() {
+		for {
+			msg, err := sock.Recv()
+			if err != nil {
+				return
+			}
+			id, from, err := kvevents.ParseReplayRequest(msg.Frames)
+			if err != nil {
+				continue
+			}
+			p.mu.Lock()
+			kept := append([][]byte(nil), p.kept...)
+			p.mu.Unlock()
+			for seq := from; seq < uint64(len(kept)); seq++ {
+				_ = sock.Send(zmq4.NewMsgFrom(kvevents.ReplayReply(id, seq, kept[seq])...))
+			}
+			_ = sock.Send(zmq4.NewMsgFrom(kvevents.ReplayEndReply(id)...))
+		}
+	}()
+	return "tcp://" + addr
+}
+
+// A batch lost between c's engine and a (here: never sent live) is asked
+// for by a's ingester when the next batch shows the gap, and c answers
+// from its engine's replay socket over the cluster plane.
+func TestRelayedGapIsReplayedFromTheOwningNode(t *testing.T) {
+	nodes, routers := testCluster(t)
+	c := nodes[2]
+	pub, kvEndpoint := startPublisher(t)
+	replay := pub.serveReplay(t)
+	if _, err := c.AddLocalEngine(LocalEngine{
+		Worker:   router.WorkerInfo{Name: "c/gpu0", BaseURL: "http://127.0.0.1:1", Model: "m", CapacityBlocks: 1000},
+		KVEvents: kvEndpoint, KVReplay: replay,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var id router.WorkerID
+	waitFor(t, "a to route to c/gpu0", 5*time.Second, func() bool {
+		var ok bool
+		id, ok = routers[0].WorkerByName("c/gpu0")
+		return ok
+	})
+	block := func(n uint32) ([]uint32, []tokenizer.SeqHash) {
+		tokens := make([]uint32, 16)
+		for i := range tokens {
+			tokens[i] = n*100 + uint32(i)
+		}
+		return tokens, tokenizer.BlockHashes(tokens, 16)
+	}
+	held := func(h []tokenizer.SeqHash) bool {
+		var out [router.MaxWorkers]int
+		routers[0].Index().Match(h, kvbm.TierGPU, &out)
+		return out[id] == 1
+	}
+	// Live batches until one gets through (the relay's subscription is up).
+	n := uint32(1)
+	waitFor(t, "a live batch to reach a", 5*time.Second, func() bool {
+		tokens, h := block(n)
+		pub.publishStored(tokens)
+		n++
+		time.Sleep(20 * time.Millisecond)
+		return held(h)
+	})
+	lostTokens, lostHashes := block(1000)
+	pub.keepOnly(lostTokens) // numbered and kept for replay, never sent live
+	nextTokens, nextHashes := block(1001)
+	pub.publishStored(nextTokens)
+	waitFor(t, "the lost batch to be replayed into a's index", 5*time.Second, func() bool {
+		return held(lostHashes) && held(nextHashes)
+	})
 }
