@@ -91,9 +91,9 @@ type Config struct {
 	// Running reports how many requests the local router has on a worker
 	// (by name); nil: zero.
 	Running func(name string) int
-	// OnSelfRevoked is called once when this node learns that its own
-	// certificate was revoked.
-	OnSelfRevoked func()
+	// OnSelfRevoked is called once, on a goroutine of its own, when this
+	// node learns that its own certificate was revoked.
+	OnSelfRevoked func(*Node)
 	Clock         clock.Clock
 	Logger        *slog.Logger
 }
@@ -471,7 +471,7 @@ func (n *Node) applyRevocations(list []Revoked) {
 		n.selfGone = true
 		n.mu.Unlock()
 		if first && n.cfg.OnSelfRevoked != nil {
-			go n.cfg.OnSelfRevoked()
+			go n.cfg.OnSelfRevoked(n)
 		}
 	}
 }

@@ -100,15 +100,14 @@ func startClusterNode(ctx context.Context, cfg upConfig, rt *router.Router, gpus
 	for i, g := range gpus {
 		inventory[i] = cluster.GPUInfo{Index: g.Index, Name: g.Name, MemoryMiB: int(g.MemoryTotal >> 20)}
 	}
-	var node *cluster.Node
-	node, err = cluster.New(cluster.Config{
+	node, err := cluster.New(cluster.Config{
 		Identity: id, Name: cfg.node, ClusterListen: c.listen, RouteListen: c.routeListen, AdvertiseHost: c.host(),
 		Routes: routes, APIAddr: cfg.listen, Version: version, Workers: rt,
 		GPUs:    func() []cluster.GPUInfo { return inventory },
 		Running: func(name string) int { return runningOn(rt, name) },
-		OnSelfRevoked: func() {
+		OnSelfRevoked: func(n *cluster.Node) {
 			log.Error("this node's cluster certificate was revoked: it leaves the cluster")
-			node.Close()
+			n.Close()
 		},
 		Logger: log,
 	})
