@@ -231,6 +231,11 @@ func TestClusterRoutesRemoteEngines(t *testing.T) {
 	if !strings.HasPrefix(base, "http://127.0.0.1:") {
 		t.Fatalf("remote worker's base URL %q is not a loopback forwarder", base)
 	}
+	for _, m := range a.Members() {
+		if m.NodeID == c.id.NodeID() && (len(m.Engines) != 1 || !strings.HasPrefix(m.Engines[0].URL, "https://"+c.ProxyAddr()+"/engine/")) {
+			t.Fatalf("c's inventory as a sees it: %+v", m.Engines)
+		}
+	}
 	resp, err := http.Get(base + "/v1/models")
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +266,6 @@ func TestClusterRoutesRemoteEngines(t *testing.T) {
 		_, ok := routers[0].WorkerByName("c/gpu0")
 		return !ok
 	})
-	_ = a
 }
 
 // A revoked node is refused by every node at once: its heartbeats are
@@ -526,4 +530,25 @@ func TestRelayedGapIsReplayedFromTheOwningNode(t *testing.T) {
 	waitFor(t, "the lost batch to be replayed into a's index", 5*time.Second, func() bool {
 		return held(lostHashes) && held(nextHashes)
 	})
+}
+
+// A node remembers its peers' routes: restarted with no route given and
+// no mDNS, it finds its cluster again from them.
+func TestRestartedNodeRejoinsFromKnownRoutes(t *testing.T) {
+	nodes, _ := testCluster(t)
+	a, b := nodes[0], nodes[1]
+	waitFor(t, "b to remember its peers' routes", 5*time.Second, func() bool { return len(KnownRoutes(b.id.Dir)) >= 2 })
+	b.Close()
+	waitFor(t, "a to see b down", 7*time.Second, func() bool { return stateOf(a, b.id.NodeID()) == StateDown })
+	id, err := Load(b.id.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := testNode(t, id, "b", KnownRoutes(id.Dir))
+	waitFor(t, "a to see b up again", 10*time.Second, func() bool { return stateOf(a, again.id.NodeID()) == StateUp })
+	for _, m := range again.Members() {
+		if m.NodeID == a.id.NodeID() && m.State != StateUp {
+			t.Fatalf("the restarted b sees a %s", m.State)
+		}
+	}
 }

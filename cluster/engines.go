@@ -91,6 +91,7 @@ func (n *Node) AddLocalEngine(e LocalEngine) (func(), error) {
 	} else {
 		close(l.done)
 	}
+	l.info.URL = "https://" + n.proxyAddr + "/engine/" + l.info.Incarnation
 	n.mu.Lock()
 	n.local[l.info.Incarnation] = l
 	n.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -51,9 +52,12 @@ type GPUInfo struct {
 // to make it a worker. Incarnation changes when the engine restarts; it
 // also names the engine's KV-event subject.
 type EngineInfo struct {
-	Name                string  `json:"name"`
-	Model               string  `json:"model"`
-	Incarnation         string  `json:"incarnation"`
+	Name        string `json:"name"`
+	Model       string `json:"model"`
+	Incarnation string `json:"incarnation"`
+	// URL is the engine's OpenAI API root as peers reach it: through the
+	// owning node's proxy, mutual TLS required.
+	URL                 string  `json:"url"`
 	CapacityBlocks      int     `json:"capacity_blocks"`
 	RAMCapacityBlocks   int     `json:"ram_capacity_blocks,omitempty"`
 	BlockBytes          int     `json:"block_bytes,omitempty"`
@@ -306,6 +310,38 @@ func (n *Node) AddRoute(routeURL string) error {
 	return nil
 }
 
+// rememberRoute keeps a peer's route URL in the cluster directory, so that
+// a restarted node finds its cluster again without mDNS.
+func (n *Node) rememberRoute(route string) {
+	known := KnownRoutes(n.id.Dir)
+	for _, r := range known {
+		if r == route {
+			return
+		}
+	}
+	known = append(known, route)
+	if len(known) > maxKnownRoutes {
+		known = known[len(known)-maxKnownRoutes:]
+	}
+	b, _ := json.Marshal(known)
+	_ = writeFiles(n.id.Dir, map[string][]byte{routesFile: b})
+}
+
+// maxKnownRoutes bounds the routes remembered (the cluster's 16 nodes,
+// with room for changed addresses).
+const maxKnownRoutes = 64
+
+// KnownRoutes are the peers' route URLs this node has seen, oldest first.
+func KnownRoutes(dir string) []string {
+	b, err := os.ReadFile(filepath.Join(dir, routesFile))
+	if err != nil {
+		return nil
+	}
+	var routes []string
+	_ = json.Unmarshal(b, &routes)
+	return routes
+}
+
 // RouteURL is the NATS route URL peers dial to reach this node.
 func (n *Node) RouteURL() string { return n.routeURL }
 
@@ -434,6 +470,8 @@ func (n *Node) onHeartbeat(m *nats.Msg) {
 		if hb.Route != "" {
 			if err := n.AddRoute(hb.Route); err != nil {
 				n.log.Debug("cluster: add route", "route", hb.Route, "error", err)
+			} else {
+				n.rememberRoute(hb.Route)
 			}
 		}
 		n.reconcile()

@@ -27,6 +27,7 @@ const (
 	nodeKeyFile  = "node-key.pem"
 	secretFile   = "join-secret"
 	revokedFile  = "revoked.json"
+	routesFile   = "routes.json" // peers' route URLs seen, to start from
 )
 
 // certLifetime is how long node and CA certificates are valid. Rotation is
@@ -193,7 +194,7 @@ func saveNode(dir string, caDER, nodeDER []byte, nodeKey crypto.Signer) error {
 // the CA stays, so a later join to another cluster starts clean only after
 // the directory is removed.
 func Forget(dir string) error {
-	for _, f := range []string{nodeCertFile, nodeKeyFile, caCertFile, caKeyFile, secretFile} {
+	for _, f := range []string{nodeCertFile, nodeKeyFile, caCertFile, caKeyFile, secretFile, routesFile} {
 		if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("cluster: %w", err)
 		}

@@ -96,6 +96,8 @@ func startClusterNode(ctx context.Context, cfg upConfig, rt *router.Router, gpus
 			return nil, fmt.Errorf("up: this node already belongs to cluster %s; run hearth cluster leave first", id.ClusterID())
 		}
 	}
+	// Besides the join's route: the peers' routes seen before a restart.
+	routes = append(routes, cluster.KnownRoutes(dir)...)
 	inventory := make([]cluster.GPUInfo, len(gpus))
 	for i, g := range gpus {
 		inventory[i] = cluster.GPUInfo{Index: g.Index, Name: g.Name, MemoryMiB: int(g.MemoryTotal >> 20)}
