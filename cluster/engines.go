@@ -252,6 +252,11 @@ func (r *remoteEngine) close(n *Node) {
 // reconcile makes the local router's remote workers match the engines of
 // the routable peers.
 func (n *Node) reconcile() {
+	// One at a time: heartbeats, the judging loop and API reads all call
+	// it, and two passes adding the same engine would put a duplicate
+	// worker into routing for a moment.
+	n.reconcileMu.Lock()
+	defer n.reconcileMu.Unlock()
 	want := map[string]Member{}
 	wantInfo := map[string]EngineInfo{}
 	for _, m := range n.members.list() {
@@ -425,6 +430,7 @@ func (n *Node) proxyHandler(w http.ResponseWriter, r *http.Request) {
 			pr.Out.URL.RawPath = ""
 			pr.Out.Host = base.Host
 		},
+		Transport:     n.engineTransport,
 		FlushInterval: -1,
 		ErrorLog:      slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
 	}

@@ -122,10 +122,14 @@ type Node struct {
 	routeURL    string
 	subjectBase string
 
-	mu       sync.Mutex
-	local    map[string]*localEngine  // by incarnation
-	remote   map[string]*remoteEngine // by incarnation
-	selfGone bool
+	// engineTransport carries the proxy's requests to local engines.
+	engineTransport *http.Transport
+
+	reconcileMu sync.Mutex
+	mu          sync.Mutex
+	local       map[string]*localEngine  // by incarnation
+	remote      map[string]*remoteEngine // by incarnation
+	selfGone    bool
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -152,6 +156,7 @@ func New(cfg Config) (*Node, error) {
 		clock: clock.Or(cfg.Clock), log: cfg.Logger.With("component", "cluster"),
 		local: map[string]*localEngine{}, remote: map[string]*remoteEngine{},
 		stop: make(chan struct{}), subjectBase: "hearth." + id.ClusterID(),
+		engineTransport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second},
 	}
 	if rev.serialRevoked(id.Serial()) {
 		return nil, fmt.Errorf("cluster: this node's certificate (serial %s) was revoked; remove %s and join again", id.Serial(), id.Dir)

@@ -49,7 +49,11 @@ func serveTestUp(t testing.TB, args []string, tweak func(*upConfig)) (baseURL st
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	printed := &firstWrite{c: make(chan struct{})}
-	go func() { done <- serveUp(ctx, printed, slog.New(slog.DiscardHandler), cfg, ln) }()
+	logger := slog.New(slog.DiscardHandler)
+	if os.Getenv("HEARTH_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	go func() { done <- serveUp(ctx, printed, logger, cfg, ln) }()
 	select {
 	case <-printed.c:
 	case err := <-done:
