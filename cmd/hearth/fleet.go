@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/hearth-llm/hearth/cluster"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 
 	"github.com/hearth-llm/hearth/router"
@@ -21,6 +22,10 @@ type fleet struct {
 	// store; 0 without one. Engines that use the store share its tier in
 	// the router, which prices loads from it at this speed.
 	storeReadBytesPerSec float64
+
+	// cluster, when this node belongs to one, is offered every engine
+	// put into service, so that peers route to it too.
+	cluster clusterOffer
 
 	mu   sync.Mutex
 	live map[string]*liveEngine // by engine name
@@ -87,10 +92,22 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 			}
 		}()
 	}
+	withdraw := func() {}
+	if f.cluster != nil {
+		w, err := f.cluster.AddLocalEngine(cluster.LocalEngine{
+			Worker: info, KVEvents: e.Endpoints.KVEvents, KVReplay: e.Endpoints.KVReplay, Topic: e.Endpoints.Topic,
+		})
+		if err != nil {
+			f.log.Warn("engine not offered to the cluster", "engine", name, "error", err)
+		} else {
+			withdraw = w
+		}
+	}
 	f.mu.Lock()
 	f.live[name] = &liveEngine{id: id, sub: sub}
 	f.mu.Unlock()
 	return func() {
+		withdraw()
 		// ctx has ended: the subscription stops; then the router forgets
 		// the worker (its index entries, its running requests, which end
 		// with the engine's connections). A request routed to it meanwhile

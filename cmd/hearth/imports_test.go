@@ -30,6 +30,7 @@ var allowedHearthImports = map[string][]string{
 	"catalog":   {},
 	"clock":     {},
 	"tlsca":     {},
+	"cluster":   {"router", "kvevents", "kvbm", "tokenizer"},
 }
 
 // importedByAll are top-level packages every package may import: leaves

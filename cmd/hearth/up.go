@@ -42,6 +42,7 @@ const serverKeysEnv = "HEARTH_SERVER_API_KEYS"
 
 // upConfig is the parsed command line of hearth up.
 type upConfig struct {
+	cluster clusterConfig
 	sim     string
 	listen  string
 	policy  string
@@ -159,6 +160,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs.IntVar(&cfg.maxModelLen, "max-model-len", 0, "context length of each engine (0: the engine's default)")
 	fs.DurationVar(&cfg.stopTimeout, "stop-timeout", 30*time.Second, "how long a stopping engine may take before it is killed")
 	fs.StringVar(&cfg.listen, "listen", defaultListen, "address of the API (OpenAI and Anthropic)")
+	registerClusterFlags(fs, &cfg.cluster)
 	fs.StringVar(&cfg.policy, "policy", router.PolicyHearth, "routing policy: "+strings.Join(router.Policies, ", "))
 	fs.StringVar(&cfg.dataDir, "data-dir", "", "where Hearth keeps its state (default $XDG_DATA_HOME/hearth or ~/.local/share/hearth)")
 	modelList := fs.String("model", "", "served model ("+strings.Join(sim.ModelNames(), ", ")+" when simulated; default: the largest that fits the smallest GPU, qwen3-14b-fp8 on 24 GB); several, separated by commas, are served by the GPUs in turn")
@@ -508,6 +510,16 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		return fmt.Errorf("up: %w", err)
 	}
 
+	// Cluster: peers' engines join the router, this node's are offered.
+	clusterNode, err := startClusterNode(ctx, cfg, rt, gpus, log.With("component", "cluster"))
+	if err != nil {
+		return err
+	}
+	if clusterNode != nil {
+		cleanup.push(clusterNode.Close)
+		engines.cluster = clusterNode
+	}
+
 	// Engines, under one supervisor.
 	pulls := newPullBoard(cfg.progressOut, log)
 	launcher, closeLauncher, err := newLauncher(ctx, cfg, tok, kvStore, pulls.set, log)
@@ -588,6 +600,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 			r.Get("/api/v1/engines", con.Guard, enginesHandler(engineStatuses))
 			r.Get("/api/v1/engines/:name/logs", con.Guard, engineLogsHandler(sup))
 			r.Get("/api/v1/sessions", con.Guard, sessionsHandler(traffic, tok.Decode))
+			mountCluster(r, con.Guard, clusterNode, cfg.dataDir)
 			// A browser opening the API's address lands on the console;
 			// HEAD / (Claude Code's probe) keeps the gateway's answer.
 			r.Add(fiber.MethodGet, "/", func(c *fiber.Ctx) error { return c.Redirect("/console/") })

@@ -32,7 +32,7 @@ func startUp(t *testing.T, extraArgs ...string) (baseURL string, stop func() err
 // serveTestUp runs serveUp with a command line, adjusted by tweak when set,
 // and returns once its engines are ready: when it prints the clients'
 // settings.
-func serveTestUp(t *testing.T, args []string, tweak func(*upConfig)) (baseURL string, stop func() error) {
+func serveTestUp(t testing.TB, args []string, tweak func(*upConfig)) (baseURL string, stop func() error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -49,7 +49,11 @@ func serveTestUp(t *testing.T, args []string, tweak func(*upConfig)) (baseURL st
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	printed := &firstWrite{c: make(chan struct{})}
-	go func() { done <- serveUp(ctx, printed, slog.New(slog.DiscardHandler), cfg, ln) }()
+	logger := slog.New(slog.DiscardHandler)
+	if os.Getenv("HEARTH_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	go func() { done <- serveUp(ctx, printed, logger, cfg, ln) }()
 	select {
 	case <-printed.c:
 	case err := <-done:

@@ -1,0 +1,457 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/nats-io/nats.go"
+
+	"github.com/hearth-llm/hearth/kvevents"
+	"github.com/hearth-llm/hearth/router"
+)
+
+// LocalEngine is an engine of this node in service, as the fleet reports
+// it: the worker it is in the local router and where its KV events are.
+type LocalEngine struct {
+	Worker   router.WorkerInfo
+	KVEvents string // ZMQ PUB endpoint; "" when it publishes none
+	KVReplay string
+	Topic    string
+}
+
+type localEngine struct {
+	info    EngineInfo
+	baseURL *url.URL
+	eng     LocalEngine
+	cancel  context.CancelFunc
+	subs    []*nats.Subscription
+	done    chan struct{}
+}
+
+func (l *localEngine) close() {
+	l.cancel()
+	for _, s := range l.subs {
+		_ = s.Unsubscribe()
+	}
+	<-l.done
+}
+
+func (n *Node) kvSubject(nodeID, inc string) string {
+	return n.subjectBase + ".kv." + nodeID + "." + inc
+}
+
+func (n *Node) replaySubject(nodeID, inc string) string {
+	return n.subjectBase + ".replay." + nodeID + "." + inc
+}
+
+// AddLocalEngine offers a local engine to the cluster: peers see it in
+// this node's heartbeats, reach it through the proxy, and get its KV
+// events relayed with their sequence numbers. The returned func withdraws
+// it.
+func (n *Node) AddLocalEngine(e LocalEngine) (func(), error) {
+	base, err := url.Parse(e.Worker.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: engine %s: %w", e.Worker.Name, err)
+	}
+	w := e.Worker
+	l := &localEngine{
+		info: EngineInfo{
+			Name: w.Name, Model: w.Model, Incarnation: newIncarnation(), CapacityBlocks: w.CapacityBlocks,
+			RAMCapacityBlocks: w.RAMCapacityBlocks, BlockBytes: w.BlockBytes, PrefillTokensPerSec: w.PrefillTokensPerSec,
+			LoadBytesPerSec: w.LoadBytesPerSec, Approximate: w.Approximate || e.KVEvents == "",
+		},
+		baseURL: base, eng: e, done: make(chan struct{}),
+	}
+	ctx, cancel := n.ctxUntilStop()
+	l.cancel = cancel
+	if e.KVEvents != "" {
+		go func() {
+			defer close(l.done)
+			n.relay(ctx, l)
+		}()
+		if e.KVReplay != "" {
+			sub, err := n.nc.Subscribe(n.replaySubject(n.id.NodeID(), l.info.Incarnation), func(m *nats.Msg) { n.serveReplay(ctx, l, m) })
+			if err != nil {
+				cancel()
+				return nil, fmt.Errorf("cluster: %w", err)
+			}
+			l.subs = append(l.subs, sub)
+		}
+	} else {
+		close(l.done)
+	}
+	l.info.URL = "https://" + n.proxyAddr + "/engine/" + l.info.Incarnation
+	n.mu.Lock()
+	n.local[l.info.Incarnation] = l
+	n.mu.Unlock()
+	n.publishHeartbeat()
+	return func() {
+		n.mu.Lock()
+		_, ok := n.local[l.info.Incarnation]
+		delete(n.local, l.info.Incarnation)
+		n.mu.Unlock()
+		if ok {
+			l.close()
+			n.publishHeartbeat()
+		}
+	}, nil
+}
+
+// relay follows a local engine's KV events over a ZMQ connection of its
+// own and publishes each batch as seq (8 bytes, big-endian) + payload.
+func (n *Node) relay(ctx context.Context, l *localEngine) {
+	subject := n.kvSubject(n.id.NodeID(), l.info.Incarnation)
+	for ctx.Err() == nil {
+		sub := zmq4.NewSub(ctx)
+		err := sub.Dial(l.eng.KVEvents)
+		if err == nil {
+			err = sub.SetOption(zmq4.OptionSubscribe, l.eng.Topic)
+		}
+		for err == nil {
+			var msg zmq4.Msg
+			msg, err = sub.Recv()
+			if err != nil {
+				break
+			}
+			seq, payload, perr := kvevents.ParseMessage(msg.Frames)
+			if perr != nil {
+				continue
+			}
+			data := make([]byte, 8+len(payload))
+			binary.BigEndian.PutUint64(data, seq)
+			copy(data[8:], payload)
+			_ = n.nc.Publish(subject, data)
+		}
+		sub.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		n.log.Debug("cluster: kv relay reconnecting", "engine", l.info.Name, "error", err)
+		select {
+		case <-ctx.Done():
+		case <-n.clock.After(time.Second):
+		}
+	}
+}
+
+// replayChunkBytes bounds one replay reply; the asker asks again from
+// where it stopped.
+const replayChunkBytes = 4 << 20
+
+// serveReplay answers a peer's replay request for a local engine from the
+// engine's replay socket. Reply: a flag byte (1: more follows), then
+// batches as seq (8) + length (4) + payload.
+func (n *Node) serveReplay(ctx context.Context, l *localEngine, m *nats.Msg) {
+	if len(m.Data) != 8 {
+		return
+	}
+	from := binary.BigEndian.Uint64(m.Data)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	d := zmq4.NewDealer(rctx)
+	defer d.Close()
+	out := []byte{0}
+	if err := d.Dial(l.eng.KVReplay); err != nil {
+		_ = m.Respond(out)
+		return
+	}
+	if err := d.Send(zmq4.NewMsgFrom(kvevents.ReplayRequest(from)...)); err != nil {
+		_ = m.Respond(out)
+		return
+	}
+	for {
+		msg, err := d.Recv()
+		if err != nil {
+			break
+		}
+		seq, payload, end, err := kvevents.ParseReplayReply(msg.Frames)
+		if err != nil || end {
+			break
+		}
+		out = binary.BigEndian.AppendUint64(out, seq)
+		out = binary.BigEndian.AppendUint32(out, uint32(len(payload)))
+		out = append(out, payload...)
+		if len(out) > replayChunkBytes {
+			out[0] = 1
+			break
+		}
+	}
+	_ = m.Respond(out)
+}
+
+// natsReplay is a remote engine's replay source: requests to the owning
+// node, which asks its engine.
+type natsReplay struct {
+	nc      *nats.Conn
+	subject string
+}
+
+func (r natsReplay) Replay(ctx context.Context, from uint64, fn func(seq uint64, payload []byte)) error {
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		msg, err := r.nc.RequestWithContext(rctx, r.subject, binary.BigEndian.AppendUint64(nil, from))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("cluster: replay: %w", err)
+		}
+		b := msg.Data
+		if len(b) == 0 {
+			return errors.New("cluster: empty replay reply")
+		}
+		more, b := b[0] == 1, b[1:]
+		for len(b) >= 12 {
+			seq := binary.BigEndian.Uint64(b)
+			size := int(binary.BigEndian.Uint32(b[8:]))
+			if len(b) < 12+size {
+				return errors.New("cluster: truncated replay reply")
+			}
+			fn(seq, b[12:12+size])
+			from = seq + 1
+			b = b[12+size:]
+		}
+		if !more {
+			return nil
+		}
+	}
+}
+
+// remoteEngine is a peer's engine made a worker of the local router.
+type remoteEngine struct {
+	nodeID string
+	info   EngineInfo
+	worker router.WorkerID
+	srv    *http.Server
+	sub    *nats.Subscription
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (r *remoteEngine) close(n *Node) {
+	if r.sub != nil {
+		_ = r.sub.Unsubscribe()
+	}
+	r.cancel()
+	<-r.done
+	if n.cfg.Workers != nil {
+		n.cfg.Workers.RemoveWorker(r.worker)
+	}
+	r.srv.Close()
+}
+
+// reconcile makes the local router's remote workers match the engines of
+// the routable peers.
+func (n *Node) reconcile() {
+	// One at a time: heartbeats, the judging loop and API reads all call
+	// it, and two passes adding the same engine would put a duplicate
+	// worker into routing for a moment.
+	n.reconcileMu.Lock()
+	defer n.reconcileMu.Unlock()
+	want := map[string]Member{}
+	wantInfo := map[string]EngineInfo{}
+	for _, m := range n.members.list() {
+		if m.NodeID == n.id.NodeID() || !m.State.Routable() {
+			continue
+		}
+		for _, e := range m.Engines {
+			want[e.Incarnation], wantInfo[e.Incarnation] = m, e
+		}
+	}
+	n.mu.Lock()
+	var drop []*remoteEngine
+	for inc, r := range n.remote {
+		if _, ok := want[inc]; !ok {
+			drop = append(drop, r)
+			delete(n.remote, inc)
+		}
+	}
+	var add []string
+	for inc := range want {
+		if _, ok := n.remote[inc]; !ok {
+			add = append(add, inc)
+		}
+	}
+	closed := n.isStopped()
+	n.mu.Unlock()
+	for _, r := range drop {
+		n.log.Info("cluster: remote engine leaves routing", "engine", r.info.Name, "node", r.nodeID)
+		r.close(n)
+	}
+	if closed || n.cfg.Workers == nil {
+		return
+	}
+	sort.Strings(add)
+	for _, inc := range add {
+		m, e := want[inc], wantInfo[inc]
+		r, err := n.attachRemote(m, e)
+		if err != nil {
+			n.log.Warn("cluster: remote engine not routable", "engine", e.Name, "node", m.NodeID, "error", err)
+			continue
+		}
+		n.mu.Lock()
+		if _, dup := n.remote[inc]; dup || n.isStopped() {
+			n.mu.Unlock()
+			r.close(n)
+			continue
+		}
+		n.remote[inc] = r
+		n.mu.Unlock()
+		n.log.Info("cluster: remote engine in routing", "engine", RemoteName(m.Heartbeat, e.Name), "node", m.NodeID, "via", r.srv.Addr)
+	}
+}
+
+func (n *Node) isStopped() bool {
+	select {
+	case <-n.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// attachRemote starts a loopback forwarder for a peer's engine (so the
+// gateway's plain HTTP engine client reaches it through mTLS), registers it
+// with the router and feeds the router its relayed KV events.
+func (n *Node) attachRemote(m Member, e EngineInfo) (*remoteEngine, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	target := &url.URL{Scheme: "https", Host: m.Proxy, Path: "/engine/" + e.Incarnation}
+	transport := &http.Transport{
+		TLSClientConfig:     n.mutualTLS(m.NodeID),
+		ForceAttemptHTTP2:   false,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host = target.Scheme, target.Host
+			pr.Out.URL.Path = target.Path + pr.In.URL.Path
+			pr.Out.URL.RawPath = ""
+			pr.Out.Host = target.Host
+		},
+		Transport:     transport,
+		FlushInterval: -1,
+		ErrorLog:      slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
+	}
+	srv := &http.Server{Handler: proxy, Addr: ln.Addr().String(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	r := &remoteEngine{nodeID: m.NodeID, info: e, srv: srv, done: make(chan struct{})}
+	info := router.WorkerInfo{
+		Name: RemoteName(m.Heartbeat, e.Name), BaseURL: "http://" + ln.Addr().String(), Model: e.Model, CapacityBlocks: e.CapacityBlocks,
+		PrefillTokensPerSec: e.PrefillTokensPerSec, RAMCapacityBlocks: e.RAMCapacityBlocks, BlockBytes: e.BlockBytes,
+		LoadBytesPerSec: e.LoadBytesPerSec, Approximate: e.Approximate,
+	}
+	r.worker, err = n.cfg.Workers.AddWorker(info)
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	ctx, cancel := n.ctxUntilStop()
+	r.cancel = cancel
+	if e.Approximate {
+		close(r.done)
+		return r, nil
+	}
+	ing := router.NewIngester(router.IngesterConfig{WorkerID: r.worker, Logger: n.log.With("remote_engine", e.Name)},
+		n.cfg.Workers.Index(), natsReplay{nc: n.nc, subject: n.replaySubject(m.NodeID, e.Incarnation)})
+	batches := make(chan []byte, 4096)
+	r.sub, err = n.nc.Subscribe(n.kvSubject(m.NodeID, e.Incarnation), func(msg *nats.Msg) {
+		select {
+		case batches <- msg.Data:
+		default: // dropped: the ingester sees a gap and asks for a replay
+		}
+	})
+	if err != nil {
+		cancel()
+		close(r.done)
+		r.close(n)
+		return nil, err
+	}
+	go func() {
+		defer close(r.done)
+		if err := ing.Sync(ctx); err != nil {
+			return
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case b := <-batches:
+				if len(b) < 8 {
+					continue
+				}
+				if err := ing.HandleLive(ctx, binary.BigEndian.Uint64(b), b[8:]); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	return r, nil
+}
+
+// proxyHandler forwards a peer's request to a local engine. Only nodes of
+// the cluster whose certificates are not revoked get through, checked on
+// every request so that a revocation cuts kept connections too.
+func (n *Node) proxyHandler(w http.ResponseWriter, r *http.Request) {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		http.Error(w, "a cluster certificate is required", http.StatusForbidden)
+		return
+	}
+	if n.revoked.serialRevoked(r.TLS.PeerCertificates[0].SerialNumber.Text(16)) {
+		http.Error(w, "certificate revoked", http.StatusForbidden)
+		return
+	}
+	rest := strings.TrimPrefix(r.URL.Path, "/engine/")
+	inc, path, _ := strings.Cut(rest, "/")
+	n.mu.Lock()
+	l, ok := n.local[inc]
+	n.mu.Unlock()
+	if !ok {
+		http.Error(w, "no such engine on this node", http.StatusNotFound)
+		return
+	}
+	base := l.baseURL
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host = base.Scheme, base.Host
+			pr.Out.URL.Path = strings.TrimSuffix(base.Path, "/") + "/" + path
+			pr.Out.URL.RawPath = ""
+			pr.Out.Host = base.Host
+		},
+		Transport:     n.engineTransport,
+		FlushInterval: -1,
+		ErrorLog:      slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
+	}
+	p.ServeHTTP(w, r)
+}
+
+// RemoteName is the worker name of a peer's engine: the peer's node name
+// (its id when it has none) and the engine's GPU part, "node/gpuN", so that
+// engines of nodes that name their GPUs alike stay apart.
+func RemoteName(hb Heartbeat, engine string) string {
+	node := hb.Name
+	if node == "" {
+		node = hb.NodeID
+	}
+	gpu := engine
+	if i := strings.LastIndexByte(engine, '/'); i >= 0 {
+		gpu = engine[i+1:]
+	}
+	return node + "/" + gpu
+}
+
+func sortEngines(es []EngineInfo) {
+	sort.Slice(es, func(i, j int) bool { return es[i].Name < es[j].Name })
+}

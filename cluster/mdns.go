@@ -1,0 +1,130 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/grandcat/zeroconf"
+)
+
+// MDNSService is the service type Hearth nodes announce.
+const MDNSService = "_hearth._tcp"
+
+// MDNSConfig configures RunMDNS.
+type MDNSConfig struct {
+	Node *Node
+	// Iface names the one interface to announce and browse on; "" means
+	// every LAN interface (LANInterfaces).
+	Iface      string
+	APIPort    int
+	GPUSummary string
+	Version    string
+	Logger     *slog.Logger
+	// BrowseEvery is how long one browse lasts before the next starts
+	// (default 20 s).
+	BrowseEvery time.Duration
+}
+
+// Peer is a node of this node's cluster seen through mDNS.
+type Peer struct {
+	NodeID   string
+	RouteURL string
+}
+
+// announcement is the TXT record of a node: no secret, only what a peer
+// needs to recognise its cluster and route to the node.
+func announcement(n *Node, apiPort int, gpus, version string) []string {
+	_, routePort, _ := net.SplitHostPort(strings.TrimPrefix(n.RouteURL(), "nats-route://"))
+	return []string{
+		"node=" + n.id.NodeID(), "cluster=" + n.id.ClusterID(), "version=" + version, "gpus=" + gpus,
+		"api=" + strconv.Itoa(apiPort), "route=" + routePort, "name=" + n.cfg.Name,
+	}
+}
+
+// parsePeer reads a peer of the given cluster from an mDNS entry; ok is
+// false for another cluster's nodes, this node, or an entry lacking parts.
+func parsePeer(e *zeroconf.ServiceEntry, clusterID, self string) (Peer, bool) {
+	txt := map[string]string{}
+	for _, t := range e.Text {
+		k, v, _ := strings.Cut(t, "=")
+		txt[k] = v
+	}
+	if txt["cluster"] != clusterID || txt["node"] == "" || txt["node"] == self || txt["route"] == "" || len(e.AddrIPv4) == 0 {
+		return Peer{}, false
+	}
+	if _, err := strconv.Atoi(txt["route"]); err != nil {
+		return Peer{}, false
+	}
+	return Peer{NodeID: txt["node"], RouteURL: "nats-route://" + net.JoinHostPort(e.AddrIPv4[0].String(), txt["route"])}, true
+}
+
+// RunMDNS announces the node until ctx ends and browses for peers of its
+// cluster, adding a NATS route to each one found. Only LAN interfaces are
+// used: never loopback, docker0, bridges or veths unless cfg.Iface names
+// one.
+func RunMDNS(ctx context.Context, cfg MDNSConfig) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.BrowseEvery <= 0 {
+		cfg.BrowseEvery = 20 * time.Second
+	}
+	n := cfg.Node
+	ifaces := LANInterfaces(cfg.Iface)
+	if len(ifaces) == 0 {
+		return errors.New("mdns: no LAN interface to announce on (name one with --advertise-iface)")
+	}
+	_, port, _ := net.SplitHostPort(n.ProxyAddr())
+	p, _ := strconv.Atoi(port)
+	srv, err := zeroconf.Register("hearth-"+n.id.NodeID(), MDNSService, "local.", p,
+		announcement(n, cfg.APIPort, cfg.GPUSummary, cfg.Version), ifaces)
+	if err != nil {
+		return fmt.Errorf("mdns: announce: %w", err)
+	}
+	defer srv.Shutdown()
+	names := make([]string, len(ifaces))
+	for i, f := range ifaces {
+		names[i] = f.Name
+	}
+	cfg.Logger.Info("mdns: announcing", "service", MDNSService, "interfaces", strings.Join(names, ","))
+	for ctx.Err() == nil {
+		resolver, err := zeroconf.NewResolver(zeroconf.SelectIfaces(ifaces), zeroconf.SelectIPTraffic(zeroconf.IPv4))
+		if err != nil {
+			return fmt.Errorf("mdns: browse: %w", err)
+		}
+		entries := make(chan *zeroconf.ServiceEntry, 16)
+		bctx, cancel := context.WithTimeout(ctx, cfg.BrowseEvery)
+		if err := resolver.Browse(bctx, MDNSService, "local.", entries); err != nil {
+			cancel()
+			return fmt.Errorf("mdns: browse: %w", err)
+		}
+	browse:
+		for {
+			select {
+			case <-bctx.Done():
+				break browse
+			case e, ok := <-entries:
+				if !ok {
+					break browse
+				}
+				peer, ok := parsePeer(e, n.id.ClusterID(), n.id.NodeID())
+				if !ok {
+					continue
+				}
+				if err := n.AddRoute(peer.RouteURL); err != nil {
+					cfg.Logger.Debug("mdns: route to peer", "peer", peer.NodeID, "error", err)
+				} else {
+					cfg.Logger.Info("mdns: peer found", "peer", peer.NodeID, "route", peer.RouteURL)
+				}
+			}
+		}
+		cancel()
+	}
+	return nil
+}

@@ -1,0 +1,364 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/hearth-llm/hearth/cluster"
+	"github.com/hearth-llm/hearth/nodes"
+	"github.com/hearth-llm/hearth/router"
+)
+
+// Default ports of the cluster plane: the cluster port (joins and the
+// engine proxy, TLS) and the NATS routes (mutual TLS).
+const (
+	defaultClusterPort = 7443
+	defaultRoutePort   = 7422
+)
+
+// clusterConfig is hearth up's share of the cluster flags.
+type clusterConfig struct {
+	join           string // a token from hearth cluster token
+	listen         string // the cluster port
+	routeListen    string // NATS routes
+	advertiseHost  string
+	advertiseIface string
+	mdns           bool
+}
+
+func registerClusterFlags(fs *flag.FlagSet, c *clusterConfig) {
+	fs.StringVar(&c.join, "join", "", "join the cluster of the token `hearth cluster token` printed on its first node")
+	fs.StringVar(&c.listen, "cluster-listen", net.JoinHostPort("0.0.0.0", strconv.Itoa(defaultClusterPort)), "address of the cluster port (joins and the engine proxy, TLS), when this node belongs to a cluster")
+	fs.StringVar(&c.routeListen, "cluster-routes-listen", net.JoinHostPort("0.0.0.0", strconv.Itoa(defaultRoutePort)), "address of the cluster's NATS routes (mutual TLS)")
+	fs.StringVar(&c.advertiseHost, "advertise-host", "", "the address peers reach this node at (default: the first LAN address of --advertise-iface or of any LAN interface)")
+	fs.StringVar(&c.advertiseIface, "advertise-iface", "", "the interface to announce on with mDNS and advertise (default: every LAN interface; loopback, docker0, bridges and veths only when named here)")
+	fs.BoolVar(&c.mdns, "mdns", true, "announce this node with mDNS (_hearth._tcp) and find the cluster's peers on the LAN")
+}
+
+// clusterDir is where a node keeps its cluster identity.
+func clusterDir(dataDir string) string { return filepath.Join(dataDir, "cluster") }
+
+// clusterHost is the host advertised to peers.
+func (c clusterConfig) host() string {
+	if c.advertiseHost != "" {
+		return c.advertiseHost
+	}
+	if c.advertiseIface != "" {
+		if addrs := cluster.LANAddrs(c.advertiseIface); len(addrs) > 0 {
+			return addrs[0].String()
+		}
+	}
+	return ""
+}
+
+// startClusterNode joins the node to its cluster when it has an identity
+// (or a --join token): nil when it belongs to none.
+func startClusterNode(ctx context.Context, cfg upConfig, rt *router.Router, gpus []nodes.GPU, log *slog.Logger) (*cluster.Node, error) {
+	c := cfg.cluster
+	dir := clusterDir(cfg.dataDir)
+	id, err := cluster.Load(dir)
+	var routes []string
+	switch {
+	case errors.Is(err, cluster.ErrNoCluster) && c.join == "":
+		return nil, nil
+	case errors.Is(err, cluster.ErrNoCluster):
+		tok, err := cluster.ParseToken(c.join)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --join: %v", errUsage, err)
+		}
+		res, err := cluster.Join(ctx, dir, cfg.node, tok)
+		if err != nil {
+			return nil, fmt.Errorf("up: %w", err)
+		}
+		id, routes = res.Identity, res.Routes
+		log.Info("joined the cluster", "cluster", id.ClusterID(), "node_id", id.NodeID())
+	case err != nil:
+		return nil, fmt.Errorf("up: %w", err)
+	case c.join != "":
+		tok, perr := cluster.ParseToken(c.join)
+		if perr == nil && tok.Fingerprint != id.Fingerprint() {
+			return nil, fmt.Errorf("up: this node already belongs to cluster %s; run hearth cluster leave first", id.ClusterID())
+		}
+	}
+	// Besides the join's route: the peers' routes seen before a restart.
+	routes = append(routes, cluster.KnownRoutes(dir)...)
+	inventory := make([]cluster.GPUInfo, len(gpus))
+	for i, g := range gpus {
+		inventory[i] = cluster.GPUInfo{Index: g.Index, Name: g.Name, MemoryMiB: int(g.MemoryTotal >> 20)}
+	}
+	node, err := cluster.New(cluster.Config{
+		Identity: id, Name: cfg.node, ClusterListen: c.listen, RouteListen: c.routeListen, AdvertiseHost: c.host(),
+		Routes: routes, APIAddr: cfg.listen, Version: version, Workers: rt,
+		GPUs:    func() []cluster.GPUInfo { return inventory },
+		Running: func(name string) int { return runningOn(rt, name) },
+		OnSelfRevoked: func(n *cluster.Node) {
+			log.Error("this node's cluster certificate was revoked: it leaves the cluster")
+			n.Close()
+		},
+		Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("up: %w", err)
+	}
+	log.Info("cluster plane up", "cluster", id.ClusterID(), "node_id", id.NodeID(), "cluster_port", node.ProxyAddr(), "routes", node.RouteURL())
+	if c.mdns {
+		go func() {
+			err := cluster.RunMDNS(ctx, cluster.MDNSConfig{
+				Node: node, Iface: c.advertiseIface, APIPort: portOf(cfg.listen), GPUSummary: gpuSummary(gpus), Version: version, Logger: log,
+			})
+			if err != nil && ctx.Err() == nil {
+				log.Warn("mdns stopped", "error", err)
+			}
+		}()
+	}
+	return node, nil
+}
+
+func runningOn(rt *router.Router, name string) int {
+	for _, w := range rt.Workers() {
+		if w.Info.Name == name {
+			return w.ActiveRequests
+		}
+	}
+	return 0
+}
+
+func portOf(addr string) int {
+	_, p, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+func gpuSummary(gpus []nodes.GPU) string {
+	count := map[string]int{}
+	var order []string
+	for _, g := range gpus {
+		if count[g.Kind] == 0 {
+			order = append(order, g.Kind)
+		}
+		count[g.Kind]++
+	}
+	parts := make([]string, len(order))
+	for i, k := range order {
+		parts[i] = fmt.Sprintf("%dx%s", count[k], k)
+	}
+	return strings.Join(parts, "+")
+}
+
+// nodeJSON is one node in GET /api/v1/nodes.
+type nodeJSON struct {
+	ID       string               `json:"id"`
+	Name     string               `json:"name"`
+	Address  string               `json:"address"`
+	State    string               `json:"state"`
+	Self     bool                 `json:"self,omitempty"`
+	GPUs     []cluster.GPUInfo    `json:"gpus"`
+	Engines  []cluster.EngineInfo `json:"engines"`
+	LastSeen *time.Time           `json:"last_seen,omitempty"`
+}
+
+// mountCluster adds the cluster's endpoints to the API: the nodes, revoke
+// and leave. Without a cluster, /api/v1/nodes lists nothing.
+func mountCluster(r fiber.Router, guard fiber.Handler, node *cluster.Node, dataDir string) {
+	r.Get("/api/v1/nodes", guard, func(c *fiber.Ctx) error {
+		out := []nodeJSON{}
+		if node == nil {
+			return c.JSON(fiber.Map{"cluster": "", "nodes": out})
+		}
+		self := node.Identity().NodeID()
+		for _, m := range node.Members() {
+			j := nodeJSON{ID: m.NodeID, Name: m.Name, Address: m.Proxy, State: string(m.State), Self: m.NodeID == self,
+				GPUs: m.GPUs, Engines: m.Engines}
+			if !m.LastSeen.IsZero() {
+				t := m.LastSeen.UTC()
+				j.LastSeen = &t
+			}
+			if j.GPUs == nil {
+				j.GPUs = []cluster.GPUInfo{}
+			}
+			if j.Engines == nil {
+				j.Engines = []cluster.EngineInfo{}
+			}
+			out = append(out, j)
+		}
+		return c.JSON(fiber.Map{"cluster": node.Identity().ClusterID(), "node_id": self, "nodes": out})
+	})
+	r.Post("/api/v1/nodes/:id/revoke", guard, func(c *fiber.Ctx) error {
+		if node == nil {
+			return fiber.NewError(fiber.StatusConflict, "this node belongs to no cluster")
+		}
+		if err := node.Revoke(c.Params("id")); err != nil {
+			return fiber.NewError(fiber.StatusNotFound, err.Error())
+		}
+		return c.JSON(fiber.Map{"revoked": c.Params("id")})
+	})
+	r.Post("/api/v1/cluster/leave", guard, func(c *fiber.Ctx) error {
+		if node == nil {
+			return fiber.NewError(fiber.StatusConflict, "this node belongs to no cluster")
+		}
+		err := node.Leave()
+		node.Close()
+		if ferr := cluster.Forget(clusterDir(dataDir)); ferr != nil {
+			return fiber.NewError(fiber.StatusInternalServerError, ferr.Error())
+		}
+		if err != nil {
+			return c.JSON(fiber.Map{"left": node.Identity().NodeID(), "warning": err.Error()})
+		}
+		return c.JSON(fiber.Map{"left": node.Identity().NodeID()})
+	})
+}
+
+// clusterOffer is where the fleet offers its engines to the cluster.
+type clusterOffer interface {
+	AddLocalEngine(cluster.LocalEngine) (func(), error)
+}
+
+// runCluster is hearth cluster token|status|revoke|leave.
+func runCluster(ctx context.Context, env *environment, args []string) error {
+	usage := "cluster token [--data-dir DIR] [--node NAME] [--advertise HOST:PORT,…] | status [--addr URL] | revoke NODE_ID [--addr URL] | leave [--addr URL]"
+	if len(args) == 0 {
+		fmt.Fprintln(env.stderr, "Usage: hearth "+usage)
+		return fmt.Errorf("%w: cluster: no subcommand", errUsage)
+	}
+	sub, rest := args[0], args[1:]
+	var target string // revoke's node id, before the flags
+	if sub == "revoke" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		target, rest = rest[0], rest[1:]
+	}
+	fs := newFlagSet(env, "cluster "+sub, usage)
+	dataDir := fs.String("data-dir", defaultDataDir(env.getenv), "where Hearth keeps its state")
+	node := fs.String("node", "", "this node's name (default: the host name)")
+	advertise := fs.String("advertise", "", "addresses (host:port of the cluster port, comma-separated) to put in the token (default: every LAN address, port "+strconv.Itoa(defaultClusterPort)+")")
+	iface := fs.String("advertise-iface", "", "take the token's addresses from this interface only")
+	addr := fs.String("addr", "http://127.0.0.1:8000", "the daemon's address")
+	key := fs.String("api-key", "", "API key, when the daemon needs one (also $HEARTH_API_KEY)")
+	asJSON := fs.Bool("json", false, "print the daemon's JSON as it is")
+	if err := parseFlags(fs, rest); err != nil {
+		return err
+	}
+	switch sub {
+	case "token":
+		dir := clusterDir(*dataDir)
+		id, err := cluster.Load(dir)
+		if errors.Is(err, cluster.ErrNoCluster) {
+			name := *node
+			if name == "" {
+				name = hostName()
+			}
+			if id, err = cluster.Create(dir, name); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.stderr, "created cluster %s in %s\n", id.ClusterID(), dir)
+		} else if err != nil {
+			return err
+		}
+		var addrs []string
+		if *advertise != "" {
+			addrs = strings.Split(*advertise, ",")
+		} else {
+			for _, ip := range cluster.LANAddrs(*iface) {
+				addrs = append(addrs, net.JoinHostPort(ip.String(), strconv.Itoa(defaultClusterPort)))
+			}
+		}
+		tok, err := id.Token(addrs)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.stdout, "Run on another machine: hearth up --join TOKEN (cluster %s; addresses %s)\n", id.ClusterID(), strings.Join(addrs, ", "))
+		fmt.Fprintln(env.stdout, tok.String())
+		return nil
+	case "status":
+		body, err := getDaemon(ctx, env, *addr, "/api/v1/nodes", *key)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			_, err := env.stdout.Write(body)
+			return err
+		}
+		var list struct {
+			Cluster string     `json:"cluster"`
+			Nodes   []nodeJSON `json:"nodes"`
+		}
+		if err := json.Unmarshal(body, &list); err != nil {
+			return fmt.Errorf("cluster status: %w", err)
+		}
+		if list.Cluster == "" {
+			fmt.Fprintln(env.stdout, "this node belongs to no cluster")
+			return nil
+		}
+		fmt.Fprintf(env.stdout, "cluster %s\n", list.Cluster)
+		tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tADDRESS\tSTATE\tGPUS\tENGINES\tLAST SEEN")
+		for _, n := range list.Nodes {
+			seen := "-"
+			if n.LastSeen != nil {
+				seen = time.Since(*n.LastSeen).Round(100*time.Millisecond).String() + " ago"
+			}
+			names := make([]string, len(n.Engines))
+			for i, e := range n.Engines {
+				names[i] = e.Name
+			}
+			id := n.ID
+			if n.Self {
+				id += " (this)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", id, n.Name, n.Address, n.State, len(n.GPUs), strings.Join(names, ","), seen)
+		}
+		return tw.Flush()
+	case "revoke":
+		if target == "" {
+			return fmt.Errorf("%w: hearth cluster revoke NODE_ID [--addr URL]", errUsage)
+		}
+		return postDaemon(ctx, env, *addr, "/api/v1/nodes/"+url.PathEscape(target)+"/revoke", *key)
+	case "leave":
+		return postDaemon(ctx, env, *addr, "/api/v1/cluster/leave", *key)
+	}
+	return fmt.Errorf("%w: cluster: unknown subcommand %q", errUsage, sub)
+}
+
+func hostName() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+// postDaemon POSTs to a path of the daemon's API and prints its answer.
+func postDaemon(ctx context.Context, env *environment, addr, path, key string) error {
+	if key == "" {
+		key = env.getenv("HEARTH_API_KEY")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(addr, "/")+path, nil)
+	if err != nil {
+		return fmt.Errorf("%w: --addr: %v", errUsage, err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("is hearth up running at %s? %w", addr, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	fmt.Fprintln(env.stdout, strings.TrimSpace(string(body)))
+	return nil
+}

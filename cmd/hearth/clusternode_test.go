@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hearth-llm/hearth/cluster"
+)
+
+func freePort(t *testing.T) int { return freePortTB(t) }
+
+func freePortTB(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// clusterToken runs hearth cluster token and returns its last line.
+func clusterToken(t *testing.T, dataDir, node, advertise string) string {
+	return clusterTokenTB(t, dataDir, node, advertise)
+}
+
+func clusterTokenTB(t testing.TB, dataDir, node, advertise string) string {
+	t.Helper()
+	var out bytes.Buffer
+	env := &environment{stdout: &out, stderr: io.Discard, getenv: func(string) string { return "" }}
+	if err := run(context.Background(), env, []string{"cluster", "token", "--data-dir", dataDir, "--node", node, "--advertise", advertise}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	return lines[len(lines)-1]
+}
+
+type nodesAnswer struct {
+	Cluster string     `json:"cluster"`
+	NodeID  string     `json:"node_id"`
+	Nodes   []nodeJSON `json:"nodes"`
+}
+
+func decodeJSON(resp *http.Response, v any) error {
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+func getNodes(t *testing.T, base string) nodesAnswer {
+	t.Helper()
+	resp, err := http.Get(base + "/api/v1/nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a nodesAnswer
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func waitUntil(t *testing.T, what string, d time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// clusterChat sends one short chat turn and returns the worker that served it
+// and the prompt blocks it held. A stream cut after its first byte on the
+// way through a peer's proxy (an open issue, docs/cluster.md) is sent once
+// more and logged.
+func clusterChat(t *testing.T, base, policy, text string) (worker string, cached int) {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		body := fmt.Sprintf(`{"model":"qwen3-14b-fp8","max_tokens":4,"messages":[{"role":"user","content":%q}]}`, text)
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-hearth-policy", policy)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusBadGateway && strings.Contains(string(b), "engine stream: unexpected EOF") && attempt == 0 {
+			t.Logf("stream through %s cut, sending again: %s", resp.Header.Get("x-hearth-worker"), b)
+			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("chat: %d %s (worker %q)", resp.StatusCode, b, resp.Header.Get("x-hearth-worker"))
+		}
+		cached, _ = strconv.Atoi(resp.Header.Get("x-hearth-cached-blocks"))
+		return resp.Header.Get("x-hearth-worker"), cached
+	}
+}
+
+// TestDaemonsFormACluster runs three hearth up --sim daemons on loopback:
+// a prints a token, b and c join with it, every node's API lists the three
+// nodes up with their engines, a request sent to a is served by c's GPU
+// through c's proxy, c's KV events reach a's router (the next turn finds
+// its prefix there), a wrong token is refused, and a node revoked through
+// a's API is refused by b.
+func TestDaemonsFormACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: starts three daemons")
+	}
+	dirA := t.TempDir()
+	portA := freePort(t)
+	token := clusterToken(t, dirA, "a", fmt.Sprintf("127.0.0.1:%d", portA))
+	common := []string{"--sim", "1x4090", "--speedup", "100", "--mdns=false", "--cluster-routes-listen", "127.0.0.1:0", "--policy", "round_robin"}
+	baseA, _ := serveTestUp(t, append(common, "--node", "a", "--data-dir", dirA, "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", portA)), nil)
+	dirB := t.TempDir()
+	baseB, _ := serveTestUp(t, append(common, "--node", "b", "--data-dir", dirB, "--cluster-listen", "127.0.0.1:0", "--join", token), nil)
+	baseC, stopC := serveTestUp(t, append(common, "--node", "c", "--data-dir", t.TempDir(), "--cluster-listen", "127.0.0.1:0", "--join", token), nil)
+
+	for _, base := range []string{baseA, baseB, baseC} {
+		waitUntil(t, base+" to see three nodes up with an engine each", 10*time.Second, func() bool {
+			a := getNodes(t, base)
+			up := 0
+			for _, n := range a.Nodes {
+				if n.State == "up" && len(n.Engines) == 1 {
+					up++
+				}
+			}
+			return up == 3
+		})
+	}
+	var status bytes.Buffer
+	env := &environment{stdout: &status, stderr: io.Discard, getenv: func(string) string { return "" }}
+	if err := run(context.Background(), env, []string{"cluster", "status", "--addr", baseA}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(status.String(), "sim/gpu0") || strings.Count(status.String(), " up ") != 3 {
+		t.Errorf("hearth cluster status:\n%s", status.String())
+	}
+
+	// Round robin over a's three workers: one request lands on c's GPU.
+	// The nodes list shows a peer's engines as soon as its heartbeat
+	// arrives; its worker follows a moment later, so allow a few rounds.
+	served := map[string]bool{}
+	for i := 0; i < 12 && len(served) < 3; i++ {
+		w, _ := clusterChat(t, baseA, "round_robin", fmt.Sprintf("question %d about the cluster", i))
+		served[w] = true
+	}
+	if !served["c/gpu0"] || !served["b/gpu0"] || !served["sim/gpu0"] {
+		t.Fatalf("a's requests were served by %v, want sim/gpu0 (a's own), b/gpu0 and c/gpu0", served)
+	}
+	// A long prompt sent to a and served by c: its blocks come back to a
+	// through c's relayed KV events, so a's KV-aware policy sends the same
+	// prompt to c again, with its blocks cached.
+	long := strings.Repeat("The cluster relays KV events between nodes. ", 60)
+	var first string
+	waitUntil(t, "a turn served by c/gpu0", 5*time.Second, func() bool {
+		first, _ = clusterChat(t, baseA, "round_robin", long)
+		return first == "c/gpu0"
+	})
+	waitUntil(t, "a's router to learn c's cached blocks", 5*time.Second, func() bool {
+		w, cached := clusterChat(t, baseA, "kv", long)
+		return w == "c/gpu0" && cached > 0
+	})
+
+	// A wrong token is refused and the joiner learns nothing.
+	tok, err := cluster.ParseToken(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok.Secret[0] ^= 1
+	bad := tok.String()
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	cfg, err := parseUpFlags(env, append(common, "--node", "x", "--data-dir", t.TempDir(), "--cluster-listen", "127.0.0.1:0", "--join", bad))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	err = serveUp(ctx, io.Discard, slog.New(slog.DiscardHandler), cfg, ln)
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "refused") && !strings.Contains(err.Error(), "not of the token's cluster") {
+		t.Fatalf("hearth up --join with a wrong token: %v", err)
+	}
+
+	// Revoking c through a's API: b refuses it at once.
+	idC := getNodes(t, baseC).NodeID
+	resp, err := http.Post(baseA+"/api/v1/nodes/"+idC+"/revoke", "", nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke: %v %v", err, resp.Status)
+	}
+	resp.Body.Close()
+	waitUntil(t, "b to see c revoked", 2*time.Second, func() bool {
+		for _, n := range getNodes(t, baseB).Nodes {
+			if n.ID == idC {
+				return n.State == "revoked"
+			}
+		}
+		return false
+	})
+	// The state is set before the engines are taken out; give that a
+	// moment rather than race a request against it.
+	time.Sleep(300 * time.Millisecond)
+	for i := 0; i < 4; i++ {
+		if w, _ := clusterChat(t, baseB, "round_robin", fmt.Sprintf("after revocation %d", i)); w == "c/gpu0" {
+			t.Fatal("b routed to a revoked node's engine")
+		}
+	}
+	_ = stopC
+
+	// hearth cluster leave on b: a sees b revoked, and b keeps no identity.
+	idB := getNodes(t, baseB).NodeID
+	var left bytes.Buffer
+	envLeave := &environment{stdout: &left, stderr: io.Discard, getenv: func(string) string { return "" }}
+	if err := run(context.Background(), envLeave, []string{"cluster", "leave", "--addr", baseB}); err != nil {
+		t.Fatalf("hearth cluster leave: %v", err)
+	}
+	waitUntil(t, "a to see b revoked after it left", 2*time.Second, func() bool {
+		for _, n := range getNodes(t, baseA).Nodes {
+			if n.ID == idB {
+				return n.State == "revoked"
+			}
+		}
+		return false
+	})
+	if _, err := cluster.Load(clusterDir(dirB)); !errors.Is(err, cluster.ErrNoCluster) {
+		t.Fatalf("b still holds an identity after leaving: %v", err)
+	}
+}
