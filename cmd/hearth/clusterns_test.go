@@ -97,11 +97,13 @@ func (l *netnsLab) run(i int, args ...string) (string, error) {
 	return string(out), err
 }
 
-// start runs hearth up in node i's namespace.
+// start runs hearth up in node i's namespace. Its API answers on the
+// namespace's loopback, where the test asks it; nodes reach each other on
+// the cluster ports only.
 func (l *netnsLab) start(i int, name, dataDir string, extra ...string) {
 	l.t.Helper()
 	args := append([]string{"netns", "exec", l.nodes[i], l.bin, "up", "--sim", "1x4090", "--speedup", "100",
-		"--node", name, "--data-dir", dataDir, "--listen", "0.0.0.0:8000", "--advertise-iface", "lan0", "--policy", "round_robin"}, extra...)
+		"--node", name, "--data-dir", dataDir, "--listen", "127.0.0.1:8000", "--advertise-iface", "lan0", "--policy", "round_robin"}, extra...)
 	cmd := exec.Command("ip", args...)
 	buf := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = buf, buf
