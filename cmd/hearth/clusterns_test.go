@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -27,7 +26,7 @@ type netnsLab struct {
 	nodes  []string // namespace per node
 	addrs  []string // lan0 address per node
 	procs  map[string]*exec.Cmd
-	logs   map[string]*bytes.Buffer
+	logs   map[string]*syncBuffer
 }
 
 func requireNetns(t *testing.T) {
@@ -58,7 +57,7 @@ func (l *netnsLab) ip(args ...string) {
 func newNetnsLab(t *testing.T, n int) *netnsLab {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
-	l := &netnsLab{t: t, prefix: "hc" + hex.EncodeToString(b), procs: map[string]*exec.Cmd{}, logs: map[string]*bytes.Buffer{}}
+	l := &netnsLab{t: t, prefix: "hc" + hex.EncodeToString(b), procs: map[string]*exec.Cmd{}, logs: map[string]*syncBuffer{}}
 	l.bin = filepath.Join(t.TempDir(), "hearth")
 	if out, err := exec.Command("go", "build", "-o", l.bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -105,7 +104,7 @@ func (l *netnsLab) start(i int, name, dataDir string, extra ...string) {
 	args := append([]string{"netns", "exec", l.nodes[i], l.bin, "up", "--sim", "1x4090", "--speedup", "100",
 		"--node", name, "--data-dir", dataDir, "--listen", "127.0.0.1:8000", "--advertise-iface", "lan0", "--policy", "round_robin"}, extra...)
 	cmd := exec.Command("ip", args...)
-	buf := &bytes.Buffer{}
+	buf := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = buf, buf
 	if err := cmd.Start(); err != nil {
 		l.t.Fatal(err)
