@@ -89,8 +89,13 @@
 // 20 and 40 sessions and on four at 40 and 80, with p50 0.67-0.85x round
 // robin's at 20 sessions on two; larger stretches lower the median and
 // break p99, smaller ones and FIFO lose the median. On a 4090 with a 3090
-// and subagents no setting beat both at once. docs/perf.md ("Queue order")
-// has the frontier and what each setting costs.
+// and subagents no setting beat both at once: its tail is the start-up
+// burst of subagents in a run bound by KV capacity, and round robin's low
+// median is its starvation of the 3090. Pricing a block that does not fit
+// at the wait for KV room (decode time / capacity) instead of its reload
+// time lost hearth's lead on equal 4090s and did not help there.
+// docs/perf.md ("Queue order") has the frontier and what each setting
+// costs.
 //
 // The defaults (QueueStretch 5, DecodeWeight 1, SaturationFraction 0.95)
 // were chosen by measuring the alternatives in the benchmark's simulation;
