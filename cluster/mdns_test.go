@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/grandcat/zeroconf"
@@ -57,5 +58,47 @@ func TestVirtualInterfacesAreSkipped(t *testing.T) {
 	}
 	if got := LANInterfaces("lo"); len(got) != 1 || got[0].Name != "lo" {
 		t.Errorf("LANInterfaces(\"lo\") = %v, want lo when named", got)
+	}
+}
+
+func TestParseInviterAndChoose(t *testing.T) {
+	entry := func(ip string, port int, txt ...string) *zeroconf.ServiceEntry {
+		e := zeroconf.NewServiceEntry("hearth-x", MDNSService, "local.")
+		e.Text, e.Port = txt, port
+		if ip != "" {
+			e.AddrIPv4 = []net.IP{net.ParseIP(ip)}
+		}
+		return e
+	}
+	cases := []struct {
+		name string
+		e    *zeroconf.ServiceEntry
+		addr string
+	}{
+		{"inviter", entry("10.0.0.2", 7443, "node=p", "cluster=c1", "name=a", "invite=1"), "10.0.0.2:7443"},
+		{"member without the CA key", entry("10.0.0.3", 7443, "node=q", "cluster=c1"), ""},
+		{"node of no cluster", entry("10.0.0.4", 8000, "node=", "cluster=", "invite=1"), ""},
+		{"no address", entry("", 7443, "node=p", "cluster=c1", "invite=1"), ""},
+		{"no port", entry("10.0.0.2", 0, "node=p", "cluster=c1", "invite=1"), ""},
+	}
+	var found []Inviter
+	for _, c := range cases {
+		inv, ok := parseInviter(c.e)
+		if ok != (c.addr != "") || inv.Addr != c.addr {
+			t.Errorf("%s: %+v %v, want address %q", c.name, inv, ok, c.addr)
+		}
+		if ok {
+			found = append(found, inv)
+		}
+	}
+	if got, err := ChooseInviter(found); err != nil || got.Addr != "10.0.0.2:7443" || got.ClusterID != "c1" {
+		t.Errorf("one cluster: %+v %v", got, err)
+	}
+	if _, err := ChooseInviter(nil); err == nil || !strings.Contains(err.Error(), "--ask-join HOST") {
+		t.Errorf("none: %v", err)
+	}
+	two := append(found, Inviter{ClusterID: "c2", NodeID: "r", Name: "z", Addr: "10.0.0.9:7443"})
+	if _, err := ChooseInviter(two); err == nil || !strings.Contains(err.Error(), "c1") || !strings.Contains(err.Error(), "10.0.0.9:7443") {
+		t.Errorf("two clusters: %v", err)
 	}
 }
