@@ -53,6 +53,43 @@ func announcement(n *Node, apiPort int, gpus, version string) []string {
 	return txt
 }
 
+// AloneConfig configures AnnounceAlone.
+type AloneConfig struct {
+	Iface, Name, GPUSummary, Version string
+	APIPort                          int
+	Logger                           *slog.Logger
+}
+
+// aloneAnnouncement is the TXT record of a node of no cluster: empty
+// cluster and node ids, so that no cluster routes to it or asks it to
+// invite, and what an owner looking at the LAN wants to see.
+func aloneAnnouncement(cfg AloneConfig) []string {
+	return []string{"node=", "cluster=", "version=" + cfg.Version, "gpus=" + cfg.GPUSummary,
+		"api=" + strconv.Itoa(cfg.APIPort), "name=" + cfg.Name}
+}
+
+// AnnounceAlone announces a node that belongs to no cluster until ctx
+// ends (the service's port is its API's), on the same interfaces as
+// RunMDNS: every hearth up is visible on the LAN, in a cluster or not.
+func AnnounceAlone(ctx context.Context, cfg AloneConfig) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ifaces := LANInterfaces(cfg.Iface)
+	if len(ifaces) == 0 {
+		return errors.New("mdns: no LAN interface to announce on (name one with --advertise-iface)")
+	}
+	// The instance name must differ from every other node's.
+	srv, err := zeroconf.Register("hearth-"+cfg.Name+"-"+newIncarnation()[:6], MDNSService, "local.", cfg.APIPort, aloneAnnouncement(cfg), ifaces)
+	if err != nil {
+		return fmt.Errorf("mdns: announce: %w", err)
+	}
+	defer srv.Shutdown()
+	cfg.Logger.Info("mdns: announcing (in no cluster)", "service", MDNSService)
+	<-ctx.Done()
+	return nil
+}
+
 // Inviter is a node seen through mDNS that holds its cluster's CA key, so
 // that it takes join requests: its cluster port's address.
 type Inviter struct {

@@ -86,6 +86,17 @@ func startClusterNode(ctx context.Context, cfg upConfig, rt *router.Router, gpus
 		id, routes = res.Identity, res.Routes
 		log.Info("joined the cluster", "cluster", id.ClusterID(), "node_id", id.NodeID())
 	case errors.Is(err, cluster.ErrNoCluster) && c.join == "":
+		if c.mdns {
+			// Seen on the LAN, so that an owner knows it is there to join.
+			go func() {
+				err := cluster.AnnounceAlone(ctx, cluster.AloneConfig{
+					Iface: c.advertiseIface, Name: cfg.node, GPUSummary: gpuSummary(gpus), Version: version, APIPort: portOf(cfg.listen), Logger: log,
+				})
+				if err != nil && ctx.Err() == nil {
+					log.Debug("mdns: not announced", "error", err)
+				}
+			}()
+		}
 		return nil, nil
 	case errors.Is(err, cluster.ErrNoCluster):
 		tok, err := cluster.ParseToken(c.join)
