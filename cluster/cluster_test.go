@@ -91,7 +91,14 @@ func testCluster(t *testing.T) (nodes [3]*Node, routers [3]*router.Router) {
 		}
 		nodes[i+1], routers[i+1] = testNode(t, res.Identity, name, res.Routes)
 	}
-	waitFor(t, "every node to see every node up", 10*time.Second, func() bool {
+	waitAllUp(t, 10*time.Second, nodes[:]...)
+	return nodes, routers
+}
+
+// waitAllUp waits until every node sees every node up.
+func waitAllUp(t testing.TB, d time.Duration, nodes ...*Node) {
+	t.Helper()
+	waitFor(t, "every node to see every node up", d, func() bool {
 		for _, n := range nodes {
 			for _, m := range nodes {
 				if stateOf(n, m.id.NodeID()) != StateUp {
@@ -101,7 +108,6 @@ func testCluster(t *testing.T) (nodes [3]*Node, routers [3]*router.Router) {
 		}
 		return true
 	})
-	return nodes, routers
 }
 
 func TestTokenRoundTrip(t *testing.T) {

@@ -17,5 +17,10 @@
 // certificate whose serial is on the revocation list is refused during the
 // handshake. The join secret only ever travels inside a TLS connection whose
 // server proved it holds a certificate of the CA named by the token's
-// fingerprint.
+// fingerprint. A node may also ask to join without a token (ask.go): it
+// trusts the CA the inviter presents on first use, and the owner accepts it
+// on the inviter only after comparing a six-digit code shown on both
+// machines, derived from that CA's fingerprint, the joiner's key, the
+// request id and a nonce the joiner committed to first; nothing is signed
+// before the owner accepts, and pending requests live in memory only.
 package cluster

@@ -131,6 +131,8 @@ type Node struct {
 	remote      map[string]*remoteEngine // by incarnation
 	selfGone    bool
 
+	asks asks // join requests waiting for the owner (ask.go)
+
 	stopOnce sync.Once
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -217,6 +219,8 @@ func (n *Node) startClusterPort() error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc(joinPath, n.joinHandler)
+	mux.HandleFunc("POST "+askPath, n.askHandler)
+	mux.HandleFunc("POST "+askPath+"/{id}", n.waitHandler)
 	mux.HandleFunc("/engine/", n.proxyHandler)
 	n.clusterSrv = &http.Server{Handler: mux, TLSConfig: n.clusterPortTLS(), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}

@@ -3,7 +3,7 @@ package cluster
 import (
 	"crypto"
 	"crypto/ecdsa"
-	"crypto/elliptic"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
@@ -116,18 +116,35 @@ func Load(dir string) (*Identity, error) {
 	return id, nil
 }
 
-// Create makes a new cluster in dir: a CA (ECDSA P-256), a join secret and
-// this node's certificate. It refuses to overwrite an existing identity.
+// Create makes a new cluster in dir: a CA (Ed25519), a join secret and
+// this node's certificate (Ed25519). It refuses to overwrite an existing
+// identity.
 func Create(dir, nodeName string) (*Identity, error) {
+	return create(dir, nodeName, newKey)
+}
+
+// newKey makes a node or CA key: Ed25519, which crypto/tls signs with in
+// TLS 1.3 (and so the embedded NATS server's routes, which use crypto/tls).
+func newKey() (crypto.Signer, error) {
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	return k, nil
+}
+
+// create is Create with the key generator as a parameter, so that a test
+// can make the ECDSA identities earlier versions wrote.
+func create(dir, nodeName string, genKey func() (crypto.Signer, error)) (*Identity, error) {
 	if _, err := os.Stat(filepath.Join(dir, caCertFile)); err == nil {
 		return nil, fmt.Errorf("cluster: %s already holds a cluster", dir)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caKey, err := genKey()
 	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
+		return nil, err
 	}
 	serial, err := randomSerial()
 	if err != nil {
@@ -153,9 +170,9 @@ func Create(dir, nodeName string) (*Identity, error) {
 	if _, err := rand.Read(secret); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	nodeKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	nodeKey, err := genKey()
 	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
+		return nil, err
 	}
 	nodeDER, err := signNode(ca, caKey, nodeKey.Public(), newNodeID(), nodeName)
 	if err != nil {
@@ -264,6 +281,9 @@ func parseCertPEM(b []byte) (*x509.Certificate, error) {
 	return x509.ParseCertificate(blk.Bytes)
 }
 
+// parseKeyPEM reads a PKCS#8 private key: Ed25519 as written since the CA
+// became Ed25519, or ECDSA as earlier versions wrote, so that their
+// identities still load (and their CA still signs new, Ed25519 nodes).
 func parseKeyPEM(b []byte) (crypto.Signer, error) {
 	blk, _ := pem.Decode(b)
 	if blk == nil {
@@ -273,9 +293,11 @@ func parseKeyPEM(b []byte) (crypto.Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, ok := k.(crypto.Signer)
-	if !ok {
-		return nil, errors.New("key cannot sign")
+	switch k := k.(type) {
+	case ed25519.PrivateKey:
+		return k, nil
+	case *ecdsa.PrivateKey:
+		return k, nil
 	}
-	return s, nil
+	return nil, fmt.Errorf("a %T key: want Ed25519 or ECDSA", k)
 }

@@ -35,6 +35,7 @@ const (
 // clusterConfig is hearth up's share of the cluster flags.
 type clusterConfig struct {
 	join           string // a token from hearth cluster token
+	askJoin        string // host[:port] of an inviting node, or "auto" (mDNS)
 	listen         string // the cluster port
 	routeListen    string // NATS routes
 	advertiseHost  string
@@ -44,6 +45,7 @@ type clusterConfig struct {
 
 func registerClusterFlags(fs *flag.FlagSet, c *clusterConfig) {
 	fs.StringVar(&c.join, "join", "", "join the cluster of the token `hearth cluster token` printed on its first node")
+	fs.StringVar(&c.askJoin, "ask-join", "", "ask to join the cluster of the node at `HOST[:PORT]` (its cluster port, default "+strconv.Itoa(defaultClusterPort)+"), or auto to find it with mDNS; its owner accepts after comparing the code both print")
 	fs.StringVar(&c.listen, "cluster-listen", net.JoinHostPort("0.0.0.0", strconv.Itoa(defaultClusterPort)), "address of the cluster port (joins and the engine proxy, TLS), when this node belongs to a cluster")
 	fs.StringVar(&c.routeListen, "cluster-routes-listen", net.JoinHostPort("0.0.0.0", strconv.Itoa(defaultRoutePort)), "address of the cluster's NATS routes (mutual TLS)")
 	fs.StringVar(&c.advertiseHost, "advertise-host", "", "the address peers reach this node at (default: the first LAN address of --advertise-iface or of any LAN interface)")
@@ -68,14 +70,33 @@ func (c clusterConfig) host() string {
 }
 
 // startClusterNode joins the node to its cluster when it has an identity
-// (or a --join token): nil when it belongs to none.
+// (or a --join token, or an --ask-join the owner accepts): nil when it
+// belongs to none.
 func startClusterNode(ctx context.Context, cfg upConfig, rt *router.Router, gpus []nodes.GPU, log *slog.Logger) (*cluster.Node, error) {
 	c := cfg.cluster
 	dir := clusterDir(cfg.dataDir)
 	id, err := cluster.Load(dir)
 	var routes []string
 	switch {
+	case errors.Is(err, cluster.ErrNoCluster) && c.askJoin != "":
+		res, err := askJoin(ctx, c, dir, cfg.node, log)
+		if err != nil {
+			return nil, fmt.Errorf("up: %w", err)
+		}
+		id, routes = res.Identity, res.Routes
+		log.Info("joined the cluster", "cluster", id.ClusterID(), "node_id", id.NodeID())
 	case errors.Is(err, cluster.ErrNoCluster) && c.join == "":
+		if c.mdns {
+			// Seen on the LAN, so that an owner knows it is there to join.
+			go func() {
+				err := cluster.AnnounceAlone(ctx, cluster.AloneConfig{
+					Iface: c.advertiseIface, Name: cfg.node, GPUSummary: gpuSummary(gpus), Version: version, APIPort: portOf(cfg.listen), Logger: log,
+				})
+				if err != nil && ctx.Err() == nil {
+					log.Debug("mdns: not announced", "error", err)
+				}
+			}()
+		}
 		return nil, nil
 	case errors.Is(err, cluster.ErrNoCluster):
 		tok, err := cluster.ParseToken(c.join)
@@ -95,6 +116,10 @@ func startClusterNode(ctx context.Context, cfg upConfig, rt *router.Router, gpus
 		if perr == nil && tok.Fingerprint != id.Fingerprint() {
 			return nil, fmt.Errorf("up: this node already belongs to cluster %s; run hearth cluster leave first", id.ClusterID())
 		}
+	case c.askJoin != "":
+		// A service keeps its flags across restarts: once in, the flag
+		// has done its work.
+		log.Info("this node already belongs to a cluster: --ask-join is ignored", "cluster", id.ClusterID())
 	}
 	// Besides the join's route: the peers' routes seen before a restart.
 	routes = append(routes, cluster.KnownRoutes(dir)...)
@@ -129,6 +154,37 @@ func startClusterNode(ctx context.Context, cfg upConfig, rt *router.Router, gpus
 	}
 	return node, nil
 }
+
+// askJoin asks the node named by --ask-join (or the one inviting node
+// mDNS finds) to let this node in, and waits for its owner.
+func askJoin(ctx context.Context, c clusterConfig, dir, name string, log *slog.Logger) (*cluster.JoinResult, error) {
+	addr := c.askJoin
+	if addr == "auto" {
+		log.Info("looking for a cluster to join on mDNS", "service", cluster.MDNSService, "for", askBrowse)
+		found, err := cluster.FindInviters(ctx, c.advertiseIface, askBrowse)
+		if err != nil {
+			return nil, fmt.Errorf("--ask-join auto: %w", err)
+		}
+		inv, err := cluster.ChooseInviter(found)
+		if err != nil {
+			return nil, fmt.Errorf("--ask-join auto: %w", err)
+		}
+		log.Info("found a cluster on mDNS", "cluster", inv.ClusterID, "node", inv.Name, "address", inv.Addr)
+		addr = inv.Addr
+	} else if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(strings.Trim(addr, "[]"), strconv.Itoa(defaultClusterPort))
+	}
+	if name == "" {
+		name = hostName()
+	}
+	return cluster.AskJoin(ctx, cluster.AskConfig{Dir: dir, Name: name, Addr: addr, OnCode: func(code, inviter string) {
+		log.Warn(fmt.Sprintf("waiting for the owner to accept code %s on the console of %s (or hearth cluster accept there)", code, inviter),
+			"code", code, "inviter", inviter, "address", addr)
+	}})
+}
+
+// askBrowse is how long --ask-join auto listens for clusters on mDNS.
+const askBrowse = 5 * time.Second
 
 func runningOn(rt *router.Router, name string) int {
 	for _, w := range rt.Workers() {
@@ -173,8 +229,18 @@ type nodeJSON struct {
 	LastSeen *time.Time           `json:"last_seen,omitempty"`
 }
 
-// mountCluster adds the cluster's endpoints to the API: the nodes, revoke
-// and leave. Without a cluster, /api/v1/nodes lists nothing.
+// joinRequestJSON is one request in GET /api/v1/cluster/join-requests.
+type joinRequestJSON struct {
+	ID       string    `json:"id"`
+	Name     string    `json:"name"`
+	Address  string    `json:"address"`
+	Code     string    `json:"code"`
+	Received time.Time `json:"received"`
+}
+
+// mountCluster adds the cluster's endpoints to the API: the nodes, revoke,
+// leave and the join requests waiting for the owner. Without a cluster,
+// /api/v1/nodes lists nothing.
 func mountCluster(r fiber.Router, guard fiber.Handler, node *cluster.Node, dataDir string) {
 	r.Get("/api/v1/nodes", guard, func(c *fiber.Ctx) error {
 		out := []nodeJSON{}
@@ -208,6 +274,35 @@ func mountCluster(r fiber.Router, guard fiber.Handler, node *cluster.Node, dataD
 		}
 		return c.JSON(fiber.Map{"revoked": c.Params("id")})
 	})
+	r.Get("/api/v1/cluster/join-requests", guard, func(c *fiber.Ctx) error {
+		out := []joinRequestJSON{}
+		if node == nil {
+			return c.JSON(fiber.Map{"cluster": "", "can_invite": false, "requests": out})
+		}
+		for _, q := range node.JoinRequests() {
+			out = append(out, joinRequestJSON{ID: q.ID, Name: q.Name, Address: q.Address, Code: q.Code, Received: q.Received.UTC()})
+		}
+		return c.JSON(fiber.Map{"cluster": node.Identity().ClusterID(), "can_invite": node.Identity().CanInvite(), "requests": out})
+	})
+	decide := func(verb string, f func(*cluster.Node, string) error) fiber.Handler {
+		return func(c *fiber.Ctx) error {
+			if node == nil {
+				return fiber.NewError(fiber.StatusConflict, "this node belongs to no cluster")
+			}
+			id := c.Params("id")
+			switch err := f(node, id); {
+			case errors.Is(err, cluster.ErrNotInviter):
+				return fiber.NewError(fiber.StatusConflict, err.Error())
+			case errors.Is(err, cluster.ErrNoJoinRequest):
+				return fiber.NewError(fiber.StatusNotFound, err.Error())
+			case err != nil:
+				return fiber.NewError(fiber.StatusInternalServerError, err.Error())
+			}
+			return c.JSON(fiber.Map{verb: id})
+		}
+	}
+	r.Post("/api/v1/cluster/join-requests/:id/accept", guard, decide("accepted", (*cluster.Node).AcceptJoin))
+	r.Post("/api/v1/cluster/join-requests/:id/reject", guard, decide("rejected", (*cluster.Node).RejectJoin))
 	r.Post("/api/v1/cluster/leave", guard, func(c *fiber.Ctx) error {
 		if node == nil {
 			return fiber.NewError(fiber.StatusConflict, "this node belongs to no cluster")
@@ -231,14 +326,14 @@ type clusterOffer interface {
 
 // runCluster is hearth cluster token|status|revoke|leave.
 func runCluster(ctx context.Context, env *environment, args []string) error {
-	usage := "cluster token [--data-dir DIR] [--node NAME] [--advertise HOST:PORT,…] | status [--addr URL] | revoke NODE_ID [--addr URL] | leave [--addr URL]"
+	usage := "cluster token [--data-dir DIR] [--node NAME] [--advertise HOST:PORT,…] | status [--addr URL] | revoke NODE_ID [--addr URL] | leave [--addr URL] | requests [--addr URL] | accept ID [--addr URL] | reject ID [--addr URL]"
 	if len(args) == 0 {
 		fmt.Fprintln(env.stderr, "Usage: hearth "+usage)
 		return fmt.Errorf("%w: cluster: no subcommand", errUsage)
 	}
 	sub, rest := args[0], args[1:]
-	var target string // revoke's node id, before the flags
-	if sub == "revoke" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+	var target string // revoke's node id or accept's and reject's request id, before the flags
+	if (sub == "revoke" || sub == "accept" || sub == "reject") && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 		target, rest = rest[0], rest[1:]
 	}
 	fs := newFlagSet(env, "cluster "+sub, usage)
@@ -329,6 +424,49 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 		return postDaemon(ctx, env, *addr, "/api/v1/nodes/"+url.PathEscape(target)+"/revoke", *key)
 	case "leave":
 		return postDaemon(ctx, env, *addr, "/api/v1/cluster/leave", *key)
+	case "requests":
+		body, err := getDaemon(ctx, env, *addr, "/api/v1/cluster/join-requests", *key)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			_, err := env.stdout.Write(body)
+			return err
+		}
+		var list struct {
+			Cluster   string            `json:"cluster"`
+			CanInvite bool              `json:"can_invite"`
+			Requests  []joinRequestJSON `json:"requests"`
+		}
+		if err := json.Unmarshal(body, &list); err != nil {
+			return fmt.Errorf("cluster requests: %w", err)
+		}
+		switch {
+		case list.Cluster == "":
+			fmt.Fprintln(env.stdout, "this node belongs to no cluster")
+			return nil
+		case !list.CanInvite:
+			fmt.Fprintf(env.stdout, "this node does not hold the CA key of cluster %s: join requests go to the node that created it\n", list.Cluster)
+			return nil
+		case len(list.Requests) == 0:
+			fmt.Fprintln(env.stdout, "no join request is waiting")
+			return nil
+		}
+		tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tADDRESS\tCODE\tRECEIVED")
+		for _, q := range list.Requests {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s ago\n", q.ID, q.Name, q.Address, q.Code, time.Since(q.Received).Round(time.Second))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(env.stdout, "Accept only a request whose code the joining machine prints too: hearth cluster accept ID")
+		return nil
+	case "accept", "reject":
+		if target == "" {
+			return fmt.Errorf("%w: hearth cluster %s ID [--addr URL] (the ids: hearth cluster requests)", errUsage, sub)
+		}
+		return postDaemon(ctx, env, *addr, "/api/v1/cluster/join-requests/"+url.PathEscape(target)+"/"+sub, *key)
 	}
 	return fmt.Errorf("%w: cluster: unknown subcommand %q", errUsage, sub)
 }

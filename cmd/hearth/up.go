@@ -228,6 +228,8 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 		return cfg, fmt.Errorf("%w: --tp splits a real engine over GPUs: add --engine vllm or sglang", errUsage)
 	case cfg.keepEngines && cfg.engineRuntime != "docker":
 		return cfg, fmt.Errorf("%w: --keep-engines needs --engine-runtime docker", errUsage)
+	case cfg.cluster.join != "" && cfg.cluster.askJoin != "":
+		return cfg, fmt.Errorf("%w: --join (with a token) and --ask-join (the owner accepts) are two ways to join: give one", errUsage)
 	}
 	if cfg.engine != "" {
 		k, err := hruntime.ParseKind(cfg.engine)
