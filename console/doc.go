@@ -13,7 +13,7 @@
 // It owns the pages, their handlers, the live updates and the console's
 // login. It reads the rest of Hearth only through the small interfaces it
 // declares in sources.go (EngineSource, RouterSource, TrafficSource,
-// KVStoreSource, KeyStore, SettingsStore, HealthSource), with types shaped
+// KVStoreSource, KeyStore, SettingsStore, HealthSource, ClusterSource), with types shaped
 // for display; the daemon adapts router, runtime, nodes and api to them. It
 // must not import those packages, and it must never block what it
 // observes.
