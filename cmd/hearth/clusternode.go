@@ -268,14 +268,11 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 		} else if err != nil {
 			return err
 		}
-		var addrs []string
+		var named []string
 		if *advertise != "" {
-			addrs = strings.Split(*advertise, ",")
-		} else {
-			for _, ip := range cluster.LANAddrs(*iface) {
-				addrs = append(addrs, net.JoinHostPort(ip.String(), strconv.Itoa(defaultClusterPort)))
-			}
+			named = strings.Split(*advertise, ",")
 		}
+		addrs := tokenAddrs(named, *iface, defaultClusterPort)
 		tok, err := id.Token(addrs)
 		if err != nil {
 			return err
@@ -331,6 +328,20 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 		return postDaemon(ctx, env, *addr, "/api/v1/cluster/leave", *key)
 	}
 	return fmt.Errorf("%w: cluster: unknown subcommand %q", errUsage, sub)
+}
+
+// tokenAddrs are the cluster-port addresses a join token carries: those
+// named, else every LAN address (of iface, when named) on port. hearth
+// cluster token and the console's Cluster page both invite with it.
+func tokenAddrs(named []string, iface string, port int) []string {
+	if len(named) > 0 {
+		return named
+	}
+	var addrs []string
+	for _, ip := range cluster.LANAddrs(iface) {
+		addrs = append(addrs, net.JoinHostPort(ip.String(), strconv.Itoa(port)))
+	}
+	return addrs
 }
 
 func hostName() string {
