@@ -277,7 +277,10 @@ func (c *Console) handleRevokeNode(fc *fiber.Ctx) error {
 		return c.clusterAnswer(fc, fiber.StatusConflict, "", "This node belongs to no cluster.")
 	}
 	ctx := fc.UserContext()
-	id := strings.Clone(fc.Params("id"))
+	id, ok := pathID(fc)
+	if !ok {
+		return c.clusterAnswer(fc, fiber.StatusNotFound, "", "No such node.")
+	}
 	cl, err := c.cluster.Cluster(ctx)
 	if err != nil {
 		return c.clusterFailure(fc, "read the cluster", err)
@@ -300,6 +303,13 @@ func (c *Console) handleRevokeNode(fc *fiber.Ctx) error {
 	}
 	c.log.Info("cluster node revoked from the console", "node", id, "name", name)
 	return c.clusterAnswer(fc, fiber.StatusOK, "Revoked node "+name+": every node now refuses its certificate and its engines left routing.", "")
+}
+
+// pathID is the :id of a cluster action, unescaped (the page escapes ids
+// into its URLs; fiber leaves path parameters as sent).
+func pathID(fc *fiber.Ctx) (string, bool) {
+	id, err := url.PathUnescape(fc.Params("id"))
+	return strings.Clone(id), err == nil && id != ""
 }
 
 // joinRequest finds a pending request, for the messages' sake.
@@ -326,7 +336,10 @@ func (c *Console) handleJoin(accept bool) fiber.Handler {
 			return c.clusterAnswer(fc, fiber.StatusConflict, "", "This node belongs to no cluster.")
 		}
 		ctx := fc.UserContext()
-		id := strings.Clone(fc.Params("id"))
+		id, ok := pathID(fc)
+		if !ok {
+			return c.clusterAnswer(fc, fiber.StatusNotFound, "", "No such join request.")
+		}
 		who := "the node"
 		if r, ok := c.joinRequest(ctx, id); ok && r.Name != "" {
 			who = r.Name

@@ -249,6 +249,11 @@ func TestClusterActions(t *testing.T) {
 		{"revoke a down peer, plain form", nil, step{path: "/cluster/nodes/n-down/revoke", session: "owner"}, 200, "Revoked node rig2", []string{"revoke:n-down"}},
 		{"accept", nil, step{path: "/cluster/joins/jr-1/accept", header: hx, session: "owner"}, 200, "Accepted laptop (192.168.1.30:7443)", []string{"accept:jr-1"}},
 		{"reject", nil, step{path: "/cluster/joins/jr-1/reject", header: hx, session: "owner"}, 200, "Rejected laptop", []string{"reject:jr-1"}},
+		{"revoke an id that needs escaping", func() *fakeCluster {
+			f := threeNodes(t0)
+			f.cluster.Nodes = append(f.cluster.Nodes, ClusterNode{ID: "n/ü", Name: "odd", State: NodeDown})
+			return f
+		}, step{path: "/cluster/nodes/" + url.PathEscape("n/ü") + "/revoke", header: hx, session: "owner"}, 200, "Revoked node odd", []string{"revoke:n/ü"}},
 		{"revoke self", nil, step{path: "/cluster/nodes/n-self/revoke", header: hx, session: "owner"}, 422, "hearth cluster leave", nil},
 		{"revoke unknown", nil, step{path: "/cluster/nodes/n-nobody/revoke", header: hx, session: "owner"}, 404, "no such node", nil},
 		{"accept answered", nil, step{path: "/cluster/joins/jr-9/accept", header: hx, session: "owner"}, 404, "no such join request", nil},
