@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -112,18 +115,20 @@ func TestParseInviterAndChoose(t *testing.T) {
 	}
 }
 
-// Over real multicast on the first LAN interface: an inviter announced by
-// RunMDNS is found by FindInviters at its cluster port, and a node of no
-// cluster announced by AnnounceAlone is not taken for one.
+// Over real multicast on a LAN interface: an inviter announced by RunMDNS
+// is found by FindInviters at its cluster port, and a node of no cluster
+// announced by AnnounceAlone is not taken for one. The test runs itself
+// again inside a network namespace of its own, whose only LAN interface is
+// one end "lan0" of a veth pair, so that none of its multicast leaves the machine.
 func TestFindInvitersOnTheLAN(t *testing.T) {
-	ifcs := LANInterfaces("")
-	if len(ifcs) == 0 {
-		t.Skip("skipping: no LAN interface (up, multicast, not virtual) to announce on")
+	const ifc = "lan0"
+	if os.Getenv(netnsChildEnv) == "" {
+		runInOwnNetns(t, ifc, "10.78.0.1/24")
+		return
 	}
-	ifc := ifcs[0].Name
 	ips := LANAddrs(ifc)
 	if len(ips) == 0 {
-		t.Skipf("skipping: %s has no IPv4 address", ifc)
+		t.Fatalf("%s has no IPv4 address in the test's namespace", ifc)
 	}
 	id, err := Create(t.TempDir(), "inviter")
 	if err != nil {
@@ -165,4 +170,45 @@ func containsInviter(found []Inviter, nodeID string) bool {
 		}
 	}
 	return false
+}
+
+// netnsChildEnv marks a test binary run again inside its own namespace.
+const netnsChildEnv = "HEARTH_TEST_IN_NETNS"
+
+// runInOwnNetns runs the calling test again in a new network namespace with
+// a veth pair, its end ifc holding addr (and loopback) up, and fails when it
+// fails there. It skips, saying why, without root or ip netns.
+func runInOwnNetns(t *testing.T, ifc, addr string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: a network namespace of its own needs root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("skipping: ip is not installed")
+	}
+	ns := fmt.Sprintf("hearth-mdns-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Skipf("skipping: ip netns does not work here: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	for _, args := range [][]string{
+		{"link", "set", "lo", "up"},
+		{"link", "add", ifc, "type", "veth", "peer", "name", ifc + "-peer"},
+		{"addr", "add", addr, "dev", ifc},
+		{"link", "set", ifc + "-peer", "up"},
+		{"link", "set", ifc, "up"},
+	} {
+		if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), netnsChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("in namespace %s: %v\n%s", ns, err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("in namespace %s the test did not pass:\n%s", ns, out)
+	}
 }

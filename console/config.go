@@ -93,6 +93,9 @@ type Deps struct {
 	// KVStores reports the nodes' SSD stores; nil: the overview shows no
 	// store panels and no SSD bars.
 	KVStores KVStoreSource
+	// Cluster reports the LAN cluster this node belongs to; nil: it
+	// belongs to none, and the Cluster page says how to create one.
+	Cluster ClusterSource
 
 	// KeyRequired reports whether the API requires a key right now; when it
 	// does, the console requires a login with a key. nil means "when

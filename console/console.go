@@ -28,6 +28,7 @@ type Console struct {
 	keys     KeyStore
 	settings SettingsStore
 	health   HealthSource
+	cluster  ClusterSource // nil: this node belongs to no cluster
 	keyReq   func(ctx context.Context) bool
 	keyless  KeylessClients
 	clock    clock.Clock
@@ -64,6 +65,7 @@ func New(cfg Config, deps Deps) (*Console, error) {
 		keys:     deps.Keys,
 		settings: deps.Settings,
 		health:   deps.Health,
+		cluster:  deps.Cluster,
 		keyReq:   deps.KeyRequired,
 		keyless:  deps.Keyless,
 		clock:    clock.Or(deps.Clock),
@@ -128,6 +130,10 @@ func (c *Console) Register(r fiber.Router) {
 	p.Post("/keys", c.sameOrigin, c.handleCreateKey)
 	p.Post("/keys/:id/revoke", c.sameOrigin, c.handleRevokeKey)
 	p.Post("/settings", c.sameOrigin, c.handleSaveSettings)
+	p.Get("/cluster", c.handleCluster)
+	p.Post("/cluster/nodes/:id/revoke", c.sameOrigin, c.ownerOnly, c.handleRevokeNode)
+	p.Post("/cluster/joins/:id/accept", c.sameOrigin, c.ownerOnly, c.handleJoin(true))
+	p.Post("/cluster/joins/:id/reject", c.sameOrigin, c.ownerOnly, c.handleJoin(false))
 }
 
 // produce is the hub's per-tick work: sample, then render what is watched.
@@ -140,7 +146,7 @@ func (c *Console) produce(ctx context.Context, now time.Time, want []Topic, emit
 	var buf bytes.Buffer
 	for _, t := range want {
 		buf.Reset()
-		if err := c.fragment(t, snap).Render(ctx, &buf); err != nil {
+		if err := c.fragment(ctx, now, t, snap).Render(ctx, &buf); err != nil {
 			c.log.Warn("rendering a live update", "topic", string(t), "error", err)
 			continue
 		}
@@ -148,9 +154,13 @@ func (c *Console) produce(ctx context.Context, now time.Time, want []Topic, emit
 	}
 }
 
-// fragment is the live part of a topic's page.
-func (c *Console) fragment(t Topic, snap *snapshot) templ.Component {
+// fragment is the live part of a topic's page. The cluster's is read
+// from its source here, not sampled with the rest: it has no history, and
+// only its page asks for it.
+func (c *Console) fragment(ctx context.Context, now time.Time, t Topic, snap *snapshot) templ.Component {
 	switch t {
+	case TopicCluster:
+		return components.ClusterBody(c.clusterVM(ctx, now))
 	case TopicSessions:
 		return components.SessionsBody(sessionsVM(c.cfg, snap))
 	case TopicRequests:

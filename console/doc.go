@@ -7,16 +7,19 @@
 // minutes, which GPU the driver lost, how often requests hit the KV cache,
 // where a loading engine's start is and why a failed one failed, which
 // agent sessions run where, and why the router sent each request where it
-// did; plus the Connect page (client settings, API keys), Settings, and
-// Health (the host checks of hearth doctor).
+// did; plus the Connect page (client settings, API keys), Settings, Health
+// (the host checks of hearth doctor), and Cluster: the LAN cluster's nodes
+// with their state, GPUs and engines and this node's links to them, and
+// for the owner the join token, revoking a node and answering machines
+// that ask to join.
 //
 // It owns the pages, their handlers, the live updates and the console's
 // login. It reads the rest of Hearth only through the small interfaces it
 // declares in sources.go (EngineSource, RouterSource, TrafficSource,
-// KVStoreSource, KeyStore, SettingsStore, HealthSource), with types shaped
-// for display; the daemon adapts router, runtime, nodes and api to them. It
-// must not import those packages, and it must never block what it
-// observes.
+// KVStoreSource, KeyStore, SettingsStore, HealthSource, ClusterSource),
+// with types shaped for display; the daemon adapts router, runtime, nodes,
+// cluster and api to them. It must not import those packages, and it must
+// never block what it observes.
 //
 // Live pages hold one SSE stream each. A Hub samples the sources every
 // Config.Interval on an injected clock, renders each watched page's live
@@ -27,7 +30,14 @@
 // holds its connection but stopped reading. Streams need Run: without it
 // nothing is pushed (pages still render, sampled on demand).
 //
-// Access: when the API requires a key the console requires a login with one
-// (an in-memory cookie session); otherwise it answers only loopback clients
-// that name a loopback host.
+// A live fragment is the same for every browser watching it, so it holds
+// nothing one browser may see and another may not: the Cluster page's join
+// token is rendered into the owner's page, outside its live part.
+//
+// Access: once the owner's password is set every page needs a login with
+// it; before, when the API requires a key the console requires a login with
+// an admin key (an in-memory cookie session); otherwise it answers only
+// loopback clients that name a loopback host. Changes to the cluster
+// (revoke, accept, reject) need the owner's session whatever the rest
+// allows.
 package console

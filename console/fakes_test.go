@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -281,4 +282,134 @@ func loadedSources(now time.Time, gpus, sessions, perMinute int) *fakeSources {
 		}
 	}
 	return f
+}
+
+// fakeCluster is a ClusterSource over fields a test sets; it records the
+// actions asked of it, and acts on its own state as a cluster would: a
+// revoked node is marked revoked, an accepted node joins as up.
+type fakeCluster struct {
+	mu        sync.Mutex
+	cluster   Cluster
+	err       error // Cluster fails
+	actionErr error // every action fails
+	// noJoins makes AcceptJoin and RejectJoin fail as a daemon that takes
+	// no join requests does.
+	noJoins bool
+	clock   interface{ Now() time.Time }
+
+	revoked, accepted, rejected []string
+}
+
+var _ ClusterSource = (*fakeCluster)(nil)
+
+func (f *fakeCluster) Cluster(context.Context) (Cluster, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return Cluster{}, f.err
+	}
+	c := f.cluster
+	c.Nodes = append([]ClusterNode(nil), c.Nodes...)
+	c.JoinRequests = append([]JoinRequest(nil), c.JoinRequests...)
+	return c, nil
+}
+
+func (f *fakeCluster) RevokeNode(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.actionErr != nil {
+		return f.actionErr
+	}
+	for i := range f.cluster.Nodes {
+		if f.cluster.Nodes[i].ID == id {
+			f.cluster.Nodes[i].State = NodeRevoked
+			f.revoked = append(f.revoked, id)
+			return nil
+		}
+	}
+	return fmt.Errorf("fake cluster: node %q: %w", id, ErrNoSuchNode)
+}
+
+func (f *fakeCluster) AcceptJoin(_ context.Context, id string) error {
+	return f.answer(id, true)
+}
+
+func (f *fakeCluster) RejectJoin(_ context.Context, id string) error {
+	return f.answer(id, false)
+}
+
+func (f *fakeCluster) answer(id string, accept bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.noJoins {
+		return fmt.Errorf("this daemon takes no join requests: %w", errors.ErrUnsupported)
+	}
+	if f.actionErr != nil {
+		return f.actionErr
+	}
+	for i, r := range f.cluster.JoinRequests {
+		if r.ID != id {
+			continue
+		}
+		f.cluster.JoinRequests = append(f.cluster.JoinRequests[:i:i], f.cluster.JoinRequests[i+1:]...)
+		if !accept {
+			f.rejected = append(f.rejected, id)
+			return nil
+		}
+		f.accepted = append(f.accepted, id)
+		seen := r.Received
+		if f.clock != nil {
+			seen = f.clock.Now()
+		}
+		f.cluster.Nodes = append(f.cluster.Nodes, ClusterNode{ID: "node-" + id, Name: r.Name, Address: r.Address, State: NodeUp, LastSeen: seen})
+		return nil
+	}
+	return fmt.Errorf("fake cluster: request %q: %w", id, ErrNoSuchJoinRequest)
+}
+
+// actions lists what was asked, "revoke:ID", "accept:ID", "reject:ID".
+func (f *fakeCluster) actions() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, id := range f.revoked {
+		out = append(out, "revoke:"+id)
+	}
+	for _, id := range f.accepted {
+		out = append(out, "accept:"+id)
+	}
+	for _, id := range f.rejected {
+		out = append(out, "reject:"+id)
+	}
+	return out
+}
+
+// testJoinToken stands for a join token: tests look for it where it must
+// not be.
+const testJoinToken = "hearth1-TESTTOKENtesttokenTESTTOKEN"
+
+// threeNodes is a cluster of this node (rig0), a peer up with two GPUs
+// and one down, and a machine asking to join, as this node sees it at now.
+func threeNodes(now time.Time) *fakeCluster {
+	return &fakeCluster{cluster: Cluster{
+		ID: "3f9a0c1d2e4b", SelfID: "n-self", JoinToken: testJoinToken,
+		Nodes: []ClusterNode{
+			{ID: "n-down", Name: "rig2", Address: "192.168.1.12:7443", State: NodeDown, LastSeen: now.Add(-42 * time.Second),
+				GPUs: []string{"RTX 3090 24 GiB"}, Engines: nil},
+			{ID: "n-self", Name: "rig0", Address: "192.168.1.10:7443", State: NodeUp, Self: true, LastSeen: now,
+				GPUs:    []string{"RTX 4090 24 GiB"},
+				Engines: []ClusterEngine{{Worker: "rig0/gpu0", Model: "qwen3-14b-fp8", Running: 2}}},
+			{ID: "n-up", Name: "rig1", Address: "192.168.1.11:7443", State: NodeUp, LastSeen: now.Add(-1500 * time.Millisecond),
+				GPUs: []string{"RTX 4090 24 GiB", "RTX 4090 24 GiB"},
+				Engines: []ClusterEngine{
+					{Worker: "rig1/gpu0", Model: "qwen3-14b-fp8", Running: 1},
+					{Worker: "rig1/gpu1", Model: "qwen3-14b-fp8", Running: 0},
+				}},
+		},
+		JoinRequests: []JoinRequest{{ID: "jr-1", Name: "laptop", Address: "192.168.1.30:7443", Code: "482-193", Received: now.Add(-12 * time.Second)}},
+	}}
+}
+
+func withCluster(src ClusterSource) harnessOption {
+	return func(_ *Config, d *Deps) { d.Cluster = src }
 }

@@ -20,9 +20,10 @@ const (
 	TopicOverview Topic = "overview"
 	TopicSessions Topic = "sessions"
 	TopicRequests Topic = "requests"
+	TopicCluster  Topic = "cluster"
 )
 
-var topics = []Topic{TopicOverview, TopicSessions, TopicRequests}
+var topics = []Topic{TopicOverview, TopicSessions, TopicRequests, TopicCluster}
 
 func knownTopic(t Topic) bool {
 	for _, k := range topics {

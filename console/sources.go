@@ -371,3 +371,83 @@ var (
 	ErrNoSuchKey       = errors.New("no such key")
 	ErrInvalidSettings = errors.New("invalid settings")
 )
+
+// ClusterSource reports the LAN cluster this node belongs to and acts on
+// it for the console's owner. A daemon in no cluster passes none, and the
+// Cluster page says how to create one.
+type ClusterSource interface {
+	// Cluster returns the cluster as this node sees it: every node it has
+	// heard of, itself included, and the nodes waiting to join.
+	Cluster(ctx context.Context) (Cluster, error)
+	// RevokeNode revokes a node's certificate on every node it reaches;
+	// ErrNoSuchNode when no node has that id.
+	RevokeNode(ctx context.Context, nodeID string) error
+	// AcceptJoin admits a node that asked to join; RejectJoin turns it
+	// away. ErrNoSuchJoinRequest when no request has that id (already
+	// answered, or expired); an error wrapping errors.ErrUnsupported when
+	// this daemon takes no join requests.
+	AcceptJoin(ctx context.Context, requestID string) error
+	RejectJoin(ctx context.Context, requestID string) error
+}
+
+// Cluster is one LAN cluster as a node sees it.
+type Cluster struct {
+	ID     string // the cluster's id, "3f9a0c1d2e4b"
+	SelfID string // this node's id
+	// JoinToken is the secret another machine joins with
+	// (hearth up --join); "" when this node cannot invite: only the node
+	// that created the cluster holds the CA key. The console shows it to
+	// the owner only, never on a live update.
+	JoinToken string
+	Nodes     []ClusterNode
+	// JoinRequests are nodes that asked to join and wait for the owner.
+	JoinRequests []JoinRequest
+}
+
+// Cluster node states, as the node judges its peers by the age of their
+// last heartbeat.
+const (
+	NodeUp      = "up"
+	NodeSuspect = "suspect" // a few heartbeats missed; still routed to
+	NodeDown    = "down"    // its engines are out of routing
+	NodeRevoked = "revoked" // for good
+)
+
+// ClusterNode is one node of the cluster.
+type ClusterNode struct {
+	ID      string
+	Name    string // hearth up --node, the host name by default
+	Address string // host:port of its cluster port
+	State   string // NodeUp, NodeSuspect, NodeDown or NodeRevoked
+	Self    bool   // the node this console runs on
+	GPUs    []string
+	Engines []ClusterEngine
+	// LastSeen is when this node last heard from it, on its own clock;
+	// zero when never (a node known only from the revocation list).
+	LastSeen time.Time
+}
+
+// ClusterEngine is one engine in service on a node.
+type ClusterEngine struct {
+	Worker  string // the router's name for it; a peer's engines are "node/gpuN"
+	Model   string
+	Running int // requests its owner's router has on it
+}
+
+// JoinRequest is a node that asked to join the cluster. Code is a short
+// code that the joining machine prints too: the owner accepts only when
+// the two match, which tells the machine on the owner's desk from an
+// impostor on the LAN.
+type JoinRequest struct {
+	ID       string
+	Name     string
+	Address  string
+	Code     string
+	Received time.Time
+}
+
+// Errors a ClusterSource returns.
+var (
+	ErrNoSuchNode        = errors.New("no such node")
+	ErrNoSuchJoinRequest = errors.New("no such join request")
+)

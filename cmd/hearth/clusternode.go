@@ -86,8 +86,9 @@ func startClusterNode(ctx context.Context, cfg upConfig, rt *router.Router, gpus
 		id, routes = res.Identity, res.Routes
 		log.Info("joined the cluster", "cluster", id.ClusterID(), "node_id", id.NodeID())
 	case errors.Is(err, cluster.ErrNoCluster) && c.join == "":
-		if c.mdns {
-			// Seen on the LAN, so that an owner knows it is there to join.
+		// Seen on the LAN, so that an owner knows it is there to join; a
+		// daemon that answers on loopback only has nothing to show the LAN.
+		if c.mdns && !listensOnLoopback(cfg.listen) {
 			go func() {
 				err := cluster.AnnounceAlone(ctx, cluster.AloneConfig{
 					Iface: c.advertiseIface, Name: cfg.node, GPUSummary: gpuSummary(gpus), Version: version, APIPort: portOf(cfg.listen), Logger: log,
@@ -363,14 +364,11 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 		} else if err != nil {
 			return err
 		}
-		var addrs []string
+		var named []string
 		if *advertise != "" {
-			addrs = strings.Split(*advertise, ",")
-		} else {
-			for _, ip := range cluster.LANAddrs(*iface) {
-				addrs = append(addrs, net.JoinHostPort(ip.String(), strconv.Itoa(defaultClusterPort)))
-			}
+			named = strings.Split(*advertise, ",")
 		}
+		addrs := tokenAddrs(named, *iface, defaultClusterPort)
 		tok, err := id.Token(addrs)
 		if err != nil {
 			return err
@@ -469,6 +467,20 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 		return postDaemon(ctx, env, *addr, "/api/v1/cluster/join-requests/"+url.PathEscape(target)+"/"+sub, *key)
 	}
 	return fmt.Errorf("%w: cluster: unknown subcommand %q", errUsage, sub)
+}
+
+// tokenAddrs are the cluster-port addresses a join token carries: those
+// named, else every LAN address (of iface, when named) on port. hearth
+// cluster token and the console's Cluster page both invite with it.
+func tokenAddrs(named []string, iface string, port int) []string {
+	if len(named) > 0 {
+		return named
+	}
+	var addrs []string
+	for _, ip := range cluster.LANAddrs(iface) {
+		addrs = append(addrs, net.JoinHostPort(ip.String(), strconv.Itoa(port)))
+	}
+	return addrs
 }
 
 func hostName() string {

@@ -111,6 +111,77 @@ func clusterChat(t *testing.T, base, policy, text string) (worker string, cached
 	}
 }
 
+// checkConsoleClusterPage reads the console's Cluster page of a node
+// (loopback without an owner's password: open, and without the join
+// token) and its live fragment, and finds every node of want up, with its
+// engine, and a link to each peer.
+func checkConsoleClusterPage(t *testing.T, base string, want nodesAnswer) {
+	t.Helper()
+	get := func(path string, header map[string]string) string {
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		if header == nil {
+			if _, err := b.ReadFrom(resp.Body); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A live stream never ends: read up to the end of its first frame.
+		for header != nil {
+			buf := make([]byte, 32<<10)
+			n, err := resp.Body.Read(buf)
+			b.Write(buf[:n])
+			if i := strings.Index(b.String(), "data:"); i >= 0 && strings.Contains(b.String()[i:], "\n\n") {
+				break
+			}
+			if err != nil {
+				t.Fatalf("GET %s: %v after %q", path, err, b.String())
+			}
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s\n%s", path, resp.Status, b.String())
+		}
+		return b.String()
+	}
+	for _, page := range []struct{ path, body string }{
+		{"/console/cluster", get("/console/cluster", nil)},
+		{"/console/events/cluster", get("/console/events/cluster", map[string]string{"Accept": "text/event-stream"})},
+	} {
+		if got := strings.Count(page.body, `data-state="up"`); got != len(want.Nodes) {
+			t.Errorf("%s shows %d nodes up, want %d:\n%s", page.path, got, len(want.Nodes), page.body)
+		}
+		for _, n := range want.Nodes {
+			if !strings.Contains(page.body, `data-node="`+n.ID+`"`) {
+				t.Errorf("%s lacks node %s (%s)", page.path, n.Name, n.ID)
+			}
+			for _, e := range n.Engines {
+				worker := e.Name
+				if !n.Self {
+					worker = n.Name + "/" + e.Name[strings.LastIndexByte(e.Name, '/')+1:]
+				}
+				if !strings.Contains(page.body, ">"+worker+"<") {
+					t.Errorf("%s lacks %s's engine %s", page.path, n.Name, worker)
+				}
+			}
+		}
+		if got := strings.Count(page.body, `class="link link-up"`); got != len(want.Nodes)-1 {
+			t.Errorf("%s draws %d links up, want %d", page.path, got, len(want.Nodes)-1)
+		}
+		if strings.Contains(page.body, "hearth1-") {
+			t.Errorf("%s shows the join token to a browser that is not the owner's", page.path)
+		}
+	}
+}
+
 // TestDaemonsFormACluster runs three hearth up --sim daemons on loopback:
 // a prints a token, b and c join with it, every node's API lists the three
 // nodes up with their engines, a request sent to a is served by c's GPU
@@ -142,6 +213,7 @@ func TestDaemonsFormACluster(t *testing.T) {
 			return up == 3
 		})
 	}
+	checkConsoleClusterPage(t, baseA, getNodes(t, baseA))
 	var status bytes.Buffer
 	env := &environment{stdout: &status, stderr: io.Discard, getenv: func(string) string { return "" }}
 	if err := run(context.Background(), env, []string{"cluster", "status", "--addr", baseA}); err != nil {

@@ -585,6 +585,9 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	if kvStore != nil {
 		deps.KVStores = kvStore
 	}
+	if clusterNode != nil {
+		deps.Cluster = newClusterConsole(clusterNode, cfg.cluster)
+	}
 	con, err := console.New(console.Config{
 		Model: cfg.model, ContextTokens: contextTokens, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
 		SecureCookie: cfg.servesTLS(),

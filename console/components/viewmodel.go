@@ -425,3 +425,93 @@ func (r HealthRow) Badge() string {
 	}
 	return "bad"
 }
+
+// ClusterPageVM is the Cluster page: its live part and, around it, what
+// only the owner's session sees.
+type ClusterPageVM struct {
+	Base    string
+	LiveURL string // the live part's SSE stream; "" without a cluster
+	// Owner is set for a session made with the owner's password, which
+	// sees the join token and may revoke and accept nodes. OwnerSet says
+	// an owner's password exists; OwnerEnabled that one can be set.
+	Owner, OwnerSet, OwnerEnabled bool
+	// JoinToken is shown to the owner only; CanInvite is false on a node
+	// that does not hold the cluster's CA key.
+	JoinToken string
+	CanInvite bool
+	// Notice and Problem answer an action posted without htmx.
+	Notice, Problem string
+	Body            ClusterVM
+}
+
+// ClusterVM is the live part of the Cluster page.
+type ClusterVM struct {
+	Base      string
+	InCluster bool   // false: the page says how to create a cluster
+	ID        string // the cluster id
+	Err       string // the source failed
+	Summary   string // "3 nodes: 2 up, 1 down"
+	Map       ClusterMap
+	Nodes     []ClusterNodeVM // this node first
+	Requests  []JoinRequestVM // oldest first
+}
+
+// ClusterNodeVM is one node's card.
+type ClusterNodeVM struct {
+	DOMID      string
+	ID         string
+	Name       string
+	Address    string
+	State      string // up, suspect, down, revoked
+	StateClass string // badge colour
+	Self       bool
+	Seen       string // "last seen 2 s ago"; "" for this node
+	GPUs       []string
+	Engines    []ClusterEngineVM
+	CanRevoke  bool // a peer not revoked yet
+	RevokeURL  string
+}
+
+// ClusterEngineVM is one engine on a node's card.
+type ClusterEngineVM struct {
+	Worker  string
+	Model   string
+	Running int
+}
+
+// JoinRequestVM is a node waiting for the owner's answer.
+type JoinRequestVM struct {
+	DOMID     string
+	ID        string
+	Name      string
+	Address   string
+	Code      string
+	Received  string // "12 s ago"
+	AcceptURL string
+	RejectURL string
+}
+
+// ClusterMap is the topology drawing: this node linked to each peer, in
+// view-box units.
+type ClusterMap struct {
+	Width, Height int
+	Nodes         []MapNode
+	Links         []MapLink
+}
+
+// MapNode is one node's box on the map.
+type MapNode struct {
+	X, Y, W, H int
+	Label      string
+	GPUs       string // "2 GPUs"
+	State      string
+	Self       bool
+	Href       string // its card, "#node-…"
+}
+
+// MapLink is the line from this node to a peer, styled by the peer's state.
+type MapLink struct {
+	X1, Y1, X2, Y2 int
+	State          string
+	Title          string
+}
