@@ -78,7 +78,7 @@ func TestPeerLoadOfASilentReplicaExpires(t *testing.T) {
 
 	clk.Advance(2 * time.Second)
 	r.SetPeerLoad(1, "alive", PeerLoad{Running: 1, ActiveBlocks: 10}) // reported again
-	clk.Advance(1500 * time.Millisecond)                                // silent for 3.5 s, alive for 1.5 s
+	clk.Advance(1500 * time.Millisecond)                              // silent for 3.5 s, alive for 1.5 s
 	if d := route(t, r, &Request{ID: "2", Hashes: chain("y", 4)}); d.WorkerID != 0 {
 		t.Fatalf("routed to %s: the silent replica's load did not expire", d.Worker)
 	}
