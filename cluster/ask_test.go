@@ -196,7 +196,7 @@ func TestAskJoinAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, _ := testNode(t, resC.Identity, "c", resC.Routes)
-	waitAllUp(t, 10*time.Second, a, b, c)
+	waitAllUp(t, 10*time.Second, nil, a, b, c)
 	if b.NumRoutes() == 0 {
 		t.Fatal("b holds no NATS route")
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/router"
@@ -27,6 +28,11 @@ func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, n
 
 // testNode starts a node on loopback with its own router.
 func testNode(t testing.TB, id *Identity, name string, routes []string) (*Node, *router.Router) {
+	return testNodeClock(t, id, name, routes, nil)
+}
+
+// testNodeClock is testNode on a clock of the test's (nil: the real one).
+func testNodeClock(t testing.TB, id *Identity, name string, routes []string, clk clock.Clock) (*Node, *router.Router) {
 	t.Helper()
 	rt, err := router.New(router.Config{Policy: router.PolicyHearth})
 	if err != nil {
@@ -34,7 +40,7 @@ func testNode(t testing.TB, id *Identity, name string, routes []string) (*Node, 
 	}
 	n, err := New(Config{
 		Identity: id, Name: name, ClusterListen: "127.0.0.1:0", RouteListen: "127.0.0.1:0", Routes: routes,
-		Workers: rt, Logger: quietLog(),
+		Workers: rt, Load: rt, Logger: quietLog(), Clock: clk,
 		GPUs: func() []GPUInfo { return []GPUInfo{{Index: 0, Name: "RTX 4090", MemoryMiB: 24564}} },
 	})
 	if err != nil {
@@ -68,11 +74,19 @@ func stateOf(n *Node, nodeID string) State {
 // b and c join with its token.
 func testCluster(t *testing.T) (nodes [3]*Node, routers [3]*router.Router) {
 	t.Helper()
+	return testClusterClock(t, nil, nil)
+}
+
+// testClusterClock is testCluster on a clock of the test's; while it waits
+// for the nodes to see each other it calls beat (when not nil), which is
+// where a test's clock makes heartbeats.
+func testClusterClock(t *testing.T, clk clock.Clock, beat func()) (nodes [3]*Node, routers [3]*router.Router) {
+	t.Helper()
 	idA, err := Create(t.TempDir(), "a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes[0], routers[0] = testNode(t, idA, "a", nil)
+	nodes[0], routers[0] = testNodeClock(t, idA, "a", nil, clk)
 	tok, err := idA.Token([]string{nodes[0].ProxyAddr()})
 	if err != nil {
 		t.Fatal(err)
@@ -89,16 +103,20 @@ func testCluster(t *testing.T) (nodes [3]*Node, routers [3]*router.Router) {
 		if res.Identity.ClusterID() != idA.ClusterID() || res.Identity.CanInvite() {
 			t.Fatalf("joined node: cluster %s (want %s), can invite %v", res.Identity.ClusterID(), idA.ClusterID(), res.Identity.CanInvite())
 		}
-		nodes[i+1], routers[i+1] = testNode(t, res.Identity, name, res.Routes)
+		nodes[i+1], routers[i+1] = testNodeClock(t, res.Identity, name, res.Routes, clk)
 	}
-	waitAllUp(t, 10*time.Second, nodes[:]...)
+	waitAllUp(t, 10*time.Second, beat, nodes[:]...)
 	return nodes, routers
 }
 
-// waitAllUp waits until every node sees every node up.
-func waitAllUp(t testing.TB, d time.Duration, nodes ...*Node) {
+// waitAllUp waits until every node sees every node up, calling beat (when
+// not nil) between looks: where a test's clock makes heartbeats.
+func waitAllUp(t testing.TB, d time.Duration, beat func(), nodes ...*Node) {
 	t.Helper()
 	waitFor(t, "every node to see every node up", d, func() bool {
+		if beat != nil {
+			beat()
+		}
 		for _, n := range nodes {
 			for _, m := range nodes {
 				if stateOf(n, m.id.NodeID()) != StateUp {

@@ -92,18 +92,21 @@ func (n *Node) AddLocalEngine(e LocalEngine) (func(), error) {
 		close(l.done)
 	}
 	l.info.URL = "https://" + n.proxyAddr + "/engine/" + l.info.Incarnation
+	l.info.State = EngineReady
 	n.mu.Lock()
 	n.local[l.info.Incarnation] = l
+	gen := n.nextEngineGenLocked()
 	n.mu.Unlock()
-	n.publishHeartbeat()
+	n.publishEngine(EngineReady, l.info, gen)
 	return func() {
 		n.mu.Lock()
 		_, ok := n.local[l.info.Incarnation]
 		delete(n.local, l.info.Incarnation)
+		info, gen := l.info, n.nextEngineGenLocked()
 		n.mu.Unlock()
 		if ok {
+			n.publishEngine(EngineRemoved, info, gen)
 			l.close()
-			n.publishHeartbeat()
 		}
 	}, nil
 }
@@ -264,7 +267,9 @@ func (n *Node) reconcile() {
 			continue
 		}
 		for _, e := range m.Engines {
-			want[e.Incarnation], wantInfo[e.Incarnation] = m, e
+			if routableEngine(e.State) {
+				want[e.Incarnation], wantInfo[e.Incarnation] = m, e
+			}
 		}
 	}
 	n.mu.Lock()

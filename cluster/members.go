@@ -59,9 +59,41 @@ func (m *membership) seen(hb Heartbeat, now time.Time) (changed bool) {
 	if cur.State == StateRevoked {
 		return false
 	}
+	if hb.EngineGen < cur.EngineGen && cur.State != StateDown {
+		// An engine event overtook this heartbeat: its list is older.
+		hb.Engines, hb.EngineGen = cur.Engines, cur.EngineGen
+	}
 	changed = cur.State == StateDown || !sameEngines(cur.Engines, hb.Engines)
 	cur.Heartbeat, cur.LastSeen, cur.State = hb, now, StateUp
 	return changed
+}
+
+// engineEvent applies one engine change of a known node, if it is newer
+// than what this node knows of that node's engines, and reports whether
+// its routable engines may have changed. A node not heard from yet is left
+// to its heartbeat, which says where to reach it.
+func (m *membership) engineEvent(ev EngineEvent) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.nodes[ev.NodeID]
+	if !ok || cur.State == StateRevoked || ev.Gen <= cur.EngineGen {
+		return false
+	}
+	cur.EngineGen = ev.Gen
+	engines := make([]EngineInfo, 0, len(cur.Engines)+1)
+	for _, e := range cur.Engines {
+		if e.Incarnation != ev.Engine.Incarnation {
+			engines = append(engines, e)
+		}
+	}
+	if ev.State != EngineRemoved {
+		e := ev.Engine
+		e.State = ev.State
+		engines = append(engines, e)
+		sortEngines(engines)
+	}
+	cur.Engines = engines
+	return cur.State.Routable()
 }
 
 // revoke marks a node revoked for good.
@@ -127,7 +159,7 @@ func sameEngines(a, b []EngineInfo) bool {
 		return false
 	}
 	for i := range a {
-		if a[i].Name != b[i].Name || a[i].Incarnation != b[i].Incarnation {
+		if a[i].Name != b[i].Name || a[i].Incarnation != b[i].Incarnation || routableEngine(a[i].State) != routableEngine(b[i].State) {
 			return false
 		}
 	}

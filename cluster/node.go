@@ -38,7 +38,9 @@ type Heartbeat struct {
 	Version string       `json:"version,omitempty"`
 	GPUs    []GPUInfo    `json:"gpus"`
 	Engines []EngineInfo `json:"engines"`
-	Revoked []Revoked    `json:"revoked,omitempty"`
+	// EngineGen numbers the latest change of Engines (see EngineEvent).
+	EngineGen uint64    `json:"engine_gen,omitempty"`
+	Revoked   []Revoked `json:"revoked,omitempty"`
 }
 
 // GPUInfo is one GPU of a node's inventory.
@@ -65,6 +67,9 @@ type EngineInfo struct {
 	LoadBytesPerSec     float64 `json:"load_bytes_per_sec,omitempty"`
 	Approximate         bool    `json:"approximate,omitempty"`
 	Running             int     `json:"running"` // requests the owner's router has on it
+	// State is EngineReady, EngineRestarting or EngineStopped; only a
+	// ready engine is routable.
+	State string `json:"state,omitempty"`
 }
 
 // Workers is where remote engines become routable: the router.
@@ -95,6 +100,10 @@ type Config struct {
 	// Running reports how many requests the local router has on a worker
 	// (by name); nil: zero.
 	Running func(name string) int
+	// Load is the local router for load sharing: its own load on every
+	// worker goes to the peers (hearth.<cluster>.load) and theirs comes
+	// back into it; nil shares none.
+	Load LoadSharing
 	// OnSelfRevoked is called once, on a goroutine of its own, when this
 	// node learns that its own certificate was revoked.
 	OnSelfRevoked func(*Node)
@@ -130,6 +139,7 @@ type Node struct {
 	local       map[string]*localEngine  // by incarnation
 	remote      map[string]*remoteEngine // by incarnation
 	selfGone    bool
+	engineGen   uint64 // the latest change of local engines (EngineEvent.Gen)
 
 	asks asks // join requests waiting for the owner (ask.go)
 
@@ -180,6 +190,14 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	if _, err := n.nc.Subscribe(n.subjectBase+".revoke", n.onRevoke); err != nil {
+		n.Close()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if _, err := n.nc.Subscribe(n.subjectBase+".engine", n.onEngine); err != nil {
+		n.Close()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if _, err := n.nc.Subscribe(n.subjectBase+".load", n.onLoad); err != nil {
 		n.Close()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
@@ -408,15 +426,24 @@ func (n *Node) loop() {
 	defer stopHB()
 	judge, stopJudge := n.clock.NewTicker(HeartbeatEvery / 4)
 	defer stopJudge()
+	var load <-chan time.Time
+	if n.cfg.Load != nil {
+		var stopLoad func()
+		load, stopLoad = n.clock.NewTicker(LoadEvery)
+		defer stopLoad()
+	}
+	var lastLoad map[string]EngineLoad
+	var lastLoadAt time.Time
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-hb:
 			n.publishHeartbeat()
-		case now := <-judge:
-			_ = now
+		case <-judge:
 			n.judge()
+		case <-load:
+			lastLoad = n.publishLoad(lastLoad, &lastLoadAt)
 		}
 	}
 }
@@ -449,6 +476,7 @@ func (n *Node) heartbeat() Heartbeat {
 		}
 		hb.Engines = append(hb.Engines, e)
 	}
+	hb.EngineGen = n.engineGen
 	n.mu.Unlock()
 	sortEngines(hb.Engines)
 	return hb

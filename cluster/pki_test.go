@@ -66,7 +66,7 @@ func TestEarlierECDSAIdentityStillWorks(t *testing.T) {
 		t.Fatalf("new node under the old CA: key %v, signed %v", res.Identity.Leaf.PublicKeyAlgorithm, res.Identity.Leaf.SignatureAlgorithm)
 	}
 	nw, _ := testNode(t, res.Identity, "new", res.Routes)
-	waitAllUp(t, 10*time.Second, old, nw)
+	waitAllUp(t, 10*time.Second, nil, old, nw)
 	if old.NumRoutes() == 0 || nw.NumRoutes() == 0 {
 		t.Fatalf("routes: old %d, new %d", old.NumRoutes(), nw.NumRoutes())
 	}

@@ -30,13 +30,25 @@ type activeWorker struct {
 	extraBlocks   int
 	pendingTokens int
 	requests      int
+	// The load other router replicas reported on the worker (SetPeerLoad),
+	// summed: scoring and saturation count it, this replica's own figures
+	// (Workers, metrics) do not.
+	peerRequests, peerBlocks, peerPending int
 }
 
-// uniqueBlocks is Dynamo's active block count: distinct prompt blocks.
-func (aw *activeWorker) uniqueBlocks() int { return aw.unique }
+// uniqueBlocks is Dynamo's active block count: distinct prompt blocks,
+// plus the blocks other replicas hold there (theirs cannot be told apart).
+func (aw *activeWorker) uniqueBlocks() int { return aw.unique + aw.peerBlocks }
 
-// blocks is the decode load in blocks including expected output.
-func (aw *activeWorker) blocks() int { return aw.unique + aw.extraBlocks }
+// blocks is the decode load in blocks including expected output, other
+// replicas' included.
+func (aw *activeWorker) blocks() int { return aw.unique + aw.extraBlocks + aw.peerBlocks }
+
+// ownBlocks is the decode load of this replica's requests alone.
+func (aw *activeWorker) ownBlocks() int { return aw.unique + aw.extraBlocks }
+
+// pending is the prompt tokens waiting for prefill, other replicas' included.
+func (aw *activeWorker) pending() int { return aw.pendingTokens + aw.peerPending }
 
 // refKey is the key of one (block, worker) pair in the reference counts.
 func refKey(h tokenizer.SeqHash, w WorkerID) uint64 {

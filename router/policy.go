@@ -189,7 +189,7 @@ func (r *Router) scoreKV(in *routeInput, cands []Candidate) {
 		credit := float64(c.CachedBlocks) + r.cfg.HostCacheHitWeight*float64(c.RAMBlocks) +
 			r.cfg.DiskCacheHitWeight*float64(c.DiskBlocks)
 		newTokens := max(float64(in.promptTokens)-credit*float64(bs), 0)
-		prefill := (newTokens + float64(aw.pendingTokens)) / float64(bs)
+		prefill := (newTokens + float64(aw.pending())) / float64(bs)
 		newBlocks := in.hashBlocks - r.activeDepth[c.WorkerID]
 		decode := float64(aw.uniqueBlocks() + newBlocks)
 		c.ActiveBlocks = aw.uniqueBlocks()
@@ -250,7 +250,7 @@ func (r *Router) scoreHearth(in *routeInput, cands []Candidate, sess *session) {
 		blockLoad := ws.loadSecondsPerBlock()
 		loaded, loadSeconds := ws.lowerTierLoad(c, blockLoad)
 		uncached := max(in.promptTokens-(c.CachedBlocks+loaded)*bs, 0)
-		cost := float64(aw.pendingTokens+uncached)/eff + loadSeconds
+		cost := float64(aw.pending()+uncached)/eff + loadSeconds
 		// What a block pushed out of the GPU costs to get back: a reload
 		// where the host-RAM tier keeps a copy (vLLM offloads on compute),
 		// a recompute otherwise.

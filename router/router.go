@@ -73,6 +73,9 @@ type Config struct {
 	// SessionTTL forgets an idle agent session (30 min) unless its
 	// session_control said otherwise.
 	SessionTTL time.Duration
+	// PeerLoadTTL expires another replica's load on a worker that it has
+	// not reported again (DefaultPeerLoadTTL); see SetPeerLoad.
+	PeerLoadTTL time.Duration
 	// DecisionLogSize is how many recent decisions Decisions can return.
 	DecisionLogSize int
 	// Seed makes random choices reproducible.
@@ -99,7 +102,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("router config: saturation fraction %v is outside [0, 1]", c.SaturationFraction)
 	case c.SaturationPendingTokens < 0:
 		return fmt.Errorf("router config: saturation pending tokens %d is negative", c.SaturationPendingTokens)
-	case c.ActiveTTL < 0 || c.ApproxTTL < 0 || c.SessionTTL < 0:
+	case c.ActiveTTL < 0 || c.ApproxTTL < 0 || c.SessionTTL < 0 || c.PeerLoadTTL < 0:
 		return errors.New("router config: negative ttl")
 	case c.DecisionLogSize < 0:
 		return fmt.Errorf("router config: decision log size %d is negative", c.DecisionLogSize)
@@ -149,6 +152,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SessionTTL == 0 {
 		c.SessionTTL = DefaultSessionTTL
+	}
+	if c.PeerLoadTTL == 0 {
+		c.PeerLoadTTL = DefaultPeerLoadTTL
 	}
 	if c.DecisionLogSize == 0 {
 		c.DecisionLogSize = DefaultDecisionLogSize
@@ -291,6 +297,9 @@ type Router struct {
 	reach        [MaxWorkers]int       // overlap + ramOverlap
 	activeDepth  [MaxWorkers]int
 	cachedBlocks [MaxWorkers]int
+	// Other replicas' load (SetPeerLoad), by worker and replica.
+	peers         map[peerKey]peerEntry
+	nextPeerSweep time.Time
 }
 
 // New returns a Router with no workers.
@@ -381,6 +390,7 @@ func (r *Router) RemoveWorker(id WorkerID) {
 	r.order = slices.DeleteFunc(r.order, func(w WorkerID) bool { return w == id })
 	now := r.now()
 	r.active.clearWorker(id, func(ar *activeRequest) { r.releasedLocked(ar, now) })
+	r.dropPeersLocked(id)
 	r.approx.clearWorker(id)
 	r.ix.leaveNode(id) // the node's disk stays with the other workers
 	r.ix.ClearWorker(id)
@@ -655,6 +665,7 @@ func (r *Router) releasedLocked(ar *activeRequest, now time.Time) {
 // expireLocked drops expired requests, predictions and sessions, then
 // dispatches waiters if that freed a worker.
 func (r *Router) expireLocked(now time.Time) {
+	r.expirePeersLocked(now)
 	r.active.expire(now, func(ar *activeRequest) {
 		r.releasedLocked(ar, now)
 		if r.log.Enabled(context.Background(), slog.LevelDebug) {
@@ -701,7 +712,7 @@ func (r *Router) nextDispatch() uint64 {
 
 func (r *Router) saturatedLocked(id WorkerID) bool {
 	aw := &r.active.workers[id]
-	if r.cfg.SaturationPendingTokens > 0 && aw.pendingTokens >= r.cfg.SaturationPendingTokens {
+	if r.cfg.SaturationPendingTokens > 0 && aw.pending() >= r.cfg.SaturationPendingTokens {
 		return true
 	}
 	capacity := r.workers[id].info.CapacityBlocks
@@ -741,7 +752,7 @@ func (r *Router) publishLocked(id WorkerID) {
 		return
 	}
 	aw := &r.active.workers[id]
-	ws.gauges.set(aw.blocks(), aw.pendingTokens)
+	ws.gauges.set(aw.ownBlocks(), aw.pendingTokens)
 }
 
 // candidatesLocked lists the workers a request may go to: all but the
@@ -761,7 +772,7 @@ func (r *Router) candidatesLocked(exclude []WorkerID, model string) []Candidate 
 				RAMBlocks:            r.ramOverlap[id],
 				DiskBlocks:           r.diskOverlap[id],
 				ActiveBlocks:         aw.blocks(),
-				PendingPrefillTokens: aw.pendingTokens,
+				PendingPrefillTokens: aw.pending(),
 			})
 		}
 	}
@@ -950,6 +961,9 @@ type WorkerLoad struct {
 	RAMBlocks            int // every block the index holds in the worker's host-RAM tier
 	PausedSessionBlocks  int
 	Saturated            bool
+	// Peer is the load other router replicas reported on the worker
+	// (SetPeerLoad); the fields above are this replica's own.
+	Peer PeerLoad
 }
 
 // Workers returns the load of every live worker, by id.
@@ -967,8 +981,9 @@ func (r *Router) Workers() []WorkerLoad {
 			WorkerID:             id,
 			Info:                 ws.info,
 			ActiveRequests:       aw.requests,
-			ActiveBlocks:         aw.blocks(),
+			ActiveBlocks:         aw.ownBlocks(),
 			PendingPrefillTokens: aw.pendingTokens,
+			Peer:                 PeerLoad{Running: aw.peerRequests, ActiveBlocks: aw.peerBlocks, PendingPrefillTokens: aw.peerPending},
 			CachedBlocks:         cached[id],
 			RAMBlocks:            ram[id],
 			PausedSessionBlocks:  ws.pausedBlocks,

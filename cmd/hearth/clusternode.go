@@ -130,7 +130,7 @@ func startClusterNode(ctx context.Context, cfg upConfig, rt *router.Router, gpus
 	}
 	node, err := cluster.New(cluster.Config{
 		Identity: id, Name: cfg.node, ClusterListen: c.listen, RouteListen: c.routeListen, AdvertiseHost: c.host(),
-		Routes: routes, APIAddr: cfg.listen, Version: version, Workers: rt,
+		Routes: routes, APIAddr: cfg.listen, Version: version, Workers: rt, Load: rt,
 		GPUs:    func() []cluster.GPUInfo { return inventory },
 		Running: func(name string) int { return runningOn(rt, name) },
 		OnSelfRevoked: func(n *cluster.Node) {

@@ -158,6 +158,51 @@ func (l *netnsLab) chat(i int, text string) string {
 	return ""
 }
 
+// stream starts a streamed turn on node i's API in the background, in
+// the OpenAI or the Anthropic dialect, long enough to be in flight when
+// the test cuts its GPU's node off. wait returns curl's output: headers,
+// then the event stream.
+func (l *netnsLab) stream(i int, dialect, text string) (out *syncBuffer, wait func() string) {
+	path, body := "/v1/chat/completions", fmt.Sprintf(`{"model":"qwen3-14b-fp8","stream":true,"max_tokens":30000,"messages":[{"role":"user","content":%q}]}`, text)
+	if dialect == "anthropic" {
+		path, body = "/v1/messages", fmt.Sprintf(`{"model":"qwen3-14b-fp8","stream":true,"max_tokens":30000,"messages":[{"role":"user","content":%q}]}`, text)
+	}
+	cmd := exec.Command("ip", "netns", "exec", l.nodes[i], "curl", "-sN", "-D", "-", "--max-time", "60", "-H", "Content-Type: application/json",
+		"-H", "x-hearth-policy: round_robin", "--data", body, "http://127.0.0.1:8000"+path)
+	out = &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		l.t.Fatal(err)
+	}
+	return out, func() string { _ = cmd.Wait(); return out.String() }
+}
+
+// streamWorker is the x-hearth-worker header in curl -D output.
+func streamWorker(out string) string {
+	head, _, _ := strings.Cut(out, "\r\n\r\n")
+	for _, line := range strings.Split(head, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(k, "x-hearth-worker") {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// servedBy counts the workers in a daemon's request log lines.
+func servedBy(log string) map[string]int {
+	count := map[string]int{}
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, "path=/v1/") {
+			continue
+		}
+		if _, rest, ok := strings.Cut(line, " worker="); ok {
+			w, _, _ := strings.Cut(rest, " ")
+			count[w]++
+		}
+	}
+	return count
+}
+
 func (l *netnsLab) dumpLogs() {
 	for name, b := range l.logs {
 		l.t.Logf("--- %s ---\n%s", name, lastLines(b.String(), 40))
@@ -175,9 +220,12 @@ func lastLines(s string, n int) string {
 // TestClusterInNetworkNamespaces runs three hearth up --sim daemons, each
 // in its own network namespace on a bridged LAN: b and c join a with its
 // token and find each other over real multicast (mDNS); a request sent to
-// a is served by c's GPU; a wrong token is refused; c's link going down
-// takes it out of a's routing and its return brings it back; a kill -9
-// of c takes its engine out of routing within 5 s of its last heartbeat;
+// a is served by c's GPU; a wrong token is refused; hearth bench agentic
+// through a is served by several nodes' GPUs without an error; a partition
+// (c's link down) leaves a serving with a's and b's GPUs and c with its
+// own, and the views merge when the link returns; streams in flight on c
+// when it is killed end with their dialect's error event, the others
+// finish, and c's engine leaves routing within 5 s of its last heartbeat;
 // a revoked node is refused by the others.
 func TestClusterInNetworkNamespaces(t *testing.T) {
 	requireNetns(t)
@@ -216,7 +264,9 @@ func TestClusterInNetworkNamespaces(t *testing.T) {
 	}
 
 	l.start(1, "b", dirs[1], "--join", token)
-	l.start(2, "c", dirs[2], "--join", token)
+	// c's simulated GPU runs in real time, so that a stream on it is still
+	// in flight when the test kills c.
+	l.start(2, "c", dirs[2], "--join", token, "--speedup", "1")
 	for i := range 3 {
 		waitUntil(t, fmt.Sprintf("node %d to see a, b and c up", i), 60*time.Second, func() bool {
 			return l.stateOn(i, "a") == "up" && l.stateOn(i, "b") == "up" && l.stateOn(i, "c") == "up"
@@ -235,17 +285,86 @@ func TestClusterInNetworkNamespaces(t *testing.T) {
 		t.Fatalf("a's turns were served by %v; want c/gpu0 and b/gpu0 among them", served)
 	}
 
-	// c's link down: a judges it down and stops routing to it; back up,
-	// it returns.
+	// An agentic workload through a's API for a short while: hearth bench
+	// agentic --target, every request routed by a's router across the
+	// cluster's three GPUs.
+	report := filepath.Join(t.TempDir(), "bench.json")
+	logBefore := len(l.logs["a"].String())
+	benchStart := time.Now()
+	out, err = l.run(0, l.bin, "bench", "agentic", "--target", "http://127.0.0.1:8000/v1", "--policies", "hearth",
+		"--sessions", "6", "--duration", "15s", "--steps", "4", "--prefix-tokens", "2000", "--osl", "20-40",
+		"--tool-pause", "const:100ms", "--json", report)
+	if err != nil {
+		t.Fatalf("hearth bench agentic --target a: %v\n%s", err, lastLines(out, 30))
+	}
+	var rep struct {
+		Runs []struct {
+			Requests int `json:"requests"`
+			Errors   int `json:"errors"`
+		} `json:"runs"`
+	}
+	if b, err := os.ReadFile(report); err != nil || json.Unmarshal(b, &rep) != nil || len(rep.Runs) == 0 {
+		t.Fatalf("bench report: %v\n%s", err, lastLines(out, 30))
+	}
+	byWorker := servedBy(l.logs["a"].String()[logBefore:])
+	nodesServing := map[string]bool{}
+	for w := range byWorker {
+		node, _, _ := strings.Cut(w, "/")
+		nodesServing[node] = true
+	}
+	t.Logf("bench agentic through a (%v): %d requests, %d errors, served by %v", time.Since(benchStart).Round(time.Second), rep.Runs[0].Requests, rep.Runs[0].Errors, byWorker)
+	// Errors: none, but for the open issue of docs/cluster.md (a stream
+	// through a peer cut after its first bytes, "engine stream: unexpected
+	// EOF"), which is logged while it lasts; anything else fails.
+	cuts := 0
+	var other []string
+	for _, line := range strings.Split(l.logs["a"].String()[logBefore:], "\n") {
+		if !strings.Contains(line, "msg=request ") || strings.Contains(line, "status=200") {
+			continue
+		}
+		if strings.Contains(line, `error="engine stream: unexpected EOF"`) && !strings.Contains(line, "worker=sim/") {
+			cuts++
+			continue
+		}
+		other = append(other, line)
+	}
+	if rep.Runs[0].Requests == 0 || len(other) > 0 || rep.Runs[0].Errors > cuts || cuts*50 > rep.Runs[0].Requests {
+		t.Fatalf("bench through a: %d requests, %d errors (%d streams cut through a peer)\n%s\nother failures on a:\n%s",
+			rep.Runs[0].Requests, rep.Runs[0].Errors, cuts, lastLines(out, 30), strings.Join(other, "\n"))
+	}
+	if cuts > 0 {
+		t.Logf("open issue (docs/cluster.md): %d of %d streams through a peer were cut after their first bytes", cuts, rep.Runs[0].Requests)
+	}
+	if len(nodesServing) < 2 {
+		t.Fatalf("the bench's requests were served by the GPUs of %d node(s) only: %v", len(nodesServing), byWorker)
+	}
+
+	// A partition: c's link down. a judges c down and keeps serving with
+	// a's and b's GPUs; c, alone, judges a and b down and keeps serving
+	// what is sent to its own API with its own GPU. Back up, the views
+	// merge without a restart.
 	if out, err := l.run(2, "ip", "link", "set", "lan0", "down"); err != nil {
 		t.Fatalf("link down: %v %s", err, out)
 	}
 	down := time.Now()
 	waitUntil(t, "a to see c down", 8*time.Second, func() bool { return l.stateOn(0, "c") == "down" })
-	t.Logf("c judged down %v after its link went down", time.Since(down).Round(10*time.Millisecond))
+	t.Logf("c judged down by a %v after its link went down", time.Since(down).Round(10*time.Millisecond))
+	waitUntil(t, "c to see a and b down", 8*time.Second, func() bool { return l.stateOn(2, "a") == "down" && l.stateOn(2, "b") == "down" })
+	t.Logf("a and b judged down by c %v after its link went down", time.Since(down).Round(10*time.Millisecond))
+	seen := map[string]bool{}
 	for i := range 4 {
-		if w := l.chat(0, fmt.Sprintf("while c is away %d", i)); w == "c/gpu0" {
-			t.Fatal("a routed to c while c was down")
+		w := l.chat(0, fmt.Sprintf("while c is away %d", i))
+		if w == "c/gpu0" {
+			t.Fatal("a routed to c while c was cut off")
+		}
+		seen[w] = true
+	}
+	if !seen["sim/gpu0"] || !seen["b/gpu0"] {
+		t.Fatalf("during the partition a served with %v; want its own sim/gpu0 and b/gpu0", seen)
+	}
+	for i := range 3 {
+		if w := l.chat(2, fmt.Sprintf("c on its own %d", i)); w != "sim/gpu0" {
+			t.Fatalf("during the partition c served its own API's turn with %q; want its own sim/gpu0", w)
 		}
 	}
 	if out, err := l.run(2, "ip", "link", "set", "lan0", "up"); err != nil {
@@ -253,13 +372,73 @@ func TestClusterInNetworkNamespaces(t *testing.T) {
 	}
 	l.run(2, "ip", "route", "add", "224.0.0.0/4", "dev", "lan0")
 	up := time.Now()
-	waitUntil(t, "a to see c up again", 30*time.Second, func() bool { return l.stateOn(0, "c") == "up" })
-	t.Logf("c back up %v after its link returned", time.Since(up).Round(10*time.Millisecond))
+	waitUntil(t, "a to see c up again and c to see a and b up", 30*time.Second, func() bool {
+		return l.stateOn(0, "c") == "up" && l.stateOn(2, "a") == "up" && l.stateOn(2, "b") == "up"
+	})
+	t.Logf("views merged %v after c's link returned", time.Since(up).Round(10*time.Millisecond))
+	waitUntil(t, "a turn to a to be served by c again", 20*time.Second, func() bool {
+		return l.chat(0, fmt.Sprintf("after the partition %d", time.Now().UnixNano())) == "c/gpu0"
+	})
 
-	// kill -9: c's engine leaves a's routing within 5 s of its last
-	// heartbeat (6 s of wall time, a heartbeat period of slack).
+	// Streams in flight when c dies (kill -9): the ones c's GPU serves end
+	// with an error in their client's dialect; the others finish. Turns
+	// sent after the kill go elsewhere at once: a dead node's port refuses,
+	// and a refused worker is retried on another before any byte.
+	type flight struct {
+		dialect string
+		out     *syncBuffer
+		wait    func() string
+	}
+	var flights []flight
+	onCNow := map[string]bool{}
+	for i := 0; i < 12 && len(onCNow) < 2; i++ {
+		dialect := []string{"openai", "anthropic"}[i%2]
+		o, w := l.stream(0, dialect, fmt.Sprintf("a long answer %d", i))
+		flights = append(flights, flight{dialect, o, w})
+		waitUntil(t, "a stream to start", 10*time.Second, func() bool { return streamWorker(o.String()) != "" })
+		if streamWorker(o.String()) == "c/gpu0" {
+			onCNow[dialect] = true
+		}
+	}
 	l.kill("c")
 	killed := time.Now()
+	var after string
+	for i := 0; ; i++ {
+		after = l.chat(0, fmt.Sprintf("right after the kill %d", i))
+		if after != "c/gpu0" || i == 3 {
+			break
+		}
+	}
+	t.Logf("first turn after kill -9 of c served by %s, %v after the kill", after, time.Since(killed).Round(time.Millisecond))
+	if after == "c/gpu0" {
+		t.Fatal("a's turns still went to c after its kill")
+	}
+	onC := 0
+	for _, f := range flights {
+		got := f.wait()
+		w := streamWorker(got)
+		done := strings.Contains(got, "data: [DONE]") || strings.Contains(got, "event: message_stop")
+		var errEvent bool
+		if f.dialect == "openai" {
+			errEvent = strings.Contains(got, "data: {\"error\"")
+		} else {
+			errEvent = strings.Contains(got, "event: error\ndata: {\"type\":\"error\"")
+		}
+		switch {
+		case w == "c/gpu0" && done && !errEvent:
+			t.Logf("a %s stream on c finished before the kill", f.dialect)
+		case w == "c/gpu0":
+			onC++
+			if !errEvent || done {
+				t.Errorf("a %s stream on c when c died ended without its dialect's error event:\n%s", f.dialect, lastLines(got, 4))
+			}
+		case !done || errEvent:
+			t.Errorf("a %s stream on %s did not finish when c died:\n%s", f.dialect, w, lastLines(got, 4))
+		}
+	}
+	if onC == 0 {
+		t.Fatal("none of the streams in flight was on c: the test proves nothing")
+	}
 	waitUntil(t, "a to see c down after kill -9", 7*time.Second, func() bool { return l.stateOn(0, "c") == "down" })
 	t.Logf("c down %v after kill -9", time.Since(killed).Round(10*time.Millisecond))
 	for i := range 4 {
