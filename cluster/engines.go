@@ -350,7 +350,7 @@ func (n *Node) attachRemote(m Member, e EngineInfo) (*remoteEngine, error) {
 		FlushInterval: -1,
 		ErrorLog:      slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
 	}
-	srv := &http.Server{Handler: proxy, Addr: ln.Addr().String(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: fullDuplex(proxy), Addr: ln.Addr().String(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	r := &remoteEngine{nodeID: m.NodeID, info: e, srv: srv, done: make(chan struct{})}
 	info := router.WorkerInfo{
@@ -439,7 +439,35 @@ func (n *Node) proxyHandler(w http.ResponseWriter, r *http.Request) {
 		FlushInterval: -1,
 		ErrorLog:      slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
 	}
-	p.ServeHTTP(w, r)
+	fullDuplex(p).ServeHTTP(w, r)
+}
+
+// fullDuplex serves a proxy so that it may start the answer while its
+// transport still reads the request it forwards.
+//
+// Without it, streams through a peer were cut now and then after their
+// first bytes ("ReverseProxy read error during body copy: use of closed
+// network connection"; the client got a 502 "engine stream: unexpected
+// EOF"). When a handler writes the response header before the request
+// body was seen to its end, net/http's HTTP/1 server reads the rest of the
+// body itself and closes it. A ReverseProxy's transport copies the body to
+// the upstream from a goroutine of its own and, with a Content-Length,
+// reads once more after the last byte to make sure nothing follows. A
+// streaming engine sends its header as soon as it has the request, and
+// these proxies pass it on at once (FlushInterval -1); when it came back
+// between the transport's last write and that read, the read found the
+// body closed by the server, the transport took that for a failed request
+// and closed its connection to the upstream, under the answer it was
+// streaming. Both hops have the race: the loopback forwarder (upstream:
+// the peer's proxy) and the peer's proxy (upstream: its engine). In full
+// duplex the server leaves the body to the handler.
+// TestStreamsThroughAPeerAreNotCut puts every request into that window.
+func fullDuplex(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// net/http's HTTP/1 and HTTP/2 writers both support it.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		h.ServeHTTP(w, r)
+	})
 }
 
 // RemoteName is the worker name of a peer's engine: the peer's node name

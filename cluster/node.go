@@ -168,11 +168,10 @@ func New(cfg Config) (*Node, error) {
 		clock: clock.Or(cfg.Clock), log: cfg.Logger.With("component", "cluster"),
 		local: map[string]*localEngine{}, remote: map[string]*remoteEngine{},
 		stop: make(chan struct{}), subjectBase: "hearth." + id.ClusterID(),
-		// A fresh loopback connection per proxied request: with kept-alive
-		// connections a stream through a peer was cut in about one run of
-		// TestDaemonsFormACluster in four, without them in one of ten (the
-		// rest of that cut is an open issue, docs/cluster.md); a loopback
-		// connect costs far less than a turn.
+		// A fresh loopback connection per proxied request: a kept one the
+		// engine closes as it is taken fails the request, and the transport
+		// cannot send it again (its body streams in from the peer). A
+		// loopback connect costs far less than a turn.
 		engineTransport: &http.Transport{DisableKeepAlives: true},
 	}
 	if rev.serialRevoked(id.Serial()) {

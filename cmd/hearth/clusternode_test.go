@@ -83,32 +83,25 @@ func waitUntil(t *testing.T, what string, d time.Duration, ok func() bool) {
 }
 
 // clusterChat sends one short chat turn and returns the worker that served it
-// and the prompt blocks it held. A stream cut after its first byte on the
-// way through a peer's proxy (an open issue, docs/cluster.md) is sent once
-// more and logged.
+// and the prompt blocks it held. Any answer but 200 fails the test: a turn
+// through a peer's proxy must arrive whole.
 func clusterChat(t *testing.T, base, policy, text string) (worker string, cached int) {
 	t.Helper()
-	for attempt := 0; ; attempt++ {
-		body := fmt.Sprintf(`{"model":"qwen3-14b-fp8","max_tokens":4,"messages":[{"role":"user","content":%q}]}`, text)
-		req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("x-hearth-policy", policy)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusBadGateway && strings.Contains(string(b), "engine stream: unexpected EOF") && attempt == 0 {
-			t.Logf("stream through %s cut, sending again: %s", resp.Header.Get("x-hearth-worker"), b)
-			continue
-		}
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("chat: %d %s (worker %q)", resp.StatusCode, b, resp.Header.Get("x-hearth-worker"))
-		}
-		cached, _ = strconv.Atoi(resp.Header.Get("x-hearth-cached-blocks"))
-		return resp.Header.Get("x-hearth-worker"), cached
+	body := fmt.Sprintf(`{"model":"qwen3-14b-fp8","max_tokens":4,"messages":[{"role":"user","content":%q}]}`, text)
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-hearth-policy", policy)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("chat: %d %s (worker %q)", resp.StatusCode, b, resp.Header.Get("x-hearth-worker"))
+	}
+	cached, _ = strconv.Atoi(resp.Header.Get("x-hearth-cached-blocks"))
+	return resp.Header.Get("x-hearth-worker"), cached
 }
 
 // checkConsoleClusterPage reads the console's Cluster page of a node

@@ -1,0 +1,223 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hearth-llm/hearth/router"
+)
+
+// sseEngine streams a chat completion the way vLLM does: the header at
+// once, then SSE chunks a token's time apart, each flushed, and [DONE]. It
+// answers as soon as it has decoded the request's JSON, before the body
+// has ended (a full-duplex HTTP/1.1 server may), so that the answer is on
+// its way back through the proxies while they still forward the request.
+// Its first chunk echoes the prompt's first word, which tells the client
+// the answer is its own.
+func sseEngine(t testing.TB) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		var req struct {
+			Messages []struct{ Content string } `json:"messages"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) != 1 {
+			http.Error(w, fmt.Sprintf("request: %v", err), http.StatusBadRequest)
+			return
+		}
+		echo, _, _ := strings.Cut(req.Messages[0].Content, " ")
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		f := w.(http.Flusher)
+		f.Flush()
+		for i := range 6 {
+			time.Sleep(2 * time.Millisecond) // a token's decode time
+			word := fmt.Sprintf("word%d", i)
+			if i == 0 {
+				word = echo
+			}
+			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", word+" ")
+			f.Flush()
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestStreamsThroughAPeerAreNotCut streams 400 chat completions, eight at a
+// time, each with a prompt of a few kilobytes as an agent sends, from a's
+// loopback forwarder through c's proxy to c's engine, and fails on any
+// answer that does not arrive whole. Each proxy on the way passes the
+// answer's header on while its transport may still be finishing the
+// request it forwards; that race cut a stream now and then (see
+// fullDuplex). Here the client holds back the last byte of each request
+// and the engine answers before it, which puts every request into the
+// race's window: without full duplex on both hops a run cut 1 to 9 of its
+// 400 streams, in every run tried.
+func TestStreamsThroughAPeerAreNotCut(t *testing.T) {
+	// The race is between two goroutines of a proxy, its transport's
+	// writer and its server's connection; on one P the writer always
+	// finishes first and the test could not fail.
+	if runtime.GOMAXPROCS(0) < 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	}
+	nodes, routers := testCluster(t)
+	c := nodes[2]
+	engine := sseEngine(t)
+	if _, err := c.AddLocalEngine(LocalEngine{Worker: router.WorkerInfo{Name: "c/gpu0", BaseURL: engine.URL, Model: "m"}}); err != nil {
+		t.Fatal(err)
+	}
+	var base string
+	waitFor(t, "a's router to have c/gpu0", 5*time.Second, func() bool {
+		for _, w := range routers[0].Workers() {
+			if w.Info.Name == "c/gpu0" {
+				base = w.Info.BaseURL
+				return true
+			}
+		}
+		return false
+	})
+
+	const requests, parallel = 400, 8
+	prompt := strings.Repeat("The cluster relays KV events between nodes. ", 80)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: parallel}, Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	var (
+		next, done, cut atomic.Int32
+		mu              sync.Mutex
+		first           string
+		wg              sync.WaitGroup
+	)
+	deadline := time.Now().Add(20 * time.Second)
+	for range parallel {
+		wg.Go(func() {
+			for i := int(next.Add(1)); i <= requests && time.Now().Before(deadline); i = int(next.Add(1)) {
+				body := fmt.Sprintf(`{"model":"m","stream":true,"messages":[{"role":"user","content":"%d %s"}]}`+"\n", i, prompt)
+				req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", &lateEnd{rest: []byte(body)})
+				req.ContentLength = int64(len(body))
+				resp, err := client.Do(req)
+				var got []byte
+				if err == nil {
+					got, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+					own := []byte(fmt.Sprintf(`"content":"%d "`, i))
+					if err == nil && (resp.StatusCode != http.StatusOK || !bytes.Contains(got, own) || !bytes.HasSuffix(got, []byte("data: [DONE]\n\n"))) {
+						err = fmt.Errorf("%d, answer %q", resp.StatusCode, got)
+					}
+				}
+				done.Add(1)
+				if err != nil {
+					cut.Add(1)
+					mu.Lock()
+					if first == "" {
+						first = fmt.Sprintf("request %d: %v (after %d bytes)", i, err, len(got))
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	sent := int(done.Load())
+	if n := cut.Load(); n > 0 {
+		t.Fatalf("%d of %d streams through c's proxy were cut; first: %s", n, sent, first)
+	}
+	if sent < requests {
+		t.Fatalf("only %d of %d streams in 20 s", sent, requests)
+	}
+}
+
+// lateEnd is a request body that gives all but its last byte at once and
+// the last one 5 ms later, while the answer is streaming.
+type lateEnd struct {
+	rest []byte
+	held bool
+}
+
+func (b *lateEnd) Read(p []byte) (int, error) {
+	switch {
+	case len(b.rest) == 0:
+		return 0, io.EOF
+	case len(b.rest) == 1 && !b.held:
+		b.held = true
+		time.Sleep(5 * time.Millisecond)
+	}
+	n := copy(p, b.rest[:max(1, len(b.rest)-1)])
+	b.rest = b.rest[n:]
+	return n, nil
+}
+
+// TestAStreamCutAtThePeerArrivesCut: when the peer's engine dies in the
+// middle of an answer, or the peer itself stops, the client of a's
+// forwarder sees the stream break off (io.ErrUnexpectedEOF), never a clean
+// end, so that the gateway ends its client's stream with an error in the
+// client's dialect (api's TestMidStreamFailureEndsWithDialectError).
+func TestAStreamCutAtThePeerArrivesCut(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cut  func(c *Node, closeEngineConn func())
+	}{
+		{"engine dies", func(_ *Node, closeEngineConn func()) { closeEngineConn() }},
+		{"peer stops", func(c *Node, _ func()) { c.Close() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes, routers := testCluster(t)
+			c := nodes[2]
+			cut := make(chan func(), 1)
+			engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"one \"}}]}\n\n")
+				w.(http.Flusher).Flush()
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				cut <- func() { conn.Close() }
+			}))
+			defer engine.Close()
+			if _, err := c.AddLocalEngine(LocalEngine{Worker: router.WorkerInfo{Name: "c/gpu0", BaseURL: engine.URL, Model: "m"}}); err != nil {
+				t.Fatal(err)
+			}
+			var base string
+			waitFor(t, "a's router to have c/gpu0", 5*time.Second, func() bool {
+				for _, w := range routers[0].Workers() {
+					if w.Info.Name == "c/gpu0" {
+						base = w.Info.BaseURL
+						return true
+					}
+				}
+				return false
+			})
+			resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			first := make([]byte, 16)
+			if _, err := io.ReadFull(resp.Body, first); err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("first chunk: %d %v", resp.StatusCode, err)
+			}
+			closeEngineConn := <-cut
+			defer closeEngineConn()
+			tc.cut(c, closeEngineConn)
+			rest, err := io.ReadAll(resp.Body)
+			if !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("after the cut: %v, then %q", err, rest)
+			}
+		})
+	}
+}
