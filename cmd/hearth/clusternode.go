@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -377,20 +376,12 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 		fmt.Fprintln(env.stdout, tok.String())
 		return nil
 	case "status":
-		body, err := getDaemon(ctx, env, *addr, "/api/v1/nodes", *key)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			_, err := env.stdout.Write(body)
-			return err
-		}
 		var list struct {
 			Cluster string     `json:"cluster"`
 			Nodes   []nodeJSON `json:"nodes"`
 		}
-		if err := json.Unmarshal(body, &list); err != nil {
-			return fmt.Errorf("cluster status: %w", err)
+		if printed, err := getDaemonJSON(ctx, env, *addr, "/api/v1/nodes", *key, *asJSON, &list); printed || err != nil {
+			return err
 		}
 		if list.Cluster == "" {
 			fmt.Fprintln(env.stdout, "this node belongs to no cluster")
@@ -423,21 +414,13 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 	case "leave":
 		return postDaemon(ctx, env, *addr, "/api/v1/cluster/leave", *key)
 	case "requests":
-		body, err := getDaemon(ctx, env, *addr, "/api/v1/cluster/join-requests", *key)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			_, err := env.stdout.Write(body)
-			return err
-		}
 		var list struct {
 			Cluster   string            `json:"cluster"`
 			CanInvite bool              `json:"can_invite"`
 			Requests  []joinRequestJSON `json:"requests"`
 		}
-		if err := json.Unmarshal(body, &list); err != nil {
-			return fmt.Errorf("cluster requests: %w", err)
+		if printed, err := getDaemonJSON(ctx, env, *addr, "/api/v1/cluster/join-requests", *key, *asJSON, &list); printed || err != nil {
+			return err
 		}
 		switch {
 		case list.Cluster == "":

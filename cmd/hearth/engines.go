@@ -433,19 +433,11 @@ func runEngines(ctx context.Context, env *environment, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	body, err := getDaemon(ctx, env, *addr, "/api/v1/engines", *key)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		_, err := env.stdout.Write(body)
-		return err
-	}
 	var list struct {
 		Engines []engineJSON `json:"engines"`
 	}
-	if err := json.Unmarshal(body, &list); err != nil {
-		return fmt.Errorf("engines: %w", err)
+	if printed, err := getDaemonJSON(ctx, env, *addr, "/api/v1/engines", *key, *asJSON, &list); printed || err != nil {
+		return err
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tRUNTIME\tKIND\tMODEL\tGPU\tSTATE\tPID/CONTAINER\tRESTARTS\tSINCE\tLAST ERROR")
@@ -536,6 +528,24 @@ func getDaemon(ctx context.Context, env *environment, addr, path, key string) ([
 	}
 	defer resp.Body.Close()
 	return io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+}
+
+// getDaemonJSON GETs a path of the daemon's API for a command with --json:
+// raw prints the daemon's JSON as it is (printed is then true), else it is
+// decoded into v for the command to print as a table.
+func getDaemonJSON(ctx context.Context, env *environment, addr, path, key string, raw bool, v any) (printed bool, err error) {
+	body, err := getDaemon(ctx, env, addr, path, key)
+	if err != nil {
+		return false, err
+	}
+	if raw {
+		_, err := env.stdout.Write(body)
+		return true, err
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	return false, nil
 }
 
 // requestDaemon GETs a path of the daemon's API and returns a 200's
