@@ -445,9 +445,19 @@ func startPublisher(t testing.TB) (*publisher, string) {
 	return &publisher{sock: sock}, "tcp://" + addr
 }
 
-func (p *publisher) publishStored(tokens []uint32) {
+// publishStored publishes a batch storing one block of tokens and returns
+// its sequence number.
+func (p *publisher) publishStored(tokens []uint32) uint64 {
 	seq, payload := p.next(tokens)
 	_ = p.sock.Send(zmq4.NewMsgFrom(kvevents.Message(nil, seq, payload)...))
+	return seq
+}
+
+// nextSeq is the sequence number the next batch will have.
+func (p *publisher) nextSeq() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seq
 }
 
 // keepOnly numbers a batch and keeps it for replay without sending it: a

@@ -111,6 +111,25 @@ func (n *Node) AddLocalEngine(e LocalEngine) (func(), error) {
 	}, nil
 }
 
+// kvStage is a point on a KV event batch's way from an engine to a peer's
+// index, where Node.kvTrace hears of it: the benchmark times each hop.
+type kvStage int
+
+const (
+	kvRelayReceived  kvStage = iota // the owner's relay has read it from the engine
+	kvRemoteReceived                // a peer's subscription has it
+	kvRemoteApplied                 // a peer's index holds it
+	kvStages
+)
+
+// traceKV tells the benchmark's tracer, if any, that batch seq reached
+// stage.
+func (n *Node) traceKV(stage kvStage, seq uint64) {
+	if f := n.kvTrace.Load(); f != nil {
+		(*f)(stage, seq)
+	}
+}
+
 // relay follows a local engine's KV events over a ZMQ connection of its
 // own and publishes each batch as seq (8 bytes, big-endian) + payload.
 func (n *Node) relay(ctx context.Context, l *localEngine) {
@@ -131,6 +150,7 @@ func (n *Node) relay(ctx context.Context, l *localEngine) {
 			if perr != nil {
 				continue
 			}
+			n.traceKV(kvRelayReceived, seq)
 			data := make([]byte, 8+len(payload))
 			binary.BigEndian.PutUint64(data, seq)
 			copy(data[8:], payload)
@@ -373,6 +393,9 @@ func (n *Node) attachRemote(m Member, e EngineInfo) (*remoteEngine, error) {
 		n.cfg.Workers.Index(), natsReplay{nc: n.nc, subject: n.replaySubject(m.NodeID, e.Incarnation)})
 	batches := make(chan []byte, 4096)
 	r.sub, err = n.nc.Subscribe(n.kvSubject(m.NodeID, e.Incarnation), func(msg *nats.Msg) {
+		if len(msg.Data) >= 8 {
+			n.traceKV(kvRemoteReceived, binary.BigEndian.Uint64(msg.Data))
+		}
 		select {
 		case batches <- msg.Data:
 		default: // dropped: the ingester sees a gap and asks for a replay
@@ -397,9 +420,11 @@ func (n *Node) attachRemote(m Member, e EngineInfo) (*remoteEngine, error) {
 				if len(b) < 8 {
 					continue
 				}
-				if err := ing.HandleLive(ctx, binary.BigEndian.Uint64(b), b[8:]); err != nil {
+				seq := binary.BigEndian.Uint64(b)
+				if err := ing.HandleLive(ctx, seq, b[8:]); err != nil {
 					return
 				}
+				n.traceKV(kvRemoteApplied, seq)
 			}
 		}
 	}()

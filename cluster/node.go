@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -142,6 +143,10 @@ type Node struct {
 	engineGen   uint64 // the latest change of local engines (EngineEvent.Gen)
 
 	asks asks // join requests waiting for the owner (ask.go)
+
+	// kvTrace, when set (by the propagation benchmark), is told when a KV
+	// event batch passes each stage of its way; see kvStage.
+	kvTrace atomic.Pointer[func(kvStage, uint64)]
 
 	stopOnce sync.Once
 	stop     chan struct{}
