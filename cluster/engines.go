@@ -19,6 +19,7 @@ import (
 
 	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/zmtp"
 )
 
 // LocalEngine is an engine of this node in service, as the fleet reports
@@ -130,33 +131,35 @@ func (n *Node) traceKV(stage kvStage, seq uint64) {
 	}
 }
 
-// relay follows a local engine's KV events over a ZMQ connection of its
-// own and publishes each batch as seq (8 bytes, big-endian) + payload.
+// relay follows a local engine's KV events over a ZMTP connection of its
+// own and publishes each batch as seq (8 bytes, big-endian) + payload. It
+// reads the engine on its own goroutine (package zmtp) and builds every
+// message in one buffer: NATS copies what it publishes before Publish
+// returns.
 func (n *Node) relay(ctx context.Context, l *localEngine) {
 	subject := n.kvSubject(n.id.NodeID(), l.info.Incarnation)
+	var data []byte
 	for ctx.Err() == nil {
-		sub := zmq4.NewSub(ctx)
-		err := sub.Dial(l.eng.KVEvents)
+		sub, err := zmtp.Dial(ctx, l.eng.KVEvents, zmq4.Sub)
 		if err == nil {
-			err = sub.SetOption(zmq4.OptionSubscribe, l.eng.Topic)
-		}
-		for err == nil {
-			var msg zmq4.Msg
-			msg, err = sub.Recv()
-			if err != nil {
-				break
+			// A ZMTP 3.0 subscription is a message: 1, then the topic.
+			err = sub.Send(append([]byte{1}, l.eng.Topic...))
+			for err == nil {
+				var frames [][]byte
+				frames, err = sub.Recv()
+				if err != nil {
+					break
+				}
+				seq, payload, perr := kvevents.ParseMessage(frames)
+				if perr != nil {
+					continue
+				}
+				n.traceKV(kvRelayReceived, seq)
+				data = append(binary.BigEndian.AppendUint64(data[:0], seq), payload...)
+				_ = n.nc.Publish(subject, data)
 			}
-			seq, payload, perr := kvevents.ParseMessage(msg.Frames)
-			if perr != nil {
-				continue
-			}
-			n.traceKV(kvRelayReceived, seq)
-			data := make([]byte, 8+len(payload))
-			binary.BigEndian.PutUint64(data, seq)
-			copy(data[8:], payload)
-			_ = n.nc.Publish(subject, data)
+			sub.Close()
 		}
-		sub.Close()
 		if ctx.Err() != nil {
 			return
 		}
@@ -182,23 +185,23 @@ func (n *Node) serveReplay(ctx context.Context, l *localEngine, m *nats.Msg) {
 	from := binary.BigEndian.Uint64(m.Data)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	d := zmq4.NewDealer(rctx)
-	defer d.Close()
 	out := []byte{0}
-	if err := d.Dial(l.eng.KVReplay); err != nil {
+	d, err := zmtp.Dial(rctx, l.eng.KVReplay, zmq4.Dealer)
+	if err != nil {
 		_ = m.Respond(out)
 		return
 	}
-	if err := d.Send(zmq4.NewMsgFrom(kvevents.ReplayRequest(from)...)); err != nil {
+	defer d.Close()
+	if err := d.Send(kvevents.ReplayRequest(from)...); err != nil {
 		_ = m.Respond(out)
 		return
 	}
 	for {
-		msg, err := d.Recv()
+		frames, err := d.Recv()
 		if err != nil {
 			break
 		}
-		seq, payload, end, err := kvevents.ParseReplayReply(msg.Frames)
+		seq, payload, end, err := kvevents.ParseReplayReply(frames)
 		if err != nil || end {
 			break
 		}
