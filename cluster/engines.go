@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
@@ -252,6 +253,14 @@ func (r natsReplay) Replay(ctx context.Context, from uint64, fn func(seq uint64,
 	}
 }
 
+// A remote engine's subscription queues at most this many batches (and
+// bytes) while its ingester is busy, a replay in progress; NATS drops what
+// comes beyond, and the ingester replays it as a gap.
+const (
+	kvPendingBatches = 4096
+	kvPendingBytes   = 64 << 20
+)
+
 // remoteEngine is a peer's engine made a worker of the local router.
 type remoteEngine struct {
 	nodeID string
@@ -261,6 +270,12 @@ type remoteEngine struct {
 	sub    *nats.Subscription
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// ingestMu is held while the ingester syncs and while it applies a
+	// batch; closed, under it, tells a batch still queued in the
+	// subscription that the worker is gone.
+	ingestMu sync.Mutex
+	closed   bool
 }
 
 func (r *remoteEngine) close(n *Node) {
@@ -269,6 +284,11 @@ func (r *remoteEngine) close(n *Node) {
 	}
 	r.cancel()
 	<-r.done
+	// A batch may be in its callback still (Unsubscribe does not wait):
+	// the worker leaves the router only once no batch can reach its index.
+	r.ingestMu.Lock()
+	r.closed = true
+	r.ingestMu.Unlock()
 	if n.cfg.Workers != nil {
 		n.cfg.Workers.RemoveWorker(r.worker)
 	}
@@ -394,17 +414,36 @@ func (n *Node) attachRemote(m Member, e EngineInfo) (*remoteEngine, error) {
 	}
 	ing := router.NewIngester(router.IngesterConfig{WorkerID: r.worker, Logger: n.log.With("remote_engine", e.Name)},
 		n.cfg.Workers.Index(), natsReplay{nc: n.nc, subject: n.replaySubject(m.NodeID, e.Incarnation)})
-	batches := make(chan []byte, 4096)
+	// Batches are applied in the subscription's callback, on the goroutine
+	// NATS delivers them on: a hand-off to a goroutine of ours would be one
+	// more wake-up per batch. The ingester syncs first (subscribed before,
+	// so that nothing published meanwhile is lost): until then the callback
+	// waits on ingestMu and NATS queues what arrives. A batch NATS drops
+	// (a slow consumer, beyond its pending limits) is a gap, which the
+	// ingester replays.
+	r.ingestMu.Lock()
 	r.sub, err = n.nc.Subscribe(n.kvSubject(m.NodeID, e.Incarnation), func(msg *nats.Msg) {
-		if len(msg.Data) >= 8 {
-			n.traceKV(kvRemoteReceived, binary.BigEndian.Uint64(msg.Data))
+		b := msg.Data
+		if len(b) < 8 {
+			return
 		}
-		select {
-		case batches <- msg.Data:
-		default: // dropped: the ingester sees a gap and asks for a replay
+		seq := binary.BigEndian.Uint64(b)
+		n.traceKV(kvRemoteReceived, seq)
+		r.ingestMu.Lock()
+		defer r.ingestMu.Unlock()
+		if r.closed || ctx.Err() != nil {
+			return
 		}
+		if err := ing.HandleLive(ctx, seq, b[8:]); err != nil {
+			return
+		}
+		n.traceKV(kvRemoteApplied, seq)
 	})
+	if err == nil {
+		err = r.sub.SetPendingLimits(kvPendingBatches, kvPendingBytes)
+	}
 	if err != nil {
+		r.ingestMu.Unlock()
 		cancel()
 		close(r.done)
 		r.close(n)
@@ -412,24 +451,8 @@ func (n *Node) attachRemote(m Member, e EngineInfo) (*remoteEngine, error) {
 	}
 	go func() {
 		defer close(r.done)
-		if err := ing.Sync(ctx); err != nil {
-			return
-		}
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case b := <-batches:
-				if len(b) < 8 {
-					continue
-				}
-				seq := binary.BigEndian.Uint64(b)
-				if err := ing.HandleLive(ctx, seq, b[8:]); err != nil {
-					return
-				}
-				n.traceKV(kvRemoteApplied, seq)
-			}
-		}
+		defer r.ingestMu.Unlock()
+		_ = ing.Sync(ctx) // an error: ctx ended, and so does every callback
 	}()
 	return r, nil
 }

@@ -312,7 +312,16 @@ func (n *Node) startNATS() error {
 		return err
 	}
 	n.routeURL = "nats-route://" + adv
-	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Token(opts.Authorization), nats.Name(n.id.NodeID()), nats.MaxReconnects(-1))
+	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Token(opts.Authorization), nats.Name(n.id.NodeID()), nats.MaxReconnects(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, s *nats.Subscription, err error) {
+			// A slow consumer: a remote engine's batches dropped while
+			// its ingester replayed; it replays them too.
+			subject := ""
+			if s != nil {
+				subject = s.Subject
+			}
+			n.log.Warn("cluster: nats", "subject", subject, "error", err)
+		}))
 	if err != nil {
 		ns.Shutdown()
 		return fmt.Errorf("cluster: nats client: %w", err)
