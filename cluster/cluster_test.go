@@ -292,6 +292,75 @@ func TestClusterRoutesRemoteEngines(t *testing.T) {
 	})
 }
 
+// TestWithdrawnEngineLeavesNoBlocks: an engine withdrawn while its events
+// stream leaves nothing in a peer's index: a batch still in the peer's
+// subscription when the worker is removed does not reach the index after.
+func TestWithdrawnEngineLeavesNoBlocks(t *testing.T) {
+	nodes, routers := testCluster(t)
+	c := nodes[2]
+	pub, kvEndpoint := startPublisher(t)
+	withdraw, err := c.AddLocalEngine(LocalEngine{
+		Worker:   router.WorkerInfo{Name: "c/gpu0", BaseURL: "http://127.0.0.1:1", Model: "m", CapacityBlocks: 1 << 20},
+		KVEvents: kvEndpoint,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id router.WorkerID
+	waitFor(t, "a's router to have c/gpu0", 5*time.Second, func() bool {
+		var ok bool
+		id, ok = routers[0].WorkerByName("c/gpu0")
+		return ok
+	})
+	holds := func(hashes [][]tokenizer.SeqHash) int {
+		n := 0
+		for _, h := range hashes {
+			var out [router.MaxWorkers]int
+			routers[0].Index().Match(h, kvbm.TierGPU, &out)
+			n += out[id]
+		}
+		return n
+	}
+	var (
+		mu        sync.Mutex
+		published [][]tokenizer.SeqHash
+	)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tokens := make([]uint32, 16)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			tokens[0]++
+			pub.publishStored(tokens)
+			mu.Lock()
+			published = append(published, tokenizer.BlockHashes(tokens, 16))
+			mu.Unlock()
+			time.Sleep(50 * time.Microsecond)
+		}
+	}()
+	waitFor(t, "c's blocks to stream into a's index", 5*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return holds(published) > 10
+	})
+	withdraw()
+	waitFor(t, "c/gpu0 to leave a's router", 5*time.Second, func() bool {
+		_, ok := routers[0].WorkerByName("c/gpu0")
+		return !ok
+	})
+	close(stop)
+	<-stopped
+	time.Sleep(100 * time.Millisecond) // whatever was on its way has landed
+	if n := holds(published); n != 0 {
+		t.Fatalf("a's index holds %d blocks of the withdrawn worker", n)
+	}
+}
+
 // A revoked node is refused by every node at once: its heartbeats are
 // ignored, its engines leave routing, and its certificate opens no proxy.
 func TestRevokedNodeIsRefused(t *testing.T) {
@@ -445,9 +514,19 @@ func startPublisher(t testing.TB) (*publisher, string) {
 	return &publisher{sock: sock}, "tcp://" + addr
 }
 
-func (p *publisher) publishStored(tokens []uint32) {
+// publishStored publishes a batch storing one block of tokens and returns
+// its sequence number.
+func (p *publisher) publishStored(tokens []uint32) uint64 {
 	seq, payload := p.next(tokens)
 	_ = p.sock.Send(zmq4.NewMsgFrom(kvevents.Message(nil, seq, payload)...))
+	return seq
+}
+
+// nextSeq is the sequence number the next batch will have.
+func (p *publisher) nextSeq() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seq
 }
 
 // keepOnly numbers a batch and keeps it for replay without sending it: a

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/zmtp"
 )
 
 // LocalEngine is an engine of this node in service, as the fleet reports
@@ -111,32 +113,54 @@ func (n *Node) AddLocalEngine(e LocalEngine) (func(), error) {
 	}, nil
 }
 
-// relay follows a local engine's KV events over a ZMQ connection of its
-// own and publishes each batch as seq (8 bytes, big-endian) + payload.
+// kvStage is a point on a KV event batch's way from an engine to a peer's
+// index, where Node.kvTrace hears of it: the benchmark times each hop.
+type kvStage int
+
+const (
+	kvRelayReceived  kvStage = iota // the owner's relay has read it from the engine
+	kvRemoteReceived                // a peer's subscription has it
+	kvRemoteApplied                 // a peer's index holds it
+	kvStages
+)
+
+// traceKV tells the benchmark's tracer, if any, that batch seq reached
+// stage.
+func (n *Node) traceKV(stage kvStage, seq uint64) {
+	if f := n.kvTrace.Load(); f != nil {
+		(*f)(stage, seq)
+	}
+}
+
+// relay follows a local engine's KV events over a ZMTP connection of its
+// own and publishes each batch as seq (8 bytes, big-endian) + payload. It
+// reads the engine on its own goroutine (package zmtp) and builds every
+// message in one buffer: NATS copies what it publishes before Publish
+// returns.
 func (n *Node) relay(ctx context.Context, l *localEngine) {
 	subject := n.kvSubject(n.id.NodeID(), l.info.Incarnation)
+	var data []byte
 	for ctx.Err() == nil {
-		sub := zmq4.NewSub(ctx)
-		err := sub.Dial(l.eng.KVEvents)
+		sub, err := zmtp.Dial(ctx, l.eng.KVEvents, zmq4.Sub)
 		if err == nil {
-			err = sub.SetOption(zmq4.OptionSubscribe, l.eng.Topic)
-		}
-		for err == nil {
-			var msg zmq4.Msg
-			msg, err = sub.Recv()
-			if err != nil {
-				break
+			// A ZMTP 3.0 subscription is a message: 1, then the topic.
+			err = sub.Send(append([]byte{1}, l.eng.Topic...))
+			for err == nil {
+				var frames [][]byte
+				frames, err = sub.Recv()
+				if err != nil {
+					break
+				}
+				seq, payload, perr := kvevents.ParseMessage(frames)
+				if perr != nil {
+					continue
+				}
+				n.traceKV(kvRelayReceived, seq)
+				data = append(binary.BigEndian.AppendUint64(data[:0], seq), payload...)
+				_ = n.nc.Publish(subject, data)
 			}
-			seq, payload, perr := kvevents.ParseMessage(msg.Frames)
-			if perr != nil {
-				continue
-			}
-			data := make([]byte, 8+len(payload))
-			binary.BigEndian.PutUint64(data, seq)
-			copy(data[8:], payload)
-			_ = n.nc.Publish(subject, data)
+			sub.Close()
 		}
-		sub.Close()
 		if ctx.Err() != nil {
 			return
 		}
@@ -162,23 +186,23 @@ func (n *Node) serveReplay(ctx context.Context, l *localEngine, m *nats.Msg) {
 	from := binary.BigEndian.Uint64(m.Data)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	d := zmq4.NewDealer(rctx)
-	defer d.Close()
 	out := []byte{0}
-	if err := d.Dial(l.eng.KVReplay); err != nil {
+	d, err := zmtp.Dial(rctx, l.eng.KVReplay, zmq4.Dealer)
+	if err != nil {
 		_ = m.Respond(out)
 		return
 	}
-	if err := d.Send(zmq4.NewMsgFrom(kvevents.ReplayRequest(from)...)); err != nil {
+	defer d.Close()
+	if err := d.Send(kvevents.ReplayRequest(from)...); err != nil {
 		_ = m.Respond(out)
 		return
 	}
 	for {
-		msg, err := d.Recv()
+		frames, err := d.Recv()
 		if err != nil {
 			break
 		}
-		seq, payload, end, err := kvevents.ParseReplayReply(msg.Frames)
+		seq, payload, end, err := kvevents.ParseReplayReply(frames)
 		if err != nil || end {
 			break
 		}
@@ -229,6 +253,14 @@ func (r natsReplay) Replay(ctx context.Context, from uint64, fn func(seq uint64,
 	}
 }
 
+// A remote engine's subscription queues at most this many batches (and
+// bytes) while its ingester is busy, a replay in progress; NATS drops what
+// comes beyond, and the ingester replays it as a gap.
+const (
+	kvPendingBatches = 4096
+	kvPendingBytes   = 64 << 20
+)
+
 // remoteEngine is a peer's engine made a worker of the local router.
 type remoteEngine struct {
 	nodeID string
@@ -238,6 +270,12 @@ type remoteEngine struct {
 	sub    *nats.Subscription
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// ingestMu is held while the ingester syncs and while it applies a
+	// batch; closed, under it, tells a batch still queued in the
+	// subscription that the worker is gone.
+	ingestMu sync.Mutex
+	closed   bool
 }
 
 func (r *remoteEngine) close(n *Node) {
@@ -246,6 +284,11 @@ func (r *remoteEngine) close(n *Node) {
 	}
 	r.cancel()
 	<-r.done
+	// A batch may be in its callback still (Unsubscribe does not wait):
+	// the worker leaves the router only once no batch can reach its index.
+	r.ingestMu.Lock()
+	r.closed = true
+	r.ingestMu.Unlock()
 	if n.cfg.Workers != nil {
 		n.cfg.Workers.RemoveWorker(r.worker)
 	}
@@ -371,14 +414,36 @@ func (n *Node) attachRemote(m Member, e EngineInfo) (*remoteEngine, error) {
 	}
 	ing := router.NewIngester(router.IngesterConfig{WorkerID: r.worker, Logger: n.log.With("remote_engine", e.Name)},
 		n.cfg.Workers.Index(), natsReplay{nc: n.nc, subject: n.replaySubject(m.NodeID, e.Incarnation)})
-	batches := make(chan []byte, 4096)
+	// Batches are applied in the subscription's callback, on the goroutine
+	// NATS delivers them on: a hand-off to a goroutine of ours would be one
+	// more wake-up per batch. The ingester syncs first (subscribed before,
+	// so that nothing published meanwhile is lost): until then the callback
+	// waits on ingestMu and NATS queues what arrives. A batch NATS drops
+	// (a slow consumer, beyond its pending limits) is a gap, which the
+	// ingester replays.
+	r.ingestMu.Lock()
 	r.sub, err = n.nc.Subscribe(n.kvSubject(m.NodeID, e.Incarnation), func(msg *nats.Msg) {
-		select {
-		case batches <- msg.Data:
-		default: // dropped: the ingester sees a gap and asks for a replay
+		b := msg.Data
+		if len(b) < 8 {
+			return
 		}
+		seq := binary.BigEndian.Uint64(b)
+		n.traceKV(kvRemoteReceived, seq)
+		r.ingestMu.Lock()
+		defer r.ingestMu.Unlock()
+		if r.closed || ctx.Err() != nil {
+			return
+		}
+		if err := ing.HandleLive(ctx, seq, b[8:]); err != nil {
+			return
+		}
+		n.traceKV(kvRemoteApplied, seq)
 	})
+	if err == nil {
+		err = r.sub.SetPendingLimits(kvPendingBatches, kvPendingBytes)
+	}
 	if err != nil {
+		r.ingestMu.Unlock()
 		cancel()
 		close(r.done)
 		r.close(n)
@@ -386,22 +451,8 @@ func (n *Node) attachRemote(m Member, e EngineInfo) (*remoteEngine, error) {
 	}
 	go func() {
 		defer close(r.done)
-		if err := ing.Sync(ctx); err != nil {
-			return
-		}
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case b := <-batches:
-				if len(b) < 8 {
-					continue
-				}
-				if err := ing.HandleLive(ctx, binary.BigEndian.Uint64(b), b[8:]); err != nil {
-					return
-				}
-			}
-		}
+		defer r.ingestMu.Unlock()
+		_ = ing.Sync(ctx) // an error: ctx ended, and so does every callback
 	}()
 	return r, nil
 }

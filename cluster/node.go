@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -142,6 +143,10 @@ type Node struct {
 	engineGen   uint64 // the latest change of local engines (EngineEvent.Gen)
 
 	asks asks // join requests waiting for the owner (ask.go)
+
+	// kvTrace, when set (by the propagation benchmark), is told when a KV
+	// event batch passes each stage of its way; see kvStage.
+	kvTrace atomic.Pointer[func(kvStage, uint64)]
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -306,7 +311,16 @@ func (n *Node) startNATS() error {
 		return err
 	}
 	n.routeURL = "nats-route://" + adv
-	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Token(opts.Authorization), nats.Name(n.id.NodeID()), nats.MaxReconnects(-1))
+	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Token(opts.Authorization), nats.Name(n.id.NodeID()), nats.MaxReconnects(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, s *nats.Subscription, err error) {
+			// A slow consumer: a remote engine's batches dropped while
+			// its ingester replayed; it replays them too.
+			subject := ""
+			if s != nil {
+				subject = s.Subject
+			}
+			n.log.Warn("cluster: nats", "subject", subject, "error", err)
+		}))
 	if err != nil {
 		ns.Shutdown()
 		return fmt.Errorf("cluster: nats client: %w", err)

@@ -104,10 +104,10 @@
 // # KV events
 //
 // A Subscriber follows each engine rank's PUB stream (tcp:// or ipc://)
-// over one ZMTP connection, read through a buffer on the subscriber's own
-// goroutine: zmq4 speaks the protocol, but its sockets read every
-// connection on a goroutine of their own and hand messages over a channel,
-// a second wake-up for each event batch. Gaps in the sequence numbers, and
+// over one ZMTP connection of package zmtp, read through a buffer on the
+// subscriber's own goroutine into a buffer it reuses: zmq4's sockets would
+// read every connection on a goroutine of their own and hand messages over
+// a channel, a second wake-up for each event batch. Gaps in the sequence numbers, and
 // reconnects, are recovered from the engine's replay ROUTER when it has one.
 // Payloads and frames are package kvevents' to read.
 //

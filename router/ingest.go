@@ -25,7 +25,8 @@ var _ blockIndex = (*Index)(nil)
 
 // replaySource fetches the batches an engine still holds in its replay
 // buffer, those with a sequence number ≥ from, oldest first, calling fn for
-// each. Batches handed to fn before an error were delivered.
+// each. Batches handed to fn before an error were delivered. A payload
+// is valid only during its call of fn.
 type replaySource interface {
 	Replay(ctx context.Context, from uint64, fn func(seq uint64, payload []byte)) error
 }
@@ -202,7 +203,8 @@ func (in *Ingester) Sync(ctx context.Context) error {
 
 // HandleLive applies one batch from the live stream. It recovers from
 // gaps and restarts as it detects them and returns an error only when ctx
-// ends during a replay.
+// ends during a replay. It keeps nothing of payload: the caller may reuse
+// it once HandleLive returns.
 func (in *Ingester) HandleLive(ctx context.Context, seq uint64, payload []byte) error {
 	restarted := false
 	switch {

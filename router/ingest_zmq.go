@@ -14,6 +14,7 @@ import (
 
 	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvevents"
+	"github.com/hearth-llm/hearth/zmtp"
 )
 
 // SubscriberConfig configures the subscription to one engine's KV events.
@@ -209,7 +210,7 @@ func (r *kvRankSubscriber) run(ctx context.Context) error {
 // session connects, syncs the view and applies live batches until the
 // connection fails. received reports whether any batch arrived.
 func (r *kvRankSubscriber) session(ctx context.Context) (received bool, err error) {
-	sub, err := dialZMQ(ctx, r.endpoint, zmq4.Sub)
+	sub, err := zmtp.Dial(ctx, r.endpoint, zmq4.Sub)
 	if err != nil {
 		return false, fmt.Errorf("dial: %w", err)
 	}
@@ -217,7 +218,7 @@ func (r *kvRankSubscriber) session(ctx context.Context) (received bool, err erro
 	// Subscribe before replaying: batches published during the replay then
 	// arrive live, and the ingester drops the ones the replay also brought.
 	// A ZMTP 3.0 subscription is a message: 1, then the topic.
-	if err := sub.SendMsg(zmq4.NewMsg(append([]byte{1}, r.cfg.Topic...))); err != nil {
+	if err := sub.Send(append([]byte{1}, r.cfg.Topic...)); err != nil {
 		return false, fmt.Errorf("subscribe: %w", err)
 	}
 	r.log.Info("kv events: connected")
@@ -225,12 +226,12 @@ func (r *kvRankSubscriber) session(ctx context.Context) (received bool, err erro
 		return false, err
 	}
 	for {
-		msg, err := sub.RecvMsg()
+		frames, err := sub.Recv()
 		if err != nil {
 			return received, fmt.Errorf("receive: %w", err)
 		}
 		received = true
-		seq, payload, err := kvevents.ParseMessage(msg.Frames)
+		seq, payload, err := kvevents.ParseMessage(frames)
 		if err != nil {
 			r.ing.stats.malformed.Add(1)
 			r.log.Debug("kv events: skipping message", "error", err)
@@ -279,7 +280,7 @@ func (z *zmqReplayer) Replay(ctx context.Context, from uint64, fn func(seq uint6
 		}
 	}()
 
-	d, err := dialZMQ(rctx, z.endpoint, zmq4.Dealer)
+	d, err := zmtp.Dial(rctx, z.endpoint, zmq4.Dealer)
 	if err != nil {
 		select {
 		case <-timedOut:
@@ -289,11 +290,11 @@ func (z *zmqReplayer) Replay(ctx context.Context, from uint64, fn func(seq uint6
 		return fmt.Errorf("replay dial %s: %w", z.endpoint, err)
 	}
 	defer d.Close()
-	if err := d.SendMsg(zmq4.NewMsgFrom(kvevents.ReplayRequest(from)...)); err != nil {
+	if err := d.Send(kvevents.ReplayRequest(from)...); err != nil {
 		return fmt.Errorf("replay request: %w", err)
 	}
 	for {
-		msg, err := d.RecvMsg()
+		frames, err := d.Recv()
 		if err != nil {
 			select {
 			case <-timedOut:
@@ -306,7 +307,7 @@ func (z *zmqReplayer) Replay(ctx context.Context, from uint64, fn func(seq uint6
 		case progress <- struct{}{}:
 		default:
 		}
-		seq, payload, end, err := kvevents.ParseReplayReply(msg.Frames)
+		seq, payload, end, err := kvevents.ParseReplayReply(frames)
 		if err != nil {
 			return fmt.Errorf("replay reply: %w", err)
 		}

@@ -19,7 +19,7 @@ var allowedHearthImports = map[string][]string{
 	"api":       {"router", "tokenizer", "kvbm", "runtime", "nodes", "catalog"},
 	"tokenizer": {},
 	"kvevents":  {},
-	"router":    {"tokenizer", "kvbm", "kvevents"},
+	"router":    {"tokenizer", "kvbm", "kvevents", "zmtp"},
 	"kvbm":      {"kvevents"},
 	"runtime":   {"tokenizer", "kvevents", "catalog"},
 	"nodes":     {"catalog"},
@@ -30,7 +30,8 @@ var allowedHearthImports = map[string][]string{
 	"catalog":   {},
 	"clock":     {},
 	"tlsca":     {},
-	"cluster":   {"router", "kvevents", "kvbm", "tokenizer"},
+	"cluster":   {"router", "kvevents", "kvbm", "tokenizer", "zmtp"},
+	"zmtp":      {},
 }
 
 // importedByAll are top-level packages every package may import: leaves
