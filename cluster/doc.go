@@ -1,8 +1,9 @@
 // Package cluster joins Hearth nodes into one cluster: its identity (a
 // cluster CA, node certificates, join tokens and the revocation list), the
 // cluster plane (an embedded NATS server per node, routed to its peers over
-// mutual TLS, carrying heartbeats with each node's inventory, revocations and
-// every engine's KV events), the membership table that judges peers up,
+// mutual TLS, carrying heartbeats with each node's inventory, revocations,
+// every engine's registration, state and KV events, and each node's router
+// load on every engine), the membership table that judges peers up,
 // suspect or down by the local receive times of their heartbeats, the
 // authenticated proxy through which a node's router reaches a peer's
 // loopback-only engines, and mDNS announcement and discovery of peers.
