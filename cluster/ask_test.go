@@ -204,14 +204,7 @@ func TestAskJoinAccepted(t *testing.T) {
 	if _, err := b.AddLocalEngine(LocalEngine{Worker: router.WorkerInfo{Name: "b/gpu0", BaseURL: "http://127.0.0.1:1", Model: "m", CapacityBlocks: 100}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a's router to have b/gpu0", 5*time.Second, func() bool {
-		for _, w := range routerA.Workers() {
-			if w.Info.Name == "b/gpu0" {
-				return true
-			}
-		}
-		return false
-	})
+	workerURL(t, routerA, "b/gpu0")
 }
 
 // A rejected joiner is told so and keeps nothing on disk.

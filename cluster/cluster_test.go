@@ -242,16 +242,7 @@ func TestClusterRoutesRemoteEngines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var base string
-	waitFor(t, "a's router to have c/gpu0", 5*time.Second, func() bool {
-		for _, w := range routers[0].Workers() {
-			if w.Info.Name == "c/gpu0" {
-				base = w.Info.BaseURL
-				return true
-			}
-		}
-		return false
-	})
+	base := workerURL(t, routers[0], "c/gpu0")
 	if !strings.HasPrefix(base, "http://127.0.0.1:") {
 		t.Fatalf("remote worker's base URL %q is not a loopback forwarder", base)
 	}
@@ -654,4 +645,21 @@ func TestRestartedNodeRejoinsFromKnownRoutes(t *testing.T) {
 			t.Fatalf("the restarted b sees a %s", m.State)
 		}
 	}
+}
+
+// workerURL waits until rt has a worker of that name and returns its base
+// URL: for a peer's engine, the loopback forwarder.
+func workerURL(t testing.TB, rt *router.Router, name string) string {
+	t.Helper()
+	var base string
+	waitFor(t, "the router to have "+name, 5*time.Second, func() bool {
+		for _, w := range rt.Workers() {
+			if w.Info.Name == name {
+				base = w.Info.BaseURL
+				return true
+			}
+		}
+		return false
+	})
+	return base
 }

@@ -79,16 +79,7 @@ func TestStreamsThroughAPeerAreNotCut(t *testing.T) {
 	if _, err := c.AddLocalEngine(LocalEngine{Worker: router.WorkerInfo{Name: "c/gpu0", BaseURL: engine.URL, Model: "m"}}); err != nil {
 		t.Fatal(err)
 	}
-	var base string
-	waitFor(t, "a's router to have c/gpu0", 5*time.Second, func() bool {
-		for _, w := range routers[0].Workers() {
-			if w.Info.Name == "c/gpu0" {
-				base = w.Info.BaseURL
-				return true
-			}
-		}
-		return false
-	})
+	base := workerURL(t, routers[0], "c/gpu0")
 
 	const requests, parallel = 400, 8
 	prompt := strings.Repeat("The cluster relays KV events between nodes. ", 80)
@@ -192,16 +183,7 @@ func TestAStreamCutAtThePeerArrivesCut(t *testing.T) {
 			if _, err := c.AddLocalEngine(LocalEngine{Worker: router.WorkerInfo{Name: "c/gpu0", BaseURL: engine.URL, Model: "m"}}); err != nil {
 				t.Fatal(err)
 			}
-			var base string
-			waitFor(t, "a's router to have c/gpu0", 5*time.Second, func() bool {
-				for _, w := range routers[0].Workers() {
-					if w.Info.Name == "c/gpu0" {
-						base = w.Info.BaseURL
-						return true
-					}
-				}
-				return false
-			})
+			base := workerURL(t, routers[0], "c/gpu0")
 			resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true}`))
 			if err != nil {
 				t.Fatal(err)
