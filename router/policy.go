@@ -85,7 +85,7 @@ type HearthConfig struct {
 	// that frees room fast still wins. The session's own worker keeps the
 	// reload price: its context is there, and sending the turn elsewhere
 	// to recompute it cost more on the agentic workloads than the wait
-	// (docs/perf.md, "Router → KV room"). Before a worker released
+	// (docs/perf.md, "Router → Queue order", (§)). Before a worker released
 	// anything the reload price stands. Default 20; negative: the reload
 	// price everywhere.
 	RoomWaitWindow float64
