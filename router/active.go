@@ -20,6 +20,7 @@ type activeRequest struct {
 	prefillTokens int                 // tokens the worker must compute before the first token
 	prefillDone   bool
 	freed         bool
+	freedBlocks   int // blocks the worker's running load lost when it ended
 	session       string
 	expires       time.Time
 }
@@ -168,6 +169,7 @@ func (as *activeSet) release(ar *activeRequest) {
 	delete(as.reqs, ar.id)
 	ar.freed = true
 	aw := &as.workers[ar.worker]
+	before := aw.ownBlocks()
 	bit := uint64(1) << ar.worker
 	for _, h := range ar.hashes {
 		if as.dups.len() > 0 && as.dups.decr(refKey(h, ar.worker)) {
@@ -178,6 +180,7 @@ func (as *activeSet) release(ar *activeRequest) {
 		}
 	}
 	aw.extraBlocks -= ar.extraBlocks
+	ar.freedBlocks = before - aw.ownBlocks()
 	if !ar.prefillDone {
 		aw.pendingTokens -= ar.prefillTokens
 	}

@@ -41,7 +41,12 @@
 //     SSD read plus PCIe time of the blocks its node's disk holds after GPU
 //     and RAM (BlockBytes / DiskLoadBytesPerSec + BlockBytes /
 //     LoadBytesPerSec per block; a recompute when either is unknown); decode
-//     load as a share of KV capacity and the refetch of what would not fit;
+//     load as a share of KV capacity; the wait for room of the blocks that
+//     would not fit, at the rate the worker's running requests have been
+//     releasing blocks (an exponentially weighted average over the request
+//     ends the router saw, HearthConfig.RoomWaitWindow, default 20 s),
+//     between their refetch and recompute time, and at their refetch time
+//     on the session's own worker, where its context is;
 //     the refetch of paused agent sessions' context a new prompt would evict
 //     from a full cache (refetch: a reload on a worker with a host-RAM tier,
 //     which keeps a copy of everything computed, a recompute otherwise); a

@@ -3,6 +3,7 @@ package router
 import (
 	"math"
 	"math/rand"
+	"time"
 
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -72,6 +73,22 @@ type HearthConfig struct {
 	// is cached (0.1 to 0.5 s) within 0.5 to 2.5 s. Negative: arrival
 	// order.
 	QueueStretch float64
+	// RoomWaitWindow prices the blocks a request would add beyond a
+	// worker's KV capacity at the wait for its running requests to free
+	// that room: blocks short / the rate at which the worker released
+	// blocks over about the last RoomWaitWindow seconds (an exponentially
+	// weighted average of the request ends the router saw, on its clock),
+	// at least their reload time and at most their recompute time. The
+	// engine holds such a prompt until room frees, so a full worker is not
+	// nearly free as the reload price alone says (on the Mooncake trace,
+	// short prompts sent to full workers waited tens of seconds); a worker
+	// that frees room fast still wins. The session's own worker keeps the
+	// reload price: its context is there, and sending the turn elsewhere
+	// to recompute it cost more on the agentic workloads than the wait
+	// (docs/perf.md, "Router → Queue order", (§)). Before a worker released
+	// anything the reload price stands. Default 20; negative: the reload
+	// price everywhere.
+	RoomWaitWindow float64
 }
 
 func (h HearthConfig) withDefaults() HearthConfig {
@@ -89,6 +106,7 @@ func (h HearthConfig) withDefaults() HearthConfig {
 	def(&h.AffinityBonus, 0.25)
 	def(&h.PausedEvictionWeight, 0.5)
 	def(&h.QueueStretch, 5)
+	def(&h.RoomWaitWindow, 20)
 	return h
 }
 
@@ -217,8 +235,11 @@ func (r *Router) scoreLeastLoaded(cands []Candidate) {
 //     time of the blocks the node's disk holds after GPU and RAM
 //     (BlockBytes / DiskLoadBytesPerSec + BlockBytes / LoadBytesPerSec each);
 //   - decode load: DecodeWeight × KV utilisation after adding the request
-//     (prompt and expected output), and the recompute time of whatever
-//     would not fit (the engine preempts);
+//     (prompt and expected output); the blocks that would not fit wait for
+//     the running requests to free room, priced at the worker's observed
+//     release rate between their refetch and recompute time (roomWait,
+//     HearthConfig.RoomWaitWindow), at their refetch time on the session's
+//     own worker;
 //   - capacity: if the new blocks do not fit in the worker's free cache, the
 //     engine evicts least recently used blocks, which are the context of
 //     paused sessions (an agent waiting on a tool): their recompute time
@@ -226,7 +247,7 @@ func (r *Router) scoreLeastLoaded(cands []Candidate) {
 //     copy), weighted by PausedEvictionWeight, is added;
 //   - affinity: a session's last worker gets AffinityBonus off unless it is
 //     saturated, so ties and near ties keep a session where its context is.
-func (r *Router) scoreHearth(in *routeInput, cands []Candidate, sess *session) {
+func (r *Router) scoreHearth(in *routeInput, cands []Candidate, sess *session, now time.Time) {
 	h := r.cfg.Hearth
 	bs := r.cfg.BlockSize
 	reqBlocks := in.promptBlocks + in.oslBlocks
@@ -262,7 +283,11 @@ func (r *Router) scoreHearth(in *routeInput, cands []Candidate, sess *session) {
 			after := aw.blocks() + reqBlocks - r.activeDepth[c.WorkerID]
 			cost += h.DecodeWeight * float64(after) / capacity
 			if over := float64(after) - capacity; over > 0 {
-				cost += over * refetch
+				if sess != nil && sess.hasWorker && sess.worker == c.WorkerID {
+					cost += over * refetch
+				} else {
+					cost += r.roomWait(ws, over, refetch, float64(bs)/eff, now)
+				}
 			}
 			newCached := reqBlocks - c.CachedBlocks
 			free := max(ws.info.CapacityBlocks-r.cachedBlocks[c.WorkerID], 0)
@@ -280,6 +305,24 @@ func (r *Router) scoreHearth(in *routeInput, cands []Candidate, sess *session) {
 		}
 		c.Cost = cost
 	}
+}
+
+// roomWait is the price of over blocks that do not fit in the worker's KV
+// capacity: the time its running requests take to release them at the
+// rate they have been releasing blocks (HearthConfig.RoomWaitWindow),
+// between refetch and recompute seconds a block; refetch a block until the
+// rate is known.
+func (r *Router) roomWait(ws *workerState, over, refetch, recompute float64, now time.Time) float64 {
+	floor := over * refetch
+	rate, ok := ws.releaseRate(now, r.cfg.Hearth.RoomWaitWindow)
+	if !ok {
+		return floor
+	}
+	wait := over * recompute
+	if rate > 0 {
+		wait = min(over/rate, wait)
+	}
+	return max(wait, floor)
 }
 
 // lowerTierLoad returns how many of c's prompt blocks beyond its GPU

@@ -265,6 +265,49 @@ type workerState struct {
 	info         WorkerInfo
 	gauges       workerGauges
 	pausedBlocks int // blocks of idle sessions whose last worker this is
+	// The rate at which the worker's running requests release KV blocks,
+	// an exponentially weighted sum of the blocks freed (releaseAcc, as of
+	// releaseAt) since the first release (releaseSince); see releaseRate.
+	releaseAcc   float64
+	releaseAt    time.Time
+	releaseSince time.Time
+}
+
+// noteRelease adds blocks freed at now to the worker's release rate, the
+// observations weighted by exp(-age/window).
+func (ws *workerState) noteRelease(blocks int, now time.Time, window float64) {
+	if window <= 0 || blocks <= 0 {
+		return
+	}
+	if ws.releaseSince.IsZero() {
+		ws.releaseSince, ws.releaseAt = now, now
+	}
+	if dt := now.Sub(ws.releaseAt).Seconds(); dt > 0 {
+		ws.releaseAcc *= math.Exp(-dt / window)
+		ws.releaseAt = now
+	}
+	ws.releaseAcc += float64(blocks)
+}
+
+// releaseRate is the blocks per second the worker's running requests
+// released over about the last window seconds: the weighted sum divided
+// by the weight of the time observed, so that a worker seen for less than
+// a window is not underestimated. ok is false before a release was seen.
+func (ws *workerState) releaseRate(now time.Time, window float64) (rate float64, ok bool) {
+	if window <= 0 || ws.releaseSince.IsZero() {
+		return 0, false
+	}
+	acc := ws.releaseAcc
+	if dt := now.Sub(ws.releaseAt).Seconds(); dt > 0 {
+		acc *= math.Exp(-dt / window)
+	}
+	seen := now.Sub(ws.releaseSince).Seconds()
+	weight := window * (1 - math.Exp(-seen/window))
+	if weight <= 0 {
+		// Only the first release, at this instant: no span to divide by.
+		return 0, false
+	}
+	return acc / weight, true
 }
 
 // Router routes requests to workers. Its methods are safe for concurrent
@@ -652,6 +695,9 @@ func (r *Router) Free(id string) bool {
 
 // releasedLocked updates sessions and gauges after a request stopped.
 func (r *Router) releasedLocked(ar *activeRequest, now time.Time) {
+	if ws := r.workers[ar.worker]; ws != nil {
+		ws.noteRelease(ar.freedBlocks, now, r.cfg.Hearth.RoomWaitWindow)
+	}
 	if s := r.sessions[ar.session]; ar.session != "" && s != nil {
 		s.active--
 		s.lastSeen = now
@@ -860,7 +906,7 @@ func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int,
 		if policy == PolicyKV {
 			r.scoreKV(&in, cands)
 		} else if policy == PolicyHearth {
-			r.scoreHearth(&in, cands, sess)
+			r.scoreHearth(&in, cands, sess, now)
 		}
 		pick, reason = 0, ReasonOnlyCandidate
 	case policy == PolicyRoundRobin:
@@ -879,7 +925,7 @@ func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int,
 			pick, reason = pickMin(cands, &r.cachedBlocks, r.rng)
 		}
 	default: // PolicyHearth
-		r.scoreHearth(&in, cands, sess)
+		r.scoreHearth(&in, cands, sess, now)
 		pick, reason = pickMin(cands, &r.cachedBlocks, r.rng)
 	}
 	win := cands[pick]

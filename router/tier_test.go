@@ -1,7 +1,9 @@
 package router
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -145,4 +147,77 @@ func TestHearthRAMTierCheapensEviction(t *testing.T) {
 func near(a, b float64) bool {
 	d := a - b
 	return d < 1e-9 && d > -1e-9
+}
+
+// TestHearthPricesRoomAtReleaseRate: blocks that do not fit in a full
+// worker's KV capacity cost the wait for its running requests to release
+// them, at the rate it has been releasing blocks (at most their recompute
+// time), not their reload time. A full worker that frees room slowly loses
+// to a worker with room; one that frees it fast, or the session's own
+// worker, keeps a request whose context it caches.
+func TestHearthPricesRoomAtReleaseRate(t *testing.T) {
+	const speed, blockBytes = 4000.0, 2621440
+	type release struct {
+		at     time.Duration // after the first
+		blocks int
+	}
+	slow := []release{{0, 10}, {10 * time.Second, 0}}
+	tests := []struct {
+		name     string
+		window   float64
+		releases []release // on the full worker
+		session  bool      // the session's last turn ran on the full worker
+		winner   WorkerID
+	}{
+		// Worker 0 (60 running blocks, 50 of the request's 80 cached) is 40
+		// blocks short: 480 tokens to compute at 3077 tokens/s, 0.16 s, plus
+		// the wait. Worker 1 computes 1280 tokens in 0.32 s.
+		// 10 blocks in 10 s: 0.77 blocks/s, a 52 s wait, capped at the 40
+		// blocks' recompute time, 0.21 s: worker 1.
+		{"slow release: the worker with room", 0, slow, false, 1},
+		// 210 blocks in 0.5 s: 424 blocks/s, a 0.09 s wait: worker 0.
+		{"fast release: the worker holding the context", 0, []release{{0, 10}, {500 * time.Millisecond, 200}}, false, 0},
+		// The session's own worker keeps the reload price (4 ms).
+		{"slow release, the session's worker: the reload price", 0, slow, true, 0},
+		// Before any release the reload price stands: worker 0.
+		{"no release seen: the reload price", 0, nil, false, 0},
+		// Off: the reload price makes the full worker nearly free.
+		{"off: the reload price", -1, slow, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hc := HearthConfig{DecodeWeight: -1, AffinityBonus: -1, PausedEvictionWeight: -1, RoomWaitWindow: tt.window}
+			info := WorkerInfo{CapacityBlocks: 100, PrefillTokensPerSec: speed, BlockBytes: blockBytes, LoadBytesPerSec: 25e9, RAMCapacityBlocks: 5000}
+			w0, w1 := info, info
+			w0.Name, w1.Name = "full", "room"
+			r, clk := newTestRouter(t, Config{Policy: PolicyHearth, Hearth: hc, QueueSize: -1}, w0, w1)
+			on0 := []WorkerID{1}
+			q := chain("ctx", 80)
+			session := ""
+			if tt.session {
+				session = "s"
+				route(t, r, &Request{ID: "turn1", Hashes: q[:40], PromptTokens: 16 * 40, SessionID: session, Exclude: on0})
+				r.Free("turn1")
+			}
+			// Worker 0 runs 60 blocks and caches 50 of the new request's 80.
+			route(t, r, &Request{ID: "run", Hashes: chain("run", 60), PromptTokens: 16 * 60, Exclude: on0})
+			r.PrefillDone("run")
+			for i, rel := range tt.releases {
+				if i > 0 {
+					clk.Advance(rel.at - tt.releases[i-1].at)
+				}
+				if rel.blocks == 0 {
+					continue
+				}
+				id := fmt.Sprintf("done%d", i)
+				route(t, r, &Request{ID: id, Hashes: chain(id, rel.blocks), PromptTokens: 16 * rel.blocks, Exclude: on0})
+				r.Free(id)
+			}
+			r.Index().Store(0, kvbm.TierGPU, q[:50])
+			d := route(t, r, &Request{ID: "q", Hashes: q, PromptTokens: 16 * 80, SessionID: session})
+			if d.WorkerID != tt.winner {
+				t.Errorf("winner %d, want %d (%+v)", d.WorkerID, tt.winner, d.Candidates)
+			}
+		})
+	}
 }
