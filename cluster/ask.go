@@ -477,13 +477,9 @@ func AskJoin(ctx context.Context, cfg AskConfig) (*JoinResult, error) {
 	if err := validName(cfg.Name); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	key, err := newKey()
+	key, csr, err := newJoinKey()
 	if err != nil {
 		return nil, err
-	}
-	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	pub, err := x509.MarshalPKIXPublicKey(key.Public())
 	if err != nil {
@@ -561,21 +557,7 @@ func AskJoin(ctx context.Context, cfg AskConfig) (*JoinResult, error) {
 		if err := json.Unmarshal(answer, &jr); err != nil {
 			return nil, fmt.Errorf("cluster: the inviter's answer: %w", err)
 		}
-		if sha256.Sum256(jr.CA) != fp {
-			return nil, ErrWrongCluster
-		}
-		if err := saveNode(cfg.Dir, jr.CA, jr.Cert, key); err != nil {
-			return nil, err
-		}
-		id, err := Load(cfg.Dir)
-		if err == nil {
-			_, err = id.Leaf.Verify(x509.VerifyOptions{Roots: id.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
-		}
-		if err != nil {
-			_ = Forget(cfg.Dir)
-			return nil, fmt.Errorf("cluster: the certificate received does not verify: %w", err)
-		}
-		return &JoinResult{Identity: id, Routes: jr.Routes}, nil
+		return keepJoinAnswer(cfg.Dir, jr, key, fp)
 	}
 }
 
@@ -662,9 +644,7 @@ func caOfChain(raw [][]byte) (*x509.Certificate, error) {
 		if err != nil || !ca.IsCA || ca.CheckSignatureFrom(ca) != nil {
 			continue
 		}
-		pool := x509.NewCertPool()
-		pool.AddCert(ca)
-		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err == nil {
+		if servesFor(leaf, ca) {
 			return ca, nil
 		}
 	}

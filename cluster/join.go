@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -84,13 +85,9 @@ type JoinResult struct {
 // pinned to the token's CA fingerprint, and writes the node certificate it
 // gets into dir. It sends the secret to no server that fails the pin.
 func Join(ctx context.Context, dir, nodeName string, tok Token) (*JoinResult, error) {
-	key, err := newKey()
+	key, csr, err := newJoinKey()
 	if err != nil {
 		return nil, err
-	}
-	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	body, _ := json.Marshal(joinRequest{Secret: tok.Secret, CSR: csr, Name: nodeName})
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: pinnedTLS(tok.Fingerprint)}}
@@ -120,20 +117,7 @@ func Join(ctx context.Context, dir, nodeName string, tok Token) (*JoinResult, er
 			errs = append(errs, fmt.Errorf("%s: status %d: %v", addr, resp.StatusCode, err))
 			continue
 		}
-		if sha256.Sum256(jr.CA) != tok.Fingerprint {
-			return nil, ErrWrongCluster
-		}
-		if err := saveNode(dir, jr.CA, jr.Cert, key); err != nil {
-			return nil, err
-		}
-		id, err := Load(dir)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := id.Leaf.Verify(x509.VerifyOptions{Roots: id.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-			return nil, fmt.Errorf("cluster: the certificate received does not verify: %w", err)
-		}
-		return &JoinResult{Identity: id, Routes: jr.Routes}, nil
+		return keepJoinAnswer(dir, jr, key, tok.Fingerprint)
 	}
 	return nil, fmt.Errorf("cluster: join: %w", errors.Join(errs...))
 }
@@ -155,17 +139,55 @@ func pinnedTLS(fp [32]byte) *tls.Config {
 				return ErrWrongCluster
 			}
 			leaf, err := x509.ParseCertificate(raw[0])
-			if err != nil {
-				return ErrWrongCluster
-			}
-			pool := x509.NewCertPool()
-			pool.AddCert(ca)
-			if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			if err != nil || !servesFor(leaf, ca) {
 				return ErrWrongCluster
 			}
 			return nil
 		},
 	}
+}
+
+// servesFor reports whether leaf is a server certificate that ca signed.
+func servesFor(leaf, ca *x509.Certificate) bool {
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	_, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	return err == nil
+}
+
+// newJoinKey makes a joining node's key and the certificate request that
+// carries its public half.
+func newJoinKey() (crypto.Signer, []byte, error) {
+	key, err := newKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster: %w", err)
+	}
+	return key, csr, nil
+}
+
+// keepJoinAnswer saves the identity an inviter sent a joiner, if its CA is
+// the one the joiner trusts (fp) and the certificate verifies against it;
+// otherwise it keeps nothing.
+func keepJoinAnswer(dir string, jr joinResponse, key crypto.Signer, fp [32]byte) (*JoinResult, error) {
+	if sha256.Sum256(jr.CA) != fp {
+		return nil, ErrWrongCluster
+	}
+	if err := saveNode(dir, jr.CA, jr.Cert, key); err != nil {
+		return nil, err
+	}
+	id, err := Load(dir)
+	if err == nil {
+		_, err = id.Leaf.Verify(x509.VerifyOptions{Roots: id.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	}
+	if err != nil {
+		_ = Forget(dir)
+		return nil, fmt.Errorf("cluster: the certificate received does not verify: %w", err)
+	}
+	return &JoinResult{Identity: id, Routes: jr.Routes}, nil
 }
 
 func encodeCertPEM(der []byte) []byte {
