@@ -41,6 +41,7 @@ func sampleRuns() []RunSummary {
 		return RunSummary{
 			Policy: policy, Sessions: sessions, Requests: 40 * sessions, Errors: sessions / 16,
 			ErrorsByCause:    ErrorCauses{ContextLength: sessions / 16},
+			StartedSessions:  6 * sessions,
 			FinishedSessions: 5 * sessions,
 			Session:          Latency{P50: 60000 + 8*ttft50, P90: 90000 + 8*ttft90, P99: 120000 + 8*ttft90, Mean: 65000 + 8*ttft50},
 			SlowestTurnTTFT:  Latency{P50: 2 * ttft50, P90: 2 * ttft90, P99: 3 * ttft90, Mean: 2.2 * ttft50},
@@ -146,7 +147,7 @@ func TestWriteJSONFields(t *testing.T) {
 	}
 	wantRun := []string{"cached_tokens", "e2e_ms", "engine_hit_rate", "errors", "errors_by_cause", "finished_sessions",
 		"itl_ms", "output_tok_s", "policy", "predicted_hit_rate", "prefill_tokens", "requests", "seed", "session_ms",
-		"sessions", "slowest_turn_ttft_ms", "ttft_ms"}
+		"sessions", "slowest_turn_ttft_ms", "started_sessions", "ttft_ms"}
 	if got := slices.Sorted(maps.Keys(doc.Runs[0])); !slices.Equal(got, wantRun) {
 		t.Errorf("run fields %v, want %v", got, wantRun)
 	}

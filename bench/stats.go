@@ -131,7 +131,10 @@ type Result struct {
 //   - ErrorsByCause splits Errors by why the requests failed.
 //   - Session and SlowestTurnTTFT are over the sessions that finished: every
 //     request of the session (its subagents' included) succeeded and its
-//     last turn ended. Session is the task time, from the session's first
+//     last turn ended. StartedSessions counts the sessions that sent a
+//     request; those that did not finish were cut by the workload's end or
+//     failed, and a policy that stalls sessions finishes fewer of them,
+//     whatever its per-request TTFT says. Session is the task time, from the session's first
 //     request sent to the last token of its last turn, tool pauses
 //     included; SlowestTurnTTFT is the longest TTFT among its requests.
 //     Sessions counts them. A trace request is a session of its own.
@@ -143,6 +146,7 @@ type RunSummary struct {
 	Requests         int         `json:"requests"`
 	Errors           int         `json:"errors"`
 	ErrorsByCause    ErrorCauses `json:"errors_by_cause"`
+	StartedSessions  int         `json:"started_sessions"`
 	FinishedSessions int         `json:"finished_sessions"`
 	Session          Latency     `json:"session_ms"`
 	SlowestTurnTTFT  Latency     `json:"slowest_turn_ttft_ms"`
@@ -194,7 +198,7 @@ func Summarize(policy string, sessions int, results []Result) RunSummary {
 		s.EngineHitRate = float64(cached) / float64(prompt)
 	}
 	s.PrefillTokens, s.CachedTokens = prompt-cached, cached
-	s.Session, s.SlowestTurnTTFT, s.FinishedSessions = summarizeSessions(results)
+	s.Session, s.SlowestTurnTTFT, s.FinishedSessions, s.StartedSessions = summarizeSessions(results)
 	return s
 }
 
@@ -207,8 +211,9 @@ type sessionSpan struct {
 }
 
 // summarizeSessions measures the finished sessions of results (see
-// RunSummary): task time and slowest turn TTFT of each, and how many.
-func summarizeSessions(results []Result) (task, slowest Latency, finished int) {
+// RunSummary): task time and slowest turn TTFT of each, how many finished
+// and how many started.
+func summarizeSessions(results []Result) (task, slowest Latency, finished, started int) {
 	spans := make(map[string]*sessionSpan)
 	var order []string
 	for i := range results {
@@ -239,7 +244,7 @@ func summarizeSessions(results []Result) (task, slowest Latency, finished int) {
 		taskMS = append(taskMS, millis(sp.end-sp.start))
 		slowMS = append(slowMS, millis(sp.slowestTTFT))
 	}
-	return SummarizeMillis(taskMS), SummarizeMillis(slowMS), len(taskMS)
+	return SummarizeMillis(taskMS), SummarizeMillis(slowMS), len(taskMS), len(order)
 }
 
 // topSession returns the session a request belongs to: a subagent's

@@ -154,8 +154,8 @@ func TestSummarizeSessions(t *testing.T) {
 		{Session: "s4", Turn: 0, Sent: 0, FirstToken: 10 * ms, Done: 20 * ms, OutputTokens: 10},
 	}
 	s := Summarize("kv", 4, results)
-	if s.FinishedSessions != 2 {
-		t.Fatalf("%d finished sessions, want 2", s.FinishedSessions)
+	if s.FinishedSessions != 2 || s.StartedSessions != 4 {
+		t.Fatalf("%d of %d sessions finished, want 2 of 4", s.FinishedSessions, s.StartedSessions)
 	}
 	if want := (Latency{P50: 5500, P90: 8300, P99: 8930, Mean: 5500}); s.Session != want {
 		t.Errorf("session %+v, want %+v", s.Session, want)
