@@ -9,6 +9,7 @@ import (
 func TestSpreads(t *testing.T) {
 	run := func(policy string, seed uint64, ttft50, task50 float64, errs int) RunSummary {
 		return RunSummary{Policy: policy, Sessions: 4, Seed: seed, Errors: errs,
+			StartedSessions: 10, FinishedSessions: 10 - errs,
 			TTFT:            Latency{P50: ttft50, P90: 2 * ttft50, P99: 3 * ttft50},
 			SlowestTurnTTFT: Latency{P50: 4 * ttft50, P90: 5 * ttft50, P99: 6 * ttft50},
 			Session:         Latency{P50: task50, P90: 1.5 * task50, P99: 2 * task50}}
@@ -38,6 +39,12 @@ func TestSpreads(t *testing.T) {
 	if kv.Errors != (Range{Median: 2, Min: 1, Max: 3}) {
 		t.Errorf("kv errors %+v", kv.Errors)
 	}
+	if kv.Finished == nil || *kv.Finished != (Range{Median: 0.8, Min: 0.7, Max: 0.9}) {
+		t.Errorf("kv finished share %+v", kv.Finished)
+	}
+	if got[2].Finished != nil {
+		t.Errorf("a finished share without a session started: %+v", got[2].Finished)
+	}
 	if got[2].TTFTRatio != nil {
 		t.Errorf("a ratio without a baseline: %+v", got[2].TTFTRatio)
 	}
@@ -46,7 +53,7 @@ func TestSpreads(t *testing.T) {
 	if err := WriteSpreadTable(&b, got); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"2 (1-3)", "0.30-0.80x", "60.0", "0.80-1.00x", "medians across seeds"} {
+	for _, want := range []string{"2 (1-3)", "80% (70%-90%)", "0.30-0.80x", "60.0", "0.80-1.00x", "medians across seeds"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
