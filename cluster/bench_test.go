@@ -54,12 +54,7 @@ func BenchmarkKVEventPropagation(b *testing.B) {
 	}); err != nil {
 		b.Fatal(err)
 	}
-	var id router.WorkerID
-	waitFor(b, "a's router to have c/gpu0", 5*time.Second, func() bool {
-		var ok bool
-		id, ok = routers[0].WorkerByName("c/gpu0")
-		return ok
-	})
+	id := waitWorker(b, routers[0], "c/gpu0")
 	held := func(hashes []tokenizer.SeqHash) bool {
 		var out [router.MaxWorkers]int
 		routers[0].Index().Match(hashes, kvbm.TierGPU, &out)
@@ -111,6 +106,13 @@ func BenchmarkKVEventPropagation(b *testing.B) {
 	if !held(tokenizer.BlockHashes(tokens, 16)) {
 		b.Fatal("a's index does not hold the last block")
 	}
+	reportHops(b, total, zmq, nats, ingest)
+}
+
+// reportHops reports the p50 and p99 of a KV batch's whole way and of each
+// hop on it: engine to relay (ZMQ), relay to the remote node (NATS), and
+// the remote node's ingest.
+func reportHops(b *testing.B, total, zmq, nats, ingest []time.Duration) {
 	for _, m := range []struct {
 		name string
 		lat  []time.Duration

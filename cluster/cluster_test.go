@@ -61,6 +61,19 @@ func waitFor(t testing.TB, what string, d time.Duration, ok func() bool) {
 	}
 }
 
+// waitWorker waits until rt routes to the worker called name and returns
+// its id.
+func waitWorker(t testing.TB, rt *router.Router, name string) router.WorkerID {
+	t.Helper()
+	var id router.WorkerID
+	waitFor(t, "the router to have "+name, 5*time.Second, func() bool {
+		var ok bool
+		id, ok = rt.WorkerByName(name)
+		return ok
+	})
+	return id
+}
+
 func stateOf(n *Node, nodeID string) State {
 	for _, m := range n.Members() {
 		if m.NodeID == nodeID {
@@ -297,12 +310,7 @@ func TestWithdrawnEngineLeavesNoBlocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var id router.WorkerID
-	waitFor(t, "a's router to have c/gpu0", 5*time.Second, func() bool {
-		var ok bool
-		id, ok = routers[0].WorkerByName("c/gpu0")
-		return ok
-	})
+	id := waitWorker(t, routers[0], "c/gpu0")
 	holds := func(hashes [][]tokenizer.SeqHash) int {
 		n := 0
 		for _, h := range hashes {
@@ -590,12 +598,7 @@ func TestRelayedGapIsReplayedFromTheOwningNode(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var id router.WorkerID
-	waitFor(t, "a to route to c/gpu0", 5*time.Second, func() bool {
-		var ok bool
-		id, ok = routers[0].WorkerByName("c/gpu0")
-		return ok
-	})
+	id := waitWorker(t, routers[0], "c/gpu0")
 	block := func(n uint32) ([]uint32, []tokenizer.SeqHash) {
 		tokens := make([]uint32, 16)
 		for i := range tokens {

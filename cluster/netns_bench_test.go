@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,14 +106,7 @@ func BenchmarkKVEventPropagationNetns(b *testing.B) {
 	if len(total) < b.N {
 		b.Fatalf("%d of %d batches timed", len(total), b.N)
 	}
-	for _, m := range []struct {
-		name string
-		lat  []time.Duration
-	}{{"", total}, {"zmq-", zmq}, {"nats-", nats}, {"ingest-", ingest}} {
-		slices.Sort(m.lat)
-		b.ReportMetric(float64(m.lat[len(m.lat)/2].Microseconds()), m.name+"p50-µs")
-		b.ReportMetric(float64(m.lat[len(m.lat)*99/100].Microseconds()), m.name+"p99-µs")
-	}
+	reportHops(b, total, zmq, nats, ingest)
 }
 
 // TestKVNetnsNode is a node process of BenchmarkKVEventPropagationNetns,
