@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"html"
 	"io"
 	"log/slog"
 	"net"
@@ -163,6 +164,24 @@ func sessionCookie(resp *http.Response) *http.Cookie {
 		}
 	}
 	return nil
+}
+
+// checkPage checks a page's text (entities unescaped) holds every want and
+// none of lacks, then compares the page with its golden file name.
+func checkPage(t *testing.T, name, body string, want, lacks []string) {
+	t.Helper()
+	text := html.UnescapeString(body)
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			t.Errorf("page lacks %q", w)
+		}
+	}
+	for _, l := range lacks {
+		if strings.Contains(text, l) {
+			t.Errorf("page holds %q", l)
+		}
+	}
+	checkGolden(t, name, []byte(body))
 }
 
 // checkGolden compares got with testdata/golden/name, or rewrites the file
