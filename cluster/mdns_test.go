@@ -13,15 +13,19 @@ import (
 	"github.com/grandcat/zeroconf"
 )
 
-func TestParsePeer(t *testing.T) {
-	entry := func(ip string, txt ...string) *zeroconf.ServiceEntry {
-		e := zeroconf.NewServiceEntry("hearth-x", MDNSService, "local.")
-		e.Text = txt
-		if ip != "" {
-			e.AddrIPv4 = []net.IP{net.ParseIP(ip)}
-		}
-		return e
+// mdnsEntry is an announcement as a browse returns it: from ip (none when
+// empty), port, with the TXT records txt.
+func mdnsEntry(ip string, port int, txt ...string) *zeroconf.ServiceEntry {
+	e := zeroconf.NewServiceEntry("hearth-x", MDNSService, "local.")
+	e.Text, e.Port = txt, port
+	if ip != "" {
+		e.AddrIPv4 = []net.IP{net.ParseIP(ip)}
 	}
+	return e
+}
+
+func TestParsePeer(t *testing.T) {
+	entry := func(ip string, txt ...string) *zeroconf.ServiceEntry { return mdnsEntry(ip, 0, txt...) }
 	cases := []struct {
 		name  string
 		e     *zeroconf.ServiceEntry
@@ -67,14 +71,7 @@ func TestVirtualInterfacesAreSkipped(t *testing.T) {
 }
 
 func TestParseInviterAndChoose(t *testing.T) {
-	entry := func(ip string, port int, txt ...string) *zeroconf.ServiceEntry {
-		e := zeroconf.NewServiceEntry("hearth-x", MDNSService, "local.")
-		e.Text, e.Port = txt, port
-		if ip != "" {
-			e.AddrIPv4 = []net.IP{net.ParseIP(ip)}
-		}
-		return e
-	}
+	entry := mdnsEntry
 	cases := []struct {
 		name string
 		e    *zeroconf.ServiceEntry
