@@ -49,6 +49,8 @@ var confinedModules = []struct {
 	{"github.com/NVIDIA/go-nvml", []string{"nodes"}},
 	{"github.com/gofiber/", []string{"api", "console", "cmd/"}},
 	{"github.com/a-h/templ", []string{"console", "cmd/"}},
+	{"github.com/nats-io/", []string{"cluster"}},
+	{"github.com/grandcat/zeroconf", []string{"cluster"}},
 }
 
 // TestImportRules checks the direct imports of every package (tests
@@ -160,6 +162,9 @@ func TestCheckImport(t *testing.T) {
 		{"everyone may use the clock", "tokenizer", module + "/clock", true},
 		{"the clock stays a leaf", "clock", module + "/tokenizer", false},
 		{"installer reads hearth through its own interfaces", "installer", module + "/nodes", false},
+		{"nats inside cluster", "cluster", "github.com/nats-io/nats-server/v2/server", true},
+		{"nats outside cluster", "router", "github.com/nats-io/nats.go", false},
+		{"mdns outside cluster", "cmd/hearth", "github.com/grandcat/zeroconf", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
