@@ -3,9 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -16,7 +21,7 @@ const module = "github.com/hearth-llm/hearth"
 // A package may always import its own subpackages. cmd is absent: it may
 // import everything.
 var allowedHearthImports = map[string][]string{
-	"api":       {"router", "tokenizer", "kvbm", "runtime", "nodes", "catalog"},
+	"api":       {"router", "tokenizer", "runtime"},
 	"tokenizer": {},
 	"kvevents":  {},
 	"router":    {"tokenizer", "kvbm", "kvevents", "zmtp"},
@@ -24,7 +29,7 @@ var allowedHearthImports = map[string][]string{
 	"runtime":   {"tokenizer", "kvevents", "catalog"},
 	"nodes":     {"catalog"},
 	"console":   {"assets"},
-	"bench":     {"router", "runtime", "tokenizer", "kvbm", "kvevents", "catalog"},
+	"bench":     {"router", "runtime", "tokenizer", "kvbm", "kvevents"},
 	"assets":    {},
 	"installer": {},
 	"catalog":   {},
@@ -53,11 +58,12 @@ var confinedModules = []struct {
 	{"github.com/grandcat/zeroconf", []string{"cluster"}},
 }
 
-// TestImportRules checks the direct imports of every package (tests
-// included) against the layering rules of docs/ARCHITECTURE.md.
-func TestImportRules(t *testing.T) {
+// listedImports is the output of go list over the module: per package
+// (relative to the module), its direct imports, tests included. It is
+// listed once per test binary.
+var listedImports = sync.OnceValues(func() (map[string][]string, error) {
 	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("skipping: the go command is not on PATH, so packages cannot be listed")
+		return nil, errNoGo
 	}
 	cmd := exec.Command("go", "list", "-f",
 		`{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`,
@@ -66,9 +72,9 @@ func TestImportRules(t *testing.T) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
+		return nil, fmt.Errorf("go list: %w\n%s", err, stderr.String())
 	}
-	packages := 0
+	imports := map[string][]string{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -76,17 +82,140 @@ func TestImportRules(t *testing.T) {
 		if len(fields) == 0 {
 			continue
 		}
-		packages++
 		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
-		for _, imp := range fields[1:] {
+		imports[pkg] = fields[1:]
+	}
+	return imports, sc.Err()
+})
+
+var errNoGo = errors.New("the go command is not on PATH, so packages cannot be listed")
+
+func packageImports(t *testing.T) map[string][]string {
+	t.Helper()
+	imports, err := listedImports()
+	if errors.Is(err, errNoGo) {
+		t.Skip("skipping:", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return imports
+}
+
+// TestImportRules checks the direct imports of every package (tests
+// included) against the layering rules of docs/ARCHITECTURE.md.
+func TestImportRules(t *testing.T) {
+	imports := packageImports(t)
+	for pkg, imps := range imports {
+		for _, imp := range imps {
 			if msg := checkImport(pkg, imp); msg != "" {
 				t.Errorf("%s imports %s: %s", pkg, imp, msg)
 			}
 		}
 	}
-	if packages < len(allowedHearthImports) {
-		t.Fatalf("go list found %d packages, want at least %d", packages, len(allowedHearthImports))
+	if len(imports) < len(allowedHearthImports) {
+		t.Fatalf("go list found %d packages, want at least %d", len(imports), len(allowedHearthImports))
 	}
+}
+
+// TestImportRulesAreTight checks that every import a rule allows is made:
+// a rule looser than the code hides the real layering from its readers.
+func TestImportRulesAreTight(t *testing.T) {
+	used := usedHearthImports(packageImports(t))
+	for top, allowed := range allowedHearthImports {
+		for _, a := range allowed {
+			if !used[top][a] {
+				t.Errorf("%s may import %s but no package of %s does: remove it from allowedHearthImports and docs/ARCHITECTURE.md", top, a, top)
+			}
+		}
+	}
+}
+
+// usedHearthImports is, per top-level package, the other top-level Hearth
+// packages its packages import (tests included), leaving out what every
+// package may import.
+func usedHearthImports(imports map[string][]string) map[string]map[string]bool {
+	used := map[string]map[string]bool{}
+	for pkg, imps := range imports {
+		top, _, _ := strings.Cut(pkg, "/")
+		for _, imp := range imps {
+			rel, ok := strings.CutPrefix(imp, module+"/")
+			if !ok {
+				continue
+			}
+			impTop, _, _ := strings.Cut(rel, "/")
+			if impTop == top || slices.Contains(importedByAll, impTop) {
+				continue
+			}
+			if used[top] == nil {
+				used[top] = map[string]bool{}
+			}
+			used[top][impTop] = true
+		}
+	}
+	return used
+}
+
+// TestArchitectureDocMatchesRules reads the import table of
+// docs/ARCHITECTURE.md and checks it says what allowedHearthImports says.
+func TestArchitectureDocMatchesRules(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "ARCHITECTURE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := importTable(string(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for top, allowed := range allowedHearthImports {
+		listed, ok := table[top]
+		if !ok {
+			t.Errorf("docs/ARCHITECTURE.md's import table has no row for %s", top)
+			continue
+		}
+		want := slices.Sorted(slices.Values(allowed))
+		if !slices.Equal(listed, want) {
+			t.Errorf("docs/ARCHITECTURE.md says %s may import %v; allowedHearthImports says %v", top, listed, want)
+		}
+	}
+	for top := range table {
+		if _, ok := allowedHearthImports[top]; !ok && top != "cmd" {
+			t.Errorf("docs/ARCHITECTURE.md's import table has a row for %s, which has no rule", top)
+		}
+	}
+}
+
+// importTable parses the table under "## Import layering": rows of
+// "| `pkg` | a, b |", where "nothing" stands for none. The result's lists
+// are sorted.
+func importTable(doc string) (map[string][]string, error) {
+	_, section, ok := strings.Cut(doc, "\n## Import layering\n")
+	if !ok {
+		return nil, errors.New("docs/ARCHITECTURE.md has no section \"## Import layering\"")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	table := map[string][]string{}
+	for line := range strings.Lines(section) {
+		cells := strings.Split(strings.TrimSpace(line), "|")
+		if len(cells) != 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		top := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		top = strings.TrimSuffix(top, "/...")
+		var list []string
+		for _, name := range strings.Split(cells[2], ",") {
+			name = strings.Trim(strings.TrimSpace(name), "`")
+			if name != "" && name != "nothing" && name != "everything" {
+				list = append(list, name)
+			}
+		}
+		slices.Sort(list)
+		table[top] = list
+	}
+	if len(table) == 0 {
+		return nil, errors.New("docs/ARCHITECTURE.md: no rows in the import table")
+	}
+	return table, nil
 }
 
 // checkImport returns why pkg (relative to the module) must not import imp,
