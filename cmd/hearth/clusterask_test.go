@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/adminapi"
 	"github.com/hearth-llm/hearth/cluster"
 )
 
@@ -44,22 +45,16 @@ func askingDaemon(t *testing.T, args []string) (base string, log *syncBuffer, do
 	return "http://" + ln.Addr().String(), log, done
 }
 
-type joinRequestsAnswer struct {
-	Cluster   string            `json:"cluster"`
-	CanInvite bool              `json:"can_invite"`
-	Requests  []joinRequestJSON `json:"requests"`
-}
-
 // oneJoinRequest waits until the owner's API lists one join request.
-func oneJoinRequest(t *testing.T, base string) joinRequestJSON {
+func oneJoinRequest(t *testing.T, base string) adminapi.JoinRequest {
 	t.Helper()
-	var got joinRequestsAnswer
+	var got adminapi.JoinRequestList
 	waitUntil(t, "a join request on "+base, 15*time.Second, func() bool {
 		resp, err := http.Get(base + "/api/v1/cluster/join-requests")
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = joinRequestsAnswer{}
+		got = adminapi.JoinRequestList{}
 		if err := decodeJSON(resp, &got); err != nil {
 			t.Fatal(err)
 		}

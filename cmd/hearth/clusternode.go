@@ -5,11 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,8 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
-
+	"github.com/hearth-llm/hearth/adminapi"
 	"github.com/hearth-llm/hearth/cluster"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
@@ -217,108 +213,6 @@ func gpuSummary(gpus []nodes.GPU) string {
 	return strings.Join(parts, "+")
 }
 
-// nodeJSON is one node in GET /api/v1/nodes.
-type nodeJSON struct {
-	ID       string               `json:"id"`
-	Name     string               `json:"name"`
-	Address  string               `json:"address"`
-	State    string               `json:"state"`
-	Self     bool                 `json:"self,omitempty"`
-	GPUs     []cluster.GPUInfo    `json:"gpus"`
-	Engines  []cluster.EngineInfo `json:"engines"`
-	LastSeen *time.Time           `json:"last_seen,omitempty"`
-}
-
-// joinRequestJSON is one request in GET /api/v1/cluster/join-requests.
-type joinRequestJSON struct {
-	ID       string    `json:"id"`
-	Name     string    `json:"name"`
-	Address  string    `json:"address"`
-	Code     string    `json:"code"`
-	Received time.Time `json:"received"`
-}
-
-// mountCluster adds the cluster's endpoints to the API: the nodes, revoke,
-// leave and the join requests waiting for the owner. Without a cluster,
-// /api/v1/nodes lists nothing.
-func mountCluster(r fiber.Router, guard fiber.Handler, node *cluster.Node, dataDir string) {
-	r.Get("/api/v1/nodes", guard, func(c *fiber.Ctx) error {
-		out := []nodeJSON{}
-		if node == nil {
-			return c.JSON(fiber.Map{"cluster": "", "nodes": out})
-		}
-		self := node.Identity().NodeID()
-		for _, m := range node.Members() {
-			j := nodeJSON{ID: m.NodeID, Name: m.Name, Address: m.Proxy, State: string(m.State), Self: m.NodeID == self,
-				GPUs: m.GPUs, Engines: m.Engines}
-			if !m.LastSeen.IsZero() {
-				t := m.LastSeen.UTC()
-				j.LastSeen = &t
-			}
-			if j.GPUs == nil {
-				j.GPUs = []cluster.GPUInfo{}
-			}
-			if j.Engines == nil {
-				j.Engines = []cluster.EngineInfo{}
-			}
-			out = append(out, j)
-		}
-		return c.JSON(fiber.Map{"cluster": node.Identity().ClusterID(), "node_id": self, "nodes": out})
-	})
-	r.Post("/api/v1/nodes/:id/revoke", guard, func(c *fiber.Ctx) error {
-		if node == nil {
-			return fiber.NewError(fiber.StatusConflict, "this node belongs to no cluster")
-		}
-		if err := node.Revoke(c.Params("id")); err != nil {
-			return fiber.NewError(fiber.StatusNotFound, err.Error())
-		}
-		return c.JSON(fiber.Map{"revoked": c.Params("id")})
-	})
-	r.Get("/api/v1/cluster/join-requests", guard, func(c *fiber.Ctx) error {
-		out := []joinRequestJSON{}
-		if node == nil {
-			return c.JSON(fiber.Map{"cluster": "", "can_invite": false, "requests": out})
-		}
-		for _, q := range node.JoinRequests() {
-			out = append(out, joinRequestJSON{ID: q.ID, Name: q.Name, Address: q.Address, Code: q.Code, Received: q.Received.UTC()})
-		}
-		return c.JSON(fiber.Map{"cluster": node.Identity().ClusterID(), "can_invite": node.Identity().CanInvite(), "requests": out})
-	})
-	decide := func(verb string, f func(*cluster.Node, string) error) fiber.Handler {
-		return func(c *fiber.Ctx) error {
-			if node == nil {
-				return fiber.NewError(fiber.StatusConflict, "this node belongs to no cluster")
-			}
-			id := c.Params("id")
-			switch err := f(node, id); {
-			case errors.Is(err, cluster.ErrNotInviter):
-				return fiber.NewError(fiber.StatusConflict, err.Error())
-			case errors.Is(err, cluster.ErrNoJoinRequest):
-				return fiber.NewError(fiber.StatusNotFound, err.Error())
-			case err != nil:
-				return fiber.NewError(fiber.StatusInternalServerError, err.Error())
-			}
-			return c.JSON(fiber.Map{verb: id})
-		}
-	}
-	r.Post("/api/v1/cluster/join-requests/:id/accept", guard, decide("accepted", (*cluster.Node).AcceptJoin))
-	r.Post("/api/v1/cluster/join-requests/:id/reject", guard, decide("rejected", (*cluster.Node).RejectJoin))
-	r.Post("/api/v1/cluster/leave", guard, func(c *fiber.Ctx) error {
-		if node == nil {
-			return fiber.NewError(fiber.StatusConflict, "this node belongs to no cluster")
-		}
-		err := node.Leave()
-		node.Close()
-		if ferr := cluster.Forget(clusterDir(dataDir)); ferr != nil {
-			return fiber.NewError(fiber.StatusInternalServerError, ferr.Error())
-		}
-		if err != nil {
-			return c.JSON(fiber.Map{"left": node.Identity().NodeID(), "warning": err.Error()})
-		}
-		return c.JSON(fiber.Map{"left": node.Identity().NodeID()})
-	})
-}
-
 // clusterOffer is where the fleet offers its engines to the cluster.
 type clusterOffer interface {
 	AddLocalEngine(cluster.LocalEngine) (func(), error)
@@ -347,6 +241,7 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
+	daemon := daemonFlags{addr: addr, key: key, dataDir: dataDir}
 	switch sub {
 	case "token":
 		dir := clusterDir(*dataDir)
@@ -376,11 +271,12 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 		fmt.Fprintln(env.stdout, tok.String())
 		return nil
 	case "status":
-		var list struct {
-			Cluster string     `json:"cluster"`
-			Nodes   []nodeJSON `json:"nodes"`
+		list, err := askDaemon(ctx, env, daemon, (*adminapi.Client).Nodes)
+		if *asJSON && list.Raw != nil { // the daemon answered: print it, read or not
+			_, err := env.stdout.Write(list.Raw)
+			return err
 		}
-		if printed, err := getDaemonJSON(ctx, env, *addr, "/api/v1/nodes", *key, *asJSON, &list); printed || err != nil {
+		if err != nil {
 			return err
 		}
 		if list.Cluster == "" {
@@ -410,16 +306,20 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 		if target == "" {
 			return fmt.Errorf("%w: hearth cluster revoke NODE_ID [--addr URL]", errUsage)
 		}
-		return postDaemon(ctx, env, *addr, "/api/v1/nodes/"+url.PathEscape(target)+"/revoke", *key)
+		o, err := askDaemon(ctx, env, daemon, func(c *adminapi.Client, ctx context.Context) (adminapi.Outcome, error) {
+			return c.Revoke(ctx, target)
+		})
+		return printOutcome(env.stdout, o, err)
 	case "leave":
-		return postDaemon(ctx, env, *addr, "/api/v1/cluster/leave", *key)
+		o, err := askDaemon(ctx, env, daemon, (*adminapi.Client).Leave)
+		return printOutcome(env.stdout, o, err)
 	case "requests":
-		var list struct {
-			Cluster   string            `json:"cluster"`
-			CanInvite bool              `json:"can_invite"`
-			Requests  []joinRequestJSON `json:"requests"`
+		list, err := askDaemon(ctx, env, daemon, (*adminapi.Client).JoinRequests)
+		if *asJSON && list.Raw != nil { // the daemon answered: print it, read or not
+			_, err := env.stdout.Write(list.Raw)
+			return err
 		}
-		if printed, err := getDaemonJSON(ctx, env, *addr, "/api/v1/cluster/join-requests", *key, *asJSON, &list); printed || err != nil {
+		if err != nil {
 			return err
 		}
 		switch {
@@ -447,7 +347,14 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 		if target == "" {
 			return fmt.Errorf("%w: hearth cluster %s ID [--addr URL] (the ids: hearth cluster requests)", errUsage, sub)
 		}
-		return postDaemon(ctx, env, *addr, "/api/v1/cluster/join-requests/"+url.PathEscape(target)+"/"+sub, *key)
+		decide := (*adminapi.Client).Accept
+		if sub == "reject" {
+			decide = (*adminapi.Client).Reject
+		}
+		o, err := askDaemon(ctx, env, daemon, func(c *adminapi.Client, ctx context.Context) (adminapi.Outcome, error) {
+			return decide(c, ctx, target)
+		})
+		return printOutcome(env.stdout, o, err)
 	}
 	return fmt.Errorf("%w: cluster: unknown subcommand %q", errUsage, sub)
 }
@@ -469,29 +376,4 @@ func tokenAddrs(named []string, iface string, port int) []string {
 func hostName() string {
 	h, _ := os.Hostname()
 	return h
-}
-
-// postDaemon POSTs to a path of the daemon's API and prints its answer.
-func postDaemon(ctx context.Context, env *environment, addr, path, key string) error {
-	if key == "" {
-		key = env.getenv("HEARTH_API_KEY")
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(addr, "/")+path, nil)
-	if err != nil {
-		return fmt.Errorf("%w: --addr: %v", errUsage, err)
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("is hearth up running at %s? %w", addr, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
-	fmt.Fprintln(env.stdout, strings.TrimSpace(string(body)))
-	return nil
 }

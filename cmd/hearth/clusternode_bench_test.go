@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/adminapi"
 )
 
 // BenchmarkClusterRemoteTTFT measures what a turn pays for being served by
@@ -27,7 +29,7 @@ func BenchmarkClusterRemoteTTFT(b *testing.B) {
 	for {
 		resp, err := http.Get(baseA + "/api/v1/nodes")
 		if err == nil {
-			var n nodesAnswer
+			var n adminapi.NodeList
 			_ = decodeJSON(resp, &n)
 			if len(n.Nodes) == 2 && len(n.Nodes[0].Engines)+len(n.Nodes[1].Engines) == 2 {
 				break

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/adminapi"
 	"github.com/hearth-llm/hearth/cluster"
 )
 
@@ -46,25 +47,19 @@ func clusterTokenTB(t testing.TB, dataDir, node, advertise string) string {
 	return lines[len(lines)-1]
 }
 
-type nodesAnswer struct {
-	Cluster string     `json:"cluster"`
-	NodeID  string     `json:"node_id"`
-	Nodes   []nodeJSON `json:"nodes"`
-}
-
 func decodeJSON(resp *http.Response, v any) error {
 	defer resp.Body.Close()
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-func getNodes(t *testing.T, base string) nodesAnswer {
+func getNodes(t *testing.T, base string) adminapi.NodeList {
 	t.Helper()
 	resp, err := http.Get(base + "/api/v1/nodes")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var a nodesAnswer
+	var a adminapi.NodeList
 	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +103,7 @@ func clusterChat(t *testing.T, base, policy, text string) (worker string, cached
 // (loopback without an owner's password: open, and without the join
 // token) and its live fragment, and finds every node of want up, with its
 // engine, and a link to each peer.
-func checkConsoleClusterPage(t *testing.T, base string, want nodesAnswer) {
+func checkConsoleClusterPage(t *testing.T, base string, want adminapi.NodeList) {
 	t.Helper()
 	get := func(path string, header map[string]string) string {
 		req, _ := http.NewRequest(http.MethodGet, base+path, nil)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/adminapi"
 	"github.com/hearth-llm/hearth/cluster"
 )
 
@@ -122,9 +123,9 @@ func (l *netnsLab) kill(name string) {
 	}
 }
 
-func (l *netnsLab) nodesOf(i int) nodesAnswer {
+func (l *netnsLab) nodesOf(i int) adminapi.NodeList {
 	out, err := l.run(i, "curl", "-s", "--max-time", "2", "http://127.0.0.1:8000/api/v1/nodes")
-	var a nodesAnswer
+	var a adminapi.NodeList
 	if err == nil {
 		_ = json.Unmarshal([]byte(out), &a)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/hearth-llm/hearth/adminapi"
 	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker/dockertest"
@@ -353,7 +354,7 @@ func TestDockerNodeStoreSurvivesEngineRestarts(t *testing.T) {
 		}
 	}
 	for _, e := range before {
-		waitEngine(t, baseURL, e.Name, time.Minute, func(now engineJSON) bool {
+		waitEngine(t, baseURL, e.Name, time.Minute, func(now adminapi.Engine) bool {
 			return now.State == "ready" && now.Container != e.Container
 		})
 	}

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,11 +12,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"go.uber.org/goleak"
 
+	"github.com/hearth-llm/hearth/adminapi"
+	"github.com/hearth-llm/hearth/api"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
@@ -98,13 +96,12 @@ func loadingEngine(t *testing.T) (*hruntime.Supervisor, *ringEngine) {
 	return sup, e
 }
 
-// serveLogs serves the logs endpoint with a short heartbeat, so that a
-// client's going is noticed at once.
+// serveLogs serves the admin API on a supervisor's engines.
 func serveLogs(t *testing.T, sup *hruntime.Supervisor) string {
 	t.Helper()
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Get("/api/v1/engines/:name/logs", logsHandler{sup: sup, heartbeat: 10 * time.Millisecond, writeTimeout: 10 * time.Second}.serve)
-	app.Get("/api/v1/engines", enginesHandler(sup.Engines))
+	open := func(c *fiber.Ctx) error { return c.Next() }
+	adminapi.Mount(app, open, adminSources(sup.Engines, sup, api.NewTraffic(api.TrafficLimits{}), nil, nil, ""))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -123,74 +120,6 @@ func writeLog(t *testing.T, e *ringEngine, lines ...string) {
 	for _, l := range lines {
 		if _, err := io.WriteString(e.ring, l+"\n"); err != nil {
 			t.Fatal(err)
-		}
-	}
-}
-
-// readUntil reads SSE lines until one equals want; the test's deadline
-// stops a hang.
-func readUntil(t *testing.T, r *bufio.Reader, want string) {
-	t.Helper()
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("stream ended before %q: %v", want, err)
-		}
-		if strings.TrimRight(line, "\n") == want {
-			return
-		}
-	}
-}
-
-// TestFollowLogsStreamsNewLinesAndEndsWithTheClient: a follow client gets
-// the kept lines, then lines written after it connected; when it goes, the
-// goroutine that streamed to it ends.
-func TestFollowLogsStreamsNewLinesAndEndsWithTheClient(t *testing.T) {
-	sup, engine := loadingEngine(t)
-	baseURL := serveLogs(t, sup)
-	writeLog(t, engine, "Starting to load model Qwen/Qwen3-14B-FP8...")
-	leaks := goleak.IgnoreCurrent()
-
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	ctx, cancel := context.WithCancel(t.Context())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/api/v1/engines/rig%2Fgpu0/logs?follow=1", nil)
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("follow: %s, %s", resp.Status, resp.Header.Get("Content-Type"))
-	}
-	r := bufio.NewReader(resp.Body)
-	readUntil(t, r, "data: Starting to load model Qwen/Qwen3-14B-FP8...")
-	writeLog(t, engine, "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:03<00:03,  1.52s/it]")
-	readUntil(t, r, "data: Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:03<00:03,  1.52s/it]")
-
-	cancel()
-	resp.Body.Close()
-	if err := goleak.Find(leaks,
-		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).getCh.func1"),
-		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
-		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
-		// The supervisor's wait for the engine to serve may start just
-		// after the engine reads as loading: it is the engine's, not the
-		// stream's.
-		goleak.IgnoreAnyFunction("github.com/hearth-llm/hearth/cmd/hearth.(*ringEngine).Ready")); err != nil {
-		t.Errorf("the follow stream outlived its client: %v", err)
-	}
-}
-
-func TestLogsOfAnUnknownEngine(t *testing.T) {
-	sup, _ := loadingEngine(t)
-	baseURL := serveLogs(t, sup)
-	for _, q := range []string{"", "?follow=1"} {
-		resp, err := http.Get(baseURL + "/api/v1/engines/nope/logs" + q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNotFound {
-			t.Errorf("logs%s of an unknown engine: %s, want 404", q, resp.Status)
 		}
 	}
 }
@@ -255,46 +184,6 @@ func TestLogsFollowCommand(t *testing.T) {
 	}
 	if got := out.buf.String(); got != "first line\nsecond line\n" {
 		t.Errorf("printed %q, want the two lines, nothing else", got)
-	}
-}
-
-func TestEngineJSONCarriesPhaseProgressAndCause(t *testing.T) {
-	cases := []struct {
-		name string
-		st   hruntime.Status
-		want map[string]any // keys that must be there; nil values must be absent
-	}{
-		{"loading with a percentage", hruntime.Status{State: hruntime.StateLoading, Load: hruntime.LoadState{Phase: hruntime.PhaseCapturing, Progress: 40}},
-			map[string]any{"phase": "capturing", "progress": 40.0, "cause": nil}},
-		{"loading at 0%", hruntime.Status{State: hruntime.StateLoading, Load: hruntime.LoadState{Phase: hruntime.PhaseLoading, Progress: 0}},
-			map[string]any{"phase": "loading", "progress": 0.0}},
-		{"loading, no figure", hruntime.Status{State: hruntime.StateLoading, Load: hruntime.LoadState{Phase: hruntime.PhaseCompiling, Progress: -1}},
-			map[string]any{"phase": "compiling", "progress": nil}},
-		{"failed", hruntime.Status{State: hruntime.StateFailed, Load: hruntime.LoadState{Progress: -1},
-			LastError: "exited: exit status 1: CUDA ran out of memory: lower --max-model-len or use a smaller model",
-			Diagnosis: hruntime.Diagnosis{Cause: hruntime.CauseOutOfMemory, Message: "CUDA ran out of memory: lower --max-model-len or use a smaller model"}},
-			map[string]any{"phase": nil, "progress": nil, "cause": "out_of_memory", "last_error": "exited: exit status 1: CUDA ran out of memory: lower --max-model-len or use a smaller model"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			b, err := json.Marshal(engineJSONOf(tc.st))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got map[string]any
-			if err := json.Unmarshal(b, &got); err != nil {
-				t.Fatal(err)
-			}
-			for k, want := range tc.want {
-				v, ok := got[k]
-				switch {
-				case want == nil && ok:
-					t.Errorf("%s: %v, want it left out", k, v)
-				case want != nil && v != want:
-					t.Errorf("%s: %v, want %v", k, v, want)
-				}
-			}
-		})
 	}
 }
 

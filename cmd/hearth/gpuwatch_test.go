@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/adminapi"
 	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
@@ -63,7 +64,7 @@ func TestLostGPUStopsItsEngine(t *testing.T) {
 	})
 
 	gpus.setLost(1, true)
-	e := waitEngine(t, baseURL, "sim/gpu1", 30*time.Second, func(e engineJSON) bool { return e.State == "stopped" })
+	e := waitEngine(t, baseURL, "sim/gpu1", 30*time.Second, func(e adminapi.Engine) bool { return e.State == "stopped" })
 	if !strings.Contains(e.LastError, "GPU 1 lost: GPU is lost") {
 		t.Errorf("stopped engine's error %q, want the driver's words", e.LastError)
 	}
@@ -79,7 +80,7 @@ func TestLostGPUStopsItsEngine(t *testing.T) {
 	}
 
 	gpus.setLost(1, false)
-	waitEngine(t, baseURL, "sim/gpu1", 30*time.Second, func(e engineJSON) bool { return e.State == "ready" })
+	waitEngine(t, baseURL, "sim/gpu1", 30*time.Second, func(e adminapi.Engine) bool { return e.State == "ready" })
 	served := map[string]int{}
 	for range 4 {
 		served[workerOf(t, baseURL)]++

@@ -37,6 +37,13 @@ var allowedHearthImports = map[string][]string{
 	"tlsca":     {},
 	"cluster":   {"router", "kvevents", "kvbm", "tokenizer", "zmtp"},
 	"zmtp":      {},
+	"adminapi":  {},
+}
+
+// importedOnlyBy names top-level packages that only cmd and the packages
+// listed may import: the admin API is the daemon's and the command line's.
+var importedOnlyBy = map[string][]string{
+	"adminapi": {"daemon"},
 }
 
 // importedByAll are top-level packages every package may import: leaves
@@ -52,7 +59,7 @@ var confinedModules = []struct {
 	{"github.com/docker/docker", []string{"runtime/docker", "cmd/"}},
 	{"github.com/moby/", []string{"runtime/docker", "cmd/"}},
 	{"github.com/NVIDIA/go-nvml", []string{"nodes"}},
-	{"github.com/gofiber/", []string{"api", "console", "cmd/"}},
+	{"github.com/gofiber/", []string{"api", "console", "adminapi", "cmd/"}},
 	{"github.com/a-h/templ", []string{"console", "cmd/"}},
 	{"github.com/nats-io/", []string{"cluster"}},
 	{"github.com/grandcat/zeroconf", []string{"cluster"}},
@@ -237,6 +244,8 @@ func checkImport(pkg, imp string) string {
 		return ""
 	case impTop == "cmd" || impTop == "console" || impTop == "bench":
 		return "no package imports cmd, console or bench"
+	case importedOnlyBy[impTop] != nil && !slices.Contains(importedOnlyBy[impTop], top):
+		return "only cmd and " + strings.Join(importedOnlyBy[impTop], ", ") + " may import " + impTop
 	case slices.Contains(importedByAll, impTop):
 		return ""
 	}
@@ -294,6 +303,10 @@ func TestCheckImport(t *testing.T) {
 		{"nats inside cluster", "cluster", "github.com/nats-io/nats-server/v2/server", true},
 		{"nats outside cluster", "router", "github.com/nats-io/nats.go", false},
 		{"mdns outside cluster", "cmd/hearth", "github.com/grandcat/zeroconf", false},
+		{"cmd uses the admin API's client", "cmd/hearth", module + "/adminapi", true},
+		{"the console does not reach the admin API", "console", module + "/adminapi", false},
+		{"the admin API reads the daemon through its own interfaces", "adminapi", module + "/runtime", false},
+		{"the admin API serves with fiber", "adminapi", "github.com/gofiber/fiber/v2", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/adminapi"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
@@ -59,7 +60,7 @@ func TestNodeStoreSurvivesEngineRestarts(t *testing.T) {
 				}
 			}
 			for _, e := range before {
-				waitEngine(t, baseURL, e.Name, 30*time.Second, func(now engineJSON) bool {
+				waitEngine(t, baseURL, e.Name, 30*time.Second, func(now adminapi.Engine) bool {
 					return now.State == "ready" && now.PID != e.PID
 				})
 			}

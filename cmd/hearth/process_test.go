@@ -21,11 +21,12 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/hearth-llm/hearth/adminapi"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // engines reads GET /api/v1/engines.
-func listEngines(t *testing.T, baseURL string) []engineJSON {
+func listEngines(t *testing.T, baseURL string) []adminapi.Engine {
 	t.Helper()
 	resp, err := http.Get(baseURL + "/api/v1/engines")
 	if err != nil {
@@ -33,7 +34,7 @@ func listEngines(t *testing.T, baseURL string) []engineJSON {
 	}
 	defer resp.Body.Close()
 	var list struct {
-		Engines []engineJSON `json:"engines"`
+		Engines []adminapi.Engine `json:"engines"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("/api/v1/engines: %s, %v", resp.Status, err)
@@ -43,7 +44,7 @@ func listEngines(t *testing.T, baseURL string) []engineJSON {
 
 // waitEngine polls the engines API until the named engine satisfies ok; the
 // bound only stops a hang.
-func waitEngine(t *testing.T, baseURL, name string, bound time.Duration, ok func(engineJSON) bool) engineJSON {
+func waitEngine(t *testing.T, baseURL, name string, bound time.Duration, ok func(adminapi.Engine) bool) adminapi.Engine {
 	t.Helper()
 	deadline := time.Now().Add(bound)
 	for {
@@ -171,7 +172,7 @@ func TestProcessEngineKilledMidStream(t *testing.T) {
 // event, those on the others complete, a new request is served meanwhile,
 // and the victim comes back (restarted once) and takes traffic again. It
 // returns the victim as it is back.
-func killUnderLoad(t *testing.T, baseURL string, victim engineJSON, kill func() error) engineJSON {
+func killUnderLoad(t *testing.T, baseURL string, victim adminapi.Engine, kill func() error) adminapi.Engine {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // bounds a hang
 	defer cancel()
@@ -223,7 +224,7 @@ func killUnderLoad(t *testing.T, baseURL string, victim engineJSON, kill func() 
 	}
 
 	// The dead engine is back, restarted once, and serves again.
-	back := waitEngine(t, baseURL, victim.Name, time.Minute, func(e engineJSON) bool { return e.State == "ready" && e.Restarts == 1 })
+	back := waitEngine(t, baseURL, victim.Name, time.Minute, func(e adminapi.Engine) bool { return e.State == "ready" && e.Restarts == 1 })
 	served := map[string]bool{}
 	for i := range 4 {
 		w, _, err := streamChat(context.Background(), baseURL, fmt.Sprintf("back%d", i), "round_robin", 5, nil)

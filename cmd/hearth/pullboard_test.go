@@ -25,7 +25,7 @@ func TestPullShowsAsTheStartingEnginesPhase(t *testing.T) {
 	if got[1].Load.Phase != "" {
 		t.Errorf("an engine that pulls nothing shows %+v", got[1].Load)
 	}
-	j := engineJSONOf(got[0])
+	j := adminEngineOf(got[0])
 	if j.Phase != "pulling" || j.Progress == nil || *j.Progress != 30 {
 		t.Errorf("engines API: phase %q progress %v", j.Phase, j.Progress)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hearth-llm/hearth/adminapi"
 	"github.com/hearth-llm/hearth/api"
 	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/catalog"
@@ -602,10 +603,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		Keys: apiKeys{keys}, Models: models, Traffic: traffic,
 		Mount: func(r fiber.Router) {
 			con.Register(r)
-			r.Get("/api/v1/engines", con.Guard, enginesHandler(engineStatuses))
-			r.Get("/api/v1/engines/:name/logs", con.Guard, engineLogsHandler(sup))
-			r.Get("/api/v1/sessions", con.Guard, sessionsHandler(traffic, tok.Decode))
-			mountCluster(r, con.Guard, clusterNode, cfg.dataDir)
+			adminapi.Mount(r, con.Guard, adminSources(engineStatuses, sup, traffic, tok.Decode, clusterNode, cfg.dataDir))
 			// A browser opening the API's address lands on the console;
 			// HEAD / (Claude Code's probe) keeps the gateway's answer.
 			r.Add(fiber.MethodGet, "/", func(c *fiber.Ctx) error { return c.Redirect("/console/") })

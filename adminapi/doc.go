@@ -1,0 +1,23 @@
+// Package adminapi is the daemon's admin HTTP API (/api/v1/…) and its one
+// client: the engines and their logs, the agent sessions, and the cluster's
+// nodes and join requests.
+//
+// Contract: Mount adds every /api/v1 route, each behind the guard it is
+// given (the console's admin-key check), and reads the daemon only through
+// the small interfaces in Sources; it starts nothing, owns no state and
+// keeps nothing after a request but a followed log stream, which ends with
+// its client or the server. The JSON shapes (types.go) are the API's own,
+// copied from the daemon's values by its adapters, so that a field added
+// to an internal struct reaches the API only on purpose. Error answers are
+// fiber errors, written in the gateway's error format by the app's error
+// handler; a missing engine's logs answer {"error": "..."} themselves.
+//
+// Client speaks to a running daemon for the command line: one method per
+// endpoint, every status but 200 an *Error carrying the status and the
+// server's message. HTTPClientTrusting makes the *http.Client that also
+// trusts Hearth's own CA (tls/ca.pem under the data directory, written by
+// hearth up --tls auto).
+//
+// This package imports no other Hearth package; only cmd and daemon
+// import it.
+package adminapi

@@ -1,0 +1,167 @@
+package adminapi
+
+import "time"
+
+// The JSON shapes of the API. A response's fields are in the order of
+// their keys, as a map's would be, and a list is never null.
+
+// EngineList is GET /api/v1/engines.
+type EngineList struct {
+	Engines []Engine `json:"engines"`
+	// Raw is the daemon's answer as it came (Client only), for commands
+	// that print it as it is.
+	Raw []byte `json:"-"`
+}
+
+// Engine is one engine of the daemon.
+type Engine struct {
+	Name      string `json:"name"`
+	Runtime   string `json:"runtime"`
+	Kind      string `json:"kind"`
+	Model     string `json:"model"`
+	GPU       int    `json:"gpu"`
+	GPUName   string `json:"gpu_name,omitempty"`
+	State     string `json:"state"`
+	PID       int    `json:"pid,omitempty"`
+	Container string `json:"container,omitempty"`
+	Image     string `json:"image,omitempty"`
+	BaseURL   string `json:"base_url"`
+	Restarts  int    `json:"restarts"`
+	// Phase and Progress say where a loading engine's start is
+	// (runtime.LoadPhase; percent of the phase), when its log tells.
+	Phase    string `json:"phase,omitempty"`
+	Progress *int   `json:"progress,omitempty"`
+	// LastError ends with the diagnosis's fix when Cause names one
+	// (runtime.Cause: "out_of_memory", "gated_model", …).
+	LastError string    `json:"last_error"`
+	Cause     string    `json:"cause,omitempty"`
+	Since     time.Time `json:"since"`
+	KVBlocks  int       `json:"kv_blocks,omitempty"`
+}
+
+// SessionList is GET /api/v1/sessions: the agent sessions the gateway
+// keeps, most recently active first.
+type SessionList struct {
+	Sessions []Session `json:"sessions"`
+	Raw      []byte    `json:"-"` // as EngineList.Raw
+}
+
+// Session is one agent session.
+type Session struct {
+	ID         string    `json:"id"`
+	Client     string    `json:"client"`
+	Worker     string    `json:"worker"` // where its last turn ran
+	LastActive time.Time `json:"last_active"`
+	// ContextTokens is the prompt size of the session's last turn (side
+	// requests do not count); 0 before the first turn.
+	ContextTokens int    `json:"context_tokens"`
+	Turns         []Turn `json:"turns"`
+}
+
+// Turn is one request of a session: a turn of the conversation, or a side
+// request beside it (kind "side"), which is never compared with the turns
+// and so never diverges.
+type Turn struct {
+	// N is the request's place in the session, from 1, in order of
+	// arrival; turns and side requests share the count.
+	N            int       `json:"n"`
+	Kind         string    `json:"kind"` // "turn" or "side"
+	At           time.Time `json:"at"`
+	Worker       string    `json:"worker"`
+	PromptTokens int       `json:"prompt_tokens"`
+	CachedTokens int       `json:"cached_tokens"`
+	OutputTokens int       `json:"output_tokens"`
+	// SharedBlocks is how many leading blocks the prompt shares with the
+	// previous turn's.
+	SharedBlocks int `json:"shared_blocks"`
+	// DivergedAtBlock is null unless a prefix the engine had was lost or
+	// changed; Cause then says why: evicted, routed_elsewhere or
+	// prompt_changed (api.Cause*).
+	DivergedAtBlock *int    `json:"diverged_at_block"`
+	Cause           *string `json:"cause"`
+	// Changed is, for prompt_changed, the text around the first differing
+	// block in the previous turn's prompt and in this one.
+	Changed *Change `json:"changed,omitempty"`
+}
+
+// Change is what a client rewrote in its prompt.
+type Change struct {
+	Was string `json:"was"`
+	Now string `json:"now"`
+}
+
+// NodeList is GET /api/v1/nodes. Cluster is "" (and NodeID absent) when
+// the node belongs to no cluster.
+type NodeList struct {
+	Cluster string `json:"cluster"`
+	NodeID  string `json:"node_id,omitempty"` // this node's
+	Nodes   []Node `json:"nodes"`
+	Raw     []byte `json:"-"` // as EngineList.Raw
+}
+
+// Node is one member of the cluster, as this node last heard of it.
+type Node struct {
+	ID       string       `json:"id"`
+	Name     string       `json:"name"`
+	Address  string       `json:"address"`
+	State    string       `json:"state"`
+	Self     bool         `json:"self,omitempty"`
+	GPUs     []NodeGPU    `json:"gpus"`
+	Engines  []NodeEngine `json:"engines"`
+	LastSeen *time.Time   `json:"last_seen,omitempty"`
+}
+
+// NodeGPU is one GPU of a node.
+type NodeGPU struct {
+	Index     int    `json:"index"`
+	Name      string `json:"name"`
+	MemoryMiB int    `json:"memory_mib"`
+}
+
+// NodeEngine is one engine in service on a node, as its heartbeat tells.
+type NodeEngine struct {
+	Name        string `json:"name"`
+	Model       string `json:"model"`
+	Incarnation string `json:"incarnation"` // changes when the engine restarts
+	// URL is the engine's OpenAI API root as peers reach it: through the
+	// owning node's proxy.
+	URL                 string  `json:"url"`
+	CapacityBlocks      int     `json:"capacity_blocks"`
+	RAMCapacityBlocks   int     `json:"ram_capacity_blocks,omitempty"`
+	BlockBytes          int     `json:"block_bytes,omitempty"`
+	PrefillTokensPerSec float64 `json:"prefill_tokens_per_sec,omitempty"`
+	LoadBytesPerSec     float64 `json:"load_bytes_per_sec,omitempty"`
+	Approximate         bool    `json:"approximate,omitempty"`
+	Running             int     `json:"running"` // requests the owner's router has on it
+	State               string  `json:"state,omitempty"`
+}
+
+// JoinRequestList is GET /api/v1/cluster/join-requests. CanInvite is
+// false on a node without the cluster's CA key: requests go to the node
+// that created the cluster.
+type JoinRequestList struct {
+	CanInvite bool          `json:"can_invite"`
+	Cluster   string        `json:"cluster"`
+	Requests  []JoinRequest `json:"requests"`
+	Raw       []byte        `json:"-"` // as EngineList.Raw
+}
+
+// JoinRequest is a machine asking to join, waiting for the owner.
+type JoinRequest struct {
+	ID       string    `json:"id"`
+	Name     string    `json:"name"`
+	Address  string    `json:"address"`
+	Code     string    `json:"code"` // the joiner prints it too
+	Received time.Time `json:"received"`
+}
+
+// Outcome answers a cluster operation: the id it acted on, under the key
+// that names the act; Warning when a leave could not tell the cluster.
+type Outcome struct {
+	Accepted string `json:"accepted,omitempty"`
+	Left     string `json:"left,omitempty"`
+	Rejected string `json:"rejected,omitempty"`
+	Revoked  string `json:"revoked,omitempty"`
+	Warning  string `json:"warning,omitempty"`
+	Raw      []byte `json:"-"` // as EngineList.Raw
+}

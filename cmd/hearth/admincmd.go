@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hearth-llm/hearth/adminapi"
+	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/tlsca"
+)
+
+// The commands that ask a running daemon (engines, logs, cluster status
+// and the cluster operations) do it through adminapi's client.
+
+// daemonFlags are the flags of every command that asks a running daemon.
+type daemonFlags struct {
+	addr, key, dataDir *string
+}
+
+func registerDaemonFlags(fs *flag.FlagSet, getenv func(string) string) daemonFlags {
+	return daemonFlags{
+		addr:    fs.String("addr", "http://127.0.0.1:8000", "the daemon's address"),
+		key:     fs.String("api-key", "", "API key, when the daemon needs one (also $HEARTH_API_KEY)"),
+		dataDir: fs.String("data-dir", defaultDataDir(getenv), "where Hearth keeps its state; an https daemon's certificate may come from its CA there (tls/ca.pem, hearth up --tls auto)"),
+	}
+}
+
+// client is the daemon's client: the key from --api-key or
+// $HEARTH_API_KEY; over https, Hearth's own CA under --data-dir trusted
+// besides the system's roots.
+func (f daemonFlags) client(env *environment) (*adminapi.Client, error) {
+	key := *f.key
+	if key == "" {
+		key = env.getenv("HEARTH_API_KEY")
+	}
+	hc := http.DefaultClient
+	if strings.HasPrefix(*f.addr, "https://") {
+		var err error
+		if hc, err = adminapi.HTTPClientTrusting(filepath.Join(*f.dataDir, "tls", tlsca.CAFile)); err != nil {
+			return nil, err
+		}
+	}
+	c, err := adminapi.NewClient(*f.addr, key, hc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --addr: %v", errUsage, err)
+	}
+	return c, nil
+}
+
+// explain words an error of the daemon's client for the command line.
+func (f daemonFlags) explain(err error) error {
+	var answer *adminapi.Error
+	var unreached *url.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &answer):
+		if answer.StatusCode == http.StatusUnauthorized || answer.StatusCode == http.StatusForbidden {
+			return fmt.Errorf("%w (pass an admin API key with --api-key or $HEARTH_API_KEY)", err)
+		}
+		return err
+	case errors.As(err, &unreached):
+		return fmt.Errorf("is hearth up running at %s? %w", *f.addr, err)
+	}
+	return err
+}
+
+// runEngines prints the engines of a running daemon.
+func runEngines(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "engines", "engines [--addr URL] [--json]")
+	daemon := registerDaemonFlags(fs, env.getenv)
+	asJSON := fs.Bool("json", false, "print the daemon's JSON as it is")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	list, err := askDaemon(ctx, env, daemon, (*adminapi.Client).Engines)
+	if *asJSON && list.Raw != nil { // the daemon answered: print it, read or not
+		_, err := env.stdout.Write(list.Raw)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tRUNTIME\tKIND\tMODEL\tGPU\tSTATE\tPID/CONTAINER\tRESTARTS\tSINCE\tLAST ERROR")
+	for _, e := range list.Engines {
+		pid := "-"
+		switch {
+		case e.PID > 0:
+			pid = fmt.Sprint(e.PID)
+		case e.Container != "":
+			pid = e.Container
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", e.Name, e.Runtime, e.Kind, e.Model, e.GPU,
+			stateText(e), pid, e.Restarts, e.Since.Local().Format(time.TimeOnly), e.LastError)
+	}
+	return tw.Flush()
+}
+
+// stateText is an engine's state as `hearth engines` prints it: with the
+// phase of its start while it loads ("loading: capturing CUDA graphs 40%").
+func stateText(e adminapi.Engine) string {
+	if e.Phase == "" {
+		return e.State
+	}
+	s := e.State + ": " + hruntime.LoadPhase(e.Phase).Label()
+	if e.Progress != nil {
+		s += fmt.Sprintf(" %d%%", *e.Progress)
+	}
+	return s
+}
+
+// runLogs prints an engine's last output lines and, with -f, the lines
+// that follow until interrupted, as tail -f does.
+func runLogs(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "logs", "logs ENGINE [-f] [--addr URL]")
+	daemon := registerDaemonFlags(fs, env.getenv)
+	var follow bool
+	fs.BoolVar(&follow, "f", false, "keep printing new lines as the engine writes them")
+	fs.BoolVar(&follow, "follow", false, "the same as -f")
+	var name string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if name == "" {
+		return fmt.Errorf("%w: name the engine (hearth engines lists them)", errUsage)
+	}
+	c, err := daemon.client(env)
+	if err != nil {
+		return err
+	}
+	if follow {
+		err := c.FollowLogs(ctx, name, func(ev adminapi.LogEvent) {
+			if ev.Restart {
+				fmt.Fprintln(env.stdout, "-- the engine was launched again --")
+				return
+			}
+			fmt.Fprintln(env.stdout, ev.Line)
+		})
+		if ctx.Err() != nil {
+			return nil // interrupted: the way a follow ends
+		}
+		return daemon.explain(err)
+	}
+	text, err := c.Logs(ctx, name)
+	if err != nil {
+		return daemon.explain(err)
+	}
+	_, err = fmt.Fprint(env.stdout, text)
+	return err
+}
+
+// askDaemon makes the daemon's client and asks it once, with the error
+// worded for the command line.
+func askDaemon[T any](ctx context.Context, env *environment, daemon daemonFlags, ask func(*adminapi.Client, context.Context) (T, error)) (T, error) {
+	c, err := daemon.client(env)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := ask(c, ctx)
+	return v, daemon.explain(err)
+}
+
+// printOutcome prints the daemon's answer to a cluster operation as it
+// came.
+func printOutcome(w io.Writer, o adminapi.Outcome, err error) error {
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, strings.TrimSpace(string(o.Raw)))
+	return err
+}
