@@ -76,16 +76,15 @@ func (f daemonFlags) explain(err error) error {
 
 // runEngines prints the engines of a running daemon.
 func runEngines(ctx context.Context, env *environment, args []string) error {
-	fs := newFlagSet(env, "engines", "engines [--addr URL] [--json]")
+	fs := newFlagSet(env, "engines", "engines [--addr URL] [--json] [--data-dir DIR]")
 	daemon := registerDaemonFlags(fs, env.getenv)
 	asJSON := fs.Bool("json", false, "print the daemon's JSON as it is")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	list, err := askDaemon(ctx, env, daemon, (*adminapi.Client).Engines)
-	if *asJSON && list.Raw != nil { // the daemon answered: print it, read or not
-		_, err := env.stdout.Write(list.Raw)
-		return err
+	if *asJSON && list.Raw != nil {
+		return printAsItCame(env.stdout, list.Raw)
 	}
 	if err != nil {
 		return err
@@ -122,7 +121,7 @@ func stateText(e adminapi.Engine) string {
 // runLogs prints an engine's last output lines and, with -f, the lines
 // that follow until interrupted, as tail -f does.
 func runLogs(ctx context.Context, env *environment, args []string) error {
-	fs := newFlagSet(env, "logs", "logs ENGINE [-f] [--addr URL]")
+	fs := newFlagSet(env, "logs", "logs ENGINE [-f] [--addr URL] [--data-dir DIR]")
 	daemon := registerDaemonFlags(fs, env.getenv)
 	var follow bool
 	fs.BoolVar(&follow, "f", false, "keep printing new lines as the engine writes them")
@@ -172,6 +171,13 @@ func askDaemon[T any](ctx context.Context, env *environment, daemon daemonFlags,
 	}
 	v, err := ask(c, ctx)
 	return v, daemon.explain(err)
+}
+
+// printAsItCame prints the daemon's JSON for --json: whenever the daemon
+// answered 200, whether or not its answer decoded.
+func printAsItCame(w io.Writer, raw []byte) error {
+	_, err := w.Write(raw)
+	return err
 }
 
 // printOutcome prints the daemon's answer to a cluster operation as it

@@ -272,9 +272,8 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 		return nil
 	case "status":
 		list, err := askDaemon(ctx, env, daemon, (*adminapi.Client).Nodes)
-		if *asJSON && list.Raw != nil { // the daemon answered: print it, read or not
-			_, err := env.stdout.Write(list.Raw)
-			return err
+		if *asJSON && list.Raw != nil {
+			return printAsItCame(env.stdout, list.Raw)
 		}
 		if err != nil {
 			return err
@@ -315,9 +314,8 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 		return printOutcome(env.stdout, o, err)
 	case "requests":
 		list, err := askDaemon(ctx, env, daemon, (*adminapi.Client).JoinRequests)
-		if *asJSON && list.Raw != nil { // the daemon answered: print it, read or not
-			_, err := env.stdout.Write(list.Raw)
-			return err
+		if *asJSON && list.Raw != nil {
+			return printAsItCame(env.stdout, list.Raw)
 		}
 		if err != nil {
 			return err
