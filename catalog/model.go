@@ -57,15 +57,6 @@ func (m Model) KVBytesPerToken() int {
 	return kvBytesPerToken(m, 1)
 }
 
-// ParamsPerToken is the parameter count a token runs through: ActiveParams
-// for a mixture of experts, Params otherwise.
-func (m Model) ParamsPerToken() float64 {
-	if m.ActiveParams > 0 {
-		return m.ActiveParams
-	}
-	return m.Params
-}
-
 // DisplayName is the model's name as its publisher writes it, the last part
 // of its repository ("Qwen3-14B-FP8"), or Name when it has none.
 func (m Model) DisplayName() string {
