@@ -75,34 +75,6 @@ func TestCalibrationDecode(t *testing.T) {
 	}
 }
 
-func TestTimingScalesWithHardware(t *testing.T) {
-	// The same prompt is slower on a GPU with less compute and faster on one
-	// with more; an FP8 model on a GPU without FP8 runs at the BF16 rate.
-	ttft := func(gpu, model string) time.Duration {
-		c := newCore(t, Config{GPU: gpu, Model: model}, nil)
-		d := newDriver(c)
-		mustAdd(t, c, 0, &Request{ID: "r", Prompt: tokens(1, 4000), Output: tokens(1, 1)})
-		d.run(t)
-		return d.first["r"]
-	}
-	tests := []struct {
-		name       string
-		slow, fast [2]string
-	}{
-		{"3090 slower than 4090", [2]string{"rtx3090", "qwen3-8b"}, [2]string{"rtx4090", "qwen3-8b"}},
-		{"4090 slower than h100", [2]string{"rtx4090", "qwen3-14b-fp8"}, [2]string{"h100", "qwen3-14b-fp8"}},
-		{"bf16 slower than fp8 on 4090", [2]string{"rtx4090", "qwen3-8b"}, [2]string{"rtx4090", "qwen3-8b-fp8"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			slow, fast := ttft(tt.slow[0], tt.slow[1]), ttft(tt.fast[0], tt.fast[1])
-			if slow <= fast {
-				t.Errorf("%v: %v, %v: %v", tt.slow, slow, tt.fast, fast)
-			}
-		})
-	}
-}
-
 // TestProfileIsWhatTheCoreMeasures holds the catalog's profile of an engine
 // (what the router is told of simulated and real engines alike) to what the
 // simulated engine does: its KV sizes, and the speed of its first
