@@ -14,7 +14,10 @@ import "time"
 // Linear layers cost 2 FLOPs per parameter per token (multiply and add);
 // 2*Params slightly overstates them (the embedding is a lookup and the LM head
 // runs only for sampled tokens) and the excess stands in for norms, rotary
-// embedding and activation functions. Attention of one query token against a
+// embedding and activation functions. A mixture of experts is priced at all
+// its Params too, as if every expert ran: Model.ActiveParams is not used
+// yet, which overstates its compute but keeps the figures every benchmark
+// was made with. Attention of one query token against a
 // context of n tokens costs 2*n*HeadDim FLOPs for QKᵀ and as much for the
 // weighted sum of V, per query head and layer, hence 4*Layers*QueryHeads*
 // HeadDim*n; Σctx sums n over every scheduled token (causal: the i-th token of
