@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/runtime/sim"
 )
@@ -46,7 +47,7 @@ type SimConfig struct {
 	// RAM, shared by all of them (one node): each run opens a fresh store
 	// in a directory of its own under StoreDir, of real sparse files, and
 	// removes it afterwards. StoreGiB is its capacity (DefaultStoreGiB)
-	// and DiskGBps its read bandwidth (sim.DefaultDiskGBps), which the
+	// and DiskGBps its read bandwidth (catalog.DefaultDiskGBps), which the
 	// engines pay and the router is told.
 	StoreDir string
 	StoreGiB float64
@@ -101,7 +102,7 @@ func (c SimConfig) WithDefaults() SimConfig {
 		c.StoreGiB = DefaultStoreGiB
 	}
 	if c.DiskGBps == 0 {
-		c.DiskGBps = sim.DefaultDiskGBps
+		c.DiskGBps = catalog.DefaultDiskGBps
 	}
 	switch {
 	case c.EventLatency == 0:
@@ -153,7 +154,7 @@ type Sim struct {
 	cfg SimConfig
 	// profiles holds each GPU kind's measured profile (prefill speed, tier
 	// sizes), told to the router as a deployment measures it at start-up.
-	profiles map[string]sim.Profile
+	profiles map[string]catalog.Profile
 }
 
 // NewSim checks cfg and measures each GPU's prefill speed once.
@@ -162,12 +163,12 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Sim{cfg: cfg, profiles: make(map[string]sim.Profile)}
+	s := &Sim{cfg: cfg, profiles: make(map[string]catalog.Profile)}
 	for _, gpu := range cfg.GPUs {
 		if _, done := s.profiles[gpu]; done {
 			continue
 		}
-		profile, err := sim.ProfileOf(cfg.engineConfig(gpu))
+		profile, err := catalog.ProfileOf(cfg.engineConfig(gpu).Perf())
 		if err != nil {
 			return nil, fmt.Errorf("bench: sim: %w", err)
 		}

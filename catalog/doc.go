@@ -1,13 +1,17 @@
 // Package catalog holds the facts Hearth knows about GPUs and models: each
 // board's memory, bandwidth, tensor-core peaks and host link, and each
 // model's shape, weight size, Hugging Face repository and family; and the
-// one memory model that fits models to GPUs, for the planner and for the
-// simulated engine alike.
+// one performance model of an engine built on them: the memory model that
+// fits models to GPUs, the roofline that times an engine's steps and loads,
+// and the Profile of an engine's speed and capacity. The planner, the
+// simulated engine, the benchmark and the daemon's router workers all use
+// this one model; none keeps a copy.
 //
 // It is shared by GPU discovery (nodes: simulated lists and the marketing
 // names NVML reports), the engine runtimes (the simulated engine's timing
-// model and memory budget, the launchers' model arguments), the planner and
-// the benchmark. It is a top-level package rather than part of nodes because
+// and memory budget, the launchers' model arguments, the profile an engine
+// is assumed to have until it reports its own), the planner and the
+// benchmark. It is a top-level package rather than part of nodes because
 // runtime and bench may not import nodes, and a second copy of the figures
 // would drift. It imports only the standard library, so anything may import
 // it.
@@ -33,8 +37,8 @@
 //
 //	KV cache = total x fraction - weights - non-torch - activations
 //
-// counted in whole blocks of 16 tokens. The simulated engine sizes its cache
-// with exactly this (runtime/sim.DeriveNumGPUBlocks).
+// counted in whole blocks of 16 tokens (KVCacheBlocks). The simulated
+// engine sizes its cache with exactly this (EngineConfig.Sized).
 //
 // The planner (PlanEngines) gives each engine the fraction (MemoryFraction)
 //
@@ -62,4 +66,23 @@
 // each gets a share proportional to its GPU KV cache (EnginePlan.KVCacheBytes).
 // A tier smaller than its GPU KV cache (Dynamo's rule: it churns) carries a
 // note; one under 1 GiB is none.
+//
+// # Timing and profile
+//
+// RooflineOf prices one engine step (perf.go): the fixed cost of a step
+// plus the longer of its FLOPs at half the tensor-core peak (FP8 for FP8
+// checkpoints on boards that have it) and its bytes (all weights, the KV
+// read and written) at 85% of DRAM bandwidth. Loads of KV blocks run at
+// the board's host link (GPU.HostLoadSeconds) and, from a node's SSD store,
+// at the disk's bandwidth before it (GPU.DiskLoadSeconds, DefaultDiskGBps).
+// The simulated engine (runtime/sim) schedules its steps and caches its
+// blocks itself and asks this model how long each takes.
+//
+// ProfileOf estimates an engine's Profile from an EngineConfig: its KV
+// cache and host tier in blocks as the engine sizes them, and its prefill
+// speed as one full-budget step on an empty engine. It is exactly what the
+// simulated engine measures on itself, and what the router is told of a
+// real engine until the engine reports its KV capacity (Profile.Measured).
+// The calibration tests pin the figures to published ones for an RTX 4090
+// serving Qwen3-14B-FP8 (docs/ARCHITECTURE.md, "Calibration targets").
 package catalog

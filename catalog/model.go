@@ -30,14 +30,14 @@ type Model struct {
 	Hidden     int
 	// Intermediate is the MLP width; it sizes the activation peak.
 	Intermediate int
-	// Params is the total parameter count; a forward pass costs 2*Params
-	// FLOPs per token in its linear layers (2*ActiveParams for a
-	// mixture of experts).
+	// Params is the total parameter count; the roofline (RooflineOf)
+	// prices a forward pass at 2*Params FLOPs per token in its linear
+	// layers, a mixture of experts included.
 	Params float64
 	// ActiveParams is the parameter count one token runs through when it
 	// is less than Params: a mixture-of-experts model routes each token to
 	// a few experts, while the weights of all of them stay resident
-	// (WeightBytes). 0 for a dense model.
+	// (WeightBytes). 0 for a dense model. The roofline does not use it yet.
 	ActiveParams float64
 	// WeightBytes is the resident size of the weights on the GPU.
 	WeightBytes float64
@@ -55,15 +55,6 @@ type Model struct {
 // for FP8 weights).
 func (m Model) KVBytesPerToken() int {
 	return kvBytesPerToken(m, 1)
-}
-
-// ParamsPerToken is the parameter count a token runs through: ActiveParams
-// for a mixture of experts, Params otherwise.
-func (m Model) ParamsPerToken() float64 {
-	if m.ActiveParams > 0 {
-		return m.ActiveParams
-	}
-	return m.Params
 }
 
 // DisplayName is the model's name as its publisher writes it, the last part

@@ -14,6 +14,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/hearth-llm/hearth/catalog"
 )
 
 // ErrExited is returned by Ready when the engine exits before it serves.
@@ -104,7 +106,7 @@ func getJSON(ctx context.Context, client *http.Client, url string, v any) error 
 // estimate with what the engine told. vLLM (and the simulated engine) report
 // it in vllm:cache_config_info, SGLang in /get_server_info; an engine that
 // tells nothing keeps the estimate, with Measured false.
-func MeasureProfile(ctx context.Context, client *http.Client, baseURL string, kind Kind, estimate Profile) Profile {
+func MeasureProfile(ctx context.Context, client *http.Client, baseURL string, kind Kind, estimate catalog.Profile) catalog.Profile {
 	p := estimate
 	p.Measured = false
 	switch kind {

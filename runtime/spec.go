@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/hearth-llm/hearth/catalog"
 )
 
 // Kind names an inference engine implementation.
@@ -97,7 +99,7 @@ type Spec struct {
 
 	// Estimate is the profile assumed until the engine tells better (from
 	// the catalog of GPUs and models).
-	Estimate Profile
+	Estimate catalog.Profile
 }
 
 // GPUs are every GPU the engine runs on, GPU first.
@@ -165,23 +167,6 @@ type Endpoints struct {
 	// publishes no events (the router then predicts its cache).
 	KVEvents, KVReplay string
 	Topic              string
-}
-
-// Profile is what the router needs to know of an engine to weigh it against
-// others.
-type Profile struct {
-	GPUBlocks  int // KV cache blocks on the GPU
-	BlockSize  int // tokens per block
-	CPUBlocks  int // blocks of the host-RAM tier (0: none)
-	BlockBytes int // KV bytes of one block
-	// PrefillTokensPerSec is the engine's prompt throughput; LoadBytesPerSec
-	// the host-to-device bandwidth a reload from host RAM runs at.
-	PrefillTokensPerSec float64
-	LoadBytesPerSec     float64
-	MaxModelLen         int
-	// Measured says the KV capacity came from the engine itself, not from
-	// the estimate.
-	Measured bool
 }
 
 // Launcher starts engines. Implementations: runtime/sim (in-process),

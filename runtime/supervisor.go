@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hearth-llm/hearth/catalog"
 )
 
 // State is where an engine is in its life.
@@ -38,7 +40,7 @@ type ReadyEngine struct {
 	Spec      Spec
 	Runtime   string
 	Endpoints Endpoints
-	Profile   Profile
+	Profile   catalog.Profile
 }
 
 // Attacher puts a serving engine into service (the router, the gateway) and
@@ -145,8 +147,8 @@ type Status struct {
 	// Load is where a loading engine's start is, read from its log;
 	// Load.Phase is empty and Load.Progress -1 in the other states.
 	Load    LoadState
-	Since   time.Time // when it entered State
-	Profile Profile   // as measured once ready
+	Since   time.Time       // when it entered State
+	Profile catalog.Profile // as measured once ready
 }
 
 // Supervisor starts every engine and keeps it running. See the package

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/bench"
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/runtime/sim"
@@ -200,7 +201,7 @@ func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags,
 	fs.Float64Var(&f.offloadGiB, "kv-offloading-size", bench.DefaultKVOffloadingGiB, "host RAM per simulated engine for offloaded KV blocks in GiB, vLLM's native offloading (0: off)")
 	fs.StringVar(&f.tiers, "kvbm", tiersRAM, "simulated KV tiers below the GPU: off, ram (--kv-offloading-size per engine) or ram+ssd (and a node SSD store shared by the engines, of sparse files under --kv-store-dir)")
 	fs.StringVar(&f.storeDir, "kv-store-dir", "", "where ram+ssd runs keep their node store (default: the system's temp directory); each run's is removed after it")
-	fs.Float64Var(&f.diskGBps, "disk-gbps", sim.DefaultDiskGBps, "read bandwidth of the simulated node store in GB/s")
+	fs.Float64Var(&f.diskGBps, "disk-gbps", catalog.DefaultDiskGBps, "read bandwidth of the simulated node store in GB/s")
 	fs.DurationVar(&f.restartAt, "restart-at", 0, "restart every simulated engine at this time into a run (their GPU and RAM caches lost, the node store kept), and report what the next turns loaded")
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report as JSON to FILE")
 	fs.StringVar(&f.workload, "workload", "", "agentic preset: "+strings.Join(bench.PresetNames(), ", ")+"; flags set override its fields")

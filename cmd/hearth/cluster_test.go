@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
@@ -88,7 +89,7 @@ func testRouterViewEqualsEngines(t *testing.T, offloadGiB float64) {
 		if err := h.Ready(ctx); err != nil {
 			t.Fatal(err)
 		}
-		profile := hruntime.MeasureProfile(ctx, http.DefaultClient, h.Endpoints().BaseURL, spec.Engine, hruntime.Profile{})
+		profile := hruntime.MeasureProfile(ctx, http.DefaultClient, h.Endpoints().BaseURL, spec.Engine, catalog.Profile{})
 		if !profile.Measured || profile.GPUBlocks != 48 {
 			t.Fatalf("engine %d: measured profile %+v, want 48 GPU blocks from its metrics", i, profile)
 		}

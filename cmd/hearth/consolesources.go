@@ -20,7 +20,6 @@ import (
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
 	hruntime "github.com/hearth-llm/hearth/runtime"
-	"github.com/hearth-llm/hearth/runtime/sim"
 )
 
 // The console reads the daemon only through the interfaces it declares;
@@ -80,7 +79,7 @@ func engineOf(st hruntime.Status, gpu nodes.GPU, stats hruntime.Stats, scrapeErr
 	memUsed := gpu.MemoryUsed
 	var reserved bool
 	if !gpu.MemoryUsageKnown && gpu.MemoryTotal > 0 && st.State == hruntime.StateReady {
-		memUsed = uint64(float64(gpu.MemoryTotal) * sim.DefaultGPUMemoryUtilization)
+		memUsed = uint64(float64(gpu.MemoryTotal) * catalog.DefaultMemoryFraction)
 		reserved = true
 	}
 	total := st.Profile.GPUBlocks

@@ -255,7 +255,7 @@ func TestEngineOf(t *testing.T) {
 	gpu := nodes.NewGPU("n", 0)
 	gpu.Name, gpu.MemoryTotal = "NVIDIA GeForce RTX 4090", 24*gib
 	ready := hruntime.Status{Name: "n/gpu0", Model: "qwen3-14b-fp8", State: hruntime.StateReady,
-		Profile: hruntime.Profile{GPUBlocks: 1000, BlockBytes: 2 << 20, PrefillTokensPerSec: 9000}}
+		Profile: catalog.Profile{GPUBlocks: 1000, BlockBytes: 2 << 20, PrefillTokensPerSec: 9000}}
 	model, ok := catalog.LookupModel(ready.Model)
 	if !ok {
 		t.Fatalf("the catalog does not know %s", ready.Model)
@@ -675,7 +675,7 @@ func TestTrafficSourceRequests(t *testing.T) {
 // they do not, and bytes moved from blocks at the engine's block size.
 func TestEngineOfTiers(t *testing.T) {
 	st := hruntime.Status{Name: "n/gpu0", State: hruntime.StateReady,
-		Profile: hruntime.Profile{GPUBlocks: 1000, CPUBlocks: 500, BlockBytes: 2 << 20}}
+		Profile: catalog.Profile{GPUBlocks: 1000, CPUBlocks: 500, BlockBytes: 2 << 20}}
 	routed := router.WorkerLoad{CachedBlocks: 300, RAMBlocks: 120}
 	told := hruntime.Stats{RAMHitTokens: 160, StoreHitTokens: 320, RAMBlocks: 90, LoadedBlocks: 3, StoredBlocks: 5}
 	e := engineOf(st, nodes.GPU{}, told, nil, routed)

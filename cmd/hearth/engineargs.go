@@ -716,14 +716,14 @@ func (c *engineCommand) hostTier(m catalog.Model) error {
 	}
 	blockSize, batched, util := c.cfg.BlockSize, c.cfg.MaxNumBatchedTokens, c.cfg.GPUMemoryUtilization
 	if batched == 0 {
-		batched = sim.DefaultMaxNumBatchedTokens
+		batched = catalog.DefaultMaxBatchedTokens
 	}
 	if util == 0 {
-		util = sim.DefaultGPUMemoryUtilization
+		util = catalog.DefaultMemoryFraction
 	}
 	blocks := c.cfg.NumGPUBlocks
 	if blocks == 0 && blockSize > 0 {
-		blocks = sim.DeriveNumGPUBlocks(gpu, m, blockSize, batched, util)
+		blocks = catalog.KVCacheBlocks(gpu, m, blockSize, batched, util)
 	}
 	c.cfg.NumCPUBlocks = int(float64(blocks) * ratio)
 	return nil

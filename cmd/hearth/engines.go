@@ -184,26 +184,24 @@ func planNote(req catalog.PlanRequest, got catalog.EnginePlan) string {
 }
 
 // estimateProfile is what the router assumes of an engine until the engine
-// tells its KV capacity: the simulated engine's model of the GPU and model,
-// which knows the boards and models Hearth knows.
-func estimateProfile(spec hruntime.Spec) (hruntime.Profile, error) {
-	cfg := sim.ConfigOf(spec)
-	if _, known := catalog.LookupGPU(cfg.GPU); !known {
-		cfg.GPU = "rtx4090" // an unknown board: size it as the common case
+// tells its KV capacity: the catalog's performance model of the GPU and
+// model, which knows the boards and models Hearth knows.
+func estimateProfile(spec hruntime.Spec) (catalog.Profile, error) {
+	gpu, known := catalog.LookupGPU(spec.GPU.Kind)
+	if !known {
+		gpu, _ = catalog.LookupGPU("rtx4090") // an unknown board: size it as the common case
 	}
-	if _, ok := catalog.LookupModel(cfg.Model); !ok {
+	model, ok := catalog.LookupModel(spec.Model)
+	if !ok {
 		// A model Hearth has no figures for: the engine's own measurement
 		// will say its capacity.
-		return hruntime.Profile{BlockSize: hruntime.BlockSize, MaxModelLen: spec.MaxModelLen}, nil
+		return catalog.Profile{BlockSize: hruntime.BlockSize, MaxModelLen: spec.MaxModelLen}, nil
 	}
-	p, err := sim.ProfileOf(cfg)
-	if err != nil {
-		return hruntime.Profile{}, err
-	}
-	return hruntime.Profile{
-		GPUBlocks: p.GPUBlocks, BlockSize: p.BlockSize, CPUBlocks: p.CPUBlocks, BlockBytes: p.BlockBytes,
-		PrefillTokensPerSec: p.PrefillTokensPerSec, LoadBytesPerSec: p.LoadBytesPerSec, MaxModelLen: p.MaxModelLen,
-	}, nil
+	return catalog.ProfileOf(catalog.EngineConfig{
+		GPU: gpu, Model: model, SGLang: spec.Engine == hruntime.KindSGLang,
+		NumGPUBlocks: spec.NumGPUBlocks, MaxModelLen: spec.MaxModelLen,
+		MemoryFraction: spec.GPUMemoryUtilization, CPUOffloadGiB: spec.KVOffloadingGiB,
+	})
 }
 
 // modelRepo is the Hugging Face repository of a catalog model, or the name

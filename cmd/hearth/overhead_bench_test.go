@@ -35,6 +35,7 @@ import (
 
 	"github.com/hearth-llm/hearth/api"
 	"github.com/hearth-llm/hearth/api/store"
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
 	hruntime "github.com/hearth-llm/hearth/runtime"
@@ -409,14 +410,14 @@ func runBenchGateway(specJSON string) error {
 	routes := &gatewayRouter{rt: rt, defaultPolicy: func() string { return "" }}
 	engines := newFleet(rt, log)
 	for _, e := range spec.Engines {
-		profile, err := sim.ProfileOf(sim.Config{GPU: e.GPU, Model: e.Model})
+		profile, err := catalog.ProfileOf(sim.Config{GPU: e.GPU, Model: e.Model}.Perf())
 		if err != nil {
 			return err
 		}
 		detach, err := engines.Attach(gctx, hruntime.ReadyEngine{
 			Spec:      hruntime.Spec{Name: e.Name, Engine: hruntime.KindSim, Model: e.Model},
 			Endpoints: hruntime.Endpoints{BaseURL: e.BaseURL, KVEvents: e.Events, KVReplay: e.Replay, Topic: hruntime.KVEventsTopic},
-			Profile: hruntime.Profile{
+			Profile: catalog.Profile{
 				GPUBlocks: profile.GPUBlocks, CPUBlocks: profile.CPUBlocks, BlockBytes: profile.BlockBytes,
 				PrefillTokensPerSec: profile.PrefillTokensPerSec, LoadBytesPerSec: profile.LoadBytesPerSec,
 			},

@@ -146,7 +146,7 @@ func TestPlanAgreesWithTheSimulatedEngine(t *testing.T) {
 			e := plan.Engines[0]
 			spec := hruntime.Spec{Engine: hruntime.KindSim, Model: name, GPU: hruntime.GPU{Kind: kind},
 				GPUMemoryUtilization: e.GPUMemoryUtilization, MaxModelLen: e.MaxModelLen}
-			p, err := sim.ProfileOf(sim.ConfigOf(spec))
+			p, err := catalog.ProfileOf(sim.ConfigOf(spec).Perf())
 			if err != nil {
 				t.Errorf("%s on %s: the plan fits, the simulated engine does not start: %v", name, kind, err)
 				continue

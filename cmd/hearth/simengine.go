@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -27,15 +28,15 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	numBlocks := fs.Int("num-gpu-blocks", 0, "KV cache blocks (0: derive from GPU memory like vLLM)")
 	blockSize := fs.Int("block-size", sim.DefaultBlockSize, "tokens per KV block")
 	maxSeqs := fs.Int("max-num-seqs", sim.DefaultMaxNumSeqs, "most requests running at once")
-	maxBatched := fs.Int("max-num-batched-tokens", sim.DefaultMaxNumBatchedTokens, "token budget of one scheduler step")
+	maxBatched := fs.Int("max-num-batched-tokens", catalog.DefaultMaxBatchedTokens, "token budget of one scheduler step")
 	maxModelLen := fs.Int("max-model-len", 0, "prompt plus output limit (0: the model's, capped by the KV cache)")
-	memUtil := fs.Float64("gpu-memory-utilization", sim.DefaultGPUMemoryUtilization, "fraction of GPU memory the engine may use")
+	memUtil := fs.Float64("gpu-memory-utilization", catalog.DefaultMemoryFraction, "fraction of GPU memory the engine may use")
 	policy := fs.String("scheduling-policy", sim.PolicyFCFS, "fcfs or priority")
 	speedup := fs.Float64("speedup", 1, "run the modelled GPU this many times faster than real time")
 	seed := fs.Int64("seed", 0, "seed of block hashes and answer texts")
 	offloadGiB := fs.Float64("kv-offloading-size", 0, "host RAM for offloaded KV blocks in GiB, vLLM's native offloading (0: off)")
 	storeDir := fs.String("kv-store-dir", "", "the node's SSD KV store, shared with the node's other engines: blocks are written through to it and loaded from it instead of recomputed (empty: none)")
-	diskGBps := fs.Float64("disk-gbps", sim.DefaultDiskGBps, "read bandwidth of the KV store's disk in GB/s")
+	diskGBps := fs.Float64("disk-gbps", catalog.DefaultDiskGBps, "read bandwidth of the KV store's disk in GB/s")
 	flavorName := fs.String("flavor", "vllm", "engine simulated: vllm or sglang (SGLang's hashes, events, metrics and health endpoints)")
 	startup := fs.Duration("simulate-startup", 0, "how long the simulated start-up (weights, KV cache, CUDA graphs) takes")
 	failure := fs.String("simulate-failure", "", "make the start-up fail: oom or exit")

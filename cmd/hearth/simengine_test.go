@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
+	"github.com/hearth-llm/hearth/catalog"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
@@ -161,7 +162,7 @@ func TestSimEngineSGLangFlavor(t *testing.T) {
 	if err := hruntime.WaitReady(ctx, http.DefaultClient, base, "qwen3-sim", nil); err != nil {
 		t.Fatal(err)
 	}
-	prof := hruntime.MeasureProfile(ctx, http.DefaultClient, base, hruntime.KindSGLang, hruntime.Profile{})
+	prof := hruntime.MeasureProfile(ctx, http.DefaultClient, base, hruntime.KindSGLang, catalog.Profile{})
 	if !prof.Measured || prof.BlockSize != 16 || prof.GPUBlocks == 0 {
 		t.Errorf("MeasureProfile = %+v", prof)
 	}

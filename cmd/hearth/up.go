@@ -506,7 +506,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 	}
 	engines := newFleet(rt, log.With("component", "fleet"))
 	if kvStore != nil {
-		engines.storeReadBytesPerSec = sim.DefaultDiskGBps * 1e9
+		engines.storeReadBytesPerSec = catalog.DefaultDiskGBps * 1e9
 		kvStore.tellEvictions(nodeStoreEvictions(rt, specs))
 	}
 	if err := reg.Register(router.NewIngestCollector(engines.ingestStats, engines.workerName)); err != nil {

@@ -29,7 +29,7 @@ type Core struct {
 	cfg    Config
 	gpu    catalog.GPU
 	model  catalog.Model
-	timing timingModel
+	timing catalog.Roofline
 	sink   EventSink
 	root   uint64
 
@@ -134,7 +134,7 @@ func NewCore(cfg Config, sink EventSink) (*Core, error) {
 		cfg:    cfg,
 		gpu:    gpu,
 		model:  model,
-		timing: newTimingModel(gpu, model),
+		timing: catalog.RooflineOf(gpu, model),
 		sink:   sink,
 		root:   rootHash(cfg.Seed),
 		byID:   make(map[string]*request),
@@ -142,17 +142,12 @@ func NewCore(cfg Config, sink EventSink) (*Core, error) {
 	c.pool = newBlockPool(cfg.NumGPUBlocks, cfg.BlockSize, &c.events)
 	if cfg.NumCPUBlocks > 0 {
 		c.cpu = newCPUPool(cfg.NumCPUBlocks, c.pool, &c.events)
-		if gpu.PCIeGBps > 0 {
-			c.loadSecondsPerBlock = float64(model.KVBytesPerToken()*cfg.BlockSize) / (gpu.PCIeGBps * 1e9)
-		}
+		c.loadSecondsPerBlock = gpu.HostLoadSeconds(float64(model.KVBytesPerToken() * cfg.BlockSize))
 	}
 	c.blockBytes = int64(model.KVBytesPerToken() * cfg.BlockSize)
 	if cfg.Store != nil {
 		c.store = cfg.Store
-		c.storeSecondsPerBlock = float64(c.blockBytes) / (cfg.DiskGBps * 1e9)
-		if gpu.PCIeGBps > 0 {
-			c.storeSecondsPerBlock += float64(c.blockBytes) / (gpu.PCIeGBps * 1e9)
-		}
+		c.storeSecondsPerBlock = gpu.DiskLoadSeconds(float64(c.blockBytes), cfg.DiskGBps)
 	}
 	c.waiting.less = c.waitLess
 	return c, nil

@@ -3,7 +3,6 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/hearth-llm/hearth/catalog"
 )
@@ -33,7 +32,7 @@ type Config struct {
 	// Model names the modelled model (ModelNames). Required.
 	Model string
 	// NumGPUBlocks is the number of KV blocks; 0 derives it from GPU memory
-	// the way vLLM does (see DeriveNumGPUBlocks).
+	// the way vLLM (or SGLang) does (catalog.EngineConfig.Sized).
 	NumGPUBlocks int
 	// BlockSize is tokens per KV block; default 16, vLLM's default on CUDA.
 	BlockSize int
@@ -70,7 +69,7 @@ type Config struct {
 	NumCPUBlocks int
 	// Store is the node-wide SSD tier below host RAM (NodeStore), shared
 	// with the node's other engines; nil, the default, turns it off.
-	// DiskGBps is its read bandwidth in GB/s (0: DefaultDiskGBps).
+	// DiskGBps is its read bandwidth in GB/s (0: catalog.DefaultDiskGBps).
 	Store    NodeStore
 	DiskGBps float64
 	// Seed seeds the engine's block hashes (like PYTHONHASHSEED for vLLM):
@@ -86,66 +85,51 @@ type Config struct {
 	Agent AgentOptions
 }
 
-// Defaults, see Config. The memory figures are the catalog's memory model,
-// the one the planner sizes real engines with.
+// Defaults, see Config. The memory figures are the catalog's, the
+// performance model the planner sizes real engines with.
 const (
-	DefaultBlockSize            = catalog.KVBlockTokens
-	DefaultMaxNumSeqs           = 256
-	DefaultMaxNumBatchedTokens  = catalog.DefaultMaxBatchedTokens
-	DefaultGPUMemoryUtilization = catalog.DefaultMemoryFraction
+	DefaultBlockSize  = catalog.KVBlockTokens
+	DefaultMaxNumSeqs = 256
 )
 
 var errConfig = errors.New("sim: invalid config")
 
-// withDefaults returns c with zero fields filled in. NumGPUBlocks and
-// MaxModelLen are derived only when GPU and model are known.
+// withDefaults returns c with zero fields filled in. NumGPUBlocks,
+// MaxModelLen and NumCPUBlocks are derived (catalog.EngineConfig.Sized)
+// only when GPU and model are known.
 func (c Config) withDefaults() Config {
-	if c.BlockSize == 0 {
-		c.BlockSize = DefaultBlockSize
-	}
 	if c.MaxNumSeqs == 0 {
 		c.MaxNumSeqs = DefaultMaxNumSeqs
 	}
-	if c.MaxNumBatchedTokens == 0 {
-		c.MaxNumBatchedTokens = DefaultMaxNumBatchedTokens
-	}
-	if c.GPUMemoryUtilization == 0 {
-		c.GPUMemoryUtilization = DefaultGPUMemoryUtilization
-	}
 	if c.DiskGBps == 0 {
-		c.DiskGBps = DefaultDiskGBps
+		c.DiskGBps = catalog.DefaultDiskGBps
 	}
 	if c.SchedulingPolicy == "" {
 		c.SchedulingPolicy = PolicyFCFS
 	}
-	gpu, okG := catalog.LookupGPU(c.GPU)
-	model, okM := catalog.LookupModel(c.Model)
-	if !okG || !okM {
-		return c
-	}
-	if c.NumGPUBlocks == 0 && c.BlockSize > 0 && c.MaxNumBatchedTokens > 0 {
-		c.NumGPUBlocks = DeriveNumGPUBlocks(gpu, model, c.BlockSize, c.MaxNumBatchedTokens, c.GPUMemoryUtilization)
-		if c.Flavor == FlavorSGLang {
-			mem := catalog.MemoryOf(model, 1, c.MaxNumBatchedTokens)
-			c.NumGPUBlocks = mem.KVBlocks(mem.SGLangKVCacheBytes(gpu.MemoryBytes, c.GPUMemoryUtilization), c.BlockSize)
-		}
-	}
-	if c.MaxModelLen == 0 {
-		c.MaxModelLen = min(model.MaxModelLen, c.NumGPUBlocks*c.BlockSize)
-	}
-	if c.NumCPUBlocks == 0 && c.CPUOffloadGiB > 0 && c.BlockSize > 0 {
-		c.NumCPUBlocks = int(math.Floor(c.CPUOffloadGiB * gib / float64(model.KVBytesPerToken()*c.BlockSize)))
-	}
+	e := c.Perf()
+	c.BlockSize, c.MaxNumBatchedTokens, c.GPUMemoryUtilization = e.BlockSize, e.MaxBatchedTokens, e.MemoryFraction
+	c.NumGPUBlocks, c.MaxModelLen, c.NumCPUBlocks = e.NumGPUBlocks, e.MaxModelLen, e.NumCPUBlocks
 	return c
 }
 
-// DeriveNumGPUBlocks sizes the KV cache as vLLM does at start-up, with the
-// catalog's memory model (catalog.Memory.KVCacheBytes): (memory x
-// utilisation - weights - non-torch memory - activation peak) divided by the
-// bytes of one block. It returns 0 when nothing is left.
-func DeriveNumGPUBlocks(gpu catalog.GPU, model catalog.Model, blockSize, maxBatchedTokens int, util float64) int {
-	mem := catalog.MemoryOf(model, 1, maxBatchedTokens)
-	return mem.KVBlocks(mem.KVCacheBytes(gpu.MemoryBytes, util), blockSize)
+// Perf is the engine as the catalog's performance model sees it, sized
+// (catalog.EngineConfig.Sized): the GPU and model of the catalog (zero
+// when it does not list them) and the arguments that size the KV cache and
+// the steps. catalog.ProfileOf(c.Perf()) is the profile the engine
+// measures.
+func (c Config) Perf() catalog.EngineConfig {
+	gpu, okG := catalog.LookupGPU(c.GPU)
+	model, okM := catalog.LookupModel(c.Model)
+	if !okG || !okM {
+		gpu, model = catalog.GPU{}, catalog.Model{}
+	}
+	return catalog.EngineConfig{
+		GPU: gpu, Model: model, SGLang: c.Flavor == FlavorSGLang,
+		BlockSize: c.BlockSize, MaxBatchedTokens: c.MaxNumBatchedTokens, MemoryFraction: c.GPUMemoryUtilization,
+		NumGPUBlocks: c.NumGPUBlocks, MaxModelLen: c.MaxModelLen,
+		CPUOffloadGiB: c.CPUOffloadGiB, NumCPUBlocks: c.NumCPUBlocks,
+	}.Sized()
 }
 
 // Validate reports whether the config, with defaults applied, describes an
@@ -155,39 +139,21 @@ func (c Config) Validate() error {
 	if _, ok := catalog.LookupGPU(d.GPU); !ok {
 		return fmt.Errorf("%w: unknown GPU %q (known: %v)", errConfig, c.GPU, GPUNames())
 	}
-	model, ok := catalog.LookupModel(d.Model)
-	if !ok {
+	if _, ok := catalog.LookupModel(d.Model); !ok {
 		return fmt.Errorf("%w: unknown model %q (known: %v)", errConfig, c.Model, ModelNames())
 	}
 	switch {
-	case d.BlockSize < 1 || d.BlockSize > 1024:
-		return fmt.Errorf("%w: block size %d out of range 1..1024", errConfig, d.BlockSize)
 	case d.MaxNumSeqs < 1:
 		return fmt.Errorf("%w: max_num_seqs %d < 1", errConfig, d.MaxNumSeqs)
-	case d.MaxNumBatchedTokens < 1:
-		return fmt.Errorf("%w: max_num_batched_tokens %d < 1", errConfig, d.MaxNumBatchedTokens)
-	case !(d.GPUMemoryUtilization > 0 && d.GPUMemoryUtilization <= 1):
-		return fmt.Errorf("%w: gpu_memory_utilization %v not in (0, 1]", errConfig, d.GPUMemoryUtilization)
 	case d.Flavor != FlavorVLLM && d.Flavor != FlavorSGLang:
 		return fmt.Errorf("%w: unknown flavor %d", errConfig, d.Flavor)
 	case d.SchedulingPolicy != PolicyFCFS && d.SchedulingPolicy != PolicyPriority:
 		return fmt.Errorf("%w: scheduling policy %q (want fcfs or priority)", errConfig, d.SchedulingPolicy)
 	case !(c.DiskGBps >= 0 && c.DiskGBps <= 1000):
 		return fmt.Errorf("%w: disk bandwidth %v GB/s not in [0, 1000]", errConfig, c.DiskGBps)
-	case !(c.CPUOffloadGiB >= 0 && c.CPUOffloadGiB <= 1<<20):
-		return fmt.Errorf("%w: kv offloading size %v GiB not in [0, 1 TiB]", errConfig, c.CPUOffloadGiB)
-	case d.NumCPUBlocks < 0:
-		return fmt.Errorf("%w: num_cpu_blocks %d < 0", errConfig, d.NumCPUBlocks)
-	case d.NumGPUBlocks < 1:
-		return fmt.Errorf("%w: no memory left for the KV cache (model %s on %s at utilisation %v)",
-			errConfig, d.Model, d.GPU, d.GPUMemoryUtilization)
-	case d.MaxModelLen < 1:
-		return fmt.Errorf("%w: max_model_len %d < 1", errConfig, d.MaxModelLen)
-	case d.MaxModelLen > model.MaxModelLen:
-		return fmt.Errorf("%w: max_model_len %d exceeds the model's %d", errConfig, d.MaxModelLen, model.MaxModelLen)
-	case d.MaxModelLen > d.NumGPUBlocks*d.BlockSize:
-		return fmt.Errorf("%w: max_model_len %d exceeds the KV cache's %d tokens", errConfig,
-			d.MaxModelLen, d.NumGPUBlocks*d.BlockSize)
+	}
+	if err := d.Perf().Validate(); err != nil {
+		return fmt.Errorf("%w: %w", errConfig, err)
 	}
 	return nil
 }

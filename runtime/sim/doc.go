@@ -36,17 +36,21 @@
 //     by default. Loaded tokens count in TokenOutput.CachedTokens (vLLM's
 //     num_cached_tokens) and in vllm:external_prefix_cache_{queries,hits}
 //     (exported when the tier is on), not in the GPU prefix-cache counters.
-//   - timing.go: a roofline per step, max(FLOPs at an effective fraction of
-//     the tensor-core peak, bytes at an effective fraction of DRAM
-//     bandwidth) plus a fixed step cost, over the GPU peaks and model
-//     shapes of the catalog package; core_config.go sizes the KV cache from
-//     GPU memory as vLLM does.
+//   - timing: each step is priced by the catalog's roofline
+//     (catalog.RooflineOf: max(FLOPs at an effective fraction of the
+//     tensor-core peak, bytes at an effective fraction of DRAM bandwidth)
+//     plus a fixed step cost) and its loads by the board's host link and the
+//     store's disk (catalog.GPU.HostLoadSeconds, DiskLoadSeconds); the KV
+//     cache is sized from GPU memory as vLLM or SGLang does
+//     (catalog.EngineConfig.Sized, through Config.Perf). The simulator owns
+//     the scheduler and the cache, never a second copy of the figures.
 //
 // # Calibration and speed
 //
 // timing_test.go holds an RTX 4090 serving Qwen3-14B-FP8 to published
-// figures for that pair (KV cache size, cold and cached time to first
-// token, decode rate for one and for 32 streams); the targets are listed in
+// figures for that pair (cold and cached time to first token, decode rate
+// for one and for 32 streams; the KV cache size is catalog's test), and
+// the catalog's profile of every engine to what the engine measures; the targets are listed in
 // docs/ARCHITECTURE.md and what the model gives, with the simulation's
 // speed in request-steps per second, in docs/perf.md. Step does not
 // allocate once its buffers have grown (TestStepDoesNotAllocate); Add

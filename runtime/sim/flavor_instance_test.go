@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/hearth-llm/hearth/catalog"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -264,7 +265,7 @@ func TestSGLangInstance(t *testing.T) {
 			t.Errorf("/get_server_info %s = %v, want %v", k, info[k], want)
 		}
 	}
-	prof := hruntime.MeasureProfile(ctx, http.DefaultClient, base, hruntime.KindSGLang, hruntime.Profile{})
+	prof := hruntime.MeasureProfile(ctx, http.DefaultClient, base, hruntime.KindSGLang, catalog.Profile{})
 	if !prof.Measured || prof.GPUBlocks != 256 || prof.BlockSize != 16 || prof.MaxModelLen != 2048 {
 		t.Errorf("MeasureProfile = %+v", prof)
 	}

@@ -36,10 +36,6 @@ type NodeStore interface {
 	Store(hash uint64, bytes int64) error
 }
 
-// DefaultDiskGBps is the node store's read bandwidth when Config.DiskGBps
-// is 0: a consumer PCIe 4.0 NVMe drive reads 3–7 GB/s.
-const DefaultDiskGBps = 5.0
-
 // loadFromStore continues r's match in the node store from block `from`
 // and returns how many blocks it loaded. Blocks read once stay read while
 // the request waits (r.storeRead), so a request that waits for GPU room

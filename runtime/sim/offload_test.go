@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/kvevents"
 )
 
@@ -125,9 +126,9 @@ func TestOffloadReload(t *testing.T) {
 			// Price the step the engine should run: the new tokens after
 			// the loaded prefix, plus the PCIe time of the loaded blocks.
 			computed := tt.wantLoaded * bs
-			var load stepLoad
-			load.add(computed, len(next)-computed)
-			want := c.timing.duration(&load)
+			var load catalog.StepLoad
+			load.Add(computed, len(next)-computed)
+			want := c.timing.StepDuration(&load)
 			if tt.wantLoaded > 0 {
 				bytes := float64(tt.wantLoaded * bs * c.model.KVBytesPerToken())
 				want += time.Duration(bytes / (c.gpu.PCIeGBps * 1e9) * float64(time.Second))

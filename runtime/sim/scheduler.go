@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"time"
 
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/kvevents"
 )
 
@@ -132,13 +133,13 @@ func (c *Core) Step(now time.Duration) StepResult {
 		c.offload()
 	}
 
-	var load stepLoad
+	var load catalog.StepLoad
 	for _, r := range c.scheduled {
 		if r.scheduled > 0 {
-			load.add(r.numComputed, r.scheduled)
+			load.Add(r.numComputed, r.scheduled)
 		}
 	}
-	dur := c.timing.duration(&load)
+	dur := c.timing.StepDuration(&load)
 	if loadedBlocks > 0 {
 		// vLLM loads asynchronously and runs the batch meanwhile; charging
 		// the PCIe time to the step delays the whole batch, which
@@ -152,7 +153,7 @@ func (c *Core) Step(now time.Duration) StepResult {
 		// Work exists but nothing fit (only reachable if every running
 		// request preempted itself); charge the fixed cost so that a caller
 		// looping on HasWork still advances its clock.
-		dur = stepOverhead
+		dur = catalog.StepOverhead
 	}
 	end := now + dur
 
@@ -212,8 +213,8 @@ func (c *Core) Step(now time.Duration) StepResult {
 	return StepResult{
 		Duration:     dur,
 		Outputs:      c.outputs,
-		NumScheduled: load.seqs,
-		NumTokens:    load.tokens,
+		NumScheduled: load.Seqs(),
+		NumTokens:    load.Tokens(),
 		Preempted:    preempted,
 	}
 }

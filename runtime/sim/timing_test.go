@@ -4,23 +4,13 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/catalog"
 )
 
 // The calibration targets for an RTX 4090 serving Qwen3-14B-FP8
 // (docs/ARCHITECTURE.md, "Calibration targets"): they pin the timing
 // model's constants to published figures.
-
-func TestCalibrationKVBlocks(t *testing.T) {
-	c := newCore(t, Config{GPU: "rtx4090", Model: "qwen3-14b-fp8"}, nil)
-	cfg := c.Config()
-	t.Logf("rtx4090 + qwen3-14b-fp8: %d blocks, %d tokens, max_model_len %d", cfg.NumGPUBlocks, cfg.NumGPUBlocks*cfg.BlockSize, cfg.MaxModelLen)
-	if cfg.NumGPUBlocks < 1800 || cfg.NumGPUBlocks > 2000 {
-		t.Errorf("NumGPUBlocks = %d, want about 1,900 (1,800..2,000)", cfg.NumGPUBlocks)
-	}
-	if got := c.Model().KVBytesPerToken(); got != 160<<10 {
-		t.Errorf("KV bytes per token = %d, want 160 KiB", got)
-	}
-}
 
 func TestCalibrationTTFT(t *testing.T) {
 	c := newCore(t, Config{GPU: "rtx4090", Model: "qwen3-14b-fp8"}, nil)
@@ -85,42 +75,47 @@ func TestCalibrationDecode(t *testing.T) {
 	}
 }
 
-func TestTimingScalesWithHardware(t *testing.T) {
-	// The same prompt is slower on a GPU with less compute and faster on one
-	// with more; an FP8 model on a GPU without FP8 runs at the BF16 rate.
-	ttft := func(gpu, model string) time.Duration {
-		c := newCore(t, Config{GPU: gpu, Model: model}, nil)
-		d := newDriver(c)
-		mustAdd(t, c, 0, &Request{ID: "r", Prompt: tokens(1, 4000), Output: tokens(1, 1)})
-		d.run(t)
-		return d.first["r"]
-	}
-	tests := []struct {
-		name       string
-		slow, fast [2]string
-	}{
-		{"3090 slower than 4090", [2]string{"rtx3090", "qwen3-8b"}, [2]string{"rtx4090", "qwen3-8b"}},
-		{"4090 slower than h100", [2]string{"rtx4090", "qwen3-14b-fp8"}, [2]string{"h100", "qwen3-14b-fp8"}},
-		{"bf16 slower than fp8 on 4090", [2]string{"rtx4090", "qwen3-8b"}, [2]string{"rtx4090", "qwen3-8b-fp8"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			slow, fast := ttft(tt.slow[0], tt.slow[1]), ttft(tt.fast[0], tt.fast[1])
-			if slow <= fast {
-				t.Errorf("%v: %v, %v: %v", tt.slow, slow, tt.fast, fast)
+// TestProfileIsWhatTheCoreMeasures holds the catalog's profile of an engine
+// (what the router is told of simulated and real engines alike) to what the
+// simulated engine does: its KV sizes, and the speed of its first
+// full-budget prefill step.
+func TestProfileIsWhatTheCoreMeasures(t *testing.T) {
+	checked := 0
+	for _, gpu := range GPUNames() {
+		for _, model := range ModelNames() {
+			for _, flavor := range []Flavor{FlavorVLLM, FlavorSGLang} {
+				// Defaults, and a short context from a smaller share of
+				// memory (the prompt is then one token under the context).
+				for _, shape := range []Config{{}, {GPUMemoryUtilization: 0.8, MaxModelLen: 4096, CPUOffloadGiB: 32}} {
+					cfg := shape
+					cfg.GPU, cfg.Model, cfg.Flavor = gpu, model, flavor
+					if cfg.Validate() != nil {
+						continue // the model does not fit the GPU
+					}
+					checked++
+					want, err := catalog.ProfileOf(cfg.Perf())
+					if err != nil {
+						t.Fatalf("%+v: %v", cfg, err)
+					}
+					c := newCore(t, cfg, nil)
+					eff := c.Config()
+					n := min(eff.MaxNumBatchedTokens, eff.MaxModelLen-1)
+					mustAdd(t, c, 0, &Request{ID: "profile", Prompt: tokens(0, n), Output: []uint32{0}})
+					res := c.Step(0)
+					got := catalog.Profile{
+						GPUBlocks: eff.NumGPUBlocks, BlockSize: eff.BlockSize, CPUBlocks: eff.NumCPUBlocks,
+						BlockBytes:          c.Model().KVBytesPerToken() * eff.BlockSize,
+						PrefillTokensPerSec: float64(res.NumTokens) / res.Duration.Seconds(),
+						LoadBytesPerSec:     c.GPU().PCIeGBps * 1e9, MaxModelLen: eff.MaxModelLen,
+					}
+					if got != want {
+						t.Errorf("%s on %s (%v, %+v): engine %+v, catalog %+v", model, gpu, flavor, shape, got, want)
+					}
+				}
 			}
-		})
+		}
 	}
-}
-
-func TestStepLoadAttention(t *testing.T) {
-	// A chunk of k tokens after c computed ones sees Σ (c+i) for i in 1..k.
-	var l stepLoad
-	l.add(10, 3)
-	if want := 11.0 + 12 + 13; l.attnCtx != want {
-		t.Errorf("attnCtx = %v, want %v", l.attnCtx, want)
-	}
-	if l.kvTokens != 13 || l.tokens != 3 || l.seqs != 1 {
-		t.Errorf("load = %+v", l)
+	if checked < 20 {
+		t.Errorf("only %d engines start", checked)
 	}
 }
