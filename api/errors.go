@@ -165,6 +165,11 @@ func toAPIError(err error) *apiError {
 	}
 	var fe *fiber.Error
 	if errors.As(err, &fe) {
+		if fe.Code == http.StatusBadRequest {
+			// fiber's 400s come from the HTTP parser, whose message quotes
+			// the raw request, credentials included: never echo it.
+			return &apiError{Status: fe.Code, Message: "malformed HTTP request"}
+		}
 		return &apiError{Status: fe.Code, Message: fe.Message}
 	}
 	switch {

@@ -175,6 +175,7 @@ func (g *Gateway) newApp(reg *prometheus.Registry, mount func(fiber.Router)) *fi
 		},
 	})
 	app.Use(g.logRequests)
+	app.Use(refuseAmbiguousFraming)
 	app.Get("/health", func(c *fiber.Ctx) error {
 		return c.JSON(fiber.Map{"status": "ok"})
 	})
