@@ -84,3 +84,44 @@ func TestFramingErrorDoesNotEchoTheRequest(t *testing.T) {
 		t.Errorf("the 400's body echoes the request's bearer key: %q", body)
 	}
 }
+
+func TestKeylessLoopbackAPIRefusesWebPages(t *testing.T) {
+	h := startGateway(t, nil)
+	body := `{"model":"qwen3-14b","messages":[{"role":"user","content":"hi"}],"max_tokens":4}`
+	cases := []struct {
+		name        string
+		headers     []string
+		contentType string
+		want        int
+	}{
+		{"an agent client", nil, "application/json", http.StatusOK},
+		{"json with a charset", nil, "application/json; charset=utf-8", http.StatusOK},
+		{"localhost by name", []string{"Host", "localhost:8000"}, "application/json", http.StatusOK},
+		{"a rebound name", []string{"Host", "attacker.example:8000"}, "application/json", http.StatusForbidden},
+		{"a cross-site form", nil, "text/plain", http.StatusUnsupportedMediaType},
+		{"a urlencoded form", nil, "application/x-www-form-urlencoded", http.StatusUnsupportedMediaType},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", tc.contentType)
+			for i := 0; i+1 < len(tc.headers); i += 2 {
+				if tc.headers[i] == "Host" {
+					req.Host = tc.headers[i+1]
+				}
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.want, b)
+			}
+		})
+	}
+}

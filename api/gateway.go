@@ -228,9 +228,14 @@ func (g *Gateway) KeyRequired(ctx context.Context) bool {
 // Traffic returns the gateway's record of recent requests and sessions.
 func (g *Gateway) Traffic() *Traffic { return g.traffic }
 
-// authenticate checks the API key when keys are configured.
+// authenticate checks the API key when keys are configured. Without keys
+// on a loopback listener it still refuses what a web page could send
+// (refuseWebPages).
 func (g *Gateway) authenticate(c *fiber.Ctx) error {
 	if !g.KeyRequired(c.UserContext()) {
+		if err := refuseWebPages(c); err != nil {
+			return writeError(c, dialectOf(c.Path()), err)
+		}
 		g.open.note(lineOf(c).client, time.Now())
 		return c.Next()
 	}
@@ -289,6 +294,31 @@ func (g *Gateway) guardMetrics(c *fiber.Ctx) error {
 
 // loopbackHost reports whether a Host header names this machine, so that
 // a page whose name was rebound to 127.0.0.1 gets no loopback privilege.
+// refuseWebPages guards the keyless API on a loopback listener against the
+// pages of the user's browser. A page on another site can reach
+// 127.0.0.1 through a name it controls that resolves there (DNS
+// rebinding): its requests then carry that name as Host. And a
+// cross-site form or fetch that needs no preflight can only send
+// text/plain, form or multipart bodies. So only loopback Host names and
+// JSON bodies are served; every agent client sends both.
+func refuseWebPages(c *fiber.Ctx) *apiError {
+	local, ok := c.Context().LocalAddr().(*net.TCPAddr)
+	if !ok || !local.IP.IsLoopback() {
+		return nil
+	}
+	if !loopbackHost(string(c.Request().Host())) {
+		return &apiError{Status: http.StatusForbidden, Message: fmt.Sprintf(
+			"this API listens on loopback without an API key and answers only requests addressed to localhost, 127.0.0.1 or [::1], not %q", c.Request().Host())}
+	}
+	if len(c.Body()) > 0 || c.Method() == fiber.MethodPost {
+		mediaType, _, _ := strings.Cut(string(c.Request().Header.ContentType()), ";")
+		if !strings.EqualFold(strings.TrimSpace(mediaType), fiber.MIMEApplicationJSON) {
+			return &apiError{Status: http.StatusUnsupportedMediaType, Message: "request bodies must be JSON (Content-Type: application/json)"}
+		}
+	}
+	return nil
+}
+
 func loopbackHost(host string) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
