@@ -640,16 +640,6 @@ func (s *Supervisor) awaitReady(ctx context.Context, e *supervised, h Handle) er
 	}
 }
 
-// livenessPath is what a serving engine is probed at. SGLang's HTTP server
-// can outlive a crashed scheduler and keep answering /health; its
-// /health_generate runs a one-token generation through the scheduler.
-func livenessPath(k Kind) string {
-	if k == KindSGLang {
-		return "/health_generate"
-	}
-	return "/health"
-}
-
 // watch waits while a ready engine serves. It returns ErrExited when the
 // engine exits, an error when it stops answering /health, nil when ctx ends.
 func (s *Supervisor) watch(ctx context.Context, e *supervised, ep Endpoints, exited <-chan struct{}) error {
@@ -663,7 +653,7 @@ func (s *Supervisor) watch(ctx context.Context, e *supervised, ep Endpoints, exi
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			if err := getJSON(ctx, s.cfg.HTTPClient, ep.BaseURL+livenessPath(e.Spec.Engine), nil); err != nil && ctx.Err() == nil {
+			if err := getJSON(ctx, s.cfg.HTTPClient, ep.BaseURL+e.Spec.Engine.Descriptor().LivenessPath, nil); err != nil && ctx.Err() == nil {
 				failures++
 				if failures >= s.cfg.LivenessFailures {
 					return fmt.Errorf("hangs: /health failed %d times in a row: %w", failures, err)

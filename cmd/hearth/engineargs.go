@@ -50,7 +50,7 @@ const (
 // engineCommand is a parsed engine command line: what the simulated engine
 // runs as.
 type engineCommand struct {
-	flavor    sim.Flavor
+	flavor    hruntime.Kind
 	prog      string // as argparse names it in messages: "vllm serve", "launch_server.py"
 	modelPath string // as given on the command line
 	served    string
@@ -482,7 +482,7 @@ const (
 
 // parseVLLMServe parses the arguments after `vllm serve`.
 func parseVLLMServe(args []string) (*engineCommand, error) {
-	c := &engineCommand{flavor: sim.FlavorVLLM, prog: "vllm serve", host: vllmDefaultHost, port: vllmDefaultPort,
+	c := &engineCommand{flavor: hruntime.KindVLLM, prog: "vllm serve", host: vllmDefaultHost, port: vllmDefaultPort,
 		serverArgs: map[string]any{}}
 	positionals := 0
 	err := parseEngineFlags(c, vllmUsage, vllmFlags(), args, true, func(arg string) bool {
@@ -515,7 +515,7 @@ func parseVLLMServe(args []string) (*engineCommand, error) {
 // `python3 -m sglang.launch_server`, or after `sglang serve` (positional
 // says a first positional argument is the model path).
 func parseSGLangServer(args []string, positional bool) (*engineCommand, error) {
-	c := &engineCommand{flavor: sim.FlavorSGLang, prog: "launch_server.py", host: sglangDefaultHost,
+	c := &engineCommand{flavor: hruntime.KindSGLang, prog: "launch_server.py", host: sglangDefaultHost,
 		port: sglangDefaultPort, serverArgs: map[string]any{}}
 	// SGLang pages are one token unless told otherwise.
 	c.cfg.BlockSize = 1
@@ -637,7 +637,7 @@ func (c *engineCommand) finish(getenv func(string) string) error {
 		return fmt.Errorf("%w %q", errUnknownModel, c.modelPath)
 	}
 	c.cfg.Model = m.Name
-	c.cfg.Flavor = c.flavor
+	c.cfg.Kind = c.flavor
 	c.cfg.GPU = "rtx4090"
 	if v := getenv(envSimGPU); v != "" {
 		c.cfg.GPU = v
@@ -676,14 +676,14 @@ func (c *engineCommand) finish(getenv func(string) string) error {
 		}
 		c.cfg.NumGPUBlocks = n
 	}
-	if v := getenv(envSGLangHealthTimeout); v != "" && c.flavor == sim.FlavorSGLang {
+	if v := getenv(envSGLangHealthTimeout); v != "" && c.flavor == hruntime.KindSGLang {
 		s, err := strconv.Atoi(v)
 		if err != nil || s <= 0 {
 			return fmt.Errorf("%s=%q: want a number of seconds", envSGLangHealthTimeout, v)
 		}
 		c.healthTimeout = time.Duration(s) * time.Second
 	}
-	if c.flavor == sim.FlavorSGLang && c.hierarchical {
+	if c.flavor == hruntime.KindSGLang && c.hierarchical {
 		if err := c.hostTier(m); err != nil {
 			return err
 		}

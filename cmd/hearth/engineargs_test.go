@@ -47,11 +47,11 @@ func TestEngineArgsRoundTrip(t *testing.T) {
 	}
 	tests := []struct {
 		kind    hruntime.Kind
-		flavor  sim.Flavor
+		flavor  hruntime.Kind
 		offload float64 // GiB of host tier the engine ends up with
 	}{
-		{hruntime.KindVLLM, sim.FlavorVLLM, 8},                   // --kv-offloading-size is GiB
-		{hruntime.KindSGLang, sim.FlavorSGLang, 8e9 / (1 << 30)}, // --hicache-size is GB
+		{hruntime.KindVLLM, hruntime.KindVLLM, 8},                   // --kv-offloading-size is GiB
+		{hruntime.KindSGLang, hruntime.KindSGLang, 8e9 / (1 << 30)}, // --hicache-size is GB
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.kind), func(t *testing.T) {
@@ -64,7 +64,7 @@ func TestEngineArgsRoundTrip(t *testing.T) {
 			}
 			want := sim.Config{
 				GPU: "h100", Model: "qwen3-14b-fp8", NumGPUBlocks: 3000, BlockSize: hruntime.BlockSize,
-				MaxModelLen: 16384, GPUMemoryUtilization: 0.85, CPUOffloadGiB: tc.offload, Seed: 42, Flavor: tc.flavor,
+				MaxModelLen: 16384, GPUMemoryUtilization: 0.85, CPUOffloadGiB: tc.offload, Seed: 42, Kind: tc.flavor,
 				Agent: sim.AgentOptions{AllowWriteTools: true, MinToolCalls: 2, MaxToolCalls: 4},
 			}
 			if c.cfg != want {

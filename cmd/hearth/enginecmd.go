@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -79,14 +80,14 @@ func runEngineProgram(ctx context.Context, env *environment, prog string, args [
 		return 2
 	case cmd.help:
 		fmt.Fprintf(env.stdout, "usage: %s\n\nA simulated %s server (Hearth). Options it models: %s\n",
-			map[sim.Flavor]string{sim.FlavorVLLM: vllmUsage, sim.FlavorSGLang: sglangUsage}[cmd.flavor], cmd.flavor,
+			map[hruntime.Kind]string{hruntime.KindVLLM: vllmUsage, hruntime.KindSGLang: sglangUsage}[cmd.flavor], cmd.flavor,
 			strings.Join(modelledOptions(cmd.flavor), " "))
 		return 0
 	}
 	// The engine's own lines go where it writes them: vLLM's logger to
 	// stdout, SGLang's to stderr.
 	out := env.stderr
-	if cmd.flavor == sim.FlavorVLLM {
+	if cmd.flavor == hruntime.KindVLLM {
 		out = env.stdout
 	}
 	if err := cmd.finish(env.getenv); err != nil {
@@ -139,9 +140,9 @@ func runEngineProgram(ctx context.Context, env *environment, prog string, args [
 const vllmVersionString = "0.11.0"
 
 // modelledOptions names the options the flavour's simulator acts on.
-func modelledOptions(f sim.Flavor) []string {
+func modelledOptions(f hruntime.Kind) []string {
 	flags := vllmFlags()
-	if f == sim.FlavorSGLang {
+	if f == hruntime.KindSGLang {
 		flags = sglangFlags()
 	}
 	var out []string

@@ -247,7 +247,7 @@ func TestEngineImagesEntrypoints(t *testing.T) {
 			proc := startEngineProc(t, engineBinary(t, tc.program), argv[1:])
 			began := time.Now()
 			proc.waitLine(tc.ready)
-			ep := ports.Endpoints()
+			ep := ports.Endpoints(tc.kind)
 			ctx, cancel := context.WithTimeout(context.Background(), engineHangGuard)
 			defer cancel()
 			if err := hruntime.WaitReady(ctx, http.DefaultClient, ep.BaseURL, "qwen3-8b", proc.exited); err != nil {

@@ -45,7 +45,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	flavor, err := sim.ParseFlavor(*flavorName)
+	flavor, err := sim.ParseKind(*flavorName)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -70,7 +70,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 		GPU: *gpu, Model: *model, NumGPUBlocks: *numBlocks, BlockSize: *blockSize,
 		MaxNumSeqs: *maxSeqs, MaxNumBatchedTokens: *maxBatched, MaxModelLen: *maxModelLen,
 		GPUMemoryUtilization: *memUtil, SchedulingPolicy: *policy, Seed: *seed,
-		CPUOffloadGiB: *offloadGiB, Flavor: flavor, Agent: agent, DiskGBps: *diskGBps,
+		CPUOffloadGiB: *offloadGiB, Kind: flavor, Agent: agent, DiskGBps: *diskGBps,
 	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

@@ -35,10 +35,9 @@ const (
 // Inside its container an engine serves on the engines' usual ports; Docker
 // publishes them on loopback ports of the host that the launcher picks.
 const (
-	vllmHTTPPort   = 8000
-	sglangHTTPPort = 30000
-	eventsPort     = 5557
-	replayPort     = 5558
+	// (The HTTP port is the kind's, EngineKind.ImageHTTPPort.)
+	eventsPort = 5557
+	replayPort = 5558
 	// hfCacheTarget is where both engines' images look for the Hugging Face
 	// cache.
 	hfCacheTarget = "/root/.cache/huggingface"
@@ -86,7 +85,11 @@ func planContainer(spec hruntime.Spec, o planOptions) (containerPlan, error) {
 	if err := CheckModel(cmp.Or(spec.ModelPath, spec.Model)); err != nil {
 		return containerPlan{}, fmt.Errorf("docker %s: %w", spec.Name, err)
 	}
-	inside := hruntime.Ports{Host: "0.0.0.0", HTTP: vllmHTTPPort, KVEvents: eventsPort, Replay: replayPort}
+	kind, ok := hruntime.Lookup(spec.Engine)
+	if !ok || len(kind.Images) == 0 {
+		return containerPlan{}, fmt.Errorf("docker %s: engine %q runs in no image", spec.Name, spec.Engine)
+	}
+	inside := hruntime.Ports{Host: "0.0.0.0", HTTP: kind.ImageHTTPPort, KVEvents: eventsPort, Replay: replayPort}
 	var binds []string
 	if o.hfCache != "" {
 		binds = append(binds, o.hfCache+":"+hfCacheTarget)
@@ -103,17 +106,7 @@ func planContainer(spec hruntime.Spec, o planOptions) (containerPlan, error) {
 		// directory the engine is told is the one every engine shares.
 		binds = append(binds, spec.KVStoreDir+":"+spec.KVStoreDir)
 	}
-	var cmd []string
-	switch spec.Engine {
-	case hruntime.KindVLLM:
-		// The vLLM image's entrypoint is `vllm serve`.
-		cmd = hruntime.VLLMArgs(spec, inside)
-	case hruntime.KindSGLang:
-		inside.HTTP = sglangHTTPPort
-		cmd = hruntime.EngineArgs(spec, inside, "")
-	default:
-		return containerPlan{}, fmt.Errorf("docker %s: engine %q runs in no image (want vllm or sglang)", spec.Name, spec.Engine)
-	}
+	cmd := kind.ImageCommand(spec, inside)
 
 	env := []string{"PYTHONHASHSEED=0"}
 	if o.simImage != "" {
@@ -161,8 +154,8 @@ func planContainer(spec hruntime.Spec, o planOptions) (containerPlan, error) {
 			RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		},
 	}
-	if spec.Engine == hruntime.KindSGLang {
-		// SGLang pins host memory for its KV tiers.
+	if kind.PinsHostMemory {
+		// The engine pins host memory for its KV tiers.
 		plan.host.Resources.Ulimits = []*container.Ulimit{{Name: "memlock", Soft: -1, Hard: -1}}
 	}
 	if !o.noGPU {

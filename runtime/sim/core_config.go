@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/hearth-llm/hearth/catalog"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 const gib = 1 << 30
@@ -79,7 +80,7 @@ type Config struct {
 	Seed int64
 	// Flavor is the engine simulated: vLLM (the default) or SGLang. It
 	// picks the block hashes and how KV events are split (see Flavor).
-	Flavor Flavor
+	Kind hruntime.Kind
 	// Agent shapes the simulated model's tool use (AgentOptions): how many
 	// tool calls a task makes and whether tools that write may be called.
 	// It does not change the engine model.
@@ -100,6 +101,9 @@ var errConfig = errors.New("sim: invalid config")
 // withDefaults returns c with zero fields filled in. NumGPUBlocks and
 // MaxModelLen are derived only when GPU and model are known.
 func (c Config) withDefaults() Config {
+	if c.Kind == "" {
+		c.Kind = hruntime.KindVLLM
+	}
 	if c.BlockSize == 0 {
 		c.BlockSize = DefaultBlockSize
 	}
@@ -125,7 +129,7 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NumGPUBlocks == 0 && c.BlockSize > 0 && c.MaxNumBatchedTokens > 0 {
 		c.NumGPUBlocks = DeriveNumGPUBlocks(gpu, model, c.BlockSize, c.MaxNumBatchedTokens, c.GPUMemoryUtilization)
-		if c.Flavor == FlavorSGLang {
+		if c.Kind == hruntime.KindSGLang {
 			mem := catalog.MemoryOf(model, 1, c.MaxNumBatchedTokens)
 			c.NumGPUBlocks = mem.KVBlocks(mem.SGLangKVCacheBytes(gpu.MemoryBytes, c.GPUMemoryUtilization), c.BlockSize)
 		}
@@ -168,8 +172,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: max_num_batched_tokens %d < 1", errConfig, d.MaxNumBatchedTokens)
 	case !(d.GPUMemoryUtilization > 0 && d.GPUMemoryUtilization <= 1):
 		return fmt.Errorf("%w: gpu_memory_utilization %v not in (0, 1]", errConfig, d.GPUMemoryUtilization)
-	case d.Flavor != FlavorVLLM && d.Flavor != FlavorSGLang:
-		return fmt.Errorf("%w: unknown flavor %d", errConfig, d.Flavor)
+	case !Plays(d.Kind):
+		return fmt.Errorf("%w: engine kind %q is not one the simulator plays (vllm, sglang)", errConfig, d.Kind)
 	case d.SchedulingPolicy != PolicyFCFS && d.SchedulingPolicy != PolicyPriority:
 		return fmt.Errorf("%w: scheduling policy %q (want fcfs or priority)", errConfig, d.SchedulingPolicy)
 	case !(c.DiskGBps >= 0 && c.DiskGBps <= 1000):
