@@ -46,17 +46,6 @@ const (
 	localModelsTarget = "/models"
 )
 
-// Environment of the simulated images: the real command line has no place
-// for the modelled GPU, so it travels beside it.
-const (
-	envSimGPU       = "HEARTH_SIM_GPU"
-	envSimSpeedup   = "HEARTH_SIM_SPEEDUP"
-	envSimSeed      = "HEARTH_SIM_SEED"
-	envSimGPUBlocks = "HEARTH_SIM_NUM_GPU_BLOCKS"
-	envSimToolCalls = "HEARTH_SIM_TOOL_CALLS"
-	envSimWriting   = "HEARTH_SIM_ALLOW_WRITE_TOOLS"
-)
-
 // containerPlan is one engine's container, everything but its host ports.
 type containerPlan struct {
 	name   string
@@ -110,19 +99,9 @@ func planContainer(spec hruntime.Spec, o planOptions) (containerPlan, error) {
 
 	env := []string{"PYTHONHASHSEED=0"}
 	if o.simImage != "" {
-		env = append(env, envSimGPU+"="+spec.GPU.Kind, envSimSeed+"="+strconv.FormatInt(spec.Seed, 10))
-		if spec.Speedup > 0 {
-			env = append(env, envSimSpeedup+"="+strconv.FormatFloat(spec.Speedup, 'g', -1, 64))
-		}
-		if spec.NumGPUBlocks > 0 {
-			env = append(env, envSimGPUBlocks+"="+strconv.Itoa(spec.NumGPUBlocks))
-		}
-		if tc := hruntime.ToolCallsFlag(spec); tc != "" {
-			env = append(env, envSimToolCalls+"="+tc)
-		}
-		if spec.AllowWriteTools {
-			env = append(env, envSimWriting+"=1")
-		}
+		// The real command line has no place for the modelled GPU, so
+		// it travels beside it.
+		env = append(env, hruntime.SimSettingsOf(spec).Env()...)
 	}
 	env = append(env, hruntime.EngineEnv(spec)...)
 	env = append(env, spec.Env...)

@@ -1,4 +1,4 @@
-package main
+package simcli
 
 import (
 	"encoding/json"
@@ -22,19 +22,12 @@ import (
 // Flags the simulator models set its configuration; other real flags are
 // accepted and ignored; anything else is an error, exit status 2.
 
-// Settings only the simulator has: the real command lines have no place for
-// them, so they come from the environment.
-const (
-	envSimGPU          = "HEARTH_SIM_GPU"               // modelled GPU kind; default rtx4090
-	envSimSpeedup      = "HEARTH_SIM_SPEEDUP"           // modelled GPU runs this many times real time; default 1
-	envSimSeed         = "HEARTH_SIM_SEED"              // seed of the answers (and vLLM's block hashes); default 0
-	envSimNumGPUBlocks = "HEARTH_SIM_NUM_GPU_BLOCKS"    // KV cache blocks; default derived from GPU memory
-	envSimToolCalls    = "HEARTH_SIM_TOOL_CALLS"        // tool calls per task, N or N-M; default 3-6
-	envSimWriting      = "HEARTH_SIM_ALLOW_WRITE_TOOLS" // 1: the model may call tools that write
-	// envSGLangHealthTimeout is SGLang's own bound on /health_generate, in
-	// seconds.
-	envSGLangHealthTimeout = "SGLANG_HEALTH_CHECK_TIMEOUT"
-)
+// Settings only the simulator has come from the environment
+// (runtime.ParseSimEnv): the real command lines have no place for them.
+
+// envSGLangHealthTimeout is SGLang's own bound on /health_generate, in
+// seconds.
+const envSGLangHealthTimeout = "SGLANG_HEALTH_CHECK_TIMEOUT"
 
 // Defaults of the real engines.
 const (
@@ -638,44 +631,17 @@ func (c *engineCommand) finish(getenv func(string) string) error {
 	}
 	c.cfg.Model = m.Name
 	c.cfg.Kind = c.flavor
-	c.cfg.GPU = "rtx4090"
-	if v := getenv(envSimGPU); v != "" {
-		c.cfg.GPU = v
+	settings, err := hruntime.ParseSimEnv(getenv)
+	if err != nil {
+		return err
 	}
-	c.speedup = 1
-	if v := getenv(envSimSpeedup); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(f > 0) || math.IsInf(f, 0) {
-			return fmt.Errorf("%s=%q: want a positive number", envSimSpeedup, v)
-		}
-		c.speedup = f
-	}
-	if v := getenv(envSimSeed); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return fmt.Errorf("%s=%q: want an integer", envSimSeed, v)
-		}
-		c.cfg.Seed = n
-	}
-	if v := getenv(envSimToolCalls); v != "" {
-		if err := c.cfg.Agent.ParseToolCallRange(v); err != nil {
-			return fmt.Errorf("%s: %w", envSimToolCalls, err)
+	c.cfg.GPU, c.speedup, c.cfg.Seed, c.cfg.NumGPUBlocks = settings.GPU, settings.Speedup, settings.Seed, settings.NumGPUBlocks
+	if settings.ToolCalls != "" {
+		if err := c.cfg.Agent.ParseToolCallRange(settings.ToolCalls); err != nil {
+			return fmt.Errorf("%s: %w", hruntime.EnvSimToolCalls, err)
 		}
 	}
-	if v := getenv(envSimWriting); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("%s=%q: want true or false", envSimWriting, v)
-		}
-		c.cfg.Agent.AllowWriteTools = b
-	}
-	if v := getenv(envSimNumGPUBlocks); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return fmt.Errorf("%s=%q: want a number of blocks", envSimNumGPUBlocks, v)
-		}
-		c.cfg.NumGPUBlocks = n
-	}
+	c.cfg.Agent.AllowWriteTools = settings.AllowWriteTools
 	if v := getenv(envSGLangHealthTimeout); v != "" && c.flavor == hruntime.KindSGLang {
 		s, err := strconv.Atoi(v)
 		if err != nil || s <= 0 {

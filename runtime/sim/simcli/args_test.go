@@ -1,4 +1,4 @@
-package main
+package simcli
 
 import (
 	"errors"
@@ -37,8 +37,8 @@ func parseEngine(t *testing.T, argv []string, env map[string]string) (*engineCom
 // for; what the command line cannot say comes from the environment.
 func TestEngineArgsRoundTrip(t *testing.T) {
 	ports := hruntime.Ports{Host: "0.0.0.0", HTTP: 8123, KVEvents: 5601, Replay: 5602}
-	env := map[string]string{envSimGPU: "h100", envSimSpeedup: "25", envSimSeed: "42", envSimNumGPUBlocks: "3000",
-		envSimToolCalls: "2-4", envSimWriting: "1"}
+	env := map[string]string{hruntime.EnvSimGPU: "h100", hruntime.EnvSimSpeedup: "25", hruntime.EnvSimSeed: "42", hruntime.EnvSimNumGPUBlocks: "3000",
+		hruntime.EnvSimToolCalls: "2-4", hruntime.EnvSimWriting: "1"}
 	base := hruntime.Spec{
 		Name: "gpu0", Model: "qwen3-14b-fp8", ModelPath: "Qwen/Qwen3-14B-FP8",
 		GPU:         hruntime.GPU{Kind: "h100"},
@@ -184,8 +184,8 @@ func TestEngineCommandLineErrors(t *testing.T) {
 func TestEngineCommandEnvironmentAndModel(t *testing.T) {
 	argv := []string{"vllm", "serve", "Qwen/Qwen3-8B"}
 	for _, env := range []map[string]string{
-		{envSimSpeedup: "0"}, {envSimSpeedup: "fast"}, {envSimSeed: "x"}, {envSimNumGPUBlocks: "-1"},
-		{envSimToolCalls: "5-2"}, {envSimToolCalls: "many"}, {envSimWriting: "maybe"},
+		{hruntime.EnvSimSpeedup: "0"}, {hruntime.EnvSimSpeedup: "fast"}, {hruntime.EnvSimSeed: "x"}, {hruntime.EnvSimNumGPUBlocks: "-1"},
+		{hruntime.EnvSimToolCalls: "5-2"}, {hruntime.EnvSimToolCalls: "many"}, {hruntime.EnvSimWriting: "maybe"},
 	} {
 		if _, err := parseEngine(t, argv, env); err == nil || errors.Is(err, errUnknownModel) {
 			t.Errorf("env %v: %v, want an error", env, err)
