@@ -129,9 +129,11 @@ type Status struct {
 	Name    string
 	Runtime string
 	Engine  Kind
-	Model   string
-	GPU     GPU
-	State   State
+	// Simulated says Hearth's simulator plays Engine (Spec.Simulated).
+	Simulated bool
+	Model     string
+	GPU       GPU
+	State     State
 	Identity
 	BaseURL  string
 	Restarts int
@@ -205,7 +207,7 @@ func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
 		seen[e.Spec.Name] = true
 		s.unsettled.Add(1)
 		s.engines = append(s.engines, &supervised{Supervised: e, onSettle: s.unsettled.Done, relaunched: make(chan struct{}), holdChanged: make(chan struct{}), status: Status{
-			Name: e.Spec.Name, Runtime: e.Launcher.Name(), Engine: e.Spec.Engine, Model: e.Spec.Model,
+			Name: e.Spec.Name, Runtime: e.Launcher.Name(), Engine: e.Spec.Engine, Simulated: e.Spec.Simulated, Model: e.Spec.Model,
 			GPU: e.Spec.GPU, State: StateStarting, Since: time.Now(), Load: LoadState{Progress: -1},
 		}})
 	}

@@ -77,3 +77,17 @@ func TestKindWithoutKVEventsIsRoutedOnPredictedCache(t *testing.T) {
 		t.Errorf("predicted %d cached blocks for the routed prompt, want %d", cached[d.WorkerID], len(prompt))
 	}
 }
+
+// TestKindJSONKeepsSim: the engines API names an engine the simulator
+// plays from its spec "sim", as before kinds were descriptors.
+func TestKindJSONKeepsSim(t *testing.T) {
+	for st, want := range map[hruntime.Status]string{
+		{Engine: hruntime.KindVLLM, Simulated: true}: "sim",
+		{Engine: hruntime.KindVLLM}:                  "vllm",
+		{Engine: hruntime.KindSGLang}:                "sglang",
+	} {
+		if got := kindJSON(st); got != want {
+			t.Errorf("kindJSON(%+v) = %q, want %q", st, got, want)
+		}
+	}
+}

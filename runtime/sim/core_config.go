@@ -78,8 +78,9 @@ type Config struct {
 	// two engines with the same seed give a block the same hash. SGLang's
 	// hashes have no seed; there it only seeds the answers' texts.
 	Seed int64
-	// Flavor is the engine simulated: vLLM (the default) or SGLang. It
-	// picks the block hashes and how KV events are split (see Flavor).
+	// Kind is the engine kind simulated (Plays): vLLM (the default) or
+	// SGLang. It picks the block hashes and how KV events are split
+	// (flavor.go).
 	Kind hruntime.Kind
 	// Agent shapes the simulated model's tool use (AgentOptions): how many
 	// tool calls a task makes and whether tools that write may be called.

@@ -319,7 +319,7 @@ func (inst *Instance) startSGLang(ctx context.Context, st *startup) error {
 func (inst *Instance) newStartup() *startup {
 	host, port := inst.announced()
 	return &startup{
-		flavor: inst.cfg.Kind, delay: inst.opts.StartupDelay, failure: inst.opts.Failure,
+		kind: inst.cfg.Kind, delay: inst.opts.StartupDelay, failure: inst.opts.Failure,
 		c:   &console{w: inst.opts.Console, now: time.Now, pid: os.Getpid()},
 		cfg: inst.cfg, gpu: inst.core.GPU(), model: inst.core.Model(),
 		modelPath: inst.opts.ModelPath, served: inst.opts.ServedModelName,

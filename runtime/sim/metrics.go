@@ -63,8 +63,8 @@ type cacheInfo struct {
 	External bool
 }
 
-func newEngineMetrics(flavor hruntime.Kind, modelName string, cache cacheInfo, stats func() Stats) *engineMetrics {
-	if flavor == hruntime.KindSGLang {
+func newEngineMetrics(kind hruntime.Kind, modelName string, cache cacheInfo, stats func() Stats) *engineMetrics {
+	if kind == hruntime.KindSGLang {
 		return newSGLangMetrics(modelName, cache, stats)
 	}
 	labels := prometheus.Labels{"model_name": modelName, "engine": "0"}

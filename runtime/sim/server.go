@@ -71,8 +71,8 @@ type ServerOptions struct {
 	Seed int64
 	// Agent shapes the model's tool use (see AgentOptions).
 	Agent AgentOptions
-	// Flavor is the engine the server stands in for: vLLM's metrics and
-	// health (the default) or SGLang's (see Flavor).
+	// Kind is the engine kind the server plays: vLLM's metrics and health
+	// (the default) or SGLang's (flavor.go).
 	Kind hruntime.Kind
 	// ModelPath is what the engine loaded (SGLang's model_path in
 	// /get_server_info); default ModelName.
