@@ -117,7 +117,9 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 		opts.ModelPath = opts.Engine.Model
 	}
 	if opts.Engine.Kind == hruntime.KindSGLang {
-		opts.Format = kvevents.FormatSGLang
+		// SGLang has one wire layout; vLLM's releases differ, so its is
+		// chosen (Format).
+		opts.Format = hruntime.KindSGLang.Descriptor().EventFormat
 	}
 	log := opts.Logger
 	if log == nil {
