@@ -33,8 +33,6 @@ const (
 type EngineKind struct {
 	// Name is the kind's name on command lines, in the API and in specs.
 	Name Kind
-	// Title is the name people know it by, for messages: "vLLM".
-	Title string
 
 	// Program is what runs the engine in a native install, before Args:
 	// {"vllm", "serve"}.

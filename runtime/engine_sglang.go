@@ -22,7 +22,6 @@ const SGLangFileStorageDirEnv = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
 func init() {
 	Register(&EngineKind{
 		Name:    KindSGLang,
-		Title:   "SGLang",
 		Program: []string{"python3", "-m", "sglang.launch_server"},
 		Args:    sglangArgs,
 		// SGLang's file storage backend takes its directory only from the
@@ -92,12 +91,12 @@ func sglangArgs(spec Spec, p Ports) []string {
 		"--kv-events-config", kvEventsConfig(map[string]any{"publisher": "zmq"}, p),
 		"--enable-metrics",
 	}
-	f := FamilyOf(spec.Model + " " + spec.ModelPath)
-	if tool := sglangToolParsers[f]; tool != "" {
+	tool, reasoning := KindSGLang.Descriptor().Parsers(spec)
+	if tool != "" {
 		args = append(args, "--tool-call-parser", tool)
 	}
-	if r := qwen3Reasoning[f]; r != "" {
-		args = append(args, "--reasoning-parser", r)
+	if reasoning != "" {
+		args = append(args, "--reasoning-parser", reasoning)
 	}
 	if tp := len(spec.GPUs()); tp > 1 {
 		args = append(args, "--tp-size", strconv.Itoa(tp))

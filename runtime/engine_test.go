@@ -19,7 +19,6 @@ const testKindNoEvents Kind = "test-noevents"
 func init() {
 	Register(&EngineKind{
 		Name:         testKindNoEvents,
-		Title:        "Test engine without KV events",
 		Program:      []string{"test-engine"},
 		Args:         func(spec Spec, p Ports) []string { return []string{"--model", spec.Model} },
 		LivenessPath: "/ping",

@@ -16,7 +16,6 @@ import (
 func init() {
 	Register(&EngineKind{
 		Name:         KindVLLM,
-		Title:        "vLLM",
 		Program:      []string{"vllm", "serve"},
 		Args:         vllmArgs,
 		LivenessPath: "/health",
@@ -75,12 +74,12 @@ func vllmArgs(spec Spec, p Ports) []string {
 		// with a host name it would connect instead.
 		"--kv-events-config", kvEventsConfig(map[string]any{"enable_kv_cache_events": true}, p),
 	}
-	f := FamilyOf(spec.Model + " " + spec.ModelPath)
-	if tool := vllmToolParsers[f]; tool != "" {
+	tool, reasoning := KindVLLM.Descriptor().Parsers(spec)
+	if tool != "" {
 		args = append(args, "--enable-auto-tool-choice", "--tool-call-parser", tool)
 	}
-	if r := qwen3Reasoning[f]; r != "" {
-		args = append(args, "--reasoning-parser", r)
+	if reasoning != "" {
+		args = append(args, "--reasoning-parser", reasoning)
 	}
 	if tp := len(spec.GPUs()); tp > 1 {
 		args = append(args, "--tensor-parallel-size", strconv.Itoa(tp))
