@@ -76,16 +76,6 @@ type EnginePlan struct {
 	AgentTurns int
 }
 
-// MemoryFractionFor is the memory fraction to pass an engine of the given
-// kind: MemFractionStatic for "sglang", GPUMemoryUtilization for "vllm"
-// and the simulated engine ("sim"), which share vLLM's meaning.
-func (e EnginePlan) MemoryFractionFor(engine string) float64 {
-	if strings.EqualFold(engine, "sglang") {
-		return e.MemFractionStatic
-	}
-	return e.GPUMemoryUtilization
-}
-
 // GPUPlan is one GPU of an engine.
 type GPUPlan struct {
 	// Index is the GPU's position in PlanRequest.GPUs.

@@ -321,15 +321,6 @@ func TestDefaultModel(t *testing.T) {
 	}
 }
 
-func TestMemoryFractionFor(t *testing.T) {
-	e := EnginePlan{GPUMemoryUtilization: 0.9, MemFractionStatic: 0.862}
-	for engine, want := range map[string]float64{"vllm": 0.9, "sim": 0.9, "sglang": 0.862, "SGLang": 0.862} {
-		if got := e.MemoryFractionFor(engine); got != want {
-			t.Errorf("MemoryFractionFor(%q) = %v, want %v", engine, got, want)
-		}
-	}
-}
-
 func TestSentenceHelpers(t *testing.T) {
 	for name, want := range map[string]string{
 		"RTX 4090": "an", "H100 80GB HBM3": "an", "L40S": "an", "RTX A6000": "an", "GTX 1080": "a",

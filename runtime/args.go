@@ -40,156 +40,86 @@ type Ports struct {
 	HTTP, KVEvents, Replay int
 }
 
-// Endpoints are the addresses a client of an engine started with these
-// ports uses.
-func (p Ports) Endpoints() Endpoints {
+// Endpoints are the addresses a client of an engine of the kind started
+// with these ports uses; the KV-event addresses are left empty for a kind
+// that publishes no events (the router then predicts its cache).
+func (p Ports) Endpoints(kind Kind) Endpoints {
 	host := p.Host
 	if host == "" || host == "0.0.0.0" {
 		host = "127.0.0.1"
 	}
-	return Endpoints{
-		BaseURL:  fmt.Sprintf("http://%s:%d", host, p.HTTP),
-		KVEvents: fmt.Sprintf("tcp://%s:%d", host, p.KVEvents),
-		KVReplay: fmt.Sprintf("tcp://%s:%d", host, p.Replay),
-		Topic:    KVEventsTopic,
+	ep := Endpoints{BaseURL: fmt.Sprintf("http://%s:%d", host, p.HTTP)}
+	if k, ok := Lookup(kind); ok && k.KVEvents {
+		ep.KVEvents = fmt.Sprintf("tcp://%s:%d", host, p.KVEvents)
+		ep.KVReplay = fmt.Sprintf("tcp://%s:%d", host, p.Replay)
+		ep.Topic = KVEventsTopic
 	}
+	return ep
 }
 
-// modelFamily is what the engines' tool-call and reasoning parsers need to
-// know of a model.
-type modelFamily struct {
-	vllmToolParser, sglangToolParser, reasoningParser string
-}
+// Family is a family of models whose tool calls and reasoning the engines
+// parse alike; "" for a model Hearth knows no parsers for.
+type Family string
 
-// familyOf picks the parsers for a model from its name: Qwen3-Coder writes
-// its tool calls as XML, the other Qwen3 models as JSON in <tool_call> tags.
-func familyOf(model string) (modelFamily, bool) {
+// The model families Hearth names parsers for.
+const (
+	FamilyQwen3Coder Family = "qwen3-coder" // tool calls as XML
+	FamilyQwen3      Family = "qwen3"       // tool calls as JSON in <tool_call> tags
+)
+
+// FamilyOf picks a model's family from its name.
+func FamilyOf(model string) Family {
 	m := strings.ToLower(model)
 	switch {
 	case strings.Contains(m, "qwen3-coder"):
-		return modelFamily{vllmToolParser: "qwen3_xml", sglangToolParser: "qwen3_coder"}, true
+		return FamilyQwen3Coder
 	case strings.Contains(m, "qwen3"):
-		return modelFamily{vllmToolParser: "hermes", sglangToolParser: "qwen25", reasoningParser: "qwen3"}, true
+		return FamilyQwen3
 	}
-	return modelFamily{}, false
+	return ""
 }
+
+// qwen3Reasoning is both engines' reasoning parser: the Qwen3 models but
+// the Coder think in <think> tags.
+var qwen3Reasoning = map[Family]string{FamilyQwen3: "qwen3"}
 
 // EngineArgs returns the command line of the engine a spec names, program
-// and all, as a native install runs it: `vllm serve …`, `python3 -m
-// sglang.launch_server …`, or `hearth sim-engine …` (with hearth the path
-// given). The Docker runtime passes the same arguments to the engines'
-// images, whose entrypoints supply the program.
+// and all, as a native install runs it (`vllm serve …`, `python3 -m
+// sglang.launch_server …`), or for a simulated spec `hearth sim-engine …`
+// with hearth the binary's path. The Docker runtime passes the kind's
+// ImageCommand to the engines' images instead.
 func EngineArgs(spec Spec, p Ports, hearth string) []string {
-	switch spec.Engine {
-	case KindVLLM:
-		return append([]string{"vllm", "serve"}, VLLMArgs(spec, p)...)
-	case KindSGLang:
-		return append([]string{"python3", "-m", "sglang.launch_server"}, SGLangArgs(spec, p)...)
-	default:
+	if spec.Simulated {
 		return append([]string{hearth, "sim-engine"}, SimEngineArgs(spec, p)...)
 	}
-}
-
-// VLLMArgs are the arguments after `vllm serve`: the model first, then KV
-// events on (with a replay socket), block size 16, tool-call and reasoning
-// parsers for the model's family, and the planned memory and context.
-func VLLMArgs(spec Spec, p Ports) []string {
-	args := []string{modelPath(spec),
-		"--served-model-name", spec.Model,
-		"--host", p.Host, "--port", strconv.Itoa(p.HTTP),
-		"--block-size", strconv.Itoa(BlockSize),
-		// vLLM binds its publisher only to an address with a wildcard;
-		// with a host name it would connect instead.
-		"--kv-events-config", kvEventsConfig(map[string]any{"enable_kv_cache_events": true}, p),
-	}
-	if f, ok := familyOf(spec.Model + " " + spec.ModelPath); ok {
-		args = append(args, "--enable-auto-tool-choice", "--tool-call-parser", f.vllmToolParser)
-		if f.reasoningParser != "" {
-			args = append(args, "--reasoning-parser", f.reasoningParser)
-		}
-	}
-	if tp := len(spec.GPUs()); tp > 1 {
-		args = append(args, "--tensor-parallel-size", strconv.Itoa(tp))
-	}
-	if spec.GPUMemoryUtilization > 0 {
-		args = append(args, "--gpu-memory-utilization", formatFloat(spec.GPUMemoryUtilization))
-	}
-	if spec.MaxModelLen > 0 {
-		args = append(args, "--max-model-len", strconv.Itoa(spec.MaxModelLen))
-	}
-	if spec.KVOffloadingGiB > 0 {
-		// The OffloadingConnector's CPU tier. v0.20.0 has no tier below it
-		// (no file-system secondary tier, no self-describing CPU events:
-		// docs/engine-tiers.md), so KVStoreDir gives vLLM nothing.
-		args = append(args, "--kv-offloading-size", formatFloat(spec.KVOffloadingGiB), "--kv-offloading-backend", "native")
-	}
-	return append(args, spec.ExtraArgs...)
-}
-
-// SGLangArgs are the arguments after `python3 -m sglang.launch_server`.
-// SGLang's publisher defaults to none, so it is named; page size 16 gives one
-// KV event per block the router hashes.
-func SGLangArgs(spec Spec, p Ports) []string {
-	args := []string{"--model-path", modelPath(spec),
-		"--served-model-name", spec.Model,
-		"--host", p.Host, "--port", strconv.Itoa(p.HTTP),
-		"--page-size", strconv.Itoa(BlockSize),
-		"--kv-events-config", kvEventsConfig(map[string]any{"publisher": "zmq"}, p),
-		"--enable-metrics",
-	}
-	if f, ok := familyOf(spec.Model + " " + spec.ModelPath); ok {
-		args = append(args, "--tool-call-parser", f.sglangToolParser)
-		if f.reasoningParser != "" {
-			args = append(args, "--reasoning-parser", f.reasoningParser)
-		}
-	}
-	if tp := len(spec.GPUs()); tp > 1 {
-		args = append(args, "--tp-size", strconv.Itoa(tp))
-	}
-	if spec.GPUMemoryUtilization > 0 {
-		args = append(args, "--mem-fraction-static", formatFloat(spec.GPUMemoryUtilization))
-	}
-	if spec.MaxModelLen > 0 {
-		args = append(args, "--context-length", strconv.Itoa(spec.MaxModelLen))
-	}
-	if spec.KVOffloadingGiB > 0 {
-		args = append(args, "--enable-hierarchical-cache", "--hicache-size", formatFloat(spec.KVOffloadingGiB),
-			"--hicache-write-policy", "write_through")
-	}
-	if spec.UsesKVStore() {
-		// The file backend writes each page the host tier takes (write
-		// through) as a file in SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR
-		// (EngineEnv). A prefetch from it waits for the whole hit up to a
-		// timeout that grows with its length, then runs with what came:
-		// a local SSD answers well within it, and a stalled disk delays a
-		// request by seconds, not for ever.
-		args = append(args, "--hicache-storage-backend", "file",
-			"--hicache-storage-prefetch-policy", "timeout")
-	}
-	return append(args, spec.ExtraArgs...)
+	return spec.Engine.Descriptor().CommandLine(spec, p)
 }
 
 // EngineEnv is the environment the engine needs for the spec beyond its
-// command line, KEY=VALUE: SGLang's file storage backend takes its
-// directory only from SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR. The
-// launchers add it before Spec.Env, which may override it.
+// command line, KEY=VALUE (the kind's Env). The launchers add it before
+// Spec.Env, which may override it.
 func EngineEnv(spec Spec) []string {
-	if spec.Engine == KindSGLang && spec.UsesKVStore() {
-		return []string{SGLangFileStorageDirEnv + "=" + spec.KVStoreDir}
+	if k, ok := Lookup(spec.Engine); ok && k.Env != nil && !spec.Simulated {
+		return k.Env(spec)
 	}
 	return nil
 }
 
 // SimEngineArgs are the arguments after `hearth sim-engine`.
 func SimEngineArgs(spec Spec, p Ports) []string {
-	ep := p.Endpoints()
-	args := []string{
-		"--listen", fmt.Sprintf("%s:%d", p.Host, p.HTTP),
-		"--kv-events", ep.KVEvents, "--kv-replay", ep.KVReplay, "--kv-events-topic", ep.Topic,
+	ep := p.Endpoints(spec.Engine)
+	args := []string{"--listen", fmt.Sprintf("%s:%d", p.Host, p.HTTP)}
+	if ep.KVEvents != "" {
+		args = append(args, "--kv-events", ep.KVEvents, "--kv-replay", ep.KVReplay, "--kv-events-topic", ep.Topic)
+	}
+	if spec.Engine != KindVLLM { // the simulator's default
+		args = append(args, "--flavor", string(spec.Engine))
+	}
+	args = append(args,
 		"--model", spec.Model,
 		"--block-size", strconv.Itoa(BlockSize),
 		"--seed", strconv.FormatInt(spec.Seed, 10),
-	}
+	)
 	if spec.GPU.Kind != "" {
 		args = append(args, "--gpu", spec.GPU.Kind)
 	}
@@ -257,7 +187,3 @@ func ToolCallsFlag(spec Spec) string {
 	}
 	return fmt.Sprintf("%d-%d", spec.MinToolCalls, spec.MaxToolCalls)
 }
-
-// SGLangFileStorageDirEnv is the variable from which SGLang's HiCache file
-// backend takes its directory.
-const SGLangFileStorageDirEnv = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"

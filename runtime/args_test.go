@@ -42,20 +42,26 @@ func TestEngineArgs(t *testing.T) {
 				`--tool-call-parser qwen25 --reasoning-parser qwen3 --mem-fraction-static 0.9 --context-length 32768 ` +
 				`--enable-hierarchical-cache --hicache-size 32 --hicache-write-policy write_through`},
 		{"sim", func(s Spec) Spec {
-			s.Engine, s.Model, s.GPU.Kind, s.Speedup, s.Seed = KindSim, "qwen3-8b", "rtx3090", 20, 7
+			s.Simulated, s.Model, s.GPU.Kind, s.Speedup, s.Seed = true, "qwen3-8b", "rtx3090", 20, 7
 			return s
 		},
 			`/usr/bin/hearth sim-engine --listen 127.0.0.1:8100 --kv-events tcp://127.0.0.1:5557 --kv-replay tcp://127.0.0.1:5558 --kv-events-topic kv-events ` +
 				`--model qwen3-8b --block-size 16 --seed 7 --gpu rtx3090 --speedup 20 --gpu-memory-utilization 0.9 --max-model-len 32768 --kv-offloading-size 32`},
+		{"sim playing sglang", func(s Spec) Spec {
+			s.Simulated, s.Engine, s.Model, s.MaxModelLen, s.KVOffloadingGiB, s.GPUMemoryUtilization = true, KindSGLang, "qwen3-8b", 0, 0, 0
+			return s
+		},
+			`/usr/bin/hearth sim-engine --listen 127.0.0.1:8100 --kv-events tcp://127.0.0.1:5557 --kv-replay tcp://127.0.0.1:5558 --kv-events-topic kv-events ` +
+				`--flavor sglang --model qwen3-8b --block-size 16 --seed 0`},
 		{"sim, tool use", func(s Spec) Spec {
-			s.Engine, s.Model, s.MaxModelLen, s.KVOffloadingGiB, s.GPUMemoryUtilization = KindSim, "qwen3-8b", 0, 0, 0
+			s.Simulated, s.Model, s.MaxModelLen, s.KVOffloadingGiB, s.GPUMemoryUtilization = true, "qwen3-8b", 0, 0, 0
 			s.AllowWriteTools, s.MinToolCalls, s.MaxToolCalls = true, 2, 4
 			return s
 		},
 			`/usr/bin/hearth sim-engine --listen 127.0.0.1:8100 --kv-events tcp://127.0.0.1:5557 --kv-replay tcp://127.0.0.1:5558 --kv-events-topic kv-events ` +
 				`--model qwen3-8b --block-size 16 --seed 0 --tool-calls 2-4 --allow-write-tools`},
 		{"sim, no tool calls", func(s Spec) Spec {
-			s.Engine, s.Model, s.MaxModelLen, s.KVOffloadingGiB, s.GPUMemoryUtilization = KindSim, "qwen3-8b", 0, 0, 0
+			s.Simulated, s.Model, s.MaxModelLen, s.KVOffloadingGiB, s.GPUMemoryUtilization = true, "qwen3-8b", 0, 0, 0
 			s.MaxToolCalls = -1
 			return s
 		},
@@ -75,7 +81,7 @@ func TestEngineArgs(t *testing.T) {
 // TestKVEventsConfigIsJSON: the flag's value is one argument of valid JSON
 // whatever the ports.
 func TestKVEventsConfigIsJSON(t *testing.T) {
-	args := VLLMArgs(Spec{Name: "g", Engine: KindVLLM, Model: "m"}, testPorts)
+	args := KindVLLM.Descriptor().Args(Spec{Name: "g", Engine: KindVLLM, Model: "m"}, testPorts)
 	i := slices.Index(args, "--kv-events-config")
 	var cfg map[string]any
 	if i < 0 || json.Unmarshal([]byte(args[i+1]), &cfg) != nil || cfg["enable_kv_cache_events"] != true {
@@ -92,35 +98,36 @@ func TestTierFlags(t *testing.T) {
 	const store = "/var/lib/hearth/kvstore"
 	cases := []struct {
 		engine   Kind
+		sim      bool // Spec.Simulated
 		ramGiB   float64
 		storeDir string
 		want     []string // the flags after the engine's fixed ones
 		env      []string
 		uses     bool // UsesKVStore
 	}{
-		{KindVLLM, 0, "", nil, nil, false},
-		{KindVLLM, 24, "", []string{"--kv-offloading-size", "24", "--kv-offloading-backend", "native"}, nil, false},
-		{KindVLLM, 24, store, []string{"--kv-offloading-size", "24", "--kv-offloading-backend", "native"}, nil, false},
-		{KindVLLM, 0, store, nil, nil, false},
-		{KindSGLang, 0, "", nil, nil, false},
-		{KindSGLang, 24, "", []string{"--enable-hierarchical-cache", "--hicache-size", "24",
+		{KindVLLM, false, 0, "", nil, nil, false},
+		{KindVLLM, false, 24, "", []string{"--kv-offloading-size", "24", "--kv-offloading-backend", "native"}, nil, false},
+		{KindVLLM, false, 24, store, []string{"--kv-offloading-size", "24", "--kv-offloading-backend", "native"}, nil, false},
+		{KindVLLM, false, 0, store, nil, nil, false},
+		{KindSGLang, false, 0, "", nil, nil, false},
+		{KindSGLang, false, 24, "", []string{"--enable-hierarchical-cache", "--hicache-size", "24",
 			"--hicache-write-policy", "write_through"}, nil, false},
-		{KindSGLang, 24, store, []string{"--enable-hierarchical-cache", "--hicache-size", "24",
+		{KindSGLang, false, 24, store, []string{"--enable-hierarchical-cache", "--hicache-size", "24",
 			"--hicache-write-policy", "write_through",
 			"--hicache-storage-backend", "file", "--hicache-storage-prefetch-policy", "timeout"},
 			[]string{"SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR=" + store}, true},
 		// No host tier to stage through: no store either.
-		{KindSGLang, 0, store, nil, nil, false},
-		{KindSim, 0, "", nil, nil, false},
-		{KindSim, 24, "", []string{"--kv-offloading-size", "24"}, nil, false},
-		{KindSim, 24, store, []string{"--kv-offloading-size", "24", "--kv-store-dir", store}, nil, true},
-		{KindSim, 0, store, []string{"--kv-store-dir", store}, nil, true},
+		{KindSGLang, false, 0, store, nil, nil, false},
+		{KindVLLM, true, 0, "", nil, nil, false},
+		{KindVLLM, true, 24, "", []string{"--kv-offloading-size", "24"}, nil, false},
+		{KindVLLM, true, 24, store, []string{"--kv-offloading-size", "24", "--kv-store-dir", store}, nil, true},
+		{KindVLLM, true, 0, store, []string{"--kv-store-dir", store}, nil, true},
 	}
 	for _, tc := range cases {
-		t.Run(fmt.Sprintf("%s ram=%g store=%q", tc.engine, tc.ramGiB, tc.storeDir), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s sim=%v ram=%g store=%q", tc.engine, tc.sim, tc.ramGiB, tc.storeDir), func(t *testing.T) {
 			// A model of no known family and no memory settings: the tier
 			// flags are the last ones the engine gets.
-			base := Spec{Name: "gpu0", Engine: tc.engine, Model: "m"}
+			base := Spec{Name: "gpu0", Engine: tc.engine, Simulated: tc.sim, Model: "m"}
 			spec := base
 			spec.KVOffloadingGiB, spec.KVStoreDir = tc.ramGiB, tc.storeDir
 			if err := spec.Validate(); err != nil {

@@ -2,6 +2,14 @@
 // engine from a Spec and hands back a Handle (ready, exit, stop, endpoints,
 // logs), and a Supervisor keeps every engine of the daemon running.
 //
+// Engine kinds (vLLM, SGLang) are registered descriptors, one file each
+// (engine_vllm.go, engine_sglang.go): an EngineKind holds everything that
+// differs between engines (command line, environment, liveness path,
+// profile probe, metric names, images, memory flag, KV events, file tier,
+// parsers); code that treats kinds apart asks it (Lookup, KindOf, Kinds)
+// rather than comparing names. Simulated is not a kind:
+// Spec.Simulated runs Hearth's simulator playing the spec's kind.
+//
 // Three runtimes implement Launcher: runtime/sim runs the simulated engine
 // in-process, runtime/process runs an engine as a child process (the
 // simulated engine as `hearth sim-engine`, or a natively installed vLLM or

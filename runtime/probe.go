@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -103,48 +102,20 @@ func getJSON(ctx context.Context, client *http.Client, url string, v any) error 
 }
 
 // MeasureProfile asks a serving engine how much KV it holds and returns the
-// estimate with what the engine told. vLLM (and the simulated engine) report
-// it in vllm:cache_config_info, SGLang in /get_server_info; an engine that
-// tells nothing keeps the estimate, with Measured false.
+// estimate with what the engine told (its kind's MeasureProfile: vLLM and
+// the simulated engine report it in vllm:cache_config_info, SGLang in
+// /get_server_info); an engine that tells nothing keeps the estimate, with
+// Measured false.
 func MeasureProfile(ctx context.Context, client *http.Client, baseURL string, kind Kind, estimate catalog.Profile) catalog.Profile {
 	p := estimate
 	p.Measured = false
-	switch kind {
-	case KindSGLang:
-		var info struct {
-			MaxTotalNumTokens int `json:"max_total_num_tokens"`
-			PageSize          int `json:"page_size"`
-			ContextLength     int `json:"context_length"`
-		}
-		if getJSON(ctx, client, baseURL+"/get_server_info", &info) != nil || info.MaxTotalNumTokens <= 0 {
-			return p
-		}
-		if info.PageSize > 0 {
-			p.BlockSize = info.PageSize
-		}
-		if p.BlockSize <= 0 {
-			return p
-		}
-		p.GPUBlocks = info.MaxTotalNumTokens / p.BlockSize
-		if info.ContextLength > 0 {
-			p.MaxModelLen = info.ContextLength
-		}
-		p.Measured = true
-	default:
-		families, err := scrape(ctx, client, baseURL)
-		if err != nil {
-			return p
-		}
-		labels := firstLabels(families["vllm:cache_config_info"])
-		blocks, _ := strconv.Atoi(labels["num_gpu_blocks"])
-		size, _ := strconv.Atoi(labels["block_size"])
-		if blocks <= 0 || size <= 0 {
-			return p
-		}
-		if cpu, err := strconv.Atoi(labels["num_cpu_blocks"]); err == nil && cpu > 0 {
-			p.CPUBlocks = cpu
-		}
-		p.GPUBlocks, p.BlockSize, p.Measured = blocks, size, true
+	k, ok := Lookup(kind)
+	if !ok {
+		return p
+	}
+	if measured, ok := k.MeasureProfile(ctx, client, baseURL, p); ok {
+		measured.Measured = true
+		return measured
 	}
 	return p
 }
@@ -169,37 +140,22 @@ type Stats struct {
 	LoadedBlocks, StoredBlocks   int64
 }
 
-// ScrapeStats reads an engine's /metrics: vLLM's names, or SGLang's where
-// vLLM's are absent.
+// ScrapeStats reads an engine's /metrics by the metric names of whichever
+// registered kind's it finds.
 func ScrapeStats(ctx context.Context, client *http.Client, baseURL string) (Stats, error) {
 	families, err := scrape(ctx, client, baseURL)
 	if err != nil {
 		return Stats{}, err
 	}
-	v := func(name string) float64 { return sum(families[name]) }
 	var s Stats
-	switch {
-	case families["vllm:num_requests_running"] != nil:
-		s = Stats{
-			Running: int(v("vllm:num_requests_running")), Waiting: int(v("vllm:num_requests_waiting")),
-			KVUsage:       v("vllm:kv_cache_usage_perc"),
-			PrefixQueries: int64(v("vllm:prefix_cache_queries_total")), PrefixHits: int64(v("vllm:prefix_cache_hits_total")),
-			GenerationTokens: int64(v("vllm:generation_tokens_total")),
-			RAMHitTokens:     int64(v("vllm:external_prefix_cache_hits_total")),
+	found := false
+	for _, k := range Kinds() {
+		if s, found = k.Stats(families); found {
+			break
 		}
-	case families["sglang:num_running_reqs"] != nil:
-		cached := families["sglang:cached_tokens_total"]
-		s = Stats{
-			Running: int(v("sglang:num_running_reqs")), Waiting: int(v("sglang:num_queue_reqs")),
-			KVUsage:          v("sglang:token_usage"),
-			PrefixQueries:    int64(v("sglang:prompt_tokens_total")),
-			PrefixHits:       int64(hitsFrom(cached, isDevice)),
-			GenerationTokens: int64(v("sglang:generation_tokens_total")),
-			RAMHitTokens:     int64(hitsFrom(cached, func(s string) bool { return s == "host" })),
-			StoreHitTokens:   int64(hitsFrom(cached, func(s string) bool { return strings.HasPrefix(s, "storage") })),
-		}
-	default:
-		return Stats{}, errors.New("metrics: neither vLLM's nor SGLang's names")
+	}
+	if !found {
+		return Stats{}, fmt.Errorf("metrics: no engine's names (known: %s)", KindNames())
 	}
 	s.RAMBlocks = -1
 	if f := families["hearth_sim_kv_tier_blocks"]; f != nil {

@@ -11,25 +11,6 @@ import (
 	"github.com/hearth-llm/hearth/catalog"
 )
 
-// Kind names an inference engine implementation.
-type Kind string
-
-// The engines Hearth can start.
-const (
-	KindVLLM   Kind = "vllm"
-	KindSGLang Kind = "sglang"
-	KindSim    Kind = "sim" // the built-in simulated vLLM server
-)
-
-// ParseKind checks an engine kind named on a command line.
-func ParseKind(s string) (Kind, error) {
-	switch k := Kind(strings.ToLower(s)); k {
-	case KindVLLM, KindSGLang, KindSim:
-		return k, nil
-	}
-	return "", fmt.Errorf("unknown engine %q (known: vllm, sglang, sim)", s)
-}
-
 // GPU is the device an engine runs on, as the launcher needs it.
 type GPU struct {
 	Index int    // CUDA device index on the node
@@ -53,7 +34,13 @@ func (g GPU) ID() string {
 // ports are: the launcher picks them and reports them as Endpoints.
 type Spec struct {
 	Name   string // unique among engines, e.g. "sim/gpu0"
-	Engine Kind
+	Engine Kind   // a registered kind
+	// Simulated runs Hearth's simulated engine playing Engine, configured
+	// from the spec's fields (in-process by runtime/sim, as `hearth
+	// sim-engine` by runtime/process), rather than the engine itself. A
+	// simulated image (the Docker runtime's) plays the real engine's
+	// command line instead, and its spec is not Simulated.
+	Simulated bool
 	// Model is the served model name clients and the router use
 	// ("qwen3-14b-fp8"); ModelPath is what the engine loads (a Hugging Face
 	// repository id or a local path), Model when empty.
@@ -120,8 +107,8 @@ func (s Spec) Validate() error {
 	switch {
 	case s.Name == "":
 		return errors.New("engine spec: name is empty")
-	case s.Engine != KindVLLM && s.Engine != KindSGLang && s.Engine != KindSim:
-		return fmt.Errorf("engine spec %s: unknown engine %q", s.Name, s.Engine)
+	case !registered(s.Engine):
+		return fmt.Errorf("engine spec %s: unknown engine %q (known: %s)", s.Name, s.Engine, KindNames())
 	case s.Model == "":
 		return fmt.Errorf("engine spec %s: model is empty", s.Name)
 	case s.Speedup < 0:
@@ -139,22 +126,23 @@ func (s Spec) Validate() error {
 }
 
 // UsesKVStore reports whether the engine gets the node's SSD KV store:
-// KVStoreDir is set and the engine's pinned release has a file tier to put
-// it in. SGLang's (HiCache's "file" storage backend) sits below its host
-// tier and needs one (KVOffloadingGiB > 0); the simulated engine takes the
-// directory as it is. vLLM v0.20.0 has no file-system tier (its tiered
-// offloading came in v0.22.0), so a vLLM engine keeps its RAM tier alone.
+// KVStoreDir is set and the engine has a tier to put it in: the simulated
+// engine takes the directory as it is, a real one when its kind's pinned
+// release has a file tier for the spec (EngineKind.FileTier).
 func (s Spec) UsesKVStore() bool {
 	if s.KVStoreDir == "" {
 		return false
 	}
-	switch s.Engine {
-	case KindSGLang:
-		return s.KVOffloadingGiB > 0
-	case KindSim:
+	if s.Simulated {
 		return true
 	}
-	return false
+	k, ok := Lookup(s.Engine)
+	return ok && k.FileTier != nil && k.FileTier(s)
+}
+
+func registered(k Kind) bool {
+	_, ok := Lookup(k)
+	return ok
 }
 
 // Endpoints are where a started engine serves.

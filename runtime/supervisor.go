@@ -131,9 +131,11 @@ type Status struct {
 	Name    string
 	Runtime string
 	Engine  Kind
-	Model   string
-	GPU     GPU
-	State   State
+	// Simulated says Hearth's simulator plays Engine (Spec.Simulated).
+	Simulated bool
+	Model     string
+	GPU       GPU
+	State     State
 	Identity
 	BaseURL  string
 	Restarts int
@@ -207,7 +209,7 @@ func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
 		seen[e.Spec.Name] = true
 		s.unsettled.Add(1)
 		s.engines = append(s.engines, &supervised{Supervised: e, onSettle: s.unsettled.Done, relaunched: make(chan struct{}), holdChanged: make(chan struct{}), status: Status{
-			Name: e.Spec.Name, Runtime: e.Launcher.Name(), Engine: e.Spec.Engine, Model: e.Spec.Model,
+			Name: e.Spec.Name, Runtime: e.Launcher.Name(), Engine: e.Spec.Engine, Simulated: e.Spec.Simulated, Model: e.Spec.Model,
 			GPU: e.Spec.GPU, State: StateStarting, Since: time.Now(), Load: LoadState{Progress: -1},
 		}})
 	}
@@ -642,16 +644,6 @@ func (s *Supervisor) awaitReady(ctx context.Context, e *supervised, h Handle) er
 	}
 }
 
-// livenessPath is what a serving engine is probed at. SGLang's HTTP server
-// can outlive a crashed scheduler and keep answering /health; its
-// /health_generate runs a one-token generation through the scheduler.
-func livenessPath(k Kind) string {
-	if k == KindSGLang {
-		return "/health_generate"
-	}
-	return "/health"
-}
-
 // watch waits while a ready engine serves. It returns ErrExited when the
 // engine exits, an error when it stops answering /health, nil when ctx ends.
 func (s *Supervisor) watch(ctx context.Context, e *supervised, ep Endpoints, exited <-chan struct{}) error {
@@ -665,7 +657,7 @@ func (s *Supervisor) watch(ctx context.Context, e *supervised, ep Endpoints, exi
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			if err := getJSON(ctx, s.cfg.HTTPClient, ep.BaseURL+livenessPath(e.Spec.Engine), nil); err != nil && ctx.Err() == nil {
+			if err := getJSON(ctx, s.cfg.HTTPClient, ep.BaseURL+e.Spec.Engine.Descriptor().LivenessPath, nil); err != nil && ctx.Err() == nil {
 				failures++
 				if failures >= s.cfg.LivenessFailures {
 					return fmt.Errorf("hangs: /health failed %d times in a row: %w", failures, err)

@@ -159,7 +159,7 @@ func (e healthyEngine) RoundTrip(r *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: status, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 }
 
-func testSpec(name string) Spec { return Spec{Name: name, Engine: KindSim, Model: "m"} }
+func testSpec(name string) Spec { return Spec{Name: name, Engine: KindVLLM, Model: "m"} }
 
 func newTestSupervisor(t *testing.T, l Launcher, a Attacher, transport http.RoundTripper) *Supervisor {
 	return newTestSupervisorOf(t, testSpec("gpu0"), l, a, transport)
@@ -363,7 +363,7 @@ func TestNewSupervisorRejectsBadEngines(t *testing.T) {
 		engines []Supervised
 		want    string
 	}{
-		{"no name", []Supervised{{Spec: Spec{Engine: KindSim, Model: "m"}, Launcher: l}}, "name is empty"},
+		{"no name", []Supervised{{Spec: Spec{Engine: KindVLLM, Model: "m"}, Launcher: l}}, "name is empty"},
 		{"no launcher", []Supervised{{Spec: testSpec("a")}}, "no launcher"},
 		{"twice the same name", []Supervised{{Spec: testSpec("a"), Launcher: l}, {Spec: testSpec("a"), Launcher: l}}, "two engines named a"},
 		{"unknown engine", []Supervised{{Spec: Spec{Name: "a", Engine: "tgi", Model: "m"}, Launcher: l}}, "unknown engine"},

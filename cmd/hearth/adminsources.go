@@ -67,7 +67,7 @@ func (a engineAdmin) pageAfter(name string, c hruntime.LogCursor) (adminapi.LogP
 
 func adminEngineOf(st hruntime.Status) adminapi.Engine {
 	e := adminapi.Engine{
-		Name: st.Name, Runtime: st.Runtime, Kind: string(st.Engine), Model: st.Model,
+		Name: st.Name, Runtime: st.Runtime, Kind: kindJSON(st), Model: st.Model,
 		GPU: st.GPU.Index, GPUName: st.GPU.Name, State: string(st.State),
 		PID: st.PID, Container: st.Container, Image: st.Image, BaseURL: st.BaseURL, Restarts: st.Restarts,
 		Phase: string(st.Load.Phase), LastError: st.LastError, Cause: string(st.Diagnosis.Cause),
@@ -191,4 +191,13 @@ func (a clusterAdmin) Leave() (nodeID string, warning, err error) {
 		return "", nil, err
 	}
 	return a.node.Identity().NodeID(), warning, nil
+}
+
+// kindJSON is the engine's kind as the API has always named it: "sim" for
+// an engine the simulator plays from its spec, which is vLLM.
+func kindJSON(st hruntime.Status) string {
+	if st.Simulated {
+		return "sim"
+	}
+	return string(st.Engine)
 }

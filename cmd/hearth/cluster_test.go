@@ -79,7 +79,7 @@ func testRouterViewEqualsEngines(t *testing.T, offloadGiB float64) {
 	}()
 	for i, gpu := range gpus {
 		spec := hruntime.Spec{
-			Name: fmt.Sprintf("gpu%d", i), Engine: hruntime.KindSim, Model: "qwen3-8b",
+			Name: fmt.Sprintf("gpu%d", i), Engine: hruntime.KindVLLM, Simulated: true, Model: "qwen3-8b",
 			GPU: hruntime.GPU{Index: i, Kind: gpu.Kind}, NumGPUBlocks: 48, KVOffloadingGiB: offloadGiB, Speedup: 200,
 		}
 		h, err := launcher.Launch(ctx, spec)

@@ -15,6 +15,7 @@ import (
 
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker"
+	"github.com/hearth-llm/hearth/runtime/sim"
 )
 
 // dockerClient connects to the local Docker Engine ($DOCKER_HOST or its
@@ -94,8 +95,8 @@ func runSimImage(ctx context.Context, env *environment, args []string) error {
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	kind, err := hruntime.ParseKind(*flavor)
-	if err != nil || kind == hruntime.KindSim {
+	kind, err := sim.ParseKind(*flavor)
+	if err != nil || *flavor == "" {
 		return fmt.Errorf("%w: --flavor: want vllm or sglang, got %q", errUsage, *flavor)
 	}
 	if *tag == "" {

@@ -212,7 +212,7 @@ func TestPlanTensorParallelEngines(t *testing.T) {
 	if len(specs) != 2 || specs[1].Name != "rig/gpu2" || specs[1].GPUIDs() != "2,3" {
 		t.Fatalf("specs: %+v", specs)
 	}
-	args := strings.Join(hruntime.VLLMArgs(specs[0], hruntime.Ports{}), " ")
+	args := strings.Join(hruntime.KindVLLM.Descriptor().Args(specs[0], hruntime.Ports{}), " ")
 	if !strings.Contains(args, "--tensor-parallel-size 2") {
 		t.Errorf("vLLM args lack the TP size: %s", args)
 	}

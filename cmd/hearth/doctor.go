@@ -98,10 +98,11 @@ func parseDoctorFlags(env *environment, args []string) (doctorConfig, error) {
 	if err := parseFlags(fs, args); err != nil {
 		return cfg, err
 	}
-	cfg.engine = hruntime.Kind(*engine)
-	if cfg.engine != hruntime.KindVLLM && cfg.engine != hruntime.KindSGLang {
+	kind, err := hruntime.KindOf(*engine)
+	if err != nil || len(kind.Images) == 0 || string(kind.Name) != *engine {
 		return cfg, fmt.Errorf("%w: --engine: want vllm or sglang, got %q", errUsage, *engine)
 	}
+	cfg.engine = kind.Name
 	return cfg, nil
 }
 

@@ -25,8 +25,10 @@ import (
 // engine per GPU (per --tp GPUs). notes holds, by engine name, why an
 // engine got less than its GPUs could give it (other programs hold memory).
 func planEngines(cfg upConfig, gpus []nodes.GPU) (specs []hruntime.Spec, notes map[string]string, err error) {
-	engine := hruntime.KindSim
-	if cfg.engine != "" {
+	// Without --engine the simulated engine runs from the spec (sim and
+	// process runtimes), playing vLLM.
+	engine, simulated := hruntime.KindVLLM, cfg.engine == ""
+	if !simulated {
 		engine = hruntime.Kind(cfg.engine)
 	}
 	tp := max(cfg.tp, 1)
@@ -49,9 +51,10 @@ func planEngines(cfg upConfig, gpus []nodes.GPU) (specs []hruntime.Spec, notes m
 			peers = append(peers, toSpec(g))
 		}
 		spec := hruntime.Spec{
-			Name:   fmt.Sprintf("%s/gpu%d", gpu.Node, gpu.Index),
-			Engine: engine,
-			Model:  cfg.models[i%len(cfg.models)],
+			Name:      fmt.Sprintf("%s/gpu%d", gpu.Node, gpu.Index),
+			Engine:    engine,
+			Simulated: simulated,
+			Model:     cfg.models[i%len(cfg.models)],
 			// The engine loads the model's repository; clients ask for
 			// Hearth's name of it.
 			ModelPath:       modelRepo(cfg.models[i%len(cfg.models)]),
@@ -67,7 +70,7 @@ func planEngines(cfg upConfig, gpus []nodes.GPU) (specs []hruntime.Spec, notes m
 			MinToolCalls:    cfg.simAgent.MinToolCalls,
 			MaxToolCalls:    cfg.simAgent.MaxToolCalls,
 		}
-		if engine != hruntime.KindSim {
+		if !simulated {
 			note, kv, err := planMemory(&spec, cfg, gpus[i*tp:(i+1)*tp])
 			if err != nil {
 				return nil, nil, err
@@ -124,7 +127,7 @@ func planMemory(spec *hruntime.Spec, cfg upConfig, gpus []nodes.GPU) (note strin
 		return "", 0, fmt.Errorf("up: engine %s: %w", spec.Name, err)
 	}
 	e := plan.Engines[0]
-	spec.GPUMemoryUtilization = e.MemoryFractionFor(string(spec.Engine))
+	spec.GPUMemoryUtilization = spec.Engine.Descriptor().MemoryFraction(e)
 	spec.MaxModelLen = e.MaxModelLen
 	return planNote(req, e), e.KVCacheBytes(), nil
 }

@@ -63,9 +63,9 @@ func (h *healthSource) Checks(ctx context.Context) ([]console.HealthCheck, error
 func newHealthSource(cfg upConfig, gpus nodes.Discoverer, engines func(context.Context) []hruntime.Identity, addr string) (*healthSource, func()) {
 	// The engine whose image the CUDA check weighs; the simulated engine
 	// in-process has none, and is weighed as vLLM, the default.
-	kind := hruntime.Kind(cfg.engine)
-	if kind != hruntime.KindSGLang {
-		kind = hruntime.KindVLLM
+	kind := hruntime.KindVLLM
+	if k, err := hruntime.KindOf(cfg.engine); err == nil {
+		kind = k.Name
 	}
 	hub := ""
 	if cfg.hfCache != "" {

@@ -35,11 +35,11 @@ const nodeStoreRescan = 2 * time.Second
 
 // spaceOf is the node-store space of an engine's blocks: engines of one
 // flavour and model hash blocks alike and share it.
-func spaceOf(flavor sim.Flavor, model string, blockSize int) string {
+func spaceOf(flavor hruntime.Kind, model string, blockSize int) string {
 	if blockSize == 0 {
 		blockSize = sim.DefaultBlockSize
 	}
-	return kvbm.SpaceName(flavor.String(), model, blockSize)
+	return kvbm.SpaceName(string(flavor), model, blockSize)
 }
 
 // openEngineStore opens the node store in an engine process and returns
@@ -49,7 +49,7 @@ func openEngineStore(dir string, cfg sim.Config, log *slog.Logger) (*kvbm.Store,
 	if err != nil {
 		return nil, nil, fmt.Errorf("node KV store: %w", err)
 	}
-	return st, st.Space(spaceOf(cfg.Flavor, cfg.Model, cfg.BlockSize)), nil
+	return st, st.Space(spaceOf(cfg.Kind, cfg.Model, cfg.BlockSize)), nil
 }
 
 // nodeStore is the daemon's handle on the node's SSD KV store: it owns
@@ -101,7 +101,7 @@ func (n *nodeStore) tellEvictions(f func(space string, hashes []uint64)) {
 // space is the part of the store an in-process engine uses.
 func (n *nodeStore) space(spec hruntime.Spec) sim.NodeStore {
 	cfg := sim.ConfigOf(spec)
-	return n.store.Space(spaceOf(cfg.Flavor, cfg.Model, cfg.BlockSize))
+	return n.store.Space(spaceOf(cfg.Kind, cfg.Model, cfg.BlockSize))
 }
 
 // run rescans the store until ctx ends: blocks engine processes wrote join
@@ -147,8 +147,8 @@ func nodeStoreEvictions(rt *router.Router, specs []hruntime.Spec) func(space str
 		}
 		cfg := sim.ConfigOf(spec)
 		o := owner{spec.GPU.Node, spec.Model}
-		for _, space := range []string{spaceOf(cfg.Flavor, cfg.Model, cfg.BlockSize), kvbm.ForeignSpace} {
-			if space == kvbm.ForeignSpace && spec.Engine != hruntime.KindSGLang || slices.Contains(owners[space], o) {
+		for _, space := range []string{spaceOf(cfg.Kind, cfg.Model, cfg.BlockSize), kvbm.ForeignSpace} {
+			if space == kvbm.ForeignSpace && (spec.Simulated || !spec.Engine.Descriptor().ForeignPages) || slices.Contains(owners[space], o) {
 				continue
 			}
 			owners[space] = append(owners[space], o)

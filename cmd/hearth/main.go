@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/hearth-llm/hearth/installer"
+	"github.com/hearth-llm/hearth/runtime/sim/simcli"
 )
 
 // command is one subcommand of the hearth binary.
@@ -76,8 +77,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// Under a real engine's name (an image's vllm or python3), the binary
 	// is that engine, simulated.
-	if prog, ok := engineProgram(os.Args[0]); ok {
-		code := runEngineProgram(ctx, env, prog, os.Args[1:])
+	if prog, ok := simcli.Program(os.Args[0]); ok {
+		code := simcli.RunProgram(ctx, simEngineEnv(env), prog, os.Args[1:])
 		stop()
 		os.Exit(code)
 	}

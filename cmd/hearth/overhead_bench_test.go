@@ -415,7 +415,7 @@ func runBenchGateway(specJSON string) error {
 			return err
 		}
 		detach, err := engines.Attach(gctx, hruntime.ReadyEngine{
-			Spec:      hruntime.Spec{Name: e.Name, Engine: hruntime.KindSim, Model: e.Model},
+			Spec:      hruntime.Spec{Name: e.Name, Engine: hruntime.KindVLLM, Simulated: true, Model: e.Model},
 			Endpoints: hruntime.Endpoints{BaseURL: e.BaseURL, KVEvents: e.Events, KVReplay: e.Replay, Topic: hruntime.KVEventsTopic},
 			Profile: catalog.Profile{
 				GPUBlocks: profile.GPUBlocks, CPUBlocks: profile.CPUBlocks, BlockBytes: profile.BlockBytes,

@@ -144,7 +144,7 @@ func TestPlanAgreesWithTheSimulatedEngine(t *testing.T) {
 			}
 			fitted++
 			e := plan.Engines[0]
-			spec := hruntime.Spec{Engine: hruntime.KindSim, Model: name, GPU: hruntime.GPU{Kind: kind},
+			spec := hruntime.Spec{Engine: hruntime.KindVLLM, Simulated: true, Model: name, GPU: hruntime.GPU{Kind: kind},
 				GPUMemoryUtilization: e.GPUMemoryUtilization, MaxModelLen: e.MaxModelLen}
 			p, err := catalog.ProfileOf(sim.ConfigOf(spec).Perf())
 			if err != nil {

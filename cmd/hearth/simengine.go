@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/runtime/sim"
-	"github.com/hearth-llm/hearth/tokenizer"
+	"github.com/hearth-llm/hearth/runtime/sim/simcli"
 )
 
 // runSimEngine runs one simulated vLLM (or SGLang) server: the OpenAI API
@@ -46,7 +47,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	flavor, err := sim.ParseFlavor(*flavorName)
+	flavor, err := sim.ParseKind(*flavorName)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -71,33 +72,30 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 		GPU: *gpu, Model: *model, NumGPUBlocks: *numBlocks, BlockSize: *blockSize,
 		MaxNumSeqs: *maxSeqs, MaxNumBatchedTokens: *maxBatched, MaxModelLen: *maxModelLen,
 		GPUMemoryUtilization: *memUtil, SchedulingPolicy: *policy, Seed: *seed,
-		CPUOffloadGiB: *offloadGiB, Flavor: flavor, Agent: agent, DiskGBps: *diskGBps,
+		CPUOffloadGiB: *offloadGiB, Kind: flavor, Agent: agent, DiskGBps: *diskGBps,
 	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	log := newLogger(env.stderr, slog.LevelInfo, logFormatText)
-	if *storeDir != "" {
-		st, space, err := openEngineStore(*storeDir, cfg, log)
-		if err != nil {
-			return fmt.Errorf("sim-engine: %w", err)
-		}
-		defer st.Close()
-		cfg.Store = space
-	}
-	tok, err := tokenizer.Qwen3()
-	if err != nil {
-		return fmt.Errorf("sim-engine: %w", err)
-	}
-	inst, err := sim.NewInstance(sim.InstanceOptions{
+	return simcli.Serve(ctx, simEngineEnv(env), *storeDir, sim.InstanceOptions{
 		Engine: cfg, Listen: *listen, KVEvents: *kvEvents, KVReplay: *kvReplay, Topic: *kvTopic,
-		Format: format, ServedModelName: *servedName, Speedup: *speedup, Tokenizer: tok, Logger: log,
+		Format: format, ServedModelName: *servedName, Speedup: *speedup,
+		Logger:       newLogger(env.stderr, slog.LevelInfo, logFormatText),
 		StartupDelay: *startup, Failure: fail, Console: env.stdout,
 	})
-	if err != nil {
-		return fmt.Errorf("sim-engine: %w", err)
+}
+
+// simEngineEnv is what the simulated engine gets from the process: its
+// output, its environment and the node store.
+func simEngineEnv(env *environment) simcli.Env {
+	return simcli.Env{
+		Stdout: env.stdout, Stderr: env.stderr, Getenv: env.getenv,
+		OpenStore: func(dir string, cfg sim.Config, log *slog.Logger) (sim.NodeStore, io.Closer, error) {
+			st, space, err := openEngineStore(dir, cfg, log)
+			if err != nil {
+				return nil, nil, err
+			}
+			return space, st, nil
+		},
 	}
-	err = inst.Run(ctx)
-	log.Info("stopped")
-	return err
 }

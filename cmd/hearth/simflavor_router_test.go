@@ -113,10 +113,10 @@ func (s *signalIndex) ClearWorker(w router.WorkerID) {
 // shares the prefix matches as many blocks in the router's index as the
 // engine then finds in its cache.
 func TestEventsFeedRouter(t *testing.T) {
-	for _, flavor := range []sim.Flavor{sim.FlavorVLLM, sim.FlavorSGLang} {
-		t.Run(flavor.String(), func(t *testing.T) {
+	for _, flavor := range []hruntime.Kind{hruntime.KindVLLM, hruntime.KindSGLang} {
+		t.Run(string(flavor), func(t *testing.T) {
 			inst, err := sim.NewInstance(sim.InstanceOptions{
-				Engine: sim.Config{GPU: "rtx4090", Model: "qwen3-8b", NumGPUBlocks: 256, MaxModelLen: 2048, Flavor: flavor}, Listen: "127.0.0.1:0", KVEvents: "tcp://127.0.0.1:0",
+				Engine: sim.Config{GPU: "rtx4090", Model: "qwen3-8b", NumGPUBlocks: 256, MaxModelLen: 2048, Kind: flavor}, Listen: "127.0.0.1:0", KVEvents: "tcp://127.0.0.1:0",
 				KVReplay: "tcp://127.0.0.1:0", Topic: "kv-events", ServedModelName: "qwen3-sim", Speedup: 1000,
 				Tokenizer: byteTokenizer{},
 			})

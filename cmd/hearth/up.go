@@ -233,8 +233,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 		return cfg, fmt.Errorf("%w: --join (with a token) and --ask-join (the owner accepts) are two ways to join: give one", errUsage)
 	}
 	if cfg.engine != "" {
-		k, err := hruntime.ParseKind(cfg.engine)
-		if err != nil || k == hruntime.KindSim {
+		if _, err := hruntime.KindOf(cfg.engine); err != nil {
 			return cfg, fmt.Errorf("%w: --engine: want vllm or sglang, got %q", errUsage, cfg.engine)
 		}
 	}

@@ -35,27 +35,15 @@ const (
 // Inside its container an engine serves on the engines' usual ports; Docker
 // publishes them on loopback ports of the host that the launcher picks.
 const (
-	vllmHTTPPort   = 8000
-	sglangHTTPPort = 30000
-	eventsPort     = 5557
-	replayPort     = 5558
+	// (The HTTP port is the kind's, EngineKind.ImageHTTPPort.)
+	eventsPort = 5557
+	replayPort = 5558
 	// hfCacheTarget is where both engines' images look for the Hugging Face
 	// cache.
 	hfCacheTarget = "/root/.cache/huggingface"
 	// localModelsTarget is where a model given as a host directory is
 	// mounted, read-only.
 	localModelsTarget = "/models"
-)
-
-// Environment of the simulated images: the real command line has no place
-// for the modelled GPU, so it travels beside it.
-const (
-	envSimGPU       = "HEARTH_SIM_GPU"
-	envSimSpeedup   = "HEARTH_SIM_SPEEDUP"
-	envSimSeed      = "HEARTH_SIM_SEED"
-	envSimGPUBlocks = "HEARTH_SIM_NUM_GPU_BLOCKS"
-	envSimToolCalls = "HEARTH_SIM_TOOL_CALLS"
-	envSimWriting   = "HEARTH_SIM_ALLOW_WRITE_TOOLS"
 )
 
 // containerPlan is one engine's container, everything but its host ports.
@@ -86,7 +74,11 @@ func planContainer(spec hruntime.Spec, o planOptions) (containerPlan, error) {
 	if err := CheckModel(cmp.Or(spec.ModelPath, spec.Model)); err != nil {
 		return containerPlan{}, fmt.Errorf("docker %s: %w", spec.Name, err)
 	}
-	inside := hruntime.Ports{Host: "0.0.0.0", HTTP: vllmHTTPPort, KVEvents: eventsPort, Replay: replayPort}
+	kind, ok := hruntime.Lookup(spec.Engine)
+	if !ok || len(kind.Images) == 0 {
+		return containerPlan{}, fmt.Errorf("docker %s: engine %q runs in no image", spec.Name, spec.Engine)
+	}
+	inside := hruntime.Ports{Host: "0.0.0.0", HTTP: kind.ImageHTTPPort, KVEvents: eventsPort, Replay: replayPort}
 	var binds []string
 	if o.hfCache != "" {
 		binds = append(binds, o.hfCache+":"+hfCacheTarget)
@@ -103,33 +95,13 @@ func planContainer(spec hruntime.Spec, o planOptions) (containerPlan, error) {
 		// directory the engine is told is the one every engine shares.
 		binds = append(binds, spec.KVStoreDir+":"+spec.KVStoreDir)
 	}
-	var cmd []string
-	switch spec.Engine {
-	case hruntime.KindVLLM:
-		// The vLLM image's entrypoint is `vllm serve`.
-		cmd = hruntime.VLLMArgs(spec, inside)
-	case hruntime.KindSGLang:
-		inside.HTTP = sglangHTTPPort
-		cmd = hruntime.EngineArgs(spec, inside, "")
-	default:
-		return containerPlan{}, fmt.Errorf("docker %s: engine %q runs in no image (want vllm or sglang)", spec.Name, spec.Engine)
-	}
+	cmd := kind.ImageCommand(spec, inside)
 
 	env := []string{"PYTHONHASHSEED=0"}
 	if o.simImage != "" {
-		env = append(env, envSimGPU+"="+spec.GPU.Kind, envSimSeed+"="+strconv.FormatInt(spec.Seed, 10))
-		if spec.Speedup > 0 {
-			env = append(env, envSimSpeedup+"="+strconv.FormatFloat(spec.Speedup, 'g', -1, 64))
-		}
-		if spec.NumGPUBlocks > 0 {
-			env = append(env, envSimGPUBlocks+"="+strconv.Itoa(spec.NumGPUBlocks))
-		}
-		if tc := hruntime.ToolCallsFlag(spec); tc != "" {
-			env = append(env, envSimToolCalls+"="+tc)
-		}
-		if spec.AllowWriteTools {
-			env = append(env, envSimWriting+"=1")
-		}
+		// The real command line has no place for the modelled GPU, so
+		// it travels beside it.
+		env = append(env, hruntime.SimSettingsOf(spec).Env()...)
 	}
 	env = append(env, hruntime.EngineEnv(spec)...)
 	env = append(env, spec.Env...)
@@ -161,8 +133,8 @@ func planContainer(spec hruntime.Spec, o planOptions) (containerPlan, error) {
 			RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		},
 	}
-	if spec.Engine == hruntime.KindSGLang {
-		// SGLang pins host memory for its KV tiers.
+	if kind.PinsHostMemory {
+		// The engine pins host memory for its KV tiers.
 		plan.host.Resources.Ulimits = []*container.Ulimit{{Name: "memlock", Soft: -1, Hard: -1}}
 	}
 	if !o.noGPU {

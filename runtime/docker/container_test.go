@@ -30,7 +30,7 @@ func TestPlanContainerVLLM(t *testing.T) {
 		t.Errorf("name = %q", p.name)
 	}
 	// The image's entrypoint is `vllm serve`: the command starts with the model.
-	want := hruntime.VLLMArgs(testSpec(hruntime.KindVLLM), hruntime.Ports{Host: "0.0.0.0", HTTP: 8000, KVEvents: 5557, Replay: 5558})
+	want := hruntime.KindVLLM.Descriptor().Args(testSpec(hruntime.KindVLLM), hruntime.Ports{Host: "0.0.0.0", HTTP: 8000, KVEvents: 5557, Replay: 5558})
 	if !slices.Equal(p.config.Cmd, want) {
 		t.Errorf("cmd = %q\nwant %q", p.config.Cmd, want)
 	}
@@ -146,8 +146,8 @@ func TestDefaultImage(t *testing.T) {
 			t.Errorf("DefaultImage(%s, %d) = %q, %v; want %q", tc.kind, tc.cuda, got, err, tc.want)
 		}
 	}
-	if _, err := DefaultImage(hruntime.KindSim, 13000); err == nil {
-		t.Error("the in-process simulated engine has no image")
+	if _, err := DefaultImage("llamacpp", 13000); err == nil {
+		t.Error("an unknown kind has an image")
 	}
 }
 

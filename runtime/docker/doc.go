@@ -7,8 +7,8 @@
 //   - makes sure the image is present, pulling it with per-layer progress
 //     (Launcher.Progress); a failed pull is a *PullError that tells a
 //     missing image from an unreachable registry and from a refusal;
-//   - builds the container: the engine's own command line (runtime.VLLMArgs,
-//     runtime.EngineArgs for SGLang), the GPU by device request (UUID),
+//   - builds the container: the engine's own command line (its kind's
+//     runtime.EngineKind.ImageCommand, on the kind's ImageHTTPPort), the GPU by device request (UUID),
 //     IpcMode host, the Hugging Face cache mounted, PYTHONHASHSEED=0 and
 //     HF_TOKEN, no restart policy (the supervisor restarts), and the labels
 //     hearth.node, hearth.engine, hearth.gpu, hearth.model and

@@ -55,7 +55,7 @@ func (l *Launcher) newHandle(spec hruntime.Spec, id, image string, ports hruntim
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &handle{
-		docker: l.Docker, id: id, image: image, model: spec.Model, endpoints: ports.Endpoints(),
+		docker: l.Docker, id: id, image: image, model: spec.Model, endpoints: ports.Endpoints(spec.Engine),
 		ring: hruntime.NewLogRing(lines, func(line string) { log.Debug(line) }),
 		http: httpClient, log: log, cancel: cancel,
 		detached: make(chan struct{}), exited: make(chan struct{}),

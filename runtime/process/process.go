@@ -57,7 +57,7 @@ func (l *Launcher) Launch(ctx context.Context, spec hruntime.Spec) (hruntime.Han
 	}
 	argv := spec.Command
 	if len(argv) == 0 {
-		if spec.Engine == hruntime.KindSim && l.Hearth == "" {
+		if spec.Simulated && l.Hearth == "" {
 			return nil, fmt.Errorf("process %s: no hearth binary to run the simulated engine", spec.Name)
 		}
 		argv = hruntime.EngineArgs(spec, ports, l.Hearth)
@@ -100,7 +100,7 @@ func (l *Launcher) Launch(ctx context.Context, spec hruntime.Spec) (hruntime.Han
 		client = &http.Client{}
 	}
 	h := &handle{
-		cmd: cmd, model: spec.Model, endpoints: ports.Endpoints(), ring: ring,
+		cmd: cmd, model: spec.Model, endpoints: ports.Endpoints(spec.Engine), ring: ring,
 		client: client, exited: make(chan struct{}),
 	}
 	go func() {

@@ -123,7 +123,7 @@ func TestLaunchFailsCleanly(t *testing.T) {
 	if _, err := l.Launch(t.Context(), spec); err == nil || !strings.Contains(err.Error(), "no-such-engine") {
 		t.Errorf("a missing program: %v, want an error naming it", err)
 	}
-	sim := hruntime.Spec{Name: "gpu0", Engine: hruntime.KindSim, Model: "m"}
+	sim := hruntime.Spec{Name: "gpu0", Engine: hruntime.KindVLLM, Simulated: true, Model: "m"}
 	if _, err := l.Launch(t.Context(), sim); err == nil || !strings.Contains(err.Error(), "hearth binary") {
 		t.Errorf("a simulated engine without the hearth binary: %v", err)
 	}

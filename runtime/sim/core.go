@@ -8,6 +8,7 @@ import (
 
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/kvevents"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // Errors returned by Core.Add (and Runner.Submit) that callers branch on.
@@ -202,7 +203,7 @@ func (c *Core) Add(now time.Duration, r *Request) error {
 		hashes:       make([]uint64, 0, maxBlocks),
 		cachedTokens: -1,
 	}
-	if c.cfg.Flavor == FlavorSGLang {
+	if c.cfg.Kind == hruntime.KindSGLang {
 		req.digests = make([][sha256.Size]byte, 0, maxBlocks)
 	}
 	c.byID[r.ID] = req

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/hearth-llm/hearth/catalog"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 const gib = 1 << 30
@@ -76,9 +77,10 @@ type Config struct {
 	// two engines with the same seed give a block the same hash. SGLang's
 	// hashes have no seed; there it only seeds the answers' texts.
 	Seed int64
-	// Flavor is the engine simulated: vLLM (the default) or SGLang. It
-	// picks the block hashes and how KV events are split (see Flavor).
-	Flavor Flavor
+	// Kind is the engine kind simulated (Plays): vLLM (the default) or
+	// SGLang. It picks the block hashes and how KV events are split
+	// (flavor.go).
+	Kind hruntime.Kind
 	// Agent shapes the simulated model's tool use (AgentOptions): how many
 	// tool calls a task makes and whether tools that write may be called.
 	// It does not change the engine model.
@@ -98,6 +100,9 @@ var errConfig = errors.New("sim: invalid config")
 // MaxModelLen and NumCPUBlocks are derived (catalog.EngineConfig.Sized)
 // only when GPU and model are known.
 func (c Config) withDefaults() Config {
+	if c.Kind == "" {
+		c.Kind = hruntime.KindVLLM
+	}
 	if c.MaxNumSeqs == 0 {
 		c.MaxNumSeqs = DefaultMaxNumSeqs
 	}
@@ -125,7 +130,7 @@ func (c Config) Perf() catalog.EngineConfig {
 		gpu, model = catalog.GPU{}, catalog.Model{}
 	}
 	return catalog.EngineConfig{
-		GPU: gpu, Model: model, SGLang: c.Flavor == FlavorSGLang,
+		GPU: gpu, Model: model, SGLang: c.Kind == hruntime.KindSGLang,
 		BlockSize: c.BlockSize, MaxBatchedTokens: c.MaxNumBatchedTokens, MemoryFraction: c.GPUMemoryUtilization,
 		NumGPUBlocks: c.NumGPUBlocks, MaxModelLen: c.MaxModelLen,
 		CPUOffloadGiB: c.CPUOffloadGiB, NumCPUBlocks: c.NumCPUBlocks,
@@ -145,8 +150,8 @@ func (c Config) Validate() error {
 	switch {
 	case d.MaxNumSeqs < 1:
 		return fmt.Errorf("%w: max_num_seqs %d < 1", errConfig, d.MaxNumSeqs)
-	case d.Flavor != FlavorVLLM && d.Flavor != FlavorSGLang:
-		return fmt.Errorf("%w: unknown flavor %d", errConfig, d.Flavor)
+	case !Plays(d.Kind):
+		return fmt.Errorf("%w: engine kind %q is not one the simulator plays (vllm, sglang)", errConfig, d.Kind)
 	case d.SchedulingPolicy != PolicyFCFS && d.SchedulingPolicy != PolicyPriority:
 		return fmt.Errorf("%w: scheduling policy %q (want fcfs or priority)", errConfig, d.SchedulingPolicy)
 	case !(c.DiskGBps >= 0 && c.DiskGBps <= 1000):

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/kvevents"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // TestEventsRebuildCache drives random workloads (shared prefixes, cache
@@ -30,8 +31,8 @@ func TestEventsRebuildCache(t *testing.T) {
 		{"cpu tier larger than gpu", Config{NumGPUBlocks: 64, NumCPUBlocks: 300, MaxModelLen: 1024, MaxNumBatchedTokens: 512}, 6, false},
 		{"cpu tier under pressure with resets", Config{NumGPUBlocks: 80, NumCPUBlocks: 90, MaxModelLen: 1280, MaxNumBatchedTokens: 300}, 7, true},
 		{"cpu tier priority tiny blocks", Config{NumGPUBlocks: 200, NumCPUBlocks: 250, BlockSize: 4, MaxModelLen: 800, MaxNumBatchedTokens: 300, SchedulingPolicy: PolicyPriority}, 8, false},
-		{"sglang tight cache with resets", Config{NumGPUBlocks: 64, MaxModelLen: 1024, MaxNumBatchedTokens: 512, Flavor: FlavorSGLang}, 9, true},
-		{"sglang cpu tier", Config{NumGPUBlocks: 80, NumCPUBlocks: 90, MaxModelLen: 1280, MaxNumBatchedTokens: 300, Flavor: FlavorSGLang}, 10, false},
+		{"sglang tight cache with resets", Config{NumGPUBlocks: 64, MaxModelLen: 1024, MaxNumBatchedTokens: 512, Kind: hruntime.KindSGLang}, 9, true},
+		{"sglang cpu tier", Config{NumGPUBlocks: 80, NumCPUBlocks: 90, MaxModelLen: 1280, MaxNumBatchedTokens: 300, Kind: hruntime.KindSGLang}, 10, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -58,13 +58,13 @@
 //
 // # Flavours
 //
-// Config.Flavor picks the engine the simulator stands in for (flavor.go);
+// Config.Kind picks the engine kind the simulator plays (flavor.go);
 // the engine model is the same, what the outside sees differs:
 //
-//   - FlavorVLLM (default): block hashes as above, BlockStored per run of
+//   - runtime.KindVLLM (default): block hashes as above, BlockStored per run of
 //     new blocks in vLLM's map event form (or InstanceOptions.Format),
 //     vllm:* metrics, /health 200 while the engine loop runs.
-//   - FlavorSGLang: SGLang's radix-cache page hashes (SHA-256 over the
+//   - runtime.KindSGLang: SGLang's radix-cache page hashes (SHA-256 over the
 //     previous page's 32-byte digest and the page's tokens as u32
 //     little-endian; the id is the digest's first 8 bytes big-endian, an
 //     int64 in the events; no seed), one BlockStored per page in

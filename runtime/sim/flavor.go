@@ -6,50 +6,31 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hearth-llm/hearth/kvevents"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
-// Flavor is the engine the simulator stands in for. The engine model
-// (cache, scheduler, timing) is the same; what differs is what the outside
-// sees: block hashes and KV-event layout, metric names, health endpoints,
-// start-up lines.
-type Flavor uint8
+// The simulator plays an engine kind (runtime.Kind): vLLM, the default, or
+// SGLang. The engine model (cache, scheduler, timing) is the same; what
+// differs is what the outside sees: block hashes and KV-event layout,
+// metric names, health endpoints, start-up lines. SGLang's: SHA-256 page
+// hashes and one BlockStored per page in the array event layout, sglang:*
+// metrics, /health that waits for warm-up, /health_generate and
+// /get_server_info.
 
-const (
-	// FlavorVLLM is vLLM V1, the default.
-	FlavorVLLM Flavor = iota
-	// FlavorSGLang is SGLang: SHA-256 page hashes and one BlockStored per
-	// page in the array event layout, sglang:* metrics, /health that waits
-	// for warm-up, /health_generate and /get_server_info.
-	FlavorSGLang
-)
+// Plays reports whether the simulator can play an engine kind.
+func Plays(k hruntime.Kind) bool { return k == hruntime.KindVLLM || k == hruntime.KindSGLang }
 
-// String returns the name ParseFlavor accepts: "vllm" or "sglang".
-func (f Flavor) String() string {
-	if f == FlavorSGLang {
-		return "sglang"
+// ParseKind parses the kind the simulator is to play: "vllm" (or "") and
+// "sglang", ignoring case.
+func ParseKind(s string) (hruntime.Kind, error) {
+	k := hruntime.Kind(strings.ToLower(strings.TrimSpace(s)))
+	switch {
+	case k == "":
+		return hruntime.KindVLLM, nil
+	case Plays(k):
+		return k, nil
 	}
-	return "vllm"
-}
-
-// ParseFlavor parses "vllm" (or "") and "sglang", ignoring case.
-func ParseFlavor(s string) (Flavor, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "", "vllm":
-		return FlavorVLLM, nil
-	case "sglang":
-		return FlavorSGLang, nil
-	}
-	return 0, fmt.Errorf("unknown engine flavor %q (want vllm or sglang)", s)
-}
-
-// EventFormat is the KV-event payload layout the flavour's engine writes:
-// vLLM's current map form, or SGLang's positional one.
-func (f Flavor) EventFormat() kvevents.Format {
-	if f == FlavorSGLang {
-		return kvevents.FormatSGLang
-	}
-	return kvevents.FormatMap
+	return "", fmt.Errorf("unknown engine flavor %q (want vllm or sglang)", s)
 }
 
 // SGLang's block hashes (its radix cache's page hashes, which its KV events

@@ -145,8 +145,8 @@ func runInstance(t *testing.T, inst *sim.Instance) func() error {
 	return wait
 }
 
-func engineConfig(flavor sim.Flavor) sim.Config {
-	return sim.Config{GPU: "rtx4090", Model: "qwen3-8b", NumGPUBlocks: 256, MaxModelLen: 2048, Flavor: flavor}
+func engineConfig(flavor hruntime.Kind) sim.Config {
+	return sim.Config{GPU: "rtx4090", Model: "qwen3-8b", NumGPUBlocks: 256, MaxModelLen: 2048, Kind: flavor}
 }
 
 func get(t *testing.T, url string) (int, []byte) {
@@ -224,7 +224,7 @@ func labelled(f *dto.MetricFamily, label, value string) float64 {
 func TestSGLangInstance(t *testing.T) {
 	con := newLineConsole(t, "Load weight begin")
 	inst, err := sim.NewInstance(sim.InstanceOptions{
-		Engine: engineConfig(sim.FlavorSGLang), Listen: "127.0.0.1:0", ServedModelName: "qwen3-sim",
+		Engine: engineConfig(hruntime.KindSGLang), Listen: "127.0.0.1:0", ServedModelName: "qwen3-sim",
 		ModelPath: "Qwen/Qwen3-8B", Speedup: 1000, Console: con, Tokenizer: byteTok{},
 		ServerArgs: map[string]any{"tool_call_parser": "qwen25"},
 	})
@@ -312,7 +312,7 @@ func TestSGLangInstance(t *testing.T) {
 // as vLLM's prefix-cache counter does.
 func TestSGLangHostCacheSource(t *testing.T) {
 	cfg := sim.Config{GPU: "rtx4090", Model: "qwen3-8b", NumGPUBlocks: 40, NumCPUBlocks: 400, MaxModelLen: 600,
-		Flavor: sim.FlavorSGLang}
+		Kind: hruntime.KindSGLang}
 	base, again := reloadEvicted(t, cfg, "fired up")
 	fams := scrape(t, base)
 	cached := fams["sglang:cached_tokens_total"]
@@ -409,7 +409,7 @@ func TestVLLMInstanceRefusesUntilBuilt(t *testing.T) {
 	port := freePort(t)
 	con := newLineConsole(t, "Loading weights took")
 	inst, err := sim.NewInstance(sim.InstanceOptions{
-		Engine: engineConfig(sim.FlavorVLLM), Listen: fmt.Sprintf("127.0.0.1:%d", port), ServedModelName: "qwen3-sim",
+		Engine: engineConfig(hruntime.KindVLLM), Listen: fmt.Sprintf("127.0.0.1:%d", port), ServedModelName: "qwen3-sim",
 		Speedup: 1000, Console: con, Tokenizer: byteTok{},
 	})
 	if err != nil {
@@ -448,14 +448,14 @@ func TestVLLMInstanceRefusesUntilBuilt(t *testing.T) {
 // error and Run fails with ErrStartupFailed, never serving.
 func TestStartupFailures(t *testing.T) {
 	tests := []struct {
-		flavor  sim.Flavor
+		flavor  hruntime.Kind
 		failure sim.Failure
 		line    string
 	}{
-		{sim.FlavorVLLM, sim.FailureOOM, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"},
-		{sim.FlavorVLLM, sim.FailureExit, "RuntimeError: Engine core initialization failed."},
-		{sim.FlavorSGLang, sim.FailureOOM, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"},
-		{sim.FlavorSGLang, sim.FailureExit, "Received sigquit from a child process."},
+		{hruntime.KindVLLM, sim.FailureOOM, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"},
+		{hruntime.KindVLLM, sim.FailureExit, "RuntimeError: Engine core initialization failed."},
+		{hruntime.KindSGLang, sim.FailureOOM, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"},
+		{hruntime.KindSGLang, sim.FailureExit, "Received sigquit from a child process."},
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%v %s", tc.flavor, tc.failure), func(t *testing.T) {
@@ -479,7 +479,7 @@ func TestStartupFailures(t *testing.T) {
 			}
 		})
 	}
-	if _, err := sim.NewInstance(sim.InstanceOptions{Engine: engineConfig(sim.FlavorVLLM), Failure: "segfault",
+	if _, err := sim.NewInstance(sim.InstanceOptions{Engine: engineConfig(hruntime.KindVLLM), Failure: "segfault",
 		Tokenizer: byteTok{}}); err == nil {
 		t.Error("an unknown failure mode is accepted")
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hearth-llm/hearth/kvevents"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // The vectors were computed with Python's hashlib by a line-for-line
@@ -42,30 +43,31 @@ func TestSGLangBlockHashes(t *testing.T) {
 	}
 }
 
-func TestParseFlavor(t *testing.T) {
+func TestParseKind(t *testing.T) {
 	tests := []struct {
 		in   string
-		want Flavor
+		want hruntime.Kind
 		ok   bool
 	}{
-		{"", FlavorVLLM, true},
-		{"vllm", FlavorVLLM, true},
-		{"SGLang", FlavorSGLang, true},
-		{"tgi", 0, false},
+		{"", hruntime.KindVLLM, true},
+		{"vllm", hruntime.KindVLLM, true},
+		{"SGLang", hruntime.KindSGLang, true},
+		{"tgi", "", false},
+		{"test-noevents", "", false},
 	}
 	for _, tc := range tests {
-		got, err := ParseFlavor(tc.in)
+		got, err := ParseKind(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("ParseFlavor(%q) = %v, %v; want %v, ok %v", tc.in, got, err, tc.want, tc.ok)
+			t.Errorf("ParseKind(%q) = %v, %v; want %v, ok %v", tc.in, got, err, tc.want, tc.ok)
 		}
 		if tc.ok && tc.in != "" {
-			if back, _ := ParseFlavor(got.String()); back != got {
+			if back, _ := ParseKind(string(got)); back != got {
 				t.Errorf("%v does not round-trip through String", got)
 			}
 		}
 	}
-	if err := (Config{GPU: "rtx4090", Model: "qwen3-8b", Flavor: Flavor(9)}).Validate(); err == nil {
-		t.Error("an unknown flavor validates")
+	if err := (Config{GPU: "rtx4090", Model: "qwen3-8b", Kind: "tgi"}).Validate(); err == nil {
+		t.Error("a kind the simulator does not play validates")
 	}
 }
 
@@ -73,7 +75,7 @@ func TestParseFlavor(t *testing.T) {
 // hashes chained through parent_block_hash, and finds its cache by them.
 func TestSGLangCoreEvents(t *testing.T) {
 	sink := newFakeSink(t)
-	c := newCore(t, Config{Model: "qwen3-8b", NumGPUBlocks: 64, Flavor: FlavorSGLang}, sink)
+	c := newCore(t, Config{Model: "qwen3-8b", NumGPUBlocks: 64, Kind: hruntime.KindSGLang}, sink)
 	prompt := tokens(100, 16*3+5)
 	d := newDriver(c)
 	runOne(t, d, "a", prompt, 1)
@@ -112,9 +114,9 @@ func TestSGLangCoreEvents(t *testing.T) {
 func TestFlavorsHashDifferently(t *testing.T) {
 	prompt := tokens(1, 64)
 	var got [2][]kvevents.Event
-	for i, f := range []Flavor{FlavorVLLM, FlavorSGLang} {
+	for i, f := range []hruntime.Kind{hruntime.KindVLLM, hruntime.KindSGLang} {
 		sink := newFakeSink(t)
-		c := newCore(t, Config{Model: "qwen3-8b", NumGPUBlocks: 64, Flavor: f}, sink)
+		c := newCore(t, Config{Model: "qwen3-8b", NumGPUBlocks: 64, Kind: f}, sink)
 		runOne(t, newDriver(c), "a", prompt, 1)
 		for _, e := range sink.events {
 			if e.Kind == kvevents.BlockStored {
@@ -134,7 +136,7 @@ func TestFlavorsHashDifferently(t *testing.T) {
 }
 
 func TestSGLangStepDoesNotAllocate(t *testing.T) {
-	c := newCore(t, Config{Flavor: FlavorSGLang}, discardSink{})
+	c := newCore(t, Config{Kind: hruntime.KindSGLang}, discardSink{})
 	for i := range 32 {
 		mustAdd(t, c, 0, &Request{ID: fmt.Sprint(i), Prompt: tokens(i*1000, 200), Output: tokens(1, 1000)})
 	}

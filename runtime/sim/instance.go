@@ -17,12 +17,13 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hearth-llm/hearth/kvevents"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // InstanceOptions describes one whole simulated server: the engine model,
 // its HTTP API and its KV-event sockets, and how it starts.
 type InstanceOptions struct {
-	// Engine is the engine model; Engine.Flavor picks the engine the
+	// Engine is the engine model; Engine.Kind picks the engine the
 	// instance stands in for (vLLM or SGLang).
 	Engine Config
 	// Listen is the HTTP address, e.g. "127.0.0.1:8100" (port 0 picks one).
@@ -115,8 +116,10 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 	if opts.ModelPath == "" {
 		opts.ModelPath = opts.Engine.Model
 	}
-	if opts.Engine.Flavor == FlavorSGLang {
-		opts.Format = kvevents.FormatSGLang
+	if opts.Engine.Kind == hruntime.KindSGLang {
+		// SGLang has one wire layout; vLLM's releases differ, so its is
+		// chosen (Format).
+		opts.Format = hruntime.KindSGLang.Descriptor().EventFormat
 	}
 	log := opts.Logger
 	if log == nil {
@@ -148,7 +151,7 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 		ModelName: inst.cfg.Model, MaxModelLen: inst.cfg.MaxModelLen, NumGPUBlocks: inst.cfg.NumGPUBlocks,
 		BlockSize: inst.cfg.BlockSize, GPUMemoryUtilization: inst.cfg.GPUMemoryUtilization,
 		NumCPUBlocks: inst.cfg.NumCPUBlocks, NodeStore: inst.cfg.Store != nil, Speedup: opts.Speedup, Seed: inst.cfg.Seed, Agent: inst.cfg.Agent,
-		Flavor: inst.cfg.Flavor, ModelPath: opts.ModelPath, HealthCheckTimeout: opts.HealthCheckTimeout,
+		Kind: inst.cfg.Kind, ModelPath: opts.ModelPath, HealthCheckTimeout: opts.HealthCheckTimeout,
 		Logger: log,
 	})
 	if err != nil {
@@ -161,7 +164,7 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 			return nil, err
 		}
 	}
-	if inst.cfg.Flavor == FlavorSGLang {
+	if inst.cfg.Kind == hruntime.KindSGLang {
 		inst.server.opts.ServerInfo = inst.serverInfo()
 	}
 	return inst, nil
@@ -170,7 +173,7 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 // bindsLate reports whether the HTTP listener is bound only once the
 // engine has started: a vLLM flavour with a fixed port.
 func (inst *Instance) bindsLate() bool {
-	if inst.cfg.Flavor != FlavorVLLM {
+	if inst.cfg.Kind != hruntime.KindVLLM {
 		return false
 	}
 	_, port, err := net.SplitHostPort(inst.opts.Listen)
@@ -240,7 +243,7 @@ func (inst *Instance) KVReplayEndpoint() string {
 // ending, during start-up or after, returns nil.
 func (inst *Instance) Run(ctx context.Context) error {
 	eff := inst.cfg
-	inst.log.Info("effective config", "flavor", eff.Flavor, "gpu", eff.GPU, "model", eff.Model,
+	inst.log.Info("effective config", "flavor", eff.Kind, "gpu", eff.GPU, "model", eff.Model,
 		"served_model_name", inst.opts.ServedModelName,
 		"num_gpu_blocks", eff.NumGPUBlocks, "block_size", eff.BlockSize, "max_num_seqs", eff.MaxNumSeqs,
 		"max_num_batched_tokens", eff.MaxNumBatchedTokens, "max_model_len", eff.MaxModelLen,
@@ -258,7 +261,7 @@ func (inst *Instance) Run(ctx context.Context) error {
 		g.Go(func() error { return inst.server.Run(gctx, ln) })
 	}
 	st := inst.newStartup()
-	if inst.cfg.Flavor == FlavorSGLang {
+	if inst.cfg.Kind == hruntime.KindSGLang {
 		inst.server.starting.Store(true)
 		serve(inst.listener())
 		g.Go(func() error { return inst.startSGLang(gctx, st) })
@@ -282,7 +285,7 @@ func (inst *Instance) Run(ctx context.Context) error {
 	if ln := inst.listener(); ln != nil {
 		ln.Close() // not served when start-up ended early
 	}
-	if err == nil && served.Load() && (inst.cfg.Flavor == FlavorVLLM || !inst.server.starting.Load()) {
+	if err == nil && served.Load() && (inst.cfg.Kind == hruntime.KindVLLM || !inst.server.starting.Load()) {
 		st.shutdown()
 	}
 	return err
@@ -318,7 +321,7 @@ func (inst *Instance) startSGLang(ctx context.Context, st *startup) error {
 func (inst *Instance) newStartup() *startup {
 	host, port := inst.announced()
 	return &startup{
-		flavor: inst.cfg.Flavor, delay: inst.opts.StartupDelay, failure: inst.opts.Failure,
+		kind: inst.cfg.Kind, delay: inst.opts.StartupDelay, failure: inst.opts.Failure,
 		c:   &console{w: inst.opts.Console, now: time.Now, pid: os.Getpid()},
 		cfg: inst.cfg, gpu: inst.core.GPU(), model: inst.core.Model(),
 		modelPath: inst.opts.ModelPath, served: inst.opts.ServedModelName,

@@ -36,18 +36,9 @@ func ConfigOf(spec hruntime.Spec) Config {
 	return Config{
 		GPU: spec.GPU.Kind, Model: spec.Model, NumGPUBlocks: spec.NumGPUBlocks,
 		MaxModelLen: spec.MaxModelLen, GPUMemoryUtilization: spec.GPUMemoryUtilization,
-		CPUOffloadGiB: spec.KVOffloadingGiB, Seed: spec.Seed, Flavor: flavorOf(spec.Engine),
+		CPUOffloadGiB: spec.KVOffloadingGiB, Seed: spec.Seed, Kind: spec.Engine,
 		Agent: AgentOptions{AllowWriteTools: spec.AllowWriteTools, MinToolCalls: spec.MinToolCalls, MaxToolCalls: spec.MaxToolCalls},
 	}
-}
-
-// flavorOf is the simulated flavour of an engine kind: SGLang's for
-// SGLang, vLLM's for the others.
-func flavorOf(k hruntime.Kind) Flavor {
-	if k == hruntime.KindSGLang {
-		return FlavorSGLang
-	}
-	return FlavorVLLM
 }
 
 // Launch binds the engine's sockets and runs it until Stop.
@@ -55,8 +46,8 @@ func (l *Launcher) Launch(ctx context.Context, spec hruntime.Spec) (hruntime.Han
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	if spec.Engine != hruntime.KindSim {
-		return nil, fmt.Errorf("sim launcher: engine %s is %s, not a simulated engine", spec.Name, spec.Engine)
+	if !spec.Simulated || !Plays(spec.Engine) {
+		return nil, fmt.Errorf("sim launcher: engine %s is not a simulated vLLM or SGLang engine", spec.Name)
 	}
 	lines := l.LogLines
 	if lines <= 0 {

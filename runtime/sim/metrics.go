@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // Histogram buckets of vLLM V1's Prometheus logger, so dashboards built for
@@ -61,8 +63,8 @@ type cacheInfo struct {
 	External bool
 }
 
-func newEngineMetrics(flavor Flavor, modelName string, cache cacheInfo, stats func() Stats) *engineMetrics {
-	if flavor == FlavorSGLang {
+func newEngineMetrics(kind hruntime.Kind, modelName string, cache cacheInfo, stats func() Stats) *engineMetrics {
+	if kind == hruntime.KindSGLang {
 		return newSGLangMetrics(modelName, cache, stats)
 	}
 	labels := prometheus.Labels{"model_name": modelName, "engine": "0"}

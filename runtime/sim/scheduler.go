@@ -6,6 +6,7 @@ import (
 
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/kvevents"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // The scheduler follows vLLM V1's: one token budget per step shared by all
@@ -290,7 +291,7 @@ func (c *Core) blockHash(r *request, i int) uint64 {
 	for len(r.hashes) <= i {
 		j := len(r.hashes)
 		page := r.tokens[j*bs : (j+1)*bs]
-		if c.cfg.Flavor == FlavorSGLang {
+		if c.cfg.Kind == hruntime.KindSGLang {
 			var prior *[sha256.Size]byte
 			if j > 0 {
 				prior = &r.digests[j-1]
@@ -354,7 +355,7 @@ func (c *Core) allocateSlots(r *request, n int, hits []int32, loaded int) bool {
 // (SGLang, whose radix cache records one event per page).
 func (c *Core) storeFullBlocks(r *request, full int) {
 	bs := c.cfg.BlockSize
-	perBlock := c.cfg.Flavor == FlavorSGLang
+	perBlock := c.cfg.Kind == hruntime.KindSGLang
 	runStart := -1
 	flush := func(end int) {
 		if runStart < 0 {

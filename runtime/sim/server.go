@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -70,9 +71,9 @@ type ServerOptions struct {
 	Seed int64
 	// Agent shapes the model's tool use (see AgentOptions).
 	Agent AgentOptions
-	// Flavor is the engine the server stands in for: vLLM's metrics and
-	// health (the default) or SGLang's (see Flavor).
-	Flavor Flavor
+	// Kind is the engine kind the server plays: vLLM's metrics and health
+	// (the default) or SGLang's (flavor.go).
+	Kind hruntime.Kind
 	// ModelPath is what the engine loaded (SGLang's model_path in
 	// /get_server_info); default ModelName.
 	ModelPath string
@@ -116,6 +117,9 @@ const maxBodyBytes = 64 << 20
 
 // NewServer checks opts and builds the server.
 func NewServer(opts ServerOptions) (*Server, error) {
+	if opts.Kind == "" {
+		opts.Kind = hruntime.KindVLLM
+	}
 	switch {
 	case opts.Engine == nil:
 		return nil, errors.New("sim server: no engine")
@@ -151,7 +155,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		created:  opts.Now().Unix(),
 		idPrefix: rand.Uint64(),
 	}
-	s.metrics = newEngineMetrics(opts.Flavor, opts.ServedModelName, cacheInfo{
+	s.metrics = newEngineMetrics(opts.Kind, opts.ServedModelName, cacheInfo{
 		NumGPUBlocks:         opts.NumGPUBlocks,
 		BlockSize:            opts.BlockSize,
 		GPUMemoryUtilization: opts.GPUMemoryUtilization,
@@ -166,7 +170,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
 	mux.Handle("GET /metrics", s.metrics.handler())
-	if opts.Flavor == FlavorSGLang {
+	if opts.Kind == hruntime.KindSGLang {
 		mux.HandleFunc("GET /health_generate", s.handleHealthGenerate)
 		mux.HandleFunc("GET /get_server_info", s.handleServerInfo)
 		mux.HandleFunc("GET /get_model_info", s.handleModelInfo)
@@ -267,7 +271,7 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 		Object string `json:"object"`
 		Data   []card `json:"data"`
 	}{"list", []card{{
-		ID: s.opts.ServedModelName, Object: "model", Created: s.created, OwnedBy: s.opts.Flavor.String(),
+		ID: s.opts.ServedModelName, Object: "model", Created: s.created, OwnedBy: string(s.opts.Kind),
 		Root: s.opts.ModelName, MaxModelLen: s.opts.MaxModelLen,
 		Permission: []permission{{
 			ID: fmt.Sprintf("modelperm-%016x", s.idPrefix), Object: "model_permission", Created: s.created,

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // stuckEngine accepts requests and never schedules them: a scheduler that
@@ -36,7 +38,7 @@ func TestSGLangHealthGenerate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := startServer(t, tc.engine, func(o *ServerOptions) {
-				o.Flavor = FlavorSGLang
+				o.Kind = hruntime.KindSGLang
 				o.HealthCheckTimeout = 50 * time.Millisecond
 			})
 			waitHealthy(t, ts)
@@ -65,17 +67,17 @@ func waitHealthy(t *testing.T, ts *testServer) {
 
 func TestSGLangOnlyEndpoints(t *testing.T) {
 	for _, tc := range []struct {
-		flavor Flavor
+		flavor hruntime.Kind
 		want   int
-	}{{FlavorVLLM, http.StatusNotFound}, {FlavorSGLang, http.StatusOK}} {
-		ts := startServer(t, &fakeEngine{}, func(o *ServerOptions) { o.Flavor = tc.flavor })
+	}{{hruntime.KindVLLM, http.StatusNotFound}, {hruntime.KindSGLang, http.StatusOK}} {
+		ts := startServer(t, &fakeEngine{}, func(o *ServerOptions) { o.Kind = tc.flavor })
 		for _, path := range []string{"/get_server_info", "/get_model_info"} {
 			if resp, _ := ts.get(t, path); resp.StatusCode != tc.want {
 				t.Errorf("%v: GET %s = %d, want %d", tc.flavor, path, resp.StatusCode, tc.want)
 			}
 		}
 		_, body := ts.get(t, "/v1/models")
-		if want := `"owned_by":"` + tc.flavor.String() + `"`; !strings.Contains(string(body), want) {
+		if want := `"owned_by":"` + string(tc.flavor) + `"`; !strings.Contains(string(body), want) {
 			t.Errorf("%v: /v1/models %s lacks %s", tc.flavor, body, want)
 		}
 	}

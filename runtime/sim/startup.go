@@ -11,6 +11,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/hearth-llm/hearth/catalog"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // Failure is a start-up failure the simulated engine can be told to have.
@@ -56,7 +57,7 @@ const (
 // startup prints an engine's start-up as the real engine does, over the
 // configured delay, and fails where it is told to.
 type startup struct {
-	flavor    Flavor
+	kind      hruntime.Kind
 	delay     time.Duration
 	failure   Failure
 	c         *console
@@ -381,7 +382,7 @@ func (s *startup) sglangSchedulerTraceback(fn, last string) {
 
 // shutdown prints the API server stopping on a signal.
 func (s *startup) shutdown() {
-	if s.flavor == FlavorSGLang {
+	if s.kind == hruntime.KindSGLang {
 		for _, l := range []string{"Shutting down", "Waiting for application shutdown.", "Application shutdown complete."} {
 			s.c.sglang(false, "INFO:     %s", l)
 		}

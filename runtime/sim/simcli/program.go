@@ -1,4 +1,4 @@
-package main
+package simcli
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -18,9 +19,19 @@ import (
 // vLLM or SGLang image it stands in for: `vllm serve MODEL [flags]`,
 // `python3 -m sglang.launch_server [flags]`, `sglang serve [MODEL] [flags]`.
 
-// engineProgram reports whether the binary runs under a real engine's name
-// (the base name of argv[0]).
-func engineProgram(argv0 string) (string, bool) {
+// Env is what an engine program gets from the process that runs it.
+type Env struct {
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+	// OpenStore opens the node's SSD KV store in dir and returns the
+	// engine's part of it (sim.NodeStore) and what closes the store; the
+	// caller supplies it, as the store is not the simulator's.
+	OpenStore func(dir string, cfg sim.Config, log *slog.Logger) (sim.NodeStore, io.Closer, error)
+}
+
+// Program reports whether the binary runs under a real engine's name (the
+// base name of argv[0]), and which.
+func Program(argv0 string) (string, bool) {
 	switch name := filepath.Base(argv0); name {
 	case "vllm", "python3", "python", "sglang":
 		return name, true
@@ -28,32 +39,32 @@ func engineProgram(argv0 string) (string, bool) {
 	return "", false
 }
 
-// runEngineProgram runs the simulated engine a real engine's command line
+// RunProgram runs the simulated engine a real engine's command line
 // describes and returns the process's exit status: 0 after a clean stop, 1
 // when the engine fails, 2 for a command line the engine refuses.
-func runEngineProgram(ctx context.Context, env *environment, prog string, args []string) int {
+func RunProgram(ctx context.Context, env Env, prog string, args []string) int {
 	var cmd *engineCommand
 	var err error
 	switch prog {
 	case "vllm":
 		switch {
 		case len(args) > 0 && (args[0] == "--version" || args[0] == "-v"):
-			fmt.Fprintln(env.stdout, vllmVersionString)
+			fmt.Fprintln(env.Stdout, vllmVersionString)
 			return 0
 		case len(args) == 0 || args[0] != "serve":
-			fmt.Fprintln(env.stderr, "usage: vllm [-h] [-v] {serve} ...")
+			fmt.Fprintln(env.Stderr, "usage: vllm [-h] [-v] {serve} ...")
 			if len(args) == 0 {
-				fmt.Fprintln(env.stderr, "vllm: error: the following arguments are required: subparser")
+				fmt.Fprintln(env.Stderr, "vllm: error: the following arguments are required: subparser")
 			} else {
-				fmt.Fprintf(env.stderr, "vllm: error: argument subparser: invalid choice: '%s' (the simulated vllm has: 'serve')\n", args[0])
+				fmt.Fprintf(env.Stderr, "vllm: error: argument subparser: invalid choice: '%s' (the simulated vllm has: 'serve')\n", args[0])
 			}
 			return 2
 		}
 		cmd, err = parseVLLMServe(args[1:])
 	case "sglang":
 		if len(args) == 0 || args[0] != "serve" {
-			fmt.Fprintln(env.stderr, "usage: sglang [-h] {serve} ...")
-			fmt.Fprintln(env.stderr, "sglang: error: the simulated sglang has one command: serve")
+			fmt.Fprintln(env.Stderr, "usage: sglang [-h] {serve} ...")
+			fmt.Fprintln(env.Stderr, "sglang: error: the simulated sglang has one command: serve")
 			return 2
 		}
 		cmd, err = parseSGLangServer(args[1:], true)
@@ -62,38 +73,38 @@ func runEngineProgram(ctx context.Context, env *environment, prog string, args [
 		case len(args) >= 2 && args[0] == "-m" && args[1] == "sglang.launch_server":
 			cmd, err = parseSGLangServer(args[2:], false)
 		case len(args) >= 2 && args[0] == "-m":
-			fmt.Fprintf(env.stderr, "/usr/bin/%s: No module named %s\n", prog, args[1])
+			fmt.Fprintf(env.Stderr, "/usr/bin/%s: No module named %s\n", prog, args[1])
 			return 1
 		default:
-			fmt.Fprintf(env.stderr, "%s: this is a simulated interpreter; it only runs -m sglang.launch_server\n", prog)
+			fmt.Fprintf(env.Stderr, "%s: this is a simulated interpreter; it only runs -m sglang.launch_server\n", prog)
 			return 2
 		}
 	}
 	var usage *usageError
 	switch {
 	case errors.As(err, &usage):
-		fmt.Fprintln(env.stderr, usage.Error())
+		fmt.Fprintln(env.Stderr, usage.Error())
 		return 2
 	case err != nil:
-		fmt.Fprintln(env.stderr, err)
+		fmt.Fprintln(env.Stderr, err)
 		return 2
 	case cmd.help:
-		fmt.Fprintf(env.stdout, "usage: %s\n\nA simulated %s server (Hearth). Options it models: %s\n",
-			map[sim.Flavor]string{sim.FlavorVLLM: vllmUsage, sim.FlavorSGLang: sglangUsage}[cmd.flavor], cmd.flavor,
+		fmt.Fprintf(env.Stdout, "usage: %s\n\nA simulated %s server (Hearth). Options it models: %s\n",
+			map[hruntime.Kind]string{hruntime.KindVLLM: vllmUsage, hruntime.KindSGLang: sglangUsage}[cmd.flavor], cmd.flavor,
 			strings.Join(modelledOptions(cmd.flavor), " "))
 		return 0
 	}
 	// The engine's own lines go where it writes them: vLLM's logger to
 	// stdout, SGLang's to stderr.
-	out := env.stderr
-	if cmd.flavor == sim.FlavorVLLM {
-		out = env.stdout
+	out := env.Stderr
+	if cmd.flavor == hruntime.KindVLLM {
+		out = env.Stdout
 	}
-	if err := cmd.finish(env.getenv); err != nil {
+	if err := cmd.finish(env.Getenv); err != nil {
 		if errors.Is(err, errUnknownModel) {
 			printUnknownModel(out, cmd)
 		} else {
-			fmt.Fprintln(env.stderr, "error:", err)
+			fmt.Fprintln(env.Stderr, "error:", err)
 		}
 		return 1
 	}
@@ -103,11 +114,11 @@ func runEngineProgram(ctx context.Context, env *environment, prog string, args [
 	}
 	tok, err := tokenizer.Qwen3()
 	if err != nil {
-		fmt.Fprintln(env.stderr, "error: tokenizer:", err)
+		fmt.Fprintln(env.Stderr, "error: tokenizer:", err)
 		return 1
 	}
 	if cmd.storeDir != "" {
-		st, space, err := openEngineStore(cmd.storeDir, cmd.cfg, newLogger(env.stderr, slog.LevelWarn, logFormatText))
+		space, st, err := openStore(env, cmd.storeDir, cmd.cfg, warnLogger(env.Stderr))
 		if err != nil {
 			fmt.Fprintf(out, "OSError: %v\n", err)
 			return 1
@@ -121,7 +132,7 @@ func runEngineProgram(ctx context.Context, env *environment, prog string, args [
 		StartupDelay: cmd.startupDelay, Failure: cmd.failure, Console: out, ServerArgs: cmd.serverArgs,
 		HealthCheckTimeout: cmd.healthTimeout, Tokenizer: tok,
 		// Only trouble goes to the log; the engine's lines are its output.
-		Logger: newLogger(env.stderr, slog.LevelWarn, logFormatText),
+		Logger: warnLogger(env.Stderr),
 	})
 	if err != nil {
 		fmt.Fprintf(out, "OSError: %v\n", err)
@@ -129,7 +140,7 @@ func runEngineProgram(ctx context.Context, env *environment, prog string, args [
 	}
 	if err := inst.Run(ctx); err != nil {
 		if !errors.Is(err, sim.ErrStartupFailed) {
-			fmt.Fprintln(env.stderr, "error:", err)
+			fmt.Fprintln(env.Stderr, "error:", err)
 		}
 		return 1
 	}
@@ -139,9 +150,9 @@ func runEngineProgram(ctx context.Context, env *environment, prog string, args [
 const vllmVersionString = "0.11.0"
 
 // modelledOptions names the options the flavour's simulator acts on.
-func modelledOptions(f sim.Flavor) []string {
+func modelledOptions(f hruntime.Kind) []string {
 	flags := vllmFlags()
-	if f == sim.FlavorSGLang {
+	if f == hruntime.KindSGLang {
 		flags = sglangFlags()
 	}
 	var out []string
@@ -163,4 +174,44 @@ func printUnknownModel(w io.Writer, c *engineCommand) {
 	fmt.Fprintln(w, "If this is a private repository, make sure to pass a token having permission to this repo either by "+
 		"logging in with `hf auth login` or by passing `token=<your_token>`")
 	fmt.Fprintf(w, "(simulated %s: the models it can serve are %s)\n", c.flavor, strings.Join(sim.ModelNames(), ", "))
+}
+
+// warnLogger logs trouble alone, as text.
+func warnLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// openStore opens the node store through env.OpenStore.
+func openStore(env Env, dir string, cfg sim.Config, log *slog.Logger) (sim.NodeStore, io.Closer, error) {
+	if env.OpenStore == nil {
+		return nil, nil, fmt.Errorf("no node KV store in this build to open %s", dir)
+	}
+	return env.OpenStore(dir, cfg, log)
+}
+
+// Serve runs the simulated engine `hearth sim-engine` describes until ctx
+// ends: opts with the tokenizer and, when storeDir is set, the engine's
+// part of the node store added. opts.Logger must be set.
+func Serve(ctx context.Context, env Env, storeDir string, opts sim.InstanceOptions) error {
+	log := opts.Logger
+	if storeDir != "" {
+		space, st, err := openStore(env, storeDir, opts.Engine, log)
+		if err != nil {
+			return fmt.Errorf("sim-engine: %w", err)
+		}
+		defer st.Close()
+		opts.Engine.Store = space
+	}
+	tok, err := tokenizer.Qwen3()
+	if err != nil {
+		return fmt.Errorf("sim-engine: %w", err)
+	}
+	opts.Tokenizer = tok
+	inst, err := sim.NewInstance(opts)
+	if err != nil {
+		return fmt.Errorf("sim-engine: %w", err)
+	}
+	err = inst.Run(ctx)
+	log.Info("stopped")
+	return err
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package simcli
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,12 +28,32 @@ import (
 	"github.com/hearth-llm/hearth/runtime/sim"
 )
 
+// asEngineEnv, set in the environment of this test binary, makes it the
+// engine program its name (argv[0]) says, as the hearth binary is in the
+// simulated images.
+const asEngineEnv = "HEARTH_TEST_AS_ENGINE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asEngineEnv) == "1" {
+		prog, ok := Program(os.Args[0])
+		if !ok {
+			fmt.Fprintln(os.Stderr, "not an engine program:", os.Args[0])
+			os.Exit(2)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := RunProgram(ctx, Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}, prog, os.Args[1:])
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
 // engineHangGuard bounds every wait on a child engine: it only stops a hung
 // test.
 const engineHangGuard = 60 * time.Second
 
 // engineBinary links this test binary as name (vllm, python3) in a
-// temporary directory: run with asHearthEnv, it is that engine, simulated.
+// temporary directory: run with asEngineEnv, it is that engine, simulated.
 func engineBinary(t *testing.T, name string) string {
 	t.Helper()
 	exe, err := os.Executable()
@@ -49,8 +70,8 @@ func engineBinary(t *testing.T, name string) string {
 // engineEnv is the environment of a simulated engine child: a fast small
 // engine.
 func engineEnv(extra ...string) []string {
-	return append(os.Environ(), append([]string{asHearthEnv + "=1", envSimSpeedup + "=1000",
-		envSimNumGPUBlocks + "=512"}, extra...)...)
+	return append(os.Environ(), append([]string{asEngineEnv + "=1", hruntime.EnvSimSpeedup + "=1000",
+		hruntime.EnvSimNumGPUBlocks + "=512"}, extra...)...)
 }
 
 // engineProc is a simulated engine running as a child process.
@@ -247,7 +268,7 @@ func TestEngineImagesEntrypoints(t *testing.T) {
 			proc := startEngineProc(t, engineBinary(t, tc.program), argv[1:])
 			began := time.Now()
 			proc.waitLine(tc.ready)
-			ep := ports.Endpoints()
+			ep := ports.Endpoints(tc.kind)
 			ctx, cancel := context.WithTimeout(context.Background(), engineHangGuard)
 			defer cancel()
 			if err := hruntime.WaitReady(ctx, http.DefaultClient, ep.BaseURL, "qwen3-8b", proc.exited); err != nil {

@@ -1,4 +1,4 @@
-package main
+package simcli
 
 import (
 	"errors"
@@ -37,8 +37,8 @@ func parseEngine(t *testing.T, argv []string, env map[string]string) (*engineCom
 // for; what the command line cannot say comes from the environment.
 func TestEngineArgsRoundTrip(t *testing.T) {
 	ports := hruntime.Ports{Host: "0.0.0.0", HTTP: 8123, KVEvents: 5601, Replay: 5602}
-	env := map[string]string{envSimGPU: "h100", envSimSpeedup: "25", envSimSeed: "42", envSimNumGPUBlocks: "3000",
-		envSimToolCalls: "2-4", envSimWriting: "1"}
+	env := map[string]string{hruntime.EnvSimGPU: "h100", hruntime.EnvSimSpeedup: "25", hruntime.EnvSimSeed: "42", hruntime.EnvSimNumGPUBlocks: "3000",
+		hruntime.EnvSimToolCalls: "2-4", hruntime.EnvSimWriting: "1"}
 	base := hruntime.Spec{
 		Name: "gpu0", Model: "qwen3-14b-fp8", ModelPath: "Qwen/Qwen3-14B-FP8",
 		GPU:         hruntime.GPU{Kind: "h100"},
@@ -47,11 +47,11 @@ func TestEngineArgsRoundTrip(t *testing.T) {
 	}
 	tests := []struct {
 		kind    hruntime.Kind
-		flavor  sim.Flavor
+		flavor  hruntime.Kind
 		offload float64 // GiB of host tier the engine ends up with
 	}{
-		{hruntime.KindVLLM, sim.FlavorVLLM, 8},                   // --kv-offloading-size is GiB
-		{hruntime.KindSGLang, sim.FlavorSGLang, 8e9 / (1 << 30)}, // --hicache-size is GB
+		{hruntime.KindVLLM, hruntime.KindVLLM, 8},                   // --kv-offloading-size is GiB
+		{hruntime.KindSGLang, hruntime.KindSGLang, 8e9 / (1 << 30)}, // --hicache-size is GB
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.kind), func(t *testing.T) {
@@ -64,7 +64,7 @@ func TestEngineArgsRoundTrip(t *testing.T) {
 			}
 			want := sim.Config{
 				GPU: "h100", Model: "qwen3-14b-fp8", NumGPUBlocks: 3000, BlockSize: hruntime.BlockSize,
-				MaxModelLen: 16384, GPUMemoryUtilization: 0.85, CPUOffloadGiB: tc.offload, Seed: 42, Flavor: tc.flavor,
+				MaxModelLen: 16384, GPUMemoryUtilization: 0.85, CPUOffloadGiB: tc.offload, Seed: 42, Kind: tc.flavor,
 				Agent: sim.AgentOptions{AllowWriteTools: true, MinToolCalls: 2, MaxToolCalls: 4},
 			}
 			if c.cfg != want {
@@ -184,8 +184,8 @@ func TestEngineCommandLineErrors(t *testing.T) {
 func TestEngineCommandEnvironmentAndModel(t *testing.T) {
 	argv := []string{"vllm", "serve", "Qwen/Qwen3-8B"}
 	for _, env := range []map[string]string{
-		{envSimSpeedup: "0"}, {envSimSpeedup: "fast"}, {envSimSeed: "x"}, {envSimNumGPUBlocks: "-1"},
-		{envSimToolCalls: "5-2"}, {envSimToolCalls: "many"}, {envSimWriting: "maybe"},
+		{hruntime.EnvSimSpeedup: "0"}, {hruntime.EnvSimSpeedup: "fast"}, {hruntime.EnvSimSeed: "x"}, {hruntime.EnvSimNumGPUBlocks: "-1"},
+		{hruntime.EnvSimToolCalls: "5-2"}, {hruntime.EnvSimToolCalls: "many"}, {hruntime.EnvSimWriting: "maybe"},
 	} {
 		if _, err := parseEngine(t, argv, env); err == nil || errors.Is(err, errUnknownModel) {
 			t.Errorf("env %v: %v, want an error", env, err)

@@ -1,4 +1,4 @@
-package main
+package simcli
 
 import (
 	"encoding/json"
@@ -22,19 +22,12 @@ import (
 // Flags the simulator models set its configuration; other real flags are
 // accepted and ignored; anything else is an error, exit status 2.
 
-// Settings only the simulator has: the real command lines have no place for
-// them, so they come from the environment.
-const (
-	envSimGPU          = "HEARTH_SIM_GPU"               // modelled GPU kind; default rtx4090
-	envSimSpeedup      = "HEARTH_SIM_SPEEDUP"           // modelled GPU runs this many times real time; default 1
-	envSimSeed         = "HEARTH_SIM_SEED"              // seed of the answers (and vLLM's block hashes); default 0
-	envSimNumGPUBlocks = "HEARTH_SIM_NUM_GPU_BLOCKS"    // KV cache blocks; default derived from GPU memory
-	envSimToolCalls    = "HEARTH_SIM_TOOL_CALLS"        // tool calls per task, N or N-M; default 3-6
-	envSimWriting      = "HEARTH_SIM_ALLOW_WRITE_TOOLS" // 1: the model may call tools that write
-	// envSGLangHealthTimeout is SGLang's own bound on /health_generate, in
-	// seconds.
-	envSGLangHealthTimeout = "SGLANG_HEALTH_CHECK_TIMEOUT"
-)
+// Settings only the simulator has come from the environment
+// (runtime.ParseSimEnv): the real command lines have no place for them.
+
+// envSGLangHealthTimeout is SGLang's own bound on /health_generate, in
+// seconds.
+const envSGLangHealthTimeout = "SGLANG_HEALTH_CHECK_TIMEOUT"
 
 // Defaults of the real engines.
 const (
@@ -50,7 +43,7 @@ const (
 // engineCommand is a parsed engine command line: what the simulated engine
 // runs as.
 type engineCommand struct {
-	flavor    sim.Flavor
+	flavor    hruntime.Kind
 	prog      string // as argparse names it in messages: "vllm serve", "launch_server.py"
 	modelPath string // as given on the command line
 	served    string
@@ -482,7 +475,7 @@ const (
 
 // parseVLLMServe parses the arguments after `vllm serve`.
 func parseVLLMServe(args []string) (*engineCommand, error) {
-	c := &engineCommand{flavor: sim.FlavorVLLM, prog: "vllm serve", host: vllmDefaultHost, port: vllmDefaultPort,
+	c := &engineCommand{flavor: hruntime.KindVLLM, prog: "vllm serve", host: vllmDefaultHost, port: vllmDefaultPort,
 		serverArgs: map[string]any{}}
 	positionals := 0
 	err := parseEngineFlags(c, vllmUsage, vllmFlags(), args, true, func(arg string) bool {
@@ -515,7 +508,7 @@ func parseVLLMServe(args []string) (*engineCommand, error) {
 // `python3 -m sglang.launch_server`, or after `sglang serve` (positional
 // says a first positional argument is the model path).
 func parseSGLangServer(args []string, positional bool) (*engineCommand, error) {
-	c := &engineCommand{flavor: sim.FlavorSGLang, prog: "launch_server.py", host: sglangDefaultHost,
+	c := &engineCommand{flavor: hruntime.KindSGLang, prog: "launch_server.py", host: sglangDefaultHost,
 		port: sglangDefaultPort, serverArgs: map[string]any{}}
 	// SGLang pages are one token unless told otherwise.
 	c.cfg.BlockSize = 1
@@ -637,53 +630,26 @@ func (c *engineCommand) finish(getenv func(string) string) error {
 		return fmt.Errorf("%w %q", errUnknownModel, c.modelPath)
 	}
 	c.cfg.Model = m.Name
-	c.cfg.Flavor = c.flavor
-	c.cfg.GPU = "rtx4090"
-	if v := getenv(envSimGPU); v != "" {
-		c.cfg.GPU = v
+	c.cfg.Kind = c.flavor
+	settings, err := hruntime.ParseSimEnv(getenv)
+	if err != nil {
+		return err
 	}
-	c.speedup = 1
-	if v := getenv(envSimSpeedup); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(f > 0) || math.IsInf(f, 0) {
-			return fmt.Errorf("%s=%q: want a positive number", envSimSpeedup, v)
-		}
-		c.speedup = f
-	}
-	if v := getenv(envSimSeed); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return fmt.Errorf("%s=%q: want an integer", envSimSeed, v)
-		}
-		c.cfg.Seed = n
-	}
-	if v := getenv(envSimToolCalls); v != "" {
-		if err := c.cfg.Agent.ParseToolCallRange(v); err != nil {
-			return fmt.Errorf("%s: %w", envSimToolCalls, err)
+	c.cfg.GPU, c.speedup, c.cfg.Seed, c.cfg.NumGPUBlocks = settings.GPU, settings.Speedup, settings.Seed, settings.NumGPUBlocks
+	if settings.ToolCalls != "" {
+		if err := c.cfg.Agent.ParseToolCallRange(settings.ToolCalls); err != nil {
+			return fmt.Errorf("%s: %w", hruntime.EnvSimToolCalls, err)
 		}
 	}
-	if v := getenv(envSimWriting); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("%s=%q: want true or false", envSimWriting, v)
-		}
-		c.cfg.Agent.AllowWriteTools = b
-	}
-	if v := getenv(envSimNumGPUBlocks); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return fmt.Errorf("%s=%q: want a number of blocks", envSimNumGPUBlocks, v)
-		}
-		c.cfg.NumGPUBlocks = n
-	}
-	if v := getenv(envSGLangHealthTimeout); v != "" && c.flavor == sim.FlavorSGLang {
+	c.cfg.Agent.AllowWriteTools = settings.AllowWriteTools
+	if v := getenv(envSGLangHealthTimeout); v != "" && c.flavor == hruntime.KindSGLang {
 		s, err := strconv.Atoi(v)
 		if err != nil || s <= 0 {
 			return fmt.Errorf("%s=%q: want a number of seconds", envSGLangHealthTimeout, v)
 		}
 		c.healthTimeout = time.Duration(s) * time.Second
 	}
-	if c.flavor == sim.FlavorSGLang && c.hierarchical {
+	if c.flavor == hruntime.KindSGLang && c.hierarchical {
 		if err := c.hostTier(m); err != nil {
 			return err
 		}

@@ -1,0 +1,143 @@
+package runtime
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/kvevents"
+)
+
+// SGLangFileStorageDirEnv is the variable from which SGLang's HiCache file
+// backend takes its directory.
+const SGLangFileStorageDirEnv = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
+
+// SGLang, pinned at v0.5.19: `python3 -m sglang.launch_server`, KV events in
+// its positional layout, HiCache's host tier and its "file" storage backend
+// below it.
+func init() {
+	Register(&EngineKind{
+		Name:    KindSGLang,
+		Program: []string{"python3", "-m", "sglang.launch_server"},
+		Args:    sglangArgs,
+		// SGLang's file storage backend takes its directory only from the
+		// environment.
+		Env: func(spec Spec) []string {
+			if spec.UsesKVStore() {
+				return []string{SGLangFileStorageDirEnv + "=" + spec.KVStoreDir}
+			}
+			return nil
+		},
+		// SGLang's HTTP server can outlive a crashed scheduler and keep
+		// answering /health; /health_generate runs a one-token generation
+		// through the scheduler.
+		LivenessPath: "/health_generate",
+		MeasureProfile: func(ctx context.Context, client *http.Client, baseURL string, p catalog.Profile) (catalog.Profile, bool) {
+			var info struct {
+				MaxTotalNumTokens int `json:"max_total_num_tokens"`
+				PageSize          int `json:"page_size"`
+				ContextLength     int `json:"context_length"`
+			}
+			if getJSON(ctx, client, baseURL+"/get_server_info", &info) != nil || info.MaxTotalNumTokens <= 0 {
+				return p, false
+			}
+			if info.PageSize > 0 {
+				p.BlockSize = info.PageSize
+			}
+			if p.BlockSize <= 0 {
+				return p, false
+			}
+			p.GPUBlocks = info.MaxTotalNumTokens / p.BlockSize
+			if info.ContextLength > 0 {
+				p.MaxModelLen = info.ContextLength
+			}
+			return p, true
+		},
+		Stats: sglangStats,
+		Images: []Image{
+			{Ref: "lmsysorg/sglang:v0.5.19", MinCUDA: 13000},
+			{Ref: "lmsysorg/sglang:v0.5.19-cu129", MinCUDA: 12090},
+		},
+		ImageHTTPPort:  30000,
+		PinsHostMemory: true,
+		MemoryFlag:     "--mem-fraction-static",
+		MemoryFraction: func(e catalog.EnginePlan) float64 { return e.MemFractionStatic },
+		KVEvents:       true,
+		EventFormat:    kvevents.FormatSGLang,
+		// HiCache's "file" storage backend sits below its host tier and
+		// needs one.
+		FileTier:         func(spec Spec) bool { return spec.KVOffloadingGiB > 0 },
+		ForeignPages:     true,
+		ToolParsers:      sglangToolParsers,
+		ReasoningParsers: qwen3Reasoning,
+	})
+}
+
+// sglangToolParsers are SGLang's tool-call parsers by model family.
+var sglangToolParsers = map[Family]string{FamilyQwen3Coder: "qwen3_coder", FamilyQwen3: "qwen25"}
+
+// sglangArgs are the arguments after `python3 -m sglang.launch_server`.
+// SGLang's publisher defaults to none, so it is named; page size 16 gives one
+// KV event per block the router hashes.
+func sglangArgs(spec Spec, p Ports) []string {
+	args := []string{"--model-path", modelPath(spec),
+		"--served-model-name", spec.Model,
+		"--host", p.Host, "--port", strconv.Itoa(p.HTTP),
+		"--page-size", strconv.Itoa(BlockSize),
+		"--kv-events-config", kvEventsConfig(map[string]any{"publisher": "zmq"}, p),
+		"--enable-metrics",
+	}
+	tool, reasoning := KindSGLang.Descriptor().Parsers(spec)
+	if tool != "" {
+		args = append(args, "--tool-call-parser", tool)
+	}
+	if reasoning != "" {
+		args = append(args, "--reasoning-parser", reasoning)
+	}
+	if tp := len(spec.GPUs()); tp > 1 {
+		args = append(args, "--tp-size", strconv.Itoa(tp))
+	}
+	if spec.GPUMemoryUtilization > 0 {
+		args = append(args, "--mem-fraction-static", formatFloat(spec.GPUMemoryUtilization))
+	}
+	if spec.MaxModelLen > 0 {
+		args = append(args, "--context-length", strconv.Itoa(spec.MaxModelLen))
+	}
+	if spec.KVOffloadingGiB > 0 {
+		args = append(args, "--enable-hierarchical-cache", "--hicache-size", formatFloat(spec.KVOffloadingGiB),
+			"--hicache-write-policy", "write_through")
+	}
+	if spec.UsesKVStore() {
+		// The file backend writes each page the host tier takes (write
+		// through) as a file in SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR
+		// (Env). A prefetch from it waits for the whole hit up to a
+		// timeout that grows with its length, then runs with what came:
+		// a local SSD answers well within it, and a stalled disk delays a
+		// request by seconds, not for ever.
+		args = append(args, "--hicache-storage-backend", "file",
+			"--hicache-storage-prefetch-policy", "timeout")
+	}
+	return append(args, spec.ExtraArgs...)
+}
+
+// sglangStats reads SGLang's metric names.
+func sglangStats(families map[string]*dto.MetricFamily) (Stats, bool) {
+	if families["sglang:num_running_reqs"] == nil {
+		return Stats{}, false
+	}
+	v := func(name string) float64 { return sum(families[name]) }
+	cached := families["sglang:cached_tokens_total"]
+	return Stats{
+		Running: int(v("sglang:num_running_reqs")), Waiting: int(v("sglang:num_queue_reqs")),
+		KVUsage:          v("sglang:token_usage"),
+		PrefixQueries:    int64(v("sglang:prompt_tokens_total")),
+		PrefixHits:       int64(hitsFrom(cached, isDevice)),
+		GenerationTokens: int64(v("sglang:generation_tokens_total")),
+		RAMHitTokens:     int64(hitsFrom(cached, func(s string) bool { return s == "host" })),
+		StoreHitTokens:   int64(hitsFrom(cached, func(s string) bool { return strings.HasPrefix(s, "storage") })),
+	}, true
+}

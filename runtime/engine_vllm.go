@@ -1,0 +1,115 @@
+package runtime
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/kvevents"
+)
+
+// vLLM, pinned at v0.20.0: `vllm serve MODEL`, KV events in its map layout,
+// a host-RAM tier (the OffloadingConnector) and no file-system tier.
+func init() {
+	Register(&EngineKind{
+		Name:         KindVLLM,
+		Program:      []string{"vllm", "serve"},
+		Args:         vllmArgs,
+		LivenessPath: "/health",
+		MeasureProfile: func(ctx context.Context, client *http.Client, baseURL string, p catalog.Profile) (catalog.Profile, bool) {
+			families, err := scrape(ctx, client, baseURL)
+			if err != nil {
+				return p, false
+			}
+			labels := firstLabels(families["vllm:cache_config_info"])
+			blocks, _ := strconv.Atoi(labels["num_gpu_blocks"])
+			size, _ := strconv.Atoi(labels["block_size"])
+			if blocks <= 0 || size <= 0 {
+				return p, false
+			}
+			if cpu, err := strconv.Atoi(labels["num_cpu_blocks"]); err == nil && cpu > 0 {
+				p.CPUBlocks = cpu
+			}
+			p.GPUBlocks, p.BlockSize = blocks, size
+			return p, true
+		},
+		Stats: vllmStats,
+		// Both projects build their default tags for CUDA 13 (an R580
+		// driver or newer) and publish CUDA 12.9 builds with a -cu129
+		// suffix, which run on more drivers.
+		Images: []Image{
+			{Ref: "vllm/vllm-openai:v0.20.0", MinCUDA: 13000},
+			{Ref: "vllm/vllm-openai:v0.20.0-cu129", MinCUDA: 12090},
+		},
+		ImageEntrypoint: true, // the image's entrypoint is `vllm serve`
+		ImageHTTPPort:   8000,
+		MemoryFlag:      "--gpu-memory-utilization",
+		MemoryFraction:  func(e catalog.EnginePlan) float64 { return e.GPUMemoryUtilization },
+		KVEvents:        true,
+		EventFormat:     kvevents.FormatMap,
+		// v0.20.0 has no file-system tier (its tiered offloading came in
+		// v0.22.0, docs/engine-tiers.md), so KVStoreDir gives vLLM nothing.
+		FileTier:         nil,
+		ToolParsers:      vllmToolParsers,
+		ReasoningParsers: qwen3Reasoning,
+	})
+}
+
+// vllmToolParsers are vLLM's tool-call parsers: Qwen3-Coder writes its
+// tool calls as XML, the other Qwen3 models as JSON in <tool_call> tags.
+var vllmToolParsers = map[Family]string{FamilyQwen3Coder: "qwen3_xml", FamilyQwen3: "hermes"}
+
+// vllmArgs are the arguments after `vllm serve`: the model first, then KV
+// events on (with a replay socket), block size 16, tool-call and reasoning
+// parsers for the model's family, and the planned memory and context.
+func vllmArgs(spec Spec, p Ports) []string {
+	args := []string{modelPath(spec),
+		"--served-model-name", spec.Model,
+		"--host", p.Host, "--port", strconv.Itoa(p.HTTP),
+		"--block-size", strconv.Itoa(BlockSize),
+		// vLLM binds its publisher only to an address with a wildcard;
+		// with a host name it would connect instead.
+		"--kv-events-config", kvEventsConfig(map[string]any{"enable_kv_cache_events": true}, p),
+	}
+	tool, reasoning := KindVLLM.Descriptor().Parsers(spec)
+	if tool != "" {
+		args = append(args, "--enable-auto-tool-choice", "--tool-call-parser", tool)
+	}
+	if reasoning != "" {
+		args = append(args, "--reasoning-parser", reasoning)
+	}
+	if tp := len(spec.GPUs()); tp > 1 {
+		args = append(args, "--tensor-parallel-size", strconv.Itoa(tp))
+	}
+	if spec.GPUMemoryUtilization > 0 {
+		args = append(args, "--gpu-memory-utilization", formatFloat(spec.GPUMemoryUtilization))
+	}
+	if spec.MaxModelLen > 0 {
+		args = append(args, "--max-model-len", strconv.Itoa(spec.MaxModelLen))
+	}
+	if spec.KVOffloadingGiB > 0 {
+		// The OffloadingConnector's CPU tier. v0.20.0 has no tier below it
+		// (no file-system secondary tier, no self-describing CPU events:
+		// docs/engine-tiers.md), so KVStoreDir gives vLLM nothing.
+		args = append(args, "--kv-offloading-size", formatFloat(spec.KVOffloadingGiB), "--kv-offloading-backend", "native")
+	}
+	return append(args, spec.ExtraArgs...)
+}
+
+// vllmStats reads vLLM's metric names.
+func vllmStats(families map[string]*dto.MetricFamily) (Stats, bool) {
+	if families["vllm:num_requests_running"] == nil {
+		return Stats{}, false
+	}
+	v := func(name string) float64 { return sum(families[name]) }
+	return Stats{
+		Running: int(v("vllm:num_requests_running")), Waiting: int(v("vllm:num_requests_waiting")),
+		KVUsage:       v("vllm:kv_cache_usage_perc"),
+		PrefixQueries: int64(v("vllm:prefix_cache_queries_total")), PrefixHits: int64(v("vllm:prefix_cache_hits_total")),
+		GenerationTokens: int64(v("vllm:generation_tokens_total")),
+		RAMHitTokens:     int64(v("vllm:external_prefix_cache_hits_total")),
+	}, true
+}

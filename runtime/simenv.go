@@ -1,0 +1,99 @@
+package runtime
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// The simulated images' settings that no real command line has a place
+// for (the modelled GPU, its speed, the answers' seed, …) travel beside it
+// in the environment: the Docker runtime writes them (SimSettings.Env) and
+// the simulated engine reads them (ParseSimEnv).
+const (
+	EnvSimGPU          = "HEARTH_SIM_GPU"               // modelled GPU kind; default rtx4090
+	EnvSimSpeedup      = "HEARTH_SIM_SPEEDUP"           // modelled GPU runs this many times real time; default 1
+	EnvSimSeed         = "HEARTH_SIM_SEED"              // seed of the answers (and vLLM's block hashes); default 0
+	EnvSimNumGPUBlocks = "HEARTH_SIM_NUM_GPU_BLOCKS"    // KV cache blocks; default derived from GPU memory
+	EnvSimToolCalls    = "HEARTH_SIM_TOOL_CALLS"        // tool calls per task, N or N-M; default 3-6
+	EnvSimWriting      = "HEARTH_SIM_ALLOW_WRITE_TOOLS" // 1: the model may call tools that write
+)
+
+// SimSettings are a simulated engine's settings beyond the real command
+// line; zero values are the defaults.
+type SimSettings struct {
+	GPU          string  // modelled GPU kind
+	Speedup      float64 // 0: real time
+	Seed         int64
+	NumGPUBlocks int // 0: derived from GPU memory
+	// ToolCalls are the tool calls per task as ToolCallsFlag writes them
+	// ("N-M"); "" for the default.
+	ToolCalls       string
+	AllowWriteTools bool
+}
+
+// SimSettingsOf are a spec's simulated settings.
+func SimSettingsOf(spec Spec) SimSettings {
+	return SimSettings{
+		GPU: spec.GPU.Kind, Speedup: spec.Speedup, Seed: spec.Seed, NumGPUBlocks: spec.NumGPUBlocks,
+		ToolCalls: ToolCallsFlag(spec), AllowWriteTools: spec.AllowWriteTools,
+	}
+}
+
+// Env is the settings as KEY=VALUE pairs, defaults left out (the GPU and
+// the seed always written).
+func (s SimSettings) Env() []string {
+	env := []string{EnvSimGPU + "=" + s.GPU, EnvSimSeed + "=" + strconv.FormatInt(s.Seed, 10)}
+	if s.Speedup > 0 {
+		env = append(env, EnvSimSpeedup+"="+formatFloat(s.Speedup))
+	}
+	if s.NumGPUBlocks > 0 {
+		env = append(env, EnvSimNumGPUBlocks+"="+strconv.Itoa(s.NumGPUBlocks))
+	}
+	if s.ToolCalls != "" {
+		env = append(env, EnvSimToolCalls+"="+s.ToolCalls)
+	}
+	if s.AllowWriteTools {
+		env = append(env, EnvSimWriting+"=1")
+	}
+	return env
+}
+
+// ParseSimEnv reads the settings from the environment, with the GPU
+// (rtx4090) and the speed-up (1) defaulted. ToolCalls is returned as
+// written, for the simulator's parser.
+func ParseSimEnv(getenv func(string) string) (SimSettings, error) {
+	s := SimSettings{GPU: "rtx4090", Speedup: 1, ToolCalls: getenv(EnvSimToolCalls)}
+	if v := getenv(EnvSimGPU); v != "" {
+		s.GPU = v
+	}
+	if v := getenv(EnvSimSpeedup); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0) || math.IsInf(f, 0) {
+			return s, fmt.Errorf("%s=%q: want a positive number", EnvSimSpeedup, v)
+		}
+		s.Speedup = f
+	}
+	if v := getenv(EnvSimSeed); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return s, fmt.Errorf("%s=%q: want an integer", EnvSimSeed, v)
+		}
+		s.Seed = n
+	}
+	if v := getenv(EnvSimWriting); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return s, fmt.Errorf("%s=%q: want true or false", EnvSimWriting, v)
+		}
+		s.AllowWriteTools = b
+	}
+	if v := getenv(EnvSimNumGPUBlocks); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return s, fmt.Errorf("%s=%q: want a number of blocks", EnvSimNumGPUBlocks, v)
+		}
+		s.NumGPUBlocks = n
+	}
+	return s, nil
+}
