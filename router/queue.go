@@ -126,7 +126,7 @@ func (q *waitQueue) remove(w *waiter) bool {
 
 // Ticket is a request held in the router queue by Enqueue. The router
 // decides for it when it dispatches it, which happens synchronously inside
-// the call that freed a worker (PrefillDone, Free, AddWorker, UpdateWorker,
+// the call that freed a worker (PrefillDone, Free, AddWorker,
 // RemoveWorker, or any call that expired a request); Done is closed then.
 // Its methods are safe for concurrent use.
 type Ticket struct {

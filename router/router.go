@@ -333,11 +333,11 @@ type Router struct {
 	rng          *rand.Rand
 	rr           int
 	decisions    *decisionLog
-	ingesters    [MaxWorkers]*Ingester // by worker, for RemoveNodeBlocks
-	overlap      [MaxWorkers]int       // scratch, guarded by mu
-	ramOverlap   [MaxWorkers]int       // blocks in host RAM after the GPU overlap
-	diskOverlap  [MaxWorkers]int       // blocks on disk after GPU and RAM
-	reach        [MaxWorkers]int       // overlap + ramOverlap
+	ingesters    [MaxWorkers]EngineBlockMap // by worker, for RemoveNodeBlocks
+	overlap      [MaxWorkers]int            // scratch, guarded by mu
+	ramOverlap   [MaxWorkers]int            // blocks in host RAM after the GPU overlap
+	diskOverlap  [MaxWorkers]int            // blocks on disk after GPU and RAM
+	reach        [MaxWorkers]int            // overlap + ramOverlap
 	activeDepth  [MaxWorkers]int
 	cachedBlocks [MaxWorkers]int
 	// Other replicas' load (SetPeerLoad), by worker and replica.
@@ -397,29 +397,6 @@ func (r *Router) AddWorker(info WorkerInfo) (WorkerID, error) {
 	return id, nil
 }
 
-// UpdateWorker replaces what the router knows of a worker (capacity or
-// speed measured after it started).
-func (r *Router) UpdateWorker(id WorkerID, info WorkerInfo) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if id >= MaxWorkers || r.workers[id] == nil {
-		return false
-	}
-	ws := r.workers[id]
-	if ws.info.Name != info.Name {
-		r.metrics.dropWorker(ws.info.Name)
-		ws.gauges = r.metrics.forWorker(info.Name)
-	}
-	moved := ws.info.Node != info.Node || ws.info.Model != info.Model
-	ws.info = info
-	if moved {
-		r.ix.joinNode(id, r.nodePeersLocked(id))
-	}
-	r.publishLocked(id)
-	r.dispatchLocked(r.now())
-	return true
-}
-
 // RemoveWorker forgets a worker, its cached blocks and its running requests.
 func (r *Router) RemoveWorker(id WorkerID) {
 	r.mu.Lock()
@@ -474,10 +451,21 @@ func (r *Router) nodePeersLocked(id WorkerID) uint64 {
 	return peers
 }
 
+// EngineBlockMap is what RemoveNodeBlocks needs of the ingester that
+// follows a worker's KV events (package router/ingest): its map from the
+// engine's block hashes to the index's.
+type EngineBlockMap interface {
+	// DropEngineBlocks removes from tier the blocks the worker's engine
+	// names engineHashes and sets known[i] for each hash it mapped in that
+	// tier. It is called without the router's lock held and may lock the
+	// index.
+	DropEngineBlocks(tier kvbm.Tier, engineHashes []uint64, known []bool)
+}
+
 // AttachIngester tells the router which ingester follows worker id's KV
 // events, so that RemoveNodeBlocks can map engine hashes through its
 // table. RemoveWorker detaches it. It reports whether id is live.
-func (r *Router) AttachIngester(id WorkerID, in *Ingester) bool {
+func (r *Router) AttachIngester(id WorkerID, in EngineBlockMap) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if id >= MaxWorkers || r.workers[id] == nil {
@@ -498,7 +486,7 @@ func (r *Router) RemoveNodeBlocks(node, model string, engineHashes []uint64) int
 	if node == "" || len(engineHashes) == 0 {
 		return 0
 	}
-	var ings [MaxWorkers]*Ingester
+	var ings [MaxWorkers]EngineBlockMap
 	n := 0
 	r.mu.Lock()
 	for _, id := range r.order {
@@ -513,7 +501,7 @@ func (r *Router) RemoveNodeBlocks(node, model string, engineHashes []uint64) int
 	// they are called outside r.mu.
 	known := make([]bool, len(engineHashes))
 	for _, in := range ings[:n] {
-		in.removeEngineBlocks(kvbm.TierDisk, engineHashes, known)
+		in.DropEngineBlocks(kvbm.TierDisk, engineHashes, known)
 	}
 	removed := 0
 	for _, k := range known {

@@ -26,6 +26,7 @@ import (
 	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/router/ingest"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker"
 	"github.com/hearth-llm/hearth/runtime/sim"
@@ -508,7 +509,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		engines.storeReadBytesPerSec = sim.DefaultDiskGBps * 1e9
 		kvStore.tellEvictions(nodeStoreEvictions(rt, specs))
 	}
-	if err := reg.Register(router.NewIngestCollector(engines.ingestStats, engines.workerName)); err != nil {
+	if err := reg.Register(ingest.NewCollector(engines.ingestStats, engines.workerName)); err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
 
