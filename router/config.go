@@ -73,7 +73,7 @@ type Config struct {
 // New replaces with defaults.
 func (c Config) Validate() error {
 	switch {
-	case c.Policy != "" && !validPolicy(c.Policy):
+	case c.Policy != "" && !knownPolicy(c.Policy):
 		return fmt.Errorf("router config: policy: %w: %q", ErrUnknownPolicy, c.Policy)
 	case c.BlockSize < 0:
 		return fmt.Errorf("router config: block size %d is negative", c.BlockSize)

@@ -132,21 +132,21 @@ func (r *Router) candidatesLocked(exclude []WorkerID, model string) []Candidate 
 }
 
 // matchLocked fills the scratch arrays (overlap per tier, active depth,
-// cached blocks) for a request and returns what a policy knows of it.
-func (r *Router) matchLocked(req *Request, hashes []tokenizer.SeqHash, isl int, policy string) routeInput {
+// cached blocks) for a request and r.in, what a policy knows of it; the
+// lower tiers only when the policy needs them.
+func (r *Router) matchLocked(req *Request, hashes []tokenizer.SeqHash, isl int, needs PolicyNeeds) *RouteInput {
 	bs := r.cfg.BlockSize
-	in := routeInput{
-		req:          req,
-		hashes:       hashes,
-		promptTokens: isl,
-		promptBlocks: (isl + bs - 1) / bs,
-		hashBlocks:   len(hashes),
-		oslBlocks:    (req.Hints.OSL + bs - 1) / bs,
-	}
-	in.promptBlocks = max(in.promptBlocks, in.hashBlocks)
+	in := &r.in
+	in.Request = req
+	in.Hashes = hashes
+	in.PromptTokens = isl
+	in.PromptBlocks = (isl + bs - 1) / bs
+	in.HashBlocks = len(hashes)
+	in.OSLBlocks = (req.Hints.OSL + bs - 1) / bs
+	in.PromptBlocks = max(in.PromptBlocks, in.HashBlocks)
 	r.ix.Match(hashes, kvbm.TierGPU, &r.overlap)
 	r.ramOverlap, r.diskOverlap = [MaxWorkers]int{}, [MaxWorkers]int{}
-	if policy == PolicyKV || policy == PolicyHearth {
+	if needs.LowerTiers {
 		// What lower tiers add after the GPU prefix: an engine loads it
 		// instead of recomputing it.
 		r.ix.MatchBeyond(hashes, kvbm.TierRAM, &r.overlap, &r.ramOverlap)
@@ -163,48 +163,25 @@ func (r *Router) matchLocked(req *Request, hashes []tokenizer.SeqHash, isl int, 
 // decideLocked scores the live workers, picks one and records the request
 // as running there. The Candidates slice is its only allocation besides the
 // active-request record.
-func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int, policy string, now time.Time, queued time.Duration) Decision {
+func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int, policy *routerPolicy, now time.Time, queued time.Duration) Decision {
 	start := time.Now()
 	bs := r.cfg.BlockSize
-	in := r.matchLocked(req, hashes, isl, policy)
+	in := r.matchLocked(req, hashes, isl, policy.needs)
 	cands := r.candidatesLocked(req.Exclude, req.Model)
 	var sess *session
 	if req.SessionID != "" {
 		sess = r.sessions[req.SessionID]
 	}
+	in.Now, in.sess = now, sess
 
-	var pick int
-	var reason string
-	switch {
-	case len(cands) == 1:
-		if policy == PolicyKV {
-			r.scoreKV(&in, cands)
-		} else if policy == PolicyHearth {
-			r.scoreHearth(&in, cands, sess, now)
-		}
-		pick, reason = 0, ReasonOnlyCandidate
-	case policy == PolicyRoundRobin:
-		pick, reason = r.rr%len(cands), ReasonRoundRobin
-		r.rr++
-	case policy == PolicyRandom:
-		pick, reason = r.rng.Intn(len(cands)), ReasonRandom
-	case policy == PolicyLeastLoaded:
-		r.scoreLeastLoaded(cands)
-		pick, reason = pickMin(cands, &r.cachedBlocks, r.rng)
-	case policy == PolicyKV:
-		r.scoreKV(&in, cands)
-		if r.cfg.Temperature > 0 {
-			pick, reason = sampleSoftmax(cands, r.cfg.Temperature, r.rng), ReasonSampled
-		} else {
-			pick, reason = pickMin(cands, &r.cachedBlocks, r.rng)
-		}
-	default: // PolicyHearth
-		r.scoreHearth(&in, cands, sess, now)
-		pick, reason = pickMin(cands, &r.cachedBlocks, r.rng)
+	policy.Score(in, cands)
+	pick, reason := 0, ReasonOnlyCandidate
+	if len(cands) > 1 {
+		pick, reason = policy.Choose(in, cands)
 	}
 	win := cands[pick]
 
-	extra := in.promptBlocks - in.hashBlocks + in.oslBlocks
+	extra := in.PromptBlocks - in.HashBlocks + in.OSLBlocks
 	// Blocks in lower tiers are loaded, not computed.
 	prefill := max(isl-(win.CachedBlocks+win.RAMBlocks+win.DiskBlocks)*bs, 0)
 	ar := r.active.add(req.ID, win.WorkerID, hashes, extra, prefill, req.SessionID, now)
@@ -212,13 +189,13 @@ func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int,
 		r.approx.insert(r.ix, win.WorkerID, ar.hashes, now)
 	}
 	if req.SessionID != "" {
-		r.sessionRoutedLocked(req.SessionID, sess, win.WorkerID, in.promptBlocks+in.oslBlocks, now)
+		r.sessionRoutedLocked(req.SessionID, sess, win.WorkerID, in.PromptBlocks+in.OSLBlocks, now)
 	}
 	r.publishLocked(win.WorkerID)
 
 	d := Decision{
 		RequestID:          req.ID,
-		Policy:             policy,
+		Policy:             policy.name,
 		WorkerID:           win.WorkerID,
 		Worker:             win.Worker,
 		BaseURL:            r.workers[win.WorkerID].info.BaseURL,
@@ -228,21 +205,21 @@ func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int,
 		RAMBlocks:          win.RAMBlocks,
 		DiskBlocks:         win.DiskBlocks,
 		LowerTierBlocks:    win.RAMBlocks + win.DiskBlocks,
-		PromptBlocks:       in.promptBlocks,
+		PromptBlocks:       in.PromptBlocks,
 		SpeculativePrefill: req.Hints.SpeculativePrefill,
 		Queued:             queued,
 		At:                 now,
 	}
-	if in.promptBlocks > 0 {
-		d.PredictedHitRate = float64(win.CachedBlocks+d.LowerTierBlocks) / float64(in.promptBlocks)
+	if in.PromptBlocks > 0 {
+		d.PredictedHitRate = float64(win.CachedBlocks+d.LowerTierBlocks) / float64(in.PromptBlocks)
 	}
 	r.decisions.add(d)
 	r.metrics.observeDecision(&d, time.Since(start), r.ix)
 	if r.log.Enabled(context.Background(), slog.LevelDebug) {
 		r.log.LogAttrs(context.Background(), slog.LevelDebug, "routed",
-			slog.String("request", req.ID), slog.String("policy", policy),
+			slog.String("request", req.ID), slog.String("policy", policy.name),
 			slog.String("worker", win.Worker), slog.Int("cached_blocks", win.CachedBlocks),
-			slog.Int("prompt_blocks", in.promptBlocks), slog.String("reason", reason))
+			slog.Int("prompt_blocks", in.PromptBlocks), slog.String("reason", reason))
 	}
 	return d
 }

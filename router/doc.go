@@ -19,8 +19,18 @@
 // ones from a bounded log (Decisions). The gateway then reports the first
 // token (PrefillDone) and the end (Free); requests whose end is never
 // reported expire after Config.ActiveTTL, checked lazily on each call, so
-// there is no background goroutine. Policies, per daemon (Config.Policy) or
-// per request (Request.Policy):
+// there is no background goroutine.
+//
+// # Policies
+//
+// A policy is a Policy registered by name (RegisterPolicy), one file each
+// (policy_*.go), so that adding one is a file and its test. It says what
+// it needs of the router in PolicyNeeds: the prompt's blocks in the lower
+// tiers (a policy that does not ask sees none), and its own order of the
+// router queue (without one its requests wait in arrival order). A router
+// makes its own instance of each when it is made; Config.Policy picks the
+// daemon's and Request.Policy may name another for one request.
+// PolicyNames lists them for help texts and the console. The policies:
 //
 //   - round_robin, random (seeded), least_loaded (running + pending blocks);
 //   - kv: Dynamo's KV router cost exactly: prefill_blocks = (ISL −
@@ -54,9 +64,11 @@
 //     from a full cache (refetch: a reload on a worker with a host-RAM tier,
 //     which keeps a copy of everything computed, a recompute otherwise); a
 //     bonus for a session's last worker unless it is saturated. See
-//     scoreHearth. TestHearthAtLeastMatchesKVOnAgentSessions holds its
+//     hearthPolicy.Score. TestHearthAtLeastMatchesKVOnAgentSessions holds its
 //     mean time to first token at or below kv's in a small agent-session
 //     model (policy_sim_test.go).
+//
+// # Queue
 //
 // When every worker is saturated (running blocks ≥ SaturationFraction of
 // capacity, or pending prefill ≥ SaturationPendingTokens) a request waits in
@@ -72,7 +84,7 @@
 // were last routed there.
 //
 // The queue orders by strict_priority, then priority, then by a deadline,
-// earliest first: for the hearth policy the request's arrival plus
+// earliest first (PolicyNeeds.QueueDelay): for the hearth policy the request's arrival plus
 // HearthConfig.QueueStretch (default 5) times its own cost in seconds, for
 // every other policy its arrival, FIFO as Dynamo's queue is. The own cost
 // is, on the worker where it is least, the request's uncached prompt at

@@ -246,9 +246,10 @@ func TestQueueCostPricesNodeDisk(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r, h := diskPricingRouter(t, tt.diskBW, nil)
-			w := &waiter{req: &Request{ID: "q", Hashes: h, Exclude: []WorkerID{0}}, hashes: h, isl: 1024, policy: PolicyHearth}
+			hearth := r.policies[PolicyHearth]
+			w := &waiter{req: &Request{ID: "q", Hashes: h, Exclude: []WorkerID{0}}, hashes: h, isl: 1024, policy: hearth}
 			r.mu.Lock()
-			got := r.queueCostLocked(w)
+			got := hearth.Policy.(*hearthPolicy).queueCost(r.queueInputLocked(w))
 			r.mu.Unlock()
 			if math.Abs(got-tt.want) > 1e-12 {
 				t.Errorf("queue cost %v, want %v", got, tt.want)

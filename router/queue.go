@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -35,12 +34,10 @@ type waiter struct {
 	req      *Request
 	hashes   []tokenizer.SeqHash
 	isl      int
-	policy   string
+	policy   *routerPolicy
 	enqueued time.Time
 	// key orders waiters of equal strict priority and priority, lower
-	// first: its deadline in seconds, for the hearth policy its arrival
-	// plus QueueStretch × its own cost, for the others its arrival (see
-	// queueKeyLocked).
+	// first: its deadline in seconds (see queueKeyLocked).
 	key   float64
 	seq   uint64 // arrival order
 	index int    // position in the heap, -1 once removed
@@ -194,24 +191,30 @@ func (t *Ticket) Cancel() bool {
 }
 
 // queueKeyLocked orders a waiter within its priority level, lowest first:
-// its deadline in seconds since the router's epoch. A hearth request's
-// deadline is its arrival plus QueueStretch × its own cost
-// (queueCostLocked), every other policy's its arrival, FIFO as Dynamo's
-// queue is. Earliest deadline first means a request B that arrives after
-// A goes first only if it arrives less than QueueStretch × (cost A − cost
-// B) after A: a request is overtaken only within QueueStretch times its
-// own cost of its arrival, a bound that shortest-job-first with a fixed
-// aging rate lacks (there a cheap request's cost is no bound on anything).
-// The key is fixed at arrival, so the queue stays a heap.
+// its deadline in seconds since the router's epoch. The deadline is its
+// arrival plus its policy's PolicyNeeds.QueueDelay (hearth: QueueStretch ×
+// its own cost), or its arrival for a policy without one, FIFO as
+// Dynamo's queue is. The key is fixed at arrival, so the queue stays a
+// heap.
 func (r *Router) queueKeyLocked(w *waiter) float64 {
 	if r.epoch.IsZero() {
 		r.epoch = w.enqueued
 	}
 	key := w.enqueued.Sub(r.epoch).Seconds()
-	if w.policy != PolicyHearth || r.cfg.Hearth.QueueStretch == 0 {
+	delay := w.policy.needs.QueueDelay
+	if delay == nil {
 		return key
 	}
-	return key + r.cfg.Hearth.QueueStretch*r.queueCostLocked(w)
+	in, cands := r.queueInputLocked(w)
+	return key + delay(in, cands)
+}
+
+// queueInputLocked is what a waiter's policy knows of it when it starts
+// to wait: the input and candidates of a decision made then.
+func (r *Router) queueInputLocked(w *waiter) (*RouteInput, []Candidate) {
+	in := r.matchLocked(w.req, w.hashes, w.isl, w.policy.needs)
+	in.Now, in.sess = time.Time{}, nil
+	return in, r.candidatesLocked(w.req.Exclude, w.req.Model)
 }
 
 // dispatchLocked routes waiting requests while some worker is not saturated.
@@ -238,38 +241,6 @@ func (r *Router) dispatchLocked(now time.Time) {
 func (r *Router) nextDispatch() uint64 {
 	r.dispatches++
 	return r.dispatches
-}
-
-// queueCostLocked is a queued hearth request's own cost in seconds: on
-// the worker where it is least, its uncached prompt tokens at that
-// worker's prefill speed plus the load time of the blocks its host RAM and
-// its node's disk hold (see scoreHearth), plus DecodeWeight × the share of the worker's KV capacity the
-// request will hold (prompt and expected output). A turn whose context is
-// cached is cheap, one that must recompute it dear. What the worker is
-// doing when the request arrives (prompts waiting there, the running
-// requests' load) is left out: it is the same for every waiter and
-// changes before any of them runs.
-func (r *Router) queueCostLocked(w *waiter) float64 {
-	in := r.matchLocked(w.req, w.hashes, w.isl, w.policy)
-	cands := r.candidatesLocked(w.req.Exclude, w.req.Model)
-	h := r.cfg.Hearth
-	bs := r.cfg.BlockSize
-	best := math.Inf(1)
-	for _, c := range cands {
-		ws := r.workers[c.WorkerID]
-		speed := ws.info.PrefillTokensPerSec
-		if speed <= 0 {
-			speed = h.DefaultPrefillTokensPerSec
-		}
-		loaded, loadSeconds := ws.lowerTierLoad(&c, ws.loadSecondsPerBlock())
-		uncached := max(in.promptTokens-(c.CachedBlocks+loaded)*bs, 0)
-		cost := float64(uncached)/speed + loadSeconds
-		if capacity := float64(ws.info.CapacityBlocks); capacity > 0 {
-			cost += h.DecodeWeight * float64(in.promptBlocks+in.oslBlocks) / capacity
-		}
-		best = math.Min(best, cost)
-	}
-	return best
 }
 
 // QueueLen returns how many requests wait for a worker.

@@ -70,7 +70,8 @@ type Router struct {
 	epoch        time.Time             // first enqueue: origin of the queue keys
 	dispatches   uint64                // tickets resolved, for Ticket.Order
 	rng          *rand.Rand
-	rr           int
+	policies     map[string]*routerPolicy // by name, made in New; read without mu
+	in           RouteInput               // scratch, guarded by mu
 	decisions    *decisionLog
 	ingesters    [MaxWorkers]EngineBlockMap // by worker, for RemoveNodeBlocks
 	overlap      [MaxWorkers]int            // scratch, guarded by mu
@@ -101,7 +102,9 @@ func New(cfg Config, opts ...Option) (*Router, error) {
 		queues:    make(map[string]*waitQueue),
 		rng:       rand.New(rand.NewSource(cfg.Seed)),
 		decisions: newDecisionLog(cfg.DecisionLogSize),
+		policies:  newPolicies(cfg),
 	}
+	r.in.r = r
 	for _, o := range opts {
 		o(r)
 	}
@@ -152,11 +155,13 @@ func (r *Router) Enqueue(req *Request) (Decision, *Ticket, error) {
 	if req == nil || req.ID == "" {
 		return Decision{}, nil, errors.New("router: request without id")
 	}
-	policy := req.Policy
-	if policy == "" {
-		policy = r.cfg.Policy
-	} else if !validPolicy(policy) {
-		return Decision{}, nil, fmt.Errorf("router: %w: %q", ErrUnknownPolicy, policy)
+	name := req.Policy
+	if name == "" {
+		name = r.cfg.Policy
+	}
+	policy := r.policies[name]
+	if policy == nil {
+		return Decision{}, nil, fmt.Errorf("router: %w: %q", ErrUnknownPolicy, name)
 	}
 	hashes := req.Hashes
 	if hashes == nil && len(req.Tokens) > 0 {
