@@ -1,8 +1,6 @@
 package router
 
-import (
-	"time"
-)
+import "time"
 
 // session is what the router remembers of an agent session.
 type session struct {
