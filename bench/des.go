@@ -13,6 +13,7 @@ import (
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/router/ingest"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -92,7 +93,7 @@ type desEngine struct {
 	core   *sim.Core
 	// before sums the counters of the cores a restart replaced.
 	before   sim.Stats
-	ingester *router.Ingester
+	ingester *ingest.Ingester
 	busy     bool
 	outputs  []sim.TokenOutput // of the step in progress; the core reuses the slice
 
@@ -238,7 +239,7 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 			return nil, fmt.Errorf("bench: sim: %w", err)
 		}
 		e.worker = id
-		e.ingester = router.NewIngester(router.IngesterConfig{
+		e.ingester = ingest.NewIngester(ingest.IngesterConfig{
 			WorkerID: id, BlockSize: core.Config().BlockSize, Logger: cfg.Logger,
 		}, r.Index(), nil)
 		r.AttachIngester(id, e.ingester)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/router/ingest"
 	"github.com/hearth-llm/hearth/zmtp"
 )
 
@@ -412,7 +413,7 @@ func (n *Node) attachRemote(m Member, e EngineInfo) (*remoteEngine, error) {
 		close(r.done)
 		return r, nil
 	}
-	ing := router.NewIngester(router.IngesterConfig{WorkerID: r.worker, Logger: n.log.With("remote_engine", e.Name)},
+	ing := ingest.NewIngester(ingest.IngesterConfig{WorkerID: r.worker, Logger: n.log.With("remote_engine", e.Name)},
 		n.cfg.Workers.Index(), natsReplay{nc: n.nc, subject: n.replaySubject(m.NodeID, e.Incarnation)})
 	// Batches are applied in the subscription's callback, on the goroutine
 	// NATS delivers them on: a hand-off to a goroutine of ours would be one

@@ -92,28 +92,6 @@ func (n *Node) publishEngine(state string, e EngineInfo, gen uint64) {
 	}
 }
 
-// SetLocalEngineState reports a state change of a local engine (by its
-// worker name): peers take it out of routing while it restarts or is
-// stopped, and back when it is ready.
-func (n *Node) SetLocalEngineState(name, state string) bool {
-	n.mu.Lock()
-	var found *localEngine
-	for _, l := range n.local {
-		if l.info.Name == name {
-			found = l
-		}
-	}
-	if found == nil || found.info.State == state {
-		n.mu.Unlock()
-		return found != nil
-	}
-	found.info.State = state
-	info, gen := found.info, n.nextEngineGenLocked()
-	n.mu.Unlock()
-	n.publishEngine(state, info, gen)
-	return true
-}
-
 func (n *Node) onEngine(m *nats.Msg) {
 	var ev EngineEvent
 	if err := json.Unmarshal(m.Data, &ev); err != nil || ev.NodeID == "" || ev.NodeID == n.id.NodeID() || ev.Engine.Incarnation == "" {

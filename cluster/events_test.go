@@ -67,6 +67,28 @@ func hasWorker(rt *router.Router, name string) bool {
 	return ok
 }
 
+// setLocalEngineState publishes a state change of n's local engine (by
+// its worker name), as a node whose fleet reports restarts would: the
+// fleet reports only registration and removal, but the plane carries
+// states and peers act on them.
+func setLocalEngineState(n *Node, name, state string) {
+	n.mu.Lock()
+	var found *localEngine
+	for _, l := range n.local {
+		if l.info.Name == name {
+			found = l
+		}
+	}
+	if found == nil || found.info.State == state {
+		n.mu.Unlock()
+		return
+	}
+	found.info.State = state
+	info, gen := found.info, n.nextEngineGenLocked()
+	n.mu.Unlock()
+	n.publishEngine(state, info, gen)
+}
+
 // An engine's registration, state changes and removal reach the peers'
 // routers on the engine subject, with no heartbeat in between: the nodes'
 // clock makes none after the cluster formed.
@@ -86,14 +108,14 @@ func TestEngineChangesReachPeersBeforeTheNextHeartbeat(t *testing.T) {
 		return hasWorker(routers[0], "c/gpu0") && hasWorker(routers[1], "c/gpu0")
 	})
 
-	c.SetLocalEngineState("c/gpu0", EngineRestarting)
+	setLocalEngineState(c, "c/gpu0", EngineRestarting)
 	waitFor(t, "c's restarting engine to leave a's routing", 5*time.Second, func() bool { return !hasWorker(routers[0], "c/gpu0") })
 	for _, m := range a.Members() {
 		if m.NodeID == c.id.NodeID() && (len(m.Engines) != 1 || m.Engines[0].State != EngineRestarting) {
 			t.Fatalf("a's view of c's engines while one restarts: %+v", m.Engines)
 		}
 	}
-	c.SetLocalEngineState("c/gpu0", EngineReady)
+	setLocalEngineState(c, "c/gpu0", EngineReady)
 	waitFor(t, "c's engine to come back to a's routing when ready", 5*time.Second, func() bool { return hasWorker(routers[0], "c/gpu0") })
 
 	withdraw()

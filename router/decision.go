@@ -1,6 +1,14 @@
 package router
 
-import "time"
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/tokenizer"
+)
 
 // Candidate is one worker as a policy saw it for one request.
 type Candidate struct {
@@ -97,4 +105,121 @@ func (l *decisionLog) last(n int) []Decision {
 		out = append(out, l.ring[j])
 	}
 	return out
+}
+
+// candidatesLocked lists the workers a request may go to: all but the
+// excluded ones, or all when that would leave none.
+func (r *Router) candidatesLocked(exclude []WorkerID, model string) []Candidate {
+	cands := make([]Candidate, 0, len(r.order))
+	for pass := 0; pass < 2 && len(cands) == 0; pass++ {
+		for _, id := range r.order {
+			if !r.servesLocked(id, model) || pass == 0 && slices.Contains(exclude, id) {
+				continue
+			}
+			aw := &r.active.workers[id]
+			cands = append(cands, Candidate{
+				WorkerID:             id,
+				Worker:               r.workers[id].info.Name,
+				CachedBlocks:         r.overlap[id],
+				RAMBlocks:            r.ramOverlap[id],
+				DiskBlocks:           r.diskOverlap[id],
+				ActiveBlocks:         aw.blocks(),
+				PendingPrefillTokens: aw.pending(),
+			})
+		}
+	}
+	return cands
+}
+
+// matchLocked fills the scratch arrays (overlap per tier, active depth,
+// cached blocks) for a request and r.in, what a policy knows of it; the
+// lower tiers only when the policy needs them.
+func (r *Router) matchLocked(req *Request, hashes []tokenizer.SeqHash, isl int, needs PolicyNeeds) *RouteInput {
+	bs := r.cfg.BlockSize
+	in := &r.in
+	in.Request = req
+	in.Hashes = hashes
+	in.PromptTokens = isl
+	in.PromptBlocks = (isl + bs - 1) / bs
+	in.HashBlocks = len(hashes)
+	in.OSLBlocks = (req.Hints.OSL + bs - 1) / bs
+	in.PromptBlocks = max(in.PromptBlocks, in.HashBlocks)
+	r.ix.Match(hashes, kvbm.TierGPU, &r.overlap)
+	r.ramOverlap, r.diskOverlap = [MaxWorkers]int{}, [MaxWorkers]int{}
+	if needs.LowerTiers {
+		// What lower tiers add after the GPU prefix: an engine loads it
+		// instead of recomputing it.
+		r.ix.MatchBeyond(hashes, kvbm.TierRAM, &r.overlap, &r.ramOverlap)
+		for w := range r.reach {
+			r.reach[w] = r.overlap[w] + r.ramOverlap[w]
+		}
+		r.ix.MatchBeyond(hashes, kvbm.TierDisk, &r.reach, &r.diskOverlap)
+	}
+	r.active.activeDepth(hashes, &r.activeDepth)
+	r.ix.BlockCounts(kvbm.TierGPU, &r.cachedBlocks)
+	return in
+}
+
+// decideLocked scores the live workers, picks one and records the request
+// as running there. The Candidates slice is its only allocation besides the
+// active-request record.
+func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int, policy *routerPolicy, now time.Time, queued time.Duration) Decision {
+	start := time.Now()
+	bs := r.cfg.BlockSize
+	in := r.matchLocked(req, hashes, isl, policy.needs)
+	cands := r.candidatesLocked(req.Exclude, req.Model)
+	var sess *session
+	if req.SessionID != "" {
+		sess = r.sessions[req.SessionID]
+	}
+	in.Now, in.sess = now, sess
+
+	policy.Score(in, cands)
+	pick, reason := 0, ReasonOnlyCandidate
+	if len(cands) > 1 {
+		pick, reason = policy.Choose(in, cands)
+	}
+	win := cands[pick]
+
+	extra := in.PromptBlocks - in.HashBlocks + in.OSLBlocks
+	// Blocks in lower tiers are loaded, not computed.
+	prefill := max(isl-(win.CachedBlocks+win.RAMBlocks+win.DiskBlocks)*bs, 0)
+	ar := r.active.add(req.ID, win.WorkerID, hashes, extra, prefill, req.SessionID, now)
+	if r.workers[win.WorkerID].info.Approximate {
+		r.approx.insert(r.ix, win.WorkerID, ar.hashes, now)
+	}
+	if req.SessionID != "" {
+		r.sessionRoutedLocked(req.SessionID, sess, win.WorkerID, in.PromptBlocks+in.OSLBlocks, now)
+	}
+	r.publishLocked(win.WorkerID)
+
+	d := Decision{
+		RequestID:          req.ID,
+		Policy:             policy.name,
+		WorkerID:           win.WorkerID,
+		Worker:             win.Worker,
+		BaseURL:            r.workers[win.WorkerID].info.BaseURL,
+		Reason:             reason,
+		Candidates:         cands,
+		CachedBlocks:       win.CachedBlocks,
+		RAMBlocks:          win.RAMBlocks,
+		DiskBlocks:         win.DiskBlocks,
+		LowerTierBlocks:    win.RAMBlocks + win.DiskBlocks,
+		PromptBlocks:       in.PromptBlocks,
+		SpeculativePrefill: req.Hints.SpeculativePrefill,
+		Queued:             queued,
+		At:                 now,
+	}
+	if in.PromptBlocks > 0 {
+		d.PredictedHitRate = float64(win.CachedBlocks+d.LowerTierBlocks) / float64(in.PromptBlocks)
+	}
+	r.decisions.add(d)
+	r.metrics.observeDecision(&d, time.Since(start), r.ix)
+	if r.log.Enabled(context.Background(), slog.LevelDebug) {
+		r.log.LogAttrs(context.Background(), slog.LevelDebug, "routed",
+			slog.String("request", req.ID), slog.String("policy", policy.name),
+			slog.String("worker", win.Worker), slog.Int("cached_blocks", win.CachedBlocks),
+			slog.Int("prompt_blocks", in.PromptBlocks), slog.String("reason", reason))
+	}
+	return d
 }

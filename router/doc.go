@@ -1,10 +1,13 @@
 // Package router decides which worker serves each request.
 //
-// It ingests the engines' KV-cache events, keeps an index of which worker
-// holds which blocks (and in which tier), tracks the load of active requests
-// per worker and scores every candidate with a routing policy. It must not
-// talk HTTP to clients or engines; the gateway in package api does that and
-// reports back first tokens and completions.
+// It keeps an index of which worker holds which blocks (and in which tier),
+// tracks the load of active requests per worker and scores every candidate
+// with a routing policy. It must not talk HTTP to clients or engines; the
+// gateway in package api does that and reports back first tokens and
+// completions. Nor does it read the engines' KV-cache events: package
+// router/ingest does, and writes them into the Index (Router.Index), which
+// is safe for concurrent use. router must not import router/ingest; what it
+// needs of an ingester (RemoveNodeBlocks) is the EngineBlockMap interface.
 //
 // # Decisions
 //
@@ -16,8 +19,18 @@
 // ones from a bounded log (Decisions). The gateway then reports the first
 // token (PrefillDone) and the end (Free); requests whose end is never
 // reported expire after Config.ActiveTTL, checked lazily on each call, so
-// there is no background goroutine. Policies, per daemon (Config.Policy) or
-// per request (Request.Policy):
+// there is no background goroutine.
+//
+// # Policies
+//
+// A policy is a Policy registered by name (RegisterPolicy), one file each
+// (policy_*.go), so that adding one is a file and its test. It says what
+// it needs of the router in PolicyNeeds: the prompt's blocks in the lower
+// tiers (a policy that does not ask sees none), and its own order of the
+// router queue (without one its requests wait in arrival order). A router
+// makes its own instance of each when it is made; Config.Policy picks the
+// daemon's and Request.Policy may name another for one request.
+// PolicyNames lists them for help texts and the console. The policies:
 //
 //   - round_robin, random (seeded), least_loaded (running + pending blocks);
 //   - kv: Dynamo's KV router cost exactly: prefill_blocks = (ISL −
@@ -51,9 +64,11 @@
 //     from a full cache (refetch: a reload on a worker with a host-RAM tier,
 //     which keeps a copy of everything computed, a recompute otherwise); a
 //     bonus for a session's last worker unless it is saturated. See
-//     scoreHearth. TestHearthAtLeastMatchesKVOnAgentSessions holds its
+//     hearthPolicy.Score. TestHearthAtLeastMatchesKVOnAgentSessions holds its
 //     mean time to first token at or below kv's in a small agent-session
 //     model (policy_sim_test.go).
+//
+// # Queue
 //
 // When every worker is saturated (running blocks ≥ SaturationFraction of
 // capacity, or pending prefill ≥ SaturationPendingTokens) a request waits in
@@ -69,7 +84,7 @@
 // were last routed there.
 //
 // The queue orders by strict_priority, then priority, then by a deadline,
-// earliest first: for the hearth policy the request's arrival plus
+// earliest first (PolicyNeeds.QueueDelay): for the hearth policy the request's arrival plus
 // HearthConfig.QueueStretch (default 5) times its own cost in seconds, for
 // every other policy its arrival, FIFO as Dynamo's queue is. The own cost
 // is, on the worker where it is least, the request's uncached prompt at
@@ -106,30 +121,6 @@
 // were chosen by measuring the alternatives in the benchmark's simulation;
 // the figures are in docs/perf.md.
 //
-// # KV events
-//
-// A Subscriber follows each engine rank's PUB stream (tcp:// or ipc://)
-// over one ZMTP connection of package zmtp, read through a buffer on the
-// subscriber's own goroutine into a buffer it reuses: zmq4's sockets would
-// read every connection on a goroutine of their own and hand messages over
-// a channel, a second wake-up for each event batch. Gaps in the sequence numbers, and
-// reconnects, are recovered from the engine's replay ROUTER when it has one.
-// Payloads and frames are package kvevents' to read.
-//
-// Ingest throughput: decode, re-hash, engine-hash mapping and index updates
-// into a trivial index, in a steady state of ~8k mapped blocks where every
-// batch stores 256 blocks (16 tokens each, in 8-block BlockStored events)
-// and removes as many. Measured with
-//
-//	go test ./router/ -run '^$' -bench 'BenchmarkIngest$' -benchtime 2s -cpu 1
-//
-// on the shared 2-core VM (AMD EPYC, load average 5 to 15 from other
-// work), five runs: 4.4-4.5 million stored blocks per CPU-second of the
-// ingesting thread (blocks/cpu-s), 4.4-4.5 million per wall-clock second; 0
-// allocations per batch; the mapping held 25.8 bytes per mapped block.
-// Decoding alone is about 18 µs of that per batch (kvevents'
-// BenchmarkDecode).
-//
 // # Block index
 //
 // Index is one open-addressing table (linear probing, backward-shift
@@ -162,13 +153,15 @@
 // O(the peer's blocks)), one leaving or losing its view takes only its own
 // entries. Each peer's entry counts against the budget. The node's store
 // reports evictions by engine hash through Router.RemoveNodeBlocks, which
-// maps them through the attached ingesters' tables (AttachIngester).
+// maps them through the attached ingesters' tables (AttachIngester,
+// EngineBlockMap).
 //
 // # Performance
 //
 // Route plus Free allocates at most twice (the Decision's candidate slice
-// and the running-request record), Index.Match never, and applying a
-// KV-event batch never once its buffers have grown; tests hold all three.
+// and the running-request record) and Index.Match never; tests hold both
+// (and router/ingest's that applying a KV-event batch never allocates once
+// its buffers have grown).
 // Decision latency, index memory per entry and ingest rate, with the
 // commands that measure them, are in docs/perf.md.
 package router

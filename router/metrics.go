@@ -81,8 +81,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("router metrics: %w", err)
 	}
-	m.perPolicy = make(map[string]prometheus.Counter, len(Policies))
-	for _, p := range Policies {
+	names := PolicyNames()
+	m.perPolicy = make(map[string]prometheus.Counter, len(names))
+	for _, p := range names {
 		m.perPolicy[p] = m.decisions.WithLabelValues(p)
 	}
 	m.routedGPU = m.routedBlocks.WithLabelValues("gpu")

@@ -1,7 +1,6 @@
 package router
 
 import (
-	"context"
 	"math"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/hearth-llm/hearth/kvbm"
-	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -107,19 +105,25 @@ func TestNodeDiskShared(t *testing.T) {
 		t.Errorf("after a view reset: worker 1 holds %d disk and %d GPU blocks, want 4 and 0", got[1], gpu[1])
 	}
 
-	// Moving to another node drops the old node's disk.
-	r.UpdateWorker(late, WorkerInfo{Name: "f", Node: "n2", Model: "m"})
-	if got, want := diskCounts(t, ix, 6), []int{0, 4, 0, 0, 1, 0}; !equalInts(got, want) {
-		t.Fatalf("after a move: disk blocks per worker %v, want %v", got, want)
+	// The late joiner leaves and comes back on another node, under the
+	// lowest free id (the writer's): it holds none of the old node's disk
+	// and none of what the id's previous holder had.
+	r.RemoveWorker(late)
+	moved, err := r.AddWorker(WorkerInfo{Name: "f", Node: "n2", Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := diskCounts(t, ix, 6), []int{0, 4, 0, 0, 1, 0}; moved != 0 || !equalInts(got, want) {
+		t.Fatalf("after a move: id %d, disk blocks per worker %v; want id 0, %v", moved, got, want)
 	}
 	// ... and shares the new node's from then on.
 	ix.Store(2, kvbm.TierDisk, h[:2])
-	if got, want := diskCounts(t, ix, 6), []int{0, 4, 2, 0, 1, 2}; !equalInts(got, want) {
+	if got, want := diskCounts(t, ix, 6), []int{2, 4, 2, 0, 1, 0}; !equalInts(got, want) {
 		t.Fatalf("after a store on the new node: disk blocks per worker %v, want %v", got, want)
 	}
 
 	// The last workers leave: nothing is left behind.
-	for _, id := range []WorkerID{1, 2, 3, 4, late} {
+	for _, id := range []WorkerID{1, 2, 3, 4, moved} {
 		r.RemoveWorker(id)
 	}
 	if st := ix.Stats(); st.Entries != 0 || st.Blocks != 0 {
@@ -148,115 +152,6 @@ func TestNodeDiskEviction(t *testing.T) {
 	got := diskCounts(t, ix, 3)
 	if got[0] != st.Entries/3 || got[1] != got[0] || got[2] != got[0] {
 		t.Errorf("disk blocks per worker %v, want %d each", got, st.Entries/3)
-	}
-}
-
-// offloadToDisk returns a BlockStored of blocks [from, to) written to
-// disk, which carries engine hashes only.
-func offloadToDisk(e *fakeEngine, tokens []uint32, from, to int) kvevents.Event {
-	ev := e.offload(tokens, from, to)
-	ev.Medium = kvevents.MediumDisk
-	return ev
-}
-
-// TestRemoveNodeBlocks: the node store's evictions, named by engine hash,
-// leave the disk tier of every worker of the node, whichever engine wrote
-// the blocks, and leave every other tier and node alone.
-func TestRemoveNodeBlocks(t *testing.T) {
-	r, _ := newTestRouter(t, Config{},
-		WorkerInfo{Name: "a", Node: "n1", Model: "m"},
-		WorkerInfo{Name: "b", Node: "n1", Model: "m"},
-		WorkerInfo{Name: "c", Node: "n2", Model: "m"},
-	)
-	ix := r.Index()
-	var ings [3]*Ingester
-	var engines [3]*fakeEngine
-	for i := range ings {
-		ings[i] = NewIngester(IngesterConfig{WorkerID: WorkerID(i)}, ix, nil)
-		engines[i] = newFakeEngine(1, 16)
-		if !r.AttachIngester(WorkerID(i), ings[i]) {
-			t.Fatalf("attach %d failed", i)
-		}
-	}
-	feed := func(w int, events ...kvevents.Event) {
-		t.Helper()
-		b := engines[w].publish(events...)
-		if err := ings[w].HandleLive(context.Background(), b.seq, b.payload); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pa, pb := tokenRun(1, 6*16), tokenRun(5000, 4*16)
-	// Engine a computes and writes pa to the node's disk; engine b writes
-	// pb; engine c, on another node, writes pa to its own.
-	feed(0, engines[0].store(pa, 0, 6, ""), offloadToDisk(engines[0], pa, 0, 6))
-	feed(1, engines[1].store(pb, 0, 4, ""), offloadToDisk(engines[1], pb, 0, 4))
-	feed(2, engines[2].store(pa, 0, 6, ""), offloadToDisk(engines[2], pa, 0, 6))
-	if got, want := diskCounts(t, ix, 3), []int{10, 10, 6}; !equalInts(got, want) {
-		t.Fatalf("disk blocks per worker %v, want %v", got, want)
-	}
-
-	sa, sb := seqHashes(pa, ""), seqHashes(pb, "")
-	evict := []uint64{engineHashOf(sa[4], ""), engineHashOf(sa[5], ""), engineHashOf(sb[3], ""), 0xdead}
-	if n := r.RemoveNodeBlocks("n1", "m", evict); n != 3 {
-		t.Errorf("RemoveNodeBlocks removed %d blocks, want 3 (one hash is unknown)", n)
-	}
-	if got, want := diskCounts(t, ix, 3), []int{7, 7, 6}; !equalInts(got, want) {
-		t.Fatalf("after the eviction: disk blocks per worker %v, want %v", got, want)
-	}
-	var gpu [MaxWorkers]int
-	ix.BlockCounts(kvbm.TierGPU, &gpu)
-	if gpu[0] != 6 || gpu[1] != 4 || gpu[2] != 6 {
-		t.Errorf("GPU blocks %v, want 6, 4, 6: an eviction from disk touches only the disk", gpu[:3])
-	}
-	// The tables forgot the disk copies: the same eviction again finds
-	// nothing, and neither does one for another model or node.
-	if n := r.RemoveNodeBlocks("n1", "m", evict); n != 0 {
-		t.Errorf("a repeated eviction removed %d blocks", n)
-	}
-	if n := r.RemoveNodeBlocks("n1", "other", []uint64{engineHashOf(sa[0], "")}); n != 0 {
-		t.Errorf("an eviction for another model removed %d blocks", n)
-	}
-	if st := ings[0].Stats(); st.UnknownRemove != 0 || st.BlocksRemoved != 2 {
-		t.Errorf("ingester a: %d unknown removals, %d removed; want 0 and 2", st.UnknownRemove, st.BlocksRemoved)
-	}
-	// A removed worker's table is no longer consulted.
-	r.RemoveWorker(0)
-	if n := r.RemoveNodeBlocks("n1", "m", []uint64{engineHashOf(sa[0], "")}); n != 0 {
-		t.Errorf("eviction through a removed worker's table removed %d blocks", n)
-	}
-	if got := diskCounts(t, ix, 3); got[1] != 7 {
-		t.Errorf("worker b holds %d disk blocks, want 7", got[1])
-	}
-}
-
-// TestRemoveNodeBlocksConcurrentIngest runs node evictions while the
-// ingest loop applies events (for the race detector).
-func TestRemoveNodeBlocksConcurrentIngest(t *testing.T) {
-	r, _ := newTestRouter(t, Config{}, WorkerInfo{Name: "a", Node: "n1"}, WorkerInfo{Name: "b", Node: "n1"})
-	in := NewIngester(IngesterConfig{WorkerID: 0}, r.Index(), nil)
-	r.AttachIngester(0, in)
-	e := newFakeEngine(1, 4)
-	toks := tokenRun(1, 8*16)
-	hashes := seqHashes(toks, "")
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 0; i < 200; i++ {
-			b := e.publish(e.store(toks, 0, 8, ""), offloadToDisk(e, toks, 0, 8))
-			_ = in.HandleLive(context.Background(), b.seq, b.payload)
-		}
-	}()
-	evict := make([]uint64, len(hashes))
-	for i, h := range hashes {
-		evict[i] = engineHashOf(h, "")
-	}
-	for i := 0; i < 200; i++ {
-		r.RemoveNodeBlocks("n1", "", evict)
-	}
-	<-done
-	r.RemoveNodeBlocks("n1", "", evict)
-	if got := diskCounts(t, r.Index(), 2); got[0] != 0 || got[1] != 0 {
-		t.Errorf("disk blocks %v after the last eviction, want none", got)
 	}
 }
 
@@ -351,9 +246,10 @@ func TestQueueCostPricesNodeDisk(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r, h := diskPricingRouter(t, tt.diskBW, nil)
-			w := &waiter{req: &Request{ID: "q", Hashes: h, Exclude: []WorkerID{0}}, hashes: h, isl: 1024, policy: PolicyHearth}
+			hearth := r.policies[PolicyHearth]
+			w := &waiter{req: &Request{ID: "q", Hashes: h, Exclude: []WorkerID{0}}, hashes: h, isl: 1024, policy: hearth}
 			r.mu.Lock()
-			got := r.queueCostLocked(w)
+			got := hearth.Policy.(*hearthPolicy).queueCost(r.queueInputLocked(w))
 			r.mu.Unlock()
 			if math.Abs(got-tt.want) > 1e-12 {
 				t.Errorf("queue cost %v, want %v", got, tt.want)

@@ -3,6 +3,7 @@ package router
 import (
 	"container/heap"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -33,12 +34,10 @@ type waiter struct {
 	req      *Request
 	hashes   []tokenizer.SeqHash
 	isl      int
-	policy   string
+	policy   *routerPolicy
 	enqueued time.Time
 	// key orders waiters of equal strict priority and priority, lower
-	// first: its deadline in seconds, for the hearth policy its arrival
-	// plus QueueStretch × its own cost, for the others its arrival (see
-	// queueKeyLocked).
+	// first: its deadline in seconds (see queueKeyLocked).
 	key   float64
 	seq   uint64 // arrival order
 	index int    // position in the heap, -1 once removed
@@ -126,7 +125,7 @@ func (q *waitQueue) remove(w *waiter) bool {
 
 // Ticket is a request held in the router queue by Enqueue. The router
 // decides for it when it dispatches it, which happens synchronously inside
-// the call that freed a worker (PrefillDone, Free, AddWorker, UpdateWorker,
+// the call that freed a worker (PrefillDone, Free, AddWorker,
 // RemoveWorker, or any call that expired a request); Done is closed then.
 // Its methods are safe for concurrent use.
 type Ticket struct {
@@ -189,4 +188,64 @@ func (t *Ticket) Cancel() bool {
 	r.metrics.setQueueDepth(r.queued)
 	t.w.resolve(routeResult{err: ErrTicketCancelled}, 0)
 	return true
+}
+
+// queueKeyLocked orders a waiter within its priority level, lowest first:
+// its deadline in seconds since the router's epoch. The deadline is its
+// arrival plus its policy's PolicyNeeds.QueueDelay (hearth: QueueStretch ×
+// its own cost), or its arrival for a policy without one, FIFO as
+// Dynamo's queue is. The key is fixed at arrival, so the queue stays a
+// heap.
+func (r *Router) queueKeyLocked(w *waiter) float64 {
+	if r.epoch.IsZero() {
+		r.epoch = w.enqueued
+	}
+	key := w.enqueued.Sub(r.epoch).Seconds()
+	delay := w.policy.needs.QueueDelay
+	if delay == nil {
+		return key
+	}
+	in, cands := r.queueInputLocked(w)
+	return key + delay(in, cands)
+}
+
+// queueInputLocked is what a waiter's policy knows of it when it starts
+// to wait: the input and candidates of a decision made then.
+func (r *Router) queueInputLocked(w *waiter) (*RouteInput, []Candidate) {
+	in := r.matchLocked(w.req, w.hashes, w.isl, w.policy.needs)
+	in.Now, in.sess = time.Time{}, nil
+	return in, r.candidatesLocked(w.req.Exclude, w.req.Model)
+}
+
+// dispatchLocked routes waiting requests while some worker is not saturated.
+func (r *Router) dispatchLocked(now time.Time) {
+	if r.queued == 0 {
+		return
+	}
+	for model, q := range r.queues {
+		for q.Len() > 0 && r.hasWorkerLocked(model) && !r.allSaturatedLocked(model) {
+			w := q.pop()
+			r.queued--
+			if _, dup := r.active.reqs[w.req.ID]; dup {
+				w.resolve(routeResult{err: fmt.Errorf("router: %w: %q", ErrDuplicateRequest, w.req.ID)}, r.nextDispatch())
+				continue
+			}
+			d := r.decideLocked(w.req, w.hashes, w.isl, w.policy, now, now.Sub(w.enqueued))
+			w.resolve(routeResult{d: d}, r.nextDispatch())
+		}
+	}
+	r.metrics.setQueueDepth(r.queued)
+}
+
+// nextDispatch numbers a ticket's outcome for Ticket.Order.
+func (r *Router) nextDispatch() uint64 {
+	r.dispatches++
+	return r.dispatches
+}
+
+// QueueLen returns how many requests wait for a worker.
+func (r *Router) QueueLen() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.queued
 }

@@ -183,7 +183,7 @@ func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags,
 	fs.StringVar(&f.model, "model", "", "model: simulated ("+strings.Join(sim.ModelNames(), ", ")+"; default "+bench.DefaultSimModel+") or the live server's id (default: its first)")
 	fs.StringVar(&f.target, "target", "", "OpenAI base URL of a live server, e.g. http://127.0.0.1:8000/v1")
 	fs.StringVar(&f.apiKey, "api-key", "", "bearer token for --target")
-	fs.StringVar(&f.policies, "policies", "", "comma-separated routing policies ("+strings.Join(router.Policies, ", ")+
+	fs.StringVar(&f.policies, "policies", "", "comma-separated routing policies ("+strings.Join(router.PolicyNames(), ", ")+
 		"); default round_robin,kv,hearth simulated, the target's own policy live")
 	fs.StringVar(&f.sessions, "sessions", "", "comma-separated concurrency levels (agentic; default 1,20,40 simulated, 8 live)")
 	fs.DurationVar(&f.duration, "duration", 0, "workload length (agentic default 10m unless --total-sessions; trace default all)")
@@ -374,8 +374,8 @@ func (f *benchFlags) policyList(live bool) ([]string, error) {
 	var out []string
 	for _, p := range strings.Split(f.policies, ",") {
 		p = strings.TrimSpace(p)
-		if !slices.Contains(router.Policies, p) && !(live && p == "target") {
-			return nil, fmt.Errorf("%w: unknown policy %q (known: %s)", errUsage, p, strings.Join(router.Policies, ", "))
+		if !slices.Contains(router.PolicyNames(), p) && !(live && p == "target") {
+			return nil, fmt.Errorf("%w: unknown policy %q (known: %s)", errUsage, p, strings.Join(router.PolicyNames(), ", "))
 		}
 		if slices.Contains(out, p) {
 			return nil, fmt.Errorf("%w: policy %q listed twice", errUsage, p)

@@ -358,7 +358,7 @@ var _ console.SettingsStore = (*settingsStore)(nil)
 // but not used, and a warning says so.
 func newSettingsStore(ctx context.Context, db *store.SQLite, log *slog.Logger, policy string, models []string, aliases map[string]string, resolver aliasSetter) (*settingsStore, error) {
 	s := &settingsStore{
-		db: db, policies: slices.Clone(router.Policies), models: slices.Clone(models), resolver: resolver,
+		db: db, policies: router.PolicyNames(), models: slices.Clone(models), resolver: resolver,
 		policy: policy, aliases: aliasList(aliases),
 	}
 	if err := s.load(ctx, log); err != nil {

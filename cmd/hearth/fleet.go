@@ -10,6 +10,7 @@ import (
 	hruntime "github.com/hearth-llm/hearth/runtime"
 
 	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/router/ingest"
 )
 
 // fleet puts engines into service as the supervisor reports them ready,
@@ -34,7 +35,7 @@ type fleet struct {
 // liveEngine is an engine in service.
 type liveEngine struct {
 	id  router.WorkerID
-	sub *router.Subscriber
+	sub *ingest.Subscriber
 }
 
 var _ hruntime.Attacher = (*fleet)(nil)
@@ -66,12 +67,12 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 	if err != nil {
 		return nil, err
 	}
-	var sub *router.Subscriber
+	var sub *ingest.Subscriber
 	done := make(chan struct{})
 	if e.Endpoints.KVEvents == "" {
 		close(done)
 	} else {
-		sub, err = router.NewSubscriber(router.SubscriberConfig{
+		sub, err = ingest.NewSubscriber(ingest.SubscriberConfig{
 			Endpoint:       e.Endpoints.KVEvents,
 			ReplayEndpoint: e.Endpoints.KVReplay,
 			Topic:          e.Endpoints.Topic,
@@ -123,10 +124,10 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 
 // ingestStats lists the KV-event ingest counters of every engine in
 // service.
-func (f *fleet) ingestStats() []router.IngestStats {
+func (f *fleet) ingestStats() []ingest.Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []router.IngestStats
+	var out []ingest.Stats
 	for _, e := range f.live {
 		if e.sub != nil {
 			out = append(out, e.sub.Stats()...)

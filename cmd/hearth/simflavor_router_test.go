@@ -12,6 +12,7 @@ import (
 
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/router/ingest"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -139,7 +140,7 @@ func TestEventsFeedRouter(t *testing.T) {
 
 			const worker router.WorkerID = 3
 			idx := &signalIndex{Index: router.NewIndex(1 << 16), changed: make(chan struct{}, 1)}
-			sub, err := router.NewSubscriber(router.SubscriberConfig{
+			sub, err := ingest.NewSubscriber(ingest.SubscriberConfig{
 				Endpoint: inst.KVEventsEndpoint(), ReplayEndpoint: inst.KVReplayEndpoint(), Topic: "kv-events",
 				Workers: []router.WorkerID{worker}, BlockSize: 16, MinBackoff: time.Millisecond,
 			}, idx)

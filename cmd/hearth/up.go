@@ -27,6 +27,7 @@ import (
 	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/router/ingest"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker"
 	"github.com/hearth-llm/hearth/runtime/sim"
@@ -162,7 +163,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs.DurationVar(&cfg.stopTimeout, "stop-timeout", 30*time.Second, "how long a stopping engine may take before it is killed")
 	fs.StringVar(&cfg.listen, "listen", defaultListen, "address of the API (OpenAI and Anthropic)")
 	registerClusterFlags(fs, &cfg.cluster)
-	fs.StringVar(&cfg.policy, "policy", router.PolicyHearth, "routing policy: "+strings.Join(router.Policies, ", "))
+	fs.StringVar(&cfg.policy, "policy", router.PolicyHearth, "routing policy: "+strings.Join(router.PolicyNames(), ", "))
 	fs.StringVar(&cfg.dataDir, "data-dir", "", "where Hearth keeps its state (default $XDG_DATA_HOME/hearth or ~/.local/share/hearth)")
 	modelList := fs.String("model", "", "served model ("+strings.Join(sim.ModelNames(), ", ")+" when simulated; default: the largest that fits the smallest GPU, qwen3-14b-fp8 on 24 GB); several, separated by commas, are served by the GPUs in turn")
 	fs.Float64Var(&cfg.speedup, "speedup", 1, "run the simulated GPUs this many times faster than real time")
@@ -264,8 +265,8 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	if !(cfg.speedup > 0) {
 		return cfg, fmt.Errorf("%w: --speedup must be positive", errUsage)
 	}
-	if !slices.Contains(router.Policies, cfg.policy) {
-		return cfg, fmt.Errorf("%w: unknown --policy %q (known: %s)", errUsage, cfg.policy, strings.Join(router.Policies, ", "))
+	if !slices.Contains(router.PolicyNames(), cfg.policy) {
+		return cfg, fmt.Errorf("%w: unknown --policy %q (known: %s)", errUsage, cfg.policy, strings.Join(router.PolicyNames(), ", "))
 	}
 	if cfg.logFormat != logFormatText && cfg.logFormat != logFormatJSON {
 		return cfg, fmt.Errorf("%w: unknown --log-format %q (known: text, json)", errUsage, cfg.logFormat)
@@ -508,7 +509,7 @@ func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConf
 		engines.storeReadBytesPerSec = catalog.DefaultDiskGBps * 1e9
 		kvStore.tellEvictions(nodeStoreEvictions(rt, specs))
 	}
-	if err := reg.Register(router.NewIngestCollector(engines.ingestStats, engines.workerName)); err != nil {
+	if err := reg.Register(ingest.NewCollector(engines.ingestStats, engines.workerName)); err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
 

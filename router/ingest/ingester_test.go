@@ -1,4 +1,4 @@
-package router
+package ingest
 
 import (
 	"context"
@@ -9,16 +9,17 @@ import (
 
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/kvevents"
+	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
-const testWorker WorkerID = 3
+const testWorker router.WorkerID = 3
 
 func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-func newTestIngester(t *testing.T, idx *fakeIndex, src replaySource) *Ingester {
+func newTestIngester(t *testing.T, idx *fakeIndex, src ReplaySource) *Ingester {
 	t.Helper()
 	return NewIngester(IngesterConfig{WorkerID: testWorker, Logger: testLogger(t)}, idx, src)
 }
@@ -41,14 +42,14 @@ func TestIngestEvents(t *testing.T) {
 	tests := []struct {
 		name  string
 		steps func(e *fakeEngine) []kvevents.Event
-		check func(t *testing.T, s IngestStats)
+		check func(t *testing.T, s Stats)
 	}{
 		{
 			name: "a chain stored in two events",
 			steps: func(e *fakeEngine) []kvevents.Event {
 				return []kvevents.Event{e.store(a, 0, 3, ""), e.store(a, 3, 5, "")}
 			},
-			check: func(t *testing.T, s IngestStats) {
+			check: func(t *testing.T, s Stats) {
 				if s.BlocksStored != 5 || s.MappedBlocks != 5 {
 					t.Errorf("stored %d, mapped %d; want 5, 5", s.BlocksStored, s.MappedBlocks)
 				}
@@ -72,7 +73,7 @@ func TestIngestEvents(t *testing.T) {
 			steps: func(e *fakeEngine) []kvevents.Event {
 				return []kvevents.Event{e.store(lora, 0, 2, "my-lora"), e.store(lora, 0, 2, "")}
 			},
-			check: func(t *testing.T, s IngestStats) {
+			check: func(t *testing.T, s Stats) {
 				if s.BlocksStored != 4 {
 					t.Errorf("stored %d blocks, want 4", s.BlocksStored)
 				}
@@ -83,7 +84,7 @@ func TestIngestEvents(t *testing.T) {
 			steps: func(e *fakeEngine) []kvevents.Event {
 				return []kvevents.Event{e.store(a, 0, 4, ""), e.offload(a, 0, 3), e.remove(a, 0, 2, kvbm.TierGPU)}
 			},
-			check: func(t *testing.T, s IngestStats) {
+			check: func(t *testing.T, s Stats) {
 				// Blocks 0 and 1 live on in RAM, so their mappings stay.
 				if s.MappedBlocks != 4 || s.BlocksRemoved != 2 {
 					t.Errorf("mapped %d, removed %d; want 4, 2", s.MappedBlocks, s.BlocksRemoved)
@@ -98,7 +99,7 @@ func TestIngestEvents(t *testing.T) {
 					e.remove(a, 0, 1, kvbm.TierRAM), e.remove(a, 0, 1, kvbm.TierGPU), e.remove(a, 2, 3, kvbm.TierGPU),
 				}
 			},
-			check: func(t *testing.T, s IngestStats) {
+			check: func(t *testing.T, s Stats) {
 				if s.MappedBlocks != 1 {
 					t.Errorf("mapped %d, want 1", s.MappedBlocks)
 				}
@@ -111,7 +112,7 @@ func TestIngestEvents(t *testing.T) {
 				rm := e.remove(a, 0, 1, kvbm.TierRAM)
 				return []kvevents.Event{ev, rm}
 			},
-			check: func(t *testing.T, s IngestStats) {
+			check: func(t *testing.T, s Stats) {
 				if s.UnknownRemove != 1 || s.BlocksRemoved != 0 {
 					t.Errorf("unknown removes %d, removed %d; want 1, 0", s.UnknownRemove, s.BlocksRemoved)
 				}
@@ -122,7 +123,7 @@ func TestIngestEvents(t *testing.T) {
 			steps: func(e *fakeEngine) []kvevents.Event {
 				return []kvevents.Event{e.store(a, 0, 3, ""), e.offload(a, 0, 1), e.clearAll(), e.store(b, 0, 1, "")}
 			},
-			check: func(t *testing.T, s IngestStats) {
+			check: func(t *testing.T, s Stats) {
 				if s.MappedBlocks != 1 {
 					t.Errorf("mapped %d, want 1", s.MappedBlocks)
 				}
@@ -139,7 +140,7 @@ func TestIngestEvents(t *testing.T) {
 				delete(e.heldIn(kvbm.TierGPU), all[3])
 				return []kvevents.Event{orphan}
 			},
-			check: func(t *testing.T, s IngestStats) {
+			check: func(t *testing.T, s Stats) {
 				if s.Orphans != 2 || s.BlocksStored != 0 {
 					t.Errorf("orphans %d, stored %d; want 2, 0", s.Orphans, s.BlocksStored)
 				}
@@ -152,7 +153,7 @@ func TestIngestEvents(t *testing.T) {
 				e.held = nil
 				return []kvevents.Event{ev}
 			},
-			check: func(t *testing.T, s IngestStats) {
+			check: func(t *testing.T, s Stats) {
 				if s.Orphans != 2 {
 					t.Errorf("orphans %d, want 2", s.Orphans)
 				}
@@ -166,7 +167,7 @@ func TestIngestEvents(t *testing.T) {
 				big := kvevents.Event{Kind: kvevents.BlockStored, BlockHashes: []uint64{3}, TokenIDs: a[:32], BlockSize: 32}
 				return []kvevents.Event{tape, group, big}
 			},
-			check: func(t *testing.T, s IngestStats) {
+			check: func(t *testing.T, s Stats) {
 				if s.Skipped != 3 || s.MappedBlocks != 0 {
 					t.Errorf("skipped %d, mapped %d; want 3, 0", s.Skipped, s.MappedBlocks)
 				}
@@ -177,7 +178,7 @@ func TestIngestEvents(t *testing.T) {
 			steps: func(e *fakeEngine) []kvevents.Event {
 				return []kvevents.Event{{Kind: kvevents.BlockStored, BlockHashes: []uint64{1, 2}, TokenIDs: a[:20], BlockSize: 16}}
 			},
-			check: func(t *testing.T, s IngestStats) {
+			check: func(t *testing.T, s Stats) {
 				if s.Malformed != 1 {
 					t.Errorf("malformed %d, want 1", s.Malformed)
 				}
@@ -284,7 +285,7 @@ func TestIngestRecovery(t *testing.T) {
 	tests := []struct {
 		name string
 		run  func(t *testing.T, idx *fakeIndex, in *Ingester, src *fakeReplay) *fakeEngine
-		want IngestStats // the counters checked; zero fields must be zero
+		want Stats // the counters checked; zero fields must be zero
 	}{
 		{
 			name: "gap recovered by replay",
@@ -304,7 +305,7 @@ func TestIngestRecovery(t *testing.T) {
 			},
 			// live 7 arrives, replay brings 4..9 (all buffered), so live 8
 			// and 9 are duplicates too.
-			want: IngestStats{Gaps: 1, Replays: 1, ReplayBatches: 6, Duplicates: 3, Batches: 10},
+			want: Stats{Gaps: 1, Replays: 1, ReplayBatches: 6, Duplicates: 3, Batches: 10},
 		},
 		{
 			name: "gap beyond the replay buffer resets the view",
@@ -327,7 +328,7 @@ func TestIngestRecovery(t *testing.T) {
 				}
 				return e
 			},
-			want: IngestStats{Gaps: 1, Replays: 1, ReplayBatches: 3, ViewResets: 1, Duplicates: 1, Orphans: 2, Batches: 5},
+			want: Stats{Gaps: 1, Replays: 1, ReplayBatches: 3, ViewResets: 1, Duplicates: 1, Orphans: 2, Batches: 5},
 		},
 		{
 			name: "gap without a replay source resets the view",
@@ -342,7 +343,7 @@ func TestIngestRecovery(t *testing.T) {
 				e.heldIn(kvbm.TierGPU)[seqHashes(seqB, "")[0]] = true
 				return e
 			},
-			want: IngestStats{Gaps: 1, Replays: 1, ReplayErrors: 1, ViewResets: 1, Batches: 2},
+			want: Stats{Gaps: 1, Replays: 1, ReplayErrors: 1, ViewResets: 1, Batches: 2},
 		},
 		{
 			name: "sequence reset on the live stream: restart, clear, replay",
@@ -360,7 +361,7 @@ func TestIngestRecovery(t *testing.T) {
 				live(t, in, e.publish(e.remove(seqB, 2, 3, kvbm.TierGPU)))
 				return e
 			},
-			want: IngestStats{Restarts: 1, ViewResets: 1, Replays: 1, ReplayBatches: 2, Duplicates: 1, Batches: 8, BlocksRemoved: 1},
+			want: Stats{Restarts: 1, ViewResets: 1, Replays: 1, ReplayBatches: 2, Duplicates: 1, Batches: 8, BlocksRemoved: 1},
 		},
 		{
 			name: "start-up replays blocks cached before the subscription",
@@ -378,7 +379,7 @@ func TestIngestRecovery(t *testing.T) {
 				live(t, in, bs[3], storeA(e, 4)) // 3 arrived live too, during the replay
 				return e
 			},
-			want: IngestStats{Replays: 1, ReplayBatches: 4, Duplicates: 1, Batches: 5},
+			want: Stats{Replays: 1, ReplayBatches: 4, Duplicates: 1, Batches: 5},
 		},
 		{
 			name: "start-up with an empty buffer, then a gap from seq 0",
@@ -392,7 +393,7 @@ func TestIngestRecovery(t *testing.T) {
 				live(t, in, storeA(e, 1))
 				return e
 			},
-			want: IngestStats{Gaps: 1, Replays: 2, ReplayBatches: 2, Duplicates: 1, Batches: 2},
+			want: Stats{Gaps: 1, Replays: 2, ReplayBatches: 2, Duplicates: 1, Batches: 2},
 		},
 		{
 			name: "reconnect to the same process replays only what was missed",
@@ -413,7 +414,7 @@ func TestIngestRecovery(t *testing.T) {
 				live(t, in, storeA(e, 5))
 				return e
 			},
-			want: IngestStats{Replays: 1, ReplayBatches: 3, Batches: 6},
+			want: Stats{Replays: 1, ReplayBatches: 3, Batches: 6},
 		},
 		{
 			name: "reconnect to a restarted process with fewer batches",
@@ -435,7 +436,7 @@ func TestIngestRecovery(t *testing.T) {
 				}
 				return e
 			},
-			want: IngestStats{Restarts: 1, ViewResets: 1, Replays: 2, ReplayBatches: 2, Batches: 7},
+			want: Stats{Restarts: 1, ViewResets: 1, Replays: 2, ReplayBatches: 2, Batches: 7},
 		},
 		{
 			name: "reconnect to a restarted process with more batches",
@@ -456,7 +457,7 @@ func TestIngestRecovery(t *testing.T) {
 				return e
 			},
 			// The replay from 1 returns 3 batches; the first has another ts.
-			want: IngestStats{Restarts: 1, ViewResets: 1, Replays: 2, ReplayBatches: 7, Batches: 6},
+			want: Stats{Restarts: 1, ViewResets: 1, Replays: 2, ReplayBatches: 7, Batches: 6},
 		},
 		{
 			name: "reconnect without replay: an older first batch means a restart",
@@ -476,7 +477,7 @@ func TestIngestRecovery(t *testing.T) {
 				e.held = nil
 				return e
 			},
-			want: IngestStats{Restarts: 1, ViewResets: 1, Replays: 2, ReplayErrors: 2, Orphans: 1, Batches: 5},
+			want: Stats{Restarts: 1, ViewResets: 1, Replays: 2, ReplayErrors: 2, Orphans: 1, Batches: 5},
 		},
 	}
 	for _, tc := range tests {
@@ -488,7 +489,7 @@ func TestIngestRecovery(t *testing.T) {
 			checkView(t, idx, testWorker, e)
 
 			got := in.Stats()
-			got = IngestStats{
+			got = Stats{
 				Gaps: got.Gaps, Restarts: got.Restarts, Replays: got.Replays, ReplayBatches: got.ReplayBatches,
 				ReplayErrors: got.ReplayErrors, ViewResets: got.ViewResets, Duplicates: got.Duplicates,
 				Orphans: got.Orphans, Batches: got.Batches, BlocksRemoved: got.BlocksRemoved,
@@ -537,9 +538,13 @@ func TestIngestApplyAllocations(t *testing.T) {
 // countingIndex is the trivial index of the allocation test and benchmark.
 type countingIndex struct{ stored, removed, clears int }
 
-func (c *countingIndex) Store(_ WorkerID, _ kvbm.Tier, h []tokenizer.SeqHash)  { c.stored += len(h) }
-func (c *countingIndex) Remove(_ WorkerID, _ kvbm.Tier, h []tokenizer.SeqHash) { c.removed += len(h) }
-func (c *countingIndex) ClearWorker(WorkerID)                                  { c.clears++ }
+func (c *countingIndex) Store(_ router.WorkerID, _ kvbm.Tier, h []tokenizer.SeqHash) {
+	c.stored += len(h)
+}
+func (c *countingIndex) Remove(_ router.WorkerID, _ kvbm.Tier, h []tokenizer.SeqHash) {
+	c.removed += len(h)
+}
+func (c *countingIndex) ClearWorker(router.WorkerID) { c.clears++ }
 
 // FuzzIngest feeds arbitrary payloads, with arbitrary sequence numbers, to
 // an ingester: nothing may panic, and the mapping never holds more blocks

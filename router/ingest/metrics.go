@@ -1,20 +1,24 @@
-package router
+package ingest
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
 
-// IngestCollector exports the KV-event ingest counters of every worker to
+	"github.com/hearth-llm/hearth/router"
+)
+
+// Collector exports the KV-event ingest counters of every worker to
 // Prometheus. It reads the ingesters' own atomic counters when scraped, so
 // ingest never touches a metric on its hot path.
-type IngestCollector struct {
-	stats func() []IngestStats
-	names func(WorkerID) string
+type Collector struct {
+	stats func() []Stats
+	names func(router.WorkerID) string
 }
 
-// NewIngestCollector returns a collector over stats, which lists the
+// NewCollector returns a collector over stats, which lists the
 // counters of every ingester (for example the Stats of each Subscriber),
 // labelling each with the name names gives its worker.
-func NewIngestCollector(stats func() []IngestStats, names func(WorkerID) string) *IngestCollector {
-	return &IngestCollector{stats: stats, names: names}
+func NewCollector(stats func() []Stats, names func(router.WorkerID) string) *Collector {
+	return &Collector{stats: stats, names: names}
 }
 
 var (
@@ -39,7 +43,7 @@ func ingestDesc(name, help string) *prometheus.Desc {
 }
 
 // Describe implements prometheus.Collector.
-func (c *IngestCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ingestEvents, ingestStored, ingestRemoved, ingestDropped,
 		ingestGaps, ingestRestarts, ingestReplays, ingestReplayFails, ingestResets, ingestMapped} {
 		ch <- d
@@ -47,7 +51,7 @@ func (c *IngestCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c *IngestCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.stats() {
 		w := c.names(s.WorkerID)
 		counter := func(d *prometheus.Desc, v uint64) {

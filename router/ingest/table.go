@@ -1,4 +1,4 @@
-package router
+package ingest
 
 import "math/bits"
 

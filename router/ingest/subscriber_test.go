@@ -1,4 +1,4 @@
-package router
+package ingest
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/kvevents"
+	"github.com/hearth-llm/hearth/router"
 )
 
 // testPublisher plays an engine's event publisher over real ZMQ: a PUB
@@ -132,7 +133,7 @@ func (c gatedClock) After(d time.Duration) <-chan time.Time {
 
 func TestSubscriberOverZMQ(t *testing.T) {
 	const topic = "kv-events"
-	const worker WorkerID = 7
+	const worker router.WorkerID = 7
 	seqA := tokenRun(1, 12*16)
 	seqB := tokenRun(70000, 4*16)
 
@@ -149,7 +150,7 @@ func TestSubscriberOverZMQ(t *testing.T) {
 		Endpoint:       pubEP,
 		ReplayEndpoint: replayEP,
 		Topic:          topic,
-		Workers:        []WorkerID{worker},
+		Workers:        []router.WorkerID{worker},
 		ReplayTimeout:  time.Hour,
 		MinBackoff:     time.Millisecond,
 		Logger:         testLogger(t),
@@ -247,12 +248,12 @@ func TestSubscriberConfig(t *testing.T) {
 		cfg  SubscriberConfig
 		ok   bool
 	}{
-		{"one rank", SubscriberConfig{Endpoint: "tcp://h:5557", Workers: []WorkerID{1}}, true},
-		{"ranks with replay", SubscriberConfig{Endpoint: "tcp://h:5557", ReplayEndpoint: "tcp://h:5600", Workers: []WorkerID{1, 2}}, true},
+		{"one rank", SubscriberConfig{Endpoint: "tcp://h:5557", Workers: []router.WorkerID{1}}, true},
+		{"ranks with replay", SubscriberConfig{Endpoint: "tcp://h:5557", ReplayEndpoint: "tcp://h:5600", Workers: []router.WorkerID{1, 2}}, true},
 		{"no workers", SubscriberConfig{Endpoint: "tcp://h:5557"}, false},
-		{"no endpoint", SubscriberConfig{Workers: []WorkerID{1}}, false},
-		{"bad replay endpoint", SubscriberConfig{Endpoint: "tcp://h:5557", ReplayEndpoint: "h:1", Workers: []WorkerID{1}}, false},
-		{"negative backoff", SubscriberConfig{Endpoint: "tcp://h:5557", Workers: []WorkerID{1}, MinBackoff: -1}, false},
+		{"no endpoint", SubscriberConfig{Workers: []router.WorkerID{1}}, false},
+		{"bad replay endpoint", SubscriberConfig{Endpoint: "tcp://h:5557", ReplayEndpoint: "h:1", Workers: []router.WorkerID{1}}, false},
+		{"negative backoff", SubscriberConfig{Endpoint: "tcp://h:5557", Workers: []router.WorkerID{1}, MinBackoff: -1}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,7 +264,7 @@ func TestSubscriberConfig(t *testing.T) {
 	}
 
 	s, err := NewSubscriber(SubscriberConfig{
-		Endpoint: "tcp://h:5557", ReplayEndpoint: "tcp://h:5600", Workers: []WorkerID{4, 9},
+		Endpoint: "tcp://h:5557", ReplayEndpoint: "tcp://h:5600", Workers: []router.WorkerID{4, 9},
 	}, newFakeIndex())
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package router
+package ingest
 
 import (
 	"context"
@@ -11,30 +11,35 @@ import (
 
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/kvevents"
+	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
-// blockIndex is where ingest records which blocks a worker holds.
-type blockIndex interface {
-	Store(w WorkerID, tier kvbm.Tier, hashes []tokenizer.SeqHash) // blocks now held (a chain, parent first)
-	Remove(w WorkerID, tier kvbm.Tier, hashes []tokenizer.SeqHash)
-	ClearWorker(w WorkerID) // drop everything the worker holds
+// BlockIndex is where ingest records which blocks a worker holds: the
+// router's Index, or a fake in tests.
+type BlockIndex interface {
+	Store(w router.WorkerID, tier kvbm.Tier, hashes []tokenizer.SeqHash) // blocks now held (a chain, parent first)
+	Remove(w router.WorkerID, tier kvbm.Tier, hashes []tokenizer.SeqHash)
+	ClearWorker(w router.WorkerID) // drop everything the worker holds
 }
 
-var _ blockIndex = (*Index)(nil)
+var (
+	_ BlockIndex            = (*router.Index)(nil)
+	_ router.EngineBlockMap = (*Ingester)(nil)
+)
 
-// replaySource fetches the batches an engine still holds in its replay
+// ReplaySource fetches the batches an engine still holds in its replay
 // buffer, those with a sequence number ≥ from, oldest first, calling fn for
 // each. Batches handed to fn before an error were delivered. A payload
 // is valid only during its call of fn.
-type replaySource interface {
+type ReplaySource interface {
 	Replay(ctx context.Context, from uint64, fn func(seq uint64, payload []byte)) error
 }
 
-// IngestStats counts what an Ingester has seen. All counters only grow,
+// Stats counts what an Ingester has seen. All counters only grow,
 // except MappedBlocks and MappingBytes, which are gauges.
-type IngestStats struct {
-	WorkerID WorkerID
+type Stats struct {
+	WorkerID router.WorkerID
 
 	Batches       uint64 // batches applied (live and replayed)
 	Events        uint64 // events applied
@@ -56,7 +61,7 @@ type IngestStats struct {
 	MappingBytes int // memory of the engine-hash mapping
 }
 
-// ingestCounters is IngestStats behind atomics, so that Stats may be read
+// ingestCounters is Stats behind atomics, so that Stats may be read
 // from another goroutine while the ingest loop runs.
 type ingestCounters struct {
 	batches, events, blocksStored, blocksRemoved, malformed, skipped, orphans,
@@ -68,7 +73,7 @@ type ingestCounters struct {
 // IngesterConfig configures an Ingester.
 type IngesterConfig struct {
 	// WorkerID is the worker whose events this ingester applies.
-	WorkerID WorkerID
+	WorkerID router.WorkerID
 	// BlockSize is the number of tokens per block the router hashes
 	// (default tokenizer.DefaultBlockSize). Stored blocks of another size
 	// cannot be matched against requests and are skipped.
@@ -82,17 +87,17 @@ type IngesterConfig struct {
 // stream, detects lost batches and engine restarts, and recovers through a
 // replay source when it has one. It does no I/O of its own, so all of its
 // logic runs in tests without sockets. It is not safe for concurrent use,
-// except for Stats and RemoveEngineBlocks.
+// except for Stats and DropEngineBlocks.
 type Ingester struct {
-	worker    WorkerID
+	worker    router.WorkerID
 	blockSize int
-	index     blockIndex
-	replay    replaySource // nil: no replay endpoint
+	index     BlockIndex
+	replay    ReplaySource // nil: no replay endpoint
 	log       *slog.Logger
 
 	dec   kvevents.Decoder
 	batch kvevents.Batch
-	// mu guards table and scratch, which RemoveEngineBlocks uses from
+	// mu guards table and scratch, which DropEngineBlocks uses from
 	// another goroutine than the ingest loop's. It is taken once per batch.
 	mu      sync.Mutex
 	table   ehTable
@@ -121,7 +126,7 @@ type Ingester struct {
 
 // NewIngester returns an Ingester that writes cfg.Worker's blocks into index
 // and, when replay is not nil, recovers lost batches through it.
-func NewIngester(cfg IngesterConfig, index blockIndex, replay replaySource) *Ingester {
+func NewIngester(cfg IngesterConfig, index BlockIndex, replay ReplaySource) *Ingester {
 	if cfg.BlockSize <= 0 {
 		cfg.BlockSize = tokenizer.DefaultBlockSize
 	}
@@ -139,9 +144,9 @@ func NewIngester(cfg IngesterConfig, index blockIndex, replay replaySource) *Ing
 }
 
 // Stats returns a snapshot of the counters.
-func (in *Ingester) Stats() IngestStats {
+func (in *Ingester) Stats() Stats {
 	c := &in.stats
-	return IngestStats{
+	return Stats{
 		WorkerID:      in.worker,
 		Batches:       c.batches.Load(),
 		Events:        c.events.Load(),
@@ -505,22 +510,17 @@ func (in *Ingester) applyRemoved(ev *kvevents.Event) {
 	in.scratch = seqs[:0]
 }
 
-// RemoveEngineBlocks records that tier no longer holds the blocks the
+// DropEngineBlocks records that tier no longer holds the blocks the
 // worker's engine names engineHashes, as a BlockRemoved event would, and
-// returns how many of them the worker's mapping knew in that tier. It is
-// for a removal the engine does not report: a node's disk store evicting
-// blocks it knows only by engine hash. Hashes the mapping does not know
-// are not counted as unknown removals (another worker of the node may have
-// written them). Safe to call while the ingest loop runs.
-func (in *Ingester) RemoveEngineBlocks(tier kvbm.Tier, engineHashes []uint64) int {
-	return in.removeEngineBlocks(tier, engineHashes, nil)
-}
-
-// removeEngineBlocks is RemoveEngineBlocks that also sets known[i] when
-// the mapping knew engineHashes[i] (known nil: not recorded).
-func (in *Ingester) removeEngineBlocks(tier kvbm.Tier, engineHashes []uint64, known []bool) int {
+// sets known[i] when the worker's mapping knew engineHashes[i] in that
+// tier (known nil: not recorded). It is for a removal the engine does not
+// report: a node's disk store evicting blocks it knows only by engine hash
+// (Router.RemoveNodeBlocks). Hashes the mapping does not know are not
+// counted as unknown removals (another worker of the node may have written
+// them). Safe to call while the ingest loop runs.
+func (in *Ingester) DropEngineBlocks(tier kvbm.Tier, engineHashes []uint64, known []bool) {
 	if tier >= kvbm.NumTiers {
-		return 0
+		return
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -534,14 +534,12 @@ func (in *Ingester) removeEngineBlocks(tier kvbm.Tier, engineHashes []uint64, kn
 			}
 		}
 	}
-	n := len(seqs)
-	if n > 0 {
+	if n := len(seqs); n > 0 {
 		in.index.Remove(in.worker, tier, seqs)
 		in.stats.blocksRemoved.Add(uint64(n))
 	}
 	in.scratch = seqs[:0]
 	in.updateGauges()
-	return n
 }
 
 const kvMaxHashers = 256

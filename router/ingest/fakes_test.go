@@ -1,4 +1,4 @@
-package router
+package ingest
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/kvevents"
+	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -20,16 +21,16 @@ import (
 // hashes per worker and tier.
 type fakeIndex struct {
 	mu      sync.Mutex
-	held    map[WorkerID]map[kvbm.Tier]map[tokenizer.SeqHash]bool
+	held    map[router.WorkerID]map[kvbm.Tier]map[tokenizer.SeqHash]bool
 	clears  int
 	changed chan struct{} // receives after every change, if nobody has yet
 }
 
-var _ blockIndex = (*fakeIndex)(nil)
+var _ BlockIndex = (*fakeIndex)(nil)
 
 func newFakeIndex() *fakeIndex {
 	return &fakeIndex{
-		held:    map[WorkerID]map[kvbm.Tier]map[tokenizer.SeqHash]bool{},
+		held:    map[router.WorkerID]map[kvbm.Tier]map[tokenizer.SeqHash]bool{},
 		changed: make(chan struct{}, 1),
 	}
 }
@@ -41,7 +42,7 @@ func (f *fakeIndex) notify() {
 	}
 }
 
-func (f *fakeIndex) tier(w WorkerID, t kvbm.Tier) map[tokenizer.SeqHash]bool {
+func (f *fakeIndex) tier(w router.WorkerID, t kvbm.Tier) map[tokenizer.SeqHash]bool {
 	if f.held[w] == nil {
 		f.held[w] = map[kvbm.Tier]map[tokenizer.SeqHash]bool{}
 	}
@@ -51,7 +52,7 @@ func (f *fakeIndex) tier(w WorkerID, t kvbm.Tier) map[tokenizer.SeqHash]bool {
 	return f.held[w][t]
 }
 
-func (f *fakeIndex) Store(w WorkerID, t kvbm.Tier, hashes []tokenizer.SeqHash) {
+func (f *fakeIndex) Store(w router.WorkerID, t kvbm.Tier, hashes []tokenizer.SeqHash) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m := f.tier(w, t)
@@ -61,7 +62,7 @@ func (f *fakeIndex) Store(w WorkerID, t kvbm.Tier, hashes []tokenizer.SeqHash) {
 	f.notify()
 }
 
-func (f *fakeIndex) Remove(w WorkerID, t kvbm.Tier, hashes []tokenizer.SeqHash) {
+func (f *fakeIndex) Remove(w router.WorkerID, t kvbm.Tier, hashes []tokenizer.SeqHash) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m := f.tier(w, t)
@@ -71,7 +72,7 @@ func (f *fakeIndex) Remove(w WorkerID, t kvbm.Tier, hashes []tokenizer.SeqHash) 
 	f.notify()
 }
 
-func (f *fakeIndex) ClearWorker(w WorkerID) {
+func (f *fakeIndex) ClearWorker(w router.WorkerID) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.held, w)
@@ -80,7 +81,7 @@ func (f *fakeIndex) ClearWorker(w WorkerID) {
 }
 
 // view returns the sorted hashes worker w holds in tier t.
-func (f *fakeIndex) view(w WorkerID, t kvbm.Tier) []tokenizer.SeqHash {
+func (f *fakeIndex) view(w router.WorkerID, t kvbm.Tier) []tokenizer.SeqHash {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Sorted(maps.Keys(f.held[w][t]))
@@ -250,7 +251,7 @@ var errFakeReplay = errors.New("replay endpoint unreachable")
 
 // checkView fails the test unless the index holds exactly what the engine
 // holds, in both tiers.
-func checkView(t *testing.T, idx *fakeIndex, w WorkerID, e *fakeEngine) {
+func checkView(t *testing.T, idx *fakeIndex, w router.WorkerID, e *fakeEngine) {
 	t.Helper()
 	for _, tier := range []kvbm.Tier{kvbm.TierGPU, kvbm.TierRAM} {
 		got, want := idx.view(w, tier), e.want(tier)

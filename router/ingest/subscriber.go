@@ -1,4 +1,4 @@
-package router
+package ingest
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvevents"
+	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/zmtp"
 )
 
@@ -31,7 +32,7 @@ type SubscriberConfig struct {
 	Topic string
 	// Workers maps data-parallel rank r to its worker, Workers[r]; each
 	// rank is a worker of its own. At least one.
-	Workers []WorkerID
+	Workers []router.WorkerID
 	// BlockSize is the router's block size (default tokenizer.DefaultBlockSize).
 	BlockSize int
 	// ReplayTimeout bounds the wait for each replayed batch (default 5s).
@@ -136,7 +137,7 @@ type kvRankSubscriber struct {
 
 // NewSubscriber returns a Subscriber that writes into index. The index must
 // be safe for concurrent use: each rank runs on its own goroutine.
-func NewSubscriber(cfg SubscriberConfig, index blockIndex) (*Subscriber, error) {
+func NewSubscriber(cfg SubscriberConfig, index BlockIndex) (*Subscriber, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -146,7 +147,7 @@ func NewSubscriber(cfg SubscriberConfig, index blockIndex) (*Subscriber, error) 
 		ep, _ := kvRankEndpoint(cfg.Endpoint, r)
 		log := cfg.Logger.With("component", "kvevents", "endpoint", ep, "rank", r)
 		rs := &kvRankSubscriber{cfg: &s.cfg, endpoint: ep, log: log}
-		var src replaySource
+		var src ReplaySource
 		if cfg.ReplayEndpoint != "" {
 			rep, _ := kvRankEndpoint(cfg.ReplayEndpoint, r)
 			rs.replay = &zmqReplayer{endpoint: rep, timeout: cfg.ReplayTimeout, clock: cfg.Clock}
@@ -159,8 +160,8 @@ func NewSubscriber(cfg SubscriberConfig, index blockIndex) (*Subscriber, error) 
 }
 
 // Stats returns the counters of each rank's worker, in rank order.
-func (s *Subscriber) Stats() []IngestStats {
-	out := make([]IngestStats, len(s.ranks))
+func (s *Subscriber) Stats() []Stats {
+	out := make([]Stats, len(s.ranks))
 	for i, r := range s.ranks {
 		out[i] = r.ing.Stats()
 	}
@@ -253,7 +254,7 @@ type zmqReplayer struct {
 	clock    clock.Clock
 }
 
-var _ replaySource = (*zmqReplayer)(nil)
+var _ ReplaySource = (*zmqReplayer)(nil)
 
 // Replay sends a replay request for from over a fresh DEALER connection and
 // hands every reply to fn until the end marker.
