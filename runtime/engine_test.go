@@ -22,8 +22,8 @@ func init() {
 		Program:      []string{"test-engine"},
 		Args:         func(spec Spec, p Ports) []string { return []string{"--model", spec.Model} },
 		LivenessPath: "/ping",
-		MeasureProfile: func(context.Context, *http.Client, string, Profile) (Profile, bool) {
-			return Profile{}, false
+		MeasureProfile: func(context.Context, *http.Client, string, catalog.Profile) (catalog.Profile, bool) {
+			return catalog.Profile{}, false
 		},
 		Stats:          func(map[string]*dto.MetricFamily) (Stats, bool) { return Stats{}, false },
 		MemoryFraction: func(e catalog.EnginePlan) float64 { return e.GPUMemoryUtilization },

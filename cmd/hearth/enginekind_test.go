@@ -25,7 +25,7 @@ func init() {
 		Program:      []string{"test-engine"},
 		Args:         func(hruntime.Spec, hruntime.Ports) []string { return nil },
 		LivenessPath: "/health",
-		MeasureProfile: func(_ context.Context, _ *http.Client, _ string, p hruntime.Profile) (hruntime.Profile, bool) {
+		MeasureProfile: func(_ context.Context, _ *http.Client, _ string, p catalog.Profile) (catalog.Profile, bool) {
 			return p, false
 		},
 		Stats:          func(map[string]*dto.MetricFamily) (hruntime.Stats, bool) { return hruntime.Stats{}, false },
@@ -54,7 +54,7 @@ func TestKindWithoutKVEventsIsRoutedOnPredictedCache(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	detach, err := f.Attach(ctx, hruntime.ReadyEngine{
 		Spec: spec, Runtime: "process", Endpoints: ports.Endpoints(spec.Engine),
-		Profile: hruntime.Profile{GPUBlocks: 1000, BlockSize: 16},
+		Profile: catalog.Profile{GPUBlocks: 1000, BlockSize: 16},
 	})
 	if err != nil {
 		t.Fatal(err)

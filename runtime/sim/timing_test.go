@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/catalog"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // The calibration targets for an RTX 4090 serving Qwen3-14B-FP8
@@ -83,12 +84,12 @@ func TestProfileIsWhatTheCoreMeasures(t *testing.T) {
 	checked := 0
 	for _, gpu := range GPUNames() {
 		for _, model := range ModelNames() {
-			for _, flavor := range []Flavor{FlavorVLLM, FlavorSGLang} {
+			for _, kind := range []hruntime.Kind{hruntime.KindVLLM, hruntime.KindSGLang} {
 				// Defaults, and a short context from a smaller share of
 				// memory (the prompt is then one token under the context).
 				for _, shape := range []Config{{}, {GPUMemoryUtilization: 0.8, MaxModelLen: 4096, CPUOffloadGiB: 32}} {
 					cfg := shape
-					cfg.GPU, cfg.Model, cfg.Flavor = gpu, model, flavor
+					cfg.GPU, cfg.Model, cfg.Kind = gpu, model, kind
 					if cfg.Validate() != nil {
 						continue // the model does not fit the GPU
 					}
@@ -109,7 +110,7 @@ func TestProfileIsWhatTheCoreMeasures(t *testing.T) {
 						LoadBytesPerSec:     c.GPU().PCIeGBps * 1e9, MaxModelLen: eff.MaxModelLen,
 					}
 					if got != want {
-						t.Errorf("%s on %s (%v, %+v): engine %+v, catalog %+v", model, gpu, flavor, shape, got, want)
+						t.Errorf("%s on %s (%v, %+v): engine %+v, catalog %+v", model, gpu, kind, shape, got, want)
 					}
 				}
 			}
