@@ -29,8 +29,9 @@ var allowedHearthImports = map[string][]string{
 	"installer": {},
 	"catalog":   {},
 	"clock":     {},
-	"tlsca":     {},
-	"cluster":   {"router", "kvevents", "kvbm", "tokenizer", "zmtp"},
+	"tlsca":     {"pki"},
+	"pki":       {},
+	"cluster":   {"router", "kvevents", "kvbm", "tokenizer", "zmtp", "pki"},
 	"zmtp":      {},
 }
 
