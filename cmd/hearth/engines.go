@@ -21,7 +21,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hearth-llm/hearth/catalog"
-	"github.com/hearth-llm/hearth/installer"
+	"github.com/hearth-llm/hearth/installer/doctor"
 	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker"
@@ -162,7 +162,7 @@ func planHostRAM(cfg upConfig, specs []hruntime.Spec, kvBytes []float64, notes m
 
 // hostMemory reads the host's total and available memory.
 func hostMemory() (total, available uint64, err error) {
-	var h installer.HostSystem
+	var h doctor.HostSystem
 	if total, err = h.MemTotal(); err != nil {
 		return 0, 0, err
 	}
