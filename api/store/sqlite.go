@@ -10,6 +10,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/hearth-llm/hearth/apikey"
 )
 
 // ErrNotFound is returned for an unknown response id.
@@ -36,7 +38,7 @@ type SQLite struct {
 	// database's only writer, so it changes only with CreateKey and
 	// RevokeKey.
 	mu   sync.RWMutex
-	live map[[sha256.Size]byte]APIKey
+	live map[[sha256.Size]byte]apikey.Key
 }
 
 // Open opens (creating if needed) the database at path; ":memory:" gives a

@@ -16,14 +16,14 @@ const module = "github.com/hearth-llm/hearth"
 // A package may always import its own subpackages. cmd is absent: it may
 // import everything.
 var allowedHearthImports = map[string][]string{
-	"api":       {"router", "tokenizer", "kvbm", "runtime", "nodes", "catalog"},
+	"api":       {"router", "tokenizer", "kvbm", "runtime", "nodes", "catalog", "apikey"},
 	"tokenizer": {},
 	"kvevents":  {},
 	"router":    {"tokenizer", "kvbm", "kvevents", "zmtp"},
 	"kvbm":      {"kvevents"},
 	"runtime":   {"tokenizer", "kvevents", "catalog"},
 	"nodes":     {"catalog"},
-	"console":   {"assets"},
+	"console":   {"assets", "apikey"},
 	"bench":     {"router", "runtime", "tokenizer", "kvbm", "kvevents", "catalog"},
 	"assets":    {},
 	"installer": {},
@@ -31,6 +31,7 @@ var allowedHearthImports = map[string][]string{
 	"clock":     {},
 	"tlsca":     {"pki"},
 	"pki":       {},
+	"apikey":    {},
 	"cluster":   {"router", "kvevents", "kvbm", "tokenizer", "zmtp", "pki"},
 	"zmtp":      {},
 }
