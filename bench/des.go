@@ -208,7 +208,7 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 		if err := d.openStore(); err != nil {
 			return nil, err
 		}
-		space = d.store.Space(kvbm.SpaceName("vllm", cfg.Model, sim.DefaultBlockSize))
+		space = d.store.Space(kvbm.SpaceName("vllm", cfg.Model, tokenizer.DefaultBlockSize))
 	}
 	for i, gpu := range cfg.GPUs {
 		profile := s.profiles[gpu]

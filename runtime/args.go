@@ -6,16 +6,13 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // KVEventsTopic is the topic frame every engine Hearth starts publishes its
 // KV events under.
 const KVEventsTopic = "kv-events"
-
-// BlockSize is the KV block (vLLM) or page (SGLang) size Hearth runs every
-// engine with: the router hashes prompts in blocks of this many tokens, and
-// an engine with another size would publish blocks it cannot match.
-const BlockSize = 16
 
 // FreePorts asks the kernel for three free ports on host. Another process
 // could take one before the engine binds it; the engine then fails to start
@@ -97,7 +94,7 @@ func VLLMArgs(spec Spec, p Ports) []string {
 	args := []string{modelPath(spec),
 		"--served-model-name", spec.Model,
 		"--host", p.Host, "--port", strconv.Itoa(p.HTTP),
-		"--block-size", strconv.Itoa(BlockSize),
+		"--block-size", strconv.Itoa(tokenizer.DefaultBlockSize),
 		// vLLM binds its publisher only to an address with a wildcard;
 		// with a host name it would connect instead.
 		"--kv-events-config", kvEventsConfig(map[string]any{"enable_kv_cache_events": true}, p),
@@ -133,7 +130,7 @@ func SGLangArgs(spec Spec, p Ports) []string {
 	args := []string{"--model-path", modelPath(spec),
 		"--served-model-name", spec.Model,
 		"--host", p.Host, "--port", strconv.Itoa(p.HTTP),
-		"--page-size", strconv.Itoa(BlockSize),
+		"--page-size", strconv.Itoa(tokenizer.DefaultBlockSize),
 		"--kv-events-config", kvEventsConfig(map[string]any{"publisher": "zmq"}, p),
 		"--enable-metrics",
 	}
@@ -187,7 +184,7 @@ func SimEngineArgs(spec Spec, p Ports) []string {
 		"--listen", fmt.Sprintf("%s:%d", p.Host, p.HTTP),
 		"--kv-events", ep.KVEvents, "--kv-replay", ep.KVReplay, "--kv-events-topic", ep.Topic,
 		"--model", spec.Model,
-		"--block-size", strconv.Itoa(BlockSize),
+		"--block-size", strconv.Itoa(tokenizer.DefaultBlockSize),
 		"--seed", strconv.FormatInt(spec.Seed, 10),
 	}
 	if spec.GPU.Kind != "" {

@@ -203,7 +203,7 @@ func estimateProfile(spec hruntime.Spec) (hruntime.Profile, error) {
 	if _, ok := catalog.LookupModel(cfg.Model); !ok {
 		// A model Hearth has no figures for: the engine's own measurement
 		// will say its capacity.
-		return hruntime.Profile{BlockSize: hruntime.BlockSize, MaxModelLen: spec.MaxModelLen}, nil
+		return hruntime.Profile{BlockSize: tokenizer.DefaultBlockSize, MaxModelLen: spec.MaxModelLen}, nil
 	}
 	p, err := sim.ProfileOf(cfg)
 	if err != nil {

@@ -27,7 +27,7 @@ var allowedHearthImports = map[string][]string{
 	"bench":     {"router", "runtime", "tokenizer", "kvbm", "kvevents", "catalog"},
 	"assets":    {},
 	"installer": {},
-	"catalog":   {},
+	"catalog":   {"tokenizer"},
 	"clock":     {},
 	"tlsca":     {"pki"},
 	"pki":       {},

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 const gib = 1 << 30
@@ -89,7 +90,6 @@ type Config struct {
 // Defaults, see Config. The memory figures are the catalog's memory model,
 // the one the planner sizes real engines with.
 const (
-	DefaultBlockSize            = catalog.KVBlockTokens
 	DefaultMaxNumSeqs           = 256
 	DefaultMaxNumBatchedTokens  = catalog.DefaultMaxBatchedTokens
 	DefaultGPUMemoryUtilization = catalog.DefaultMemoryFraction
@@ -101,7 +101,7 @@ var errConfig = errors.New("sim: invalid config")
 // MaxModelLen are derived only when GPU and model are known.
 func (c Config) withDefaults() Config {
 	if c.BlockSize == 0 {
-		c.BlockSize = DefaultBlockSize
+		c.BlockSize = tokenizer.DefaultBlockSize
 	}
 	if c.MaxNumSeqs == 0 {
 		c.MaxNumSeqs = DefaultMaxNumSeqs
