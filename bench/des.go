@@ -196,7 +196,7 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 	}
 	rc := cfg.Router
 	rc.Policy, rc.Seed = policy, cfg.Seed
-	r, err := router.New(rc, router.WithClock(func() time.Time { return simEpoch.Add(d.now) }),
+	r, err := router.New(rc, router.WithClock(virtualClock{d}),
 		router.WithLogger(cfg.Logger))
 	if err != nil {
 		return nil, fmt.Errorf("bench: sim: %w", err)
@@ -585,3 +585,8 @@ func (d *des) restartEngines() {
 		d.arrive(req)
 	}
 }
+
+// virtualClock is the simulation's virtual time, as the router reads it.
+type virtualClock struct{ d *des }
+
+func (c virtualClock) Now() time.Time { return simEpoch.Add(c.d.now) }

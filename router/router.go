@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -163,11 +164,19 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// now is the router's time.
+func (r *Router) now() time.Time { return r.clock.Now() }
+
 // Option configures New.
 type Option func(*Router)
 
-// WithClock sets the clock used for expiry (default time.Now).
-func WithClock(now func() time.Time) Option { return func(r *Router) { r.now = now } }
+// Clock is the time the router reads: it expires sessions and peers' load
+// but sets no timers. A clock.Clock is one; the benchmark's simulation
+// passes its virtual time.
+type Clock interface{ Now() time.Time }
+
+// WithClock sets the clock used for expiry (default the real one).
+func WithClock(c Clock) Option { return func(r *Router) { r.clock = c } }
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(r *Router) { r.log = l } }
@@ -314,7 +323,7 @@ func (ws *workerState) releaseRate(now time.Time, window float64) (rate float64,
 // use; the Index it owns is written by the event ingest concurrently.
 type Router struct {
 	cfg     Config
-	now     func() time.Time
+	clock   Clock // expiry of sessions and peers' load
 	log     *slog.Logger
 	metrics *Metrics
 	ix      *Index
@@ -353,7 +362,7 @@ func New(cfg Config, opts ...Option) (*Router, error) {
 	cfg = cfg.withDefaults()
 	r := &Router{
 		cfg:       cfg,
-		now:       time.Now,
+		clock:     clock.Real{},
 		log:       slog.New(slog.DiscardHandler),
 		ix:        NewIndex(cfg.MaxIndexEntries),
 		active:    newActiveSet(cfg.ActiveTTL),

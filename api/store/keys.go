@@ -49,7 +49,7 @@ func (s *SQLite) CreateScopedKey(ctx context.Context, name, scope string) (apike
 		Name:    name,
 		Hint:    secretPrefix + "…" + secret[len(secret)-4:],
 		Scope:   scope,
-		Created: time.UnixMilli(s.now().UnixMilli()), // what a reload gives back
+		Created: time.UnixMilli(s.clock.Now().UnixMilli()), // what a reload gives back
 	}
 	_, err := s.db.ExecContext(ctx,
 		`INSERT INTO api_keys (id, name, hint, secret_sha256, created_at, scope) VALUES (?, ?, ?, ?, ?, ?)`,
@@ -140,7 +140,7 @@ func (s *SQLite) HasKeys(ctx context.Context) (bool, error) {
 // An unknown or already revoked id gives an error wrapping ErrNoSuchKey.
 func (s *SQLite) RevokeKey(ctx context.Context, id string) error {
 	res, err := s.db.ExecContext(ctx,
-		`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, s.now().UnixMilli(), id)
+		`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, s.clock.Now().UnixMilli(), id)
 	if err != nil {
 		return fmt.Errorf("store: revoke key %q: %w", id, err)
 	}
@@ -180,7 +180,7 @@ func (s *SQLite) CheckKey(ctx context.Context, secret string) (apikey.Key, error
 // database is written at most once a minute per key; the time kept is that
 // of the write.
 func (s *SQLite) NoteKeyUsed(ctx context.Context, id string) error {
-	now := time.UnixMilli(s.now().UnixMilli())
+	now := time.UnixMilli(s.clock.Now().UnixMilli())
 	s.mu.Lock()
 	found := false
 	for h, k := range s.live {

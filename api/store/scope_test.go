@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/apikey"
+	"github.com/hearth-llm/hearth/clock"
 )
 
 func TestScopedKeys(t *testing.T) {
@@ -81,8 +82,7 @@ func TestNoteKeyUsedWritesAtMostOnceAMinute(t *testing.T) {
 		{125 * time.Second, 125 * time.Second}, // written again
 	}
 	for _, st := range steps {
-		at := now.Add(st.after)
-		s.now = func() time.Time { return at }
+		s.clock.(*clock.Fake).Set(now.Add(st.after))
 		if err := s.NoteKeyUsed(ctx, k.ID); err != nil {
 			t.Fatal(err)
 		}

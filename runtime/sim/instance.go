@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvevents"
 )
 
@@ -319,7 +320,7 @@ func (inst *Instance) newStartup() *startup {
 	host, port := inst.announced()
 	return &startup{
 		flavor: inst.cfg.Flavor, delay: inst.opts.StartupDelay, failure: inst.opts.Failure,
-		c:   &console{w: inst.opts.Console, now: time.Now, pid: os.Getpid()},
+		c:   &console{w: inst.opts.Console, clk: clock.Real{}, pid: os.Getpid()},
 		cfg: inst.cfg, gpu: inst.core.GPU(), model: inst.core.Model(),
 		modelPath: inst.opts.ModelPath, served: inst.opts.ServedModelName,
 		host: host, port: port,
