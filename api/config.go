@@ -14,6 +14,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // Config is the gateway's configuration. Zero values take the documented
@@ -102,7 +104,7 @@ func (c *Config) setDefaults() {
 		c.MaxBodyBytes = defaultMaxBodyBytes
 	}
 	if c.BlockSize <= 0 {
-		c.BlockSize = 16
+		c.BlockSize = tokenizer.DefaultBlockSize
 	}
 	if c.RetryAfter <= 0 {
 		c.RetryAfter = defaultRetryAfter

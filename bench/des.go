@@ -197,7 +197,7 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 	}
 	rc := cfg.Router
 	rc.Policy, rc.Seed = policy, cfg.Seed
-	r, err := router.New(rc, router.WithClock(func() time.Time { return simEpoch.Add(d.now) }),
+	r, err := router.New(rc, router.WithClock(virtualClock{d}),
 		router.WithLogger(cfg.Logger))
 	if err != nil {
 		return nil, fmt.Errorf("bench: sim: %w", err)
@@ -209,7 +209,7 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 		if err := d.openStore(); err != nil {
 			return nil, err
 		}
-		space = d.store.Space(kvbm.SpaceName("vllm", cfg.Model, sim.DefaultBlockSize))
+		space = d.store.Space(kvbm.SpaceName("vllm", cfg.Model, tokenizer.DefaultBlockSize))
 	}
 	for i, gpu := range cfg.GPUs {
 		profile := s.profiles[gpu]
@@ -586,3 +586,8 @@ func (d *des) restartEngines() {
 		d.arrive(req)
 	}
 }
+
+// virtualClock is the simulation's virtual time, as the router reads it.
+type virtualClock struct{ d *des }
+
+func (c virtualClock) Now() time.Time { return simEpoch.Add(c.d.now) }

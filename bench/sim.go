@@ -11,6 +11,7 @@ import (
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/runtime/sim"
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // DefaultEventLatency is how long a KV event batch takes from the engine
@@ -313,7 +314,7 @@ func restartSummary(results []Result, at time.Duration) *RestartSummary {
 		if p.before == nil || p.after == nil {
 			continue
 		}
-		bs := sim.DefaultBlockSize
+		bs := tokenizer.DefaultBlockSize
 		s.Turns++
 		s.ContextTokens += int64(min(p.before.PromptTokens+p.before.OutputTokens, p.after.PromptTokens) / bs * bs)
 		s.CachedTokens += int64(p.after.CachedTokens)

@@ -13,9 +13,6 @@ const (
 	// activation peak is sized for (vLLM's --max-num-batched-tokens; the
 	// simulated engine's default).
 	DefaultMaxBatchedTokens = 8192
-	// KVBlockTokens is the KV block (vLLM) or page (SGLang) size Hearth
-	// runs every engine with; KV capacity is counted in whole blocks.
-	KVBlockTokens = 16
 	// AgentTurnTokens is the context of one coding-agent turn the plan
 	// counts in: a system prompt, tool definitions and some files. A
 	// model fits a GPU only when one such turn fits its KV cache.

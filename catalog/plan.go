@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // GPUUse is one GPU as the planner sees it: the board and what other
@@ -66,7 +68,7 @@ type EnginePlan struct {
 	// TP group whose GPUs' free memory differs by more than 10%.)
 	MemFractionStatic float64
 	// KVTokens is the KV cache's capacity in tokens, whole blocks of
-	// KVBlockTokens (the smallest of the GPUs' under TP).
+	// tokenizer.DefaultBlockSize (the smallest of the GPUs' under TP).
 	KVTokens int
 	// MaxModelLen is the context to pass (--max-model-len,
 	// --context-length); the Plan's.
@@ -200,7 +202,7 @@ func planEngine(m Model, gpus []GPUUse, first, tp, batched int) EnginePlan {
 		p := GPUPlan{Index: first + i, GPU: g.GPU, TotalBytes: total, UsedBytes: g.UsedBytes, FreeBytes: free, Memory: mem}
 		if util > 0 {
 			p.KVCacheBytes = mem.KVCacheBytes(total, util)
-			p.KVTokens = mem.KVBlocks(p.KVCacheBytes, KVBlockTokens) * KVBlockTokens
+			p.KVTokens = mem.KVBlocks(p.KVCacheBytes, tokenizer.DefaultBlockSize) * tokenizer.DefaultBlockSize
 		}
 		e.KVTokens = min(e.KVTokens, p.KVTokens)
 		sglangFree = min(sglangFree, float64(free)-cudaContextBytes)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"testing"
+
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 func gpu(t testing.TB, kind string) GPU {
@@ -139,7 +141,7 @@ func TestPlanEngines(t *testing.T) {
 			}
 			for i, g := range e.GPUs {
 				if g.Index != i || math.Abs(g.WeightBytes/gib-tt.weightGiB) > 0.001 || g.FreeBytes != g.TotalBytes-g.UsedBytes ||
-					g.KVTokens%KVBlockTokens != 0 || g.KVTokens < e.KVTokens {
+					g.KVTokens%tokenizer.DefaultBlockSize != 0 || g.KVTokens < e.KVTokens {
 					t.Errorf("gpu %d: %+v", i, g)
 				}
 				// What the engine takes fits the share it is given, and

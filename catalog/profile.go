@@ -1,6 +1,8 @@
 package catalog
 
 import (
+	"github.com/hearth-llm/hearth/tokenizer"
+
 	"errors"
 	"fmt"
 	"math"
@@ -39,7 +41,7 @@ type EngineConfig struct {
 	// vLLM does, from MemoryFraction as --gpu-memory-utilization
 	// (KVCacheBlocks).
 	SGLang bool
-	// BlockSize is tokens per KV block; default KVBlockTokens.
+	// BlockSize is tokens per KV block; default tokenizer.DefaultBlockSize.
 	BlockSize int
 	// MaxBatchedTokens is the token budget of one step; default
 	// DefaultMaxBatchedTokens.
@@ -70,7 +72,7 @@ var ErrInvalidEngine = errors.New("invalid engine config")
 // memory and the model's shape: without them they stay as given.
 func (e EngineConfig) Sized() EngineConfig {
 	if e.BlockSize == 0 {
-		e.BlockSize = KVBlockTokens
+		e.BlockSize = tokenizer.DefaultBlockSize
 	}
 	if e.MaxBatchedTokens == 0 {
 		e.MaxBatchedTokens = DefaultMaxBatchedTokens

@@ -1,6 +1,8 @@
 package catalog
 
 import (
+	"github.com/hearth-llm/hearth/tokenizer"
+
 	"errors"
 	"testing"
 )
@@ -30,8 +32,8 @@ func TestProfileOf(t *testing.T) {
 	if p4090.LoadBytesPerSec != 25e9 {
 		t.Errorf("load bandwidth %v, want PCIe 4.0's 25 GB/s", p4090.LoadBytesPerSec)
 	}
-	if p4090.BlockSize != KVBlockTokens || p4090.MaxModelLen != 1866*KVBlockTokens || p4090.Measured {
-		t.Errorf("rtx4090 profile %+v: want blocks of %d, the context the cache holds, not measured", p4090, KVBlockTokens)
+	if p4090.BlockSize != tokenizer.DefaultBlockSize || p4090.MaxModelLen != 1866*tokenizer.DefaultBlockSize || p4090.Measured {
+		t.Errorf("rtx4090 profile %+v: want blocks of %d, the context the cache holds, not measured", p4090, tokenizer.DefaultBlockSize)
 	}
 	p3090, err := ProfileOf(EngineConfig{GPU: gpu(t, "rtx3090"), Model: model(t, "qwen3-14b-fp8")})
 	if err != nil {
@@ -61,7 +63,7 @@ func TestProfileOfSGLangSizesItsPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	mem := MemoryOf(base.Model, 1, DefaultMaxBatchedTokens)
-	if want := mem.KVBlocks(mem.SGLangKVCacheBytes(base.GPU.MemoryBytes, DefaultMemoryFraction), KVBlockTokens); s.GPUBlocks != want {
+	if want := mem.KVBlocks(mem.SGLangKVCacheBytes(base.GPU.MemoryBytes, DefaultMemoryFraction), tokenizer.DefaultBlockSize); s.GPUBlocks != want {
 		t.Errorf("SGLang pool %d blocks, want %d", s.GPUBlocks, want)
 	}
 	if s.GPUBlocks <= v.GPUBlocks {

@@ -33,3 +33,36 @@ func TestOrKeepsAClock(t *testing.T) {
 }
 
 type fixed struct{ Real }
+
+func TestFake(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	c := NewFake(t0)
+	after := c.After(time.Minute)
+	tick, stop := c.NewTicker(20 * time.Second)
+	c.Advance(30 * time.Second)
+	if got := (<-tick).Sub(t0); got != 20*time.Second {
+		t.Errorf("first tick at %v", got)
+	}
+	select {
+	case <-after:
+		t.Fatal("After(1m) fired at 30s")
+	default:
+	}
+	c.Advance(50 * time.Second) // ticks at 40s and 60s: one is kept
+	if got := (<-after).Sub(t0); got != time.Minute {
+		t.Errorf("After(1m) fired at %v", got)
+	}
+	if got := (<-tick).Sub(t0); got != 40*time.Second {
+		t.Errorf("kept tick at %v, want the first unread one (40s)", got)
+	}
+	stop()
+	c.Advance(time.Hour)
+	select {
+	case <-tick:
+		t.Error("a stopped ticker ticked")
+	default:
+	}
+	if got := c.Now().Sub(t0); got != time.Hour+80*time.Second {
+		t.Errorf("Now is %v after the start", got)
+	}
+}

@@ -17,74 +17,14 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/router"
 )
 
-// fakeClock moves only when told; its timers and tickers fire as it moves.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	at     time.Time
-	period time.Duration // 0: fires once
-	ch     chan time.Time
-	done   bool
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) add(d, period time.Duration) *fakeTimer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{at: c.now.Add(d), period: period, ch: make(chan time.Time, 1)}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time { return c.add(d, 0).ch }
-
-func (c *fakeClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
-	t := c.add(d, d)
-	return t.ch, func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		t.done = true
-	}
-}
-
-// Advance moves the clock and fires what came due (a ticker once).
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for _, t := range c.timers {
-		if t.done || c.now.Before(t.at) {
-			continue
-		}
-		select {
-		case t.ch <- c.now:
-		default:
-		}
-		if t.period == 0 {
-			t.done = true
-		} else {
-			t.at = c.now.Add(t.period)
-		}
-	}
-}
+func newFakeClock() *clock.Fake { return clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)) }
 
 type askOutcome struct {
 	res *JoinResult

@@ -10,7 +10,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -188,8 +187,4 @@ func keepJoinAnswer(dir string, jr joinResponse, key crypto.Signer, fp [32]byte)
 		return nil, fmt.Errorf("cluster: the certificate received does not verify: %w", err)
 	}
 	return &JoinResult{Identity: id, Routes: jr.Routes}, nil
-}
-
-func encodeCertPEM(der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

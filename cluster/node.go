@@ -369,7 +369,7 @@ func (n *Node) rememberRoute(route string) {
 		known = known[len(known)-maxKnownRoutes:]
 	}
 	b, _ := json.Marshal(known)
-	_ = writeFiles(n.id.Dir, map[string][]byte{routesFile: b})
+	_ = writeFile(n.id.Dir, routesFile, b)
 }
 
 // maxKnownRoutes bounds the routes remembered (the cluster's 16 nodes,

@@ -2,21 +2,19 @@ package cluster
 
 import (
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/hearth-llm/hearth/pki"
 )
 
 // Files under the cluster directory (<data-dir>/cluster).
@@ -78,6 +76,9 @@ func (id *Identity) Pool() *x509.CertPool {
 
 // Load reads the identity kept in dir; ErrNoCluster when there is none.
 func Load(dir string) (*Identity, error) {
+	if err := pki.Recover(dir); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
 	caPEM, err := os.ReadFile(filepath.Join(dir, caCertFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ErrNoCluster
@@ -85,7 +86,7 @@ func Load(dir string) (*Identity, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	ca, err := parseCertPEM(caPEM)
+	ca, err := pki.ParseCert(caPEM)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: ca: %w", err)
 	}
@@ -103,7 +104,10 @@ func Load(dir string) (*Identity, error) {
 	cert.Leaf = leaf
 	id := &Identity{Dir: dir, CA: ca, Cert: cert, Leaf: leaf}
 	if keyPEM, err := os.ReadFile(filepath.Join(dir, caKeyFile)); err == nil {
-		key, err := parseKeyPEM(keyPEM)
+		key, err := pki.ParseKey(keyPEM)
+		if err == nil {
+			err = pki.CheckPair(ca, key)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("cluster: ca key: %w", err)
 		}
@@ -126,7 +130,7 @@ func Create(dir, nodeName string) (*Identity, error) {
 // newKey makes a node or CA key: Ed25519, which crypto/tls signs with in
 // TLS 1.3 (and so the embedded NATS server's routes, which use crypto/tls).
 func newKey() (crypto.Signer, error) {
-	_, k, err := ed25519.GenerateKey(rand.Reader)
+	k, err := pki.NewEd25519Key()
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
@@ -136,6 +140,9 @@ func newKey() (crypto.Signer, error) {
 // create is Create with the key generator as a parameter, so that a test
 // can make the ECDSA identities earlier versions wrote.
 func create(dir, nodeName string, genKey func() (crypto.Signer, error)) (*Identity, error) {
+	if err := pki.Recover(dir); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, caCertFile)); err == nil {
 		return nil, fmt.Errorf("cluster: %s already holds a cluster", dir)
 	}
@@ -146,13 +153,9 @@ func create(dir, nodeName string, genKey func() (crypto.Signer, error)) (*Identi
 	if err != nil {
 		return nil, err
 	}
-	serial, err := randomSerial()
-	if err != nil {
-		return nil, err
-	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
+		SerialNumber:          pki.Serial(),
 		Subject:               pkix.Name{CommonName: "Hearth cluster CA", Organization: []string{"Hearth"}},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(certLifetime),
@@ -178,33 +181,35 @@ func create(dir, nodeName string, genKey func() (crypto.Signer, error)) (*Identi
 	if err != nil {
 		return nil, err
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(caKey)
+	caKeyPEM, err := pki.EncodeKey(caKey)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	if err := writeFiles(dir, map[string][]byte{
-		caKeyFile:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-		secretFile: secret,
-	}); err != nil {
-		return nil, err
-	}
-	if err := saveNode(dir, der, nodeDER, nodeKey); err != nil {
+	if err := saveNode(dir, der, nodeDER, nodeKey,
+		pki.File{Name: caKeyFile, Data: caKeyPEM, Mode: 0o600},
+		pki.File{Name: secretFile, Data: secret, Mode: 0o600}); err != nil {
 		return nil, err
 	}
 	return Load(dir)
 }
 
-// saveNode writes the CA certificate and this node's certificate and key.
-func saveNode(dir string, caDER, nodeDER []byte, nodeKey crypto.Signer) error {
-	keyDER, err := x509.MarshalPKCS8PrivateKey(nodeKey)
+// saveNode writes the CA certificate and this node's certificate and key,
+// with the inviter's files (CA key, join secret) when it creates the
+// cluster, as one set: a crash leaves all of them or none.
+func saveNode(dir string, caDER, nodeDER []byte, nodeKey crypto.Signer, inviter ...pki.File) error {
+	keyPEM, err := pki.EncodeKey(nodeKey)
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	return writeFiles(dir, map[string][]byte{
-		caCertFile:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		nodeCertFile: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: nodeDER}),
-		nodeKeyFile:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-	})
+	files := append([]pki.File{
+		{Name: caCertFile, Data: pki.EncodeCert(caDER), Mode: 0o600},
+		{Name: nodeCertFile, Data: pki.EncodeCert(nodeDER), Mode: 0o600},
+		{Name: nodeKeyFile, Data: keyPEM, Mode: 0o600},
+	}, inviter...)
+	if err := pki.WriteSet(dir, files...); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	return nil
 }
 
 // Forget removes this node's certificate and key (hearth cluster leave):
@@ -219,18 +224,14 @@ func Forget(dir string) error {
 	return nil
 }
 
-func writeFiles(dir string, files map[string][]byte) error {
+// writeFile replaces one file under the cluster directory atomically and
+// durably (the revocation list, the routes seen).
+func writeFile(dir, name string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	for name, data := range files {
-		tmp := filepath.Join(dir, name+".tmp")
-		if err := os.WriteFile(tmp, data, 0o600); err != nil {
-			return fmt.Errorf("cluster: %w", err)
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-			return fmt.Errorf("cluster: %w", err)
-		}
+	if err := pki.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+		return fmt.Errorf("cluster: %w", err)
 	}
 	return nil
 }
@@ -238,13 +239,9 @@ func writeFiles(dir string, files map[string][]byte) error {
 // signNode issues a node certificate, good for TLS servers and clients
 // alike (NATS routes and the proxy dial both ways).
 func signNode(ca *x509.Certificate, caKey crypto.Signer, pub crypto.PublicKey, nodeID, nodeName string) ([]byte, error) {
-	serial, err := randomSerial()
-	if err != nil {
-		return nil, err
-	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: serial,
+		SerialNumber: pki.Serial(),
 		Subject:      pkix.Name{CommonName: nodeID, OrganizationalUnit: []string{nodeName}, Organization: []string{"Hearth"}},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(certLifetime),
@@ -263,41 +260,4 @@ func newNodeID() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func randomSerial() (*big.Int, error) {
-	s, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	return s.Add(s, big.NewInt(1)), nil
-}
-
-func parseCertPEM(b []byte) (*x509.Certificate, error) {
-	blk, _ := pem.Decode(b)
-	if blk == nil || blk.Type != "CERTIFICATE" {
-		return nil, errors.New("no PEM certificate")
-	}
-	return x509.ParseCertificate(blk.Bytes)
-}
-
-// parseKeyPEM reads a PKCS#8 private key: Ed25519 as written since the CA
-// became Ed25519, or ECDSA as earlier versions wrote, so that their
-// identities still load (and their CA still signs new, Ed25519 nodes).
-func parseKeyPEM(b []byte) (crypto.Signer, error) {
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		return nil, errors.New("no PEM key")
-	}
-	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	switch k := k.(type) {
-	case ed25519.PrivateKey:
-		return k, nil
-	case *ecdsa.PrivateKey:
-		return k, nil
-	}
-	return nil, fmt.Errorf("a %T key: want Ed25519 or ECDSA", k)
 }

@@ -82,7 +82,7 @@ func (r *revocations) merge(list []Revoked) []Revoked {
 	r.mu.Unlock()
 	if len(added) > 0 && r.path != "" {
 		b, _ := json.Marshal(all)
-		_ = writeFiles(filepath.Dir(r.path), map[string][]byte{filepath.Base(r.path): b})
+		_ = writeFile(filepath.Dir(r.path), filepath.Base(r.path), b)
 	}
 	return added
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/hearth-llm/hearth/apikey"
 	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/console/components"
 )
@@ -174,7 +175,7 @@ func (c *Console) handleLogin(fc *fiber.Ctx) error {
 		}
 		return c.render(fc, status, page(msg))
 	}
-	if key.Scope != ScopeAdmin {
+	if key.Scope != apikey.ScopeAdmin {
 		// A client's key sits in its configuration on some laptop; it
 		// must not also open the console, which makes more keys.
 		c.limiter.failed(client)
@@ -366,7 +367,7 @@ func (c *Console) Guard(fc *fiber.Ctx) error {
 	if key != "" {
 		k, err := c.keys.CheckKey(fc.UserContext(), key)
 		switch {
-		case err == nil && k.Scope == ScopeAdmin:
+		case err == nil && k.Scope == apikey.ScopeAdmin:
 			return fc.Next()
 		case err == nil:
 			return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "this key opens the inference API only; /api/v1 needs an admin key"})

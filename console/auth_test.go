@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/apikey"
 )
 
 func TestOpenConsoleOnlyOnLoopback(t *testing.T) {
@@ -44,7 +46,7 @@ func TestOpenConsoleOnlyOnLoopback(t *testing.T) {
 func TestLoginWithKey(t *testing.T) {
 	h := newHarness(t, nil, withKeyRequired(true))
 	h.peer = net.IPv4(192, 168, 1, 20) // logins work from the network
-	_, secret, err := h.store.CreateScopedKey(t.Context(), "laptop", ScopeAdmin)
+	_, secret, err := h.store.CreateScopedKey(t.Context(), "laptop", apikey.ScopeAdmin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +108,7 @@ func TestLoginWithKey(t *testing.T) {
 func TestLoginExpires(t *testing.T) {
 	login := func(t *testing.T, h *harness) *http.Cookie {
 		t.Helper()
-		_, secret, _ := h.store.CreateScopedKey(t.Context(), "laptop", ScopeAdmin)
+		_, secret, _ := h.store.CreateScopedKey(t.Context(), "laptop", apikey.ScopeAdmin)
 		resp, _ := h.do(t, request{method: "POST", path: "/console/login", form: url.Values{"key": {secret}}})
 		cookie := sessionCookie(resp)
 		if cookie == nil {
@@ -149,8 +151,8 @@ func TestLoginExpires(t *testing.T) {
 
 func TestRevokingKeyEndsItsLogins(t *testing.T) {
 	h := newHarness(t, nil, withKeyRequired(true))
-	laptop, laptopSecret, _ := h.store.CreateScopedKey(t.Context(), "laptop", ScopeAdmin)
-	_, desktopSecret, _ := h.store.CreateScopedKey(t.Context(), "desktop", ScopeAdmin)
+	laptop, laptopSecret, _ := h.store.CreateScopedKey(t.Context(), "laptop", apikey.ScopeAdmin)
+	_, desktopSecret, _ := h.store.CreateScopedKey(t.Context(), "desktop", apikey.ScopeAdmin)
 	login := func(secret string) *http.Cookie {
 		resp, _ := h.do(t, request{method: "POST", path: "/console/login", form: url.Values{"key": {secret}}})
 		return sessionCookie(resp)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/apikey"
 	"github.com/hearth-llm/hearth/console/components"
 )
 
@@ -280,7 +281,7 @@ func TestClusterActions(t *testing.T) {
 				// Before an owner's password is set, an admin key opens
 				// the console; it does not open the cluster's controls.
 				h = newHarness(t, nil, withKeyRequired(true), withCluster(src))
-				_, secret, err := h.store.CreateScopedKey(t.Context(), "ops", ScopeAdmin)
+				_, secret, err := h.store.CreateScopedKey(t.Context(), "ops", apikey.ScopeAdmin)
 				if err != nil {
 					t.Fatal(err)
 				}

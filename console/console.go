@@ -16,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/filesystem"
 
+	"github.com/hearth-llm/hearth/apikey"
 	"github.com/hearth-llm/hearth/assets"
 	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/console/components"
@@ -428,8 +429,8 @@ func (c *Console) handleCreateKey(fc *fiber.Ctx) error {
 	scope := fc.FormValue("scope")
 	switch {
 	case scope == "":
-		scope = ScopeInference // what clients' keys need
-	case scope != ScopeInference && scope != ScopeAdmin:
+		scope = apikey.ScopeInference // what clients' keys need
+	case !apikey.ValidScope(scope):
 		return plainError(fc, fiber.StatusUnprocessableEntity, "unknown key scope")
 	}
 	key, secret, err := c.keys.CreateScopedKey(ctx, name, scope)

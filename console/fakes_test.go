@@ -7,75 +7,28 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/hearth-llm/hearth/clock"
 )
 
-// fakeClock is a manual clock.Clock. Timers and tickers fire when Advance
-// passes them; each ticker channel holds one pending tick, like
-// time.Ticker.
+// fakeClock is clock.Fake that also reports each NewTicker, for tests
+// that wait for Run to start ticking.
 type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	tickers []*fakeTicker
-	created chan struct{} // one value per NewTicker, for tests that wait for Run
-}
-
-type fakeTicker struct {
-	period time.Duration // 0: a timer, which fires once
-	next   time.Time
-	ch     chan time.Time
-	done   bool
+	*clock.Fake
+	created chan struct{} // one value per NewTicker
 }
 
 func newFakeClock(now time.Time) *fakeClock {
-	return &fakeClock{now: now, created: make(chan struct{}, 64)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
+	return &fakeClock{Fake: clock.NewFake(now), created: make(chan struct{}, 64)}
 }
 
 func (c *fakeClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTicker{period: d, next: c.now.Add(d), ch: make(chan time.Time, 1)}
-	c.tickers = append(c.tickers, t)
+	ch, stop := c.Fake.NewTicker(d)
 	select {
 	case c.created <- struct{}{}:
 	default:
 	}
-	return t.ch, func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		t.done = true
-	}
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTicker{next: c.now.Add(d), ch: make(chan time.Time, 1)}
-	c.tickers = append(c.tickers, t)
-	return t.ch
-}
-
-// Advance moves time forward and fires the timers and tickers that came
-// due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for _, t := range c.tickers {
-		for !t.done && !t.next.After(c.now) {
-			select {
-			case t.ch <- t.next:
-			default:
-			}
-			t.next = t.next.Add(t.period)
-			t.done = t.period == 0
-		}
-	}
+	return ch, stop
 }
 
 // fakeSources implements EngineSource, RouterSource, TrafficSource and

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hearth-llm/hearth/apikey"
 	"github.com/hearth-llm/hearth/clock"
 )
 
@@ -27,7 +28,7 @@ type MemoryStore struct {
 }
 
 type memKey struct {
-	APIKey
+	apikey.Key
 	sum [sha256.Size]byte
 }
 
@@ -61,14 +62,14 @@ func NewMemoryStore(initial Settings, clk clock.Clock) *MemoryStore {
 
 // CreateKey makes an inference key whose secret is "sk-hearth-" and 32
 // random bytes.
-func (m *MemoryStore) CreateKey(ctx context.Context, name string) (APIKey, string, error) {
-	return m.CreateScopedKey(ctx, name, ScopeInference)
+func (m *MemoryStore) CreateKey(ctx context.Context, name string) (apikey.Key, string, error) {
+	return m.CreateScopedKey(ctx, name, apikey.ScopeInference)
 }
 
 // CreateScopedKey makes a key with a scope.
-func (m *MemoryStore) CreateScopedKey(_ context.Context, name, scope string) (APIKey, string, error) {
-	if scope != ScopeInference && scope != ScopeAdmin {
-		return APIKey{}, "", fmt.Errorf("unknown scope %q", scope)
+func (m *MemoryStore) CreateScopedKey(_ context.Context, name, scope string) (apikey.Key, string, error) {
+	if !apikey.ValidScope(scope) {
+		return apikey.Key{}, "", fmt.Errorf("unknown scope %q", scope)
 	}
 	var b [32]byte
 	rand.Read(b[:])
@@ -77,7 +78,7 @@ func (m *MemoryStore) CreateScopedKey(_ context.Context, name, scope string) (AP
 	defer m.mu.Unlock()
 	m.nextID++
 	k := memKey{
-		APIKey: APIKey{
+		Key: apikey.Key{
 			ID:      fmt.Sprintf("k%d", m.nextID),
 			Name:    name,
 			Hint:    "sk-hearth-…" + secret[len(secret)-4:],
@@ -87,16 +88,16 @@ func (m *MemoryStore) CreateScopedKey(_ context.Context, name, scope string) (AP
 		sum: sha256.Sum256([]byte(secret)),
 	}
 	m.keys = append(m.keys, k)
-	return k.APIKey, secret, nil
+	return k.Key, secret, nil
 }
 
 // Keys lists the keys, oldest first.
-func (m *MemoryStore) Keys(context.Context) ([]APIKey, error) {
+func (m *MemoryStore) Keys(context.Context) ([]apikey.Key, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]APIKey, len(m.keys))
+	out := make([]apikey.Key, len(m.keys))
 	for i, k := range m.keys {
-		out[i] = k.APIKey
+		out[i] = k.Key
 	}
 	return out, nil
 }
@@ -114,16 +115,16 @@ func (m *MemoryStore) RevokeKey(_ context.Context, id string) error {
 }
 
 // CheckKey finds the key of a secret, comparing digests in constant time.
-func (m *MemoryStore) CheckKey(_ context.Context, secret string) (APIKey, error) {
+func (m *MemoryStore) CheckKey(_ context.Context, secret string) (apikey.Key, error) {
 	sum := sha256.Sum256([]byte(secret))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, k := range m.keys {
 		if subtle.ConstantTimeCompare(sum[:], k.sum[:]) == 1 {
-			return k.APIKey, nil
+			return k.Key, nil
 		}
 	}
-	return APIKey{}, ErrNoSuchKey
+	return apikey.Key{}, ErrNoSuchKey
 }
 
 // Settings returns a copy of the settings.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/hearth-llm/hearth/apikey"
 )
 
 // withOwner gives the console the harness's store as its owner store.
@@ -118,7 +120,7 @@ func TestOwnerSetupAndLogin(t *testing.T) {
 
 func TestOwnerSetupEndsKeyLogins(t *testing.T) {
 	h := newHarness(t, nil, withKeyRequired(true), withOwner())
-	_, secret, _ := h.store.CreateScopedKey(t.Context(), "laptop", ScopeAdmin)
+	_, secret, _ := h.store.CreateScopedKey(t.Context(), "laptop", apikey.ScopeAdmin)
 	resp, _ := h.do(t, request{method: "POST", path: "/console/login", form: url.Values{"key": {secret}}})
 	keyLogin := sessionCookie(resp)
 	if keyLogin == nil {
@@ -295,7 +297,7 @@ func (h *harness) doRaw(t testing.TB, r request, body string) (*http.Response, s
 func TestKeyScopes(t *testing.T) {
 	h := newHarness(t, nil, withKeyRequired(true))
 	_, inference, _ := h.store.CreateKey(t.Context(), "codex on laptop")
-	_, admin, _ := h.store.CreateScopedKey(t.Context(), "scripts", ScopeAdmin)
+	_, admin, _ := h.store.CreateScopedKey(t.Context(), "scripts", apikey.ScopeAdmin)
 	h.app.Get("/api/v1/engines", h.c.Guard, func(fc *fiber.Ctx) error { return fc.SendString("engines") })
 	for _, tc := range []struct {
 		name   string
@@ -330,7 +332,7 @@ func TestKeyScopes(t *testing.T) {
 			t.Fatalf("create: status %d\n%s", resp.StatusCode, body)
 		}
 		keys, _ := h.store.Keys(t.Context())
-		if k := keys[len(keys)-1]; k.Name != "ops" || k.Scope != ScopeAdmin {
+		if k := keys[len(keys)-1]; k.Name != "ops" || k.Scope != apikey.ScopeAdmin {
 			t.Errorf("created %+v", k)
 		}
 		if resp, _ := h.do(t, request{method: "POST", path: "/console/keys", cookie: cookie, form: url.Values{"name": {"x"}, "scope": {"root"}}}); resp.StatusCode != http.StatusUnprocessableEntity {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/hearth-llm/hearth/apikey"
 )
 
 // The console reads the rest of Hearth only through the interfaces below.
@@ -298,16 +300,16 @@ type HealthCheck struct {
 type KeyStore interface {
 	// CreateKey makes a key with a display name. The secret is returned
 	// only here; the store keeps what it needs to check it.
-	CreateKey(ctx context.Context, name string) (APIKey, string, error)
-	// CreateScopedKey is CreateKey with a scope: ScopeInference (what
-	// CreateKey makes) or ScopeAdmin.
-	CreateScopedKey(ctx context.Context, name, scope string) (APIKey, string, error)
+	CreateKey(ctx context.Context, name string) (apikey.Key, string, error)
+	// CreateScopedKey is CreateKey with a scope: apikey.ScopeInference (what
+	// CreateKey makes) or apikey.ScopeAdmin.
+	CreateScopedKey(ctx context.Context, name, scope string) (apikey.Key, string, error)
 	// Keys lists the keys that are not revoked, oldest first.
-	Keys(ctx context.Context) ([]APIKey, error)
+	Keys(ctx context.Context) ([]apikey.Key, error)
 	// RevokeKey revokes a key by id; ErrNoSuchKey if there is none.
 	RevokeKey(ctx context.Context, id string) error
 	// CheckKey returns the key a secret belongs to, or ErrNoSuchKey.
-	CheckKey(ctx context.Context, secret string) (APIKey, error)
+	CheckKey(ctx context.Context, secret string) (apikey.Key, error)
 }
 
 // KeylessClients reports the clients that used the API while it needed no
@@ -322,28 +324,6 @@ type KeylessClient struct {
 	Client   string // "claude-code", "codex", "opencode", or a user agent's product
 	LastSeen time.Time
 }
-
-// APIKey describes a key without its secret.
-type APIKey struct {
-	ID      string
-	Name    string
-	Hint    string // a few characters of the secret ("sk-…a1b2") to tell keys apart
-	Scope   string // ScopeInference or ScopeAdmin
-	Created time.Time
-	// LastUsed is when the key last opened a request (to the minute);
-	// zero if never or unknown.
-	LastUsed time.Time
-}
-
-// Scopes of an API key.
-const (
-	// ScopeInference keys open the inference API only.
-	ScopeInference = "inference"
-	// ScopeAdmin keys also open the daemon's API (/api/v1), /metrics
-	// from the network and, before the owner's password is set, the
-	// console.
-	ScopeAdmin = "admin"
-)
 
 // SettingsStore keeps the settings the console edits.
 type SettingsStore interface {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/hearth-llm/hearth/apikey"
 )
 
 // leakOptions ignores fasthttp's own background goroutines: the server
@@ -298,7 +300,7 @@ func TestEventsNeedLogin(t *testing.T) {
 	st.conn.Close()
 }
 
-func mustCheck(t *testing.T, store *MemoryStore, secret string) APIKey {
+func mustCheck(t *testing.T, store *MemoryStore, secret string) apikey.Key {
 	t.Helper()
 	k, err := store.CheckKey(t.Context(), secret)
 	if err != nil {

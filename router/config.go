@@ -151,8 +151,16 @@ func (c Config) withDefaults() Config {
 // Option configures New.
 type Option func(*Router)
 
-// WithClock sets the clock used for expiry (default time.Now).
-func WithClock(now func() time.Time) Option { return func(r *Router) { r.now = now } }
+// Clock is the time the router reads: it expires sessions and peers' load
+// but sets no timers. A clock.Clock is one; the benchmark's simulation
+// passes its virtual time.
+type Clock interface{ Now() time.Time }
+
+// WithClock sets the clock used for expiry (default the real one).
+func WithClock(c Clock) Option { return func(r *Router) { r.clock = c } }
+
+// now is the router's time.
+func (r *Router) now() time.Time { return r.clock.Now() }
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(r *Router) { r.log = l } }

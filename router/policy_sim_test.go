@@ -113,7 +113,7 @@ func simulateAgentsWith(t *testing.T, cfg Config) simResult {
 	)
 	clk := newFakeClock()
 	seed := cfg.Seed
-	r, err := New(cfg, WithClock(clk.Now))
+	r, err := New(cfg, WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}

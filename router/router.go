@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -53,7 +54,7 @@ type Request struct {
 // use; the Index it owns is written by the event ingest concurrently.
 type Router struct {
 	cfg     Config
-	now     func() time.Time
+	clock   Clock // expiry of sessions and peers' load
 	log     *slog.Logger
 	metrics *Metrics
 	ix      *Index
@@ -93,7 +94,7 @@ func New(cfg Config, opts ...Option) (*Router, error) {
 	cfg = cfg.withDefaults()
 	r := &Router{
 		cfg:       cfg,
-		now:       time.Now,
+		clock:     clock.Real{},
 		log:       slog.New(slog.DiscardHandler),
 		ix:        NewIndex(cfg.MaxIndexEntries),
 		active:    newActiveSet(cfg.ActiveTTL),

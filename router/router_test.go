@@ -9,36 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+func newFakeClock() *clock.Fake { return clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) }
 
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func newTestRouter(t *testing.T, cfg Config, workers ...WorkerInfo) (*Router, *fakeClock) {
+func newTestRouter(t *testing.T, cfg Config, workers ...WorkerInfo) (*Router, *clock.Fake) {
 	t.Helper()
 	clk := newFakeClock()
-	r, err := New(cfg, WithClock(clk.Now))
+	r, err := New(cfg, WithClock(clk))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

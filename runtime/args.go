@@ -6,16 +6,13 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // KVEventsTopic is the topic frame every engine Hearth starts publishes its
 // KV events under.
 const KVEventsTopic = "kv-events"
-
-// BlockSize is the KV block (vLLM) or page (SGLang) size Hearth runs every
-// engine with: the router hashes prompts in blocks of this many tokens, and
-// an engine with another size would publish blocks it cannot match.
-const BlockSize = 16
 
 // FreePorts asks the kernel for three free ports on host. Another process
 // could take one before the engine binds it; the engine then fails to start
@@ -117,7 +114,7 @@ func SimEngineArgs(spec Spec, p Ports) []string {
 	}
 	args = append(args,
 		"--model", spec.Model,
-		"--block-size", strconv.Itoa(BlockSize),
+		"--block-size", strconv.Itoa(tokenizer.DefaultBlockSize),
 		"--seed", strconv.FormatInt(spec.Seed, 10),
 	)
 	if spec.GPU.Kind != "" {

@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"github.com/hearth-llm/hearth/tokenizer"
+
 	"context"
 	"net/http"
 	"strconv"
@@ -87,7 +89,7 @@ func sglangArgs(spec Spec, p Ports) []string {
 	args := []string{"--model-path", modelPath(spec),
 		"--served-model-name", spec.Model,
 		"--host", p.Host, "--port", strconv.Itoa(p.HTTP),
-		"--page-size", strconv.Itoa(BlockSize),
+		"--page-size", strconv.Itoa(tokenizer.DefaultBlockSize),
 		"--kv-events-config", kvEventsConfig(map[string]any{"publisher": "zmq"}, p),
 		"--enable-metrics",
 	}

@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"github.com/hearth-llm/hearth/tokenizer"
+
 	"context"
 	"net/http"
 	"strconv"
@@ -69,7 +71,7 @@ func vllmArgs(spec Spec, p Ports) []string {
 	args := []string{modelPath(spec),
 		"--served-model-name", spec.Model,
 		"--host", p.Host, "--port", strconv.Itoa(p.HTTP),
-		"--block-size", strconv.Itoa(BlockSize),
+		"--block-size", strconv.Itoa(tokenizer.DefaultBlockSize),
 		// vLLM binds its publisher only to an address with a wildcard;
 		// with a host name it would connect instead.
 		"--kv-events-config", kvEventsConfig(map[string]any{"enable_kv_cache_events": true}, p),

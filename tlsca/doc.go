@@ -8,5 +8,8 @@
 // certificate (ECDSA P-256, the key type every TLS client accepts) is kept
 // next to it as server.pem and server-key.pem and issued again when the
 // names it must cover change or when it is within a month of expiry.
-// Nothing here listens or knows HTTP; the caller wraps its listener.
+// Each certificate is written with its key as one set (pki.WriteSet), so a
+// crash never leaves a key beside a certificate it does not belong to; keys,
+// serials and PEM come from pki too. Nothing here listens or knows HTTP;
+// the caller wraps its listener.
 package tlsca

@@ -2,23 +2,22 @@ package tlsca
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
+	"crypto"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hearth-llm/hearth/pki"
 )
 
 // File names inside the directory given to LoadOrCreate.
@@ -42,7 +41,7 @@ const (
 type Authority struct {
 	dir  string
 	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	key  crypto.Signer
 	pem  []byte
 }
 
@@ -51,12 +50,15 @@ type Authority struct {
 // subject, so that a user who trusted it can tell it apart in a trust
 // store ("Hearth CA workstation").
 func LoadOrCreate(dir, name string, now time.Time) (*Authority, error) {
+	if err := pki.Recover(dir); err != nil {
+		return nil, fmt.Errorf("tlsca: %w", err)
+	}
 	certPath, keyPath := filepath.Join(dir, CAFile), filepath.Join(dir, CAKeyFile)
 	certPEM, certErr := os.ReadFile(certPath)
 	keyPEM, keyErr := os.ReadFile(keyPath)
 	switch {
 	case certErr == nil && keyErr == nil:
-		cert, key, err := parsePair(certPEM, keyPEM)
+		cert, key, err := pki.ParsePair(certPEM, keyPEM)
 		if err != nil {
 			return nil, fmt.Errorf("tlsca: %s: %w", certPath, err)
 		}
@@ -70,20 +72,21 @@ func LoadOrCreate(dir, name string, now time.Time) (*Authority, error) {
 	case keyErr != nil && !errors.Is(keyErr, os.ErrNotExist):
 		return nil, fmt.Errorf("tlsca: %w", keyErr)
 	default:
-		// Half a CA: making a new one would silently break every client
-		// that trusts the old; the user decides.
+		// Half a CA (a file removed by hand: the two are written as one
+		// set): making a new one would silently break every client that
+		// trusts the old; the user decides.
 		return nil, fmt.Errorf("tlsca: %s and %s must both exist or both be absent; remove the one left to make a new CA", certPath, keyPath)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("tlsca: %w", err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := pki.NewECDSAKey()
 	if err != nil {
 		return nil, fmt.Errorf("tlsca: CA key: %w", err)
 	}
 	subject := pkix.Name{CommonName: strings.TrimSpace("Hearth CA " + name), Organization: []string{"Hearth"}}
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
+		SerialNumber:          pki.Serial(),
 		Subject:               subject,
 		NotBefore:             now.Add(-time.Hour), // clocks of clients run a little behind
 		NotAfter:              now.Add(caLifetime),
@@ -92,7 +95,7 @@ func LoadOrCreate(dir, name string, now time.Time) (*Authority, error) {
 		IsCA:                  true,
 		MaxPathLenZero:        true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {
 		return nil, fmt.Errorf("tlsca: CA certificate: %w", err)
 	}
@@ -100,17 +103,8 @@ func LoadOrCreate(dir, name string, now time.Time) (*Authority, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tlsca: CA certificate: %w", err)
 	}
-	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM, err = encodeKey(key)
-	if err != nil {
-		return nil, err
-	}
-	// The key first: a crash between the two writes leaves a key without
-	// a certificate, which the next start reports instead of using.
-	if err := writeFile(keyPath, keyPEM, 0o600); err != nil {
-		return nil, err
-	}
-	if err := writeFile(certPath, certPEM, 0o644); err != nil {
+	certPEM = pki.EncodeCert(der)
+	if err := writePair(dir, CAFile, certPEM, CAKeyFile, key); err != nil {
 		return nil, err
 	}
 	return &Authority{dir: dir, cert: cert, key: key, pem: certPEM}, nil
@@ -201,15 +195,18 @@ func (a *Authority) ServerCertificate(names Names, now time.Time) (tls.Certifica
 	if len(names.DNS) == 0 && len(names.IPs) == 0 {
 		return tls.Certificate{}, errors.New("tlsca: a server certificate needs at least one name")
 	}
+	if err := pki.Recover(a.dir); err != nil {
+		return tls.Certificate{}, fmt.Errorf("tlsca: %w", err)
+	}
 	certPath, keyPath := filepath.Join(a.dir, ServerFile), filepath.Join(a.dir, ServerKeyFile)
 	if certPEM, err := os.ReadFile(certPath); err == nil {
 		if keyPEM, err := os.ReadFile(keyPath); err == nil {
-			if cert, key, err := parsePair(certPEM, keyPEM); err == nil && a.stillGood(cert, names, now) {
+			if cert, key, err := pki.ParsePair(certPEM, keyPEM); err == nil && a.stillGood(cert, names, now) {
 				return tls.Certificate{Certificate: [][]byte{cert.Raw, a.cert.Raw}, PrivateKey: key, Leaf: cert}, nil
 			}
 		}
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := pki.NewECDSAKey()
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("tlsca: server key: %w", err)
 	}
@@ -218,7 +215,7 @@ func (a *Authority) ServerCertificate(names Names, now time.Time) (tls.Certifica
 		cn = names.DNS[0]
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
+		SerialNumber: pki.Serial(),
 		Subject:      pkix.Name{CommonName: cn, Organization: []string{"Hearth"}},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(serverLifetime),
@@ -227,7 +224,7 @@ func (a *Authority) ServerCertificate(names Names, now time.Time) (tls.Certifica
 		DNSNames:     names.DNS,
 		IPAddresses:  names.IPs,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, key.Public(), a.key)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("tlsca: server certificate: %w", err)
 	}
@@ -235,14 +232,7 @@ func (a *Authority) ServerCertificate(names Names, now time.Time) (tls.Certifica
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("tlsca: server certificate: %w", err)
 	}
-	keyPEM, err := encodeKey(key)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	if err := writeFile(keyPath, keyPEM, 0o600); err != nil {
-		return tls.Certificate{}, err
-	}
-	if err := writeFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+	if err := writePair(a.dir, ServerFile, pki.EncodeCert(der), ServerKeyFile, key); err != nil {
 		return tls.Certificate{}, err
 	}
 	return tls.Certificate{Certificate: [][]byte{der, a.cert.Raw}, PrivateKey: key, Leaf: cert}, nil
@@ -277,67 +267,15 @@ func ServerConfig(cert tls.Certificate) *tls.Config {
 	}
 }
 
-func parsePair(certPEM, keyPEM []byte) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	cb, _ := pem.Decode(certPEM)
-	if cb == nil || cb.Type != "CERTIFICATE" {
-		return nil, nil, errors.New("no PEM certificate")
-	}
-	cert, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		return nil, nil, err
-	}
-	kb, _ := pem.Decode(keyPEM)
-	if kb == nil {
-		return nil, nil, errors.New("no PEM key")
-	}
-	k, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
-	if err != nil {
-		return nil, nil, err
-	}
-	key, ok := k.(*ecdsa.PrivateKey)
-	if !ok {
-		return nil, nil, fmt.Errorf("key is a %T, want ECDSA", k)
-	}
-	if !key.PublicKey.Equal(cert.PublicKey) {
-		return nil, nil, errors.New("key does not match the certificate")
-	}
-	return cert, key, nil
-}
-
-func encodeKey(key *ecdsa.PrivateKey) ([]byte, error) {
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("tlsca: encode key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
-}
-
-// writeFile replaces path atomically, so that a reader never sees half a
-// certificate.
-func writeFile(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+// writePair keeps a certificate and its key as one set: after a crash
+// the directory holds both old files or both new ones.
+func writePair(dir, certFile string, certPEM []byte, keyFile string, key crypto.Signer) error {
+	keyPEM, err := pki.EncodeKey(key)
 	if err != nil {
 		return fmt.Errorf("tlsca: %w", err)
 	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return fmt.Errorf("tlsca: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("tlsca: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("tlsca: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := pki.WriteSet(dir, pki.File{Name: keyFile, Data: keyPEM, Mode: 0o600}, pki.File{Name: certFile, Data: certPEM, Mode: 0o644}); err != nil {
 		return fmt.Errorf("tlsca: %w", err)
 	}
 	return nil
-}
-
-func serial() *big.Int {
-	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127)) // crypto/rand does not fail
-	return n
 }

@@ -6,7 +6,12 @@ import (
 	"github.com/zeebo/xxh3"
 )
 
-// DefaultBlockSize is the number of tokens in one KV block, vLLM's default.
+// DefaultBlockSize is the number of tokens in one KV block, vLLM's default
+// on CUDA, and Hearth's one block size: the KV block (vLLM) or page
+// (SGLang) size every engine runs with, the size the router and the
+// gateway hash prompts in, and the unit the planner counts KV capacity in.
+// An engine with another size would publish blocks the router cannot
+// match.
 const DefaultBlockSize = 16
 
 // hashSeed is the seed of every block hash; it matches Dynamo's router so

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/clock"
 )
 
 // tinyTokenizerJSON builds a byte-level BPE tokenizer.json over all 256
@@ -244,7 +246,7 @@ func TestTemplateGlobals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl.now = func() time.Time { return time.Date(2026, 3, 5, 10, 0, 0, 0, time.UTC) }
+	tmpl.clock = clock.NewFake(time.Date(2026, 3, 5, 10, 0, 0, 0, time.UTC))
 	got, err := tmpl.render(ChatRequest{Messages: []byte(`[{}]`)})
 	if err != nil || got != "2026-03-05 Thursday Mar<s>" {
 		t.Errorf("got %q, %v", got, err)

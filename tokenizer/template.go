@@ -14,6 +14,8 @@ import (
 	"github.com/nikolalohinski/gonja/v2/config"
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/loaders"
+
+	"github.com/hearth-llm/hearth/clock"
 )
 
 // ErrNoChatTemplate is returned when a chat is rendered with a model whose
@@ -31,7 +33,7 @@ type chatTemplate struct {
 	qwen3      bool              // source is Qwen3's template: render it with renderQwen3
 	toolBlocks toolBlocks        // for renderQwen3
 	special    map[string]string // bos_token, eos_token, ... as strings
-	now        func() time.Time
+	clock      clock.Clock       // strftime_now's time
 }
 
 func newChatTemplate(source string, special map[string]string) (*chatTemplate, error) {
@@ -44,14 +46,14 @@ func newChatTemplate(source string, special map[string]string) (*chatTemplate, e
 	if err := filters.Replace("tojson", filterToJSON); err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
-	t := &chatTemplate{special: special, now: time.Now, qwen3: isQwen3Template(source)}
+	t := &chatTemplate{special: special, clock: clock.Real{}, qwen3: isQwen3Template(source)}
 	globals := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
 	globals.Set("raise_exception", raiseException)
 	globals.Set("strftime_now", func(_ *exec.Evaluator, params *exec.VarArgs) (string, error) {
 		if len(params.Args) != 1 || !params.Args[0].IsString() {
 			return "", errors.New("strftime_now takes one format string")
 		}
-		return strftime(t.now(), params.Args[0].String()), nil
+		return strftime(t.clock.Now(), params.Args[0].String()), nil
 	})
 	env := &exec.Environment{
 		Context:           globals,

@@ -10,34 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/hearth-llm/hearth/apikey"
 )
 
 // ErrNoSuchKey is returned for a secret or id that names no live key.
 var ErrNoSuchKey = errors.New("no such API key")
-
-// APIKey describes a stored key without its secret.
-type APIKey struct {
-	ID      string
-	Name    string // the client it was made for ("claude-code on laptop")
-	Hint    string // "sk-hearth-…a1b2": enough to tell keys apart
-	Scope   string // ScopeInference or ScopeAdmin
-	Created time.Time
-	// LastUsed is when the key last opened a request, to the minute
-	// (NoteKeyUsed); zero if never.
-	LastUsed time.Time
-}
-
-// Scopes of a key: what it opens.
-const (
-	// ScopeInference opens the inference API (/v1/…) only.
-	ScopeInference = "inference"
-	// ScopeAdmin also opens the daemon's API (/api/v1/…) and /metrics
-	// from the network.
-	ScopeAdmin = "admin"
-)
-
-// ValidScope reports whether s names a scope.
-func ValidScope(s string) bool { return s == ScopeInference || s == ScopeAdmin }
 
 // usedResolution is how often a key's last use is written: at most once a
 // minute per key, so that a busy client does not turn every request into
@@ -49,16 +27,16 @@ const usedResolution = time.Minute
 const secretPrefix = "sk-hearth-"
 
 // CreateKey makes an inference key named name (CreateScopedKey).
-func (s *SQLite) CreateKey(ctx context.Context, name string) (APIKey, string, error) {
-	return s.CreateScopedKey(ctx, name, ScopeInference)
+func (s *SQLite) CreateKey(ctx context.Context, name string) (apikey.Key, string, error) {
+	return s.CreateScopedKey(ctx, name, apikey.ScopeInference)
 }
 
 // CreateScopedKey makes a key named name with a scope. Its secret, 32
 // random bytes after "sk-hearth-", is returned only here: the database
 // keeps its SHA-256.
-func (s *SQLite) CreateScopedKey(ctx context.Context, name, scope string) (APIKey, string, error) {
-	if !ValidScope(scope) {
-		return APIKey{}, "", fmt.Errorf("store: create key: unknown scope %q", scope)
+func (s *SQLite) CreateScopedKey(ctx context.Context, name, scope string) (apikey.Key, string, error) {
+	if !apikey.ValidScope(scope) {
+		return apikey.Key{}, "", fmt.Errorf("store: create key: unknown scope %q", scope)
 	}
 	var secretBytes [32]byte
 	var idBytes [8]byte
@@ -66,18 +44,18 @@ func (s *SQLite) CreateScopedKey(ctx context.Context, name, scope string) (APIKe
 	rand.Read(idBytes[:])
 	secret := secretPrefix + base64.RawURLEncoding.EncodeToString(secretBytes[:])
 	sum := sha256.Sum256([]byte(secret))
-	k := APIKey{
+	k := apikey.Key{
 		ID:      "key_" + hex.EncodeToString(idBytes[:]),
 		Name:    name,
 		Hint:    secretPrefix + "…" + secret[len(secret)-4:],
 		Scope:   scope,
-		Created: time.UnixMilli(s.now().UnixMilli()), // what a reload gives back
+		Created: time.UnixMilli(s.clock.Now().UnixMilli()), // what a reload gives back
 	}
 	_, err := s.db.ExecContext(ctx,
 		`INSERT INTO api_keys (id, name, hint, secret_sha256, created_at, scope) VALUES (?, ?, ?, ?, ?, ?)`,
 		k.ID, k.Name, k.Hint, sum[:], k.Created.UnixMilli(), k.Scope)
 	if err != nil {
-		return APIKey{}, "", fmt.Errorf("store: create key: %w", err)
+		return apikey.Key{}, "", fmt.Errorf("store: create key: %w", err)
 	}
 	s.mu.Lock()
 	s.live[sum] = k
@@ -93,10 +71,10 @@ func (s *SQLite) loadLiveKeys(ctx context.Context) error {
 		return fmt.Errorf("store: load keys: %w", err)
 	}
 	defer rows.Close()
-	live := make(map[[sha256.Size]byte]APIKey)
+	live := make(map[[sha256.Size]byte]apikey.Key)
 	for rows.Next() {
 		var (
-			k    APIKey
+			k    apikey.Key
 			ms   int64
 			sum  []byte
 			used sql.NullInt64
@@ -123,16 +101,16 @@ func (s *SQLite) loadLiveKeys(ctx context.Context) error {
 }
 
 // Keys lists the keys that are not revoked, oldest first.
-func (s *SQLite) Keys(ctx context.Context) ([]APIKey, error) {
+func (s *SQLite) Keys(ctx context.Context) ([]apikey.Key, error) {
 	rows, err := s.db.QueryContext(ctx,
 		`SELECT id, name, hint, created_at, scope, last_used_at FROM api_keys WHERE revoked_at IS NULL ORDER BY created_at, rowid`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list keys: %w", err)
 	}
 	defer rows.Close()
-	var out []APIKey
+	var out []apikey.Key
 	for rows.Next() {
-		var k APIKey
+		var k apikey.Key
 		var ms int64
 		var used sql.NullInt64
 		if err := rows.Scan(&k.ID, &k.Name, &k.Hint, &ms, &k.Scope, &used); err != nil {
@@ -162,7 +140,7 @@ func (s *SQLite) HasKeys(ctx context.Context) (bool, error) {
 // An unknown or already revoked id gives an error wrapping ErrNoSuchKey.
 func (s *SQLite) RevokeKey(ctx context.Context, id string) error {
 	res, err := s.db.ExecContext(ctx,
-		`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, s.now().UnixMilli(), id)
+		`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, s.clock.Now().UnixMilli(), id)
 	if err != nil {
 		return fmt.Errorf("store: revoke key %q: %w", id, err)
 	}
@@ -184,16 +162,16 @@ func (s *SQLite) RevokeKey(ctx context.Context, id string) error {
 // CheckKey returns the live key whose secret is secret, or an error
 // wrapping ErrNoSuchKey. The lookup is by the secret's SHA-256, so its
 // timing tells nothing about the secrets kept.
-func (s *SQLite) CheckKey(ctx context.Context, secret string) (APIKey, error) {
+func (s *SQLite) CheckKey(ctx context.Context, secret string) (apikey.Key, error) {
 	if secret == "" {
-		return APIKey{}, ErrNoSuchKey
+		return apikey.Key{}, ErrNoSuchKey
 	}
 	sum := sha256.Sum256([]byte(secret))
 	s.mu.RLock()
 	k, ok := s.live[sum]
 	s.mu.RUnlock()
 	if !ok {
-		return APIKey{}, ErrNoSuchKey
+		return apikey.Key{}, ErrNoSuchKey
 	}
 	return k, nil
 }
@@ -202,7 +180,7 @@ func (s *SQLite) CheckKey(ctx context.Context, secret string) (APIKey, error) {
 // database is written at most once a minute per key; the time kept is that
 // of the write.
 func (s *SQLite) NoteKeyUsed(ctx context.Context, id string) error {
-	now := time.UnixMilli(s.now().UnixMilli())
+	now := time.UnixMilli(s.clock.Now().UnixMilli())
 	s.mu.Lock()
 	found := false
 	for h, k := range s.live {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/clock"
 )
 
 // openFile opens a database file in dir with a fixed clock.
@@ -17,7 +19,7 @@ func openFile(t *testing.T, path string, now time.Time) *SQLite {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.now = func() time.Time { return now }
+	s.clock = clock.NewFake(now)
 	return s
 }
 
@@ -46,7 +48,7 @@ func TestKeysSurviveReopenAndRevoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.now = func() time.Time { return t0.Add(time.Minute) }
+	s.clock.(*clock.Fake).Advance(time.Minute)
 	ci, ciSecret, err := s.CreateKey(ctx, "ci")
 	if err != nil {
 		t.Fatal(err)

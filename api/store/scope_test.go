@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/apikey"
+	"github.com/hearth-llm/hearth/clock"
 )
 
 func TestScopedKeys(t *testing.T) {
@@ -19,27 +22,27 @@ func TestScopedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm, admSecret, err := s.CreateScopedKey(ctx, "scripts", ScopeAdmin)
+	adm, admSecret, err := s.CreateScopedKey(ctx, "scripts", apikey.ScopeAdmin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.CreateScopedKey(ctx, "x", "root"); err == nil {
 		t.Fatal("a key of an unknown scope was made")
 	}
-	if inf.Scope != ScopeInference || adm.Scope != ScopeAdmin {
+	if inf.Scope != apikey.ScopeInference || adm.Scope != apikey.ScopeAdmin {
 		t.Fatalf("scopes %q and %q", inf.Scope, adm.Scope)
 	}
 	s.Close()
 	s = openFile(t, path, now)
 	defer s.Close()
-	for secret, want := range map[string]string{infSecret: ScopeInference, admSecret: ScopeAdmin} {
+	for secret, want := range map[string]string{infSecret: apikey.ScopeInference, admSecret: apikey.ScopeAdmin} {
 		k, err := s.CheckKey(ctx, secret)
 		if err != nil || k.Scope != want {
 			t.Errorf("after reopen: key %v scope %q, want %q (%v)", k.ID, k.Scope, want, err)
 		}
 	}
 	keys, _ := s.Keys(ctx)
-	if len(keys) != 2 || keys[0].Scope != ScopeInference || keys[1].Scope != ScopeAdmin || keys[0].Name != "codex on laptop" {
+	if len(keys) != 2 || keys[0].Scope != apikey.ScopeInference || keys[1].Scope != apikey.ScopeAdmin || keys[0].Name != "codex on laptop" {
 		t.Fatalf("Keys: %+v", keys)
 	}
 }
@@ -79,8 +82,7 @@ func TestNoteKeyUsedWritesAtMostOnceAMinute(t *testing.T) {
 		{125 * time.Second, 125 * time.Second}, // written again
 	}
 	for _, st := range steps {
-		at := now.Add(st.after)
-		s.now = func() time.Time { return at }
+		s.clock.(*clock.Fake).Set(now.Add(st.after))
 		if err := s.NoteKeyUsed(ctx, k.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +126,7 @@ func TestOpenAddsScopeToOldKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		k, err := s.CheckKey(ctx, secret)
-		if err != nil || k.ID != "key_old" || k.Scope != ScopeInference || !k.LastUsed.IsZero() {
+		if err != nil || k.ID != "key_old" || k.Scope != apikey.ScopeInference || !k.LastUsed.IsZero() {
 			t.Fatalf("old key after migration: %+v, %v", k, err)
 		}
 		s.Close()

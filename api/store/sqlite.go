@@ -10,6 +10,9 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/hearth-llm/hearth/apikey"
+	"github.com/hearth-llm/hearth/clock"
 )
 
 // ErrNotFound is returned for an unknown response id.
@@ -27,8 +30,8 @@ type Response struct {
 
 // SQLite keeps responses, API keys and settings in a SQLite database.
 type SQLite struct {
-	db  *sql.DB
-	now func() time.Time // creation times of keys; tests fix it
+	db    *sql.DB
+	clock clock.Clock // creation and use times of keys; tests pass a fake
 
 	// live indexes the keys that are not revoked by their secret's
 	// SHA-256: every API request asks, and a map answers in nanoseconds
@@ -36,7 +39,7 @@ type SQLite struct {
 	// database's only writer, so it changes only with CreateKey and
 	// RevokeKey.
 	mu   sync.RWMutex
-	live map[[sha256.Size]byte]APIKey
+	live map[[sha256.Size]byte]apikey.Key
 }
 
 // Open opens (creating if needed) the database at path; ":memory:" gives a
@@ -57,7 +60,7 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &SQLite{db: db, now: time.Now}
+	s := &SQLite{db: db, clock: clock.Real{}}
 	if err := s.loadLiveKeys(ctx); err != nil {
 		db.Close()
 		return nil, err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hearth-llm/hearth/api"
 	"github.com/hearth-llm/hearth/api/store"
+	"github.com/hearth-llm/hearth/apikey"
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/nodes"
@@ -233,29 +234,19 @@ const staticKeyID = "cli"
 
 // CreateKey copies name first: the console hands over strings that point
 // into fasthttp's reused request buffers, and keeps the key it gets back.
-func (k *keyStore) CreateKey(ctx context.Context, name string) (console.APIKey, string, error) {
-	return k.CreateScopedKey(ctx, name, store.ScopeInference)
+func (k *keyStore) CreateKey(ctx context.Context, name string) (apikey.Key, string, error) {
+	return k.CreateScopedKey(ctx, name, apikey.ScopeInference)
 }
 
-func (k *keyStore) CreateScopedKey(ctx context.Context, name, scope string) (console.APIKey, string, error) {
+func (k *keyStore) CreateScopedKey(ctx context.Context, name, scope string) (apikey.Key, string, error) {
 	key, secret, err := k.db.CreateScopedKey(ctx, strings.Clone(name), strings.Clone(scope))
 	if err != nil {
-		return console.APIKey{}, "", err
+		return apikey.Key{}, "", err
 	}
-	return consoleKey(key), secret, nil
+	return key, secret, nil
 }
 
-func (k *keyStore) Keys(ctx context.Context) ([]console.APIKey, error) {
-	keys, err := k.db.Keys(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]console.APIKey, len(keys))
-	for i, key := range keys {
-		out[i] = consoleKey(key)
-	}
-	return out, nil
-}
+func (k *keyStore) Keys(ctx context.Context) ([]apikey.Key, error) { return k.db.Keys(ctx) }
 
 func (k *keyStore) RevokeKey(ctx context.Context, id string) error {
 	err := k.db.RevokeKey(ctx, id)
@@ -265,25 +256,21 @@ func (k *keyStore) RevokeKey(ctx context.Context, id string) error {
 	return err
 }
 
-func (k *keyStore) CheckKey(ctx context.Context, secret string) (console.APIKey, error) {
+func (k *keyStore) CheckKey(ctx context.Context, secret string) (apikey.Key, error) {
 	for _, s := range k.static {
 		if subtle.ConstantTimeCompare([]byte(secret), []byte(s)) == 1 {
 			// The operator's own keys: they open everything.
-			return console.APIKey{ID: staticKeyID, Name: "--api-key", Scope: console.ScopeAdmin}, nil
+			return apikey.Key{ID: staticKeyID, Name: "--api-key", Scope: apikey.ScopeAdmin}, nil
 		}
 	}
 	key, err := k.db.CheckKey(ctx, secret)
 	if errors.Is(err, store.ErrNoSuchKey) {
-		return console.APIKey{}, console.ErrNoSuchKey
+		return apikey.Key{}, console.ErrNoSuchKey
 	}
 	if err != nil {
-		return console.APIKey{}, err
+		return apikey.Key{}, err
 	}
-	return consoleKey(key), nil
-}
-
-func consoleKey(k store.APIKey) console.APIKey {
-	return console.APIKey{ID: k.ID, Name: k.Name, Hint: k.Hint, Scope: k.Scope, Created: k.Created, LastUsed: k.LastUsed}
+	return key, nil
 }
 
 // apiKeys lets the gateway check the keys: those of the command line and
@@ -316,7 +303,7 @@ func (a apiKeys) CheckKey(ctx context.Context, secret string) error {
 // IsAdminKey tells the gateway which keys open /metrics from the network.
 func (a apiKeys) IsAdminKey(ctx context.Context, secret string) bool {
 	k, err := a.keys.CheckKey(ctx, secret)
-	return err == nil && k.Scope == console.ScopeAdmin
+	return err == nil && k.Scope == apikey.ScopeAdmin
 }
 
 // required reports whether the API needs a key right now; when the

@@ -18,7 +18,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/hearth-llm/hearth/catalog"
-	"github.com/hearth-llm/hearth/installer"
+	"github.com/hearth-llm/hearth/installer/doctor"
 	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker"
@@ -51,7 +51,7 @@ func runDoctor(ctx context.Context, env *environment, args []string) error {
 	if c, ok := disc.(io.Closer); ok {
 		defer c.Close()
 	}
-	doc := &installer.Doctor{
+	doc := &doctor.Doctor{
 		GPUs:        nodeGPUSource{discoverer: disc},
 		Fitter:      planFitter{model: cfg.model, hub: cfg.hfCache},
 		EngineImage: engineImageFor(cfg.engine, cfg.image),
@@ -122,13 +122,13 @@ func doctorDiscoverer(sim string) (nodes.Discoverer, error) {
 
 // doctorJSON is hearth doctor --json. Field names are stable.
 type doctorJSON struct {
-	Checks []installer.Check `json:"checks"`
+	Checks []doctor.Check `json:"checks"`
 }
 
 // writeDoctorText prints one line per check, its fix under it, and a count.
-func writeDoctorText(w io.Writer, checks []installer.Check) error {
+func writeDoctorText(w io.Writer, checks []doctor.Check) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	counts := map[installer.Status]int{}
+	counts := map[doctor.Status]int{}
 	for _, c := range checks {
 		counts[c.Status]++
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Status, c.Name, c.Evidence)
@@ -139,20 +139,20 @@ func writeDoctorText(w io.Writer, checks []installer.Check) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\n%d passed, %d warned, %d failed\n", counts[installer.Pass], counts[installer.Warn], counts[installer.Fail])
+	_, err := fmt.Fprintf(w, "\n%d passed, %d warned, %d failed\n", counts[doctor.Pass], counts[doctor.Warn], counts[doctor.Fail])
 	return err
 }
 
 // doctorExit is the command's error for its checks: nil when all pass,
-// else an exit status of installer.ExitCode's choosing.
-func doctorExit(checks []installer.Check) error {
-	code := installer.ExitCode(checks)
+// else an exit status of doctor.ExitCode's choosing.
+func doctorExit(checks []doctor.Check) error {
+	code := doctor.ExitCode(checks)
 	if code == 0 {
 		return nil
 	}
 	var names []string
 	for _, c := range checks {
-		if (code == 1 && c.Status == installer.Fail) || (code == 2 && c.Status == installer.Warn) {
+		if (code == 1 && c.Status == doctor.Fail) || (code == 2 && c.Status == doctor.Warn) {
 			names = append(names, c.Name)
 		}
 	}
@@ -186,16 +186,16 @@ type nodeGPUSource struct {
 	engines func(context.Context) []hruntime.Identity
 }
 
-var _ installer.GPUSource = nodeGPUSource{}
+var _ doctor.GPUSource = nodeGPUSource{}
 
-func (s nodeGPUSource) GPUs(ctx context.Context) (installer.GPUFacts, error) {
+func (s nodeGPUSource) GPUs(ctx context.Context) (doctor.GPUFacts, error) {
 	inv, err := s.discoverer.Discover(ctx)
-	facts := installer.GPUFacts{
+	facts := doctor.GPUFacts{
 		Source: inv.Host.Source, DriverVersion: inv.Host.DriverVersion, CUDAVersion: inv.Host.CUDADriverVersion,
 	}
 	switch {
 	case errors.Is(err, nodes.ErrNoDriver):
-		return facts, fmt.Errorf("%w: %w", installer.ErrNoDriver, err)
+		return facts, fmt.Errorf("%w: %w", doctor.ErrNoDriver, err)
 	case errors.Is(err, nodes.ErrNoGPU):
 		return facts, nil // a driver with no GPU: the installer says so
 	case err != nil:
@@ -209,7 +209,7 @@ func (s nodeGPUSource) GPUs(ctx context.Context) (installer.GPUFacts, error) {
 		engines = s.engines(ctx)
 	}
 	for _, g := range inv.GPUs {
-		gpu := installer.GPU{
+		gpu := doctor.GPUMemory{
 			Index: g.Index, Name: g.Name, MemoryTotal: g.MemoryTotal, MemoryFree: g.MemoryFree,
 			MemoryKnown: g.MemoryUsageKnown, Err: g.Err,
 		}
@@ -235,9 +235,9 @@ type planFitter struct {
 	hub   string // Hugging Face hub cache for models named by repository
 }
 
-var _ installer.Fitter = planFitter{}
+var _ doctor.Fitter = planFitter{}
 
-func (f planFitter) Fit(g installer.GPU, available uint64) (installer.Fit, error) {
+func (f planFitter) Fit(g doctor.GPUMemory, available uint64) (doctor.Fit, error) {
 	board := catalog.GPUByName(g.Name, g.MemoryTotal)
 	board.MemoryBytes = g.MemoryTotal
 	idle := catalog.GPUUse{GPU: board}
@@ -246,21 +246,21 @@ func (f planFitter) Fit(g installer.GPU, available uint64) (installer.Fit, error
 	if f.model == "" {
 		model, err = catalog.DefaultModel([]catalog.GPUUse{idle})
 		if errors.Is(err, catalog.ErrDoesNotFit) {
-			return installer.Fit{Reason: err.Error()}, nil
+			return doctor.Fit{Reason: err.Error()}, nil
 		}
 	} else {
 		model, err = catalog.ResolveModel(f.model, f.hub)
 	}
 	if err != nil {
-		return installer.Fit{}, err
+		return doctor.Fit{}, err
 	}
-	fit := installer.Fit{Model: model.DisplayName(), ModelContext: model.MaxModelLen}
+	fit := doctor.Fit{Model: model.DisplayName(), ModelContext: model.MaxModelLen}
 	plan, err := catalog.PlanEngines(catalog.PlanRequest{GPUs: []catalog.GPUUse{{GPU: board, UsedBytes: g.MemoryTotal - available}}, Model: model})
 	if errors.Is(err, catalog.ErrDoesNotFit) {
 		fit.Reason = err.Error()
 		return fit, nil
 	} else if err != nil {
-		return installer.Fit{}, err
+		return doctor.Fit{}, err
 	}
 	fit.Fits, fit.Context, fit.IdleContext = true, plan.MaxModelLen, plan.MaxModelLen
 	if idlePlan, err := catalog.PlanEngines(catalog.PlanRequest{GPUs: []catalog.GPUUse{idle}, Model: model}); err == nil {
@@ -272,26 +272,26 @@ func (f planFitter) Fit(g installer.GPU, available uint64) (installer.Fit, error
 // dockerDoctor is the installer's view of the Docker Engine.
 type dockerDoctor struct{ cli *client.Client }
 
-var _ installer.DockerSource = dockerDoctor{}
+var _ doctor.DockerSource = dockerDoctor{}
 
 // labelDoctor marks the containers hearth doctor --deep starts.
 const labelDoctor = "hearth.doctor"
 
-func (d dockerDoctor) Info(ctx context.Context) (installer.DockerInfo, error) {
+func (d dockerDoctor) Info(ctx context.Context) (doctor.DockerInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := d.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		return installer.DockerInfo{}, err
+		return doctor.DockerInfo{}, err
 	}
 	ver, err := d.cli.ServerVersion(ctx, client.ServerVersionOptions{})
 	if err != nil {
-		return installer.DockerInfo{}, err
+		return doctor.DockerInfo{}, err
 	}
 	res, err := d.cli.Info(ctx, client.InfoOptions{})
 	if err != nil {
-		return installer.DockerInfo{}, err
+		return doctor.DockerInfo{}, err
 	}
-	info := installer.DockerInfo{ServerVersion: ver.Version, APIVersion: ver.APIVersion, CDISpecDirs: res.Info.CDISpecDirs}
+	info := doctor.DockerInfo{ServerVersion: ver.Version, APIVersion: ver.APIVersion, CDISpecDirs: res.Info.CDISpecDirs}
 	for name := range res.Info.Runtimes {
 		info.Runtimes = append(info.Runtimes, name)
 	}

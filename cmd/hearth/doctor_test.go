@@ -13,7 +13,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/hearth-llm/hearth/installer"
+	"github.com/hearth-llm/hearth/installer/doctor"
 	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker/dockertest"
@@ -27,7 +27,7 @@ func doctorArgs(t *testing.T, extra ...string) []string {
 
 // decodeDoctorJSON decodes hearth doctor --json strictly: one "checks"
 // key, each check exactly name, status, evidence and fix.
-func decodeDoctorJSON(t *testing.T, out string) []installer.Check {
+func decodeDoctorJSON(t *testing.T, out string) []doctor.Check {
 	t.Helper()
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(out), &top); err != nil {
@@ -40,7 +40,7 @@ func decodeDoctorJSON(t *testing.T, out string) []installer.Check {
 	if err := json.Unmarshal(top["checks"], &raw); err != nil {
 		t.Fatalf("checks: %v", err)
 	}
-	var checks []installer.Check
+	var checks []doctor.Check
 	for _, r := range raw {
 		if got := keys(r); !slices.Equal(got, []string{"evidence", "fix", "name", "status"}) {
 			t.Errorf("check keys %v, want evidence, fix, name, status", got)
@@ -50,12 +50,12 @@ func decodeDoctorJSON(t *testing.T, out string) []installer.Check {
 				t.Errorf("check field %s is %T, want a string", k, v)
 			}
 		}
-		c := installer.Check{Name: fmt.Sprint(r["name"]), Status: installer.Status(fmt.Sprint(r["status"])),
+		c := doctor.Check{Name: fmt.Sprint(r["name"]), Status: doctor.Status(fmt.Sprint(r["status"])),
 			Evidence: fmt.Sprint(r["evidence"]), Fix: fmt.Sprint(r["fix"])}
-		if !slices.Contains([]installer.Status{installer.Pass, installer.Warn, installer.Fail}, c.Status) {
+		if !slices.Contains([]doctor.Status{doctor.Pass, doctor.Warn, doctor.Fail}, c.Status) {
 			t.Errorf("%s: status %q, want pass, warn or fail", c.Name, c.Status)
 		}
-		if c.Evidence == "" || (c.Status == installer.Pass) != (c.Fix == "") {
+		if c.Evidence == "" || (c.Status == doctor.Pass) != (c.Fix == "") {
 			t.Errorf("%s: %+v: want evidence, and a fix exactly when it did not pass", c.Name, c)
 		}
 		checks = append(checks, c)
@@ -73,7 +73,7 @@ func keys[V any](m map[string]V) []string {
 	})
 }
 
-func findCheck(t *testing.T, checks []installer.Check, name string) installer.Check {
+func findCheck(t *testing.T, checks []doctor.Check, name string) doctor.Check {
 	t.Helper()
 	for _, c := range checks {
 		if c.Name == name {
@@ -81,7 +81,7 @@ func findCheck(t *testing.T, checks []installer.Check, name string) installer.Ch
 		}
 	}
 	t.Fatalf("no check %q in %+v", name, checks)
-	return installer.Check{}
+	return doctor.Check{}
 }
 
 // dockerAnswers returns the local Docker Engine's runtimes, or skips the
@@ -115,12 +115,12 @@ func TestDoctorOnThisMachine(t *testing.T) {
 		t.Errorf("exit status %d (%v), want 1: the driver check fails", code, err)
 	}
 	checks := decodeDoctorJSON(t, out)
-	driver := findCheck(t, checks, installer.CheckDriver)
-	if driver.Status != installer.Fail || driver.Fix != "install the NVIDIA driver (R580 or newer for CUDA 13 images)" {
+	driver := findCheck(t, checks, doctor.CheckDriver)
+	if driver.Status != doctor.Fail || driver.Fix != "install the NVIDIA driver (R580 or newer for CUDA 13 images)" {
 		t.Errorf("driver check %+v, want a fail with the install fix", driver)
 	}
-	for _, name := range []string{installer.CheckDataDir, installer.CheckAPIPort} {
-		if c := findCheck(t, checks, name); c.Status != installer.Pass {
+	for _, name := range []string{doctor.CheckDataDir, doctor.CheckAPIPort} {
+		if c := findCheck(t, checks, name); c.Status != doctor.Pass {
 			t.Errorf("%s: %+v, want pass in a temporary directory and on port 0", name, c)
 		}
 	}
@@ -128,15 +128,15 @@ func TestDoctorOnThisMachine(t *testing.T) {
 	if !ok {
 		return
 	}
-	if c := findCheck(t, checks, installer.CheckDocker); c.Status != installer.Pass || !strings.Contains(c.Evidence, "Docker Engine") {
+	if c := findCheck(t, checks, doctor.CheckDocker); c.Status != doctor.Pass || !strings.Contains(c.Evidence, "Docker Engine") {
 		t.Errorf("docker check %+v, want pass with the version", c)
 	}
-	rt := findCheck(t, checks, installer.CheckNVIDIARuntime)
+	rt := findCheck(t, checks, doctor.CheckNVIDIARuntime)
 	if slices.Contains(runtimes, "nvidia") {
 		t.Logf("this Docker Engine has the nvidia runtime: %+v", rt)
 		return
 	}
-	if rt.Status != installer.Fail || !strings.Contains(rt.Fix, "nvidia-ctk runtime configure --runtime=docker") ||
+	if rt.Status != doctor.Fail || !strings.Contains(rt.Fix, "nvidia-ctk runtime configure --runtime=docker") ||
 		!strings.Contains(rt.Fix, "nvidia-ctk cdi generate") {
 		t.Errorf("nvidia runtime check %+v, want a fail with the nvidia-ctk fix", rt)
 	}
@@ -174,8 +174,8 @@ func TestDoctorDeepOnRealDocker(t *testing.T) {
 	if code := exitCode(err); code != 1 {
 		t.Errorf("exit status %d (%v), want 1", code, err)
 	}
-	deep := findCheck(t, decodeDoctorJSON(t, out), installer.CheckDeepGPU)
-	if deep.Status != installer.Fail || !strings.Contains(deep.Evidence, image) || !strings.Contains(deep.Fix, "nvidia-container-toolkit") {
+	deep := findCheck(t, decodeDoctorJSON(t, out), doctor.CheckDeepGPU)
+	if deep.Status != doctor.Fail || !strings.Contains(deep.Evidence, image) || !strings.Contains(deep.Fix, "nvidia-container-toolkit") {
 		t.Errorf("deep check %+v, want a fail naming the image, with the toolkit fix", deep)
 	}
 	t.Logf("deep check: %s", deep.Evidence)
@@ -191,16 +191,16 @@ func TestDoctorDeepOnRealDocker(t *testing.T) {
 
 	// An image that is not pulled starts nothing, and says so.
 	out, _, _ = runHearth(t, "", doctorArgs(t, "--json", "--deep", "--image", "hearth/not-pulled:none")...)
-	if c := findCheck(t, decodeDoctorJSON(t, out), installer.CheckDeepGPU); c.Status != installer.Warn || !strings.Contains(c.Evidence, "not pulled") {
+	if c := findCheck(t, decodeDoctorJSON(t, out), doctor.CheckDeepGPU); c.Status != doctor.Warn || !strings.Contains(c.Evidence, "not pulled") {
 		t.Errorf("deep check with an image not pulled: %+v, want a warning", c)
 	}
 }
 
 func TestExitStatus(t *testing.T) {
-	checks := func(statuses ...installer.Status) []installer.Check {
-		var cs []installer.Check
+	checks := func(statuses ...doctor.Status) []doctor.Check {
+		var cs []doctor.Check
 		for i, s := range statuses {
-			cs = append(cs, installer.Check{Name: fmt.Sprintf("check %d", i), Status: s})
+			cs = append(cs, doctor.Check{Name: fmt.Sprintf("check %d", i), Status: s})
 		}
 		return cs
 	}
@@ -210,9 +210,9 @@ func TestExitStatus(t *testing.T) {
 		want int
 	}{
 		{"success", nil, 0},
-		{"doctor: all pass", doctorExit(checks(installer.Pass, installer.Pass)), 0},
-		{"doctor: a warning", doctorExit(checks(installer.Pass, installer.Warn)), 2},
-		{"doctor: a failure", doctorExit(checks(installer.Warn, installer.Fail)), 1},
+		{"doctor: all pass", doctorExit(checks(doctor.Pass, doctor.Pass)), 0},
+		{"doctor: a warning", doctorExit(checks(doctor.Pass, doctor.Warn)), 2},
+		{"doctor: a failure", doctorExit(checks(doctor.Warn, doctor.Fail)), 1},
 		{"chosen status survives wrapping", fmt.Errorf("outer: %w", &exitStatusError{status: 3, msg: "x"}), 3},
 		{"bad command line", fmt.Errorf("%w: unknown flag", errUsage), 2},
 		{"other error", errors.New("boom"), 1},
@@ -228,7 +228,7 @@ func TestExitStatus(t *testing.T) {
 			}
 		})
 	}
-	if err := doctorExit(checks(installer.Pass, installer.Fail, installer.Fail)); err == nil || err.Error() != "doctor: 2 checks failed: check 1, check 2" {
+	if err := doctorExit(checks(doctor.Pass, doctor.Fail, doctor.Fail)); err == nil || err.Error() != "doctor: 2 checks failed: check 1, check 2" {
 		t.Errorf("doctorExit message %v", err)
 	}
 }
@@ -236,14 +236,14 @@ func TestExitStatus(t *testing.T) {
 func TestNodeGPUSource(t *testing.T) {
 	ctx := context.Background()
 	_, err := nodeGPUSource{discoverer: failedDiscovery{nodes.ErrNoDriver}}.GPUs(ctx)
-	if !errors.Is(err, installer.ErrNoDriver) {
-		t.Errorf("no driver: %v, want installer.ErrNoDriver", err)
+	if !errors.Is(err, doctor.ErrNoDriver) {
+		t.Errorf("no driver: %v, want doctor.ErrNoDriver", err)
 	}
 	if facts, err := (nodeGPUSource{discoverer: failedDiscovery{nodes.ErrNoGPU}}).GPUs(ctx); err != nil || len(facts.GPUs) != 0 {
 		t.Errorf("a driver without GPUs: %+v, %v; want no GPUs and no error", facts, err)
 	}
 	other := errors.New("nvml: Driver/library version mismatch")
-	if _, err := (nodeGPUSource{discoverer: failedDiscovery{other}}).GPUs(ctx); !errors.Is(err, other) || errors.Is(err, installer.ErrNoDriver) {
+	if _, err := (nodeGPUSource{discoverer: failedDiscovery{other}}).GPUs(ctx); !errors.Is(err, other) || errors.Is(err, doctor.ErrNoDriver) {
 		t.Errorf("NVML failure: %v, want it passed on, not as no driver", err)
 	}
 
@@ -272,7 +272,7 @@ func thisProcessIsTheEngine(context.Context) []hruntime.Identity {
 }
 
 func TestPlanFitter(t *testing.T) {
-	g := installer.GPU{Index: 0, Name: "NVIDIA GeForce RTX 4090", MemoryTotal: 24 << 30, MemoryFree: 24 << 30, MemoryKnown: true}
+	g := doctor.GPUMemory{Index: 0, Name: "NVIDIA GeForce RTX 4090", MemoryTotal: 24 << 30, MemoryFree: 24 << 30, MemoryKnown: true}
 	cases := []struct {
 		name      string
 		model     string

@@ -12,7 +12,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/hearth-llm/hearth/catalog"
-	"github.com/hearth-llm/hearth/installer"
+	"github.com/hearth-llm/hearth/installer/doctor"
 	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker"
@@ -156,7 +156,7 @@ func planHostRAM(cfg upConfig, specs []hruntime.Spec, kvBytes []float64, notes m
 
 // hostMemory reads the host's total and available memory.
 func hostMemory() (total, available uint64, err error) {
-	var h installer.HostSystem
+	var h doctor.HostSystem
 	if total, err = h.MemTotal(); err != nil {
 		return 0, 0, err
 	}
@@ -198,7 +198,7 @@ func estimateProfile(spec hruntime.Spec) (catalog.Profile, error) {
 	if !ok {
 		// A model Hearth has no figures for: the engine's own measurement
 		// will say its capacity.
-		return catalog.Profile{BlockSize: hruntime.BlockSize, MaxModelLen: spec.MaxModelLen}, nil
+		return catalog.Profile{BlockSize: tokenizer.DefaultBlockSize, MaxModelLen: spec.MaxModelLen}, nil
 	}
 	return catalog.ProfileOf(catalog.EngineConfig{
 		GPU: gpu, Model: model, SGLang: spec.Engine == hruntime.KindSGLang,

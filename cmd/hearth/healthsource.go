@@ -10,7 +10,7 @@ import (
 
 	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/console"
-	"github.com/hearth-llm/hearth/installer"
+	"github.com/hearth-llm/hearth/installer/doctor"
 	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
@@ -23,7 +23,7 @@ const healthCacheTTL = 30 * time.Second
 // healthSource is the console's Health page over the installer's checks,
 // the same as hearth doctor's, cached for healthCacheTTL.
 type healthSource struct {
-	doctor *installer.Doctor
+	doctor *doctor.Doctor
 	clock  clock.Clock // nil: real time
 
 	// mu is held while the checks run, so that callers arriving meanwhile
@@ -71,7 +71,7 @@ func newHealthSource(cfg upConfig, gpus nodes.Discoverer, engines func(context.C
 	if cfg.hfCache != "" {
 		hub = filepath.Join(cfg.hfCache, "hub")
 	}
-	doc := &installer.Doctor{
+	doc := &doctor.Doctor{
 		GPUs:        nodeGPUSource{discoverer: gpus, engines: engines},
 		Fitter:      planFitter{model: cfg.model, hub: hub},
 		EngineImage: engineImageFor(kind, cfg.image),

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/clock"
-	"github.com/hearth-llm/hearth/installer"
+	"github.com/hearth-llm/hearth/installer/doctor"
 	"github.com/hearth-llm/hearth/nodes"
 )
 
@@ -24,16 +24,16 @@ func (c *nowClock) Now() time.Time { return c.now }
 // countingGPUs is a GPUSource that counts how often the checks ran.
 type countingGPUs struct{ runs int }
 
-func (c *countingGPUs) GPUs(context.Context) (installer.GPUFacts, error) {
+func (c *countingGPUs) GPUs(context.Context) (doctor.GPUFacts, error) {
 	c.runs++
-	return installer.GPUFacts{}, installer.ErrNoDriver
+	return doctor.GPUFacts{}, doctor.ErrNoDriver
 }
 
 func TestHealthSourceCachesForThirtySeconds(t *testing.T) {
 	gpus := &countingGPUs{}
 	dir := t.TempDir()
 	clk := &nowClock{now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
-	src := &healthSource{clock: clk, doctor: &installer.Doctor{
+	src := &healthSource{clock: clk, doctor: &doctor.Doctor{
 		GPUs: gpus, HFCacheDir: dir, KVDir: dir, DataDir: dir, Addr: "127.0.0.1:0",
 	}}
 	ctx := context.Background()
@@ -41,7 +41,7 @@ func TestHealthSourceCachesForThirtySeconds(t *testing.T) {
 	if err != nil || len(first) == 0 {
 		t.Fatalf("Checks = %v, %v", first, err)
 	}
-	if first[0].Name != installer.CheckDriver || first[0].Status != "fail" || first[0].Fix == "" {
+	if first[0].Name != doctor.CheckDriver || first[0].Status != "fail" || first[0].Fix == "" {
 		t.Errorf("first check %+v, want the failed driver check with its fix", first[0])
 	}
 	first[0].Status = "scribbled" // the caller's copy, not the cache
@@ -68,16 +68,16 @@ func TestHealthSourceCachesForThirtySeconds(t *testing.T) {
 
 func TestHealthSourceCountsHearthsEngines(t *testing.T) {
 	gpus := nodes.SimSource{GPUs: []nodes.GPU{busyGPU()}}
-	without := &installer.Doctor{GPUs: nodeGPUSource{discoverer: gpus}, Fitter: planFitter{}}
-	with := &installer.Doctor{GPUs: nodeGPUSource{discoverer: gpus, engines: thisProcessIsTheEngine}, Fitter: planFitter{}}
+	without := &doctor.Doctor{GPUs: nodeGPUSource{discoverer: gpus}, Fitter: planFitter{}}
+	with := &doctor.Doctor{GPUs: nodeGPUSource{discoverer: gpus, engines: thisProcessIsTheEngine}, Fitter: planFitter{}}
 	ctx := context.Background()
-	memory := func(d *installer.Doctor) installer.Check {
-		return findCheck(t, d.Check(ctx), installer.GPUMemoryName(0))
+	memory := func(d *doctor.Doctor) doctor.Check {
+		return findCheck(t, d.Check(ctx), doctor.GPUMemoryName(0))
 	}
-	if c := memory(without); c.Status != installer.Fail {
+	if c := memory(without); c.Status != doctor.Fail {
 		t.Errorf("22 GiB held by others: %+v, want fail", c)
 	}
-	if c := memory(with); c.Status == installer.Fail || !strings.Contains(c.Evidence, "held by Hearth's engines") {
+	if c := memory(with); c.Status == doctor.Fail || !strings.Contains(c.Evidence, "held by Hearth's engines") {
 		t.Errorf("22 GiB held by Hearth's own engines: %+v, want them counted as available", c)
 	}
 }

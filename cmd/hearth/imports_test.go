@@ -21,21 +21,23 @@ const module = "github.com/hearth-llm/hearth"
 // A package may always import its own subpackages. cmd is absent: it may
 // import everything.
 var allowedHearthImports = map[string][]string{
-	"api":       {"router", "tokenizer", "runtime"},
+	"api":       {"router", "tokenizer", "runtime", "apikey"},
 	"tokenizer": {},
 	"kvevents":  {},
 	"router":    {"tokenizer", "kvbm", "kvevents", "zmtp"},
 	"kvbm":      {"kvevents"},
 	"runtime":   {"tokenizer", "kvevents", "catalog"},
 	"nodes":     {"catalog"},
-	"console":   {"assets"},
+	"console":   {"assets", "apikey"},
 	"bench":     {"router", "runtime", "tokenizer", "kvbm", "kvevents"},
 	"assets":    {},
 	"installer": {},
-	"catalog":   {},
+	"catalog":   {"tokenizer"},
 	"clock":     {},
-	"tlsca":     {},
-	"cluster":   {"router", "kvevents", "kvbm", "tokenizer", "zmtp"},
+	"tlsca":     {"pki"},
+	"pki":       {},
+	"apikey":    {},
+	"cluster":   {"router", "kvevents", "kvbm", "tokenizer", "zmtp", "pki"},
 	"zmtp":      {},
 	"adminapi":  {},
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/installer"
+	"github.com/hearth-llm/hearth/installer/config"
 	"github.com/hearth-llm/hearth/tlsca"
 )
 
@@ -26,7 +27,7 @@ const configEnv = "HEARTH_CONFIG"
 // upInspector receives the flags of hearth up once the command line, the
 // environment and the configuration file have given them their values,
 // with the file that was read ("" for none) and every flag's Setting.
-type upInspector func(fs *flag.FlagSet, file string, settings []installer.Setting) error
+type upInspector func(fs *flag.FlagSet, file string, settings []config.Setting) error
 
 // upConfigFlags is parseUpFlags' parsing: it adds --config, parses the
 // command line, then fills the flags it left unset from the HEARTH_*
@@ -35,7 +36,7 @@ type upInspector func(fs *flag.FlagSet, file string, settings []installer.Settin
 // in the environment, the inspector's answer ends the parse.
 func upConfigFlags(env *environment, fs *flag.FlagSet, args []string) error {
 	file := fs.String("config", "", "TOML file of hearth up's flags, one key per flag (default: "+installer.ConfigPath+" when it exists; also $"+configEnv+"); flags and HEARTH_* variables override it")
-	installer.TrackValues(fs)
+	config.TrackValues(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -46,7 +47,7 @@ func upConfigFlags(env *environment, fs *flag.FlagSet, args []string) error {
 	if path == "" {
 		path, required = env.upConfigFile, false
 	}
-	settings, err := installer.ApplyConfig(fs, installer.ConfigSources{
+	settings, err := config.Apply(fs, config.Sources{
 		File: path, Required: required, Getenv: env.getenv,
 		// HEARTH_API_KEY is the key clients send; the server's keys
 		// have their own variable (serverKeysEnv).
@@ -74,7 +75,7 @@ var errInspected = errors.New("flags inspected")
 // result instead of going on to check and start anything.
 func inspectUpFlags(env *environment, args []string, inspect upInspector) error {
 	sub := *env
-	sub.inspectUp = func(fs *flag.FlagSet, file string, settings []installer.Setting) error {
+	sub.inspectUp = func(fs *flag.FlagSet, file string, settings []config.Setting) error {
 		if err := inspect(fs, file, settings); err != nil {
 			return err
 		}
@@ -94,7 +95,7 @@ func runConfig(_ context.Context, env *environment, args []string) error {
 		fmt.Fprintln(env.stderr, "Usage: hearth config [--config FILE] [hearth up flags]\n\nPrints each flag of hearth up as a TOML key with its effective value, and\nits source: default, file, env (a HEARTH_* variable) or flag. Secrets are hidden.")
 		return flag.ErrHelp
 	}
-	return inspectUpFlags(env, args, func(fs *flag.FlagSet, file string, settings []installer.Setting) error {
+	return inspectUpFlags(env, args, func(fs *flag.FlagSet, file string, settings []config.Setting) error {
 		if file == "" {
 			fmt.Fprintln(env.stdout, "# no configuration file")
 		} else {
@@ -109,7 +110,7 @@ func runConfig(_ context.Context, env *environment, args []string) error {
 					values[i] = "(hidden)"
 				}
 			}
-			line, err := installer.ConfigLine(fs.Lookup(s.Name), values)
+			line, err := config.Line(fs.Lookup(s.Name), values)
 			if err != nil {
 				return err
 			}
@@ -140,9 +141,9 @@ func secretFlag(name string) bool {
 func serviceConfigText() ([]byte, error) {
 	env := &environment{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
 	var text []byte
-	err := inspectUpFlags(env, nil, func(fs *flag.FlagSet, _ string, _ []installer.Setting) error {
+	err := inspectUpFlags(env, nil, func(fs *flag.FlagSet, _ string, _ []config.Setting) error {
 		var err error
-		text, err = installer.ConfigTemplate(fs, installer.ServiceConfig(), "config")
+		text, err = config.Template(fs, installer.ServiceConfig(), "config")
 		return err
 	})
 	return text, err
@@ -277,7 +278,7 @@ func installedHealth(env *environment, layout installer.Layout) (string, *http.C
 	// HEARTH_* variables.
 	svc := &environment{stdout: env.stdout, stderr: env.stderr, getenv: func(string) string { return "" }}
 	var listen, tlsMode, certFile, dataDir string
-	err := inspectUpFlags(svc, []string{"--config", layout.Path(installer.ConfigPath)}, func(fs *flag.FlagSet, _ string, _ []installer.Setting) error {
+	err := inspectUpFlags(svc, []string{"--config", layout.Path(installer.ConfigPath)}, func(fs *flag.FlagSet, _ string, _ []config.Setting) error {
 		value := func(name string) string { return fs.Lookup(name).Value.String() }
 		listen, tlsMode, certFile, dataDir = value("listen"), value("tls"), value("tls-cert"), value("data-dir")
 		return nil

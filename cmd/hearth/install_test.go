@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/installer"
+	"github.com/hearth-llm/hearth/installer/config"
 	"github.com/hearth-llm/hearth/tlsca"
 )
 
@@ -153,7 +154,7 @@ func TestConfigCommand(t *testing.T) {
 	}
 	// Every flag of hearth up is listed but --config.
 	env := &environment{stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }}
-	inspectUpFlags(env, nil, func(fs *flag.FlagSet, _ string, _ []installer.Setting) error {
+	inspectUpFlags(env, nil, func(fs *flag.FlagSet, _ string, _ []config.Setting) error {
 		fs.VisitAll(func(f *flag.Flag) {
 			if _, ok := lines[f.Name]; !ok && f.Name != "config" {
 				t.Errorf("hearth config does not list %s", f.Name)

@@ -13,6 +13,7 @@ import (
 	"github.com/hearth-llm/hearth/router"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // The KV tiers hearth up gives its engines (--kvbm).
@@ -37,7 +38,7 @@ const nodeStoreRescan = 2 * time.Second
 // flavour and model hash blocks alike and share it.
 func spaceOf(flavor hruntime.Kind, model string, blockSize int) string {
 	if blockSize == 0 {
-		blockSize = sim.DefaultBlockSize
+		blockSize = tokenizer.DefaultBlockSize
 	}
 	return kvbm.SpaceName(string(flavor), model, blockSize)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -151,7 +152,7 @@ func TestPlanAgreesWithTheSimulatedEngine(t *testing.T) {
 				t.Errorf("%s on %s: the plan fits, the simulated engine does not start: %v", name, kind, err)
 				continue
 			}
-			if p.GPUBlocks*p.BlockSize != e.KVTokens || p.MaxModelLen != e.MaxModelLen || p.BlockSize != catalog.KVBlockTokens {
+			if p.GPUBlocks*p.BlockSize != e.KVTokens || p.MaxModelLen != e.MaxModelLen || p.BlockSize != tokenizer.DefaultBlockSize {
 				t.Errorf("%s on %s: simulated engine %d blocks of %d, context %d; plan %d tokens, context %d",
 					name, kind, p.GPUBlocks, p.BlockSize, p.MaxModelLen, e.KVTokens, e.MaxModelLen)
 			}

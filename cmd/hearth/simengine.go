@@ -10,6 +10,7 @@ import (
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/runtime/sim/simcli"
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // runSimEngine runs one simulated vLLM (or SGLang) server: the OpenAI API
@@ -27,7 +28,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	model := fs.String("model", "qwen3-14b-fp8", "modelled model: "+strings.Join(sim.ModelNames(), ", "))
 	servedName := fs.String("served-model-name", "", "model id clients use (default: --model)")
 	numBlocks := fs.Int("num-gpu-blocks", 0, "KV cache blocks (0: derive from GPU memory like vLLM)")
-	blockSize := fs.Int("block-size", sim.DefaultBlockSize, "tokens per KV block")
+	blockSize := fs.Int("block-size", tokenizer.DefaultBlockSize, "tokens per KV block")
 	maxSeqs := fs.Int("max-num-seqs", sim.DefaultMaxNumSeqs, "most requests running at once")
 	maxBatched := fs.Int("max-num-batched-tokens", catalog.DefaultMaxBatchedTokens, "token budget of one scheduler step")
 	maxModelLen := fs.Int("max-model-len", 0, "prompt plus output limit (0: the model's, capped by the KV cache)")

@@ -25,6 +25,7 @@ import (
 	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/console"
+	"github.com/hearth-llm/hearth/installer/config"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/router/ingest"
@@ -155,10 +156,10 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs.StringVar(&cfg.gpuRuntime, "gpu-runtime", "", "nvidia (containers get their GPU through the NVIDIA runtime) or none (no GPU: for the simulated images; the default with --sim)")
 	fs.StringVar(&cfg.node, "node", "", "this machine's name in engine names and container labels (default: the host name)")
 	fs.BoolVar(&cfg.keepEngines, "keep-engines", false, "leave engine containers running when the daemon stops, so the next start adopts them without reloading weights")
-	fs.Func("engine-arg", "an argument appended to every engine's command line (repeatable)", func(s string) error {
+	fs.Var(config.Repeatable(func(s string) error {
 		cfg.engineArgs = append(cfg.engineArgs, s)
 		return nil
-	})
+	}), "engine-arg", "an argument appended to every engine's command line (repeatable)")
 	fs.IntVar(&cfg.maxModelLen, "max-model-len", 0, "context length of each engine (0: the engine's default)")
 	fs.DurationVar(&cfg.stopTimeout, "stop-timeout", 30*time.Second, "how long a stopping engine may take before it is killed")
 	fs.StringVar(&cfg.listen, "listen", defaultListen, "address of the API (OpenAI and Anthropic)")
@@ -174,25 +175,25 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs.Int64Var(&cfg.seed, "seed", 0, "seed of the simulated engines")
 	fs.BoolVar(&cfg.simAgent.AllowWriteTools, "sim-allow-write-tools", false, "let the simulated model call tools that write, edit or run commands (it only reads otherwise)")
 	fs.Func("sim-tool-calls", "tool calls the simulated model makes per task before answering, N or N-M (default 3-6)", cfg.simAgent.ParseToolCallRange)
-	fs.Func("api-key", "require this API key from clients (repeatable; also $"+serverKeysEnv+", keys separated by commas; keys created in the console are kept in the data directory)", func(s string) error {
+	fs.Var(config.Repeatable(func(s string) error {
 		if s == "" {
 			return errors.New("empty key")
 		}
 		cfg.apiKeys = append(cfg.apiKeys, s)
 		return nil
-	})
+	}), "api-key", "require this API key from clients (repeatable; also $"+serverKeysEnv+", keys separated by commas; keys created in the console are kept in the data directory)")
 	fs.StringVar(&cfg.tls, "tls", tlsOff, "serve HTTPS: auto (a certificate from Hearth's own CA, kept in the data directory as tls/ca.pem) or off; needed to listen beyond loopback")
 	fs.StringVar(&cfg.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM, with its chain); needs --tls-key")
 	fs.StringVar(&cfg.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
 	fs.BoolVar(&cfg.insecureLAN, "insecure-lan", false, "allow plain HTTP on an address beyond loopback (keys and passwords then cross the network in clear)")
-	fs.Func("alias", `map a client's model name to the served one, NAME=MODEL; NAME may be a pattern such as "claude-*" (repeatable; default "*" maps every name)`, func(s string) error {
+	fs.Var(config.Repeatable(func(s string) error {
 		name, target, ok := strings.Cut(s, "=")
 		if !ok || name == "" || target == "" {
 			return fmt.Errorf("want NAME=MODEL, got %q", s)
 		}
 		cfg.aliases[name] = target
 		return nil
-	})
+	}), "alias", `map a client's model name to the served one, NAME=MODEL; NAME may be a pattern such as "claude-*" (repeatable; default "*" maps every name)`)
 	verbose := fs.Bool("v", false, "log debug messages")
 	fs.StringVar(&cfg.logFormat, "log-format", logFormatText, "log format: text (for people) or json (one object a line, for machines)")
 	if err := upConfigFlags(env, fs, args); err != nil {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hearth-llm/hearth/clock"
 )
 
 // console writes an engine's own output lines the way the real engine
@@ -13,8 +15,8 @@ import (
 // showing load progress, a person) reads the simulated one alike.
 type console struct {
 	mu  sync.Mutex
-	w   io.Writer // nil: discard
-	now func() time.Time
+	w   io.Writer   // nil: discard
+	clk clock.Clock // the time in each line
 	pid int
 }
 
@@ -28,7 +30,7 @@ const (
 // 10:00:00 [api_server.py:1912] message".
 func (c *console) vllm(proc, level, src, format string, args ...any) {
 	c.line(fmt.Sprintf("(%s pid=%d) %s %s [%s] %s", proc, c.pid, level,
-		c.now().Format("01-02 15:04:05"), src, fmt.Sprintf(format, args...)))
+		c.clk.Now().Format("01-02 15:04:05"), src, fmt.Sprintf(format, args...)))
 }
 
 // vllmUvicorn writes a uvicorn line of vLLM's API server.
@@ -44,7 +46,7 @@ func (c *console) sglang(tp bool, format string, args ...any) {
 	if tp {
 		tag = " TP0"
 	}
-	c.line(fmt.Sprintf("[%s%s] %s", c.now().Format("2006-01-02 15:04:05"), tag, fmt.Sprintf(format, args...)))
+	c.line(fmt.Sprintf("[%s%s] %s", c.clk.Now().Format("2006-01-02 15:04:05"), tag, fmt.Sprintf(format, args...)))
 }
 
 // raw writes a line as is: progress bars, traceback lines.

@@ -90,7 +90,6 @@ type Config struct {
 // Defaults, see Config. The memory figures are the catalog's, the
 // performance model the planner sizes real engines with.
 const (
-	DefaultBlockSize  = catalog.KVBlockTokens
 	DefaultMaxNumSeqs = 256
 )
 

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvevents"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
@@ -322,7 +323,7 @@ func (inst *Instance) newStartup() *startup {
 	host, port := inst.announced()
 	return &startup{
 		kind: inst.cfg.Kind, delay: inst.opts.StartupDelay, failure: inst.opts.Failure,
-		c:   &console{w: inst.opts.Console, now: time.Now, pid: os.Getpid()},
+		c:   &console{w: inst.opts.Console, clk: clock.Real{}, pid: os.Getpid()},
 		cfg: inst.cfg, gpu: inst.core.GPU(), model: inst.core.Model(),
 		modelPath: inst.opts.ModelPath, served: inst.opts.ServedModelName,
 		host: host, port: port,

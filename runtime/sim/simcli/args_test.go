@@ -8,6 +8,7 @@ import (
 
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // parseEngine parses an engine command line as runEngineProgram does,
@@ -63,7 +64,7 @@ func TestEngineArgsRoundTrip(t *testing.T) {
 				t.Fatalf("%q: %v", argv, err)
 			}
 			want := sim.Config{
-				GPU: "h100", Model: "qwen3-14b-fp8", NumGPUBlocks: 3000, BlockSize: hruntime.BlockSize,
+				GPU: "h100", Model: "qwen3-14b-fp8", NumGPUBlocks: 3000, BlockSize: tokenizer.DefaultBlockSize,
 				MaxModelLen: 16384, GPUMemoryUtilization: 0.85, CPUOffloadGiB: tc.offload, Seed: 42, Kind: tc.flavor,
 				Agent: sim.AgentOptions{AllowWriteTools: true, MinToolCalls: 2, MaxToolCalls: 4},
 			}

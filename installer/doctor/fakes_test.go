@@ -1,4 +1,4 @@
-package installer
+package doctor
 
 import (
 	"context"
@@ -21,7 +21,7 @@ type fakeFitter struct {
 	err                        error
 }
 
-func (f fakeFitter) Fit(g GPU, available uint64) (Fit, error) {
+func (f fakeFitter) Fit(g GPUMemory, available uint64) (Fit, error) {
 	if f.err != nil {
 		return Fit{}, f.err
 	}

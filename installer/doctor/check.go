@@ -1,4 +1,4 @@
-package installer
+package doctor
 
 import (
 	"context"
@@ -88,14 +88,16 @@ type GPUFacts struct {
 	// (12090 for 12.9), 0 when unknown.
 	DriverVersion string
 	CUDAVersion   int
-	GPUs          []GPU
+	GPUs          []GPUMemory
 }
 
 // Simulated reports whether the facts describe simulated GPUs.
 func (f GPUFacts) Simulated() bool { return f.Source == "sim" }
 
-// GPU is one GPU's memory.
-type GPU struct {
+// GPUMemory is what the checks read of one GPU: its memory, and the
+// driver's error. It is not a second GPU value: the adapter fills it from
+// nodes.GPU, which the doctor does not import (it would pull NVML in).
+type GPUMemory struct {
 	Index int
 	Name  string
 	// MemoryTotal is the board's memory in bytes, 0 when unknown;
@@ -113,12 +115,12 @@ type GPU struct {
 
 // Available is the memory the planned model may use: what is free plus
 // what Hearth's own engines hold.
-func (g GPU) Available() uint64 { return min(g.MemoryFree+g.HearthBytes, g.MemoryTotal) }
+func (g GPUMemory) Available() uint64 { return min(g.MemoryFree+g.HearthBytes, g.MemoryTotal) }
 
 // Fitter says how the planned model fits one GPU.
 type Fitter interface {
 	// Fit plans the model on g with available bytes free.
-	Fit(g GPU, available uint64) (Fit, error)
+	Fit(g GPUMemory, available uint64) (Fit, error)
 }
 
 // Fit is how the planned model fits one GPU.

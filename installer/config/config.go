@@ -1,4 +1,4 @@
-package installer
+package config
 
 import (
 	"errors"
@@ -40,8 +40,8 @@ type Setting struct {
 	Origin string
 }
 
-// ConfigSources is what ApplyConfig reads besides the command line.
-type ConfigSources struct {
+// Sources is what Apply reads besides the command line.
+type Sources struct {
 	// File is the TOML file ("" for none). A missing file is an error only
 	// when Required (the user named it); the default path may be absent.
 	File     string
@@ -64,10 +64,26 @@ func EnvName(flagName string) string {
 	return "HEARTH_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// TrackValues wraps the flags of fset that flag.Func defined so that the
-// texts they are set with are kept: such a flag shows nothing through
-// String, and a repeatable flag's values are lost once parsed. Call it
-// after defining the flags and before parsing; ApplyConfig reads what it
+// Repeatable is a flag that may be given more than once, each value
+// handed to the function in turn (fs.Var(config.Repeatable(fn), name,
+// usage)). The file sets it from an array; Apply and Line list all its
+// values. A flag defined with flag.Func keeps only its last value here.
+type Repeatable func(string) error
+
+// Set passes one value to the function.
+func (r Repeatable) Set(s string) error { return r(s) }
+
+// String is empty: the values live wherever the function puts them, and
+// help shows no default, as for flag.Func.
+func (Repeatable) String() string { return "" }
+
+// IsRepeatable says that the flag may be given more than once.
+func (Repeatable) IsRepeatable() bool { return true }
+
+// TrackValues wraps the flags of fset that flag.Func or Repeatable define
+// so that the texts they are set with are kept: such a flag shows nothing
+// through String, and a repeatable flag's values are lost once parsed.
+// Call it after defining the flags and before parsing; Apply reads what it
 // kept. Typed flags are left alone: their String is their value.
 func TrackValues(fset *flag.FlagSet) {
 	fset.VisitAll(func(f *flag.Flag) {
@@ -86,6 +102,7 @@ func TrackValues(fset *flag.FlagSet) {
 type trackedValue interface {
 	flag.Value
 	setTexts() []string
+	inner() flag.Value
 }
 
 type tracker struct {
@@ -112,18 +129,20 @@ func (t *tracker) Set(s string) error {
 
 func (t *tracker) setTexts() []string { return t.texts }
 
+func (t *tracker) inner() flag.Value { return t.Value }
+
 type boolTracker struct{ *tracker }
 
 func (*boolTracker) IsBoolFlag() bool { return true }
 
-// ApplyConfig gives every flag of fset that the command line did not set
+// Apply gives every flag of fset that the command line did not set
 // its value from the environment (EnvName) or else from the TOML file,
 // whose keys are the flags' names. It returns every flag's Setting, sorted
 // by name. A key the flag set does not know is an error naming the key and
 // the file, so that a misspelt key is not silently ignored. Call it after
 // fset.Parse; with TrackValues before parsing, the settings list the values
 // of repeatable and function flags as well.
-func ApplyConfig(fset *flag.FlagSet, src ConfigSources) ([]Setting, error) {
+func Apply(fset *flag.FlagSet, src Sources) ([]Setting, error) {
 	skip := map[string]bool{}
 	for _, n := range src.Skip {
 		skip[n] = true
@@ -287,9 +306,16 @@ func tomlScalar(v any) (string, error) {
 	return "", fmt.Errorf("want a string, number or boolean, got %T", v)
 }
 
-// repeatable reports whether a flag may be given more than once: the
-// flags of hearth up say so in their usage, "(repeatable".
-func repeatable(f *flag.Flag) bool { return strings.Contains(f.Usage, "(repeatable") }
+// repeatable reports whether a flag may be given more than once: its value
+// says so (Repeatable), under TrackValues' wrapper or not.
+func repeatable(f *flag.Flag) bool {
+	v := f.Value
+	if t, ok := v.(trackedValue); ok {
+		v = t.inner()
+	}
+	r, ok := v.(interface{ IsRepeatable() bool })
+	return ok && r.IsRepeatable()
+}
 
 // getterOf is the flag's typed value, or nil for flags defined with
 // flag.Func, whose type the flag package does not know.
@@ -305,12 +331,12 @@ func getterOf(f *flag.Flag) flag.Getter {
 	return nil
 }
 
-// ConfigTemplate writes the commented configuration file of a flag set:
+// Template writes the commented configuration file of a flag set:
 // every flag (but those in skip) as a key, its usage as a comment, its
 // default commented out. Values set a flag in the file instead (texts as
 // on the command line; several for a repeatable flag). Being generated
 // from the flag set itself, the file cannot drift from the flags.
-func ConfigTemplate(fset *flag.FlagSet, values map[string][]string, skip ...string) ([]byte, error) {
+func Template(fset *flag.FlagSet, values map[string][]string, skip ...string) ([]byte, error) {
 	var b strings.Builder
 	b.WriteString(configHeader)
 	var err error
@@ -443,9 +469,9 @@ func wrapWords(text string, width int) []string {
 	return lines
 }
 
-// ConfigLine writes one key of the configuration file: the flag's name and
+// Line writes one key of the configuration file: the flag's name and
 // values as a TOML assignment, `listen = "127.0.0.1:8000"`.
-func ConfigLine(f *flag.Flag, values []string) (string, error) {
+func Line(f *flag.Flag, values []string) (string, error) {
 	lit, err := tomlLiteral(f, values)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", f.Name, err)

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package installer
+package doctor
 
 import "errors"
 

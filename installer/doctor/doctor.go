@@ -1,4 +1,4 @@
-package installer
+package doctor
 
 import (
 	"context"
@@ -191,7 +191,7 @@ func (d *Doctor) checkGPUMemory(f GPUFacts, err error) []Check {
 	return checks
 }
 
-func (d *Doctor) checkOneGPU(g GPU) Check {
+func (d *Doctor) checkOneGPU(g GPUMemory) Check {
 	name := GPUMemoryName(g.Index)
 	label := fmt.Sprintf("gpu %d (%s)", g.Index, g.Name)
 	if g.Err != "" {

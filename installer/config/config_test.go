@@ -1,4 +1,4 @@
-package installer
+package config
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,10 +38,10 @@ func newTestFlags() *testFlags {
 	t.size = t.fs.Float64("kv-offloading-size", 32, "host RAM per engine in GiB")
 	t.keep = t.fs.Bool("keep-engines", false, "leave engine containers running when the daemon stops, so that the next start adopts them without reloading their weights")
 	t.stop = t.fs.Duration("stop-timeout", 30*time.Second, "how long a stopping engine may take")
-	t.fs.Func("alias", `map a name to the served model, NAME=MODEL (repeatable; default "*")`, func(s string) error {
+	t.fs.Var(Repeatable(func(s string) error {
 		t.aliases = append(t.aliases, s)
 		return nil
-	})
+	}), "alias", `map a name to the served model, NAME=MODEL (repeatable; default "*")`)
 	t.fs.Func("sim-tool-calls", "tool calls per task, N or N-M", func(s string) error {
 		t.tools = s
 		return nil
@@ -122,7 +123,7 @@ sim-tool-calls = ""
 			if err := f.fs.Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			settings, err := ApplyConfig(f.fs, ConfigSources{File: path, Getenv: envOf(tc.env), NoEnv: []string{"alias"}, Skip: []string{"config"}})
+			settings, err := Apply(f.fs, Sources{File: path, Getenv: envOf(tc.env), NoEnv: []string{"alias"}, Skip: []string{"config"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +144,7 @@ sim-tool-calls = ""
 	f := newTestFlags()
 	path := writeFile(t, "hearth.toml", file)
 	f.fs.Parse(nil)
-	if _, err := ApplyConfig(f.fs, ConfigSources{File: path, Getenv: envOf(map[string]string{"HEARTH_TP": "4"})}); err != nil {
+	if _, err := Apply(f.fs, Sources{File: path, Getenv: envOf(map[string]string{"HEARTH_TP": "4"})}); err != nil {
 		t.Fatal(err)
 	}
 	if *f.listen != "0.0.0.0:9000" || *f.kvbm != "ram" || *f.workers != 4 || *f.size != 8 || !*f.keep || *f.stop != time.Minute || len(f.aliases) != 2 {
@@ -185,7 +186,7 @@ func TestApplyConfigErrors(t *testing.T) {
 			if tc.required {
 				path += ".absent"
 			}
-			_, err := ApplyConfig(f.fs, ConfigSources{File: path, Required: tc.required, Getenv: envOf(tc.env), Skip: []string{"config"}})
+			_, err := Apply(f.fs, Sources{File: path, Required: tc.required, Getenv: envOf(tc.env), Skip: []string{"config"}})
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -204,7 +205,7 @@ func TestTrackValuesKeepsHelp(t *testing.T) {
 		fs := flag.NewFlagSet("up", flag.ContinueOnError)
 		fs.Int("tp", 1, "GPUs per engine")
 		fs.Bool("v", false, "debug")
-		fs.Func("alias", "an alias (repeatable)", func(string) error { return nil })
+		fs.Var(Repeatable(func(string) error { return nil }), "alias", "an alias (repeatable)")
 		fs.BoolFunc("quiet", "say less", func(string) error { return nil })
 		if track {
 			TrackValues(fs)
@@ -229,7 +230,7 @@ func TestTrackValuesKeepsHelp(t *testing.T) {
 
 func TestConfigTemplateGolden(t *testing.T) {
 	f := newTestFlags()
-	got, err := ConfigTemplate(f.fs, map[string][]string{"keep-engines": {"true"}, "alias": {`say "hi"=m`}}, "config")
+	got, err := Template(f.fs, map[string][]string{"keep-engines": {"true"}, "alias": {`say "hi"=m`}}, "config")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +254,7 @@ func TestConfigTemplateGolden(t *testing.T) {
 // reads back, and it lists every flag.
 func TestConfigTemplateRoundTrip(t *testing.T) {
 	f := newTestFlags()
-	text, err := ConfigTemplate(f.fs, map[string][]string{"alias": {"a=b", "c=d"}}, "config")
+	text, err := Template(f.fs, map[string][]string{"alias": {"a=b", "c=d"}}, "config")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +268,7 @@ func TestConfigTemplateRoundTrip(t *testing.T) {
 	path := writeFile(t, "hearth.toml", uncommented.String())
 	g := newTestFlags()
 	g.fs.Parse(nil)
-	settings, err := ApplyConfig(g.fs, ConfigSources{File: path, Skip: []string{"config"}})
+	settings, err := Apply(g.fs, Sources{File: path, Skip: []string{"config"}})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, uncommented.String())
 	}
@@ -283,7 +284,7 @@ func TestConfigTemplateRoundTrip(t *testing.T) {
 	}
 }
 
-func FuzzApplyConfig(f *testing.F) {
+func FuzzApply(f *testing.F) {
 	f.Add("listen = \"127.0.0.1:1\"\nalias = [\"a=b\"]\n")
 	f.Add("tp = 3\nkeep-engines = true\nstop-timeout = \"5s\"\n")
 	f.Add("[x]\ny = 1")
@@ -296,9 +297,45 @@ func FuzzApplyConfig(f *testing.F) {
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		settings, err := ApplyConfig(flags.fs, ConfigSources{File: path, Skip: []string{"config"}})
+		settings, err := Apply(flags.fs, Sources{File: path, Skip: []string{"config"}})
 		if err == nil && len(settings) != 8 {
 			t.Errorf("%d settings, want one per flag but config", len(settings))
 		}
 	})
+}
+
+// A flag is repeatable because its value is a Repeatable, not because of
+// what its usage says, and a Repeatable prints the help flag.Func would.
+func TestRepeatableIsTheValueNotTheUsage(t *testing.T) {
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	var got []string
+	fs.Var(Repeatable(func(s string) error { got = append(got, s); return nil }), "tag", "a tag")
+	fs.Func("note", "a note (repeatable, says the usage)", func(string) error { return nil })
+	TrackValues(fs)
+	path := writeFile(t, "hearth.toml", "tag = [\"a\", \"b\"]\n")
+	settings, err := Apply(fs, Sources{File: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"a", "b"}) || !slices.Equal(settings[1].Values, []string{"a", "b"}) {
+		t.Fatalf("tag set with %q, setting %+v", got, settings[1])
+	}
+	if _, err := Apply(fs, Sources{File: writeFile(t, "hearth.toml", "note = [\"a\"]\n")}); err == nil {
+		t.Fatal("an array set a flag whose usage only says it repeats")
+	}
+
+	help := func(define func(fs *flag.FlagSet)) string {
+		fs := flag.NewFlagSet("up", flag.ContinueOnError)
+		define(fs)
+		var b bytes.Buffer
+		fs.SetOutput(&b)
+		fs.PrintDefaults()
+		return b.String()
+	}
+	fn := func(string) error { return nil }
+	asFunc := help(func(fs *flag.FlagSet) { fs.Func("alias", "an alias (repeatable)", fn) })
+	asRepeatable := help(func(fs *flag.FlagSet) { fs.Var(Repeatable(fn), "alias", "an alias (repeatable)") })
+	if asFunc != asRepeatable {
+		t.Fatalf("help differs:\nflag.Func:\n%s\nRepeatable:\n%s", asFunc, asRepeatable)
+	}
 }

@@ -1,4 +1,4 @@
-package installer
+package doctor
 
 import (
 	"context"
@@ -17,7 +17,7 @@ const gb = 1 << 30
 func healthy() (*Doctor, *fakeGPUs, *fakeDocker, *fakeSystem) {
 	gpus := &fakeGPUs{facts: GPUFacts{
 		Source: "nvml", DriverVersion: "580.95.05", CUDAVersion: 13000,
-		GPUs: []GPU{{Index: 0, Name: "NVIDIA GeForce RTX 4090", MemoryTotal: 24 * gb, MemoryFree: 23 * gb, MemoryKnown: true}},
+		GPUs: []GPUMemory{{Index: 0, Name: "NVIDIA GeForce RTX 4090", MemoryTotal: 24 * gb, MemoryFree: 23 * gb, MemoryKnown: true}},
 	}}
 	dock := &fakeDocker{
 		info:   DockerInfo{ServerVersion: "28.2.2", APIVersion: "1.50", Runtimes: []string{"runc", "nvidia"}},
@@ -247,7 +247,7 @@ func TestDeepOnlyWhenAsked(t *testing.T) {
 
 func TestEveryGPUGetsAMemoryCheck(t *testing.T) {
 	d, g, _, _ := healthy()
-	g.facts.GPUs = append(g.facts.GPUs, GPU{Index: 1, Name: "NVIDIA GeForce RTX 3060", MemoryTotal: 12 * gb, MemoryFree: 11 * gb, MemoryKnown: true})
+	g.facts.GPUs = append(g.facts.GPUs, GPUMemory{Index: 1, Name: "NVIDIA GeForce RTX 3060", MemoryTotal: 12 * gb, MemoryFree: 11 * gb, MemoryKnown: true})
 	checks := d.Check(context.Background())
 	if c, _ := find(checks, GPUMemoryName(0)); c.Status != Pass {
 		t.Errorf("gpu 0: %+v, want pass", c)
