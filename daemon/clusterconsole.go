@@ -38,18 +38,18 @@ var _ console.ClusterSource = clusterConsole{}
 // peers dial when the cluster port listens on one address or one is
 // advertised; on a wildcard listener, every LAN address on its port, as
 // hearth cluster token does.
-func newClusterConsole(node *cluster.Node, c clusterConfig) clusterConsole {
+func newClusterConsole(node *cluster.Node, c ClusterConfig) clusterConsole {
 	return clusterConsole{node: node, inviteAddrs: func() []string {
-		host, _, _ := net.SplitHostPort(c.listen)
+		host, _, _ := net.SplitHostPort(c.Listen)
 		ip := net.ParseIP(host)
-		if c.advertiseHost != "" || (host != "" && (ip == nil || !ip.IsUnspecified())) {
+		if c.AdvertiseHost != "" || (host != "" && (ip == nil || !ip.IsUnspecified())) {
 			return []string{node.ProxyAddr()}
 		}
 		port := 0
 		if a, ok := node.ClusterPort().(*net.TCPAddr); ok {
 			port = a.Port
 		}
-		if addrs := tokenAddrs(nil, c.advertiseIface, port); len(addrs) > 0 {
+		if addrs := TokenAddrs(nil, c.AdvertiseIface, port); len(addrs) > 0 {
 			return addrs
 		}
 		return []string{node.ProxyAddr()}

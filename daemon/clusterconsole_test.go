@@ -52,8 +52,8 @@ func TestClusterConsoleOfRealNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := startTestNode(t, res.Identity, "b", res.Routes)
-	srcA := newClusterConsole(a, clusterConfig{listen: "127.0.0.1:0"})
-	srcB := newClusterConsole(b, clusterConfig{listen: "127.0.0.1:0"})
+	srcA := newClusterConsole(a, ClusterConfig{Listen: "127.0.0.1:0"})
+	srcB := newClusterConsole(b, ClusterConfig{Listen: "127.0.0.1:0"})
 	ctx := context.Background()
 
 	var cl console.Cluster
@@ -174,13 +174,25 @@ func TestJoinQueueOfPlane(t *testing.T) {
 }
 
 func TestTokenAddrs(t *testing.T) {
-	if got := tokenAddrs([]string{"10.0.0.1:7443"}, "", 9999); !slices.Equal(got, []string{"10.0.0.1:7443"}) {
+	if got := TokenAddrs([]string{"10.0.0.1:7443"}, "", 9999); !slices.Equal(got, []string{"10.0.0.1:7443"}) {
 		t.Errorf("named addresses: %v", got)
 	}
-	for _, a := range tokenAddrs(nil, "", 7555) {
+	for _, a := range TokenAddrs(nil, "", 7555) {
 		host, port, err := net.SplitHostPort(a)
 		if err != nil || port != strconv.Itoa(7555) || net.ParseIP(host) == nil {
 			t.Errorf("LAN address %q", a)
 		}
+	}
+}
+
+// waitUntil polls ok until it holds, failing the test after d.
+func waitUntil(t *testing.T, what string, d time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -89,12 +89,12 @@ func parentOf(pid int, procRoot string) int {
 // --keep-engines finds its engines still loaded, and a plan that saw
 // their memory as taken would differ from theirs and replace them.
 func withoutOwnEngines(ctx context.Context, node string, gpus []nodes.GPU, log *slog.Logger) []nodes.GPU {
-	cli, err := dockerClient(ctx)
+	cli, err := docker.Connect(ctx)
 	if err != nil {
 		return gpus // starting the engines will say what is wrong with Docker
 	}
 	defer cli.Close()
-	ids, err := engineContainers(ctx, cli, node)
+	ids, err := EngineContainers(ctx, cli, node)
 	if err != nil {
 		log.Warn("planning without knowing which GPU memory Hearth's engines hold", "err", err)
 		return gpus
@@ -102,8 +102,8 @@ func withoutOwnEngines(ctx context.Context, node string, gpus []nodes.GPU, log *
 	return releaseOwned(gpus, ids, "/proc")
 }
 
-// engineContainers names this node's running engine containers.
-func engineContainers(ctx context.Context, cli *client.Client, node string) ([]hruntime.Identity, error) {
+// EngineContainers names this node's running engine containers.
+func EngineContainers(ctx context.Context, cli *client.Client, node string) ([]hruntime.Identity, error) {
 	running, err := docker.EngineContainers(ctx, cli, node, false)
 	if err != nil {
 		return nil, err

@@ -15,21 +15,33 @@ import (
 // this machine's driver. A driver that cannot be reached is not an error
 // here: the source answers every reading with why, and selectGPUs decides
 // whether the daemon can do without. The source may be an io.Closer.
-func gpuSourceOf(cfg upConfig) (nodes.Discoverer, error) {
+func gpuSourceOf(cfg Config) (nodes.Discoverer, error) {
 	if cfg.gpuSource != nil {
 		return cfg.gpuSource, nil
 	}
-	node := cfg.node
-	if cfg.sim != "" && cfg.engineRuntime != "docker" {
+	node := cfg.Node
+	if cfg.Sim != "" && cfg.EngineRuntime != "docker" {
 		// Containers are named after their node, so simulated engines in
 		// containers keep it (two daemons sharing a Docker Engine must not
 		// share names); in-process ones are the "sim" node.
 		node = "sim"
 	}
-	d, err := nodes.NewDiscoverer(nodes.DiscoverConfig{Node: node, Sim: cfg.sim})
+	d, err := Discoverer(node, cfg.Sim)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --sim: %v", ErrUsage, err)
+	}
+	return d, nil
+}
+
+// Discoverer reads the GPUs of node: the simulated list sim (an error
+// when it does not parse), else this machine's driver. A driver that
+// cannot be reached is not an error here: the discoverer answers every
+// reading with why, and its reader decides whether it can do without.
+func Discoverer(node, sim string) (nodes.Discoverer, error) {
+	d, err := nodes.NewDiscoverer(nodes.DiscoverConfig{Node: node, Sim: sim})
 	switch {
-	case err != nil && cfg.sim != "":
-		return nil, fmt.Errorf("%w: --sim: %v", errUsage, err)
+	case err != nil && sim != "":
+		return nil, err
 	case err != nil:
 		return failedDiscovery{err}, nil
 	}
@@ -47,11 +59,11 @@ func (f failedDiscovery) Discover(context.Context) (nodes.Inventory, error) {
 // every GPU that is not lost when none are named. GPUs named while
 // discovery failed are served with unknown sizes (the engines' own
 // defaults), after a warning: the engine finds out for itself.
-func selectGPUs(cfg upConfig, inv nodes.Inventory, discoverErr error, log *slog.Logger) ([]nodes.GPU, error) {
-	if cfg.sim != "" {
+func selectGPUs(cfg Config, inv nodes.Inventory, discoverErr error, log *slog.Logger) ([]nodes.GPU, error) {
+	if cfg.Sim != "" {
 		return inv.GPUs, discoverErr
 	}
-	if len(cfg.gpus) == 0 {
+	if len(cfg.GPUs) == 0 {
 		if discoverErr != nil {
 			return nil, fmt.Errorf("up: --gpus all: %w", discoverErr)
 		}
@@ -70,34 +82,34 @@ func selectGPUs(cfg upConfig, inv nodes.Inventory, discoverErr error, log *slog.
 	}
 	if discoverErr != nil {
 		log.Warn("GPU discovery failed: serving the GPUs named by --gpus with unknown sizes", "err", discoverErr)
-		gpus := make([]nodes.GPU, len(cfg.gpus))
-		for i, ref := range cfg.gpus {
-			gpus[i] = nodes.NewGPU(cfg.node, ref.index)
-			gpus[i].UUID, gpus[i].Name = ref.uuid, "GPU "+strconv.Itoa(ref.index)
+		gpus := make([]nodes.GPU, len(cfg.GPUs))
+		for i, ref := range cfg.GPUs {
+			gpus[i] = nodes.NewGPU(cfg.Node, ref.Index)
+			gpus[i].UUID, gpus[i].Name = ref.UUID, "GPU "+strconv.Itoa(ref.Index)
 		}
 		return gpus, nil
 	}
-	gpus := make([]nodes.GPU, 0, len(cfg.gpus))
-	for _, ref := range cfg.gpus {
+	gpus := make([]nodes.GPU, 0, len(cfg.GPUs))
+	for _, ref := range cfg.GPUs {
 		i := -1
 		for j, g := range inv.GPUs {
-			if (ref.uuid != "" && g.UUID == ref.uuid) || (ref.uuid == "" && g.Index == ref.index) {
+			if (ref.UUID != "" && g.UUID == ref.UUID) || (ref.UUID == "" && g.Index == ref.Index) {
 				i = j
 			}
 		}
 		if i < 0 {
-			return nil, fmt.Errorf("%w: --gpus: this machine has no GPU %s (it has %s: hearth gpus)", errUsage, ref, gpuNames(inv.GPUs))
+			return nil, fmt.Errorf("%w: --gpus: this machine has no GPU %s (it has %s: hearth gpus)", ErrUsage, ref, gpuNames(inv.GPUs))
 		}
 		gpus = append(gpus, inv.GPUs[i])
 	}
 	return gpus, nil
 }
 
-func (r gpuRef) String() string {
-	if r.uuid != "" {
-		return r.uuid
+func (r GPURef) String() string {
+	if r.UUID != "" {
+		return r.UUID
 	}
-	return strconv.Itoa(r.index)
+	return strconv.Itoa(r.Index)
 }
 
 func gpuNames(gpus []nodes.GPU) string {

@@ -60,22 +60,22 @@ func (h *healthSource) Checks(ctx context.Context) ([]console.HealthCheck, error
 // reading, the API port is the daemon's own (addr), and the memory its
 // engines hold counts as available, so the page does not flag the
 // daemon's own engines. The returned func closes the Docker client.
-func newHealthSource(cfg upConfig, gpus nodes.Discoverer, engines func(context.Context) []hruntime.Identity, addr string) (*healthSource, func()) {
+func newHealthSource(cfg Config, gpus nodes.Discoverer, engines func(context.Context) []hruntime.Identity, addr string) (*healthSource, func()) {
 	// The engine whose image the CUDA check weighs; the simulated engine
 	// in-process has none, and is weighed as vLLM, the default.
-	kind := hruntime.Kind(cfg.engine)
+	kind := hruntime.Kind(cfg.Engine)
 	if kind != hruntime.KindSGLang {
 		kind = hruntime.KindVLLM
 	}
 	hub := ""
-	if cfg.hfCache != "" {
-		hub = filepath.Join(cfg.hfCache, "hub")
+	if cfg.HFCache != "" {
+		hub = filepath.Join(cfg.HFCache, "hub")
 	}
 	doc := &installer.Doctor{
 		GPUs:        nodeGPUSource{discoverer: gpus, engines: engines},
-		Fitter:      planFitter{model: cfg.model, hub: hub},
-		EngineImage: engineImageFor(kind, cfg.image),
-		HFCacheDir:  hub, KVDir: filepath.Join(cfg.dataDir, "kv"), DataDir: cfg.dataDir,
+		Fitter:      planFitter{model: cfg.Model, hub: hub},
+		EngineImage: EngineImageFor(kind, cfg.Image),
+		HFCacheDir:  hub, KVDir: filepath.Join(cfg.DataDir, "kv"), DataDir: cfg.DataDir,
 		Addr: addr, Serving: true,
 	}
 	closeDocker := func() {}

@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"context"
-	"html"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -79,21 +77,5 @@ func TestHealthSourceCountsHearthsEngines(t *testing.T) {
 	}
 	if c := memory(with); c.Status == installer.Fail || !strings.Contains(c.Evidence, "held by Hearth's engines") {
 		t.Errorf("22 GiB held by Hearth's own engines: %+v, want them counted as available", c)
-	}
-}
-
-// TestUpServesTheHealthPage: hearth up's console shows the checks, its own
-// API port among them as serving.
-func TestUpServesTheHealthPage(t *testing.T) {
-	baseURL := startUpWithConsole(t, 0, 0)
-	status, body, _ := get(t, http.DefaultClient, baseURL+"/console/health")
-	if status != http.StatusOK {
-		t.Fatalf("status %d\n%s", status, body)
-	}
-	text := html.UnescapeString(body)
-	for _, want := range []string{"simulated GPUs: no driver needed", "Hearth serves the API on", "gpu 1 memory", "Check again"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("Health page lacks %q", want)
-		}
 	}
 }

@@ -16,8 +16,8 @@ import (
 
 // Values of --tls.
 const (
-	tlsOff  = "off"
-	tlsAuto = "auto"
+	TLSOff  = "off"
+	TLSAuto = "auto"
 )
 
 // listensOnLoopback reports whether an address of --listen (host:port)
@@ -38,45 +38,45 @@ func listensOnLoopback(addr string) bool {
 // checkExposureFlags refuses a listen address beyond loopback that would
 // serve plain HTTP without --insecure-lan: keys and console passwords
 // would cross the LAN in clear text.
-func checkExposureFlags(cfg upConfig) error {
-	if cfg.tls != tlsOff && cfg.tls != tlsAuto {
-		return fmt.Errorf("%w: unknown --tls %q (known: off, auto; or give --tls-cert and --tls-key)", errUsage, cfg.tls)
+func checkExposureFlags(cfg Config) error {
+	if cfg.TLS != TLSOff && cfg.TLS != TLSAuto {
+		return fmt.Errorf("%w: unknown --tls %q (known: off, auto; or give --tls-cert and --tls-key)", ErrUsage, cfg.TLS)
 	}
-	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
-		return fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return fmt.Errorf("%w: --tls-cert and --tls-key go together", ErrUsage)
 	}
-	if cfg.tlsCert != "" && cfg.tls == tlsAuto {
-		return fmt.Errorf("%w: --tls auto makes its own certificate: drop it or drop --tls-cert/--tls-key", errUsage)
+	if cfg.TLSCert != "" && cfg.TLS == TLSAuto {
+		return fmt.Errorf("%w: --tls auto makes its own certificate: drop it or drop --tls-cert/--tls-key", ErrUsage)
 	}
-	if listensOnLoopback(cfg.listen) || cfg.servesTLS() || cfg.insecureLAN {
+	if listensOnLoopback(cfg.Listen) || cfg.ServesTLS() || cfg.InsecureLAN {
 		return nil
 	}
 	return fmt.Errorf("%w: --listen %s reaches beyond this machine, and plain HTTP would carry API keys and console passwords in clear: "+
 		"add --tls auto (Hearth makes its own CA and prints how clients trust it), or --tls-cert FILE --tls-key FILE for a certificate of your own; "+
-		"--insecure-lan serves plain HTTP anyway", errUsage, cfg.listen)
+		"--insecure-lan serves plain HTTP anyway", ErrUsage, cfg.Listen)
 }
 
 // checkExposureKeys refuses to serve beyond loopback while no API key
 // exists: anyone on the network could use the GPUs. Keys are those of the
 // command line and those kept in the database (storedKeys).
-func checkExposureKeys(cfg upConfig, addr net.Addr, storedKeys bool) error {
+func checkExposureKeys(cfg Config, addr net.Addr, storedKeys bool) error {
 	if tcp, ok := addr.(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
 		return nil
 	}
-	if len(cfg.apiKeys) > 0 || storedKeys {
+	if len(cfg.APIKeys) > 0 || storedKeys {
 		return nil
 	}
 	return fmt.Errorf("%w: --listen %s reaches beyond this machine but no API key is set, so anyone on the network could use it: "+
 		"pass --api-key SECRET (or $%s=SECRET1,SECRET2), or start once on 127.0.0.1, create a key on the console's Connect page and start again",
-		errUsage, cfg.listen, serverKeysEnv)
+		ErrUsage, cfg.Listen, ServerKeysEnv)
 }
 
-// servesTLS reports whether the API is served over TLS.
-func (cfg upConfig) servesTLS() bool { return cfg.tls == tlsAuto || cfg.tlsCert != "" }
+// ServesTLS reports whether the API is served over TLS.
+func (cfg Config) ServesTLS() bool { return cfg.TLS == TLSAuto || cfg.TLSCert != "" }
 
-// scheme is the URL scheme clients use.
-func (cfg upConfig) scheme() string {
-	if cfg.servesTLS() {
+// Scheme is the URL scheme clients use.
+func (cfg Config) Scheme() string {
+	if cfg.ServesTLS() {
 		return "https"
 	}
 	return "http"
@@ -85,19 +85,19 @@ func (cfg upConfig) scheme() string {
 // serverTLS builds the TLS configuration of the API: the user's
 // certificate, or one issued by the node's CA under the data directory
 // (nil ca then). It returns nil when TLS is off.
-func serverTLS(cfg upConfig, listenAddr net.Addr, now time.Time) (*tls.Config, *tlsca.Authority, error) {
+func serverTLS(cfg Config, listenAddr net.Addr, now time.Time) (*tls.Config, *tlsca.Authority, error) {
 	switch {
-	case cfg.tlsCert != "":
-		cert, err := tlsca.LoadKeyPair(cfg.tlsCert, cfg.tlsKey)
+	case cfg.TLSCert != "":
+		cert, err := tlsca.LoadKeyPair(cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
 			return nil, nil, fmt.Errorf("up: --tls-cert: %w", err)
 		}
 		return tlsca.ServerConfig(cert), nil, nil
-	case cfg.tls != tlsAuto:
+	case cfg.TLS != TLSAuto:
 		return nil, nil, nil
 	}
 	host, _ := os.Hostname()
-	ca, err := tlsca.LoadOrCreate(filepath.Join(cfg.dataDir, "tls"), host, now)
+	ca, err := tlsca.LoadOrCreate(filepath.Join(cfg.DataDir, "tls"), host, now)
 	if err != nil {
 		return nil, nil, fmt.Errorf("up: %w", err)
 	}

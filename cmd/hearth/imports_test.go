@@ -14,7 +14,8 @@ const module = "github.com/hearth-llm/hearth"
 // allowedHearthImports says, per top-level package, which other Hearth
 // packages it may import directly (docs/ARCHITECTURE.md, "Import layering").
 // A package may always import its own subpackages. cmd is absent: it may
-// import everything.
+// import everything. daemon, the composition of hearth up, may import the
+// console; no package but cmd imports daemon.
 var allowedHearthImports = map[string][]string{
 	"api":       {"router", "tokenizer", "kvbm", "runtime", "nodes", "catalog"},
 	"tokenizer": {},
@@ -32,6 +33,7 @@ var allowedHearthImports = map[string][]string{
 	"tlsca":     {},
 	"cluster":   {"router", "kvevents", "kvbm", "tokenizer", "zmtp"},
 	"zmtp":      {},
+	"daemon":    {"api", "catalog", "cluster", "console", "installer", "kvbm", "nodes", "router", "runtime", "tlsca", "tokenizer"},
 }
 
 // importedByAll are top-level packages every package may import: leaves
@@ -45,9 +47,9 @@ var confinedModules = []struct {
 	allowed []string // package path prefixes, relative to the module
 }{
 	{"github.com/docker/docker", []string{"runtime/docker", "cmd/"}},
-	{"github.com/moby/", []string{"runtime/docker", "cmd/"}},
+	{"github.com/moby/", []string{"runtime/docker", "cmd/", "daemon"}},
 	{"github.com/NVIDIA/go-nvml", []string{"nodes"}},
-	{"github.com/gofiber/", []string{"api", "console", "cmd/"}},
+	{"github.com/gofiber/", []string{"api", "console", "cmd/", "daemon"}},
 	{"github.com/a-h/templ", []string{"console", "cmd/"}},
 }
 
@@ -103,6 +105,10 @@ func checkImport(pkg, imp string) string {
 	impTop, _, _ := strings.Cut(rel, "/")
 	switch {
 	case top == "cmd" || impTop == top:
+		return ""
+	case impTop == "daemon":
+		return "no package but cmd imports daemon"
+	case impTop == "console" && top == "daemon":
 		return ""
 	case impTop == "cmd" || impTop == "console" || impTop == "bench":
 		return "no package imports cmd, console or bench"
@@ -160,6 +166,10 @@ func TestCheckImport(t *testing.T) {
 		{"everyone may use the clock", "tokenizer", module + "/clock", true},
 		{"the clock stays a leaf", "clock", module + "/tokenizer", false},
 		{"installer reads hearth through its own interfaces", "installer", module + "/nodes", false},
+		{"the daemon mounts the console", "daemon", module + "/console", true},
+		{"nobody but cmd imports the daemon", "api", module + "/daemon", false},
+		{"cmd imports the daemon", "cmd/hearth", module + "/daemon", true},
+		{"the daemon is no bench", "daemon", module + "/bench", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
