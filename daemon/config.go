@@ -104,7 +104,6 @@ type Config struct {
 	backoff            hruntime.Backoff
 	tweakSpec          func(*hruntime.Spec)
 	gpuSource          nodes.Discoverer
-	hostMemory         func() (total, available uint64, err error)
 	consoleInterval    time.Duration
 	consoleChartWindow time.Duration
 	gpuInterval        time.Duration

@@ -102,7 +102,7 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 		specs[i] = spec
 	}
 	if cfg.KVOffloadAuto && len(kvBytes) == len(specs) && !slices.Contains(kvBytes, 0) {
-		planHostRAM(cfg, specs, kvBytes, notes)
+		planHostRAM(specs, kvBytes, notes)
 	}
 	for i := range specs {
 		spec := specs[i]
@@ -155,12 +155,8 @@ func gpuUseOf(g nodes.GPU) catalog.GPUUse {
 // is free). A note says when a tier came out smaller than its GPU's KV
 // cache, or none fitted. Memory that cannot be read leaves the flag's
 // default.
-func planHostRAM(cfg Config, specs []hruntime.Spec, kvBytes []float64, notes map[string]string) {
-	read := cfg.hostMemory
-	if read == nil {
-		read = hostMemory
-	}
-	total, available, err := read()
+func planHostRAM(specs []hruntime.Spec, kvBytes []float64, notes map[string]string) {
+	total, available, err := hostMemory()
 	if err != nil {
 		return
 	}

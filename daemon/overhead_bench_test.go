@@ -45,7 +45,7 @@ import (
 // BenchmarkGatewayOverhead measures what the gateway adds on top of the
 // engines it fronts, against nginx as a plain reverse proxy in the same run:
 //
-//	go test -run '^$' -bench BenchmarkGatewayOverhead -benchtime 1x ./cmd/hearth/
+//	go test -run '^$' -bench BenchmarkGatewayOverhead -benchtime 1x ./daemon/
 //
 // Two simulated engines serve qwen3-8b on a modelled RTX 4090: a fast one
 // (speedup 1e6, so that its modelled GPU time is negligible and only its

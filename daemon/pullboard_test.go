@@ -20,8 +20,9 @@ func TestProgressBar(t *testing.T) {
 }
 
 // TestPullShowsAsTheStartingEnginesPhase: while an engine's image is
-// pulled, the engines API and the console show the pull and its percentage;
-// once every layer is in, the engine's own log tells its phase again.
+// pulled, its status (what the engines API and the console show) is the
+// pull and its percentage; once every layer is in, the engine's own log
+// tells its phase again.
 func TestPullShowsAsTheStartingEnginesPhase(t *testing.T) {
 	b := newPullBoard(nil, slog.New(slog.DiscardHandler))
 	b.set("rig/gpu0", docker.PullProgress{Image: "vllm/vllm-openai:v0.20.0", Layers: 4, Done: 1, Current: 300, Total: 1000})
