@@ -13,6 +13,7 @@ import (
 
 	"github.com/hearth-llm/hearth/bench"
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/runtime/sim"
@@ -199,7 +200,7 @@ func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags,
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the workload, engine hashes and router choices")
 	fs.DurationVar(&f.eventLatency, "event-latency", bench.DefaultEventLatency, "delay of KV events from engine to router (simulated)")
 	fs.Float64Var(&f.offloadGiB, "kv-offloading-size", bench.DefaultKVOffloadingGiB, "host RAM per simulated engine for offloaded KV blocks in GiB, vLLM's native offloading (0: off)")
-	fs.StringVar(&f.tiers, "kvbm", tiersRAM, "simulated KV tiers below the GPU: off, ram (--kv-offloading-size per engine) or ram+ssd (and a node SSD store shared by the engines, of sparse files under --kv-store-dir)")
+	fs.StringVar(&f.tiers, "kvbm", kvbm.TiersRAM, "simulated KV tiers below the GPU: off, ram (--kv-offloading-size per engine) or ram+ssd (and a node SSD store shared by the engines, of sparse files under --kv-store-dir)")
 	fs.StringVar(&f.storeDir, "kv-store-dir", "", "where ram+ssd runs keep their node store (default: the system's temp directory); each run's is removed after it")
 	fs.Float64Var(&f.diskGBps, "disk-gbps", catalog.DefaultDiskGBps, "read bandwidth of the simulated node store in GB/s")
 	fs.DurationVar(&f.restartAt, "restart-at", 0, "restart every simulated engine at this time into a run (their GPU and RAM caches lost, the node store kept), and report what the next turns loaded")
@@ -242,7 +243,7 @@ func (f *benchFlags) check(set map[string]bool) error {
 		return fmt.Errorf("%w: --runs %d out of [1, 100]", errUsage, f.runs)
 	}
 	switch f.tiers {
-	case tiersOff, tiersRAM, tiersRAMSSD:
+	case kvbm.TiersOff, kvbm.TiersRAM, kvbm.TiersRAMSSD:
 	default:
 		return fmt.Errorf("%w: unknown --kvbm %q (known: off, ram, ram+ssd)", errUsage, f.tiers)
 	}
@@ -341,11 +342,11 @@ func (f *benchFlags) build(ctx context.Context, seed uint64) (bench.Plan, bench.
 		latency = -1 // zero means none here, not the default
 	}
 	offload := f.offloadGiB
-	if offload == 0 || f.tiers == tiersOff {
+	if offload == 0 || f.tiers == kvbm.TiersOff {
 		offload = -1 // zero means off here, not the default
 	}
 	storeDir := ""
-	if f.tiers == tiersRAMSSD {
+	if f.tiers == kvbm.TiersRAMSSD {
 		storeDir = f.storeDir
 		if storeDir == "" {
 			storeDir = filepath.Join(os.TempDir(), "hearth-bench-kvstore")

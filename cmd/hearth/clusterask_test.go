@@ -15,6 +15,7 @@ import (
 
 	"github.com/hearth-llm/hearth/adminapi"
 	"github.com/hearth-llm/hearth/cluster"
+	"github.com/hearth-llm/hearth/daemon"
 )
 
 // askingDaemon starts hearth up --ask-join on a goroutine: it waits for
@@ -88,7 +89,7 @@ func TestAskJoinThroughTheAPI(t *testing.T) {
 	portA := freePort(t)
 	clusterToken(t, dirA, "a", fmt.Sprintf("127.0.0.1:%d", portA)) // creates the cluster
 	common := []string{"--sim", "1x4090", "--speedup", "100", "--mdns=false", "--cluster-routes-listen", "127.0.0.1:0", "--policy", "round_robin"}
-	baseA, _ := serveTestUp(t, append(common, "--node", "a", "--data-dir", dirA, "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", portA)), nil)
+	baseA, _ := serveTestUp(t, append(common, "--node", "a", "--data-dir", dirA, "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", portA)))
 
 	if out, err := runCLI(t, "cluster", "requests", "--addr", baseA); err != nil || !strings.Contains(out, "no join request is waiting") {
 		t.Fatalf("hearth cluster requests with none: %v\n%s", err, out)
@@ -154,7 +155,7 @@ func TestAskJoinThroughTheAPI(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("a rejected hearth up --ask-join did not end")
 	}
-	if _, err := cluster.Load(clusterDir(dirC)); !errors.Is(err, cluster.ErrNoCluster) {
+	if _, err := cluster.Load(daemon.ClusterDir(dirC)); !errors.Is(err, cluster.ErrNoCluster) {
 		t.Fatalf("a rejected node holds an identity: %v", err)
 	}
 	doneC <- nil // the cleanup waits for one value

@@ -23,8 +23,8 @@ func BenchmarkClusterRemoteTTFT(b *testing.B) {
 	port := freePortTB(b)
 	token := clusterTokenTB(b, dirA, "a", fmt.Sprintf("127.0.0.1:%d", port))
 	common := []string{"--sim", "1x4090", "--speedup", "100", "--mdns=false", "--cluster-routes-listen", "127.0.0.1:0", "--policy", "round_robin"}
-	baseA, _ := serveTestUp(b, append(common, "--node", "a", "--data-dir", dirA, "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", port)), nil)
-	serveTestUp(b, append(common, "--node", "b", "--data-dir", b.TempDir(), "--cluster-listen", "127.0.0.1:0", "--join", token), nil)
+	baseA, _ := serveTestUp(b, append(common, "--node", "a", "--data-dir", dirA, "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", port)))
+	serveTestUp(b, append(common, "--node", "b", "--data-dir", b.TempDir(), "--cluster-listen", "127.0.0.1:0", "--join", token))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		resp, err := http.Get(baseA + "/api/v1/nodes")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hearth-llm/hearth/adminapi"
 	"github.com/hearth-llm/hearth/cluster"
+	"github.com/hearth-llm/hearth/daemon"
 )
 
 func freePort(t *testing.T) int { return freePortTB(t) }
@@ -184,10 +185,10 @@ func TestDaemonsFormACluster(t *testing.T) {
 	portA := freePort(t)
 	token := clusterToken(t, dirA, "a", fmt.Sprintf("127.0.0.1:%d", portA))
 	common := []string{"--sim", "1x4090", "--speedup", "100", "--mdns=false", "--cluster-routes-listen", "127.0.0.1:0", "--policy", "round_robin"}
-	baseA, _ := serveTestUp(t, append(common, "--node", "a", "--data-dir", dirA, "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", portA)), nil)
+	baseA, _ := serveTestUp(t, append(common, "--node", "a", "--data-dir", dirA, "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", portA)))
 	dirB := t.TempDir()
-	baseB, _ := serveTestUp(t, append(common, "--node", "b", "--data-dir", dirB, "--cluster-listen", "127.0.0.1:0", "--join", token), nil)
-	baseC, stopC := serveTestUp(t, append(common, "--node", "c", "--data-dir", t.TempDir(), "--cluster-listen", "127.0.0.1:0", "--join", token), nil)
+	baseB, _ := serveTestUp(t, append(common, "--node", "b", "--data-dir", dirB, "--cluster-listen", "127.0.0.1:0", "--join", token))
+	baseC, stopC := serveTestUp(t, append(common, "--node", "c", "--data-dir", t.TempDir(), "--cluster-listen", "127.0.0.1:0", "--join", token))
 
 	for _, base := range []string{baseA, baseB, baseC} {
 		waitUntil(t, base+" to see three nodes up with an engine each", 10*time.Second, func() bool {
@@ -295,7 +296,7 @@ func TestDaemonsFormACluster(t *testing.T) {
 		}
 		return false
 	})
-	if _, err := cluster.Load(clusterDir(dirB)); !errors.Is(err, cluster.ErrNoCluster) {
+	if _, err := cluster.Load(daemon.ClusterDir(dirB)); !errors.Is(err, cluster.ErrNoCluster) {
 		t.Fatalf("b still holds an identity after leaving: %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,7 +15,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/hearth-llm/hearth/adminapi"
-	"github.com/hearth-llm/hearth/nodes"
+	"github.com/hearth-llm/hearth/daemon"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker/dockertest"
 )
@@ -29,9 +28,7 @@ func dockerUp(t *testing.T, cli *client.Client, node, sim string, flavor hruntim
 	image := dockertest.SimImage(t, cli, flavor)
 	args := append([]string{"--sim", sim, "--engine-runtime", "docker", "--engine", string(flavor), "--node", node,
 		"--image", image, "--speedup", "50", "--stop-timeout", "10s", "--data-dir", t.TempDir()}, extra...)
-	return serveTestUp(t, args, func(cfg *upConfig) {
-		cfg.backoff = hruntime.Backoff{Initial: 200 * time.Millisecond}
-	})
+	return serveTestUp(t, args, daemon.WithBackoff(hruntime.Backoff{Initial: 200 * time.Millisecond}))
 }
 
 // TestDockerEnginesServeAndSurviveAKill is hearth up with two engines in
@@ -186,7 +183,7 @@ func TestDockerUsageErrors(t *testing.T) {
 
 func TestParseGPUList(t *testing.T) {
 	got, err := parseGPUList("1, GPU-7b1e0d8c-2f4e-4c1a-9d55-3c3f1ad0e6a2")
-	want := []gpuRef{{index: 1}, {index: 1, uuid: "GPU-7b1e0d8c-2f4e-4c1a-9d55-3c3f1ad0e6a2"}}
+	want := []daemon.GPURef{{Index: 1}, {Index: 1, UUID: "GPU-7b1e0d8c-2f4e-4c1a-9d55-3c3f1ad0e6a2"}}
 	if err != nil || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("parseGPUList = %+v, %v; want %+v", got, err, want)
 	}
@@ -205,7 +202,7 @@ func TestPlanTensorParallelEngines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	specs, _, err := planEngines(cfg, plannedGPUs(t, cfg))
+	specs, _, err := daemon.Plan(context.Background(), cfg.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,8 +213,8 @@ func TestPlanTensorParallelEngines(t *testing.T) {
 	if !strings.Contains(args, "--tensor-parallel-size 2") {
 		t.Errorf("vLLM args lack the TP size: %s", args)
 	}
-	cfg.gpus = cfg.gpus[:3]
-	if _, _, err := planEngines(cfg, plannedGPUs(t, cfg)); err == nil {
+	cfg.GPUs = cfg.GPUs[:3]
+	if _, _, err := daemon.Plan(context.Background(), cfg.Config); err == nil {
 		t.Error("three GPUs at --tp 2: no error")
 	}
 }
@@ -249,7 +246,7 @@ func TestRealEnginesGetThePlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		specs, _, err := planEngines(cfg, plannedGPUs(t, cfg))
+		specs, _, err := daemon.Plan(context.Background(), cfg.Config)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,69 +264,9 @@ func TestRealEnginesGetThePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := planEngines(cfg, plannedGPUs(t, cfg)); err == nil || !strings.Contains(err.Error(), "try qwen3-14b-fp8, or --tp 2") {
+	if _, _, err := daemon.Plan(context.Background(), cfg.Config); err == nil || !strings.Contains(err.Error(), "try qwen3-14b-fp8, or --tp 2") {
 		t.Errorf("32B on a 4090: %v, want the plan's sentence", err)
 	}
-}
-
-// TestSimImageFollowsTheBinary: hearth up builds its simulated image when
-// missing, keeps it while the binary is the same, and builds it again for a
-// rebuilt binary under the same version tag.
-func TestSimImageFollowsTheBinary(t *testing.T) {
-	cli := dockertest.Client(t)
-	bin := dockertest.StaticHearth(t)
-	image := "hearth-test/sim-follow:" + strings.ToLower(dockertest.Node(t, cli))
-	t.Cleanup(func() { cli.ImageRemove(context.Background(), image, client.ImageRemoveOptions{Force: true}) })
-	ctx := context.Background()
-	log := slog.New(slog.DiscardHandler)
-	imageID := func() string {
-		got, err := cli.ImageInspect(ctx, image)
-		if err != nil {
-			t.Fatalf("inspect %s: %v", image, err)
-		}
-		return got.ID
-	}
-	if err := ensureSimImage(ctx, cli, hruntime.KindVLLM, image, bin, log); err != nil {
-		t.Fatal(err)
-	}
-	first := imageID()
-	if err := ensureSimImage(ctx, cli, hruntime.KindVLLM, image, bin, log); err != nil {
-		t.Fatal(err)
-	}
-	if imageID() != first {
-		t.Error("the same binary built the image again")
-	}
-
-	// A rebuilt binary: the same program with a byte more at its end.
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rebuilt := filepath.Join(t.TempDir(), "hearth")
-	if err := os.WriteFile(rebuilt, append(data, 0), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := ensureSimImage(ctx, cli, hruntime.KindVLLM, image, rebuilt, log); err != nil {
-		t.Fatal(err)
-	}
-	if imageID() == first {
-		t.Error("a rebuilt binary kept the old image")
-	}
-}
-
-// plannedGPUs is what hearth up would serve from with cfg.
-func plannedGPUs(t *testing.T, cfg upConfig) []nodes.GPU {
-	t.Helper()
-	src, err := gpuSourceOf(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := src.Discover(context.Background())
-	gpus, err := selectGPUs(cfg, inv, err, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return gpus
 }
 
 // TestDockerNodeStoreSurvivesEngineRestarts: SGLang-flavoured engines in

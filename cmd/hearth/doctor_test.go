@@ -13,8 +13,8 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/installer/doctor"
-	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker/dockertest"
 )
@@ -93,7 +93,7 @@ func dockerAnswers(t *testing.T) (runtimes []string, ok bool) {
 		return nil, false
 	}
 	defer cli.Close()
-	info, err := dockerDoctor{cli: cli}.Info(context.Background())
+	info, err := daemon.DoctorDocker(cli).Info(context.Background())
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("no Docker Engine answers, and CI must run the Docker tests: %v", err)
@@ -181,7 +181,7 @@ func TestDoctorDeepOnRealDocker(t *testing.T) {
 	t.Logf("deep check: %s", deep.Evidence)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	left, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", labelDoctor)})
+	left, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", "hearth.doctor")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,76 +230,5 @@ func TestExitStatus(t *testing.T) {
 	}
 	if err := doctorExit(checks(doctor.Pass, doctor.Fail, doctor.Fail)); err == nil || err.Error() != "doctor: 2 checks failed: check 1, check 2" {
 		t.Errorf("doctorExit message %v", err)
-	}
-}
-
-func TestNodeGPUSource(t *testing.T) {
-	ctx := context.Background()
-	_, err := nodeGPUSource{discoverer: failedDiscovery{nodes.ErrNoDriver}}.GPUs(ctx)
-	if !errors.Is(err, doctor.ErrNoDriver) {
-		t.Errorf("no driver: %v, want doctor.ErrNoDriver", err)
-	}
-	if facts, err := (nodeGPUSource{discoverer: failedDiscovery{nodes.ErrNoGPU}}).GPUs(ctx); err != nil || len(facts.GPUs) != 0 {
-		t.Errorf("a driver without GPUs: %+v, %v; want no GPUs and no error", facts, err)
-	}
-	other := errors.New("nvml: Driver/library version mismatch")
-	if _, err := (nodeGPUSource{discoverer: failedDiscovery{other}}).GPUs(ctx); !errors.Is(err, other) || errors.Is(err, doctor.ErrNoDriver) {
-		t.Errorf("NVML failure: %v, want it passed on, not as no driver", err)
-	}
-
-	src := nodeGPUSource{discoverer: nodes.SimSource{Node: "box", GPUs: []nodes.GPU{busyGPU()}}, engines: thisProcessIsTheEngine}
-	facts, err := src.GPUs(ctx)
-	if err != nil || len(facts.GPUs) != 1 {
-		t.Fatalf("GPUs = %+v, %v", facts, err)
-	}
-	if g := facts.GPUs[0]; g.HearthBytes != 20<<30 || g.Available() != 22<<30 {
-		t.Errorf("hearth holds %d, available %d; want the engine's 20 GiB held by Hearth, 22 GiB available", g.HearthBytes, g.Available())
-	}
-}
-
-// busyGPU is a 4090 with 2 GiB free: 20 GiB held by this test process
-// (standing for an engine) and 2 GiB by a game.
-func busyGPU() nodes.GPU {
-	gpu := nodes.NewGPU("box", 0)
-	gpu.Name, gpu.MemoryTotal, gpu.MemoryUsed, gpu.MemoryFree, gpu.MemoryUsageKnown = "NVIDIA GeForce RTX 4090", 24<<30, 22<<30, 2<<30, true
-	gpu.Processes = []nodes.Process{{PID: os.Getpid(), UsedBytes: 20 << 30, Name: "python3"}, {PID: 1, UsedBytes: 2 << 30, Name: "game.exe"}}
-	gpu.ProcessesKnown = true
-	return gpu
-}
-
-func thisProcessIsTheEngine(context.Context) []hruntime.Identity {
-	return []hruntime.Identity{{PID: os.Getpid()}}
-}
-
-func TestPlanFitter(t *testing.T) {
-	g := doctor.GPUMemory{Index: 0, Name: "NVIDIA GeForce RTX 4090", MemoryTotal: 24 << 30, MemoryFree: 24 << 30, MemoryKnown: true}
-	cases := []struct {
-		name      string
-		model     string
-		available uint64
-		fits      bool
-		shorter   bool // a shorter context than on the idle GPU
-	}{
-		{"default model on a free board", "", 24 << 30, true, false},
-		{"others hold some memory", "", 20 << 30, true, true},
-		{"others hold most of it", "", 10 << 30, false, false},
-		{"a small model named", "qwen3-8b-fp8", 24 << 30, true, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			fit, err := planFitter{model: tc.model}.Fit(g, tc.available)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if fit.Fits != tc.fits || (fit.Fits && (fit.Context < fit.IdleContext) != tc.shorter) {
-				t.Errorf("%+v: want fits %v, shorter context %v", fit, tc.fits, tc.shorter)
-			}
-			if !fit.Fits && fit.Reason == "" {
-				t.Error("no reason given for a model that does not fit")
-			}
-		})
-	}
-	if _, err := (planFitter{model: "no-such-model"}).Fit(g, 24<<30); err == nil {
-		t.Error("an unknown model planned without error")
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hearth-llm/hearth/adminapi"
 	"github.com/hearth-llm/hearth/api"
+	"github.com/hearth-llm/hearth/daemon"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
@@ -101,7 +102,7 @@ func serveLogs(t *testing.T, sup *hruntime.Supervisor) string {
 	t.Helper()
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	open := func(c *fiber.Ctx) error { return c.Next() }
-	adminapi.Mount(app, open, adminSources(sup.Engines, sup, api.NewTraffic(api.TrafficLimits{}), nil, nil, ""))
+	adminapi.Mount(app, open, daemon.AdminSources(sup.Engines, sup, api.NewTraffic(api.TrafficLimits{}), nil, nil, ""))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

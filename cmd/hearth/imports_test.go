@@ -19,7 +19,8 @@ const module = "github.com/hearth-llm/hearth"
 // allowedHearthImports says, per top-level package, which other Hearth
 // packages it may import directly (docs/ARCHITECTURE.md, "Import layering").
 // A package may always import its own subpackages. cmd is absent: it may
-// import everything.
+// import everything. daemon, the composition of hearth up, may import the
+// console; no package but cmd imports daemon.
 var allowedHearthImports = map[string][]string{
 	"api":       {"router", "tokenizer", "runtime", "apikey"},
 	"tokenizer": {},
@@ -40,6 +41,7 @@ var allowedHearthImports = map[string][]string{
 	"cluster":   {"router", "kvevents", "kvbm", "tokenizer", "zmtp", "pki"},
 	"zmtp":      {},
 	"adminapi":  {},
+	"daemon":    {"adminapi", "api", "catalog", "cluster", "console", "installer", "kvbm", "nodes", "router", "runtime", "tlsca", "tokenizer"},
 }
 
 // importedOnlyBy names top-level packages that only cmd and the packages
@@ -59,9 +61,9 @@ var confinedModules = []struct {
 	allowed []string // package path prefixes, relative to the module
 }{
 	{"github.com/docker/docker", []string{"runtime/docker", "cmd/"}},
-	{"github.com/moby/", []string{"runtime/docker", "cmd/"}},
+	{"github.com/moby/", []string{"runtime/docker", "cmd/", "daemon"}},
 	{"github.com/NVIDIA/go-nvml", []string{"nodes"}},
-	{"github.com/gofiber/", []string{"api", "console", "adminapi", "cmd/"}},
+	{"github.com/gofiber/", []string{"api", "console", "adminapi", "cmd/", "daemon"}},
 	{"github.com/a-h/templ", []string{"console", "cmd/"}},
 	{"github.com/nats-io/", []string{"cluster"}},
 	{"github.com/grandcat/zeroconf", []string{"cluster"}},
@@ -244,6 +246,10 @@ func checkImport(pkg, imp string) string {
 	switch {
 	case top == "cmd" || impTop == top:
 		return ""
+	case impTop == "daemon":
+		return "no package but cmd imports daemon"
+	case impTop == "console" && top == "daemon":
+		return ""
 	case impTop == "cmd" || impTop == "console" || impTop == "bench":
 		return "no package imports cmd, console or bench"
 	case importedOnlyBy[impTop] != nil && !slices.Contains(importedOnlyBy[impTop], top):
@@ -309,6 +315,10 @@ func TestCheckImport(t *testing.T) {
 		{"the console does not reach the admin API", "console", module + "/adminapi", false},
 		{"the admin API reads the daemon through its own interfaces", "adminapi", module + "/runtime", false},
 		{"the admin API serves with fiber", "adminapi", "github.com/gofiber/fiber/v2", true},
+		{"the daemon mounts the console", "daemon", module + "/console", true},
+		{"nobody but cmd imports the daemon", "api", module + "/daemon", false},
+		{"cmd imports the daemon", "cmd/hearth", module + "/daemon", true},
+		{"the daemon is no bench", "daemon", module + "/bench", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

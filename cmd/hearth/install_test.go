@@ -58,23 +58,23 @@ model = "qwen3-8b"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.sim != "2x4090" || cfg.tiers != "ram" || cfg.policy != "kv" {
-		t.Errorf("from the file: sim %q kvbm %q policy %q", cfg.sim, cfg.tiers, cfg.policy)
+	if cfg.Sim != "2x4090" || cfg.Tiers != "ram" || cfg.Policy != "kv" {
+		t.Errorf("from the file: sim %q kvbm %q policy %q", cfg.Sim, cfg.Tiers, cfg.Policy)
 	}
-	if cfg.listen != "127.0.0.1:9002" {
-		t.Errorf("listen %q, want the variable's", cfg.listen)
+	if cfg.Listen != "127.0.0.1:9002" {
+		t.Errorf("listen %q, want the variable's", cfg.Listen)
 	}
-	if cfg.seed != 9 {
-		t.Errorf("seed %d, want the flag's 9", cfg.seed)
+	if cfg.Seed != 9 {
+		t.Errorf("seed %d, want the flag's 9", cfg.Seed)
 	}
-	if cfg.aliases["claude-*"] != "qwen3-8b" || len(cfg.apiKeys) != 0 {
-		t.Errorf("aliases %v, api keys %q", cfg.aliases, cfg.apiKeys)
+	if cfg.Aliases["claude-*"] != "qwen3-8b" || len(cfg.APIKeys) != 0 {
+		t.Errorf("aliases %v, api keys %q", cfg.Aliases, cfg.APIKeys)
 	}
 	// HEARTH_CONFIG names the file when --config does not.
 	vars["HEARTH_CONFIG"] = file
 	cfg, err = parseUpFlags(env, nil)
-	if err != nil || cfg.policy != "kv" {
-		t.Errorf("with $HEARTH_CONFIG: policy %q, err %v", cfg.policy, err)
+	if err != nil || cfg.Policy != "kv" {
+		t.Errorf("with $HEARTH_CONFIG: policy %q, err %v", cfg.Policy, err)
 	}
 }
 
@@ -113,12 +113,12 @@ func TestUpConfigErrors(t *testing.T) {
 func TestUpDefaultConfigFile(t *testing.T) {
 	file := writeTestFile(t, "sim = \"1x4090\"\npolicy = \"kv\"\n")
 	env := &environment{stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }, upConfigFile: file}
-	if cfg, err := parseUpFlags(env, nil); err != nil || cfg.policy != "kv" {
-		t.Errorf("default file: policy %q, err %v", cfg.policy, err)
+	if cfg, err := parseUpFlags(env, nil); err != nil || cfg.Policy != "kv" {
+		t.Errorf("default file: policy %q, err %v", cfg.Policy, err)
 	}
 	env.upConfigFile = filepath.Join(t.TempDir(), "absent.toml")
-	if cfg, err := parseUpFlags(env, []string{"--sim", "1x4090"}); err != nil || cfg.policy != "hearth" {
-		t.Errorf("absent default file: policy %q, err %v", cfg.policy, err)
+	if cfg, err := parseUpFlags(env, []string{"--sim", "1x4090"}); err != nil || cfg.Policy != "hearth" {
+		t.Errorf("absent default file: policy %q, err %v", cfg.Policy, err)
 	}
 }
 
@@ -234,7 +234,7 @@ func TestInstallCommandUnderRoot(t *testing.T) {
 	// The installed configuration gives hearth up a valid command line.
 	vars := map[string]string{"HEARTH_CONFIG": filepath.Join(root, installer.ConfigPath)}
 	cfg, err := parseUpFlags(&environment{stderr: &bytes.Buffer{}, getenv: func(k string) string { return vars[k] }}, nil)
-	if err != nil || !cfg.keepEngines || cfg.dataDir != installer.DataDir || cfg.engineRuntime != "docker" || cfg.hfCache != installer.HFCacheDir {
+	if err != nil || !cfg.KeepEngines || cfg.DataDir != installer.DataDir || cfg.EngineRuntime != "docker" || cfg.HFCache != installer.HFCacheDir {
 		t.Errorf("hearth up with the installed config: %+v, %v", cfg, err)
 	}
 

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/adminapi"
+	"github.com/hearth-llm/hearth/daemon"
+	"github.com/hearth-llm/hearth/kvbm"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
@@ -30,16 +32,13 @@ func TestNodeStoreSurvivesEngineRestarts(t *testing.T) {
 		minCached float64 // share of turn 1's prompt the next turn finds cached
 		maxCached float64
 	}{
-		{tiersRAMSSD, 0.9, 1},
-		{tiersRAM, 0, 0},
+		{kvbm.TiersRAMSSD, 0.9, 1},
+		{kvbm.TiersRAM, 0, 0},
 	} {
 		t.Run(tc.tiers, func(t *testing.T) {
 			store := filepath.Join(t.TempDir(), "kvstore")
 			baseURL, stop := serveTestUp(t, []string{"--sim", "2x4090", "--engine-runtime", "process", "--speedup", "20",
-				"--data-dir", t.TempDir(), "--kvbm", tc.tiers, "--kv-store-dir", store, "--stop-timeout", "10s"}, func(cfg *upConfig) {
-				cfg.hearthBinary = exe
-				cfg.backoff = hruntime.Backoff{Initial: 100 * time.Millisecond}
-			})
+				"--data-dir", t.TempDir(), "--kvbm", tc.tiers, "--kv-store-dir", store, "--stop-timeout", "10s"}, daemon.WithHearthBinary(exe), daemon.WithBackoff(hruntime.Backoff{Initial: 100 * time.Millisecond}))
 			defer stop()
 
 			history := []string{strings.Repeat("You are a coding agent. Read the repository before you edit it. ", 300)}
@@ -47,7 +46,7 @@ func TestNodeStoreSurvivesEngineRestarts(t *testing.T) {
 			if first.prompt < 3000 {
 				t.Fatalf("turn 1 has %d prompt tokens; the test needs a long prefix", first.prompt)
 			}
-			if tc.tiers == tiersRAMSSD {
+			if tc.tiers == kvbm.TiersRAMSSD {
 				if n := countBlocks(t, store); n*16 < first.prompt*9/10 {
 					t.Fatalf("the store holds %d blocks after a %d-token prompt", n, first.prompt)
 				}

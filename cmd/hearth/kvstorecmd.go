@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/runtime/sim"
 )
 
 const kvstoreUsage = `kvstore [ls | rm MODEL] [--kv-store-dir DIR | --data-dir DIR]
@@ -40,7 +43,7 @@ func runKVStore(ctx context.Context, env *environment, args []string) error {
 		}
 		*dir = filepath.Join(*dataDir, "kvstore")
 	}
-	st, err := kvbm.OpenStore(kvbm.StoreConfig{Dir: *dir, CapacityBytes: engineStoreCapacity})
+	st, err := kvbm.OpenStore(kvbm.StoreConfig{Dir: *dir, CapacityBytes: kvbm.EngineStoreCapacity})
 	if err != nil {
 		return fmt.Errorf("kvstore: %w", err)
 	}
@@ -70,4 +73,11 @@ func runKVStore(ctx context.Context, env *environment, args []string) error {
 		return fmt.Errorf("kvstore: no space of model %q in %s", model, *dir)
 	}
 	return nil
+}
+
+// openEngineStore opens the node store in an engine process and returns
+// its space for the engine's blocks: engines of one flavour and model hash
+// blocks alike and share it.
+func openEngineStore(dir string, cfg sim.Config, log *slog.Logger) (*kvbm.Store, *kvbm.Space, error) {
+	return kvbm.OpenEngineStore(dir, daemon.StoreSpace(cfg), log)
 }

@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/installer"
 	"github.com/hearth-llm/hearth/runtime/sim/simcli"
 )
@@ -93,7 +94,7 @@ func main() {
 }
 
 // errUsage marks errors in how the command line was written.
-var errUsage = errors.New("usage")
+var errUsage = daemon.ErrUsage
 
 // exitStatusError is how a command chooses its exit status (hearth doctor:
 // 1 for a failed check, 2 for warnings only). Its message is printed like

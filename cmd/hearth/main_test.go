@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -18,13 +17,6 @@ const asHearthEnv = "HEARTH_TEST_AS_HEARTH"
 func TestMain(m *testing.M) {
 	if os.Getenv(asHearthEnv) == "1" {
 		main() // exits on error
-		os.Exit(0)
-	}
-	if spec := os.Getenv(benchGatewayEnv); spec != "" {
-		if err := runBenchGateway(spec); err != nil {
-			fmt.Fprintln(os.Stderr, "gateway:", err)
-			os.Exit(1)
-		}
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/nodes/nvmltest"
 )
@@ -38,9 +39,7 @@ func TestConsoleShowsNVMLTelemetry(t *testing.T) {
 	source := nodes.NewNVMLSource(lib, "sim", procRoot)
 	t.Cleanup(func() { source.Close() })
 
-	baseURL, _ := serveTestUp(t, []string{"--sim", "1x4090+1x3090", "--speedup", "100", "--data-dir", t.TempDir()}, func(cfg *upConfig) {
-		cfg.gpuSource, cfg.gpuInterval, cfg.consoleInterval = source, 20*time.Millisecond, 50*time.Millisecond
-	})
+	baseURL, _ := serveTestUp(t, []string{"--sim", "1x4090+1x3090", "--speedup", "100", "--data-dir", t.TempDir()}, daemon.WithGPUSource(source), daemon.WithGPUInterval(20*time.Millisecond), daemon.WithConsoleTiming(50*time.Millisecond, 0))
 
 	// Two cards, each with utilisation, temperature, power and memory
 	// lines of several points, and the game named under the 4090's bar.

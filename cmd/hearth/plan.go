@@ -119,19 +119,9 @@ func parsePlanFlags(env *environment, args []string) (planConfig, error) {
 	return cfg, nil
 }
 
-// gpuUseOf is a GPU as the planner sees it: the catalog's board for its
-// kind, else the board its name describes, sized by the memory the GPU
-// reports (a driver reports a little less than the box says), and the
-// memory other programs hold on it.
+// gpuUseOf is a GPU as the planner sees it (catalog.GPUUseOf).
 func gpuUseOf(g nodes.GPU) catalog.GPUUse {
-	board, ok := catalog.LookupGPU(g.Kind)
-	if !ok {
-		board = catalog.GPUByName(g.Name, g.MemoryTotal)
-	}
-	if g.MemoryTotal != 0 {
-		board.MemoryBytes = g.MemoryTotal
-	}
-	return catalog.GPUUse{GPU: board, UsedBytes: g.MemoryUsed}
+	return catalog.GPUUseOf(g.Kind, g.Name, g.MemoryTotal, g.MemoryUsed)
 }
 
 // planJSON is hearth plan --json: the plan per GPU, engine figures repeated

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hearth-llm/hearth/adminapi"
+	"github.com/hearth-llm/hearth/daemon"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
@@ -126,10 +127,7 @@ func TestProcessEngineKilledMidStream(t *testing.T) {
 	fds := openFDs(t)
 
 	baseURL, stop := serveTestUp(t, []string{"--sim", "2x4090", "--engine-runtime", "process", "--speedup", "4",
-		"--data-dir", t.TempDir(), "--stop-timeout", "10s"}, func(cfg *upConfig) {
-		cfg.hearthBinary = exe
-		cfg.backoff = hruntime.Backoff{Initial: 200 * time.Millisecond}
-	})
+		"--data-dir", t.TempDir(), "--stop-timeout", "10s"}, daemon.WithHearthBinary(exe), daemon.WithBackoff(hruntime.Backoff{Initial: 200 * time.Millisecond}))
 	engines := listEngines(t, baseURL)
 	if len(engines) != 2 {
 		t.Fatalf("engines: %+v, want 2", engines)
@@ -281,15 +279,12 @@ func TestEngineFailingAtStartIsGivenUpOn(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			baseURL, _ := serveTestUp(t, []string{"--sim", "2x4090", "--engine-runtime", "process", "--speedup", "50",
-				"--data-dir", t.TempDir()}, func(cfg *upConfig) {
-				cfg.hearthBinary = exe
-				cfg.backoff = hruntime.Backoff{Initial: 10 * time.Millisecond}
-				cfg.tweakSpec = func(s *hruntime.Spec) {
+				"--data-dir", t.TempDir()}, daemon.WithHearthBinary(exe), daemon.WithBackoff(hruntime.Backoff{Initial: 10 * time.Millisecond}),
+				daemon.WithSpecHook(func(s *hruntime.Spec) {
 					if tc.failing[s.Name] {
 						s.Command = oom
 					}
-				}
-			})
+				}))
 			for _, e := range listEngines(t, baseURL) {
 				want := "ready"
 				if tc.failing[e.Name] {

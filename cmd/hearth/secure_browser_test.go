@@ -72,7 +72,7 @@ func startUpPrinting(t *testing.T, args ...string) (baseURL, printed string) {
 			t.Errorf("hearth up: %v", err)
 		}
 	})
-	return cfg.scheme() + "://" + ln.Addr().String(), out.String()
+	return cfg.Scheme() + "://" + ln.Addr().String(), out.String()
 }
 
 var setupTokenLine = regexp.MustCompile(`setup token: (\S+)`)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/daemon"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
@@ -26,13 +27,13 @@ import (
 func startUp(t *testing.T, extraArgs ...string) (baseURL string, stop func() error) {
 	t.Helper()
 	args := append([]string{"--sim", "2x4090", "--speedup", "100", "--data-dir", t.TempDir()}, extraArgs...)
-	return serveTestUp(t, args, nil)
+	return serveTestUp(t, args)
 }
 
-// serveTestUp runs serveUp with a command line, adjusted by tweak when set,
+// serveTestUp runs the daemon with a command line, and opts when set,
 // and returns once its engines are ready: when it prints the clients'
 // settings.
-func serveTestUp(t testing.TB, args []string, tweak func(*upConfig)) (baseURL string, stop func() error) {
+func serveTestUp(t testing.TB, args []string, opts ...daemon.Option) (baseURL string, stop func() error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -43,9 +44,6 @@ func serveTestUp(t testing.TB, args []string, tweak func(*upConfig)) (baseURL st
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tweak != nil {
-		tweak(&cfg)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	printed := &firstWrite{c: make(chan struct{})}
@@ -53,7 +51,7 @@ func serveTestUp(t testing.TB, args []string, tweak func(*upConfig)) (baseURL st
 	if os.Getenv("HEARTH_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	go func() { done <- serveUp(ctx, printed, logger, cfg, ln) }()
+	go func() { done <- serveUp(ctx, printed, logger, cfg, ln, opts...) }()
 	select {
 	case <-printed.c:
 	case err := <-done:
@@ -75,7 +73,7 @@ func serveTestUp(t testing.TB, args []string, tweak func(*upConfig)) (baseURL st
 			t.Errorf("hearth up: %v", err)
 		}
 	})
-	return cfg.scheme() + "://" + ln.Addr().String(), stop
+	return cfg.Scheme() + "://" + ln.Addr().String(), stop
 }
 
 // firstWrite closes c when something is first written to it.
@@ -409,14 +407,11 @@ func TestUpServesTwoModels(t *testing.T) {
 	})
 	t.Run("one model's engine failed", func(t *testing.T) {
 		baseURL, _ := serveTestUp(t, []string{"--sim", "2x4090", "--speedup", "100", "--data-dir", t.TempDir(),
-			"--model", "qwen3-14b-fp8,qwen3-8b"}, func(cfg *upConfig) {
-			cfg.backoff = hruntime.Backoff{Initial: time.Millisecond}
-			cfg.tweakSpec = func(s *hruntime.Spec) {
-				if s.Model == "qwen3-8b" {
-					s.GPUMemoryUtilization = 0.05 // the weights do not fit: the engine cannot start
-				}
+			"--model", "qwen3-14b-fp8,qwen3-8b"}, daemon.WithBackoff(hruntime.Backoff{Initial: time.Millisecond}), daemon.WithSpecHook(func(s *hruntime.Spec) {
+			if s.Model == "qwen3-8b" {
+				s.GPUMemoryUtilization = 0.05 // the weights do not fit: the engine cannot start
 			}
-		})
+		}))
 		status, body, h := ask(t, baseURL, "qwen3-8b")
 		if status != http.StatusServiceUnavailable || h.Get("Retry-After") == "" || !strings.Contains(body, "sim/gpu1 failed") {
 			t.Errorf("qwen3-8b with its engine failed: %d, Retry-After %q: %s; want 503 saying why", status, h.Get("Retry-After"), body)
@@ -435,7 +430,7 @@ func TestUpSimAgentFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	specs, _, err := planEngines(cfg, plannedGPUs(t, cfg))
+	specs, _, err := daemon.Plan(context.Background(), cfg.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,4 +463,9 @@ func TestUpSimModelOnlyReads(t *testing.T) {
 	if a.toolName != "" || !strings.Contains(a.text, "simulated model") {
 		t.Errorf("codex with only a shell tool: %+v, want a text answer", a)
 	}
+}
+
+// serveUp runs the daemon as hearth up does, with cfg from parseUpFlags.
+func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConfig, ln net.Listener, opts ...daemon.Option) error {
+	return daemon.Run(ctx, cfg.Config, ln, stdout, log, opts...)
 }

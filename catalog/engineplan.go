@@ -1,0 +1,98 @@
+package catalog
+
+import (
+	"fmt"
+
+	"github.com/dustin/go-humanize"
+)
+
+// GPUUseOf is a GPU as the planner sees it, from what discovery reports:
+// the catalog's board for its kind, else the board its name describes,
+// sized by the memory the GPU reports (a driver reports a little less than
+// the box says), and the memory other programs hold on it.
+func GPUUseOf(kind, name string, memoryTotal, memoryUsed uint64) GPUUse {
+	board, ok := LookupGPU(kind)
+	if !ok {
+		board = GPUByName(name, memoryTotal)
+	}
+	if memoryTotal != 0 {
+		board.MemoryBytes = memoryTotal
+	}
+	return GPUUse{GPU: board, UsedBytes: memoryUsed}
+}
+
+// ModelRepo is the Hugging Face repository of a catalog model, or the name
+// itself.
+func ModelRepo(name string) string {
+	if m, ok := LookupModel(name); ok {
+		return m.Repo
+	}
+	return name
+}
+
+// EngineMemory is what the plan sets on one real engine.
+type EngineMemory struct {
+	// Engine is the plan of the engine; its kind picks the value of its
+	// own memory flag from it (vLLM's --gpu-memory-utilization, SGLang's
+	// --mem-fraction-static).
+	Engine      EnginePlan
+	MaxModelLen int
+	// KVCacheBytes is the engine's GPU KV cache.
+	KVCacheBytes float64
+	// Note says what other programs' memory cost the engine, "" when they
+	// hold none or it cost nothing.
+	Note string
+}
+
+// PlanEngineMemory plans one engine serving repo (a catalog name or a Hugging Face repository, read from the
+// cache hub when the catalog lacks it) tensor-parallel over gpus, with at
+// most maxModelLen of context (0: the longest that fits). ok is false when
+// there is nothing to plan with: a GPU of unknown size (named by index,
+// without discovery) or a model Hearth has no shape for; the engine then
+// keeps its own defaults. A model that does not fit is an error with the
+// plan's sentence.
+func PlanEngineMemory(repo, hub string, gpus []GPUUse, maxModelLen int) (plan EngineMemory, ok bool, err error) {
+	for _, g := range gpus {
+		if g.GPU.MemoryBytes == 0 {
+			return EngineMemory{}, false, nil
+		}
+	}
+	model, err := ResolveModel(repo, hub)
+	if err != nil {
+		return EngineMemory{}, false, nil // the engine reads the model itself
+	}
+	req := PlanRequest{GPUs: gpus, Model: model, TP: len(gpus), MaxModelLen: maxModelLen}
+	p, err := PlanEngines(req)
+	if err != nil {
+		return EngineMemory{}, false, err
+	}
+	e := p.Engines[0]
+	return EngineMemory{
+		Engine: e, MaxModelLen: e.MaxModelLen,
+		KVCacheBytes: e.KVCacheBytes(), Note: otherProgramsNote(req, e),
+	}, true, nil
+}
+
+// otherProgramsNote says what other programs' memory cost an engine, ""
+// when they hold none or it cost nothing.
+func otherProgramsNote(req PlanRequest, got EnginePlan) string {
+	gpus := make([]GPUUse, len(req.GPUs))
+	var other uint64
+	for i, u := range req.GPUs {
+		other += u.UsedBytes
+		gpus[i] = GPUUse{GPU: u.GPU}
+	}
+	if other == 0 {
+		return ""
+	}
+	req.GPUs = gpus
+	whole, err := PlanEngines(req)
+	if err != nil || whole.Engines[0].KVTokens <= got.KVTokens {
+		return ""
+	}
+	note := fmt.Sprintf("other programs hold %.1f GiB of this GPU: KV cache for %s tokens instead of %s", float64(other)/(1<<30), humanize.Comma(int64(got.KVTokens)), humanize.Comma(int64(whole.Engines[0].KVTokens)))
+	if got.MaxModelLen < whole.Engines[0].MaxModelLen {
+		note += fmt.Sprintf(", context cut to %s", humanize.Comma(int64(got.MaxModelLen)))
+	}
+	return note
+}

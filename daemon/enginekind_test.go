@@ -1,0 +1,93 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/router"
+	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/tokenizer"
+)
+
+// kindWithoutKVEvents is an engine kind registered by this test alone: one
+// that publishes no KV events, as a third engine might.
+const kindWithoutKVEvents hruntime.Kind = "test-noevents"
+
+func init() {
+	hruntime.Register(&hruntime.EngineKind{
+		Name:         kindWithoutKVEvents,
+		Program:      []string{"test-engine"},
+		Args:         func(hruntime.Spec, hruntime.Ports) []string { return nil },
+		LivenessPath: "/health",
+		MeasureProfile: func(_ context.Context, _ *http.Client, _ string, p catalog.Profile) (catalog.Profile, bool) {
+			return p, false
+		},
+		Stats:          func(map[string]*dto.MetricFamily) (hruntime.Stats, bool) { return hruntime.Stats{}, false },
+		MemoryFraction: func(e catalog.EnginePlan) float64 { return e.GPUMemoryUtilization },
+	})
+}
+
+// TestKindWithoutKVEventsIsRoutedOnPredictedCache: an engine of a kind that
+// publishes no KV events gets no KV-event endpoints, so the fleet adds it
+// to the router in approximate mode, and the router predicts its cache from
+// the prompts it routed there.
+func TestKindWithoutKVEventsIsRoutedOnPredictedCache(t *testing.T) {
+	rt, err := router.New(router.Config{Policy: router.PolicyKV})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFleet(rt, slog.New(slog.DiscardHandler))
+	ports := hruntime.Ports{Host: "127.0.0.1", HTTP: 8100, KVEvents: 5557, Replay: 5558}
+	if ep := ports.Endpoints(hruntime.KindVLLM); ep.KVEvents == "" {
+		t.Fatalf("a vLLM engine has no KV-event endpoint: %+v", ep)
+	}
+	spec := hruntime.Spec{Name: "node/gpu0", Engine: kindWithoutKVEvents, Model: "m"}
+	if err := spec.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	detach, err := f.Attach(ctx, hruntime.ReadyEngine{
+		Spec: spec, Runtime: "process", Endpoints: ports.Endpoints(spec.Engine),
+		Profile: catalog.Profile{GPUBlocks: 1000, BlockSize: 16},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); detach() }()
+
+	workers := rt.Workers()
+	if len(workers) != 1 || !workers[0].Info.Approximate {
+		t.Fatalf("workers %+v, want one in approximate mode", workers)
+	}
+	prompt := []tokenizer.SeqHash{11, 12, 13, 14}
+	d, err := rt.Route(ctx, &router.Request{ID: "r1", Hashes: prompt, Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Free("r1")
+	var cached [router.MaxWorkers]int
+	rt.Index().Match(prompt, kvbm.TierGPU, &cached)
+	if cached[d.WorkerID] != len(prompt) {
+		t.Errorf("predicted %d cached blocks for the routed prompt, want %d", cached[d.WorkerID], len(prompt))
+	}
+}
+
+// TestKindJSONKeepsSim: the engines API names an engine the simulator
+// plays from its spec "sim", as before kinds were descriptors.
+func TestKindJSONKeepsSim(t *testing.T) {
+	for st, want := range map[hruntime.Status]string{
+		{Engine: hruntime.KindVLLM, Simulated: true}: "sim",
+		{Engine: hruntime.KindVLLM}:                  "vllm",
+		{Engine: hruntime.KindSGLang}:                "sglang",
+	} {
+		if got := kindJSON(st); got != want {
+			t.Errorf("kindJSON(%+v) = %q, want %q", st, got, want)
+		}
+	}
+}

@@ -1,0 +1,238 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/installer/doctor"
+	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/nodes"
+	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/runtime/docker"
+	"github.com/hearth-llm/hearth/runtime/process"
+	"github.com/hearth-llm/hearth/runtime/sim"
+	"github.com/hearth-llm/hearth/tokenizer"
+)
+
+// Plan is the engines Run would start with cfg: the GPUs it reads, and one
+// engine per GPU (per cfg.TP GPUs). notes holds, by engine name, why an
+// engine got less than its GPUs could give it.
+func Plan(ctx context.Context, cfg Config, opts ...Option) (specs []hruntime.Spec, notes map[string]string, err error) {
+	for _, o := range opts {
+		o(&cfg)
+	}
+	src, err := gpuSourceOf(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c, ok := src.(io.Closer); ok {
+		defer c.Close()
+	}
+	inv, discoverErr := src.Discover(ctx)
+	gpus, err := selectGPUs(cfg, inv, discoverErr, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, nil, err
+	}
+	return planEngines(cfg, gpus)
+}
+
+// planEngines turns the command line and the GPUs it picked into one
+// engine per GPU (per --tp GPUs). notes holds, by engine name, why an
+// engine got less than its GPUs could give it (other programs hold memory).
+func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map[string]string, err error) {
+	// Without --engine the simulated engine runs from the spec (sim and
+	// process runtimes), playing vLLM.
+	engine, simulated := hruntime.KindVLLM, cfg.Engine == ""
+	if !simulated {
+		engine = hruntime.Kind(cfg.Engine)
+	}
+	tp := max(cfg.TP, 1)
+	if len(gpus) == 0 {
+		return nil, nil, errors.New("up: no GPU to serve from")
+	}
+	if len(gpus)%tp != 0 {
+		return nil, nil, fmt.Errorf("%w: --tp %d splits each engine over %d GPUs, and %d GPUs do not divide by it", ErrUsage, tp, tp, len(gpus))
+	}
+	toSpec := func(g nodes.GPU) hruntime.GPU {
+		return hruntime.GPU{Index: g.Index, UUID: g.UUID, Kind: g.Kind, Name: g.Name, Node: g.Node}
+	}
+	specs = make([]hruntime.Spec, len(gpus)/tp)
+	notes = map[string]string{}
+	var kvBytes []float64 // each real engine's GPU KV cache, when planned
+	for i := range specs {
+		gpu := gpus[i*tp]
+		var peers []hruntime.GPU
+		for _, g := range gpus[i*tp+1 : (i+1)*tp] {
+			peers = append(peers, toSpec(g))
+		}
+		spec := hruntime.Spec{
+			Name:      fmt.Sprintf("%s/gpu%d", gpu.Node, gpu.Index),
+			Engine:    engine,
+			Simulated: simulated,
+			Model:     cfg.Models[i%len(cfg.Models)],
+			// The engine loads the model's repository; clients ask for
+			// Hearth's name of it.
+			ModelPath:       catalog.ModelRepo(cfg.Models[i%len(cfg.Models)]),
+			ExtraArgs:       cfg.EngineArgs,
+			GPU:             toSpec(gpu),
+			TensorParallel:  peers,
+			MaxModelLen:     cfg.MaxModelLen,
+			KVOffloadingGiB: cfg.KVOffloadGiB,
+			KVStoreDir:      cfg.KVStoreDir,
+			Speedup:         cfg.Speedup,
+			Seed:            cfg.Seed, // equal content hashes equally in every engine, as vLLM's sha256 does
+			AllowWriteTools: cfg.SimAgent.AllowWriteTools,
+			MinToolCalls:    cfg.SimAgent.MinToolCalls,
+			MaxToolCalls:    cfg.SimAgent.MaxToolCalls,
+		}
+		if !simulated {
+			note, kv, err := planMemory(&spec, cfg, gpus[i*tp:(i+1)*tp])
+			if err != nil {
+				return nil, nil, err
+			}
+			if note != "" {
+				notes[spec.Name] = note
+			}
+			kvBytes = append(kvBytes, kv)
+		}
+		specs[i] = spec
+	}
+	if cfg.KVOffloadAuto && len(kvBytes) == len(specs) && !slices.Contains(kvBytes, 0) {
+		planHostRAM(specs, kvBytes, notes)
+	}
+	for i := range specs {
+		spec := specs[i]
+		estimate, err := estimateProfile(spec)
+		if err != nil {
+			return nil, nil, fmt.Errorf("up: engine %s: %w", spec.Name, err)
+		}
+		spec.Estimate = estimate
+		if cfg.tweakSpec != nil {
+			cfg.tweakSpec(&spec)
+		}
+		specs[i] = spec
+	}
+	return specs, notes, nil
+}
+
+// planMemory sets a real engine's memory fraction and context length from
+// the plan of what fits its GPUs (catalog.PlanEngineMemory), and fails with
+// the plan's one sentence when the model does not fit. The plan counts only
+// the memory that is free: when other programs' share cost the engine
+// context, note says so.
+func planMemory(spec *hruntime.Spec, cfg Config, gpus []nodes.GPU) (note string, kvBytes float64, err error) {
+	uses := make([]catalog.GPUUse, len(gpus))
+	for i, g := range gpus {
+		uses[i] = gpuUseOf(g)
+	}
+	hub := "" // the catalog's figures alone
+	if cfg.HFCache != "" {
+		hub = filepath.Join(cfg.HFCache, "hub")
+	}
+	plan, ok, err := catalog.PlanEngineMemory(spec.ModelPath, hub, uses, spec.MaxModelLen)
+	if err != nil {
+		return "", 0, fmt.Errorf("up: engine %s: %w", spec.Name, err)
+	}
+	if !ok {
+		return "", 0, nil
+	}
+	spec.GPUMemoryUtilization = spec.Engine.Descriptor().MemoryFraction(plan.Engine)
+	spec.MaxModelLen = plan.MaxModelLen
+	return plan.Note, plan.KVCacheBytes, nil
+}
+
+// gpuUseOf is a GPU as the planner sees it.
+func gpuUseOf(g nodes.GPU) catalog.GPUUse {
+	return catalog.GPUUseOf(g.Kind, g.Name, g.MemoryTotal, g.MemoryUsed)
+}
+
+// planHostRAM sizes the real engines' host-RAM KV tiers from the host's
+// memory (catalog.PlanHostTiers: headroom for the system, never more than
+// is free). A note says when a tier came out smaller than its GPU's KV
+// cache, or none fitted. Memory that cannot be read leaves the flag's
+// default.
+func planHostRAM(specs []hruntime.Spec, kvBytes []float64, notes map[string]string) {
+	total, available, err := hostMemory()
+	if err != nil {
+		return
+	}
+	for i, tier := range catalog.PlanHostTiers(total, available, kvBytes) {
+		specs[i].KVOffloadingGiB = tier.GiB
+		if tier.Note == "" {
+			continue
+		}
+		if notes[specs[i].Name] != "" {
+			notes[specs[i].Name] += "; "
+		}
+		notes[specs[i].Name] += tier.Note
+	}
+}
+
+// hostMemory reads the host's total and available memory.
+func hostMemory() (total, available uint64, err error) {
+	var h doctor.HostSystem
+	if total, err = h.MemTotal(); err != nil {
+		return 0, 0, err
+	}
+	available, err = h.MemAvailable()
+	return total, available, err
+}
+
+// estimateProfile is what the router assumes of an engine until the engine
+// tells its KV capacity: the catalog's performance model of the GPU and
+// model, which knows the boards and models Hearth knows.
+func estimateProfile(spec hruntime.Spec) (catalog.Profile, error) {
+	gpu, known := catalog.LookupGPU(spec.GPU.Kind)
+	if !known {
+		gpu, _ = catalog.LookupGPU("rtx4090") // an unknown board: size it as the common case
+	}
+	model, ok := catalog.LookupModel(spec.Model)
+	if !ok {
+		// A model Hearth has no figures for: the engine's own measurement
+		// will say its capacity.
+		return catalog.Profile{BlockSize: tokenizer.DefaultBlockSize, MaxModelLen: spec.MaxModelLen}, nil
+	}
+	return catalog.ProfileOf(catalog.EngineConfig{
+		GPU: gpu, Model: model, SGLang: spec.Engine == hruntime.KindSGLang,
+		NumGPUBlocks: spec.NumGPUBlocks, MaxModelLen: spec.MaxModelLen,
+		MemoryFraction: spec.GPUMemoryUtilization, CPUOffloadGiB: spec.KVOffloadingGiB,
+	})
+}
+
+// newLauncher picks the engines' runtime. In-process engines get their
+// part of the node store (nil: none) from the daemon's handle on it.
+func newLauncher(ctx context.Context, cfg Config, tok *tokenizer.Model, store *kvbm.NodeStore, progress func(string, docker.PullProgress), log *slog.Logger) (hruntime.Launcher, func(), error) {
+	if cfg.EngineRuntime == "docker" {
+		return newDockerLauncher(ctx, cfg, progress, log)
+	}
+	l, err := newLocalLauncher(cfg, tok, store, log)
+	return l, func() {}, err
+}
+
+func newLocalLauncher(cfg Config, tok *tokenizer.Model, store *kvbm.NodeStore, log *slog.Logger) (hruntime.Launcher, error) {
+	switch cfg.EngineRuntime {
+	case "process":
+		hearth := cfg.hearthBinary
+		if hearth == "" {
+			exe, err := os.Executable()
+			if err != nil {
+				return nil, fmt.Errorf("up: the hearth binary, to run engines: %w", err)
+			}
+			hearth = exe
+		}
+		return &process.Launcher{Hearth: hearth, Env: os.Environ(), Logger: log.With("component", "engine")}, nil
+	default:
+		l := &sim.Launcher{Tokenizer: tok, Logger: log.With("component", "engine")}
+		if store != nil {
+			l.NodeStore = nodeStoreSpace(store)
+		}
+		return l, nil
+	}
+}

@@ -1,0 +1,149 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/hearth-llm/hearth/cluster"
+	hruntime "github.com/hearth-llm/hearth/runtime"
+
+	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/router/ingest"
+)
+
+// fleet puts engines into service as the supervisor reports them ready,
+// and takes them out when they go down: each is a router worker, with the
+// engine's address, that follows the engine's KV events.
+type fleet struct {
+	rt  *router.Router
+	log *slog.Logger
+	// storeReadBytesPerSec is the read bandwidth of the node's SSD KV
+	// store; 0 without one. Engines that use the store share its tier in
+	// the router, which prices loads from it at this speed.
+	storeReadBytesPerSec float64
+
+	// cluster, when this node belongs to one, is offered every engine
+	// put into service, so that peers route to it too.
+	cluster clusterOffer
+
+	mu   sync.Mutex
+	live map[string]*liveEngine // by engine name
+}
+
+// liveEngine is an engine in service.
+type liveEngine struct {
+	id  router.WorkerID
+	sub *ingest.Subscriber
+}
+
+var _ hruntime.Attacher = (*fleet)(nil)
+
+func newFleet(rt *router.Router, log *slog.Logger) *fleet {
+	return &fleet{rt: rt, log: log, live: make(map[string]*liveEngine)}
+}
+
+// Attach registers the engine with the router, follows its KV events until
+// ctx ends (a restarted engine gets a fresh subscription: its sequence
+// numbers start again at 0) and tells the gateway where it is.
+func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), error) {
+	name, p := e.Spec.Name, e.Profile
+	info := router.WorkerInfo{
+		Name:                name,
+		BaseURL:             e.Endpoints.BaseURL,
+		Model:               e.Spec.Model,
+		CapacityBlocks:      p.GPUBlocks,
+		PrefillTokensPerSec: p.PrefillTokensPerSec,
+		RAMCapacityBlocks:   p.CPUBlocks,
+		BlockBytes:          p.BlockBytes,
+		LoadBytesPerSec:     p.LoadBytesPerSec,
+		Approximate:         e.Endpoints.KVEvents == "",
+	}
+	if e.Spec.UsesKVStore() && f.storeReadBytesPerSec > 0 {
+		info.Node, info.DiskLoadBytesPerSec = e.Spec.GPU.Node, f.storeReadBytesPerSec
+	}
+	id, err := f.rt.AddWorker(info)
+	if err != nil {
+		return nil, err
+	}
+	var sub *ingest.Subscriber
+	done := make(chan struct{})
+	if e.Endpoints.KVEvents == "" {
+		close(done)
+	} else {
+		sub, err = ingest.NewSubscriber(ingest.SubscriberConfig{
+			Endpoint:       e.Endpoints.KVEvents,
+			ReplayEndpoint: e.Endpoints.KVReplay,
+			Topic:          e.Endpoints.Topic,
+			Workers:        []router.WorkerID{id},
+			Logger:         f.log.With("worker", name),
+		}, f.rt.Index())
+		if err != nil {
+			f.rt.RemoveWorker(id)
+			return nil, fmt.Errorf("kv events of %s: %w", name, err)
+		}
+		// One rank, one worker: its table maps the engine hashes a node's
+		// disk store reports evicted (Router.RemoveNodeBlocks).
+		f.rt.AttachIngester(id, sub.Ingesters()[0])
+		go func() {
+			defer close(done)
+			if err := sub.Run(ctx); err != nil && ctx.Err() == nil {
+				f.log.Warn("kv events stopped", "worker", name, "error", err)
+			}
+		}()
+	}
+	withdraw := func() {}
+	if f.cluster != nil {
+		w, err := f.cluster.AddLocalEngine(cluster.LocalEngine{
+			Worker: info, KVEvents: e.Endpoints.KVEvents, KVReplay: e.Endpoints.KVReplay, Topic: e.Endpoints.Topic,
+		})
+		if err != nil {
+			f.log.Warn("engine not offered to the cluster", "engine", name, "error", err)
+		} else {
+			withdraw = w
+		}
+	}
+	f.mu.Lock()
+	f.live[name] = &liveEngine{id: id, sub: sub}
+	f.mu.Unlock()
+	return func() {
+		withdraw()
+		// ctx has ended: the subscription stops; then the router forgets
+		// the worker (its index entries, its running requests, which end
+		// with the engine's connections). A request routed to it meanwhile
+		// finds the engine gone before any byte and is retried on another
+		// worker.
+		<-done
+		f.rt.RemoveWorker(id)
+		f.mu.Lock()
+		delete(f.live, name)
+		f.mu.Unlock()
+	}, nil
+}
+
+// ingestStats lists the KV-event ingest counters of every engine in
+// service.
+func (f *fleet) ingestStats() []ingest.Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []ingest.Stats
+	for _, e := range f.live {
+		if e.sub != nil {
+			out = append(out, e.sub.Stats()...)
+		}
+	}
+	return out
+}
+
+// workerName returns the name of the engine a worker id serves.
+func (f *fleet) workerName(id router.WorkerID) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for name, e := range f.live {
+		if e.id == id {
+			return name
+		}
+	}
+	return fmt.Sprintf("worker%d", id)
+}

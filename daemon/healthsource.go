@@ -1,0 +1,109 @@
+package daemon
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/hearth-llm/hearth/clock"
+	"github.com/hearth-llm/hearth/console"
+	"github.com/hearth-llm/hearth/installer/doctor"
+	"github.com/hearth-llm/hearth/nodes"
+	hruntime "github.com/hearth-llm/hearth/runtime"
+)
+
+// healthCacheTTL is how long the console's Health page shows one run of the
+// checks: they take seconds, and a page reloaded in a loop must not run
+// them in a loop.
+const healthCacheTTL = 30 * time.Second
+
+// healthSource is the console's Health page over the installer's checks,
+// the same as hearth doctor's, cached for healthCacheTTL.
+type healthSource struct {
+	doctor *doctor.Doctor
+	clock  clock.Clock // nil: real time
+
+	// mu is held while the checks run, so that callers arriving meanwhile
+	// wait for that run instead of starting their own.
+	mu     sync.Mutex
+	ranAt  time.Time
+	checks []console.HealthCheck
+}
+
+var _ console.HealthSource = (*healthSource)(nil)
+
+// Checks returns the last run's checks while younger than healthCacheTTL,
+// else runs them again.
+func (h *healthSource) Checks(ctx context.Context) ([]console.HealthCheck, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := clock.Or(h.clock).Now()
+	if h.checks == nil || now.Sub(h.ranAt) >= healthCacheTTL {
+		checks := h.doctor.Check(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, err // a run cut short is not worth keeping
+		}
+		h.checks = make([]console.HealthCheck, len(checks))
+		for i, c := range checks {
+			h.checks[i] = console.HealthCheck{Name: c.Name, Status: string(c.Status), Evidence: c.Evidence, Fix: c.Fix}
+		}
+		h.ranAt = now
+	}
+	return append([]console.HealthCheck(nil), h.checks...), nil
+}
+
+// newHealthSource builds the daemon's health checks: hearth doctor's, for
+// the daemon's own configuration. The GPUs are the daemon's latest
+// reading, the API port is the daemon's own (addr), and the memory its
+// engines hold counts as available, so the page does not flag the
+// daemon's own engines. The returned func closes the Docker client.
+func newHealthSource(cfg Config, gpus nodes.Discoverer, engines func(context.Context) []hruntime.Identity, addr string) (*healthSource, func()) {
+	// The engine whose image the CUDA check weighs; the simulated engine
+	// in-process has none, and is weighed as vLLM, the default.
+	kind := hruntime.KindVLLM
+	if k, err := hruntime.KindOf(cfg.Engine); err == nil {
+		kind = k.Name
+	}
+	hub := ""
+	if cfg.HFCache != "" {
+		hub = filepath.Join(cfg.HFCache, "hub")
+	}
+	doc := &doctor.Doctor{
+		GPUs:        nodeGPUSource{discoverer: gpus, engines: engines},
+		Fitter:      planFitter{model: cfg.Model, hub: hub},
+		EngineImage: EngineImageFor(kind, cfg.Image),
+		HFCacheDir:  hub, KVDir: filepath.Join(cfg.DataDir, "kv"), DataDir: cfg.DataDir,
+		Addr: addr, Serving: true,
+	}
+	closeDocker := func() {}
+	if cli, err := client.New(client.FromEnv); err == nil {
+		doc.Docker = dockerDoctor{cli: cli}
+		closeDocker = func() { cli.Close() }
+	}
+	return &healthSource{doctor: doc}, closeDocker
+}
+
+// latestGPUs reads the sampler's latest reading: the daemon's pages never
+// call into the driver themselves.
+type latestGPUs struct{ sampler *nodes.Sampler }
+
+func (l latestGPUs) Discover(context.Context) (nodes.Inventory, error) {
+	inv, _, err := l.sampler.Latest()
+	return inv, err
+}
+
+// engineIdentities names the processes of the supervisor's engines.
+func engineIdentities(sup *hruntime.Supervisor) func(context.Context) []hruntime.Identity {
+	return func(context.Context) []hruntime.Identity {
+		var ids []hruntime.Identity
+		for _, st := range sup.Engines() {
+			if st.Identity.PID > 0 || st.Identity.Container != "" {
+				ids = append(ids, st.Identity)
+			}
+		}
+		return ids
+	}
+}

@@ -1,0 +1,38 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/hearth-llm/hearth/nodes"
+	hruntime "github.com/hearth-llm/hearth/runtime"
+)
+
+// An Option changes how Run builds the daemon beyond what the command line
+// says: where its parts come from and how fast they tick. Tests use them
+// to run the whole daemon quickly and without GPUs.
+type Option func(*Config)
+
+// WithHearthBinary runs simulated engines (--engine-runtime process, and
+// the simulated images) from this hearth binary instead of the running
+// one.
+func WithHearthBinary(path string) Option { return func(c *Config) { c.hearthBinary = path } }
+
+// WithBackoff sets how the supervisor waits between an engine's restarts.
+func WithBackoff(b hruntime.Backoff) Option { return func(c *Config) { c.backoff = b } }
+
+// WithSpecHook changes each engine's spec once it is planned (an engine
+// that fails at start, say).
+func WithSpecHook(f func(*hruntime.Spec)) Option { return func(c *Config) { c.tweakSpec = f } }
+
+// WithGPUSource reads the GPUs from d instead of the simulated list or the
+// driver.
+func WithGPUSource(d nodes.Discoverer) Option { return func(c *Config) { c.gpuSource = d } }
+
+// WithGPUInterval reads the GPUs this often (default: every 2 s).
+func WithGPUInterval(d time.Duration) Option { return func(c *Config) { c.gpuInterval = d } }
+
+// WithConsoleTiming sets how often the console samples and pushes, and how
+// far back its charts reach (0: the console's defaults).
+func WithConsoleTiming(interval, chartWindow time.Duration) Option {
+	return func(c *Config) { c.consoleInterval, c.consoleChartWindow = interval, chartWindow }
+}
