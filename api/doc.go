@@ -142,6 +142,6 @@
 //
 // What this costs, against nginx and a bare Go relay in front of the same
 // engines, and the commands that measure it (BenchmarkRequestHandling,
-// BenchmarkRelay, BenchmarkGatewayOverhead in cmd/hearth) are in
+// BenchmarkRelay, and BenchmarkGatewayOverhead in daemon) are in
 // docs/perf.md.
 package api

@@ -4,7 +4,7 @@
 // Run under the name vllm, python3 (or python) or sglang, as the entrypoint
 // of an image standing in for vLLM's or SGLang's, it is that engine,
 // simulated: `vllm serve MODEL [flags]`, `python3 -m sglang.launch_server
-// [flags]`, `sglang serve [MODEL] [flags]` (enginecmd.go, engineargs.go).
+// [flags]`, `sglang serve [MODEL] [flags]` (package runtime/sim/simcli).
 package main
 
 import (

@@ -12,7 +12,7 @@
 //
 // The package imports no other Hearth package. It reads the GPUs, the
 // Docker Engine and the planned model through the small interfaces it
-// declares (GPUSource, DockerSource, Fitter); cmd/hearth writes the
+// declares (GPUSource, DockerSource, Fitter); package daemon writes the
 // adapters over nodes, the moby client and catalog. What it reads of a GPU
 // is GPUMemory, the few facts the checks weigh, not a GPU value of its
 // own: nodes.GPU is the GPU, and importing nodes would pull NVML into the
