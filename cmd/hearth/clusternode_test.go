@@ -256,9 +256,25 @@ func TestDaemonsFormACluster(t *testing.T) {
 		t.Fatalf("hearth up --join with a wrong token: %v", err)
 	}
 
-	// Revoking c through a's API: b refuses it at once.
+	// Revoking c through a's API: b refuses it at once. A page in a
+	// browser cannot do it: a cross-site POST, as a form or fetch sends
+	// it, is refused, and so is a loopback POST without the local token.
 	idC := getNodes(t, baseC).NodeID
-	resp, err := http.Post(baseA+"/api/v1/nodes/"+idC+"/revoke", "", nil)
+	for _, header := range []map[string]string{
+		{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site", "Content-Type": "text/plain"},
+		{"Content-Type": "text/plain"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, baseA+"/api/v1/nodes/"+idC+"/revoke", strings.NewReader("x"))
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("revoke with %v: %v %v, want 403", header, err, resp.Status)
+		}
+		resp.Body.Close()
+	}
+	resp, err := postAPI(t, baseA, dirA, "/api/v1/nodes/"+idC+"/revoke")
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("revoke: %v %v", err, resp.Status)
 	}
@@ -285,7 +301,7 @@ func TestDaemonsFormACluster(t *testing.T) {
 	idB := getNodes(t, baseB).NodeID
 	var left bytes.Buffer
 	envLeave := &environment{stdout: &left, stderr: io.Discard, getenv: func(string) string { return "" }}
-	if err := run(context.Background(), envLeave, []string{"cluster", "leave", "--addr", baseB}); err != nil {
+	if err := run(context.Background(), envLeave, []string{"cluster", "leave", "--addr", baseB, "--data-dir", dirB}); err != nil {
 		t.Fatalf("hearth cluster leave: %v", err)
 	}
 	waitUntil(t, "a to see b revoked after it left", 2*time.Second, func() bool {
