@@ -123,6 +123,9 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 		o, err := askDaemon(ctx, env, running, func(c *adminapi.Client, ctx context.Context) (adminapi.Outcome, error) {
 			return c.Revoke(ctx, target)
 		})
+		if err == nil {
+			fmt.Fprintln(env.stderr, "the node holding the cluster's CA key replaces the join secret: tokens printed before are refused (hearth cluster token prints the new one there)")
+		}
 		return printOutcome(env.stdout, o, err)
 	case "leave":
 		o, err := askDaemon(ctx, env, running, (*adminapi.Client).Leave)
