@@ -20,7 +20,9 @@ import (
 type Client struct {
 	base   string // without a trailing slash
 	apiKey string
-	http   *http.Client
+	// localToken, when not "", is sent in LocalTokenHeader.
+	localToken string
+	http       *http.Client
 }
 
 // NewClient returns a client of the daemon at baseURL (http://HOST:PORT
@@ -37,6 +39,11 @@ func NewClient(baseURL, apiKey string, hc *http.Client) (*Client, error) {
 	}
 	return &Client{base: base, apiKey: apiKey, http: hc}, nil
 }
+
+// SetLocalToken makes the client send the daemon's local token (see
+// LocalTokenFile) with each request: what proves a state-changing request
+// comes from this machine's command line when no admin key is given.
+func (c *Client) SetLocalToken(token string) { c.localToken = token }
 
 // HTTPClientTrusting returns an HTTP client that trusts the system's roots
 // and the CA certificates in caFile: Hearth's own CA, which hearth up
@@ -227,6 +234,9 @@ func (c *Client) do(ctx context.Context, method, path string) (*http.Response, e
 	}
 	if c.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	if c.localToken != "" {
+		req.Header.Set(LocalTokenHeader, c.localToken)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

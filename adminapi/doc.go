@@ -18,6 +18,13 @@
 // trusts Hearth's own CA (tls/ca.pem under the data directory, written by
 // hearth up --tls auto).
 //
+// The local token (localtoken.go) is the proof a state-changing request
+// from the command line on the daemon's machine carries when it has no
+// admin key: the daemon writes it (WriteLocalToken) to a 0600 file in its
+// data directory at each start, the console's guard accepts it from
+// loopback, and the client sends it (SetLocalToken) only to a loopback
+// address.
+//
 // This package imports no other Hearth package; only cmd and daemon
 // import it.
 package adminapi

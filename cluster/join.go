@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -22,6 +23,14 @@ const joinPath = "/cluster/v1/join"
 
 // ErrJoinRefused means the inviter refused the token's secret.
 var ErrJoinRefused = errors.New("join refused: the token's secret is wrong or the cluster no longer accepts it")
+
+// ErrTokenRotated means the token's secret was replaced (hearth cluster
+// token --rotate, or a node's revocation).
+var ErrTokenRotated = errors.New("join refused: this token's secret was replaced (a node was revoked, or the owner ran hearth cluster token --rotate); ask the cluster's owner for the new one: hearth cluster token")
+
+// tokenRotatedMark is the body of the inviter's refusal of a replaced
+// secret.
+const tokenRotatedMark = "join secret rotated"
 
 // ErrWrongCluster means the node at the token's address does not hold a
 // certificate of the CA the token names; nothing was sent to it.
@@ -41,7 +50,8 @@ type joinResponse struct {
 }
 
 // joinHandler answers join requests with a certificate signed by the CA,
-// and nothing at all (403, empty body) for a wrong secret.
+// and nothing at all (403, empty body) for a wrong secret, except that a
+// secret RotateSecret replaced is told so (tokenRotatedMark).
 func (n *Node) joinHandler(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		http.Error(w, "", http.StatusMethodNotAllowed)
@@ -53,9 +63,18 @@ func (n *Node) joinHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := n.id
-	if !id.CanInvite() || subtle.ConstantTimeCompare(req.Secret, id.secret) != 1 {
+	secret, err := id.joinSecret()
+	if err != nil {
+		n.log.Error("cluster: reading the join secret", "err", err)
+	}
+	if !id.CanInvite() || err != nil || subtle.ConstantTimeCompare(req.Secret, secret) != 1 {
 		n.log.Warn("cluster: join refused", "from", r.RemoteAddr)
 		w.WriteHeader(http.StatusForbidden)
+		if id.CanInvite() && id.retiredSecret(req.Secret) {
+			// The holder knew the secret: telling it the secret changed
+			// reveals nothing it did not know.
+			_, _ = io.WriteString(w, tokenRotatedMark)
+		}
 		return
 	}
 	csr, err := x509.ParseCertificateRequest(req.CSR)
@@ -107,10 +126,16 @@ func Join(ctx context.Context, dir, nodeName string, tok Token) (*JoinResult, er
 			continue
 		}
 		var jr joinResponse
-		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&jr)
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusForbidden {
+			if strings.TrimSpace(string(raw)) == tokenRotatedMark {
+				return nil, ErrTokenRotated
+			}
 			return nil, ErrJoinRefused
+		}
+		if err == nil {
+			err = json.Unmarshal(raw, &jr)
 		}
 		if resp.StatusCode != http.StatusOK || err != nil {
 			errs = append(errs, fmt.Errorf("%s: status %d: %v", addr, resp.StatusCode, err))

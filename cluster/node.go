@@ -558,6 +558,14 @@ func (n *Node) applyRevocations(list []Revoked) {
 		}
 	}
 	n.reconcile()
+	if !self && n.id.CanInvite() {
+		// Whoever took the revoked node's token must not join again.
+		if err := n.id.RotateSecret(); err != nil {
+			n.log.Error("cluster: rotating the join secret after a revocation", "err", err)
+		} else {
+			n.log.Warn("cluster: join secret rotated: tokens made before the revocation are refused; hearth cluster token prints the new one")
+		}
+	}
 	if self {
 		n.mu.Lock()
 		first := !n.selfGone

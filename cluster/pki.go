@@ -24,6 +24,7 @@ const (
 	nodeCertFile = "node.pem"
 	nodeKeyFile  = "node-key.pem"
 	secretFile   = "join-secret"
+	retiredFile  = "join-secret-retired"
 	revokedFile  = "revoked.json"
 	routesFile   = "routes.json" // peers' route URLs seen, to start from
 )

@@ -101,5 +101,9 @@ func (id *Identity) Token(addrs []string) (Token, error) {
 	if len(addrs) == 0 {
 		return Token{}, errors.New("cluster: no address to put in the token")
 	}
-	return Token{Addrs: addrs, Fingerprint: id.Fingerprint(), Secret: id.secret}, nil
+	secret, err := id.joinSecret()
+	if err != nil {
+		return Token{}, err
+	}
+	return Token{Addrs: addrs, Fingerprint: id.Fingerprint(), Secret: secret}, nil
 }

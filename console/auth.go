@@ -3,6 +3,7 @@ package console
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -82,30 +83,45 @@ func acceptsEventStream(fc *fiber.Ctx) bool {
 }
 
 // sameOrigin rejects state-changing requests that another site's page
-// could have sent (CSRF). A request passes when it says it comes from the
-// console's own origin: Sec-Fetch-Site, when present, is same-origin (or
-// none: typed by the user), and either its Origin names the console's host
-// or it carries htmx's HX-Request header, which a cross-site page cannot
-// add without a CORS preflight that the console never grants. A request
-// with neither proof is refused, whatever its cookies.
+// could have sent (CSRF): see pageProof.
 func (c *Console) sameOrigin(fc *fiber.Ctx) error {
-	switch fc.Get("Sec-Fetch-Site") {
-	case "", "same-origin", "none":
-	default:
-		return plainError(fc, fiber.StatusForbidden, "cross-site request refused")
+	if msg, ok := pageProof(fc); !ok {
+		return plainError(fc, fiber.StatusForbidden, msg)
+	}
+	return fc.Next()
+}
+
+// pageProof reports whether a request says it comes from the console's
+// own origin: Sec-Fetch-Site, when present, is same-origin (or none: typed
+// by the user), and either its Origin names the console's host or it
+// carries htmx's HX-Request header, which a cross-site page cannot add
+// without a CORS preflight that the console never grants. A request with
+// neither proof fails, whatever its cookies; msg says why.
+func pageProof(fc *fiber.Ctx) (msg string, ok bool) {
+	if crossSite(fc) {
+		return "cross-site request refused", false
 	}
 	origin := fc.Get(fiber.HeaderOrigin)
 	if origin != "" {
 		u, err := url.Parse(origin)
 		if err != nil || !strings.EqualFold(u.Host, string(fc.Request().Host())) {
-			return plainError(fc, fiber.StatusForbidden, "cross-origin request refused")
+			return "cross-origin request refused", false
 		}
-		return fc.Next()
+		return "", true
 	}
 	if fc.Get("HX-Request") == "true" {
-		return fc.Next()
+		return "", true
 	}
-	return plainError(fc, fiber.StatusForbidden, "request refused: it carries neither an Origin header nor HX-Request: true")
+	return "request refused: it carries neither an Origin header nor HX-Request: true", false
+}
+
+// crossSite reports a request a browser says another site made.
+func crossSite(fc *fiber.Ctx) bool {
+	switch fc.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+		return false
+	}
+	return true
 }
 
 func (c *Console) handleLoginPage(fc *fiber.Ctx) error {
@@ -352,13 +368,35 @@ func (s *loginStore) revokeKey(keyID string) {
 	}
 }
 
+// LocalTokenHeader carries Deps.LocalToken (see Guard).
+const LocalTokenHeader = "Hearth-Local-Token"
+
 // Guard protects the daemon's JSON API (/api/v1/…) for scripts and the
-// hearth CLI as well as the browser: a console login, or an admin API key
-// as a bearer token (or x-api-key); from loopback without either only
-// while the API needs no key. Refusals are JSON.
+// hearth CLI as well as the browser. Refusals are JSON. A request passes
+// with
+//
+//   - an admin API key as a bearer token (or x-api-key);
+//   - the local token (LocalTokenHeader, Deps.LocalToken) from loopback:
+//     what the hearth command on this machine sends, read from a file
+//     only the daemon's user can read;
+//   - a console login, and for a state-changing request also the
+//     console's proof of origin (pageProof), since the browser sends the
+//     cookie with any site's request;
+//   - from loopback to a loopback name while the API needs no key: for
+//     reads always; for a state-changing request only while no owner's
+//     password is set and with the console's proof of origin.
+//
+// Loopback alone never proves a state-changing request: a page in the
+// user's browser posts from loopback too, with an Origin of its own or,
+// from old browsers, none; a request a browser marks cross-site is refused
+// whatever it carries. A key or the local token rides in a header that no
+// page of another origin can set without a CORS preflight, which Hearth
+// never grants; DNS rebinding makes the page same-origin but not the
+// Host loopback, and it can read neither the key nor the token's file.
 func (c *Console) Guard(fc *fiber.Ctx) error {
-	if _, ok := c.logins.get(fc.Cookies(cookieName)); ok {
-		return fc.Next()
+	write := !isRead(fc.Method())
+	if write && crossSite(fc) {
+		return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "cross-site request refused"})
 	}
 	key := fc.Get("x-api-key")
 	if a := fc.Get(fiber.HeaderAuthorization); key == "" {
@@ -374,13 +412,51 @@ func (c *Console) Guard(fc *fiber.Ctx) error {
 		}
 		return fc.Status(fiber.StatusUnauthorized).JSON(fiber.Map{"error": "invalid API key"})
 	}
-	if !c.keyReq(fc.UserContext()) {
-		if c.isLocal(fc) {
+	if token := fc.Get(LocalTokenHeader); token != "" {
+		if c.localTokenOK(fc, token) {
 			return fc.Next()
 		}
-		return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "the API is open only to this machine while no API key is set"})
+		return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "wrong local token, or not from this machine: the daemon writes a new one at each start"})
+	}
+	proofMsg, proved := "", true
+	if write {
+		proofMsg, proved = pageProof(fc)
+		if !proved {
+			proofMsg += ": a state-changing /api/v1 request needs an admin API key, the local token the hearth command reads from the data directory, or the console's own page"
+		}
+	}
+	if _, ok := c.logins.get(fc.Cookies(cookieName)); ok {
+		if !proved {
+			return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": proofMsg})
+		}
+		return fc.Next()
+	}
+	if !c.keyReq(fc.UserContext()) {
+		if !c.isLocal(fc) {
+			return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "the API is open only to this machine while no API key is set"})
+		}
+		switch {
+		case !proved:
+			return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": proofMsg})
+		case write && c.owner.isSet():
+			return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "the owner's password is set: log in to the console, or use an admin API key or the local token"})
+		}
+		return fc.Next()
 	}
 	return fc.Status(fiber.StatusUnauthorized).JSON(fiber.Map{"error": "missing API key: /api/v1 needs an admin key (Authorization: Bearer)"})
+}
+
+// isRead reports the methods that change nothing.
+func isRead(method string) bool {
+	return method == fiber.MethodGet || method == fiber.MethodHead || method == fiber.MethodOptions
+}
+
+// localTokenOK reports the local token, sent from this machine.
+func (c *Console) localTokenOK(fc *fiber.Ctx, token string) bool {
+	want := c.localToken
+	ip := c.peerIP(fc)
+	return want != "" && ip != nil && ip.IsLoopback() &&
+		subtle.ConstantTimeCompare([]byte(token), []byte(want)) == 1
 }
 
 // bearerToken reads "Bearer TOKEN" (the scheme in any case); ok is false

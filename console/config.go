@@ -110,6 +110,11 @@ type Deps struct {
 	// every page needs a login with it, on loopback too. nil: no owner;
 	// the console is open on loopback and needs a key login otherwise.
 	Owner OwnerStore
+	// LocalToken opens /api/v1 to the hearth command on this machine: a
+	// request from loopback whose LocalTokenHeader holds it passes the
+	// Guard, state-changing or not. The daemon writes it to a file in its
+	// data directory that only its user reads. "": no such token.
+	LocalToken string
 
 	Clock  clock.Clock  // nil: real time
 	Logger *slog.Logger // nil: slog.Default()

@@ -38,6 +38,8 @@ type Console struct {
 	logins   *loginStore
 	limiter  *loginLimiter
 	owner    ownerState
+	// localToken opens /api/v1 to the hearth command (Deps.LocalToken).
+	localToken string
 	// passwordIterations is PBKDF2's work per new password; tests lower it.
 	passwordIterations int
 
@@ -62,17 +64,18 @@ func New(cfg Config, deps Deps) (*Console, error) {
 		return nil, errors.New("console: a key store is required")
 	}
 	c := &Console{
-		cfg:      cfg,
-		keys:     deps.Keys,
-		settings: deps.Settings,
-		health:   deps.Health,
-		cluster:  deps.Cluster,
-		keyReq:   deps.KeyRequired,
-		keyless:  deps.Keyless,
-		clock:    clock.Or(deps.Clock),
-		log:      deps.Logger,
-		sampler:  newSampler(cfg, deps),
-		peerIP:   func(c *fiber.Ctx) net.IP { return c.Context().RemoteIP() },
+		cfg:        cfg,
+		keys:       deps.Keys,
+		settings:   deps.Settings,
+		health:     deps.Health,
+		cluster:    deps.Cluster,
+		keyReq:     deps.KeyRequired,
+		keyless:    deps.Keyless,
+		localToken: deps.LocalToken,
+		clock:      clock.Or(deps.Clock),
+		log:        deps.Logger,
+		sampler:    newSampler(cfg, deps),
+		peerIP:     func(c *fiber.Ctx) net.IP { return c.Context().RemoteIP() },
 	}
 	if c.log == nil {
 		c.log = slog.Default()

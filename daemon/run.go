@@ -225,6 +225,13 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	if kvStore != nil {
 		deps.KVStores = kvStores{kvStore}
 	}
+	// The hearth command on this machine proves its state-changing
+	// requests with a token only this user can read (docs/security.md).
+	if cfg.DataDir != "" {
+		if deps.LocalToken, err = adminapi.WriteLocalToken(cfg.DataDir); err != nil {
+			return fmt.Errorf("up: %w", err)
+		}
+	}
 	if clusterNode != nil {
 		deps.Cluster = newClusterConsole(clusterNode, cfg.Cluster)
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -53,7 +54,30 @@ func (f daemonFlags) client(env *environment) (*adminapi.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: --addr: %v", errUsage, err)
 	}
+	// On this machine, without a key, the daemon's local token proves that
+	// its user, not a web page, asks; it is never sent elsewhere.
+	if key == "" && loopbackURL(*f.addr) {
+		token, err := adminapi.ReadLocalToken(*f.dataDir)
+		if err != nil {
+			return nil, err
+		}
+		c.SetLocalToken(token)
+	}
 	return c, nil
+}
+
+// loopbackURL reports an address on this machine.
+func loopbackURL(addr string) bool {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // explain words an error of the daemon's client for the command line.
@@ -64,8 +88,13 @@ func (f daemonFlags) explain(err error) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &answer):
-		if answer.StatusCode == http.StatusUnauthorized || answer.StatusCode == http.StatusForbidden {
+		switch answer.StatusCode {
+		case http.StatusUnauthorized:
 			return fmt.Errorf("%w (pass an admin API key with --api-key or $HEARTH_API_KEY)", err)
+		case http.StatusForbidden:
+			// A change without a key needs the daemon's local token: the
+			// daemon's user, with its --data-dir, can read it.
+			return fmt.Errorf("%w (pass an admin API key with --api-key or $HEARTH_API_KEY, or, on the daemon's machine, run as its user with its --data-dir, whose local-token file proves the request is yours)", err)
 		}
 		return err
 	case errors.As(err, &unreached):

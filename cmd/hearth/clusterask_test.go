@@ -67,6 +67,22 @@ func oneJoinRequest(t *testing.T, base string) adminapi.JoinRequest {
 	return got.Requests[0]
 }
 
+// postAPI posts to a daemon's /api/v1 as the hearth command does on its
+// machine: with the local token from its data directory.
+func postAPI(t *testing.T, base, dataDir, path string) (*http.Response, error) {
+	t.Helper()
+	token, err := adminapi.ReadLocalToken(dataDir)
+	if err != nil || token == "" {
+		t.Fatalf("no local token in %s: %v", dataDir, err)
+	}
+	req, err := http.NewRequest(http.MethodPost, base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(adminapi.LocalTokenHeader, token)
+	return http.DefaultClient.Do(req)
+}
+
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
@@ -107,7 +123,7 @@ func TestAskJoinThroughTheAPI(t *testing.T) {
 	if err != nil || !strings.Contains(out, req.ID) || !strings.Contains(out, req.Code) || !strings.Contains(out, " b ") {
 		t.Fatalf("hearth cluster requests: %v\n%s", err, out)
 	}
-	if out, err := runCLI(t, "cluster", "accept", req.ID, "--addr", baseA); err != nil || !strings.Contains(out, req.ID) {
+	if out, err := runCLI(t, "cluster", "accept", req.ID, "--addr", baseA, "--data-dir", dirA); err != nil || !strings.Contains(out, req.ID) {
 		t.Fatalf("hearth cluster accept: %v\n%s", err, out)
 	}
 	waitUntil(t, "a to list b up", 20*time.Second, func() bool {
@@ -127,7 +143,7 @@ func TestAskJoinThroughTheAPI(t *testing.T) {
 		t.Fatalf("clusters: a %q, b %q", a.Cluster, b.Cluster)
 	}
 	// Accepting again: a JSON error, as the API's others.
-	resp, err := http.Post(baseA+"/api/v1/cluster/join-requests/"+req.ID+"/accept", "", nil)
+	resp, err := postAPI(t, baseA, dirA, "/api/v1/cluster/join-requests/"+req.ID+"/accept")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +160,7 @@ func TestAskJoinThroughTheAPI(t *testing.T) {
 	_, _, doneC := askingDaemon(t, append(common, "--node", "c", "--data-dir", dirC, "--cluster-listen", "127.0.0.1:0",
 		"--ask-join", fmt.Sprintf("127.0.0.1:%d", portA)))
 	reqC := oneJoinRequest(t, baseA)
-	if _, err := runCLI(t, "cluster", "reject", reqC.ID, "--addr", baseA); err != nil {
+	if _, err := runCLI(t, "cluster", "reject", reqC.ID, "--addr", baseA, "--data-dir", dirA); err != nil {
 		t.Fatalf("hearth cluster reject: %v", err)
 	}
 	select {

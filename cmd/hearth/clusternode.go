@@ -29,7 +29,7 @@ func registerClusterFlags(fs *flag.FlagSet, c *daemon.ClusterConfig) {
 
 // runCluster is hearth cluster token|status|revoke|leave.
 func runCluster(ctx context.Context, env *environment, args []string) error {
-	usage := "cluster token [--data-dir DIR] [--node NAME] [--advertise HOST:PORT,…] | status [--addr URL] | revoke NODE_ID [--addr URL] | leave [--addr URL] | requests [--addr URL] | accept ID [--addr URL] | reject ID [--addr URL]"
+	usage := "cluster token [--rotate] [--data-dir DIR] [--node NAME] [--advertise HOST:PORT,…] | status [--addr URL] | revoke NODE_ID [--addr URL] | leave [--addr URL] | requests [--addr URL] | accept ID [--addr URL] | reject ID [--addr URL]"
 	if len(args) == 0 {
 		fmt.Fprintln(env.stderr, "Usage: hearth "+usage)
 		return fmt.Errorf("%w: cluster: no subcommand", errUsage)
@@ -47,6 +47,7 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 	addr := fs.String("addr", "http://127.0.0.1:8000", "the daemon's address")
 	key := fs.String("api-key", "", "API key, when the daemon needs one (also $HEARTH_API_KEY)")
 	asJSON := fs.Bool("json", false, "print the daemon's JSON as it is")
+	rotate := fs.Bool("rotate", false, "token: replace the join secret first, so that every token printed before is refused (revoking a node does this too)")
 	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
@@ -66,6 +67,11 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 			fmt.Fprintf(env.stderr, "created cluster %s in %s\n", id.ClusterID(), dir)
 		} else if err != nil {
 			return err
+		} else if *rotate {
+			if err := id.RotateSecret(); err != nil {
+				return err
+			}
+			fmt.Fprintln(env.stderr, "join secret replaced: tokens printed before are refused")
 		}
 		var named []string
 		if *advertise != "" {
@@ -117,6 +123,9 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 		o, err := askDaemon(ctx, env, running, func(c *adminapi.Client, ctx context.Context) (adminapi.Outcome, error) {
 			return c.Revoke(ctx, target)
 		})
+		if err == nil {
+			fmt.Fprintln(env.stderr, "the node holding the cluster's CA key replaces the join secret: tokens printed before are refused (hearth cluster token prints the new one there)")
+		}
 		return printOutcome(env.stdout, o, err)
 	case "leave":
 		o, err := askDaemon(ctx, env, running, (*adminapi.Client).Leave)

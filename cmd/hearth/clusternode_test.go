@@ -48,6 +48,38 @@ func clusterTokenTB(t testing.TB, dataDir, node, advertise string) string {
 	return lines[len(lines)-1]
 }
 
+func mustParseToken(t *testing.T, s string) cluster.Token {
+	t.Helper()
+	tok, err := cluster.ParseToken(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// TestClusterTokenRotate: hearth cluster token prints the same token
+// until --rotate replaces the secret.
+func TestClusterTokenRotate(t *testing.T) {
+	dir := t.TempDir()
+	first := clusterToken(t, dir, "a", "127.0.0.1:7443")
+	if again := clusterToken(t, dir, "a", "127.0.0.1:7443"); again != first {
+		t.Fatal("the token changed without --rotate")
+	}
+	var out bytes.Buffer
+	env := &environment{stdout: &out, stderr: io.Discard, getenv: func(string) string { return "" }}
+	if err := run(context.Background(), env, []string{"cluster", "token", "--rotate", "--data-dir", dir, "--advertise", "127.0.0.1:7443"}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	rotated := lines[len(lines)-1]
+	if rotated == first || mustParseToken(t, rotated).Fingerprint != mustParseToken(t, first).Fingerprint {
+		t.Fatalf("after --rotate: %q, want a new secret of the same cluster", rotated)
+	}
+	if again := clusterToken(t, dir, "a", "127.0.0.1:7443"); again != rotated {
+		t.Fatal("the rotated token did not last")
+	}
+}
+
 func decodeJSON(resp *http.Response, v any) error {
 	defer resp.Body.Close()
 	return json.NewDecoder(resp.Body).Decode(v)
@@ -256,9 +288,25 @@ func TestDaemonsFormACluster(t *testing.T) {
 		t.Fatalf("hearth up --join with a wrong token: %v", err)
 	}
 
-	// Revoking c through a's API: b refuses it at once.
+	// Revoking c through a's API: b refuses it at once. A page in a
+	// browser cannot do it: a cross-site POST, as a form or fetch sends
+	// it, is refused, and so is a loopback POST without the local token.
 	idC := getNodes(t, baseC).NodeID
-	resp, err := http.Post(baseA+"/api/v1/nodes/"+idC+"/revoke", "", nil)
+	for _, header := range []map[string]string{
+		{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site", "Content-Type": "text/plain"},
+		{"Content-Type": "text/plain"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, baseA+"/api/v1/nodes/"+idC+"/revoke", strings.NewReader("x"))
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("revoke with %v: %v %v, want 403", header, err, resp.Status)
+		}
+		resp.Body.Close()
+	}
+	resp, err := postAPI(t, baseA, dirA, "/api/v1/nodes/"+idC+"/revoke")
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("revoke: %v %v", err, resp.Status)
 	}
@@ -271,6 +319,14 @@ func TestDaemonsFormACluster(t *testing.T) {
 		}
 		return false
 	})
+	// Whoever kept the token c joined with cannot join again from a fresh
+	// data directory, and a's token is a new one.
+	if again := clusterToken(t, dirA, "a", fmt.Sprintf("127.0.0.1:%d", portA)); again == token {
+		t.Error("hearth cluster token prints the same token after a revocation")
+	}
+	if _, err := cluster.Join(context.Background(), t.TempDir(), "c-again", mustParseToken(t, token)); !errors.Is(err, cluster.ErrTokenRotated) {
+		t.Errorf("joining again with the revoked node's token: %v, want %v", err, cluster.ErrTokenRotated)
+	}
 	// The state is set before the engines are taken out; give that a
 	// moment rather than race a request against it.
 	time.Sleep(300 * time.Millisecond)
@@ -285,7 +341,7 @@ func TestDaemonsFormACluster(t *testing.T) {
 	idB := getNodes(t, baseB).NodeID
 	var left bytes.Buffer
 	envLeave := &environment{stdout: &left, stderr: io.Discard, getenv: func(string) string { return "" }}
-	if err := run(context.Background(), envLeave, []string{"cluster", "leave", "--addr", baseB}); err != nil {
+	if err := run(context.Background(), envLeave, []string{"cluster", "leave", "--addr", baseB, "--data-dir", dirB}); err != nil {
 		t.Fatalf("hearth cluster leave: %v", err)
 	}
 	waitUntil(t, "a to see b revoked after it left", 2*time.Second, func() bool {

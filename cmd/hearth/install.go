@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/installer"
 	"github.com/hearth-llm/hearth/installer/config"
 	"github.com/hearth-llm/hearth/tlsca"
@@ -58,12 +59,37 @@ func upConfigFlags(env *environment, fs *flag.FlagSet, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if env.inspectUp != nil {
+		addServerKeys(settings, env.getenv(daemon.ServerKeysEnv))
 		if _, statErr := os.Stat(path); statErr != nil {
 			path = ""
 		}
 		return env.inspectUp(fs, path, settings)
 	}
 	return nil
+}
+
+// addServerKeys shows in api-key's setting the keys parseUpFlags adds
+// from $HEARTH_SERVER_API_KEYS, which config.Apply does not read.
+func addServerKeys(settings []config.Setting, keys string) {
+	for i := range settings {
+		s := &settings[i]
+		if s.Name != "api-key" {
+			continue
+		}
+		added := false
+		for _, k := range strings.Split(keys, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				s.Values, added = append(s.Values, k), true
+			}
+		}
+		switch {
+		case !added:
+		case s.Source == config.SourceDefault:
+			s.Source, s.Origin = config.SourceEnv, daemon.ServerKeysEnv
+		default:
+			s.Origin = strings.TrimSpace(s.Origin + " and env " + daemon.ServerKeysEnv)
+		}
+	}
 }
 
 // errInspected ends a parse of hearth up's flags once an inspector has
@@ -124,8 +150,12 @@ func runConfig(_ context.Context, env *environment, args []string) error {
 	})
 }
 
-// secretFlag reports whether a flag's values must not be printed.
+// secretFlag reports whether a flag's values must not be printed: keys,
+// passwords and the join token.
 func secretFlag(name string) bool {
+	if name == "join" {
+		return true
+	}
 	for _, w := range []string{"key", "token", "password", "secret"} {
 		if strings.Contains(name, w) {
 			return true

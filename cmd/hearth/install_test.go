@@ -368,3 +368,73 @@ func TestUpgradeHealthOverTLS(t *testing.T) {
 		t.Error("the health client trusted a certificate of another CA")
 	}
 }
+
+// TestConfigHidesSecrets: hearth config shows no join token, from the
+// command line or the environment, and counts the server's keys from
+// $HEARTH_SERVER_API_KEYS as hearth up does, hidden.
+func TestConfigHidesSecrets(t *testing.T) {
+	const token = "hearth1-AAAAsecretsecretsecret"
+	for _, tc := range []struct {
+		name string
+		vars map[string]string
+		args []string
+		key  string
+		want string
+	}{
+		{"--join", nil, []string{"--join", token}, "join", `join = "(hidden)" # flag`},
+		{"HEARTH_JOIN", map[string]string{"HEARTH_JOIN": token}, nil, "join", `join = "(hidden)" # env HEARTH_JOIN`},
+		{"HEARTH_SERVER_API_KEYS", map[string]string{"HEARTH_SERVER_API_KEYS": "sk-one," + token}, nil, "api-key", `api-key = ["(hidden)", "(hidden)"] # env HEARTH_SERVER_API_KEYS`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _, err := hearthWithEnv(tc.vars, append([]string{"config"}, tc.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(out, token) || strings.Contains(out, "sk-one") {
+				t.Errorf("hearth config printed a secret:\n%s", out)
+			}
+			got := ""
+			for _, l := range strings.Split(out, "\n") {
+				if k, _, ok := strings.Cut(l, " = "); ok && k == tc.key {
+					got = strings.Join(strings.Fields(l), " ")
+				}
+			}
+			if got != tc.want {
+				t.Errorf("%q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestJoinFromFileOrStdin: --join-file reads the token from a file, or
+// from standard input with "-", so that it shows in no process list.
+func TestJoinFromFileOrStdin(t *testing.T) {
+	const token = "hearth1-AAAAsecretsecretsecret"
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	parse := func(stdin string, vars map[string]string, args ...string) (upConfig, error) {
+		env := &environment{stdin: strings.NewReader(stdin), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, getenv: func(k string) string { return vars[k] }}
+		return parseUpFlags(env, append([]string{"--sim", "1x4090"}, args...))
+	}
+	for name, run := range map[string]func() (upConfig, error){
+		"file":             func() (upConfig, error) { return parse("", nil, "--join-file", file) },
+		"stdin":            func() (upConfig, error) { return parse(token+"\n", nil, "--join-file", "-") },
+		"HEARTH_JOIN_FILE": func() (upConfig, error) { return parse("", map[string]string{"HEARTH_JOIN_FILE": file}) },
+	} {
+		cfg, err := run()
+		if err != nil || cfg.Cluster.Join != token {
+			t.Errorf("%s: join %q, err %v", name, cfg.Cluster.Join, err)
+		}
+	}
+	if _, err := parse("", nil, "--join", token, "--join-file", file); !errors.Is(err, errUsage) {
+		t.Errorf("--join with --join-file: %v, want a usage error", err)
+	}
+	if _, err := parse("", nil, "--join-file", filepath.Join(t.TempDir(), "absent")); err == nil {
+		t.Error("a missing --join-file was accepted")
+	}
+	if _, err := parse("  \n", nil, "--join-file", "-"); err == nil {
+		t.Error("an empty token was accepted")
+	}
+}

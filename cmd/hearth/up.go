@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -71,6 +73,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", 30*time.Second, "how long a stopping engine may take before it is killed")
 	fs.StringVar(&cfg.Listen, "listen", defaultListen, "address of the API (OpenAI and Anthropic)")
 	registerClusterFlags(fs, &cfg.Cluster)
+	joinFile := fs.String("join-file", "", "read the --join token from this file, or from standard input with -, where no process list shows it")
 	fs.StringVar(&cfg.Policy, "policy", router.PolicyHearth, "routing policy: "+strings.Join(router.PolicyNames(), ", "))
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "where Hearth keeps its state (default $XDG_DATA_HOME/hearth or ~/.local/share/hearth)")
 	modelList := fs.String("model", "", "served model ("+strings.Join(sim.ModelNames(), ", ")+" when simulated; default: the largest that fits the smallest GPU, qwen3-14b-fp8 on 24 GB); several, separated by commas, are served by the GPUs in turn")
@@ -104,6 +107,9 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	verbose := fs.Bool("v", false, "log debug messages")
 	fs.StringVar(&cfg.logFormat, "log-format", logFormatText, "log format: text (for people) or json (one object a line, for machines)")
 	if err := upConfigFlags(env, fs, args); err != nil {
+		return cfg, err
+	}
+	if err := readJoinFile(env, &cfg.Cluster.Join, *joinFile); err != nil {
 		return cfg, err
 	}
 	if cfg.EngineRuntime == "" {
@@ -195,6 +201,39 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 		cfg.Node, _ = os.Hostname()
 	}
 	return cfg, nil
+}
+
+// readJoinFile sets join from --join-file: the file's first line, or
+// standard input's with "-".
+func readJoinFile(env *environment, join *string, path string) error {
+	if path == "" {
+		return nil
+	}
+	if *join != "" {
+		return fmt.Errorf("%w: --join and --join-file both give a token: keep one", errUsage)
+	}
+	var r io.Reader
+	if path == "-" {
+		if env.stdin == nil {
+			return fmt.Errorf("%w: --join-file -: no standard input", errUsage)
+		}
+		r = env.stdin
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("%w: --join-file: %v", errUsage, err)
+		}
+		defer f.Close()
+		r = f
+	}
+	line, err := bufio.NewReader(io.LimitReader(r, 64<<10)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("--join-file: %w", err)
+	}
+	if *join = strings.TrimSpace(line); *join == "" {
+		return fmt.Errorf("%w: --join-file %s holds no token", errUsage, path)
+	}
+	return nil
 }
 
 // parseGPUList reads --gpus: CUDA device indices or NVML UUIDs

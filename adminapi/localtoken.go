@@ -1,0 +1,73 @@
+package adminapi
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The local token is how the hearth command on the daemon's machine shows
+// /api/v1 that a person at that machine sent a state-changing request,
+// not a web page: the daemon writes a new random token at each start to
+// LocalTokenFile in its data directory, readable by its user only, and the
+// command sends it in LocalTokenHeader. A page in a browser can read
+// neither the file nor another origin's answers, and cannot add the
+// header to a cross-origin request without a CORS preflight, which the
+// daemon never grants.
+const (
+	LocalTokenFile = "local-token"
+	// LocalTokenHeader is the header the console's Guard reads
+	// (console.LocalTokenHeader).
+	LocalTokenHeader = "Hearth-Local-Token"
+)
+
+// WriteLocalToken makes a new local token and writes it, mode 0600, to
+// LocalTokenFile in dataDir, replacing the last start's.
+func WriteLocalToken(dataDir string) (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("adminapi: local token: %w", err)
+	}
+	token := hex.EncodeToString(b)
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", fmt.Errorf("adminapi: local token: %w", err)
+	}
+	path := filepath.Join(dataDir, LocalTokenFile)
+	tmp, err := os.CreateTemp(dataDir, LocalTokenFile+".*")
+	if err != nil {
+		return "", fmt.Errorf("adminapi: local token: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename, nothing is there
+	// CreateTemp makes the file 0600; the rename keeps a reader from ever
+	// seeing half a token.
+	_, err = tmp.WriteString(token + "\n")
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("adminapi: local token: %w", err)
+	}
+	return token, nil
+}
+
+// ReadLocalToken reads the token a daemon with dataDir wrote; "" when
+// there is none or this user cannot read it (then the command needs an
+// admin API key).
+func ReadLocalToken(dataDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, LocalTokenFile))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("adminapi: local token: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
