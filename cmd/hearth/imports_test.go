@@ -30,7 +30,7 @@ var allowedHearthImports = map[string][]string{
 	"runtime":   {"tokenizer", "kvevents", "catalog"},
 	"nodes":     {"catalog"},
 	"console":   {"assets", "apikey"},
-	"bench":     {"router", "runtime", "tokenizer", "kvbm", "kvevents"},
+	"bench":     {"router", "runtime", "tokenizer", "kvbm", "kvevents", "catalog"},
 	"assets":    {},
 	"installer": {},
 	"catalog":   {"tokenizer"},
@@ -41,7 +41,7 @@ var allowedHearthImports = map[string][]string{
 	"cluster":   {"router", "kvevents", "kvbm", "tokenizer", "zmtp", "pki"},
 	"zmtp":      {},
 	"adminapi":  {},
-	"daemon":    {"adminapi", "api", "catalog", "cluster", "console", "installer", "kvbm", "nodes", "router", "runtime", "tlsca", "tokenizer"},
+	"daemon":    {"adminapi", "api", "apikey", "catalog", "cluster", "console", "installer", "kvbm", "nodes", "router", "runtime", "tlsca", "tokenizer"},
 }
 
 // importedOnlyBy names top-level packages that only cmd and the packages
