@@ -2,19 +2,17 @@ package daemon_test
 
 import (
 	"context"
-	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/hearth-llm/hearth/adminapi"
 	"github.com/hearth-llm/hearth/daemon"
+	"github.com/hearth-llm/hearth/daemon/daemontest"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/router"
 )
@@ -73,79 +71,14 @@ func serveTestUp(t testing.TB, cfg daemon.Config, opts ...daemon.Option) (baseUR
 		t.Fatal(err)
 	}
 	cfg.Listen = ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	printed := &firstWrite{c: make(chan struct{})}
-	logger := slog.New(slog.DiscardHandler)
-	if os.Getenv("HEARTH_TEST_LOG") != "" {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	go func() { done <- daemon.Run(ctx, cfg, ln, printed, logger, opts...) }()
-	select {
-	case <-printed.c:
-	case err := <-done:
-		cancel()
-		t.Fatalf("hearth up ended before its engines were ready: %v", err)
-	}
-	var once bool
-	var result error
-	stop = func() error {
-		if !once {
-			once = true
-			cancel()
-			result = <-done
-		}
-		return result
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("hearth up: %v", err)
-		}
+	stop = daemontest.Start(t, func(ctx context.Context, stdout io.Writer, log *slog.Logger) error {
+		return daemon.Run(ctx, cfg, ln, stdout, log, opts...)
 	})
 	return cfg.Scheme() + "://" + ln.Addr().String(), stop
 }
 
-// firstWrite closes c when something is first written to it.
-type firstWrite struct {
-	once sync.Once
-	c    chan struct{}
-}
-
-func (w *firstWrite) Write(p []byte) (int, error) {
-	w.once.Do(func() { close(w.c) })
-	return len(p), nil
-}
-
-// listEngines is GET /api/v1/engines.
-func listEngines(t *testing.T, baseURL string) []adminapi.Engine {
-	t.Helper()
-	resp, err := http.Get(baseURL + "/api/v1/engines")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var list struct {
-		Engines []adminapi.Engine `json:"engines"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("/api/v1/engines: %s, %v", resp.Status, err)
-	}
-	return list.Engines
-}
-
-// waitEngine waits until the engine name is as ok wants it.
-func waitEngine(t *testing.T, baseURL, name string, bound time.Duration, ok func(adminapi.Engine) bool) adminapi.Engine {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for {
-		for _, e := range listEngines(t, baseURL) {
-			if e.Name == name && ok(e) {
-				return e
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("engine %s: not as wanted within %v: %+v", name, bound, listEngines(t, baseURL))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// Shared with the other tests of a running daemon.
+var (
+	listEngines = daemontest.ListEngines
+	waitEngine  = daemontest.WaitEngine
+)
