@@ -46,6 +46,8 @@
 // makes the RunSummary of a run, WriteTable and WriteJSON report runs side
 // by side, WriteSVG charts TTFT, the slowest turn's TTFT and session task
 // time across concurrency levels and Progress shows a run on a terminal.
+// RunAgentic and RunTrace run a whole Comparison as hearth bench does:
+// a plan per seed, its tables and notes, the report files.
 //
 // Besides each request's latencies a summary measures what an agent feels:
 // per finished session its task time (first request sent to the last token

@@ -3,7 +3,6 @@ package daemon
 import (
 	"time"
 
-	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
@@ -23,13 +22,6 @@ func WithBackoff(b hruntime.Backoff) Option { return func(c *Config) { c.backoff
 // WithSpecHook changes each engine's spec once it is planned (an engine
 // that fails at start, say).
 func WithSpecHook(f func(*hruntime.Spec)) Option { return func(c *Config) { c.tweakSpec = f } }
-
-// WithGPUSource reads the GPUs from d instead of the simulated list or the
-// driver.
-func WithGPUSource(d nodes.Discoverer) Option { return func(c *Config) { c.gpuSource = d } }
-
-// WithGPUInterval reads the GPUs this often (default: every 2 s).
-func WithGPUInterval(d time.Duration) Option { return func(c *Config) { c.gpuInterval = d } }
 
 // WithConsoleTiming sets how often the console samples and pushes, and how
 // far back its charts reach (0: the console's defaults).

@@ -3,6 +3,7 @@ package nodes
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Host is what discovery learns of the machine rather than of one GPU.
@@ -16,6 +17,15 @@ type Host struct {
 	// unknown.
 	DriverVersion     string
 	CUDADriverVersion int
+}
+
+// CUDAVersion is CUDADriverVersion as people write it: 12090 is "12.9";
+// "" when unknown.
+func (h Host) CUDAVersion() string {
+	if h.CUDADriverVersion <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d.%d", h.CUDADriverVersion/1000, h.CUDADriverVersion%1000/10)
 }
 
 // Inventory is one look at a machine's GPUs.

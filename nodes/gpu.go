@@ -131,3 +131,12 @@ func isDigits(s string) bool {
 	}
 	return true
 }
+
+// ComputeCapability is the CUDA compute capability as people write it
+// ("8.9"); "" when unknown.
+func (g GPU) ComputeCapability() string {
+	if g.ComputeMajor < 0 || g.ComputeMinor < 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d.%d", g.ComputeMajor, g.ComputeMinor)
+}

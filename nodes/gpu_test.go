@@ -59,3 +59,11 @@ func FuzzParseSimSpec(f *testing.F) {
 		}
 	})
 }
+
+func TestHostCUDAVersion(t *testing.T) {
+	for v, want := range map[int]string{12090: "12.9", 13000: "13.0", 11080: "11.8", 0: ""} {
+		if got := (Host{CUDADriverVersion: v}).CUDAVersion(); got != want {
+			t.Errorf("Host{CUDADriverVersion: %d}.CUDAVersion() = %q, want %q", v, got, want)
+		}
+	}
+}

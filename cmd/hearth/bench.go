@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,101 +68,59 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	var report bench.Report
-	var notes []string
-	var runErr error
-	for i := range f.runs {
-		seed := f.seed + uint64(i)
-		plan, rep, runner, err := f.build(ctx, seed)
-		if err != nil {
-			return err
-		}
-		if i == 0 {
-			report.Workload = rep.Workload
-		}
-		if isTerminal(env.stderr) {
-			plan.Progress = bench.NewProgress(env.stderr, true)
-		}
-		var sn *simNotes
-		if s, ok := runner.(*bench.Sim); ok {
-			if i == 0 {
-				fmt.Fprintln(env.stdout, s.Describe())
-			}
-			sn = &simNotes{sim: s}
-			runner = sn
-		} else if i == 0 {
-			fmt.Fprintf(env.stdout, "live target %s\n", f.target)
-		}
-		runs, err := bench.RunPlan(ctx, plan, runner)
-		for j := range runs {
-			runs[j].Seed = seed
-		}
-		report.Runs = append(report.Runs, runs...)
-		if sn != nil {
-			for _, line := range sn.lines {
-				if f.runs > 1 {
-					line = fmt.Sprintf("seed %d: %s", seed, line)
-				}
-				notes = append(notes, line)
-			}
-		}
-		if f.runs == 1 && len(runs) > 0 {
-			if err := bench.WriteTable(env.stdout, runs); err != nil {
-				return err
-			}
-		}
-		if err != nil {
-			runErr = err
-			break
-		}
+	err = f.run(ctx, env)
+	if bad, ok := err.(*bench.ConfigError); ok {
+		return fmt.Errorf("%w: %v", errUsage, bad.Err)
 	}
-	if len(report.Runs) == 0 {
-		return runErr
-	}
-	if f.runs > 1 {
-		report.Spread = bench.Spreads(report.Runs)
-		fmt.Fprintf(env.stdout, "%d runs, seeds %d to %d\n", f.runs, f.seed, f.seed+uint64(f.runs)-1)
-		if err := bench.WriteSpreadTable(env.stdout, report.Spread); err != nil {
-			return err
-		}
-	}
-	for _, line := range notes {
-		fmt.Fprintln(env.stdout, line)
-	}
-	if err := f.writeFiles(report); err != nil {
+	return err
+}
+
+// run turns the flags into a comparison and runs it.
+func (f *benchFlags) run(ctx context.Context, env *environment) error {
+	live := f.target != ""
+	c := bench.Comparison{Target: f.target, Model: f.model, APIKey: f.apiKey,
+		EventLatency: f.eventLatency, KVOffloadingGiB: f.offloadGiB, Tiers: f.tiers, StoreDir: f.storeDir,
+		DiskGBps: f.diskGBps, RestartAt: f.restartAt, MaxModelLen: f.maxModelLen,
+		Seed: f.seed, Runs: f.runs, JSONPath: f.jsonPath, PlotPath: f.plotPath, Out: env.stdout, Progress: env.stderr}
+	var err error
+	if c.Policies, err = f.policyList(live); err != nil {
 		return err
 	}
-	return runErr
-}
-
-// simNotes runs simulations for RunPlan and keeps what the table does not
-// show: how many requests waited for a worker.
-type simNotes struct {
-	sim   *bench.Sim
-	lines []string
-}
-
-func (n *simNotes) RunSummary(ctx context.Context, w bench.Workload, policy string, sessions int, progress func(bench.ProgressState)) (bench.RunSummary, error) {
-	run, err := n.sim.Run(ctx, w, policy, sessions, progress)
-	if err != nil {
-		return bench.RunSummary{}, err
+	if p, ok := bench.LookupPreset(f.workload); ok && c.MaxModelLen == 0 {
+		c.MaxModelLen = p.MaxModelLen
 	}
-	if run.Queued > 0 {
-		at := fmt.Sprintf("at %d sessions", sessions)
-		if sessions == 0 {
-			at = "on the trace"
+	var agentic bench.AgenticConfig
+	var levels []int
+	switch f.kind {
+	case "agentic":
+		if agentic, err = f.agenticConfig(); err != nil {
+			return err
 		}
-		n.lines = append(n.lines, fmt.Sprintf("%s %s: %d requests waited for a worker (queue peak %d)", policy, at, run.Queued, run.MaxQueue))
+		if levels, err = f.levels(live); err != nil {
+			return err
+		}
+	case "trace":
+		if !(f.speed >= 0.001 && f.speed <= 1e6) {
+			return fmt.Errorf("%w: --speed %v out of [0.001, 1e6]", errUsage, f.speed)
+		}
 	}
-	if s := run.Summary; s.RAMCachedTokens+s.SSDCachedTokens > 0 {
-		n.lines = append(n.lines, fmt.Sprintf("%s at %d sessions: prompt tokens loaded instead of recomputed: %d from host RAM, %d from the node SSD store",
-			policy, sessions, s.RAMCachedTokens, s.SSDCachedTokens))
+	if !live {
+		spec := f.simSpec
+		if spec == "" {
+			spec = "2x4090"
+		}
+		gpus, err := nodes.ParseSimSpec(spec)
+		if err != nil {
+			return fmt.Errorf("%w: --sim: %v", errUsage, err)
+		}
+		for _, g := range gpus {
+			c.GPUs = append(c.GPUs, g.Kind)
+		}
 	}
-	if r := run.Restart; r != nil {
-		n.lines = append(n.lines, fmt.Sprintf("%s at %d sessions: after the restart at %v, %d sessions' next turns did not recompute %.1f%% of their %d context tokens (%.1f%% loaded from the node SSD store by the turn itself, the rest found on the GPU)",
-			policy, sessions, r.At, r.Turns, 100*r.ReusedShare(), r.ContextTokens, 100*r.SSDShare()))
+	if f.kind == "trace" {
+		return bench.RunTrace(ctx, c, bench.TraceConfig{Path: f.trace, Speed: f.speed, Limit: f.limit, Duration: f.duration})
 	}
-	return run.Summary, nil
+	return bench.RunAgentic(ctx, c, agentic, levels)
 }
 
 func printBenchUsage(w io.Writer) {
@@ -261,110 +217,6 @@ func (f *benchFlags) check(set map[string]bool) error {
 	return nil
 }
 
-// build turns the flags into a plan, the report's skeleton and a runner.
-func (f *benchFlags) build(ctx context.Context, seed uint64) (bench.Plan, bench.Report, bench.Runner, error) {
-	var plan bench.Plan
-	var report bench.Report
-	live := f.target != ""
-
-	policies, err := f.policyList(live)
-	if err != nil {
-		return plan, report, nil, err
-	}
-	plan.Policies = policies
-
-	switch f.kind {
-	case "agentic":
-		cfg, err := f.agenticConfig(seed)
-		if err != nil {
-			return plan, report, nil, err
-		}
-		levels, err := f.levels(live)
-		if err != nil {
-			return plan, report, nil, err
-		}
-		// Check the config once, so that a bad flag is a usage error.
-		cfg.Sessions = levels[0]
-		first, err := bench.NewAgentic(cfg)
-		if err != nil {
-			return plan, report, nil, fmt.Errorf("%w: %v", errUsage, err)
-		}
-		report.Workload = first
-		plan.Levels = levels
-		plan.Workload = func(level int) (bench.Workload, error) {
-			c := cfg
-			c.Sessions = level
-			return bench.NewAgentic(c)
-		}
-	case "trace":
-		if !(f.speed >= 0.001 && f.speed <= 1e6) {
-			return plan, report, nil, fmt.Errorf("%w: --speed %v out of [0.001, 1e6]", errUsage, f.speed)
-		}
-		recs, err := bench.ReadTraceFile(f.trace)
-		if err != nil {
-			return plan, report, nil, err
-		}
-		t, err := bench.NewTrace(recs, bench.TraceConfig{
-			Path: f.trace, Speed: f.speed, Seed: seed, Limit: f.limit, Duration: f.duration,
-		})
-		if err != nil {
-			return plan, report, nil, fmt.Errorf("%w: %v", errUsage, err)
-		}
-		report.Workload = t
-		plan.Levels = []int{0}
-		plan.Workload = func(int) (bench.Workload, error) { return t, nil }
-	}
-
-	if live {
-		l, err := bench.NewLive(bench.LiveConfig{Target: f.target, Model: f.model, APIKey: f.apiKey})
-		if err != nil {
-			return plan, report, nil, fmt.Errorf("%w: %v", errUsage, err)
-		}
-		if _, err := l.ResolveModel(ctx); err != nil {
-			return plan, report, nil, err
-		}
-		return plan, report, l, nil
-	}
-	spec := f.simSpec
-	if spec == "" {
-		spec = "2x4090"
-	}
-	gpus, err := nodes.ParseSimSpec(spec)
-	if err != nil {
-		return plan, report, nil, fmt.Errorf("%w: --sim: %v", errUsage, err)
-	}
-	kinds := make([]string, len(gpus))
-	for i, g := range gpus {
-		kinds[i] = g.Kind
-	}
-	latency := f.eventLatency
-	if latency == 0 {
-		latency = -1 // zero means none here, not the default
-	}
-	offload := f.offloadGiB
-	if offload == 0 || f.tiers == kvbm.TiersOff {
-		offload = -1 // zero means off here, not the default
-	}
-	storeDir := ""
-	if f.tiers == kvbm.TiersRAMSSD {
-		storeDir = f.storeDir
-		if storeDir == "" {
-			storeDir = filepath.Join(os.TempDir(), "hearth-bench-kvstore")
-		}
-	}
-	maxModelLen := f.maxModelLen
-	if p, ok := bench.LookupPreset(f.workload); ok && maxModelLen == 0 {
-		maxModelLen = p.MaxModelLen
-	}
-	s, err := bench.NewSim(bench.SimConfig{GPUs: kinds, Model: f.model, EventLatency: latency,
-		KVOffloadingGiB: offload, StoreDir: storeDir, DiskGBps: f.diskGBps, RestartAt: f.restartAt,
-		Seed: int64(seed), Engine: sim.Config{MaxModelLen: maxModelLen}})
-	if err != nil {
-		return plan, report, nil, fmt.Errorf("%w: %v", errUsage, err)
-	}
-	return plan, report, s, nil
-}
-
 func (f *benchFlags) policyList(live bool) ([]string, error) {
 	if f.policies == "" {
 		if live {
@@ -407,12 +259,11 @@ func (f *benchFlags) levels(live bool) ([]int, error) {
 	return out, nil
 }
 
-func (f *benchFlags) agenticConfig(seed uint64) (bench.AgenticConfig, error) {
+func (f *benchFlags) agenticConfig() (bench.AgenticConfig, error) {
 	var cfg bench.AgenticConfig
 	if p, ok := bench.LookupPreset(f.workload); ok {
 		cfg = p.Agentic
 	}
-	cfg.Seed = seed
 	// A flag given overrides the preset; zero means the preset's value or
 	// the default.
 	for _, v := range []struct {
@@ -444,49 +295,4 @@ func (f *benchFlags) agenticConfig(seed uint64) (bench.AgenticConfig, error) {
 		cfg.ToolPause = d
 	}
 	return cfg, nil
-}
-
-// writeFiles writes the JSON report and the chart, if asked for.
-func (f *benchFlags) writeFiles(report bench.Report) error {
-	if f.jsonPath != "" {
-		if err := writeFile(f.jsonPath, func(w io.Writer) error { return bench.WriteJSON(w, report) }); err != nil {
-			return err
-		}
-	}
-	if f.plotPath != "" {
-		title := "TTFT, slowest turn and task time by policy, " + f.kind
-		if err := writeFile(f.plotPath, func(w io.Writer) error { return bench.WriteSVG(w, title, report.Runs) }); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func writeFile(path string, write func(io.Writer) error) error {
-	file, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	if err := write(file); err != nil {
-		file.Close()
-		return err
-	}
-	if err := file.Close(); err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	return nil
-}
-
-// isTerminal reports whether w is a character device, where a progress bar
-// makes sense.
-func isTerminal(w io.Writer) bool {
-	file, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := file.Stat()
-	if err != nil {
-		return false
-	}
-	return st.Mode()&os.ModeCharDevice != 0
 }

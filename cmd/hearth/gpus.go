@@ -132,7 +132,7 @@ type gpuProcessJSON struct {
 func gpusJSONOf(inv nodes.Inventory) gpusJSON {
 	out := gpusJSON{
 		Host: hostJSON{Node: inv.Host.Node, Source: inv.Host.Source, DriverVersion: inv.Host.DriverVersion,
-			CUDADriverVersion: cudaVersionString(inv.Host.CUDADriverVersion)},
+			CUDADriverVersion: inv.Host.CUDAVersion()},
 		GPUs: make([]gpuJSON, 0, len(inv.GPUs)),
 	}
 	known := func(v int) *int {
@@ -154,7 +154,7 @@ func gpusJSONOf(inv nodes.Inventory) gpusJSON {
 			PowerDrawW: knownF(g.PowerDrawW), PowerLimitW: knownF(g.PowerLimitW),
 			PCIeGenCurrent: known(g.PCIeGenCurrent), PCIeGenMax: known(g.PCIeGenMax),
 			PCIeWidthCurrent: known(g.PCIeWidthCurrent), PCIeWidthMax: known(g.PCIeWidthMax),
-			ComputeCapability: computeCapability(g),
+			ComputeCapability: g.ComputeCapability(),
 			Lost:              g.Lost, Error: g.Err, Simulated: g.Simulated,
 		}
 		if g.MemoryTotal > 0 {
@@ -177,21 +177,6 @@ func gpusJSONOf(inv nodes.Inventory) gpusJSON {
 	return out
 }
 
-// cudaVersionString turns NVML's 12090 into "12.9"; "" when unknown.
-func cudaVersionString(v int) string {
-	if v <= 0 {
-		return ""
-	}
-	return fmt.Sprintf("%d.%d", v/1000, v%1000/10)
-}
-
-func computeCapability(g nodes.GPU) string {
-	if g.ComputeMajor < 0 || g.ComputeMinor < 0 {
-		return ""
-	}
-	return fmt.Sprintf("%d.%d", g.ComputeMajor, g.ComputeMinor)
-}
-
 const gib = 1 << 30
 
 // writeGPUsText prints one row per GPU and a line about the driver.
@@ -206,7 +191,7 @@ func writeGPUsText(w io.Writer, inv nodes.Inventory) error {
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Index, name, g.Kind, memoryText(g),
 			unitText(g.UtilizationPct, "%"), unitText(g.TemperatureC, "C"), powerText(g), pcieText(g),
-			orUnknown(computeCapability(g)), processesText(g))
+			orUnknown(g.ComputeCapability()), processesText(g))
 		switch {
 		case g.Lost:
 			problems = append(problems, fmt.Sprintf("gpu %d is lost: %s (a reboot or a GPU reset brings it back)", g.Index, g.Err))
@@ -225,7 +210,7 @@ func writeGPUsText(w io.Writer, inv nodes.Inventory) error {
 		driver = "none (simulated)"
 	}
 	_, err := fmt.Fprintf(w, "driver %s, CUDA %s (node %s, read through %s)\n", driver,
-		orUnknown(cudaVersionString(inv.Host.CUDADriverVersion)), orUnknown(inv.Host.Node), inv.Host.Source)
+		orUnknown(inv.Host.CUDAVersion()), orUnknown(inv.Host.Node), inv.Host.Source)
 	return err
 }
 

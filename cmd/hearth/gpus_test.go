@@ -189,11 +189,3 @@ func TestGPUsHelpDocumentsTheSchema(t *testing.T) {
 		}
 	}
 }
-
-func TestCUDAVersionString(t *testing.T) {
-	for v, want := range map[int]string{12090: "12.9", 13000: "13.0", 11080: "11.8", 0: ""} {
-		if got := cudaVersionString(v); got != want {
-			t.Errorf("cudaVersionString(%d) = %q, want %q", v, got, want)
-		}
-	}
-}

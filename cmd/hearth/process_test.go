@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -23,43 +22,9 @@ import (
 
 	"github.com/hearth-llm/hearth/adminapi"
 	"github.com/hearth-llm/hearth/daemon"
+	"github.com/hearth-llm/hearth/daemon/daemontest"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
-
-// engines reads GET /api/v1/engines.
-func listEngines(t *testing.T, baseURL string) []adminapi.Engine {
-	t.Helper()
-	resp, err := http.Get(baseURL + "/api/v1/engines")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var list struct {
-		Engines []adminapi.Engine `json:"engines"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("/api/v1/engines: %s, %v", resp.Status, err)
-	}
-	return list.Engines
-}
-
-// waitEngine polls the engines API until the named engine satisfies ok; the
-// bound only stops a hang.
-func waitEngine(t *testing.T, baseURL, name string, bound time.Duration, ok func(adminapi.Engine) bool) adminapi.Engine {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for {
-		for _, e := range listEngines(t, baseURL) {
-			if e.Name == name && ok(e) {
-				return e
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("engine %s: not as wanted within %v: %+v", name, bound, listEngines(t, baseURL))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // openFDs counts this process's open file descriptors.
 func openFDs(t *testing.T) int {
@@ -408,3 +373,9 @@ func TestDaemonTakesItsEnginesWithIt(t *testing.T) {
 		})
 	}
 }
+
+// Shared with the other tests of a running daemon.
+var (
+	listEngines = daemontest.ListEngines
+	waitEngine  = daemontest.WaitEngine
+)

@@ -13,11 +13,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hearth-llm/hearth/daemon"
+	"github.com/hearth-llm/hearth/daemon/daemontest"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
@@ -44,47 +44,10 @@ func serveTestUp(t testing.TB, args []string, opts ...daemon.Option) (baseURL st
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	printed := &firstWrite{c: make(chan struct{})}
-	logger := slog.New(slog.DiscardHandler)
-	if os.Getenv("HEARTH_TEST_LOG") != "" {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	go func() { done <- serveUp(ctx, printed, logger, cfg, ln, opts...) }()
-	select {
-	case <-printed.c:
-	case err := <-done:
-		cancel()
-		t.Fatalf("hearth up ended before its engines were ready: %v", err)
-	}
-	var once bool
-	var result error
-	stop = func() error {
-		if !once {
-			once = true
-			cancel()
-			result = <-done
-		}
-		return result
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("hearth up: %v", err)
-		}
+	stop = daemontest.Start(t, func(ctx context.Context, stdout io.Writer, log *slog.Logger) error {
+		return serveUp(ctx, stdout, log, cfg, ln, opts...)
 	})
 	return cfg.Scheme() + "://" + ln.Addr().String(), stop
-}
-
-// firstWrite closes c when something is first written to it.
-type firstWrite struct {
-	once sync.Once
-	c    chan struct{}
-}
-
-func (w *firstWrite) Write(p []byte) (int, error) {
-	w.once.Do(func() { close(w.c) })
-	return len(p), nil
 }
 
 // clientFixture is one recorded-shape request of a coding agent, written

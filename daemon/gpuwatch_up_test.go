@@ -1,4 +1,4 @@
-package main
+package daemon_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/hearth-llm/hearth/adminapi"
 	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/nodes"
+	"github.com/hearth-llm/hearth/router"
 )
 
 // TestLostGPUStopsItsEngine: a GPU the driver loses has its engine
@@ -20,7 +21,7 @@ import (
 func TestLostGPUStopsItsEngine(t *testing.T) {
 	gpus := newFlakyGPUs(t, "2x4090")
 	// Round robin: with both GPUs in the router, requests take turns.
-	baseURL, _ := serveTestUp(t, []string{"--sim", "2x4090", "--speedup", "100", "--policy", "round_robin", "--data-dir", t.TempDir()}, daemon.WithGPUSource(gpus), daemon.WithGPUInterval(20*time.Millisecond), daemon.WithConsoleTiming(50*time.Millisecond, 0))
+	baseURL, _ := serveTestUp(t, simConfig(t, "2x4090", func(c *daemon.Config) { c.Policy = router.PolicyRoundRobin }), daemon.WithGPUSource(gpus), daemon.WithGPUInterval(20*time.Millisecond), daemon.WithConsoleTiming(50*time.Millisecond, 0))
 
 	gpus.setLost(1, true)
 	e := waitEngine(t, baseURL, "sim/gpu1", 30*time.Second, func(e adminapi.Engine) bool { return e.State == "stopped" })
@@ -53,11 +54,9 @@ func TestLostGPUStopsItsEngine(t *testing.T) {
 // smaller memory share and KV cache than an idle one, and a note that says
 // why; the idle one gets no note.
 func TestPlanCountsOnlyFreeMemory(t *testing.T) {
-	env := &environment{stderr: io.Discard, getenv: func(string) string { return "" }}
-	cfg, err := parseUpFlags(env, []string{"--sim", "2x4090", "--engine-runtime", "docker", "--engine", "vllm", "--node", "rig"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simConfig(t, "2x4090", func(c *daemon.Config) {
+		c.EngineRuntime, c.Engine, c.Node, c.Speedup = daemon.RuntimeDocker, "vllm", "rig", 1
+	})
 	src, err := daemon.Discoverer(cfg.Node, cfg.Sim)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +68,7 @@ func TestPlanCountsOnlyFreeMemory(t *testing.T) {
 	gpus := inv.GPUs
 	gpus[1].MemoryUsed, gpus[1].MemoryFree, gpus[1].MemoryUsageKnown = 2<<30, gpus[1].MemoryTotal-2<<30, true
 	gpus[1].Processes, gpus[1].ProcessesKnown = []nodes.Process{{PID: 4242, UsedBytes: 2 << 30, Name: "game.exe"}}, true
-	specs, notes, err := daemon.Plan(context.Background(), cfg.Config, daemon.WithGPUSource(fixedGPUs{inv}))
+	specs, notes, err := daemon.Plan(context.Background(), cfg, daemon.WithGPUSource(fixedGPUs{inv}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,6 @@
-package main
+package daemon_test
 
 import (
-	"bufio"
-	"context"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/daemon"
+	"github.com/hearth-llm/hearth/daemon/daemontest"
 	"github.com/hearth-llm/hearth/router"
 )
 
@@ -20,7 +19,7 @@ import (
 // and its charts reaching back chartWindow (0: the defaults).
 func startUpWithConsole(t *testing.T, interval, chartWindow time.Duration) string {
 	t.Helper()
-	baseURL, _ := serveTestUp(t, []string{"--sim", "2x4090", "--speedup", "20", "--data-dir", t.TempDir()}, daemon.WithConsoleTiming(interval, chartWindow))
+	baseURL, _ := serveTestUp(t, simConfig(t, "2x4090", func(c *daemon.Config) { c.Speedup = 20 }), daemon.WithConsoleTiming(interval, chartWindow))
 	return baseURL
 }
 
@@ -32,7 +31,7 @@ func TestUpKeepsConsoleSettingsAcrossRestarts(t *testing.T) {
 	dataDir := t.TempDir()
 	const served = "qwen3-14b-fp8"
 
-	baseURL, stop := startUp(t, "--data-dir", dataDir)
+	baseURL, stop := startUp(t, func(c *daemon.Config) { c.DataDir = dataDir })
 	if status, _ := postForm(t, baseURL, "/console/settings", url.Values{
 		"policy": {router.PolicyKV}, "aliases": {"devstral* = " + served},
 	}); status != http.StatusOK {
@@ -62,7 +61,7 @@ func TestUpKeepsConsoleSettingsAcrossRestarts(t *testing.T) {
 	// The same data directory, the command line's default policy and
 	// alias ("*"), and a key on the command line.
 	const staticKey = "sk-from-the-command-line"
-	baseURL, _ = startUp(t, "--data-dir", dataDir, "--api-key", staticKey)
+	baseURL, _ = startUp(t, func(c *daemon.Config) { c.DataDir, c.APIKeys = dataDir, []string{staticKey} })
 	for _, tc := range []struct {
 		name, model, key string
 		wantStatus       int
@@ -211,17 +210,6 @@ func TestUpServesTheConsole(t *testing.T) {
 // noRedirects is a client that shows redirects instead of following them.
 var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
-func get(t *testing.T, client *http.Client, u string) (int, string, http.Header) {
-	t.Helper()
-	resp, err := client.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), resp.Header
-}
-
 // postForm posts a console form as a same-origin browser does.
 func postForm(t *testing.T, baseURL, path string, form url.Values) (int, string) {
 	t.Helper()
@@ -240,43 +228,6 @@ func postForm(t *testing.T, baseURL, path string, form url.Values) (int, string)
 	return resp.StatusCode, string(b)
 }
 
-// waitLive reads the console's live stream of a page until one update
-// contains every want, and returns it. Updates follow the hub's samples,
-// so this waits for the sample that saw what the test just did.
-func waitLive(t *testing.T, baseURL, topic string, want ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/console/events/"+topic, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
-	var event strings.Builder
-	for sc.Scan() {
-		line := sc.Text()
-		if line != "" {
-			event.WriteString(strings.TrimPrefix(line, "data:"))
-			event.WriteByte('\n')
-			continue
-		}
-		got := event.String()
-		event.Reset()
-		if containsAll(got, want) {
-			return got
-		}
-	}
-	t.Fatalf("no live update of %s contained %q (stream: %v)", topic, want, sc.Err())
-	return ""
-}
-
 func containsAll(s string, subs []string) bool {
 	for _, sub := range subs {
 		if !strings.Contains(s, sub) {
@@ -284,36 +235,6 @@ func containsAll(s string, subs []string) bool {
 		}
 	}
 	return true
-}
-
-func postMessages(t *testing.T, baseURL, session, key string) int {
-	t.Helper()
-	status, _ := postMessagesHeader(t, baseURL, session, key)
-	return status
-}
-
-// postMessagesHeader sends a short Claude Code request and returns its
-// status and headers.
-func postMessagesHeader(t *testing.T, baseURL, session, key string) (int, http.Header) {
-	t.Helper()
-	body := `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"Say hello."}]}`
-	req, err := http.NewRequest(http.MethodPost, baseURL+"/v1/messages", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "claude-cli/2.1.197 (external, sdk-cli)")
-	req.Header.Set("X-Claude-Code-Session-Id", session)
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, resp.Header
 }
 
 // askModel sends a short chat request for model and returns its status
@@ -346,3 +267,11 @@ func mustParseURL(t *testing.T, s string) *url.URL {
 	}
 	return u
 }
+
+// Shared with the other tests of a running daemon.
+var (
+	get                = daemontest.Get
+	waitLive           = daemontest.WaitLive
+	postMessages       = daemontest.PostMessages
+	postMessagesHeader = daemontest.PostMessagesHeader
+)

@@ -1,0 +1,193 @@
+// Package daemontest holds what tests of a running daemon share, in
+// package daemon and in cmd/hearth alike: requests as clients and the
+// console send them, and waits for what the daemon reports.
+package daemontest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hearth-llm/hearth/adminapi"
+)
+
+// Get fetches u and returns its status, body and header.
+func Get(t *testing.T, client *http.Client, u string) (int, string, http.Header) {
+	t.Helper()
+	resp, err := client.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+// WaitLive reads the console's live stream of a page until one update
+// contains every want, and returns it. Updates follow the hub's samples,
+// so this waits for the sample that saw what the test just did.
+func WaitLive(t *testing.T, baseURL, topic string, want ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/console/events/"+topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
+	var event strings.Builder
+	for sc.Scan() {
+		line := sc.Text()
+		if line != "" {
+			event.WriteString(strings.TrimPrefix(line, "data:"))
+			event.WriteByte('\n')
+			continue
+		}
+		got := event.String()
+		event.Reset()
+		if containsAll(got, want) {
+			return got
+		}
+	}
+	t.Fatalf("no live update of %s contained %q (stream: %v)", topic, want, sc.Err())
+	return ""
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// PostMessages sends a short Claude Code request in session, with key
+// when set, and returns its status.
+func PostMessages(t *testing.T, baseURL, session, key string) int {
+	t.Helper()
+	status, _ := PostMessagesHeader(t, baseURL, session, key)
+	return status
+}
+
+// PostMessagesHeader sends a short Claude Code request and returns its
+// status and headers.
+func PostMessagesHeader(t *testing.T, baseURL, session, key string) (int, http.Header) {
+	t.Helper()
+	body := `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"Say hello."}]}`
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/v1/messages", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "claude-cli/2.1.197 (external, sdk-cli)")
+	req.Header.Set("X-Claude-Code-Session-Id", session)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+// ListEngines is GET /api/v1/engines.
+func ListEngines(t *testing.T, baseURL string) []adminapi.Engine {
+	t.Helper()
+	resp, err := http.Get(baseURL + "/api/v1/engines")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Engines []adminapi.Engine `json:"engines"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/api/v1/engines: %s, %v", resp.Status, err)
+	}
+	return list.Engines
+}
+
+// WaitEngine waits until the engine name is as ok wants it.
+func WaitEngine(t *testing.T, baseURL, name string, bound time.Duration, ok func(adminapi.Engine) bool) adminapi.Engine {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		for _, e := range ListEngines(t, baseURL) {
+			if e.Name == name && ok(e) {
+				return e
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("engine %s: not as wanted within %v: %+v", name, bound, ListEngines(t, baseURL))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Start runs serve, a daemon that writes the clients' settings to stdout
+// once its engines are ready, and returns when it has: stop ends the
+// daemon (the test's cleanup does too) and returns what serve returned.
+// With HEARTH_TEST_LOG set, the daemon logs to stderr.
+func Start(t testing.TB, serve func(ctx context.Context, stdout io.Writer, log *slog.Logger) error) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	printed := &firstWrite{c: make(chan struct{})}
+	logger := slog.New(slog.DiscardHandler)
+	if os.Getenv("HEARTH_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	go func() { done <- serve(ctx, printed, logger) }()
+	select {
+	case <-printed.c:
+	case err := <-done:
+		cancel()
+		t.Fatalf("hearth up ended before its engines were ready: %v", err)
+	}
+	var once bool
+	var result error
+	stop = func() error {
+		if !once {
+			once = true
+			cancel()
+			result = <-done
+		}
+		return result
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("hearth up: %v", err)
+		}
+	})
+	return stop
+}
+
+// firstWrite closes c when something is first written to it.
+type firstWrite struct {
+	once sync.Once
+	c    chan struct{}
+}
+
+func (w *firstWrite) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.c) })
+	return len(p), nil
+}
