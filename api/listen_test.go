@@ -82,4 +82,3 @@ func TestSlowBodyOutlivesHeaderTimeout(t *testing.T) {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 }
-
