@@ -436,7 +436,9 @@ func (g *Gateway) forward(c *fiber.Ctx, req *engineRequest, rs func(ex *exchange
 		return writeError(c, req.Dialect, err)
 	}
 	ids, hashes, err := g.prompts.encode(req.SessionID, creq)
-	if err != nil {
+	if overflow := (*apiError)(nil); errors.As(err, &overflow) {
+		return g.writeFailure(c, req, rs, overflow) // before tokenizing: it cannot fit
+	} else if err != nil {
 		return writeError(c, req.Dialect, badRequestf("messages", "cannot render the chat template: %v", err))
 	}
 	if g.cfg.ContextTokens > 0 && len(ids) >= g.cfg.ContextTokens {
