@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // ErrUnsupported marks a tokenizer.json that uses a component this package
@@ -331,11 +333,13 @@ func (m *Model) MaxTokenBytes() int { return m.maxTokenBytes }
 
 // MinTokens is a lower bound on the number of tokens text encodes to,
 // found without encoding it (a scan of its bytes): no token stands for
-// more than MaxTokenBytes of normalized text. A server refuses with it a
-// prompt that cannot fit a context before paying for its tokenization.
+// more than MaxTokenBytes of normalized text, and text already in NFC (as
+// prompts nearly always are) is its own normalized text. A server refuses
+// with it a prompt that cannot fit a context before paying for its
+// tokenization.
 func (m *Model) MinTokens(text string) int {
 	n := len(text)
-	if m.normalize {
+	if m.normalize && !norm.NFC.IsNormalString(text) {
 		n = max(asciiBytes(text), (len(text)+nfcMaxShrink-1)/nfcMaxShrink)
 	}
 	per := max(m.maxTokenBytes, 1)
