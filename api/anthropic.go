@@ -351,6 +351,9 @@ func (g *Gateway) handleCountTokens(c *fiber.Ctx) error {
 	if err != nil {
 		return writeError(c, dialectAnthropic, err)
 	}
+	if err := g.prompts.fitsMessages(req.Messages); err != nil {
+		return writeError(c, dialectAnthropic, err)
+	}
 	creq, err := req.chatRequest()
 	if err != nil {
 		return writeError(c, dialectAnthropic, err)

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"sync"
 
+	json "github.com/goccy/go-json"
 	"github.com/zeebo/xxh3"
 
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -160,6 +161,50 @@ func (p *prompts) fits(text string) error {
 	}
 	if n := p.bound.MinTokens(text); n >= p.contextTokens {
 		return errContextOverflow(n, p.contextTokens)
+	}
+	return nil
+}
+
+// fitsMessages refuses, before the chat is rendered (which copies it
+// several times), messages whose text alone cannot fit the context. The
+// text content of every message but the assistant's appears whole in a
+// rendered prompt; a template may drop parts of the assistant's (earlier turns'
+// reasoning), which therefore do not count. Each part's bound is lowered
+// by two tokens: one for the rounding, one for a token that the joined
+// text could share across the parts' seam.
+func (p *prompts) fitsMessages(msgs []chatMessage) error {
+	if p.contextTokens <= 0 || p.bound == nil {
+		return nil
+	}
+	size := 0
+	for _, m := range msgs {
+		if m.Role != "assistant" {
+			size += len(m.Content)
+		}
+	}
+	if size < p.contextTokens { // JSON is never shorter than its text
+		return nil
+	}
+	n := 0
+	count := func(text string) {
+		if len(text) >= p.contextTokens/8 { // short parts cannot matter
+			n += max(p.bound.MinTokens(text)-2, 0)
+		}
+	}
+	for _, m := range msgs {
+		if m.Role == "assistant" || len(m.Content) == 0 {
+			continue
+		}
+		// Only a content that is a string: how a template renders a list
+		// of parts is its own affair (the rendered check below catches
+		// those before they are tokenized).
+		var text string
+		if m.Content[0] == '"' && json.Unmarshal(m.Content, &text) == nil {
+			count(text)
+		}
+		if n >= p.contextTokens {
+			return errContextOverflow(n, p.contextTokens)
+		}
 	}
 	return nil
 }
