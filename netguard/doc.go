@@ -8,7 +8,9 @@
 // tries again. A server whose accept loop gives up on such an error (as
 // fasthttp's does) would otherwise stop serving for good.
 //
-// The timeouts that close idle and silent connections belong to each
-// server (fasthttp's or net/http's); HeaderTimeout and IdleTimeout are the
-// defaults Hearth's servers use.
+// The timeouts that close silent and idle connections are set on each
+// server: fasthttp's (the API gateway sets them from its Config) or
+// net/http's, through Server and BodyDeadline. Headers, and the TLS
+// handshake before them, get HeaderTimeout; a body BodyTimeout; a kept
+// connection IdleTimeout. An answer gets no deadline, so that streams last.
 package netguard
