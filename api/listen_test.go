@@ -3,9 +3,12 @@ package api
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -80,5 +83,36 @@ func TestSlowBodyOutlivesHeaderTimeout(t *testing.T) {
 	io.Copy(io.Discard, resp.Body)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
+	}
+}
+
+// A stream outlasts every connection timeout: the engine is silent for
+// longer than them (the client watcher keeps peeking meanwhile) and then
+// writes slowly.
+func TestStreamOutlastsConnectionTimeouts(t *testing.T) {
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		time.Sleep(400 * time.Millisecond) // a long prefill
+		for i := range 4 {
+			fmt.Fprintf(w, "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d \"}}]}\n\n", i)
+			w.(http.Flusher).Flush()
+			time.Sleep(150 * time.Millisecond)
+		}
+		io.WriteString(w, "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}))
+	defer engine.Close()
+	h := startGateway(t, newFakeRouter(Route{Worker: "w1", BaseURL: engine.URL}), withConfig(func(c *Config) {
+		c.HeaderTimeout, c.BodyTimeout, c.IdleTimeout = 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
+		c.ClientCheck = 20 * time.Millisecond
+	}))
+	resp, body := h.post(t, "/v1/chat/completions", `{"model":"qwen3-14b","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	for _, want := range []string{"w0 ", "w3 ", "[DONE]"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the stream lacks %q:\n%s", want, body)
+		}
 	}
 }
