@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -350,12 +351,17 @@ func (g *Gateway) handleCountTokens(c *fiber.Ctx) error {
 	if err != nil {
 		return writeError(c, dialectAnthropic, err)
 	}
+	if err := g.prompts.fitsMessages(req.Messages); err != nil {
+		return writeError(c, dialectAnthropic, err)
+	}
 	creq, err := req.chatRequest()
 	if err != nil {
 		return writeError(c, dialectAnthropic, err)
 	}
-	_, ids, err := g.tok.EncodeChat(creq)
-	if err != nil {
+	ids, _, err := g.prompts.encode("", creq)
+	if overflow := (*apiError)(nil); errors.As(err, &overflow) {
+		return writeError(c, dialectAnthropic, overflow)
+	} else if err != nil {
 		return writeError(c, dialectAnthropic, badRequestf("messages", "cannot render the chat template: %v", err))
 	}
 	return c.JSON(fiber.Map{"input_tokens": len(ids)})

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hearth-llm/hearth/netguard"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -58,6 +60,25 @@ type Config struct {
 	// one before; each holds its prompt's text and tokens (a few hundred KB
 	// for a long conversation). Default 64; negative turns sessions off.
 	ConversationSessions int
+
+	// HeaderTimeout is how long a client may take to send a request's
+	// headers, counted from its connection (TLS handshake included) or, on
+	// a kept connection, from the request's first byte; one that sends
+	// nothing is closed then. Default netguard.HeaderTimeout (10s).
+	HeaderTimeout time.Duration
+	// BodyTimeout is how long a client may take to send a request's body
+	// once its headers are in. Default 60s. An answer has no deadline:
+	// streams last as long as the engine writes.
+	BodyTimeout time.Duration
+	// IdleTimeout closes a kept connection with no request for this long.
+	// Default netguard.IdleTimeout (60s).
+	IdleTimeout time.Duration
+	// MaxConns caps the connections open at once; more clients wait to be
+	// accepted. Default a quarter of the process's file descriptor limit,
+	// at most 4096.
+	MaxConns int
+	// TLS, when set, serves HTTPS; Serve puts it above the connection cap.
+	TLS *tls.Config
 }
 
 // Deps are the gateway's collaborators.
@@ -94,6 +115,7 @@ const (
 	defaultMaxBodyBytes = 32 << 20
 	defaultRetryAfter   = time.Second
 	defaultSpecTimeout  = 30 * time.Second
+	defaultBodyTimeout  = 60 * time.Second
 )
 
 func (c *Config) setDefaults() {
@@ -117,6 +139,18 @@ func (c *Config) setDefaults() {
 	}
 	if c.SpeculativeTimeout <= 0 {
 		c.SpeculativeTimeout = defaultSpecTimeout
+	}
+	if c.HeaderTimeout <= 0 {
+		c.HeaderTimeout = netguard.HeaderTimeout
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = defaultBodyTimeout
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = netguard.IdleTimeout
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = netguard.MaxConns(4, 4096)
 	}
 }
 

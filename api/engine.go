@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	json "github.com/goccy/go-json"
 
@@ -82,8 +83,98 @@ type engineRequest struct {
 
 // stringJSON returns s as a JSON string value.
 func stringJSON(s string) json.RawMessage {
+	if len(s) >= largeStringJSON {
+		return appendStringJSON(make([]byte, 0, stringJSONLen(s)), s)
+	}
 	b, _ := json.Marshal(s)
 	return b
+}
+
+// largeStringJSON is the size from which stringJSON writes a string into
+// a buffer sized for it at once: the encoder's growing buffer allocated
+// six times the text (a 30 MB prompt cost 190 MB there).
+const largeStringJSON = 1 << 20
+
+// stringJSONLen is the length of s as a JSON string (appendStringJSON's).
+func stringJSONLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+				n += 2
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
+// appendStringJSON appends s as a JSON string, escaped as the encoder
+// does: HTML's <, > and & too, and invalid UTF-8 as U+FFFD.
+func appendStringJSON(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			var esc string
+			switch c {
+			case '"':
+				esc = `\"`
+			case '\\':
+				esc = `\\`
+			case '\n':
+				esc = `\n`
+			case '\r':
+				esc = `\r`
+			case '\t':
+				esc = `\t`
+			default:
+				if c >= 0x20 && c != '<' && c != '>' && c != '&' {
+					i++
+					continue
+				}
+			}
+			b = append(b, s[start:i]...)
+			if esc != "" {
+				b = append(b, esc...)
+			} else {
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(append(b, s[start:i]...), `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	return append(append(b, s[start:]...), '"')
 }
 
 // textMessage builds a message whose content is plain text.

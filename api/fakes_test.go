@@ -27,10 +27,21 @@ import (
 // byte: deterministic per text, so equal prefixes give equal block hashes.
 type fakeTokenizer struct{}
 
-func (fakeTokenizer) EncodeChat(r tokenizer.ChatRequest) (string, []uint32, error) {
+func (f fakeTokenizer) EncodeChat(r tokenizer.ChatRequest) (string, []uint32, error) {
+	s, err := f.ApplyChatTemplate(r)
+	if err != nil {
+		return "", nil, err
+	}
+	return s, bytesToIDs(s), nil
+}
+
+// MinTokens is exact: one token per byte.
+func (fakeTokenizer) MinTokens(text string) int { return len(text) }
+
+func (fakeTokenizer) ApplyChatTemplate(r tokenizer.ChatRequest) (string, error) {
 	var msgs []chatMessage
 	if err := json.Unmarshal(r.Messages, &msgs); err != nil {
-		return "", nil, fmt.Errorf("fake template: %w", err)
+		return "", fmt.Errorf("fake template: %w", err)
 	}
 	var sb strings.Builder
 	if len(r.Tools) > 0 && string(r.Tools) != "null" {
@@ -53,8 +64,7 @@ func (fakeTokenizer) EncodeChat(r tokenizer.ChatRequest) (string, []uint32, erro
 	if v, ok := r.Kwargs["enable_thinking"].(bool); ok && !v {
 		sb.WriteString("<think>\n\n</think>\n\n")
 	}
-	s := sb.String()
-	return s, bytesToIDs(s), nil
+	return sb.String(), nil
 }
 
 func (fakeTokenizer) Encode(text string) []uint32 { return bytesToIDs(text) }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,6 +21,9 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+
+	"github.com/hearth-llm/hearth/netguard"
 )
 
 // Gateway is Hearth's HTTP surface. Create it with New, serve it with Run or
@@ -62,7 +66,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		cfg: cfg, router: deps.Router, tok: deps.Tokenizer, store: deps.Store,
 		log: deps.Logger, client: newEngineClient(), models: newModelResolver(cfg),
 		closing: make(chan struct{}), keys: deps.Keys, traffic: deps.Traffic,
-		prompts: newPrompts(deps.Tokenizer, cfg.BlockSize, cfg.ConversationSessions),
+		prompts: newPrompts(deps.Tokenizer, cfg.BlockSize, cfg.ConversationSessions, cfg.ContextTokens),
 		watcher: newClientWatcher(cfg.ClientCheck),
 	}
 	if g.log == nil {
@@ -102,9 +106,14 @@ func (g *Gateway) Run(ctx context.Context) error {
 
 // Serve serves on ln until ctx ends, then shuts down gracefully: streams in
 // flight may finish for up to 10 seconds and background prefills are
-// cancelled.
+// cancelled. ln is capped at Config.MaxConns and never fails on a
+// temporary accept error (netguard); Config.TLS, when set, goes above.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	g.checkExposure(ln.Addr())
+	ln = netguard.Listen(ln, netguard.Config{MaxConns: g.cfg.MaxConns, Logger: g.log})
+	if g.cfg.TLS != nil {
+		ln = tls.NewListener(ln, g.cfg.TLS)
+	}
 	g.background.Add(1)
 	go func() {
 		defer g.background.Done()
@@ -170,10 +179,20 @@ func (g *Gateway) newApp(reg *prometheus.Registry, mount func(fiber.Router)) *fi
 		AppName:               "hearth",
 		DisableStartupMessage: true,
 		BodyLimit:             g.cfg.MaxBodyBytes,
+		// fasthttp's read timeout runs from a connection's start (or a
+		// kept one's next request) through the headers; the body gets
+		// BodyTimeout more once they are in (HeaderReceived below), and
+		// the answer none (streams).
+		ReadTimeout: g.cfg.HeaderTimeout,
+		IdleTimeout: g.cfg.IdleTimeout,
 		ErrorHandler: func(c *fiber.Ctx, err error) error {
 			return writeError(c, dialectOf(c.Path()), err)
 		},
 	})
+	app.Server().HeaderReceived = func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
+		return fasthttp.RequestConfig{ReadTimeout: g.cfg.BodyTimeout}
+	}
+	app.Use(endReadDeadline)
 	app.Use(g.logRequests)
 	app.Use(refuseAmbiguousFraming)
 	app.Get("/health", func(c *fiber.Ctx) error {
@@ -197,6 +216,17 @@ func (g *Gateway) newApp(reg *prometheus.Registry, mount func(fiber.Router)) *fi
 		return writeError(c, dialectOf(c.Path()), &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("no route for %s %s", c.Method(), c.Path())})
 	})
 	return app
+}
+
+// endReadDeadline lifts the read deadline of a request that has been read:
+// the client watcher peeks at the connection while the answer is made,
+// and a peek past a deadline would count the client as gone. fasthttp sets
+// the idle deadline again before the next request.
+func endReadDeadline(c *fiber.Ctx) error {
+	if conn := c.Context().Conn(); conn != nil {
+		_ = conn.SetReadDeadline(time.Time{})
+	}
+	return c.Next()
 }
 
 // dialectOf picks the error dialect from the path, for errors raised before

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -477,7 +478,7 @@ type completionRequest struct {
 }
 
 // decodeCompletion reads a completions body and the prompt's token ids.
-func decodeCompletion(body []byte, models modelResolver, tok Tokenizer) (*engineRequest, *completionRequest, map[string]json.RawMessage, []uint32, error) {
+func decodeCompletion(body []byte, models modelResolver, encode func(string) ([]uint32, error)) (*engineRequest, *completionRequest, map[string]json.RawMessage, []uint32, error) {
 	var in completionRequest
 	if err := decodeStrict(body, &in, ""); err != nil {
 		return nil, nil, nil, nil, err
@@ -497,12 +498,16 @@ func decodeCompletion(body []byte, models modelResolver, tok Tokenizer) (*engine
 	case isNullJSON(in.Prompt):
 		return nil, nil, nil, nil, badRequest("prompt", "required")
 	case json.Unmarshal(in.Prompt, &text) == nil:
-		ids = tok.Encode(text)
+		ids, err = encode(text)
 	case json.Unmarshal(in.Prompt, &ids) == nil:
 	case json.Unmarshal(in.Prompt, &texts) == nil && len(texts) == 1:
-		ids = tok.Encode(texts[0])
+		ids, err = encode(texts[0])
 	default:
 		return nil, nil, nil, nil, badRequest("prompt", "must be a string or an array of token ids (batches are not supported)")
+	}
+	if overflow := (*apiError)(nil); errors.As(err, &overflow) {
+		overflow.Param = "prompt" // refused before it was tokenized: it cannot fit
+		return nil, nil, nil, nil, overflow
 	}
 	req := &engineRequest{
 		Dialect: dialectOpenAI, ClientModel: in.Model, Model: model, ClientStream: in.Stream,
@@ -518,7 +523,7 @@ func decodeCompletion(body []byte, models modelResolver, tok Tokenizer) (*engine
 }
 
 func (g *Gateway) handleCompletions(c *fiber.Ctx) error {
-	req, in, all, ids, err := decodeCompletion(c.Body(), g.models, g.tok)
+	req, in, all, ids, err := decodeCompletion(c.Body(), g.models, g.prompts.encodeText)
 	if err != nil {
 		return writeError(c, dialectOpenAI, err)
 	}

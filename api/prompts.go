@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"sync"
 
+	json "github.com/goccy/go-json"
 	"github.com/zeebo/xxh3"
 
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -12,9 +13,31 @@ import (
 // conversationTokenizer is what a Tokenizer may also offer to tokenize a
 // conversation turn after turn; *tokenizer.Model does.
 type conversationTokenizer interface {
-	ApplyChatTemplate(tokenizer.ChatRequest) (string, error)
+	chatRenderer
 	NewSession() *tokenizer.Session
 }
+
+// chatRenderer renders a chat without tokenizing it, so that a prompt's
+// size can be looked at first; *tokenizer.Model does.
+type chatRenderer interface {
+	ApplyChatTemplate(tokenizer.ChatRequest) (string, error)
+}
+
+// tokenBounder bounds a text's tokens from below without encoding it;
+// *tokenizer.Model does.
+type tokenBounder interface {
+	MinTokens(text string) int
+}
+
+// largePromptBytes is the size from which a prompt waits for one of
+// largePrompts turns to be tokenized: the memory a tokenization takes
+// grows with the text (docs/perf.md), and a burst of large prompts must
+// not take it all at once. Agents' prompts (100k tokens is about 400 KB)
+// stay below it.
+const (
+	largePromptBytes = 1 << 20
+	largePrompts     = 2
+)
 
 // prompts turns a request's chat into token ids and block hashes. An agent
 // resends its whole conversation every turn; a tokenizer session per
@@ -28,11 +51,19 @@ type conversationTokenizer interface {
 // own instead of evicting the main one's text. Requests without a session
 // id, a session busy with a concurrent request, or a tokenizer without
 // sessions take the plain path.
+//
+// A prompt that cannot fit contextTokens whatever its tokens is refused
+// before it is tokenized (tokenBounder), and large prompts are tokenized
+// a few at a time.
 type prompts struct {
-	tok       Tokenizer
-	conv      conversationTokenizer // nil: no sessions
-	blockSize int
-	max       int // sessions kept, least recently used evicted
+	tok           Tokenizer
+	conv          conversationTokenizer // nil: no sessions
+	render        chatRenderer          // nil: EncodeChat renders and encodes at once
+	bound         tokenBounder          // nil: every prompt is tokenized
+	blockSize     int
+	max           int // sessions kept, least recently used evicted
+	contextTokens int // 0: no limit
+	large         chan struct{}
 
 	mu       sync.Mutex
 	sessions map[conversationKey]*list.Element // of *conversation
@@ -58,24 +89,39 @@ type conversation struct {
 	s   *tokenizer.Session
 }
 
-func newPrompts(tok Tokenizer, blockSize, max int) *prompts {
-	p := &prompts{tok: tok, blockSize: blockSize, max: max, sessions: make(map[conversationKey]*list.Element)}
+func newPrompts(tok Tokenizer, blockSize, max, contextTokens int) *prompts {
+	p := &prompts{tok: tok, blockSize: blockSize, max: max, contextTokens: contextTokens,
+		sessions: make(map[conversationKey]*list.Element), large: make(chan struct{}, largePrompts)}
 	if c, ok := tok.(conversationTokenizer); ok && max > 0 && blockSize == tokenizer.DefaultBlockSize {
 		p.conv = c // a session hashes DefaultBlockSize blocks
 	}
+	p.render, _ = tok.(chatRenderer)
+	p.bound, _ = tok.(tokenBounder)
 	return p
 }
 
-// encode renders req and returns its token ids and block hashes.
+// errRender wraps a chat template's failure.
+type errRender struct{ err error }
+
+func (e errRender) Error() string { return e.err.Error() }
+func (e errRender) Unwrap() error { return e.err }
+
+// encode renders req and returns its token ids and block hashes. A prompt
+// that cannot fit the context is an overflow *apiError, found before it
+// is tokenized; a template that fails is an errRender.
 func (p *prompts) encode(sessionID string, req tokenizer.ChatRequest) ([]uint32, []tokenizer.SeqHash, error) {
-	if p.conv == nil || sessionID == "" {
+	if p.render == nil {
 		return p.plain(req)
 	}
-	rendered, err := p.conv.ApplyChatTemplate(req)
+	rendered, err := p.render.ApplyChatTemplate(req)
 	if err != nil {
+		return nil, nil, errRender{err}
+	}
+	if err := p.fits(rendered); err != nil {
 		return nil, nil, err
 	}
-	if len(rendered) < shapeBytes { // quick to encode, and no stable shape yet
+	defer p.turn(len(rendered))()
+	if p.conv == nil || sessionID == "" || len(rendered) < shapeBytes { // short: quick to encode, and no stable shape yet
 		ids := p.tok.Encode(rendered)
 		return ids, tokenizer.BlockHashes(ids, p.blockSize), nil
 	}
@@ -92,9 +138,85 @@ func (p *prompts) encode(sessionID string, req tokenizer.ChatRequest) ([]uint32,
 func (p *prompts) plain(req tokenizer.ChatRequest) ([]uint32, []tokenizer.SeqHash, error) {
 	_, ids, err := p.tok.EncodeChat(req)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, errRender{err}
 	}
 	return ids, tokenizer.BlockHashes(ids, p.blockSize), nil
+}
+
+// encodeText tokenizes a prompt given as text (the legacy completions
+// API's), refusing one that cannot fit as encode does.
+func (p *prompts) encodeText(text string) ([]uint32, error) {
+	if err := p.fits(text); err != nil {
+		return nil, err
+	}
+	defer p.turn(len(text))()
+	return p.tok.Encode(text), nil
+}
+
+// fits refuses a prompt whose tokens could not fit the context, however
+// long its tokens: the overflow every dialect words for its clients.
+func (p *prompts) fits(text string) error {
+	if p.contextTokens <= 0 || p.bound == nil || len(text) < p.contextTokens {
+		return nil // a text shorter than the context in bytes always fits
+	}
+	if n := p.bound.MinTokens(text); n >= p.contextTokens {
+		return errContextOverflow(n, p.contextTokens)
+	}
+	return nil
+}
+
+// fitsMessages refuses, before the chat is rendered (which copies it
+// several times), messages whose text alone cannot fit the context. The
+// text content of every message but the assistant's appears whole in a
+// rendered prompt; a template may drop parts of the assistant's (earlier turns'
+// reasoning), which therefore do not count. Each part's bound is lowered
+// by two tokens: one for the rounding, one for a token that the joined
+// text could share across the parts' seam.
+func (p *prompts) fitsMessages(msgs []chatMessage) error {
+	if p.contextTokens <= 0 || p.bound == nil {
+		return nil
+	}
+	size := 0
+	for _, m := range msgs {
+		if m.Role != "assistant" {
+			size += len(m.Content)
+		}
+	}
+	if size < p.contextTokens { // JSON is never shorter than its text
+		return nil
+	}
+	n := 0
+	count := func(text string) {
+		if len(text) >= p.contextTokens/8 { // short parts cannot matter
+			n += max(p.bound.MinTokens(text)-2, 0)
+		}
+	}
+	for _, m := range msgs {
+		if m.Role == "assistant" || len(m.Content) == 0 {
+			continue
+		}
+		// Only a content that is a string: how a template renders a list
+		// of parts is its own affair (the rendered check below catches
+		// those before they are tokenized).
+		var text string
+		if m.Content[0] == '"' && json.Unmarshal(m.Content, &text) == nil {
+			count(text)
+		}
+		if n >= p.contextTokens {
+			return errContextOverflow(n, p.contextTokens)
+		}
+	}
+	return nil
+}
+
+// turn waits for a large prompt's turn to be tokenized; the function it
+// returns ends the turn.
+func (p *prompts) turn(textBytes int) func() {
+	if textBytes < largePromptBytes {
+		return func() {}
+	}
+	p.large <- struct{}{}
+	return func() { <-p.large }
 }
 
 // conversation returns the session of key, making it (and evicting the

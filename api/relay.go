@@ -431,12 +431,17 @@ type responder interface {
 // forward sends req to a worker and answers the client through rs.
 func (g *Gateway) forward(c *fiber.Ctx, req *engineRequest, rs func(ex *exchange) responder) error {
 	noteRequest(c, req)
+	if overflow := g.prompts.fitsMessages(req.Messages); overflow != nil {
+		return g.writeFailure(c, req, rs, overflow) // before rendering: it cannot fit
+	}
 	creq, err := req.chatRequest()
 	if err != nil {
 		return writeError(c, req.Dialect, err)
 	}
 	ids, hashes, err := g.prompts.encode(req.SessionID, creq)
-	if err != nil {
+	if overflow := (*apiError)(nil); errors.As(err, &overflow) {
+		return g.writeFailure(c, req, rs, overflow) // before tokenizing: it cannot fit
+	} else if err != nil {
 		return writeError(c, req.Dialect, badRequestf("messages", "cannot render the chat template: %v", err))
 	}
 	if g.cfg.ContextTokens > 0 && len(ids) >= g.cfg.ContextTokens {

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/hearth-llm/hearth/kvevents"
+	"github.com/hearth-llm/hearth/netguard"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/router/ingest"
 	"github.com/hearth-llm/hearth/zmtp"
@@ -394,8 +395,9 @@ func (n *Node) attachRemote(m Member, e EngineInfo) (*remoteEngine, error) {
 		FlushInterval: -1,
 		ErrorLog:      slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
 	}
-	srv := &http.Server{Handler: fullDuplex(proxy), Addr: ln.Addr().String(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
+	srv := netguard.Server(&http.Server{Handler: netguard.BodyDeadline(fullDuplex(proxy), netguard.BodyTimeout), Addr: ln.Addr().String(),
+		IdleTimeout: n.cfg.IdleTimeout})
+	go func() { _ = srv.Serve(netguard.Listen(ln, netguard.Config{Logger: n.log})) }()
 	r := &remoteEngine{nodeID: m.NodeID, info: e, srv: srv, done: make(chan struct{})}
 	info := router.WorkerInfo{
 		Name: RemoteName(m.Heartbeat, e.Name), BaseURL: "http://" + ln.Addr().String(), Model: e.Model, CapacityBlocks: e.CapacityBlocks,

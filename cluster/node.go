@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/hearth-llm/hearth/clock"
+	"github.com/hearth-llm/hearth/netguard"
 	"github.com/hearth-llm/hearth/router"
 )
 
@@ -94,6 +95,15 @@ type Config struct {
 	Routes  []string
 	APIAddr string
 	Version string
+	// MaxConns caps the cluster port's open connections; more clients
+	// wait to be accepted. Default an eighth of the process's file
+	// descriptor limit, at most 1024.
+	MaxConns int
+	// IdleTimeout closes kept connections of the cluster port and the
+	// peers' engine proxies that carry no request for this long; 0 =
+	// netguard.IdleTimeout. A client that sends no headers within
+	// netguard.HeaderTimeout of connecting is closed too.
+	IdleTimeout time.Duration
 	// Workers receives the cluster's remote engines; nil keeps them out.
 	Workers Workers
 	// GPUs reports this node's GPUs for the heartbeat; nil: none.
@@ -244,8 +254,13 @@ func (n *Node) startClusterPort() error {
 	mux.HandleFunc("POST "+askPath, n.askHandler)
 	mux.HandleFunc("POST "+askPath+"/{id}", n.waitHandler)
 	mux.HandleFunc("/engine/", n.proxyHandler)
-	n.clusterSrv = &http.Server{Handler: mux, TLSConfig: n.clusterPortTLS(), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
+	n.clusterSrv = netguard.Server(&http.Server{Handler: netguard.BodyDeadline(mux, netguard.BodyTimeout), TLSConfig: n.clusterPortTLS(),
+		IdleTimeout: n.cfg.IdleTimeout, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)})
+	maxConns := n.cfg.MaxConns
+	if maxConns <= 0 {
+		maxConns = netguard.MaxConns(8, 1024)
+	}
+	ln = netguard.Listen(ln, netguard.Config{MaxConns: maxConns, Logger: n.log})
 	n.clusterLn = ln
 	go func() { _ = n.clusterSrv.ServeTLS(ln, "", "") }()
 	return nil

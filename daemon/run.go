@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -97,9 +96,6 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	tlsConfig, ca, err := serverTLS(cfg, ln.Addr(), time.Now())
 	if err != nil {
 		return err
-	}
-	if tlsConfig != nil {
-		ln = tls.NewListener(ln, tlsConfig)
 	}
 	if ca != nil {
 		log.Info("TLS with Hearth's own CA", "ca", ca.CertPath(), "sha256", ca.Fingerprint())
@@ -244,6 +240,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	}
 	gw, err := api.New(api.Config{
 		Addr: ln.Addr().String(), Models: cfg.Models, ContextTokens: contextTokens,
+		TLS: tlsConfig, // above the gateway's connection cap
 	}, api.Deps{
 		Router: routes, Tokenizer: tok, Store: db, Registry: reg, Logger: log,
 		Keys: apiKeys{keys}, Models: models, Traffic: traffic,

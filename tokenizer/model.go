@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // ErrUnsupported marks a tokenizer.json that uses a component this package
@@ -27,6 +30,9 @@ type Model struct {
 	addedBytes   map[uint32]string // added token id -> its content
 	specialNames map[string]string
 	vocabSize    int
+	// maxTokenBytes is the most bytes of text one token stands for: the
+	// longest entry of the vocabulary or of the added tokens.
+	maxTokenBytes int
 }
 
 // Load reads tokenizer.json and tokenizer_config.json from dir, the two
@@ -166,6 +172,10 @@ func (m *Model) loadModel(f *tokenizerFile) error {
 		m.addedBytes[t.ID] = t.Content
 	}
 	m.added = newAddedVocab(tokens)
+	m.maxTokenBytes = m.added.maxLen
+	for id := range m.bpe.start {
+		m.maxTokenBytes = max(m.maxTokenBytes, int(m.bpe.end[id]-m.bpe.start[id]))
+	}
 	if m.normalize && m.added.hasNormalized() {
 		return fmt.Errorf("%w: added tokens matched after normalization", ErrUnsupported)
 	}
@@ -311,6 +321,47 @@ func chatTemplateSource(raw json.RawMessage) (string, error) {
 // MaxModelLen returns model_max_length from tokenizer_config.json, or 0 when
 // the config does not say.
 func (m *Model) MaxModelLen() int { return m.maxModelLen }
+
+// nfcMaxShrink bounds how many times fewer bytes NFC can make of a text:
+// three jamo (9 bytes) compose into one Hangul syllable (3); a margin on
+// top. ASCII bytes are never lost: one composes at most into a letter of
+// two bytes or more.
+const nfcMaxShrink = 4
+
+// MaxTokenBytes is the most bytes of text one token stands for.
+func (m *Model) MaxTokenBytes() int { return m.maxTokenBytes }
+
+// MinTokens is a lower bound on the number of tokens text encodes to,
+// found without encoding it (a scan of its bytes): no token stands for
+// more than MaxTokenBytes of normalized text, and text already in NFC (as
+// prompts nearly always are) is its own normalized text. A server refuses
+// with it a prompt that cannot fit a context before paying for its
+// tokenization.
+func (m *Model) MinTokens(text string) int {
+	n := len(text)
+	if m.normalize && !norm.NFC.IsNormalString(text) {
+		n = max(asciiBytes(text), (len(text)+nfcMaxShrink-1)/nfcMaxShrink)
+	}
+	per := max(m.maxTokenBytes, 1)
+	return (n + per - 1) / per
+}
+
+// asciiBytes counts the bytes of s below 0x80, eight at a time.
+func asciiBytes(s string) int {
+	const high = 0x8080808080808080
+	n := 0
+	for ; len(s) >= 8; s = s[8:] {
+		w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+			uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+		n += 8 - bits.OnesCount64(w&high)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x80 {
+			n++
+		}
+	}
+	return n
+}
 
 // VocabSize returns one more than the largest token id.
 func (m *Model) VocabSize() int { return m.vocabSize }

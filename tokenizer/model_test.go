@@ -303,3 +303,32 @@ func TestDeepSeekStyleSplitSequence(t *testing.T) {
 		t.Fatalf("round trip = %q", d)
 	}
 }
+
+func TestMinTokensIsALowerBound(t *testing.T) {
+	m, err := Qwen3()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.MaxTokenBytes(); got < 16 {
+		t.Fatalf("MaxTokenBytes = %d", got)
+	}
+	texts := []string{
+		"",
+		"hello world",
+		strings.Repeat(" ", 5000),
+		strings.Repeat("-", 5000),
+		strings.Repeat("=", 3000) + strings.Repeat("\n", 3000),
+		strings.Repeat("한국어 ", 500),
+		strings.Repeat("\u1112\u1161\u11ab", 1000), // jamo that NFC composes into 한
+		strings.Repeat("e\u0301\u0323", 1000),
+		strings.Repeat("func main() { fmt.Println(\"hi\") }\n", 300),
+	}
+	for _, text := range texts {
+		if lb, n := m.MinTokens(text), len(m.Encode(text)); lb > n {
+			t.Errorf("MinTokens(%.20q…) = %d > %d tokens", text, lb, n)
+		}
+	}
+	if lb := m.MinTokens(strings.Repeat("x", 31<<20)); lb < (31<<20)/m.MaxTokenBytes() {
+		t.Errorf("an ASCII text's bound %d is not its length over the longest token", lb)
+	}
+}

@@ -22,12 +22,12 @@ const module = "github.com/hearth-llm/hearth"
 // import everything. daemon, the composition of hearth up, may import the
 // console; no package but cmd imports daemon.
 var allowedHearthImports = map[string][]string{
-	"api":       {"router", "tokenizer", "runtime", "apikey"},
+	"api":       {"router", "tokenizer", "runtime", "apikey", "netguard"},
 	"tokenizer": {},
 	"kvevents":  {},
 	"router":    {"tokenizer", "kvbm", "kvevents", "zmtp"},
 	"kvbm":      {"kvevents"},
-	"runtime":   {"tokenizer", "kvevents", "catalog"},
+	"runtime":   {"tokenizer", "kvevents", "catalog", "netguard"},
 	"nodes":     {"catalog"},
 	"console":   {"assets", "apikey"},
 	"bench":     {"router", "runtime", "tokenizer", "kvbm", "kvevents", "catalog"},
@@ -38,9 +38,10 @@ var allowedHearthImports = map[string][]string{
 	"tlsca":     {"pki"},
 	"pki":       {},
 	"apikey":    {},
-	"cluster":   {"router", "kvevents", "kvbm", "tokenizer", "zmtp", "pki"},
+	"cluster":   {"router", "kvevents", "kvbm", "tokenizer", "zmtp", "pki", "netguard"},
 	"zmtp":      {},
 	"adminapi":  {},
+	"netguard":  {},
 	"daemon":    {"adminapi", "api", "apikey", "catalog", "cluster", "console", "installer", "kvbm", "nodes", "router", "runtime", "tlsca", "tokenizer"},
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hearth-llm/hearth/netguard"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -200,11 +201,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // fails. /health answers 503 unless the engine loop is running.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	g, ctx := errgroup.WithContext(ctx)
-	srv := &http.Server{
+	srv := netguard.Server(&http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
+	})
 	g.Go(func() error {
 		s.engineRunning.Store(true)
 		defer s.engineRunning.Store(false)
