@@ -104,7 +104,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 // flight may finish for up to 10 seconds and background prefills are
 // cancelled.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
-	g.checkExposure(ln.Addr())
+	g.checkExposure(ctx, ln.Addr())
 	g.background.Add(1)
 	go func() {
 		defer g.background.Done()
@@ -150,8 +150,11 @@ func (g *Gateway) SecurityWarning() string {
 	return g.warning
 }
 
-func (g *Gateway) checkExposure(addr net.Addr) {
-	if len(g.cfg.APIKeys) > 0 {
+// checkExposure warns when the API listens beyond loopback and no key,
+// neither of Config.APIKeys nor of Deps.Keys (where the daemon puts
+// --api-key next to the console's keys), is needed to use it.
+func (g *Gateway) checkExposure(ctx context.Context, addr net.Addr) {
+	if g.KeyRequired(ctx) {
 		return
 	}
 	tcp, ok := addr.(*net.TCPAddr)
