@@ -20,6 +20,7 @@ import (
 	"github.com/hearth-llm/hearth/api"
 	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/nodes"
@@ -259,6 +260,9 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	if kvStore != nil {
 		g.Go(func() error { return kvStore.Run(ctx) })
 	}
+	g.Go(func() error {
+		return db.RunRetention(ctx, cfg.ResponseRetention, clock.Real{}, log.With("component", "store"))
+	})
 	g.Go(func() error { return gw.Serve(ctx, ln) })
 	g.Go(func() error { return con.Run(ctx) })
 	log.Info(fmt.Sprintf("serving on %s; waiting for engines", baseURL), "engines", len(specs))
