@@ -109,7 +109,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 // cancelled. ln is capped at Config.MaxConns and never fails on a
 // temporary accept error (netguard); Config.TLS, when set, goes above.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
-	g.checkExposure(ln.Addr())
+	g.checkExposure(ctx, ln.Addr())
 	ln = netguard.Listen(ln, netguard.Config{MaxConns: g.cfg.MaxConns, Logger: g.log})
 	if g.cfg.TLS != nil {
 		ln = tls.NewListener(ln, g.cfg.TLS)
@@ -159,8 +159,11 @@ func (g *Gateway) SecurityWarning() string {
 	return g.warning
 }
 
-func (g *Gateway) checkExposure(addr net.Addr) {
-	if len(g.cfg.APIKeys) > 0 {
+// checkExposure warns when the API listens beyond loopback and no key,
+// neither of Config.APIKeys nor of Deps.Keys (where the daemon puts
+// --api-key next to the console's keys), is needed to use it.
+func (g *Gateway) checkExposure(ctx context.Context, addr net.Addr) {
+	if g.KeyRequired(ctx) {
 		return
 	}
 	tcp, ok := addr.(*net.TCPAddr)

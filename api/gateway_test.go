@@ -421,22 +421,28 @@ func TestMetricsCountRequests(t *testing.T) {
 
 func TestSecurityWarning(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		keys []string
-		ip   string
-		warn bool
+		name      string
+		keys      []string
+		storeKeys []string // keys the daemon hands over in Deps.Keys (--api-key among them)
+		ip        string
+		warn      bool
 	}{
-		{"loopback without key", nil, "127.0.0.1", false},
-		{"lan without key", nil, "192.168.1.20", true},
-		{"any address without key", nil, "0.0.0.0", true},
-		{"lan with key", []string{"k"}, "192.168.1.20", false},
+		{"loopback without key", nil, nil, "127.0.0.1", false},
+		{"lan without key", nil, nil, "192.168.1.20", true},
+		{"any address without key", nil, nil, "0.0.0.0", true},
+		{"lan with key", []string{"k"}, nil, "192.168.1.20", false},
+		{"lan with a key in Deps.Keys", nil, []string{"k"}, "0.0.0.0", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			gw, err := New(Config{Models: []string{"m"}, APIKeys: tc.keys}, Deps{Router: newFakeRouter(), Tokenizer: fakeTokenizer{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			deps := Deps{Router: newFakeRouter(), Tokenizer: fakeTokenizer{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			if tc.storeKeys != nil {
+				deps.Keys = &fakeKeys{secrets: tc.storeKeys}
+			}
+			gw, err := New(Config{Models: []string{"m"}, APIKeys: tc.keys}, deps)
 			if err != nil {
 				t.Fatal(err)
 			}
-			gw.checkExposure(&net.TCPAddr{IP: net.ParseIP(tc.ip), Port: 8080})
+			gw.checkExposure(context.Background(), &net.TCPAddr{IP: net.ParseIP(tc.ip), Port: 8080})
 			if got := gw.SecurityWarning() != ""; got != tc.warn {
 				t.Errorf("warning %q, want one: %v", gw.SecurityWarning(), tc.warn)
 			}

@@ -95,11 +95,17 @@ func testCluster(t *testing.T) (nodes [3]*Node, routers [3]*router.Router) {
 // where a test's clock makes heartbeats.
 func testClusterClock(t *testing.T, clk clock.Clock, beat func()) (nodes [3]*Node, routers [3]*router.Router) {
 	t.Helper()
-	idA, err := Create(t.TempDir(), "a")
+	return testClusterNamed(t, clk, beat, [3]string{"a", "b", "c"})
+}
+
+// testClusterNamed is testClusterClock with the nodes' names of the test's.
+func testClusterNamed(t *testing.T, clk clock.Clock, beat func(), names [3]string) (nodes [3]*Node, routers [3]*router.Router) {
+	t.Helper()
+	idA, err := Create(t.TempDir(), names[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes[0], routers[0] = testNodeClock(t, idA, "a", nil, clk)
+	nodes[0], routers[0] = testNodeClock(t, idA, names[0], nil, clk)
 	tok, err := idA.Token([]string{nodes[0].ProxyAddr()})
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +114,7 @@ func testClusterClock(t *testing.T, clk clock.Clock, beat func()) (nodes [3]*Nod
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, name := range []string{"b", "c"} {
+	for i, name := range names[1:] {
 		res, err := Join(context.Background(), t.TempDir(), name, tok)
 		if err != nil {
 			t.Fatalf("join %s: %v", name, err)

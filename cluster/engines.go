@@ -267,6 +267,7 @@ const (
 type remoteEngine struct {
 	nodeID string
 	info   EngineInfo
+	name   string // the worker's name in the local router
 	worker router.WorkerID
 	srv    *http.Server
 	sub    *nats.Subscription
@@ -307,20 +308,26 @@ func (n *Node) reconcile() {
 	defer n.reconcileMu.Unlock()
 	want := map[string]Member{}
 	wantInfo := map[string]EngineInfo{}
-	for _, m := range n.members.list() {
+	wantName := map[string]string{}
+	members := n.members.list()
+	clash := n.clashingNames(members)
+	for _, m := range members {
 		if m.NodeID == n.id.NodeID() || !m.State.Routable() {
 			continue
 		}
 		for _, e := range m.Engines {
 			if routableEngine(e.State) {
 				want[e.Incarnation], wantInfo[e.Incarnation] = m, e
+				wantName[e.Incarnation] = workerName(m.Heartbeat, e.Name, clash)
 			}
 		}
 	}
 	n.mu.Lock()
 	var drop []*remoteEngine
 	for inc, r := range n.remote {
-		if _, ok := want[inc]; !ok {
+		// A worker whose name must change (a node of the same name came)
+		// leaves and comes back under its new name.
+		if _, ok := want[inc]; !ok || r.name != wantName[inc] {
 			drop = append(drop, r)
 			delete(n.remote, inc)
 		}
@@ -343,7 +350,7 @@ func (n *Node) reconcile() {
 	sort.Strings(add)
 	for _, inc := range add {
 		m, e := want[inc], wantInfo[inc]
-		r, err := n.attachRemote(m, e)
+		r, err := n.attachRemote(m, e, wantName[inc])
 		if err != nil {
 			n.log.Warn("cluster: remote engine not routable", "engine", e.Name, "node", m.NodeID, "error", err)
 			continue
@@ -356,7 +363,7 @@ func (n *Node) reconcile() {
 		}
 		n.remote[inc] = r
 		n.mu.Unlock()
-		n.log.Info("cluster: remote engine in routing", "engine", RemoteName(m.Heartbeat, e.Name), "node", m.NodeID, "via", r.srv.Addr)
+		n.log.Info("cluster: remote engine in routing", "engine", r.name, "node", m.NodeID, "via", r.srv.Addr)
 	}
 }
 
@@ -372,7 +379,7 @@ func (n *Node) isStopped() bool {
 // attachRemote starts a loopback forwarder for a peer's engine (so the
 // gateway's plain HTTP engine client reaches it through mTLS), registers it
 // with the router and feeds the router its relayed KV events.
-func (n *Node) attachRemote(m Member, e EngineInfo) (*remoteEngine, error) {
+func (n *Node) attachRemote(m Member, e EngineInfo, name string) (*remoteEngine, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -398,9 +405,9 @@ func (n *Node) attachRemote(m Member, e EngineInfo) (*remoteEngine, error) {
 	srv := netguard.Server(&http.Server{Handler: netguard.BodyDeadline(fullDuplex(proxy), netguard.BodyTimeout), Addr: ln.Addr().String(),
 		IdleTimeout: n.cfg.IdleTimeout})
 	go func() { _ = srv.Serve(netguard.Listen(ln, netguard.Config{Logger: n.log})) }()
-	r := &remoteEngine{nodeID: m.NodeID, info: e, srv: srv, done: make(chan struct{})}
+	r := &remoteEngine{nodeID: m.NodeID, info: e, name: name, srv: srv, done: make(chan struct{})}
 	info := router.WorkerInfo{
-		Name: RemoteName(m.Heartbeat, e.Name), BaseURL: "http://" + ln.Addr().String(), Model: e.Model, CapacityBlocks: e.CapacityBlocks,
+		Name: name, BaseURL: "http://" + ln.Addr().String(), Model: e.Model, CapacityBlocks: e.CapacityBlocks,
 		PrefillTokensPerSec: e.PrefillTokensPerSec, RAMCapacityBlocks: e.RAMCapacityBlocks, BlockBytes: e.BlockBytes,
 		LoadBytesPerSec: e.LoadBytesPerSec, Approximate: e.Approximate,
 	}
@@ -526,10 +533,49 @@ func fullDuplex(h http.Handler) http.Handler {
 
 // RemoteName is the worker name of a peer's engine: the peer's node name
 // (its id when it has none) and the engine's GPU part, "node/gpuN", so that
-// engines of nodes that name their GPUs alike stay apart.
+// engines of nodes that name their GPUs alike stay apart. Where nodes share
+// a name, Node.RemoteWorkerName tells the name a node's router uses.
 func RemoteName(hb Heartbeat, engine string) string {
+	return workerName(hb, engine, nil)
+}
+
+// RemoteWorkerName is the name of a peer's engine in this node's router:
+// RemoteName, or the peer's node id in place of its name where another
+// node of the cluster, this one included, has that name too (machines
+// left with a distribution's default host name).
+func (n *Node) RemoteWorkerName(m Member, e EngineInfo) string {
+	n.mu.Lock()
+	r := n.remote[e.Incarnation]
+	n.mu.Unlock()
+	if r != nil && r.nodeID == m.NodeID {
+		return r.name
+	}
+	return workerName(m.Heartbeat, e.Name, n.clashingNames(n.members.list()))
+}
+
+// clashingNames are the node names that more than one node of members, or
+// of members and this node, holds.
+func (n *Node) clashingNames(members []Member) map[string]bool {
+	holders := map[string]map[string]bool{n.cfg.Name: {n.id.NodeID(): true}}
+	for _, m := range members {
+		if holders[m.Name] == nil {
+			holders[m.Name] = map[string]bool{}
+		}
+		holders[m.Name][m.NodeID] = true
+	}
+	clash := map[string]bool{}
+	for name, ids := range holders {
+		if len(ids) > 1 {
+			clash[name] = true
+		}
+	}
+	return clash
+}
+
+// workerName is RemoteName with the node id in place of a name in clash.
+func workerName(hb Heartbeat, engine string, clash map[string]bool) string {
 	node := hb.Name
-	if node == "" {
+	if node == "" || clash[node] {
 		node = hb.NodeID
 	}
 	gpu := engine

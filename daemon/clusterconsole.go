@@ -22,6 +22,7 @@ type clusterPlane interface {
 	JoinRequests() []cluster.JoinRequest
 	AcceptJoin(id string) error
 	RejectJoin(id string) error
+	RemoteWorkerName(cluster.Member, cluster.EngineInfo) string
 }
 
 // clusterConsole adapts the node's cluster plane to the console.
@@ -65,16 +66,17 @@ func (s clusterConsole) Cluster(context.Context) (console.Cluster, error) {
 		}
 	}
 	for _, m := range s.node.Members() {
-		out.Nodes = append(out.Nodes, clusterNodeOf(m, m.NodeID == out.SelfID))
+		out.Nodes = append(out.Nodes, clusterNodeOf(m, m.NodeID == out.SelfID, s.node.RemoteWorkerName))
 	}
 	out.JoinRequests = joinRequestsOf(s.node)
 	return out, nil
 }
 
 // clusterNodeOf is a member as the page shows it. A peer's engines carry
-// the worker names this node's router gives them ("node/gpuN"); this
-// node's own, their local names.
-func clusterNodeOf(m cluster.Member, self bool) console.ClusterNode {
+// the worker names this node's router gives them (workerName: "node/gpuN",
+// or the node's id for node where names clash); this node's own, their
+// local names.
+func clusterNodeOf(m cluster.Member, self bool, workerName func(cluster.Member, cluster.EngineInfo) string) console.ClusterNode {
 	n := console.ClusterNode{ID: m.NodeID, Name: m.Name, Address: m.Proxy, State: string(m.State), Self: self, LastSeen: m.LastSeen}
 	for _, g := range m.GPUs {
 		n.GPUs = append(n.GPUs, gpuLabel(g))
@@ -82,7 +84,7 @@ func clusterNodeOf(m cluster.Member, self bool) console.ClusterNode {
 	for _, e := range m.Engines {
 		worker := e.Name
 		if !self {
-			worker = cluster.RemoteName(m.Heartbeat, e.Name)
+			worker = workerName(m, e)
 		}
 		n.Engines = append(n.Engines, console.ClusterEngine{Worker: worker, Model: e.Model, Running: e.Running})
 	}

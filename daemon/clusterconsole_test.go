@@ -117,7 +117,8 @@ func TestClusterNodeOf(t *testing.T) {
 	m := cluster.Member{Heartbeat: cluster.Heartbeat{NodeID: "id-b", Name: "b", Proxy: "10.0.0.2:7443",
 		GPUs:    []cluster.GPUInfo{{Index: 0, Name: "NVIDIA GeForce RTX 3090", MemoryMiB: 24576}, {Index: 1, Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559}, {Index: 2}},
 		Engines: []cluster.EngineInfo{{Name: "sim/gpu1", Model: "qwen3-14b", Running: 3}}}, State: cluster.StateSuspect}
-	peer := clusterNodeOf(m, false)
+	remoteName := func(m cluster.Member, e cluster.EngineInfo) string { return cluster.RemoteName(m.Heartbeat, e.Name) }
+	peer := clusterNodeOf(m, false, remoteName)
 	if peer.Engines[0].Worker != "b/gpu1" || peer.Engines[0].Running != 3 || peer.State != "suspect" || peer.Address != "10.0.0.2:7443" {
 		t.Errorf("peer %+v", peer)
 	}
@@ -125,7 +126,7 @@ func TestClusterNodeOf(t *testing.T) {
 		t.Errorf("GPUs %q, want %q", peer.GPUs, want)
 	}
 	// This node's engines keep the names its router gives them.
-	if self := clusterNodeOf(m, true); self.Engines[0].Worker != "sim/gpu1" || !self.Self {
+	if self := clusterNodeOf(m, true, remoteName); self.Engines[0].Worker != "sim/gpu1" || !self.Self {
 		t.Errorf("self %+v", self)
 	}
 }

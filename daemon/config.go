@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
@@ -40,6 +41,9 @@ type Config struct {
 	Model   string   // the first of Models: what unknown names map to
 	Models  []string // served models; engine i serves Models[i % len]
 	APIKeys []string
+	// ResponseRetention bounds the Responses-API conversations kept in
+	// hearth.db; zero fields take store's defaults (7 days, 256 MiB).
+	ResponseRetention store.Retention
 	// TLS is --tls (TLSOff or TLSAuto: the node's own CA); TLSCert and
 	// TLSKey the user's certificate instead. InsecureLAN allows plain HTTP
 	// beyond loopback.

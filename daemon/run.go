@@ -19,6 +19,7 @@ import (
 	"github.com/hearth-llm/hearth/api"
 	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/nodes"
@@ -69,7 +70,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	if cfg.EngineRuntime == "docker" {
 		cfg.cudaVersion = inv.Host.CUDADriverVersion
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+	if err := prepareDataDir(cfg.DataDir); err != nil {
 		return fmt.Errorf("up: data dir: %w", err)
 	}
 	log.Info(fmt.Sprintf("starting: %d engines loading…", len(specs)), "sim", cfg.Sim, "engine", cfg.Engine, "engine_runtime", cfg.EngineRuntime, "engines", len(specs),
@@ -263,6 +264,9 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	if kvStore != nil {
 		g.Go(func() error { return kvStore.Run(ctx) })
 	}
+	g.Go(func() error {
+		return db.RunRetention(ctx, cfg.ResponseRetention, clock.Real{}, log.With("component", "store"))
+	})
 	g.Go(func() error { return gw.Serve(ctx, ln) })
 	g.Go(func() error { return con.Run(ctx) })
 	log.Info(fmt.Sprintf("serving on %s; waiting for engines", baseURL), "engines", len(specs))
@@ -288,6 +292,16 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	err = g.Wait()
 	log.Info("stopped")
 	return err
+}
+
+// prepareDataDir creates the data directory, or narrows one that exists,
+// to its owner alone: it holds the database of key digests and
+// conversations, the CA's private key and the node's cluster identity.
+func prepareDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o700)
 }
 
 // cleanupStack runs what was pushed in reverse order.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -667,6 +668,18 @@ func (s *Store) Close() error {
 // size: engines that share one hash each other's blocks alike.
 func SpaceName(engine, model string, blockSize int) string {
 	return SanitizeSpaceName(fmt.Sprintf("%s-%s-b%d", engine, model, blockSize))
+}
+
+// SpaceOfModel reports whether space is SpaceName's space of model for some
+// engine kind and block size: the whole model name, never a part of it, so
+// that "fp8" names no model's space. Engine kinds hold no '-'.
+func SpaceOfModel(space, model string) bool {
+	i := strings.LastIndex(space, "-b")
+	if i < 0 || i+2 == len(space) || strings.Trim(space[i+2:], "0123456789") != "" {
+		return false
+	}
+	engine, m, ok := strings.Cut(space[:i], "-")
+	return ok && engine != "" && m != "" && m == SanitizeSpaceName(model)
 }
 
 // loadBuffers hold the payloads Load reads and drops.

@@ -91,3 +91,22 @@ func BenchmarkLoadSparse(b *testing.B) {
 		}
 	}
 }
+
+// TestSpaceOfModel: a model's spaces are found by its whole name only.
+func TestSpaceOfModel(t *testing.T) {
+	space := SpaceName("vllm", "qwen3-14b-fp8", 16)
+	for model, want := range map[string]bool{
+		"qwen3-14b-fp8": true, "fp8": false, "14b-fp8": false, "qwen3": false,
+		"qwen3-14b": false, "vllm-qwen3-14b-fp8": false, "": false,
+	} {
+		if got := SpaceOfModel(space, model); got != want {
+			t.Errorf("SpaceOfModel(%q, %q) = %v, want %v", space, model, got, want)
+		}
+	}
+	if !SpaceOfModel(SpaceName("sglang", "org/model:v1", 32), "org/model:v1") {
+		t.Error("a sanitized model name does not find its space")
+	}
+	if SpaceOfModel("vllm-m-bx", "m") || SpaceOfModel("vllm-m-b", "m") {
+		t.Error("a space without a block size matched")
+	}
+}

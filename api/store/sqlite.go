@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"sync"
 	"time"
 
@@ -43,11 +45,14 @@ type SQLite struct {
 }
 
 // Open opens (creating if needed) the database at path; ":memory:" gives a
-// private in-memory database.
+// private in-memory database. The file and its WAL files are made readable
+// by the owner only: they hold key and password digests and conversations.
 func Open(ctx context.Context, path string) (*SQLite, error) {
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)"
 	if path == ":memory:" {
 		dsn = ":memory:"
+	} else if err := makePrivate(path); err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -66,6 +71,23 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// makePrivate creates the database file 0600 before SQLite opens it (SQLite
+// gives its -wal and -shm files the main file's mode) and narrows a file,
+// or WAL files, left wider open by an older Hearth.
+func makePrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // schema creates every table; each statement may run again on a database

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -29,7 +30,7 @@ func registerClusterFlags(fs *flag.FlagSet, c *daemon.ClusterConfig) {
 
 // runCluster is hearth cluster token|status|revoke|leave.
 func runCluster(ctx context.Context, env *environment, args []string) error {
-	usage := "cluster token [--rotate] [--data-dir DIR] [--node NAME] [--advertise HOST:PORT,…] | status [--addr URL] | revoke NODE_ID [--addr URL] | leave [--addr URL] | requests [--addr URL] | accept ID [--addr URL] | reject ID [--addr URL]"
+	usage := "cluster token [--rotate] [--data-dir DIR] [--node NAME] [--advertise HOST:PORT,…] [--addr URL] | status [--addr URL] | revoke NODE_ID [--addr URL] | leave [--addr URL] | requests [--addr URL] | accept ID [--addr URL] | reject ID [--addr URL]"
 	if len(args) == 0 {
 		fmt.Fprintln(env.stderr, "Usage: hearth "+usage)
 		return fmt.Errorf("%w: cluster: no subcommand", errUsage)
@@ -84,6 +85,7 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 		}
 		fmt.Fprintf(env.stdout, "Run on another machine: hearth up --join TOKEN (cluster %s; addresses %s)\n", id.ClusterID(), strings.Join(addrs, ", "))
 		fmt.Fprintln(env.stdout, tok.String())
+		noteDaemonOutside(ctx, env, running, id.ClusterID())
 		return nil
 	case "status":
 		list, err := askDaemon(ctx, env, running, (*adminapi.Client).Nodes)
@@ -178,4 +180,25 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 func hostName() string {
 	h, _ := os.Hostname()
 	return h
+}
+
+// noteDaemonOutside tells, on stderr, that the hearth up serving at --addr
+// is not in cluster clusterID: a daemon reads the cluster at start, so one
+// started before the cluster was made stays out of it until restarted.
+// When no daemon answers there is nothing to tell.
+func noteDaemonOutside(ctx context.Context, env *environment, running daemonFlags, clusterID string) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	list, err := askDaemon(ctx, env, running, (*adminapi.Client).Nodes)
+	var answer *adminapi.Error
+	switch {
+	case errors.As(err, &answer) && (answer.StatusCode == http.StatusUnauthorized || answer.StatusCode == http.StatusForbidden):
+		fmt.Fprintf(env.stderr, "hearth up at %s did not say its cluster (%v): if it was started before this cluster was made, restart it to join\n", *running.addr, err)
+	case err != nil:
+		// No daemon there (or none of Hearth's): nothing to restart.
+	case list.Cluster == "":
+		fmt.Fprintf(env.stderr, "hearth up at %s serves in no cluster: restart it to have it in cluster %s\n", *running.addr, clusterID)
+	case list.Cluster != clusterID:
+		fmt.Fprintf(env.stderr, "hearth up at %s serves in cluster %s, not %s: restart it with --data-dir %s to serve in this one\n", *running.addr, list.Cluster, clusterID, *running.dataDir)
+	}
 }

@@ -16,8 +16,8 @@ import (
 const kvstoreUsage = `kvstore [ls | rm MODEL] [--kv-store-dir DIR | --data-dir DIR]
 
 Lists the node's SSD KV store by space (an engine kind, a model and a block
-size), or removes every block of a model that is no longer served (a space
-whose name holds MODEL, as hearth up names it: vllm-qwen3-14b-fp8-b16).
+size), or removes every block of a model that is no longer served (the spaces of
+MODEL, its whole name, as hearth up names them: vllm-qwen3-14b-fp8-b16).
 Run it while no daemon uses the store, or the daemon's next rescan finds
 the blocks gone and tells the router.`
 
@@ -58,10 +58,9 @@ func runKVStore(ctx context.Context, env *environment, args []string) error {
 		fmt.Fprintf(tw, "total\t%d\t%d\n", stats.Total.Blocks, stats.Total.Bytes)
 		return tw.Flush()
 	}
-	name := kvbm.SanitizeSpaceName(model)
 	removed := 0
 	for _, sp := range stats.Spaces {
-		if strings.Contains(sp.Name, "-"+name+"-b") {
+		if kvbm.SpaceOfModel(sp.Name, model) {
 			if err := st.RemoveSpace(sp.Name); err != nil {
 				return fmt.Errorf("kvstore: %w", err)
 			}

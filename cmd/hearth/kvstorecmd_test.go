@@ -30,6 +30,12 @@ func TestKVStoreCommand(t *testing.T) {
 	if err != nil || !strings.Contains(out, "vllm-qwen3-14b-fp8-b16") || !strings.Contains(out, "vllm-qwen3-8b-b16") {
 		t.Fatalf("kvstore ls: %v\n%s%s", err, out, errOut)
 	}
+	// Only the whole model name removes it: a part of it matches nothing.
+	for _, part := range []string{"fp8", "14b-fp8", "qwen3", "vllm-qwen3-14b-fp8"} {
+		if out, _, err := runHearth(t, "", "kvstore", "rm", part, "--kv-store-dir", dir); err == nil || strings.Contains(out, "removed") {
+			t.Fatalf("kvstore rm %s: %v\n%s", part, err, out)
+		}
+	}
 	out, errOut, err = runHearth(t, "", "kvstore", "rm", "qwen3-14b-fp8", "--kv-store-dir", dir)
 	if err != nil || !strings.Contains(out, "removed vllm-qwen3-14b-fp8-b16: 3 blocks") {
 		t.Fatalf("kvstore rm: %v\n%s%s", err, out, errOut)
