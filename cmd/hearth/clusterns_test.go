@@ -444,7 +444,7 @@ func TestClusterInNetworkNamespaces(t *testing.T) {
 			idB = n.ID
 		}
 	}
-	if out, err := l.run(0, l.bin, "cluster", "revoke", idB); err != nil {
+	if out, err := l.run(0, l.bin, "cluster", "revoke", idB, "--data-dir", dirs[0]); err != nil {
 		t.Fatalf("hearth cluster revoke: %v %s", err, out)
 	}
 	waitUntil(t, "a to see b revoked", 3*time.Second, func() bool { return l.stateOn(0, "b") == "revoked" })
