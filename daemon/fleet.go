@@ -76,6 +76,7 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 			Endpoint:       e.Endpoints.KVEvents,
 			ReplayEndpoint: e.Endpoints.KVReplay,
 			Topic:          e.Endpoints.Topic,
+			EventFormat:    e.Spec.Engine.Descriptor().EventFormat,
 			Workers:        []router.WorkerID{id},
 			Logger:         f.log.With("worker", name),
 		}, f.rt.Index())

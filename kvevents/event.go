@@ -152,6 +152,11 @@ type Event struct {
 	// salt, LoRA name). Empty when the event carries none; an empty entry
 	// is written as msgpack nil.
 	ExtraKeys [][]byte
+	// CacheSalt is the cache_salt of the request whose blocks SGLang
+	// stored (its BlockStoredWithMetadata); empty for an unsalted event.
+	// SGLang's block hashes cover the salt, so a salted block is not the
+	// block of an unsalted prompt with the same tokens.
+	CacheSalt []byte
 }
 
 // reset empties ev for decoding, keeping its buffers.

@@ -78,6 +78,10 @@ type IngesterConfig struct {
 	// (default tokenizer.DefaultBlockSize). Stored blocks of another size
 	// cannot be matched against requests and are skipped.
 	BlockSize int
+	// EventFormat is the engine's payload layout, which decides how
+	// positional events are read (kvevents.Decoder.Format); the zero value
+	// is vLLM's.
+	EventFormat kvevents.Format
 	// Logger receives gaps, restarts and resets (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -133,7 +137,7 @@ func NewIngester(cfg IngesterConfig, index BlockIndex, replay ReplaySource) *Ing
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Ingester{
+	in := &Ingester{
 		worker:    cfg.WorkerID,
 		blockSize: cfg.BlockSize,
 		index:     index,
@@ -141,6 +145,8 @@ func NewIngester(cfg IngesterConfig, index BlockIndex, replay ReplaySource) *Ing
 		log:       cfg.Logger.With("worker", cfg.WorkerID),
 		hashers:   map[string]tokenizer.Hasher{},
 	}
+	in.dec.Format = cfg.EventFormat
+	return in
 }
 
 // Stats returns a snapshot of the counters.
@@ -466,6 +472,9 @@ func (in *Ingester) applyStored(ev *kvevents.Event) {
 		if len(ev.ExtraKeys) > 0 {
 			local = mixExtraKeys(local, ev.ExtraKeys[i], ev.LoRAName)
 		}
+		if len(ev.CacheSalt) > 0 {
+			local = mixCacheSalt(local, ev.CacheSalt)
+		}
 		var s tokenizer.SeqHash
 		if i == 0 && !ev.HasParent {
 			s = tokenizer.SeqHash(local)
@@ -568,6 +577,16 @@ func mixExtraKeys(local uint64, raw, loraName []byte) uint64 {
 		return local
 	}
 	return local ^ xxh3.HashSeed(raw, 0x6b76_6578_7472_61) // "kvextra"
+}
+
+// mixCacheSalt folds an SGLang request's cache_salt into a block's local
+// hash. SGLang's own block hashes cover the salt, so a salted block serves
+// only prompts with the same salt; the router hashes prompts without one,
+// so a salted block is indexed under a hash no prompt produces. It still
+// counts as cached on the worker, and its engine hash stays mapped, so
+// that the blocks stored after it and its removal are known.
+func mixCacheSalt(local uint64, salt []byte) uint64 {
+	return local ^ xxh3.HashSeed(salt, 0x6b76_7361_6c74) // "kvsalt"
 }
 
 // kvExtraKeysTrivial reports whether one block's encoded extra keys are nil,

@@ -11,6 +11,7 @@ import (
 	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/tokenizer"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 const testWorker router.WorkerID = 3
@@ -581,4 +582,45 @@ func FuzzIngest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestIngestSGLangSaltedBatch: SGLang (kv_events.py, 0.5.18+) sends a
+// salted request's blocks as BlockStoredWithMetadata, its positional
+// BlockStored with a {"cache_salt": ...} map after medium. The batch is
+// built here from plain values in SGLang's field order. Both events of a
+// batch with one salted and one unsalted event are applied; the salted
+// block is indexed apart from an unsalted prompt with the same tokens, and
+// the blocks stored after it chain from it.
+func TestIngestSGLangSaltedBatch(t *testing.T) {
+	salted, plain := tokenRun(100, 16), tokenRun(900, 16)
+	next := tokenRun(300, 16)
+	payload, err := msgpack.Marshal([]any{
+		5.0,
+		[]any{
+			// [tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium, metadata]
+			[]any{"BlockStored", []int64{-7}, nil, salted, 16, nil, "GPU", map[string]any{"cache_salt": "alice"}},
+			[]any{"BlockStored", []int64{8}, nil, plain, 16, nil, "GPU"},
+			[]any{"BlockStored", []int64{9}, int64(-7), next, 16, nil, "GPU", map[string]any{"cache_salt": "alice"}},
+		},
+		0,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := newFakeIndex()
+	in := NewIngester(IngesterConfig{WorkerID: testWorker, EventFormat: kvevents.FormatSGLang, Logger: testLogger(t)}, idx, nil)
+	if err := in.HandleLive(t.Context(), 0, payload); err != nil {
+		t.Fatal(err)
+	}
+	s := in.Stats()
+	if s.Malformed != 0 || s.Orphans != 0 || s.BlocksStored != 3 {
+		t.Fatalf("stats %+v, want 3 blocks stored, none malformed or orphaned", s)
+	}
+	got := idx.view(testWorker, kvbm.TierGPU)
+	if _, ok := slices.BinarySearch(got, tokenizer.BlockHashes(plain, 16)[0]); !ok {
+		t.Error("the unsalted block is not indexed under its prompt's hash")
+	}
+	if _, ok := slices.BinarySearch(got, tokenizer.BlockHashes(salted, 16)[0]); ok {
+		t.Error("the salted block matches an unsalted prompt")
+	}
 }
