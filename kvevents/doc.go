@@ -41,7 +41,7 @@
 // VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0) become BytesHashKey of the bytes.
 //
 // A missing or nil medium means the GPU. ParseMedium folds the names of
-// vLLM ("GPU", "CPU"), SGLang ("GPU", "CPU_TIER1", "CPU_TIER2") and
+// vLLM ("GPU", "CPU"), SGLang ("GPU", "CPU_PINNED", "DISK", "EXTERNAL") and
 // offloading connectors ("CPU_PINNED", "DISK", "STORAGE", ...) into
 // MediumGPU, MediumCPU and MediumDisk, ignoring case.
 //

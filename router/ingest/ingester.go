@@ -47,6 +47,7 @@ type Stats struct {
 	BlocksRemoved uint64 // blocks handed to the index as removed
 	Malformed     uint64 // messages or batches that could not be decoded, skipped
 	Skipped       uint64 // well-formed events ingest cannot use (unknown medium or class, other KV group, other block size, LoRA by id only)
+	External      uint64 // events about SGLang's EXTERNAL pool, which no tier of the index stands for
 	Orphans       uint64 // stored blocks whose parent or engine hash was unknown: events were missed
 	UnknownRemove uint64 // removed blocks that were not known in that tier
 	Duplicates    uint64 // batches seen again (live after replay, or replayed twice), ignored
@@ -64,7 +65,7 @@ type Stats struct {
 // ingestCounters is Stats behind atomics, so that Stats may be read
 // from another goroutine while the ingest loop runs.
 type ingestCounters struct {
-	batches, events, blocksStored, blocksRemoved, malformed, skipped, orphans,
+	batches, events, blocksStored, blocksRemoved, malformed, skipped, external, orphans,
 	unknownRemove, duplicates, gaps, restarts, replays, replayBatches,
 	replayErrors, viewResets atomic.Uint64
 	mappedBlocks, mappingBytes atomic.Int64
@@ -160,6 +161,7 @@ func (in *Ingester) Stats() Stats {
 		BlocksRemoved: c.blocksRemoved.Load(),
 		Malformed:     c.malformed.Load(),
 		Skipped:       c.skipped.Load(),
+		External:      c.external.Load(),
 		Orphans:       c.orphans.Load(),
 		UnknownRemove: c.unknownRemove.Load(),
 		Duplicates:    c.duplicates.Load(),
@@ -406,6 +408,14 @@ func (in *Ingester) applyEvent(ev *kvevents.Event) {
 // holds the full-attention layers whose blocks decide prefix reuse, so the
 // others are skipped.
 func (in *Ingester) usable(ev *kvevents.Event) (kvbm.Tier, bool) {
+	if ev.Medium == kvevents.MediumExternal {
+		// A pool outside the node (SGLang's EXTERNAL, e.g. Mooncake): the
+		// engine loads from it, Hearth cannot, so its blocks predict no
+		// hit Hearth could place. Counted apart so that a deployment with
+		// one shows it.
+		in.stats.external.Add(1)
+		return 0, false
+	}
 	tier, ok := kvbm.TierOf(ev.Medium)
 	if !ok || ev.GroupIdx != 0 {
 		in.stats.skipped.Add(1)

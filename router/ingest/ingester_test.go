@@ -624,3 +624,36 @@ func TestIngestSGLangSaltedBatch(t *testing.T) {
 		t.Error("the salted block matches an unsalted prompt")
 	}
 }
+
+// TestIngestSGLangMedia: SGLang's StorageMedium values (kv_events.py:
+// "GPU", "CPU_PINNED", "DISK", "EXTERNAL"), in a batch built here from
+// plain values. The first three are the node's tiers; EXTERNAL, a shared or
+// remote pool Hearth cannot load from, is counted and not indexed.
+func TestIngestSGLangMedia(t *testing.T) {
+	toks := tokenRun(40, 16)
+	stored := func(medium string, tokens []uint32) []any {
+		return []any{"BlockStored", []int64{-5}, nil, tokens, 16, nil, medium}
+	}
+	payload, err := msgpack.Marshal([]any{2.0, []any{
+		stored("GPU", toks), stored("CPU_PINNED", []uint32{}), stored("DISK", []uint32{}), stored("EXTERNAL", []uint32{}),
+		[]any{"BlockRemoved", []int64{-5}, "EXTERNAL"},
+	}, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := newFakeIndex()
+	in := NewIngester(IngesterConfig{WorkerID: testWorker, EventFormat: kvevents.FormatSGLang, Logger: testLogger(t)}, idx, nil)
+	if err := in.HandleLive(t.Context(), 0, payload); err != nil {
+		t.Fatal(err)
+	}
+	want := tokenizer.BlockHashes(toks, 16)
+	slices.Sort(want)
+	for _, tier := range []kvbm.Tier{kvbm.TierGPU, kvbm.TierRAM, kvbm.TierDisk} {
+		if got := idx.view(testWorker, tier); !slices.Equal(got, want) {
+			t.Errorf("%v holds %x, want %x", tier, got, want)
+		}
+	}
+	if s := in.Stats(); s.External != 2 || s.Skipped != 0 || s.Orphans != 0 {
+		t.Errorf("external %d, skipped %d, orphans %d; want 2, 0, 0", s.External, s.Skipped, s.Orphans)
+	}
+}
