@@ -45,7 +45,7 @@ func init() {
 				PageSize          int `json:"page_size"`
 				ContextLength     int `json:"context_length"`
 			}
-			if getJSON(ctx, client, baseURL+"/get_server_info", &info) != nil || info.MaxTotalNumTokens <= 0 {
+			if getJSON(ctx, client, baseURL+"/server_info", &info) != nil || info.MaxTotalNumTokens <= 0 {
 				return p, false
 			}
 			if info.PageSize > 0 {

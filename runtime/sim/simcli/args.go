@@ -357,7 +357,7 @@ func sglangFlags() []engineFlag {
 	for _, f := range valueFlags(ignoredValues...) {
 		name := strings.ReplaceAll(strings.TrimPrefix(f.names[0], "--"), "-", "_")
 		f.set = func(c *engineCommand, v string) error {
-			c.serverArgs[name] = v // shown in /get_server_info
+			c.serverArgs[name] = v // shown in /server_info
 			return nil
 		}
 		flags = append(flags, f)
