@@ -11,6 +11,7 @@ import (
 	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/tokenizer"
+
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -584,6 +585,23 @@ func FuzzIngest(f *testing.F) {
 	})
 }
 
+// ingestSGLang applies one batch of SGLang events, given as plain values in
+// its classes' field order and encoded with the msgpack library as msgspec
+// encodes SGLang's EventBatch ([ts, events, attn_dp_rank]), to a new
+// ingester reading SGLang's layout.
+func ingestSGLang(t *testing.T, idx *fakeIndex, events []any) *Ingester {
+	t.Helper()
+	payload, err := msgpack.Marshal([]any{5.0, events, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := NewIngester(IngesterConfig{WorkerID: testWorker, EventFormat: kvevents.FormatSGLang, Logger: testLogger(t)}, idx, nil)
+	if err := in.HandleLive(t.Context(), 0, payload); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
 // TestIngestSGLangSaltedBatch: SGLang (kv_events.py, 0.5.18+) sends a
 // salted request's blocks as BlockStoredWithMetadata, its positional
 // BlockStored with a {"cache_salt": ...} map after medium. The batch is
@@ -594,24 +612,13 @@ func FuzzIngest(f *testing.F) {
 func TestIngestSGLangSaltedBatch(t *testing.T) {
 	salted, plain := tokenRun(100, 16), tokenRun(900, 16)
 	next := tokenRun(300, 16)
-	payload, err := msgpack.Marshal([]any{
-		5.0,
-		[]any{
-			// [tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium, metadata]
-			[]any{"BlockStored", []int64{-7}, nil, salted, 16, nil, "GPU", map[string]any{"cache_salt": "alice"}},
-			[]any{"BlockStored", []int64{8}, nil, plain, 16, nil, "GPU"},
-			[]any{"BlockStored", []int64{9}, int64(-7), next, 16, nil, "GPU", map[string]any{"cache_salt": "alice"}},
-		},
-		0,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	idx := newFakeIndex()
-	in := NewIngester(IngesterConfig{WorkerID: testWorker, EventFormat: kvevents.FormatSGLang, Logger: testLogger(t)}, idx, nil)
-	if err := in.HandleLive(t.Context(), 0, payload); err != nil {
-		t.Fatal(err)
-	}
+	in := ingestSGLang(t, idx, []any{
+		// [tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium, metadata]
+		[]any{"BlockStored", []int64{-7}, nil, salted, 16, nil, "GPU", map[string]any{"cache_salt": "alice"}},
+		[]any{"BlockStored", []int64{8}, nil, plain, 16, nil, "GPU"},
+		[]any{"BlockStored", []int64{9}, int64(-7), next, 16, nil, "GPU", map[string]any{"cache_salt": "alice"}},
+	})
 	s := in.Stats()
 	if s.Malformed != 0 || s.Orphans != 0 || s.BlocksStored != 3 {
 		t.Fatalf("stats %+v, want 3 blocks stored, none malformed or orphaned", s)
@@ -634,18 +641,11 @@ func TestIngestSGLangMedia(t *testing.T) {
 	stored := func(medium string, tokens []uint32) []any {
 		return []any{"BlockStored", []int64{-5}, nil, tokens, 16, nil, medium}
 	}
-	payload, err := msgpack.Marshal([]any{2.0, []any{
+	idx := newFakeIndex()
+	in := ingestSGLang(t, idx, []any{
 		stored("GPU", toks), stored("CPU_PINNED", []uint32{}), stored("DISK", []uint32{}), stored("EXTERNAL", []uint32{}),
 		[]any{"BlockRemoved", []int64{-5}, "EXTERNAL"},
-	}, 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx := newFakeIndex()
-	in := NewIngester(IngesterConfig{WorkerID: testWorker, EventFormat: kvevents.FormatSGLang, Logger: testLogger(t)}, idx, nil)
-	if err := in.HandleLive(t.Context(), 0, payload); err != nil {
-		t.Fatal(err)
-	}
+	})
 	want := tokenizer.BlockHashes(toks, 16)
 	slices.Sort(want)
 	for _, tier := range []kvbm.Tier{kvbm.TierGPU, kvbm.TierRAM, kvbm.TierDisk} {
