@@ -32,6 +32,9 @@ type LocalEngine struct {
 	KVEvents string // ZMQ PUB endpoint; "" when it publishes none
 	KVReplay string
 	Topic    string
+	// EventFormat is the layout of its KV-event payloads
+	// (runtime.EngineKind.EventFormat), which peers decode them by.
+	EventFormat kvevents.Format
 }
 
 type localEngine struct {
@@ -74,6 +77,7 @@ func (n *Node) AddLocalEngine(e LocalEngine) (func(), error) {
 			Name: w.Name, Model: w.Model, Incarnation: newIncarnation(), CapacityBlocks: w.CapacityBlocks,
 			RAMCapacityBlocks: w.RAMCapacityBlocks, BlockBytes: w.BlockBytes, PrefillTokensPerSec: w.PrefillTokensPerSec,
 			LoadBytesPerSec: w.LoadBytesPerSec, Approximate: w.Approximate || e.KVEvents == "",
+			EventFormat: e.EventFormat.String(),
 		},
 		baseURL: base, eng: e, done: make(chan struct{}),
 	}
@@ -422,7 +426,9 @@ func (n *Node) attachRemote(m Member, e EngineInfo, name string) (*remoteEngine,
 		close(r.done)
 		return r, nil
 	}
-	ing := ingest.NewIngester(ingest.IngesterConfig{WorkerID: r.worker, Logger: n.log.With("remote_engine", e.Name)},
+	// A format this node does not know (a newer peer's) reads as vLLM's.
+	format, _ := kvevents.ParseFormat(e.EventFormat)
+	ing := ingest.NewIngester(ingest.IngesterConfig{WorkerID: r.worker, EventFormat: format, Logger: n.log.With("remote_engine", e.Name)},
 		n.cfg.Workers.Index(), natsReplay{nc: n.nc, subject: n.replaySubject(m.NodeID, e.Incarnation)})
 	// Batches are applied in the subscription's callback, on the goroutine
 	// NATS delivers them on: a hand-off to a goroutine of ours would be one

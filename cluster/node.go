@@ -68,7 +68,10 @@ type EngineInfo struct {
 	PrefillTokensPerSec float64 `json:"prefill_tokens_per_sec,omitempty"`
 	LoadBytesPerSec     float64 `json:"load_bytes_per_sec,omitempty"`
 	Approximate         bool    `json:"approximate,omitempty"`
-	Running             int     `json:"running"` // requests the owner's router has on it
+	// EventFormat names the layout of the engine's KV-event payloads
+	// (kvevents.ParseFormat); empty from nodes that predate it: vLLM's.
+	EventFormat string `json:"event_format,omitempty"`
+	Running     int    `json:"running"` // requests the owner's router has on it
 	// State is EngineReady, EngineRestarting or EngineStopped; only a
 	// ready engine is routable.
 	State string `json:"state,omitempty"`

@@ -76,6 +76,7 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 			Endpoint:       e.Endpoints.KVEvents,
 			ReplayEndpoint: e.Endpoints.KVReplay,
 			Topic:          e.Endpoints.Topic,
+			EventFormat:    e.Spec.Engine.Descriptor().EventFormat,
 			Workers:        []router.WorkerID{id},
 			Logger:         f.log.With("worker", name),
 		}, f.rt.Index())
@@ -97,6 +98,7 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 	if f.cluster != nil {
 		w, err := f.cluster.AddLocalEngine(cluster.LocalEngine{
 			Worker: info, KVEvents: e.Endpoints.KVEvents, KVReplay: e.Endpoints.KVReplay, Topic: e.Endpoints.Topic,
+			EventFormat: e.Spec.Engine.Descriptor().EventFormat,
 		})
 		if err != nil {
 			f.log.Warn("engine not offered to the cluster", "engine", name, "error", err)

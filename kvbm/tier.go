@@ -27,8 +27,9 @@ func (t Tier) String() string {
 }
 
 // TierOf is the tier that holds the blocks of a KV event in medium m; ok is
-// false for a medium no tier stands for. Package kvevents reads the medium
-// names engines write.
+// false for a medium no tier stands for: an unknown one, and SGLang's
+// EXTERNAL pool, which lies outside the node and which Hearth cannot load
+// from itself. Package kvevents reads the medium names engines write.
 func TierOf(m kvevents.Medium) (t Tier, ok bool) {
 	switch m {
 	case kvevents.MediumGPU:

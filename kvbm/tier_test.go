@@ -15,6 +15,7 @@ func TestTierOf(t *testing.T) {
 		{kvevents.MediumGPU, TierGPU, true},
 		{kvevents.MediumCPU, TierRAM, true},
 		{kvevents.MediumDisk, TierDisk, true},
+		{kvevents.MediumExternal, TierGPU, false},
 		{kvevents.MediumUnknown, TierGPU, false},
 	}
 	for _, tc := range tests {

@@ -25,6 +25,13 @@ var ErrMalformed = errors.New("malformed kv event")
 // would cost several interface calls each. It reuses every slice it fills,
 // so decoding a batch allocates nothing once its buffers have grown.
 type Decoder struct {
+	// Format is the engine layout of the payloads, which decides the
+	// field order of positional events: SGLang's BlockStored has its
+	// metadata where vLLM's has lora_name. FormatSGLang reads SGLang's
+	// order, every other Format (and the zero value) vLLM's. Map-form
+	// events name their fields and read the same in every Format.
+	Format Format
+
 	r       bytes.Reader
 	d       *msgpack.Decoder
 	payload []byte
@@ -209,6 +216,7 @@ const (
 	fieldLoRAName
 	fieldExtraKeys
 	fieldGroupIdx
+	fieldMetadata
 )
 
 func (f field) String() string {
@@ -231,19 +239,29 @@ func (f field) String() string {
 		return "extra_keys"
 	case fieldGroupIdx:
 		return "group_idx"
+	case fieldMetadata:
+		return "metadata"
 	}
 	return "unknown field"
 }
 
-// Field order of the positional (array) form, after the tag: vLLM's class
-// order. SGLang's classes list a prefix of the same fields (its BlockStored
-// ends at medium), and msgspec leaves trailing defaults out.
+// Field order of the positional (array) form, after the tag, in each
+// engine's class order; msgspec leaves trailing defaults out, so an event may
+// end early. vLLM's BlockStored goes on after medium with lora_name,
+// extra_keys and group_idx. SGLang's shares vLLM's first six fields; its
+// BlockStoredWithMetadata (a salted request's blocks, same tag) adds a
+// keyword-only metadata struct, which msgspec places after them.
 var (
-	storedFields = [...]field{
+	vllmStoredFields = [...]field{
 		fieldBlockHashes, fieldParent, fieldTokens, fieldBlockSize,
 		fieldLoRAID, fieldMedium, fieldLoRAName, fieldExtraKeys, fieldGroupIdx,
 	}
-	removedFields = [...]field{fieldBlockHashes, fieldMedium, fieldGroupIdx}
+	vllmRemovedFields  = [...]field{fieldBlockHashes, fieldMedium, fieldGroupIdx}
+	sglangStoredFields = [...]field{
+		fieldBlockHashes, fieldParent, fieldTokens, fieldBlockSize,
+		fieldLoRAID, fieldMedium, fieldMetadata,
+	}
+	sglangRemovedFields = [...]field{fieldBlockHashes, fieldMedium}
 )
 
 func fieldByName(name []byte) field {
@@ -287,11 +305,16 @@ func (dec *Decoder) decodeEventArray(ev *Event) error {
 	}
 	ev.Kind = kindByName(tag)
 	var order []field
-	switch ev.Kind {
-	case BlockStored:
-		order = storedFields[:]
-	case BlockRemoved:
-		order = removedFields[:]
+	sglang := dec.Format == FormatSGLang
+	switch {
+	case ev.Kind == BlockStored && sglang:
+		order = sglangStoredFields[:]
+	case ev.Kind == BlockStored:
+		order = vllmStoredFields[:]
+	case ev.Kind == BlockRemoved && sglang:
+		order = sglangRemovedFields[:]
+	case ev.Kind == BlockRemoved:
+		order = vllmRemovedFields[:]
 	}
 	for i := 1; i < n; i++ {
 		f := fieldSkip
@@ -382,6 +405,8 @@ func (dec *Decoder) decodeField(ev *Event, f field) error {
 		ev.ExtraKeys, err = dec.extraKeys(ev.ExtraKeys[:0])
 	case fieldGroupIdx:
 		ev.GroupIdx, err = dec.d.DecodeInt64() // nil decodes as 0
+	case fieldMetadata:
+		ev.CacheSalt, err = dec.metadata()
 	default:
 		err = dec.skip()
 	}
@@ -389,6 +414,36 @@ func (dec *Decoder) decodeField(ev *Event, f field) error {
 		return fmt.Errorf("%v: %w", f, err)
 	}
 	return nil
+}
+
+// metadata reads SGLang's BlockStoredMetadata, a map (msgspec's default
+// struct form) whose cache_salt it returns; keys it does not know are
+// skipped, and nil is no metadata.
+func (dec *Decoder) metadata() ([]byte, error) {
+	n, err := dec.d.DecodeMapLen()
+	if err != nil || n < 0 {
+		return nil, err
+	}
+	if err := dec.checkLen(n, 2); err != nil {
+		return nil, err
+	}
+	var salt []byte
+	for range n {
+		key, err := dec.str()
+		if err != nil {
+			return nil, fmt.Errorf("key: %w", err)
+		}
+		if string(key) != "cache_salt" {
+			if err := dec.skip(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if salt, err = dec.optStr(); err != nil {
+			return nil, fmt.Errorf("cache_salt: %w", err)
+		}
+	}
+	return salt, nil
 }
 
 // MaxBlockSize is the largest block_size the decoder accepts; a larger one

@@ -17,8 +17,9 @@ import (
 func TestDecodeGoldenVectors(t *testing.T) {
 	neg := func(v int64) uint64 { return uint64(v) }
 	tests := []struct {
-		name string
-		want batchView
+		name   string
+		format Format // the layout of positional events; zero: vLLM's
+		want   batchView
 	}{
 		{
 			name: "vllm_map",
@@ -44,7 +45,15 @@ func TestDecodeGoldenVectors(t *testing.T) {
 				},
 				{Kind: BlockRemoved, Hashes: []uint64{0xe3b0c44298fc1c14}, Medium: MediumCPU},
 				{Kind: BlockRemoved, Hashes: []uint64{200}, Medium: MediumDisk},
-				{Kind: BlockRemoved, Hashes: []uint64{math.MaxUint64}, Medium: MediumCPU},
+				{Kind: BlockRemoved, Hashes: []uint64{math.MaxUint64}, Medium: MediumExternal},
+			}},
+		},
+		{
+			// A salted and an unsalted event in one batch: both arrive.
+			name: "sglang_salted", format: FormatSGLang,
+			want: batchView{TS: math.Float64bits(5), HasDPRank: true, Events: []eventView{
+				{Kind: BlockStored, Hashes: []uint64{42}, Tokens: []uint32{5, 6}, BlockSize: 2, Salt: "alice"},
+				{Kind: BlockStored, Hashes: []uint64{43}, Tokens: []uint32{7, 8}, BlockSize: 2},
 			}},
 		},
 		{
@@ -97,7 +106,7 @@ func TestDecodeGoldenVectors(t *testing.T) {
 			if err := msgpack.Unmarshal(payload, &generic); err != nil {
 				t.Fatalf("vector is not msgpack: %v", err)
 			}
-			var dec Decoder
+			dec := Decoder{Format: tc.format}
 			var b Batch
 			if err := dec.Decode(payload, &b); err != nil {
 				t.Fatalf("decode: %v", err)
@@ -187,13 +196,15 @@ func TestParseMedium(t *testing.T) {
 		{"cuda", MediumGPU},
 		{"CPU", MediumCPU},
 		{"cpu", MediumCPU},
-		{"CPU_TIER1", MediumCPU},
 		{"CPU_PINNED", MediumCPU},
 		{"Host", MediumCPU},
 		{"DISK", MediumDisk},
 		{"STORAGE", MediumDisk},
-		{"CPU_TIER2", MediumDisk},
 		{"nvme", MediumDisk},
+		{"EXTERNAL", MediumExternal},
+		// Names SGLang never wrote (its StorageMedium enum has none).
+		{"CPU_TIER1", MediumUnknown},
+		{"CPU_TIER2", MediumUnknown},
 		{"TAPE", MediumUnknown},
 		{"UNKNOWN", MediumUnknown},
 		{"CPU_PINNED_BUT_LONGER_THAN_ANY", MediumUnknown},
@@ -321,5 +332,23 @@ func TestDecodeHugeSkippedLengthsCostNothing(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
 		t.Errorf("80 malformed payloads allocated %d bytes", grew)
+	}
+}
+
+// TestDecodePositionalLayouts: vLLM's and SGLang's positional BlockStored
+// differ after medium (vLLM: lora_name, extra_keys; SGLang: a salted
+// request's metadata map), so each is read in its engine's layout only.
+func TestDecodePositionalLayouts(t *testing.T) {
+	var b Batch
+	salted := readVector(t, "decode/sglang_salted")
+	if err := (&Decoder{Format: FormatMap}).Decode(salted, &b); err == nil {
+		t.Error("SGLang's metadata read as vLLM's lora_name")
+	}
+	full := readVector(t, "decode/vllm_array_full")
+	if err := (&Decoder{Format: FormatSGLang}).Decode(full, &b); err == nil {
+		t.Error("vLLM's lora_name read as SGLang's metadata")
+	}
+	if err := (&Decoder{Format: FormatArray}).Decode(full, &b); err != nil || string(b.Events[0].LoRAName) != "my-lora" {
+		t.Errorf("vLLM positional: %v, lora_name %q", err, b.Events[0].LoRAName)
 	}
 }

@@ -24,9 +24,15 @@
 //     kv_cache_spec_kind, kv_cache_spec_sliding_window, ...]
 //     BlockRemoved: [tag, block_hashes, medium, group_idx]
 //     AllBlocksCleared: [tag]
-//     Trailing fields may be missing (msgspec omits defaults; SGLang's
-//     classes end at medium); fields the Decoder does not know, in either
-//     form, are skipped, and so are classes it does not know (KindUnknown).
+//     Trailing fields may be missing (msgspec omits defaults); fields the
+//     Decoder does not know, in either form, are skipped, and so are
+//     classes it does not know (KindUnknown).
+//   - SGLang's positional classes, read when Decoder.Format is
+//     FormatSGLang: BlockStored [tag, block_hashes, parent_block_hash,
+//     token_ids, block_size, lora_id, medium] and, for a salted request
+//     (BlockStoredWithMetadata, same tag), a metadata map
+//     {"cache_salt": ...} after medium, where vLLM has lora_name (hence a
+//     Format per engine); BlockRemoved [tag, block_hashes, medium].
 //
 // Block hashes are the engine's own ids and become uint64 keys. An int
 // keeps its 64-bit two's complement pattern: vLLM's uint64 hashes of 2^63 or
@@ -35,7 +41,7 @@
 // VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0) become BytesHashKey of the bytes.
 //
 // A missing or nil medium means the GPU. ParseMedium folds the names of
-// vLLM ("GPU", "CPU"), SGLang ("GPU", "CPU_TIER1", "CPU_TIER2") and
+// vLLM ("GPU", "CPU"), SGLang ("GPU", "CPU_PINNED", "DISK", "EXTERNAL") and
 // offloading connectors ("CPU_PINNED", "DISK", "STORAGE", ...) into
 // MediumGPU, MediumCPU and MediumDisk, ignoring case.
 //

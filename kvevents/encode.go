@@ -106,7 +106,7 @@ func sizeBound(b *Batch) int {
 	n := 64
 	for i := range b.Events {
 		ev := &b.Events[i]
-		n += 224 + len(ev.LoRAName) + 9*len(ev.BlockHashes) + 5*len(ev.TokenIDs)
+		n += 224 + len(ev.LoRAName) + len(ev.CacheSalt) + 9*len(ev.BlockHashes) + 5*len(ev.TokenIDs)
 		for _, raw := range ev.ExtraKeys {
 			n += max(len(raw), 1)
 		}
@@ -229,11 +229,16 @@ func appendEventArray(dst []byte, ev *Event) []byte {
 
 // appendEventSGLang writes SGLang's positional classes: BlockStored
 // [tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id,
-// medium], BlockRemoved [tag, block_hashes, medium].
+// medium], with a salted request's metadata {"cache_salt": ...} appended
+// (BlockStoredWithMetadata), BlockRemoved [tag, block_hashes, medium].
 func appendEventSGLang(dst []byte, ev *Event) []byte {
 	switch ev.Kind {
 	case BlockStored:
-		dst = appendArrayLen(dst, 7)
+		n := 7
+		if len(ev.CacheSalt) > 0 {
+			n = 8
+		}
+		dst = appendArrayLen(dst, n)
 		dst = appendStr(dst, "BlockStored")
 		dst = appendHashes(dst, ev.BlockHashes, true)
 		dst = appendParent(dst, ev, true)
@@ -241,6 +246,11 @@ func appendEventSGLang(dst []byte, ev *Event) []byte {
 		dst = appendInt(dst, int64(ev.BlockSize))
 		dst = appendLoRAID(dst, ev)
 		dst = appendStr(dst, ev.Medium.sglangName())
+		if n == 8 {
+			dst = appendMapLen(dst, 1)
+			dst = appendStr(dst, "cache_salt")
+			dst = appendOptBytes(dst, ev.CacheSalt)
+		}
 	case BlockRemoved:
 		dst = appendArrayLen(dst, 3)
 		dst = appendStr(dst, "BlockRemoved")

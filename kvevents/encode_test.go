@@ -282,3 +282,23 @@ func TestTimestamp(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendBatchSGLangMedia: the simulated SGLang names its tiers as
+// SGLang's StorageMedium enum does (kv_events.py: GPU = "GPU",
+// CPU = "CPU_PINNED", DISK = "DISK"), written out here by hand.
+func TestAppendBatchSGLangMedia(t *testing.T) {
+	b := &Batch{TS: 1, Events: []Event{
+		{Kind: BlockRemoved, BlockHashes: []uint64{1}, Medium: MediumGPU},
+		{Kind: BlockRemoved, BlockHashes: []uint64{2}, Medium: MediumCPU},
+		{Kind: BlockRemoved, BlockHashes: []uint64{3}, Medium: MediumDisk},
+	}}
+	want := unhex(t, `
+		92 cb 3ff0000000000000 93
+		93 ac 426c6f636b52656d6f766564 91 01 a3 475055                # "GPU"
+		93 ac 426c6f636b52656d6f766564 91 02 aa 4350555f50494e4e4544  # "CPU_PINNED"
+		93 ac 426c6f636b52656d6f766564 91 03 a4 4449534b              # "DISK"
+	`)
+	if got := AppendBatch(nil, b, FormatSGLang); !bytes.Equal(got, want) {
+		t.Errorf("SGLang media\n got %x\nwant %x", got, want)
+	}
+}

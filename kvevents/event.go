@@ -46,10 +46,14 @@ type Medium uint8
 
 // The media engines name in their events.
 const (
-	MediumGPU     Medium = iota // device memory
-	MediumCPU                   // host memory
-	MediumDisk                  // storage below host memory
-	MediumUnknown               // a name this package does not know
+	MediumGPU  Medium = iota // device memory
+	MediumCPU                // host memory
+	MediumDisk               // storage below host memory
+	// MediumExternal is SGLang's "EXTERNAL": a shared or remote pool
+	// (Mooncake, for one) below its disk tier, which the engine loads from
+	// but nothing on the node can read itself.
+	MediumExternal
+	MediumUnknown // a name this package does not know
 )
 
 // String returns the medium's name as vLLM writes it.
@@ -61,27 +65,26 @@ func (m Medium) String() string {
 		return "CPU"
 	case MediumDisk:
 		return "DISK"
+	case MediumExternal:
+		return "EXTERNAL"
 	}
 	return "UNKNOWN"
 }
 
-// sglangName returns the medium's name as SGLang's hierarchical cache
-// writes it: its host tier is "CPU_TIER1", its storage tier "CPU_TIER2".
+// sglangName returns the medium's name as SGLang writes it, the values of
+// its StorageMedium enum: "GPU", "CPU_PINNED", "DISK", "EXTERNAL".
 func (m Medium) sglangName() string {
-	switch m {
-	case MediumCPU:
-		return "CPU_TIER1"
-	case MediumDisk:
-		return "CPU_TIER2"
+	if m == MediumCPU {
+		return "CPU_PINNED"
 	}
 	return m.String()
 }
 
 // ParseMedium maps a medium name from an event to a Medium, ignoring case.
 // The empty name is the GPU. Names of the host tier: vLLM's "CPU", SGLang's
-// "CPU_TIER1" and "CPU_PINNED", and the aliases "CPU_TIER", "RAM" and
-// "HOST"; of the storage tier: "DISK", "STORAGE", SGLang's "CPU_TIER2", "SSD"
-// and "NVME". Anything else is MediumUnknown.
+// "CPU_PINNED", and the aliases "CPU_TIER", "RAM" and "HOST"; of the
+// storage tier: "DISK" (both engines), "STORAGE", "SSD" and "NVME";
+// SGLang's "EXTERNAL" is MediumExternal. Anything else is MediumUnknown.
 func ParseMedium(name string) Medium {
 	return parseMedium([]byte(name))
 }
@@ -111,10 +114,12 @@ func mediumByName(name []byte) (Medium, bool) {
 	switch string(name) {
 	case "", "GPU", "CUDA":
 		return MediumGPU, true
-	case "CPU", "CPU_TIER1", "CPU_PINNED", "CPU_TIER", "RAM", "HOST":
+	case "CPU", "CPU_PINNED", "CPU_TIER", "RAM", "HOST":
 		return MediumCPU, true
-	case "DISK", "STORAGE", "CPU_TIER2", "SSD", "NVME":
+	case "DISK", "STORAGE", "SSD", "NVME":
 		return MediumDisk, true
+	case "EXTERNAL":
+		return MediumExternal, true
 	}
 	return MediumUnknown, false
 }
@@ -152,6 +157,11 @@ type Event struct {
 	// salt, LoRA name). Empty when the event carries none; an empty entry
 	// is written as msgpack nil.
 	ExtraKeys [][]byte
+	// CacheSalt is the cache_salt of the request whose blocks SGLang
+	// stored (its BlockStoredWithMetadata); empty for an unsalted event.
+	// SGLang's block hashes cover the salt, so a salted block is not the
+	// block of an unsalted prompt with the same tokens.
+	CacheSalt []byte
 }
 
 // reset empties ev for decoding, keeping its buffers.

@@ -66,6 +66,7 @@ type eventView struct {
 	Medium    Medium
 	Group     int64
 	Extra     []string // hex of each block's extra keys
+	Salt      string
 }
 
 type batchView struct {
@@ -79,7 +80,7 @@ func viewOf(ev *Event) eventView {
 	v := eventView{
 		Kind: ev.Kind, Parent: ev.ParentBlockHash, HasParent: ev.HasParent, BlockSize: ev.BlockSize,
 		LoRAID: ev.LoRAID, HasLoRAID: ev.HasLoRAID, LoRAName: string(ev.LoRAName),
-		Medium: ev.Medium, Group: ev.GroupIdx,
+		Medium: ev.Medium, Group: ev.GroupIdx, Salt: string(ev.CacheSalt),
 	}
 	if len(ev.BlockHashes) > 0 {
 		v.Hashes = append([]uint64{}, ev.BlockHashes...)
@@ -113,6 +114,8 @@ func carried(v batchView, f Format) batchView {
 			c = ev
 			if f == FormatSGLang {
 				c.LoRAName, c.Extra, c.Group = "", nil, 0
+			} else {
+				c.Salt = ""
 			}
 		case BlockRemoved:
 			c.Hashes, c.Medium = ev.Hashes, ev.Medium

@@ -118,6 +118,13 @@ func TestTierFlags(t *testing.T) {
 			[]string{"SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR=" + store}, true},
 		// No host tier to stage through: no store either.
 		{KindSGLang, false, 0, store, nil, nil, false},
+		// SGLang's --hicache-size is an argparse int (server_args.py): a
+		// fraction would stop it at start, so the size is floored ...
+		{KindSGLang, false, 12.5, "", []string{"--enable-hierarchical-cache", "--hicache-size", "12",
+			"--hicache-write-policy", "write_through"}, nil, false},
+		// ... and under 1 GiB there is no host tier (0 would be "use the
+		// ratio", twice the GPU pool), so no store either.
+		{KindSGLang, false, 0.5, store, nil, nil, false},
 		{KindVLLM, true, 0, "", nil, nil, false},
 		{KindVLLM, true, 24, "", []string{"--kv-offloading-size", "24"}, nil, false},
 		{KindVLLM, true, 24, store, []string{"--kv-offloading-size", "24", "--kv-store-dir", store}, nil, true},

@@ -47,7 +47,7 @@
 //
 // The profile of an engine (KV capacity, prefill speed, host tier) is
 // measured from the engine where it tells (vLLM's vllm:cache_config_info,
-// SGLang's /get_server_info) and otherwise taken from the Spec's estimate.
+// SGLang's /server_info) and otherwise taken from the Spec's estimate.
 //
 // The package shadows the standard library's name: import it as hruntime
 // where both are needed. It makes no routing decision.

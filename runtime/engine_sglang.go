@@ -4,6 +4,7 @@ import (
 	"github.com/hearth-llm/hearth/tokenizer"
 
 	"context"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -44,7 +45,7 @@ func init() {
 				PageSize          int `json:"page_size"`
 				ContextLength     int `json:"context_length"`
 			}
-			if getJSON(ctx, client, baseURL+"/get_server_info", &info) != nil || info.MaxTotalNumTokens <= 0 {
+			if getJSON(ctx, client, baseURL+"/server_info", &info) != nil || info.MaxTotalNumTokens <= 0 {
 				return p, false
 			}
 			if info.PageSize > 0 {
@@ -72,7 +73,7 @@ func init() {
 		EventFormat:    kvevents.FormatSGLang,
 		// HiCache's "file" storage backend sits below its host tier and
 		// needs one.
-		FileTier:         func(spec Spec) bool { return spec.KVOffloadingGiB > 0 },
+		FileTier:         func(spec Spec) bool { return sglangHostGiB(spec) > 0 },
 		ForeignPages:     true,
 		ToolParsers:      sglangToolParsers,
 		ReasoningParsers: qwen3Reasoning,
@@ -109,8 +110,8 @@ func sglangArgs(spec Spec, p Ports) []string {
 	if spec.MaxModelLen > 0 {
 		args = append(args, "--context-length", strconv.Itoa(spec.MaxModelLen))
 	}
-	if spec.KVOffloadingGiB > 0 {
-		args = append(args, "--enable-hierarchical-cache", "--hicache-size", formatFloat(spec.KVOffloadingGiB),
+	if gib := sglangHostGiB(spec); gib > 0 {
+		args = append(args, "--enable-hierarchical-cache", "--hicache-size", strconv.Itoa(gib),
 			"--hicache-write-policy", "write_through")
 	}
 	if spec.UsesKVStore() {
@@ -124,6 +125,15 @@ func sglangArgs(spec Spec, p Ports) []string {
 			"--hicache-storage-prefetch-policy", "timeout")
 	}
 	return append(args, spec.ExtraArgs...)
+}
+
+// sglangHostGiB is the size of HiCache's host tier for spec: SGLang's
+// --hicache-size is an argparse int (its server_args.py), which refuses a
+// fraction at start, so the planned size is floored. Under 1 GiB there is
+// no host tier: a size of 0 would make SGLang size it by --hicache-ratio
+// instead, twice the GPU pool.
+func sglangHostGiB(spec Spec) int {
+	return int(math.Floor(spec.KVOffloadingGiB))
 }
 
 // sglangStats reads SGLang's metric names.

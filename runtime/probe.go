@@ -104,7 +104,7 @@ func getJSON(ctx context.Context, client *http.Client, url string, v any) error 
 // MeasureProfile asks a serving engine how much KV it holds and returns the
 // estimate with what the engine told (its kind's MeasureProfile: vLLM and
 // the simulated engine report it in vllm:cache_config_info, SGLang in
-// /get_server_info); an engine that tells nothing keeps the estimate, with
+// /server_info); an engine that tells nothing keeps the estimate, with
 // Measured false.
 func MeasureProfile(ctx context.Context, client *http.Client, baseURL string, kind Kind, estimate catalog.Profile) catalog.Profile {
 	p := estimate

@@ -47,6 +47,7 @@ type Stats struct {
 	BlocksRemoved uint64 // blocks handed to the index as removed
 	Malformed     uint64 // messages or batches that could not be decoded, skipped
 	Skipped       uint64 // well-formed events ingest cannot use (unknown medium or class, other KV group, other block size, LoRA by id only)
+	External      uint64 // events about SGLang's EXTERNAL pool, which no tier of the index stands for
 	Orphans       uint64 // stored blocks whose parent or engine hash was unknown: events were missed
 	UnknownRemove uint64 // removed blocks that were not known in that tier
 	Duplicates    uint64 // batches seen again (live after replay, or replayed twice), ignored
@@ -64,7 +65,7 @@ type Stats struct {
 // ingestCounters is Stats behind atomics, so that Stats may be read
 // from another goroutine while the ingest loop runs.
 type ingestCounters struct {
-	batches, events, blocksStored, blocksRemoved, malformed, skipped, orphans,
+	batches, events, blocksStored, blocksRemoved, malformed, skipped, external, orphans,
 	unknownRemove, duplicates, gaps, restarts, replays, replayBatches,
 	replayErrors, viewResets atomic.Uint64
 	mappedBlocks, mappingBytes atomic.Int64
@@ -78,6 +79,10 @@ type IngesterConfig struct {
 	// (default tokenizer.DefaultBlockSize). Stored blocks of another size
 	// cannot be matched against requests and are skipped.
 	BlockSize int
+	// EventFormat is the engine's payload layout, which decides how
+	// positional events are read (kvevents.Decoder.Format); the zero value
+	// is vLLM's.
+	EventFormat kvevents.Format
 	// Logger receives gaps, restarts and resets (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -133,7 +138,7 @@ func NewIngester(cfg IngesterConfig, index BlockIndex, replay ReplaySource) *Ing
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Ingester{
+	in := &Ingester{
 		worker:    cfg.WorkerID,
 		blockSize: cfg.BlockSize,
 		index:     index,
@@ -141,6 +146,8 @@ func NewIngester(cfg IngesterConfig, index BlockIndex, replay ReplaySource) *Ing
 		log:       cfg.Logger.With("worker", cfg.WorkerID),
 		hashers:   map[string]tokenizer.Hasher{},
 	}
+	in.dec.Format = cfg.EventFormat
+	return in
 }
 
 // Stats returns a snapshot of the counters.
@@ -154,6 +161,7 @@ func (in *Ingester) Stats() Stats {
 		BlocksRemoved: c.blocksRemoved.Load(),
 		Malformed:     c.malformed.Load(),
 		Skipped:       c.skipped.Load(),
+		External:      c.external.Load(),
 		Orphans:       c.orphans.Load(),
 		UnknownRemove: c.unknownRemove.Load(),
 		Duplicates:    c.duplicates.Load(),
@@ -400,6 +408,14 @@ func (in *Ingester) applyEvent(ev *kvevents.Event) {
 // holds the full-attention layers whose blocks decide prefix reuse, so the
 // others are skipped.
 func (in *Ingester) usable(ev *kvevents.Event) (kvbm.Tier, bool) {
+	if ev.Medium == kvevents.MediumExternal {
+		// A pool outside the node (SGLang's EXTERNAL, e.g. Mooncake): the
+		// engine loads from it, Hearth cannot, so its blocks predict no
+		// hit Hearth could place. Counted apart so that a deployment with
+		// one shows it.
+		in.stats.external.Add(1)
+		return 0, false
+	}
 	tier, ok := kvbm.TierOf(ev.Medium)
 	if !ok || ev.GroupIdx != 0 {
 		in.stats.skipped.Add(1)
@@ -465,6 +481,9 @@ func (in *Ingester) applyStored(ev *kvevents.Event) {
 		local := h.LocalHash(ev.TokenIDs[i*bs : (i+1)*bs])
 		if len(ev.ExtraKeys) > 0 {
 			local = mixExtraKeys(local, ev.ExtraKeys[i], ev.LoRAName)
+		}
+		if len(ev.CacheSalt) > 0 {
+			local = mixCacheSalt(local, ev.CacheSalt)
 		}
 		var s tokenizer.SeqHash
 		if i == 0 && !ev.HasParent {
@@ -568,6 +587,16 @@ func mixExtraKeys(local uint64, raw, loraName []byte) uint64 {
 		return local
 	}
 	return local ^ xxh3.HashSeed(raw, 0x6b76_6578_7472_61) // "kvextra"
+}
+
+// mixCacheSalt folds an SGLang request's cache_salt into a block's local
+// hash. SGLang's own block hashes cover the salt, so a salted block serves
+// only prompts with the same salt; the router hashes prompts without one,
+// so a salted block is indexed under a hash no prompt produces. It still
+// counts as cached on the worker, and its engine hash stays mapped, so
+// that the blocks stored after it and its removal are known.
+func mixCacheSalt(local uint64, salt []byte) uint64 {
+	return local ^ xxh3.HashSeed(salt, 0x6b76_7361_6c74) // "kvsalt"
 }
 
 // kvExtraKeysTrivial reports whether one block's encoded extra keys are nil,

@@ -11,6 +11,8 @@ import (
 	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/tokenizer"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 const testWorker router.WorkerID = 3
@@ -581,4 +583,77 @@ func FuzzIngest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// ingestSGLang applies one batch of SGLang events, given as plain values in
+// its classes' field order and encoded with the msgpack library as msgspec
+// encodes SGLang's EventBatch ([ts, events, attn_dp_rank]), to a new
+// ingester reading SGLang's layout.
+func ingestSGLang(t *testing.T, idx *fakeIndex, events []any) *Ingester {
+	t.Helper()
+	payload, err := msgpack.Marshal([]any{5.0, events, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := NewIngester(IngesterConfig{WorkerID: testWorker, EventFormat: kvevents.FormatSGLang, Logger: testLogger(t)}, idx, nil)
+	if err := in.HandleLive(t.Context(), 0, payload); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// TestIngestSGLangSaltedBatch: SGLang (kv_events.py, 0.5.18+) sends a
+// salted request's blocks as BlockStoredWithMetadata, its positional
+// BlockStored with a {"cache_salt": ...} map after medium. The batch is
+// built here from plain values in SGLang's field order. Both events of a
+// batch with one salted and one unsalted event are applied; the salted
+// block is indexed apart from an unsalted prompt with the same tokens, and
+// the blocks stored after it chain from it.
+func TestIngestSGLangSaltedBatch(t *testing.T) {
+	salted, plain := tokenRun(100, 16), tokenRun(900, 16)
+	next := tokenRun(300, 16)
+	idx := newFakeIndex()
+	in := ingestSGLang(t, idx, []any{
+		// [tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium, metadata]
+		[]any{"BlockStored", []int64{-7}, nil, salted, 16, nil, "GPU", map[string]any{"cache_salt": "alice"}},
+		[]any{"BlockStored", []int64{8}, nil, plain, 16, nil, "GPU"},
+		[]any{"BlockStored", []int64{9}, int64(-7), next, 16, nil, "GPU", map[string]any{"cache_salt": "alice"}},
+	})
+	s := in.Stats()
+	if s.Malformed != 0 || s.Orphans != 0 || s.BlocksStored != 3 {
+		t.Fatalf("stats %+v, want 3 blocks stored, none malformed or orphaned", s)
+	}
+	got := idx.view(testWorker, kvbm.TierGPU)
+	if _, ok := slices.BinarySearch(got, tokenizer.BlockHashes(plain, 16)[0]); !ok {
+		t.Error("the unsalted block is not indexed under its prompt's hash")
+	}
+	if _, ok := slices.BinarySearch(got, tokenizer.BlockHashes(salted, 16)[0]); ok {
+		t.Error("the salted block matches an unsalted prompt")
+	}
+}
+
+// TestIngestSGLangMedia: SGLang's StorageMedium values (kv_events.py:
+// "GPU", "CPU_PINNED", "DISK", "EXTERNAL"), in a batch built here from
+// plain values. The first three are the node's tiers; EXTERNAL, a shared or
+// remote pool Hearth cannot load from, is counted and not indexed.
+func TestIngestSGLangMedia(t *testing.T) {
+	toks := tokenRun(40, 16)
+	stored := func(medium string, tokens []uint32) []any {
+		return []any{"BlockStored", []int64{-5}, nil, tokens, 16, nil, medium}
+	}
+	idx := newFakeIndex()
+	in := ingestSGLang(t, idx, []any{
+		stored("GPU", toks), stored("CPU_PINNED", []uint32{}), stored("DISK", []uint32{}), stored("EXTERNAL", []uint32{}),
+		[]any{"BlockRemoved", []int64{-5}, "EXTERNAL"},
+	})
+	want := tokenizer.BlockHashes(toks, 16)
+	slices.Sort(want)
+	for _, tier := range []kvbm.Tier{kvbm.TierGPU, kvbm.TierRAM, kvbm.TierDisk} {
+		if got := idx.view(testWorker, tier); !slices.Equal(got, want) {
+			t.Errorf("%v holds %x, want %x", tier, got, want)
+		}
+	}
+	if s := in.Stats(); s.External != 2 || s.Skipped != 0 || s.Orphans != 0 {
+		t.Errorf("external %d, skipped %d, orphans %d; want 2, 0, 0", s.External, s.Skipped, s.Orphans)
+	}
 }

@@ -27,7 +27,7 @@ var (
 	ingestStored  = ingestDesc("kv_blocks_stored_total", "Blocks the engines reported stored, applied to the index.")
 	ingestRemoved = ingestDesc("kv_blocks_removed_total", "Blocks the engines reported removed, applied to the index.")
 	ingestDropped = prometheus.NewDesc("hearth_router_kv_events_dropped_total",
-		"KV events or batches not applied, by reason: malformed (undecodable message), skipped (unusable event), orphan (stored block with an unknown parent), unknown_remove, duplicate (batch seen twice).",
+		"KV events or batches not applied, by reason: malformed (undecodable message), skipped (unusable event), external (about a pool outside the node, SGLang's EXTERNAL medium), orphan (stored block with an unknown parent), unknown_remove, duplicate (batch seen twice).",
 		[]string{"worker", "reason"}, nil)
 	ingestGaps        = ingestDesc("kv_event_gaps_total", "Sequence gaps seen on a worker's live event stream.")
 	ingestRestarts    = ingestDesc("kv_engine_restarts_total", "Engine restarts detected from the event stream.")
@@ -69,7 +69,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			reason string
 			n      uint64
 		}{
-			{"malformed", s.Malformed}, {"skipped", s.Skipped}, {"orphan", s.Orphans},
+			{"malformed", s.Malformed}, {"skipped", s.Skipped}, {"external", s.External}, {"orphan", s.Orphans},
 			{"unknown_remove", s.UnknownRemove}, {"duplicate", s.Duplicates},
 		} {
 			ch <- prometheus.MustNewConstMetric(ingestDropped, prometheus.CounterValue, float64(d.n), w, d.reason)

@@ -35,14 +35,16 @@ hearth_router_kv_mapped_blocks{worker="gpu3"} 0
 		"hearth_router_kv_events_total", "hearth_router_kv_event_gaps_total", "hearth_router_kv_mapped_blocks"); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(c, "hearth_router_kv_events_dropped_total"); n != 2*5 {
-		t.Errorf("%d dropped-event series, want one per worker and reason (10)", n)
+	if n := testutil.CollectAndCount(c, "hearth_router_kv_events_dropped_total"); n != 2*6 {
+		t.Errorf("%d dropped-event series, want one per worker and reason (12)", n)
 	}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(`
-# HELP hearth_router_kv_events_dropped_total KV events or batches not applied, by reason: malformed (undecodable message), skipped (unusable event), orphan (stored block with an unknown parent), unknown_remove, duplicate (batch seen twice).
+# HELP hearth_router_kv_events_dropped_total KV events or batches not applied, by reason: malformed (undecodable message), skipped (unusable event), external (about a pool outside the node, SGLang's EXTERNAL medium), orphan (stored block with an unknown parent), unknown_remove, duplicate (batch seen twice).
 # TYPE hearth_router_kv_events_dropped_total counter
 hearth_router_kv_events_dropped_total{reason="duplicate",worker="gpu0"} 0
 hearth_router_kv_events_dropped_total{reason="duplicate",worker="gpu3"} 0
+hearth_router_kv_events_dropped_total{reason="external",worker="gpu0"} 0
+hearth_router_kv_events_dropped_total{reason="external",worker="gpu3"} 0
 hearth_router_kv_events_dropped_total{reason="malformed",worker="gpu0"} 1
 hearth_router_kv_events_dropped_total{reason="malformed",worker="gpu3"} 0
 hearth_router_kv_events_dropped_total{reason="orphan",worker="gpu0"} 0

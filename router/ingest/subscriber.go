@@ -35,6 +35,9 @@ type SubscriberConfig struct {
 	Workers []router.WorkerID
 	// BlockSize is the router's block size (default tokenizer.DefaultBlockSize).
 	BlockSize int
+	// EventFormat is the engine's payload layout
+	// (runtime.EngineKind.EventFormat); the zero value is vLLM's.
+	EventFormat kvevents.Format
 	// ReplayTimeout bounds the wait for each replayed batch (default 5s).
 	ReplayTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the wait between reconnects
@@ -153,7 +156,7 @@ func NewSubscriber(cfg SubscriberConfig, index BlockIndex) (*Subscriber, error) 
 			rs.replay = &zmqReplayer{endpoint: rep, timeout: cfg.ReplayTimeout, clock: cfg.Clock}
 			src = rs.replay
 		}
-		rs.ing = NewIngester(IngesterConfig{WorkerID: w, BlockSize: cfg.BlockSize, Logger: log}, index, src)
+		rs.ing = NewIngester(IngesterConfig{WorkerID: w, BlockSize: cfg.BlockSize, EventFormat: cfg.EventFormat, Logger: log}, index, src)
 		s.ranks = append(s.ranks, rs)
 	}
 	return s, nil

@@ -76,10 +76,12 @@
 //     tokenizer manager counts them); /health 503 until the warm-up request
 //     has run, then 200; /health_generate, a one-token generation through the
 //     engine (503 when the engine loop is gone or the token does not come
-//     within HealthCheckTimeout, default 20s); /get_server_info (SGLang's
+//     within HealthCheckTimeout, default 20s); /server_info (SGLang's
 //     server_args field names plus max_total_num_tokens = KV capacity in
-//     tokens, internal_states, version) and /get_model_info; /v1/models
-//     owned_by "sglang". The OpenAI API is the same as vLLM's.
+//     tokens, internal_states, version; /get_server_info, its deprecated
+//     alias, answers the same and logs SGLang's warning) and
+//     /get_model_info; /v1/models owned_by "sglang". The OpenAI API is the
+//     same as vLLM's.
 //
 // # Start-up (instance.go, startup.go, console.go)
 //

@@ -15,7 +15,7 @@ import (
 // metric names, health endpoints, start-up lines. SGLang's: SHA-256 page
 // hashes and one BlockStored per page in the array event layout, sglang:*
 // metrics, /health that waits for warm-up, /health_generate and
-// /get_server_info.
+// /server_info.
 
 // Plays reports whether the simulator can play an engine kind.
 func Plays(k hruntime.Kind) bool { return k == hruntime.KindVLLM || k == hruntime.KindSGLang }

@@ -46,7 +46,7 @@ type InstanceOptions struct {
 	ServedModelName string
 	// ModelPath is what the engine was told to load (a Hugging Face
 	// repository or a path), shown in its start-up lines and SGLang's
-	// /get_server_info; default Engine.Model.
+	// /server_info; default Engine.Model.
 	ModelPath string
 	// Speedup runs the modelled GPU this many times faster than real time;
 	// default 1.
@@ -63,7 +63,7 @@ type InstanceOptions struct {
 	// engine prints them (start-up progress, errors); nil discards them.
 	Console io.Writer
 	// ServerArgs are further SGLang server arguments (by SGLang's field
-	// names, e.g. "tool_call_parser") shown in /get_server_info and the
+	// names, e.g. "tool_call_parser") shown in /server_info and the
 	// start-up lines of the SGLang flavour.
 	ServerArgs map[string]any
 	// HealthCheckTimeout bounds SGLang's /health_generate; default 20s.
@@ -346,7 +346,7 @@ func (inst *Instance) announced() (string, int) {
 	return host, port
 }
 
-// serverInfo is SGLang's /get_server_info beyond what the server fills in
+// serverInfo is SGLang's /server_info beyond what the server fills in
 // itself: the server arguments and scheduler info the instance knows.
 func (inst *Instance) serverInfo() map[string]any {
 	cfg := inst.cfg

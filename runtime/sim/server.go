@@ -76,9 +76,9 @@ type ServerOptions struct {
 	// (the default) or SGLang's (flavor.go).
 	Kind hruntime.Kind
 	// ModelPath is what the engine loaded (SGLang's model_path in
-	// /get_server_info); default ModelName.
+	// /server_info); default ModelName.
 	ModelPath string
-	// ServerInfo holds further fields of SGLang's /get_server_info (its
+	// ServerInfo holds further fields of SGLang's /server_info (its
 	// server arguments and scheduler info); the fields the server knows
 	// itself are added to them.
 	ServerInfo map[string]any
@@ -95,7 +95,7 @@ const defaultHealthCheckTimeout = 20 * time.Second
 
 // Server is one simulated vLLM or SGLang server: the OpenAI API subset,
 // /tokenize, /detokenize, /health and /metrics (SGLang flavour also
-// /health_generate, /get_server_info and /get_model_info), in front of an
+// /health_generate, /server_info and /get_model_info), in front of an
 // Engine.
 type Server struct {
 	opts    ServerOptions
@@ -173,7 +173,8 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	mux.Handle("GET /metrics", s.metrics.handler())
 	if opts.Kind == hruntime.KindSGLang {
 		mux.HandleFunc("GET /health_generate", s.handleHealthGenerate)
-		mux.HandleFunc("GET /get_server_info", s.handleServerInfo)
+		mux.HandleFunc("GET /server_info", s.handleServerInfo)
+		mux.HandleFunc("GET /get_server_info", s.handleDeprecatedServerInfo)
 		mux.HandleFunc("GET /get_model_info", s.handleModelInfo)
 	}
 	s.mux = mux
@@ -188,7 +189,7 @@ func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.starting.Load() {
 		switch r.URL.Path {
-		case "/health", "/health_generate", "/metrics", "/get_server_info", "/get_model_info":
+		case "/health", "/health_generate", "/metrics", "/server_info", "/get_server_info", "/get_model_info":
 		default:
 			s.writeError(w, &apiError{status: http.StatusServiceUnavailable, message: "the server is starting"})
 			return

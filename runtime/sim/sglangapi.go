@@ -9,7 +9,8 @@ import (
 )
 
 // SGLang's own endpoints, served by the SGLang flavour besides the OpenAI
-// API: /health_generate, /get_server_info and /get_model_info.
+// API: /health_generate, /server_info (and its deprecated alias
+// /get_server_info) and /get_model_info.
 
 // generateOne runs a one-token generation through the engine, as SGLang's
 // health check and warm-up do, and returns once its token arrived. The
@@ -54,7 +55,15 @@ func (s *Server) handleHealthGenerate(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// handleServerInfo answers SGLang's /get_server_info: its server arguments,
+// handleDeprecatedServerInfo answers /get_server_info, which SGLang keeps
+// as an alias of /server_info and warns about on every call.
+func (s *Server) handleDeprecatedServerInfo(w http.ResponseWriter, r *http.Request) {
+	s.log.Warn("Endpoint '/get_server_info' is deprecated and will be removed in a future version. " +
+		"Please use '/server_info' instead.")
+	s.handleServerInfo(w, r)
+}
+
+// handleServerInfo answers SGLang's /server_info: its server arguments,
 // its scheduler's info (max_total_num_tokens is the KV capacity in tokens)
 // and the version, with the fields the simulator models filled in.
 func (s *Server) handleServerInfo(w http.ResponseWriter, _ *http.Request) {

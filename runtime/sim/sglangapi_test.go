@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -71,7 +73,7 @@ func TestSGLangOnlyEndpoints(t *testing.T) {
 		want   int
 	}{{hruntime.KindVLLM, http.StatusNotFound}, {hruntime.KindSGLang, http.StatusOK}} {
 		ts := startServer(t, &fakeEngine{}, func(o *ServerOptions) { o.Kind = tc.flavor })
-		for _, path := range []string{"/get_server_info", "/get_model_info"} {
+		for _, path := range []string{"/server_info", "/get_server_info", "/get_model_info"} {
 			if resp, _ := ts.get(t, path); resp.StatusCode != tc.want {
 				t.Errorf("%v: GET %s = %d, want %d", tc.flavor, path, resp.StatusCode, tc.want)
 			}
@@ -80,5 +82,26 @@ func TestSGLangOnlyEndpoints(t *testing.T) {
 		if want := `"owned_by":"` + string(tc.flavor) + `"`; !strings.Contains(string(body), want) {
 			t.Errorf("%v: /v1/models %s lacks %s", tc.flavor, body, want)
 		}
+	}
+}
+
+// TestSGLangDeprecatedServerInfo: SGLang answers /get_server_info as
+// /server_info and logs a warning on every call (http_server.py).
+func TestSGLangDeprecatedServerInfo(t *testing.T) {
+	var logs bytes.Buffer
+	ts := startServer(t, &fakeEngine{}, func(o *ServerOptions) {
+		o.Kind = hruntime.KindSGLang
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	_, current := ts.get(t, "/server_info")
+	if strings.Contains(logs.String(), "deprecated") {
+		t.Errorf("/server_info warned: %s", logs.String())
+	}
+	_, old := ts.get(t, "/get_server_info")
+	if !bytes.Equal(old, current) {
+		t.Errorf("/get_server_info %s, /server_info %s", old, current)
+	}
+	if want := "Endpoint '/get_server_info' is deprecated"; !strings.Contains(logs.String(), want) {
+		t.Errorf("log %q lacks %q", logs.String(), want)
 	}
 }

@@ -65,7 +65,7 @@ type engineCommand struct {
 	// Parse state.
 	kvEventsConfig string
 	hierarchical   bool
-	hicacheGB      float64
+	hicacheGB      int
 	hicacheRatio   float64
 	hicacheStorage string // --hicache-storage-backend
 	// storeDir is the node KV store SGLang's file backend writes to
@@ -300,10 +300,9 @@ func sglangFlags() []engineFlag {
 			c.hierarchical = true
 			return nil
 		}},
+		// An int in SGLang (type=int), so a fraction is refused as there.
 		{names: []string{"--hicache-size"}, value: true, set: func(c *engineCommand, v string) error {
-			f, err := parseFloatArg(v)
-			c.hicacheGB = f
-			return err
+			return setInt(&c.hicacheGB)(c, v)
 		}},
 		{names: []string{"--hicache-ratio"}, value: true, set: func(c *engineCommand, v string) error {
 			f, err := parseFloatArg(v)
@@ -358,7 +357,7 @@ func sglangFlags() []engineFlag {
 	for _, f := range valueFlags(ignoredValues...) {
 		name := strings.ReplaceAll(strings.TrimPrefix(f.names[0], "--"), "-", "_")
 		f.set = func(c *engineCommand, v string) error {
-			c.serverArgs[name] = v // shown in /get_server_info
+			c.serverArgs[name] = v // shown in /server_info
 			return nil
 		}
 		flags = append(flags, f)
@@ -667,7 +666,7 @@ func (c *engineCommand) finish(getenv func(string) string) error {
 // as SGLang reads it), else --hicache-ratio (default 2) times the GPU pool.
 func (c *engineCommand) hostTier(m catalog.Model) error {
 	if c.hicacheGB > 0 {
-		c.cfg.CPUOffloadGiB = c.hicacheGB * 1e9 / (1 << 30)
+		c.cfg.CPUOffloadGiB = float64(c.hicacheGB) * 1e9 / (1 << 30)
 		c.serverArgs["hicache_size"] = c.hicacheGB
 		return nil
 	}

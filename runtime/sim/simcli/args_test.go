@@ -172,6 +172,9 @@ func TestEngineCommandLineErrors(t *testing.T) {
 		{[]string{"python3", "-m", "sglang.launch_server", "--model-path", "x", "--block-size", "16"}, "unrecognized arguments: --block-size 16"},
 		{[]string{"python3", "-m", "sglang.launch_server", "--model-path", "x", "--kv-events-config", `{"publisher":"kafka"}`},
 			"unknown event publisher 'kafka'"},
+		// SGLang's server_args.py: parser.add_argument("--hicache-size", type=int, ...).
+		{[]string{"python3", "-m", "sglang.launch_server", "--model-path", "x", "--hicache-size", "12.5"},
+			"argument --hicache-size: invalid int value: '12.5'"},
 	}
 	for _, tc := range tests {
 		_, err := parseEngine(t, tc.argv, nil)
