@@ -61,7 +61,7 @@ func rigInventory() nodes.Inventory {
 
 func TestGPUsText(t *testing.T) {
 	var out bytes.Buffer
-	if err := writeGPUsText(&out, rigInventory()); err != nil {
+	if err := nodes.WriteText(&out, rigInventory()); err != nil {
 		t.Fatal(err)
 	}
 	checkGolden(t, filepath.Join("testdata", "gpus", "rig.txt"), out.String())
@@ -70,7 +70,7 @@ func TestGPUsText(t *testing.T) {
 // TestGPUsJSONSchema checks the keys of each GPU: what is known is there,
 // what is not is left out rather than written as 0.
 func TestGPUsJSONSchema(t *testing.T) {
-	b, err := json.Marshal(gpusJSONOf(rigInventory()))
+	b, err := json.Marshal(nodes.ReportOf(rigInventory()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestGPUsHelpDocumentsTheSchema(t *testing.T) {
 		t.Fatal("gpus --help returned no error, want flag.ErrHelp")
 	}
 	keys := []string{"--json", "--sim", "--node"}
-	for _, v := range []any{gpusJSON{}, hostJSON{}, gpuJSON{}, gpuProcessJSON{}} {
+	for _, v := range []any{nodes.Report{}, nodes.ReportHost{}, nodes.ReportGPU{}, nodes.ReportProcess{}} {
 		typ := reflect.TypeOf(v)
 		for i := range typ.NumField() {
 			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
