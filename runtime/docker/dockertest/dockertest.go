@@ -110,9 +110,43 @@ func Node(t testing.TB, cli *client.Client) string {
 	var b [4]byte
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s-%d-%d", t.Name(), os.Getpid(), time.Now().UnixNano())))
 	copy(b[:], sum[:])
-	node := "test-" + hex.EncodeToString(b[:])
+	node := testNodePrefix + hex.EncodeToString(b[:])
+	sweepStale.Do(func() { removeStale(t, cli) })
 	t.Cleanup(func() { RemoveNode(t, cli, node) })
 	return node
+}
+
+// testNodePrefix starts the node name of every test's containers.
+const testNodePrefix = "test-"
+
+// staleAge is how long a test container must have stopped before another
+// test run takes it for the leftover of a run that was killed (and so
+// never ran its cleanup). Running containers may be another package's,
+// tested at the same time, and are never touched.
+const staleAge = 10 * time.Minute
+
+var sweepStale sync.Once
+
+// removeStale removes the stopped containers that killed test runs left.
+func removeStale(t testing.TB, cli *client.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{
+		All: true, Filters: make(client.Filters).Add("label", docker.LabelNode).Add("status", "exited").Add("status", "created").Add("status", "dead"),
+	})
+	if err != nil {
+		t.Logf("listing stale test containers: %v", err)
+		return
+	}
+	for _, c := range list.Items {
+		if !strings.HasPrefix(c.Labels[docker.LabelNode], testNodePrefix) || time.Since(time.Unix(c.Created, 0)) < staleAge {
+			continue
+		}
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
+			t.Logf("removing stale test container %s: %v", c.ID, err)
+		}
+	}
 }
 
 // RemoveNode removes the containers of a node.
