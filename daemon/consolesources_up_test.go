@@ -242,21 +242,8 @@ func containsAll(s string, subs []string) bool {
 func askModel(t *testing.T, baseURL, model, key string) (int, string) {
 	t.Helper()
 	body := `{"model":"` + model + `","max_tokens":4,"messages":[{"role":"user","content":"Say hello."}]}`
-	req, err := http.NewRequest(http.MethodPost, baseURL+"/v1/chat/completions", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, resp.Header.Get("x-hearth-policy")
+	status, header := daemontest.PostJSON(t, baseURL+"/v1/chat/completions", body, key)
+	return status, header.Get("x-hearth-policy")
 }
 
 func mustParseURL(t *testing.T, s string) *url.URL {

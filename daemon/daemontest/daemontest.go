@@ -90,13 +90,23 @@ func PostMessages(t *testing.T, baseURL, session, key string) int {
 func PostMessagesHeader(t *testing.T, baseURL, session, key string) (int, http.Header) {
 	t.Helper()
 	body := `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"Say hello."}]}`
-	req, err := http.NewRequest(http.MethodPost, baseURL+"/v1/messages", strings.NewReader(body))
+	return PostJSON(t, baseURL+"/v1/messages", body, key,
+		"User-Agent", "claude-cli/2.1.197 (external, sdk-cli)", "X-Claude-Code-Session-Id", session)
+}
+
+// PostJSON posts a JSON body to u with key as its bearer key ("" for
+// none) and the header name/value pairs given, reads the answer and
+// returns its status and header.
+func PostJSON(t *testing.T, u, body, key string, header ...string) (int, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "claude-cli/2.1.197 (external, sdk-cli)")
-	req.Header.Set("X-Claude-Code-Session-Id", session)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
