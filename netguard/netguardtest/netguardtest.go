@@ -75,11 +75,12 @@ func StartChild(t *testing.T, test string) *Child {
 	}
 	addr := make(chan string, 1)
 	go func() {
+		announced := false
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "listening "); ok && addr != nil {
+			if a, ok := strings.CutPrefix(sc.Text(), "listening "); ok && !announced {
 				addr <- a
-				addr = nil
+				announced = true
 				continue
 			}
 			c.output.Write([]byte(sc.Text() + "\n"))
