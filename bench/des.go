@@ -224,7 +224,7 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 			LoadBytesPerSec:     profile.LoadBytesPerSec,
 		}
 		if space != nil {
-			ec.Store = space
+			ec.Store = sim.ByHash(space)
 			info.Node, info.DiskLoadBytesPerSec = simNode, cfg.DiskGBps*1e9
 		}
 		core, err := sim.NewCore(ec, e)

@@ -21,7 +21,7 @@ func StoreSpace(cfg sim.Config) string {
 
 // nodeStoreSpace is the part of the node store an in-process engine uses.
 func nodeStoreSpace(n *kvbm.NodeStore) func(hruntime.Spec) sim.NodeStore {
-	return func(spec hruntime.Spec) sim.NodeStore { return n.Space(StoreSpace(sim.ConfigOf(spec))) }
+	return func(spec hruntime.Spec) sim.NodeStore { return sim.ByHash(n.Space(StoreSpace(sim.ConfigOf(spec)))) }
 }
 
 // kvStores is the console's view of the node store (console.KVStoreSource).

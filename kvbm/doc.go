@@ -41,4 +41,25 @@
 // events for the router, while engine processes may open the store with a
 // larger capacity and leave eviction to it. Stats and the prometheus.Collector (metrics named
 // hearth_kvbm_store_*) show one process's view.
+//
+// # SGLang's pages at the root
+//
+// SGLang's HiCache file backend writes its pages at the store's root in its
+// own layout (ForeignSpace): "<64 hex><suffix>.bin", each written to
+// "<page>.bin.tmp.<pid>.<thread id>.<uuid hex>" and renamed onto its name
+// (os.replace), so a page is whole or absent and a page's size says
+// nothing about a torn write (two engines of one model with different page
+// sizes write pages of different sizes under one suffix). A writer killed
+// mid-write leaves its temp file, which SGLang never removes. The store
+// counts temp files against its capacity with the pages (a page being
+// written takes its disk space now) and deletes one whose mtime is older
+// than staleTempAge, as it does its own: a write keeps its file's mtime
+// fresh, so an old temp file is no live write's.
+//
+// The pid in the name is not used to tell a dead writer. SGLang runs in
+// its own container, so the pid is in another pid namespace: the same
+// number here may be another process (a dead writer's file kept for ever)
+// or none (a live write deleted). Deleting a live write by age alone costs
+// SGLang that one page (its rename fails and it gives up the write), never
+// a wrong page.
 package kvbm

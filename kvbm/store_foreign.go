@@ -13,19 +13,20 @@ import (
 
 // ForeignSpace names the pages SGLang's HiCache file backend keeps at the
 // store's root in its own layout ("<64 hex><suffix>.bin", one file per
-// page, written in place, no checksum): OnEvict reports them under it and
-// Stats counts them in it. The store does not read them; it holds them to
-// its capacity with what its own blocks leave, least recently modified
-// first, and deletes a page shorter than the others of its suffix (a
-// write torn by its writer's death) once it is older than a write takes.
+// page, no checksum): OnEvict reports them under it and Stats counts them
+// in it. The store does not read them; it holds them, with the temp files
+// of their writes in progress, to what its own blocks leave of its
+// capacity, least recently modified first, and deletes the temp files a
+// killed writer left (see the package documentation).
 const ForeignSpace = "sglang-file"
 
-// foreignFile is one page file of SGLang's at the root.
+// foreignFile is one page file of SGLang's at the root, or the temp file
+// of one page's write.
 type foreignFile struct {
 	name        string
-	suffix      string
 	hash        uint64 // the first 8 bytes of the page's SHA-256: SGLang's event hash
 	size, mtime int64
+	temp        bool
 }
 
 // parseForeignName reads "<64 hex><suffix>.bin".
@@ -43,7 +44,50 @@ func parseForeignName(name string) (hash uint64, suffix string, ok bool) {
 	return hash, stem[64:], err == nil
 }
 
-// listForeign lists SGLang's page files at the root.
+// isForeignTemp reports whether name is the temp file of a page's write:
+// "<page name>.tmp.<pid>.<thread id>.<32 hex>", which HiCacheFile writes
+// and then renames onto the page, or ".<32 hex>.tmp", the name another
+// version of it uses. At the root nothing else is so named: the store's
+// own temp files live in its spaces' directories.
+func isForeignTemp(name string) bool {
+	if hexPart, ok := strings.CutPrefix(name, "."); ok {
+		hexPart, ok = strings.CutSuffix(hexPart, ".tmp")
+		return ok && isLowerHex(hexPart, 32)
+	}
+	page, rest, ok := strings.Cut(name, ".bin.tmp.")
+	if !ok {
+		return false
+	}
+	if _, _, ok := parseForeignName(page + ".bin"); !ok {
+		return false
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) != 3 || !isLowerHex(parts[2], 32) {
+		return false
+	}
+	for _, p := range parts[:2] {
+		if _, err := strconv.ParseUint(p, 10, 64); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// isLowerHex reports whether s is n lower-case hex digits, as Python's
+// uuid4().hex writes them.
+func isLowerHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// listForeign lists SGLang's page files and temp files at the root.
 func (s *Store) listForeign() ([]foreignFile, error) {
 	ents, err := readDir(s.root)
 	if err != nil {
@@ -51,79 +95,79 @@ func (s *Store) listForeign() ([]foreignFile, error) {
 	}
 	var out []foreignFile
 	for _, de := range ents {
-		hash, suffix, ok := parseForeignName(de.Name())
-		if !ok || !de.Type().IsRegular() {
+		hash, _, page := parseForeignName(de.Name())
+		temp := !page && isForeignTemp(de.Name())
+		if !page && !temp || !de.Type().IsRegular() {
 			continue
 		}
 		fi, err := de.Info()
 		if err != nil {
 			continue // deleted meanwhile
 		}
-		out = append(out, foreignFile{de.Name(), suffix, hash, fi.Size(), fi.ModTime().UnixNano()})
+		out = append(out, foreignFile{name: de.Name(), hash: hash, size: fi.Size(), mtime: fi.ModTime().UnixNano(), temp: temp})
 	}
 	return out, nil
 }
 
-// holdForeign deletes SGLang's torn pages and evicts its oldest pages
-// until they fit in what the store's own blocks leave of its capacity.
+// holdForeign deletes the temp files SGLang's killed writers left and
+// evicts its oldest pages until its pages and the writes in progress fit
+// in what the store's own blocks leave of its capacity.
 func (s *Store) holdForeign() error {
 	files, err := s.listForeign()
 	if err != nil {
 		return err
 	}
-	// A page is as long as the others of its suffix (one model and
-	// layout); a shorter one that is no longer being written is torn.
-	full := map[string]int64{}
+	stale := s.clock.Now().Add(-staleTempAge).UnixNano()
+	var pages []foreignFile
+	var bytes, tempsRemoved int64
 	for _, f := range files {
-		full[f.suffix] = max(full[f.suffix], f.size)
-	}
-	settled := s.clock.Now().Add(-staleTempAge).UnixNano()
-	var corrupt, evicted []uint64
-	kept := files[:0]
-	var bytes int64
-	for _, f := range files {
-		if f.size < full[f.suffix] && f.mtime < settled {
+		if f.temp && f.mtime < stale {
 			if s.removeForeign(f) {
-				corrupt = append(corrupt, f.hash)
+				tempsRemoved++
 			}
 			continue
 		}
-		kept = append(kept, f)
+		if !f.temp {
+			pages = append(pages, f)
+		}
 		bytes += f.size
 	}
 	s.mu.Lock()
 	budget := s.capacity - s.used
 	s.mu.Unlock()
-	slices.SortFunc(kept, func(a, b foreignFile) int { return cmp.Compare(a.mtime, b.mtime) })
-	for len(kept) > 0 && bytes > budget {
-		f := kept[0]
-		kept = kept[1:]
+	slices.SortFunc(pages, func(a, b foreignFile) int { return cmp.Compare(a.mtime, b.mtime) })
+	var evicted []uint64
+	for len(pages) > 0 && bytes > budget {
+		f := pages[0]
+		pages = pages[1:]
 		bytes -= f.size
 		if s.removeForeign(f) {
 			evicted = append(evicted, f.hash)
 		}
 	}
 	s.mu.Lock()
-	s.foreign.blocks, s.foreign.bytes = int64(len(kept)), bytes
+	s.foreign.blocks, s.foreign.bytes = int64(len(pages)), bytes
 	s.foreign.evicted += int64(len(evicted))
-	s.foreign.corrupt += int64(len(corrupt))
+	s.removed += tempsRemoved
 	s.mu.Unlock()
-	if gone := append(corrupt, evicted...); len(gone) > 0 && s.onEvict != nil {
-		s.onEvict(ForeignSpace, gone)
+	if len(evicted) > 0 && s.onEvict != nil {
+		s.onEvict(ForeignSpace, evicted)
 	}
 	return nil
 }
 
-// removeForeign deletes a page file; false when it was gone already.
+// removeForeign deletes a page or temp file; false when it was gone
+// already.
 func (s *Store) removeForeign(f foreignFile) bool {
 	err := os.Remove(filepath.Join(s.root, f.name))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.log.Warn("kvbm: remove SGLang page", "file", f.name, "err", err)
+		s.log.Warn("kvbm: remove SGLang file", "file", f.name, "err", err)
 	}
 	return err == nil
 }
 
-// foreignCounts is what the store knows of SGLang's pages.
+// foreignCounts is what the store knows of SGLang's pages: bytes counts
+// the temp files of writes in progress too.
 type foreignCounts struct {
-	blocks, bytes, evicted, corrupt int64
+	blocks, bytes, evicted int64
 }

@@ -54,9 +54,9 @@ func (s *Store) Stats() StoreStats {
 		}
 		st.Spaces = append(st.Spaces, ss)
 	}
-	if f := s.foreign; f.blocks+f.evicted+f.corrupt > 0 {
+	if f := s.foreign; f.bytes+f.evicted > 0 {
 		st.Spaces = append(st.Spaces, SpaceStats{Name: ForeignSpace, Blocks: f.blocks, Bytes: f.bytes,
-			EvictedBlocks: f.evicted, CorruptBlocks: f.corrupt})
+			EvictedBlocks: f.evicted})
 	}
 	s.mu.Unlock()
 	slices.SortFunc(st.Spaces, func(a, b SpaceStats) int { return strings.Compare(a.Name, b.Name) })

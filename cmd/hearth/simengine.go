@@ -96,7 +96,7 @@ func simEngineEnv(env *environment) simcli.Env {
 			if err != nil {
 				return nil, nil, err
 			}
-			return space, st, nil
+			return sim.ByHash(space), st, nil
 		},
 	}
 }

@@ -370,9 +370,9 @@ func reloadEvicted(t *testing.T, cfg sim.Config, readyLine string) (string, chat
 // mapStore is a node store in memory.
 type mapStore map[uint64]bool
 
-func (m mapStore) Has(h uint64) bool             { return m[h] }
-func (m mapStore) Load(uint64, int64) error      { return nil }
-func (m mapStore) Store(h uint64, _ int64) error { m[h] = true; return nil }
+func (m mapStore) Has(p sim.Page) bool             { return m[p.Hash] }
+func (m mapStore) Load(sim.Page, int64) error      { return nil }
+func (m mapStore) Store(p sim.Page, _ int64) error { m[p.Hash] = true; return nil }
 
 // TestNodeStoreMetrics: a vLLM-flavoured engine that reloads an evicted
 // prompt from its node store counts the tokens as external hits, and

@@ -1,6 +1,10 @@
 package sim
 
-import "github.com/hearth-llm/hearth/kvevents"
+import (
+	"crypto/sha256"
+
+	"github.com/hearth-llm/hearth/kvevents"
+)
 
 // NodeStore is the node-wide SSD tier below host RAM: one store shared by
 // every engine of a machine, in which blocks are named by their engine hash
@@ -26,14 +30,48 @@ import "github.com/hearth-llm/hearth/kvevents"
 //     only (as the host-RAM tier's). The engine does not evict: the
 //     store's owner does, and tells the router itself.
 type NodeStore interface {
-	// Has reports whether the store holds the block (its catalog; no I/O).
-	Has(hash uint64) bool
+	// Has reports whether the store holds the block.
+	Has(p Page) bool
 	// Load reads the block's bytes and verifies them; an error means the
 	// block cannot be used and must be recomputed.
-	Load(hash uint64, bytes int64) error
+	Load(p Page, bytes int64) error
 	// Store writes a block of the given size through to the store, which
 	// makes room as it sees fit. An error (a full disk) stores nothing.
+	Store(p Page, bytes int64) error
+}
+
+// Page names a block to a NodeStore: its hash, and for the SGLang flavour
+// the page's full SHA-256 digest, which SGLang's file backend names its
+// files by (zero for vLLM).
+type Page struct {
+	Hash   uint64
+	Digest [sha256.Size]byte
+}
+
+// HashStore is a store that names blocks by their hash alone (Hearth's
+// node store spaces, kvbm.Space).
+type HashStore interface {
+	Has(hash uint64) bool
+	Load(hash uint64, bytes int64) error
 	Store(hash uint64, bytes int64) error
+}
+
+// ByHash makes a HashStore a NodeStore.
+func ByHash(s HashStore) NodeStore { return byHash{s} }
+
+type byHash struct{ s HashStore }
+
+func (b byHash) Has(p Page) bool                 { return b.s.Has(p.Hash) }
+func (b byHash) Load(p Page, bytes int64) error  { return b.s.Load(p.Hash, bytes) }
+func (b byHash) Store(p Page, bytes int64) error { return b.s.Store(p.Hash, bytes) }
+
+// page is r's i-th block as the node store names it.
+func (c *Core) page(r *request, i int) Page {
+	p := Page{Hash: c.blockHash(r, i)}
+	if i < len(r.digests) {
+		p.Digest = r.digests[i]
+	}
+	return p
 }
 
 // loadFromStore continues r's match in the node store from block `from`
@@ -44,11 +82,11 @@ func (c *Core) loadFromStore(r *request, from, maxBlocks int) int {
 	n := 0
 	for i := from; i < maxBlocks; i++ {
 		if i >= r.storeRead {
-			h := c.blockHash(r, i)
-			if !c.store.Has(h) {
+			p := c.page(r, i)
+			if !c.store.Has(p) {
 				break
 			}
-			if err := c.store.Load(h, c.blockBytes); err != nil {
+			if err := c.store.Load(p, c.blockBytes); err != nil {
 				c.stats.DiskLoadErrors++
 				break
 			}
@@ -63,11 +101,12 @@ func (c *Core) loadFromStore(r *request, from, maxBlocks int) int {
 // does not hold, with their events.
 func (c *Core) writeThrough(r *request, full int) {
 	for ; r.numWritten < full; r.numWritten++ {
-		h := r.hashes[r.numWritten]
-		if c.store.Has(h) {
+		p := c.page(r, r.numWritten)
+		h := p.Hash
+		if c.store.Has(p) {
 			continue
 		}
-		if err := c.store.Store(h, c.blockBytes); err != nil {
+		if err := c.store.Store(p, c.blockBytes); err != nil {
 			c.stats.DiskStoreErrors++
 			return // retried next step
 		}

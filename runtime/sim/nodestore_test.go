@@ -19,9 +19,10 @@ func newFakeStore() *fakeStore {
 	return &fakeStore{held: make(map[uint64]bool), corrupt: make(map[uint64]bool)}
 }
 
-func (s *fakeStore) Has(h uint64) bool { return s.held[h] }
+func (s *fakeStore) Has(p Page) bool { return s.held[p.Hash] }
 
-func (s *fakeStore) Load(h uint64, bytes int64) error {
+func (s *fakeStore) Load(p Page, bytes int64) error {
+	h := p.Hash
 	s.loads++
 	if s.corrupt[h] {
 		delete(s.held, h) // a store drops what fails its check
@@ -30,11 +31,11 @@ func (s *fakeStore) Load(h uint64, bytes int64) error {
 	return nil
 }
 
-func (s *fakeStore) Store(h uint64, bytes int64) error {
+func (s *fakeStore) Store(p Page, bytes int64) error {
 	if s.full {
 		return errors.New("no space left on device")
 	}
-	s.held[h] = true
+	s.held[p.Hash] = true
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package simcli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,7 +26,10 @@ type Env struct {
 	Getenv         func(string) string
 	// OpenStore opens the node's SSD KV store in dir and returns the
 	// engine's part of it (sim.NodeStore) and what closes the store; the
-	// caller supplies it, as the store is not the simulator's.
+	// caller supplies it, as the store is not the simulator's. Only
+	// `hearth sim-engine` (Serve) uses it: an engine run under a real
+	// engine's name writes its file tier in that engine's own layout, as
+	// SGLang's HiCacheFile does (sim.SGLangFileStore).
 	OpenStore func(dir string, cfg sim.Config, log *slog.Logger) (sim.NodeStore, io.Closer, error)
 }
 
@@ -118,13 +122,13 @@ func RunProgram(ctx context.Context, env Env, prog string, args []string) int {
 		return 1
 	}
 	if cmd.storeDir != "" {
-		space, st, err := openStore(env, cmd.storeDir, cmd.cfg, warnLogger(env.Stderr))
+		// SGLang's file backend writes its own layout (HiCacheFile).
+		files, err := sim.NewSGLangFileStore(cmd.storeDir, cmp.Or(cmd.served, cmd.modelPath))
 		if err != nil {
 			fmt.Fprintf(out, "OSError: %v\n", err)
 			return 1
 		}
-		defer st.Close()
-		cmd.cfg.Store = space
+		cmd.cfg.Store = files
 	}
 	inst, err := sim.NewInstance(sim.InstanceOptions{
 		Engine: cmd.cfg, Listen: cmd.listen(), KVEvents: cmd.kvEvents, KVReplay: cmd.kvReplay, Topic: cmd.topic,

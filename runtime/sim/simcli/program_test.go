@@ -15,6 +15,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -85,10 +87,10 @@ type engineProc struct {
 	err    error // Wait's, set before exited closes
 }
 
-func startEngineProc(t *testing.T, bin string, args []string) *engineProc {
+func startEngineProc(t *testing.T, bin string, args []string, env ...string) *engineProc {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = engineEnv()
+	cmd.Env = engineEnv(env...)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	p := &engineProc{t: t, cmd: cmd, lines: make(chan string, 8192), exited: make(chan struct{})}
@@ -309,6 +311,55 @@ func TestEngineImagesEntrypoints(t *testing.T) {
 				t.Error("no shutdown lines after SIGTERM")
 			}
 		})
+	}
+}
+
+// TestSGLangFileBackendPages: the simulated SGLang, run with the command
+// line and environment Hearth gives SGLang for the node store, writes its
+// HiCache file pages as HiCacheFile does: "<64 hex><suffix>.bin" at the
+// directory's root, the suffix "_<served model>_<tp rank>_<tp size>",
+// renamed from temp files that do not stay behind.
+func TestSGLangFileBackendPages(t *testing.T) {
+	dir := t.TempDir()
+	p := freePorts(t, 3)
+	ports := hruntime.Ports{Host: "127.0.0.1", HTTP: p[0], KVEvents: p[1], Replay: p[2]}
+	spec := hruntime.Spec{Name: "gpu0", Engine: hruntime.KindSGLang, Model: "qwen3-8b", ModelPath: "Qwen/Qwen3-8B",
+		MaxModelLen: 4096, KVOffloadingGiB: 1, KVStoreDir: dir}
+	argv := hruntime.EngineArgs(spec, ports, "")
+	proc := startEngineProc(t, engineBinary(t, argv[0]), argv[1:], hruntime.EngineEnv(spec)...)
+	ctx, cancel := context.WithTimeout(context.Background(), engineHangGuard)
+	defer cancel()
+	base := ports.Endpoints(hruntime.KindSGLang).BaseURL
+	if err := hruntime.WaitReady(ctx, http.DefaultClient, base, "qwen3-8b", proc.exited); err != nil {
+		t.Fatalf("WaitReady: %v", err)
+	}
+	page := regexp.MustCompile(`^[0-9a-f]{64}_qwen3-8b_0_1\.bin$`)
+	var names []string
+	for ctx.Err() == nil {
+		chat(t, base, "qwen3-8b", "Explain, in a few sentences, how a radix cache pages a long prompt into blocks.")
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = names[:0]
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		if len(names) > 0 && !slices.ContainsFunc(names, func(n string) bool { return strings.Contains(n, ".tmp") }) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(names) == 0 {
+		t.Fatal("no page files were written")
+	}
+	for _, n := range names {
+		if !page.MatchString(n) {
+			t.Errorf("%q is not a HiCacheFile page name", n)
+		}
+	}
+	if code := proc.stop(); code != 0 {
+		t.Errorf("exit status %d after SIGTERM, want 0", code)
 	}
 }
 
