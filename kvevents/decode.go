@@ -40,6 +40,9 @@ type Decoder struct {
 	// every event naming "GPU" costs a byte comparison.
 	lastMediumName []byte
 	lastMedium     Medium
+
+	// sawBytes records that a hash of the field being read came as bytes.
+	sawBytes bool
 }
 
 // Decode decodes payload into b, reusing b's buffers. On error b holds an
@@ -367,14 +370,18 @@ func (dec *Decoder) decodeField(ev *Event, f field) error {
 	var err error
 	switch f {
 	case fieldBlockHashes:
+		dec.sawBytes = false
 		ev.BlockHashes, err = dec.hashList(ev.BlockHashes[:0])
+		ev.BytesHashes = ev.BytesHashes || dec.sawBytes
 	case fieldParent:
 		if dec.isNil() {
 			ev.ParentBlockHash, ev.HasParent = 0, false
 			err = dec.d.DecodeNil()
 		} else {
+			dec.sawBytes = false
 			ev.ParentBlockHash, err = dec.hash()
 			ev.HasParent = true
+			ev.BytesHashes = ev.BytesHashes || dec.sawBytes
 		}
 	case fieldTokens:
 		ev.TokenIDs, err = dec.tokenList(ev.TokenIDs[:0])
@@ -501,7 +508,8 @@ func (dec *Decoder) take(n int) ([]byte, error) {
 	return dec.payload[p : p+n : p+n], nil
 }
 
-// hash decodes one engine block hash into its uint64 key.
+// hash decodes one engine block hash into its uint64 key, noting in
+// dec.sawBytes when it came as bytes.
 func (dec *Decoder) hash() (uint64, error) {
 	c, err := dec.d.PeekCode()
 	if err != nil {
@@ -513,6 +521,7 @@ func (dec *Decoder) hash() (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
+		dec.sawBytes = true
 		return BytesHashKey(b), nil
 	case c == msgpcode.Nil:
 		return 0, errors.New("nil block hash")
@@ -522,19 +531,22 @@ func (dec *Decoder) hash() (uint64, error) {
 	return dec.d.DecodeUint64()
 }
 
-// BytesHashKey is the key of a block hash sent as bytes: their 64-bit
-// FNV-1a hash. Such hashes are digests already (vLLM's sha256 by default),
-// so any stable mixing function keeps them apart; FNV-1a is the one the
-// standard library defines.
+// BytesHashKey is the key of a block hash sent as bytes: the bytes read as
+// a big-endian unsigned integer, of which the low 64 bits are kept. That is
+// the int vLLM publishes for the same block (maybe_convert_block_hash in
+// vllm/v1/core/kv_cache_utils.py: int.from_bytes(hash, "big") & (2^64-1)),
+// so a block reported once as bytes and once as an int has one key. vLLM's
+// offloading connector always reports its blocks as bytes, whatever
+// VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES says, and its GPU cache as ints by
+// default; the key is what joins them. Bytes shorter than 8 are read as if
+// zero-padded on the left, as int.from_bytes does.
 func BytesHashKey(b []byte) uint64 {
-	const (
-		offset64 = 14695981039346656037
-		prime64  = 1099511628211
-	)
-	h := uint64(offset64)
+	if len(b) >= 8 {
+		return binary.BigEndian.Uint64(b[len(b)-8:])
+	}
+	var h uint64
 	for _, c := range b {
-		h ^= uint64(c)
-		h *= prime64
+		h = h<<8 | uint64(c)
 	}
 	return h
 }

@@ -71,10 +71,25 @@ func TestDecodeGoldenVectors(t *testing.T) {
 			name: "bytes_hashes_map_batch",
 			want: batchView{TS: math.Float64bits(3), DPRank: 1, HasDPRank: true, Events: []eventView{{
 				Kind:   BlockStored,
-				Hashes: []uint64{BytesHashKey([]byte{0xde, 0xad, 0xbe, 0xef})},
-				Parent: BytesHashKey([]byte{0xca, 0xfe}), HasParent: true,
+				Hashes: []uint64{0xdeadbeef}, Parent: 0xcafe, HasParent: true, Bytes: true,
 				Tokens: []uint32{10, 11}, BlockSize: 2,
 			}}},
+		},
+		{
+			// The offloading connector's CPU events name the GPU cache's
+			// blocks by their digests: the keys must be the GPU's ints.
+			name: "vllm_offload_cpu",
+			want: batchView{TS: math.Float64bits(5), HasDPRank: true, Events: []eventView{
+				{
+					Kind: BlockStored, Hashes: []uint64{0xa495991b7852b855, 0xb410ff61f20015ad},
+					Tokens: []uint32{1, 2, 3, 4}, BlockSize: 2, Medium: MediumGPU,
+				},
+				{
+					Kind: BlockStored, Hashes: []uint64{0xa495991b7852b855, 0xb410ff61f20015ad},
+					Bytes: true, Medium: MediumCPU,
+				},
+				{Kind: BlockRemoved, Hashes: []uint64{0xa495991b7852b855}, Bytes: true, Medium: MediumCPU},
+			}},
 		},
 		{
 			name: "vllm_mediums",
@@ -290,18 +305,22 @@ func TestIntBits(t *testing.T) {
 }
 
 func TestBytesHashKey(t *testing.T) {
-	// FNV-1a 64 reference values.
+	// vLLM's maybe_convert_block_hash: int.from_bytes(b, "big") & (2**64-1),
+	// values worked out by hand (the digests are SHA-256 of "" and "abc").
 	tests := []struct {
-		in   string
+		in   string // hex
 		want uint64
 	}{
-		{"", 0xcbf29ce484222325},
-		{"a", 0xaf63dc4c8601ec8c},
-		{"foobar", 0x85944171f73967e8},
+		{"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", 0xa495991b7852b855},
+		{"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", 0xb410ff61f20015ad},
+		{"ff0102030405060708", 0x0102030405060708}, // the high byte is dropped
+		{"0102030405060708", 0x0102030405060708},
+		{"deadbeef", 0xdeadbeef}, // short: read as if zero-padded
+		{"", 0},
 	}
 	for _, tc := range tests {
-		if got := BytesHashKey([]byte(tc.in)); got != tc.want {
-			t.Errorf("BytesHashKey(%q) = %#x, want %#x", tc.in, got, tc.want)
+		if got := BytesHashKey(unhexString(tc.in)); got != tc.want {
+			t.Errorf("BytesHashKey(%s) = %#x, want %#x", tc.in, got, tc.want)
 		}
 	}
 }

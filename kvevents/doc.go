@@ -37,8 +37,18 @@
 // Block hashes are the engine's own ids and become uint64 keys. An int
 // keeps its 64-bit two's complement pattern: vLLM's uint64 hashes of 2^63 or
 // more arrive as msgpack uint64, SGLang's (the first 8 bytes of a SHA-256 as
-// a signed int64) may be negative, and both fit. Bytes (vLLM with
-// VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0) become BytesHashKey of the bytes.
+// a signed int64) may be negative, and both fit. Bytes are vLLM's block
+// hash itself (a 32-byte SHA-256 digest by default), which its GPU cache
+// publishes as an int only by keeping the low 64 bits
+// (maybe_convert_block_hash: int.from_bytes(hash, "big") & (2^64-1)): so
+// bytes become those same 64 bits (BytesHashKey), and a block has one key
+// whichever way it was reported. vLLM sends bytes in two cases: its GPU
+// cache with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0, and its offloading
+// connector's CPU tier always (the raw hash, with no parent, no token ids,
+// block_size 0 and medium "CPU" in v0.20), whose blocks a consumer can
+// only place through the GPU BlockStored events that carried the same key.
+// An event whose hashes came as bytes has BytesHashes set, and AppendBatch
+// writes it that way.
 //
 // A missing or nil medium means the GPU. ParseMedium folds the names of
 // vLLM ("GPU", "CPU"), SGLang ("GPU", "CPU_PINNED", "DISK", "EXTERNAL") and

@@ -107,6 +107,9 @@ func sizeBound(b *Batch) int {
 	for i := range b.Events {
 		ev := &b.Events[i]
 		n += 224 + len(ev.LoRAName) + len(ev.CacheSalt) + 9*len(ev.BlockHashes) + 5*len(ev.TokenIDs)
+		if ev.BytesHashes {
+			n += (2 + digestSize - 9) * (len(ev.BlockHashes) + 1) // and the parent
+		}
 		for _, raw := range ev.ExtraKeys {
 			n += max(len(raw), 1)
 		}
@@ -131,9 +134,9 @@ func appendEventMap(dst []byte, ev *Event) []byte {
 		dst = appendStr(dst, "type")
 		dst = appendStr(dst, "BlockStored")
 		dst = appendStr(dst, "block_hashes")
-		dst = appendHashes(dst, ev.BlockHashes, false)
+		dst = appendHashes(dst, ev.BlockHashes, vllmHashForm(ev))
 		dst = appendStr(dst, "parent_block_hash")
-		dst = appendParent(dst, ev, false)
+		dst = appendParent(dst, ev, vllmHashForm(ev))
 		dst = appendStr(dst, "token_ids")
 		dst = appendTokens(dst, ev.TokenIDs)
 		dst = appendStr(dst, "block_size")
@@ -161,7 +164,7 @@ func appendEventMap(dst []byte, ev *Event) []byte {
 		dst = appendStr(dst, "type")
 		dst = appendStr(dst, "BlockRemoved")
 		dst = appendStr(dst, "block_hashes")
-		dst = appendHashes(dst, ev.BlockHashes, false)
+		dst = appendHashes(dst, ev.BlockHashes, vllmHashForm(ev))
 		dst = appendStr(dst, "medium")
 		dst = appendStr(dst, ev.Medium.String())
 		if ev.GroupIdx != 0 {
@@ -191,8 +194,8 @@ func appendEventArray(dst []byte, ev *Event) []byte {
 		}
 		dst = appendArrayLen(dst, n)
 		dst = appendStr(dst, "BlockStored")
-		dst = appendHashes(dst, ev.BlockHashes, false)
-		dst = appendParent(dst, ev, false)
+		dst = appendHashes(dst, ev.BlockHashes, vllmHashForm(ev))
+		dst = appendParent(dst, ev, vllmHashForm(ev))
 		dst = appendTokens(dst, ev.TokenIDs)
 		dst = appendInt(dst, int64(ev.BlockSize))
 		dst = appendLoRAID(dst, ev)
@@ -215,7 +218,7 @@ func appendEventArray(dst []byte, ev *Event) []byte {
 		}
 		dst = appendArrayLen(dst, n)
 		dst = appendStr(dst, "BlockRemoved")
-		dst = appendHashes(dst, ev.BlockHashes, false)
+		dst = appendHashes(dst, ev.BlockHashes, vllmHashForm(ev))
 		dst = appendStr(dst, ev.Medium.String())
 		if n == 4 {
 			dst = appendInt(dst, ev.GroupIdx)
@@ -240,8 +243,8 @@ func appendEventSGLang(dst []byte, ev *Event) []byte {
 		}
 		dst = appendArrayLen(dst, n)
 		dst = appendStr(dst, "BlockStored")
-		dst = appendHashes(dst, ev.BlockHashes, true)
-		dst = appendParent(dst, ev, true)
+		dst = appendHashes(dst, ev.BlockHashes, hashSigned)
+		dst = appendParent(dst, ev, hashSigned)
 		dst = appendTokens(dst, ev.TokenIDs)
 		dst = appendInt(dst, int64(ev.BlockSize))
 		dst = appendLoRAID(dst, ev)
@@ -254,7 +257,7 @@ func appendEventSGLang(dst []byte, ev *Event) []byte {
 	case BlockRemoved:
 		dst = appendArrayLen(dst, 3)
 		dst = appendStr(dst, "BlockRemoved")
-		dst = appendHashes(dst, ev.BlockHashes, true)
+		dst = appendHashes(dst, ev.BlockHashes, hashSigned)
 		dst = appendStr(dst, ev.Medium.sglangName())
 	default:
 		dst = appendArrayLen(dst, 1)
@@ -263,26 +266,76 @@ func appendEventSGLang(dst []byte, ev *Event) []byte {
 	return dst
 }
 
-func appendHashes(dst []byte, hashes []uint64, signed bool) []byte {
+// hashForm is how an engine writes a block hash.
+type hashForm uint8
+
+const (
+	hashUnsigned hashForm = iota // vLLM's ints: uint64 above 2^63
+	hashSigned                   // SGLang's ints: the same bits as an int64
+	hashBytes                    // vLLM's raw digests (Event.BytesHashes)
+)
+
+// vllmHashForm is the form vLLM writes ev's hashes in.
+func vllmHashForm(ev *Event) hashForm {
+	if ev.BytesHashes {
+		return hashBytes
+	}
+	return hashUnsigned
+}
+
+func appendHashes(dst []byte, hashes []uint64, form hashForm) []byte {
 	dst = appendArrayLen(dst, len(hashes))
 	for _, h := range hashes {
-		dst = appendHash(dst, h, signed)
+		dst = appendHash(dst, h, form)
 	}
 	return dst
 }
 
-func appendHash(dst []byte, h uint64, signed bool) []byte {
-	if signed {
+func appendHash(dst []byte, h uint64, form hashForm) []byte {
+	switch form {
+	case hashSigned:
 		return appendInt(dst, int64(h))
+	case hashBytes:
+		return appendDigest(dst, h)
 	}
 	return appendUint(dst, h)
 }
 
-func appendParent(dst []byte, ev *Event, signed bool) []byte {
+// digestSize is the length of vLLM's block hashes as bytes: a SHA-256
+// digest under its default --prefix-caching-hash-algo.
+const digestSize = 32
+
+// appendDigest writes the block whose key is h as vLLM sends it as bytes:
+// a 32-byte msgpack bin (msgspec's encoding of bytes) whose last 8 bytes,
+// big-endian, are h (BytesHashKey). The 24 bytes before them are the rest
+// of the engine's digest, which a key does not keep; they are filled with a
+// mix of h so that every block's digest differs there too, as real ones do,
+// and a reader that took the wrong end of it would get keys that match
+// nothing.
+func appendDigest(dst []byte, h uint64) []byte {
+	dst = append(dst, 0xc4, digestSize)
+	x := h
+	for range (digestSize - 8) / 8 {
+		x = splitmix64(x)
+		dst = binary.BigEndian.AppendUint64(dst, x)
+	}
+	return binary.BigEndian.AppendUint64(dst, h)
+}
+
+// splitmix64 is one step of the SplitMix64 generator (Steele, Lea and
+// Flood, 2014), a cheap full-period mixer.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+func appendParent(dst []byte, ev *Event, form hashForm) []byte {
 	if !ev.HasParent {
 		return append(dst, 0xc0)
 	}
-	return appendHash(dst, ev.ParentBlockHash, signed)
+	return appendHash(dst, ev.ParentBlockHash, form)
 }
 
 func appendLoRAID(dst []byte, ev *Event) []byte {

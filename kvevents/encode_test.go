@@ -302,3 +302,74 @@ func TestAppendBatchSGLangMedia(t *testing.T) {
 		t.Errorf("SGLang media\n got %x\nwant %x", got, want)
 	}
 }
+
+// TestAppendBatchOffloadedBlocks: the simulated vLLM reports its CPU tier as
+// vLLM v0.20's OffloadingConnector does (docs/engine-conformance.md V1-V3):
+// each block by its 32-byte digest as msgpack bin, the GPU's int being the
+// digest's low 64 bits read big-endian; no parent, no token ids, block_size
+// 0, medium "CPU". Read back with the msgpack library as plain values, not
+// with the Decoder.
+func TestAppendBatchOffloadedBlocks(t *testing.T) {
+	const key = 0xa495991b7852b855
+	b := &Batch{TS: 1, Events: []Event{
+		{Kind: BlockStored, BlockHashes: []uint64{key, 7}, BytesHashes: true, Medium: MediumCPU},
+		{Kind: BlockRemoved, BlockHashes: []uint64{key}, BytesHashes: true, Medium: MediumCPU},
+	}}
+	for _, f := range []Format{FormatMap, FormatMapBatch, FormatArray} {
+		var plain any
+		if err := msgpack.Unmarshal(AppendBatch(nil, b, f), &plain); err != nil {
+			t.Fatalf("%v: %v", f, err)
+		}
+		var events []any
+		switch p := plain.(type) {
+		case []any:
+			events = p[1].([]any)
+		case map[string]any:
+			events = p["events"].([]any)
+		}
+		if len(events) != 2 {
+			t.Fatalf("%v: %d events, want 2", f, len(events))
+		}
+		for i, raw := range events {
+			fields := eventFields(t, raw)
+			hashes := fields["block_hashes"].([]any)
+			first, ok := hashes[0].([]byte)
+			if !ok || len(first) != 32 || !bytes.Equal(first[24:], []byte{0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55}) {
+				t.Errorf("%v event %d: first hash %#v, want 32 bytes ending a495991b7852b855", f, i, hashes[0])
+			}
+			if fields["medium"] != "CPU" {
+				t.Errorf("%v event %d: medium %v, want CPU", f, i, fields["medium"])
+			}
+			if i == 0 {
+				second, _ := hashes[1].([]byte)
+				if len(second) != 32 || !bytes.Equal(second[24:], []byte{0, 0, 0, 0, 0, 0, 0, 7}) || bytes.Equal(second[:24], first[:24]) {
+					t.Errorf("%v: second hash %x, want its own 32-byte digest ending 07", f, second)
+				}
+				if fields["parent_block_hash"] != nil || len(fields["token_ids"].([]any)) != 0 || fields["block_size"] != int8(0) {
+					t.Errorf("%v: stored event %v, want no parent, no tokens, block_size 0", f, fields)
+				}
+			}
+		}
+	}
+}
+
+// eventFields names the fields of an event read as plain msgpack values,
+// map or positional (vLLM's class order).
+func eventFields(t *testing.T, raw any) map[string]any {
+	t.Helper()
+	if m, ok := raw.(map[string]any); ok {
+		return m
+	}
+	arr := raw.([]any)
+	names := map[string][]string{
+		"BlockStored":  {"type", "block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name"},
+		"BlockRemoved": {"type", "block_hashes", "medium"},
+	}[arr[0].(string)]
+	m := make(map[string]any, len(names))
+	for i, name := range names {
+		if i < len(arr) {
+			m[name] = arr[i]
+		}
+	}
+	return m
+}

@@ -136,6 +136,14 @@ type Event struct {
 	// BlockHashes are the engine's own ids of the blocks, opaque keys (see
 	// the package documentation for how int and bytes hashes map to them).
 	BlockHashes []uint64
+	// BytesHashes reports that the engine sends the hashes (block and
+	// parent) as bytes rather than ints: vLLM's offloading connector
+	// always, vLLM's GPU cache with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0.
+	// The keys are the same either way (BytesHashKey); the Decoder sets it
+	// so that a consumer can tell, and AppendBatch writes such an event's
+	// hashes as vLLM's 32-byte digests whose keys they are (vLLM formats
+	// only: SGLang sends ints).
+	BytesHashes bool
 	// ParentBlockHash is the engine hash of the block before the first,
 	// when HasParent; a request's first block has none.
 	ParentBlockHash uint64

@@ -56,6 +56,7 @@ func allVectors(t testing.TB) map[string][]byte {
 type eventView struct {
 	Kind      Kind
 	Hashes    []uint64
+	Bytes     bool // BytesHashes
 	Parent    uint64
 	HasParent bool
 	Tokens    []uint32
@@ -78,7 +79,7 @@ type batchView struct {
 
 func viewOf(ev *Event) eventView {
 	v := eventView{
-		Kind: ev.Kind, Parent: ev.ParentBlockHash, HasParent: ev.HasParent, BlockSize: ev.BlockSize,
+		Kind: ev.Kind, Bytes: ev.BytesHashes, Parent: ev.ParentBlockHash, HasParent: ev.HasParent, BlockSize: ev.BlockSize,
 		LoRAID: ev.LoRAID, HasLoRAID: ev.HasLoRAID, LoRAName: string(ev.LoRAName),
 		Medium: ev.Medium, Group: ev.GroupIdx, Salt: string(ev.CacheSalt),
 	}
@@ -113,14 +114,15 @@ func carried(v batchView, f Format) batchView {
 		case BlockStored:
 			c = ev
 			if f == FormatSGLang {
-				c.LoRAName, c.Extra, c.Group = "", nil, 0
+				// SGLang's hashes are ints.
+				c.LoRAName, c.Extra, c.Group, c.Bytes = "", nil, 0, false
 			} else {
 				c.Salt = ""
 			}
 		case BlockRemoved:
 			c.Hashes, c.Medium = ev.Hashes, ev.Medium
 			if f != FormatSGLang {
-				c.Group = ev.Group
+				c.Group, c.Bytes = ev.Group, ev.Bytes
 			}
 		}
 		out.Events = append(out.Events, c)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -12,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -431,4 +434,81 @@ func TestUpSimModelOnlyReads(t *testing.T) {
 // serveUp runs the daemon as hearth up does, with cfg from parseUpFlags.
 func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConfig, ln net.Listener, opts ...daemon.Option) error {
 	return daemon.Run(ctx, cfg.Config, ln, stdout, log, opts...)
+}
+
+// TestUpTierBlocksShowHostRAM: a simulated vLLM with a small GPU cache and
+// a host-RAM tier publishes its offloaded blocks as vLLM v0.20's offloading
+// connector does (raw 32-byte hashes, no tokens), and the router indexes
+// them under the GPU blocks they copy. A prompt that two later prompts
+// pushed out of the GPU cache is then routed with its blocks in host RAM,
+// as x-hearth-tier-blocks says.
+func TestUpTierBlocksShowHostRAM(t *testing.T) {
+	baseURL, _ := serveTestUp(t, []string{"--sim", "1x4090", "--speedup", "100", "--data-dir", t.TempDir(),
+		"--model", "qwen3-8b", "--kvbm", "ram", "--kv-offloading-size", "1"}, daemon.WithSpecHook(func(s *hruntime.Spec) {
+		s.NumGPUBlocks, s.MaxModelLen = 64, 1024 // room for fewer than two of the prompts below
+	}))
+	ask := func(tag string) http.Header {
+		t.Helper()
+		var sb strings.Builder
+		for i := range 90 {
+			fmt.Fprintf(&sb, "%s note %d. ", tag, i)
+		}
+		body, _ := json.Marshal(map[string]any{"model": "qwen3-8b", "max_tokens": 1, "messages": []map[string]string{{"role": "user", "content": sb.String()}}})
+		resp, err := http.Post(baseURL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", tag, resp.StatusCode, b)
+		}
+		return resp.Header
+	}
+	// x-hearth-prompt-blocks counts a partial last block: the full ones
+	// the engine caches are that many or one fewer.
+	promptBlocks := func(h http.Header) int {
+		n, err := strconv.Atoi(h.Get("x-hearth-prompt-blocks"))
+		if err != nil || n < 20 {
+			t.Fatalf("x-hearth-prompt-blocks %q, want a prompt of 20 blocks or more", h.Get("x-hearth-prompt-blocks"))
+		}
+		return n
+	}
+	minFull := 0
+	for _, tag := range []string{"Alpha", "Bravo", "Charlie"} {
+		minFull += promptBlocks(ask(tag)) - 1
+	}
+	// Events travel asynchronously: wait until the router has applied the
+	// blocks stored on the GPU and in host RAM (each prompt's full blocks,
+	// twice). Without the offloaded blocks indexed this times out, and the
+	// header below says why.
+	deadline := time.Now().Add(20 * time.Second)
+	for stored := 0; stored < 2*minFull && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		stored = metricValue(t, baseURL, `hearth_router_kv_blocks_stored_total{worker="sim/gpu0"}`)
+	}
+	h := ask("Alpha")
+	var gpu, ram, ssd int
+	if _, err := fmt.Sscanf(h.Get("x-hearth-tier-blocks"), "gpu=%d,ram=%d,ssd=%d", &gpu, &ram, &ssd); err != nil {
+		t.Fatalf("x-hearth-tier-blocks %q: %v", h.Get("x-hearth-tier-blocks"), err)
+	}
+	if n := promptBlocks(h); gpu != 0 || ram < n-1 || ssd != 0 {
+		t.Errorf("x-hearth-tier-blocks %q for a prompt of %d blocks pushed out of the GPU; want its full blocks in RAM", h.Get("x-hearth-tier-blocks"), n)
+	}
+}
+
+// metricValue reads one sample of the daemon's /metrics, 0 when absent.
+func metricValue(t *testing.T, baseURL, sample string) int {
+	t.Helper()
+	resp, err := http.Get(baseURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return int(f)
+		}
+	}
+	return 0
 }

@@ -435,7 +435,11 @@ func (in *Ingester) applyStored(ev *kvevents.Event) {
 
 	if len(ev.TokenIDs) == 0 {
 		// Offloaded copies of blocks stored earlier: known only by their
-		// engine hashes.
+		// engine hashes. vLLM's offloading connector names them by their
+		// raw hashes, which kvevents keys as the GPU events' ints. An
+		// offloaded block of several GPU blocks (the connector's
+		// block_size option, which Hearth does not set) is named by its
+		// last GPU block only, so only that one would be found here.
 		for _, h := range ev.BlockHashes {
 			if s, ok := in.table.addTier(h, bit); ok {
 				seqs = append(seqs, tokenizer.SeqHash(s))

@@ -2,6 +2,8 @@ package ingest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"log/slog"
 	"slices"
@@ -655,5 +657,58 @@ func TestIngestSGLangMedia(t *testing.T) {
 	}
 	if s := in.Stats(); s.External != 2 || s.Skipped != 0 || s.Orphans != 0 {
 		t.Errorf("external %d, skipped %d, orphans %d; want 2, 0, 0", s.External, s.Skipped, s.Orphans)
+	}
+}
+
+// TestIngestVLLMOffloadedBlocks: vLLM v0.20's GPU cache reports a block by
+// the low 64 bits of its hash read big-endian (maybe_convert_block_hash);
+// its OffloadingConnector reports the copy in host RAM by the raw hash (32
+// bytes), with no parent, no token ids, block_size 0 and medium "CPU"
+// (docs/engine-conformance.md V1-V3). Built here from plain values in
+// vLLM's map layout, with SHA-256 digests standing in for block hashes: the
+// CPU events land on, and leave, the RAM tier of the GPU blocks they name.
+func TestIngestVLLMOffloadedBlocks(t *testing.T) {
+	toks := tokenRun(500, 48)
+	var digests [][]byte
+	var ints []uint64
+	for i := range 3 {
+		d := sha256.Sum256([]byte{byte(i)})
+		digests = append(digests, d[:])
+		ints = append(ints, binary.BigEndian.Uint64(d[24:]))
+	}
+	vllmBatch := func(events ...map[string]any) []byte {
+		payload, err := msgpack.Marshal([]any{5.0, events, 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return payload
+	}
+	cpuStored := func(hashes ...[]byte) map[string]any {
+		return map[string]any{
+			"type": "BlockStored", "block_hashes": hashes, "parent_block_hash": nil, "token_ids": []uint32{},
+			"block_size": 0, "lora_id": nil, "medium": "CPU", "lora_name": nil,
+		}
+	}
+	idx := newFakeIndex()
+	in := newTestIngester(t, idx, nil)
+	live(t, in,
+		fakeBatch{seq: 0, payload: vllmBatch(map[string]any{
+			"type": "BlockStored", "block_hashes": ints, "parent_block_hash": nil, "token_ids": toks,
+			"block_size": 16, "lora_id": nil, "medium": "GPU", "lora_name": nil,
+		})},
+		fakeBatch{seq: 1, payload: vllmBatch(cpuStored(digests[0], digests[1]), cpuStored(digests[2]))},
+		fakeBatch{seq: 2, payload: vllmBatch(map[string]any{"type": "BlockRemoved", "block_hashes": [][]byte{digests[0]}, "medium": "CPU"})},
+	)
+	want := tokenizer.BlockHashes(toks, 16)
+	gpu := slices.Sorted(slices.Values(want))
+	ram := slices.Sorted(slices.Values(want[1:]))
+	if got := idx.view(testWorker, kvbm.TierGPU); !slices.Equal(got, gpu) {
+		t.Errorf("GPU tier holds %x, want %x", got, gpu)
+	}
+	if got := idx.view(testWorker, kvbm.TierRAM); !slices.Equal(got, ram) {
+		t.Errorf("RAM tier holds %x, want %x (blocks 1 and 2)", got, ram)
+	}
+	if s := in.Stats(); s.Orphans != 0 || s.UnknownRemove != 0 || s.BlocksStored != 6 || s.BlocksRemoved != 1 {
+		t.Errorf("stats %+v: want 6 blocks stored, 1 removed, no orphans or unknown removals", s)
 	}
 }

@@ -142,7 +142,7 @@ func NewCore(cfg Config, sink EventSink) (*Core, error) {
 	}
 	c.pool = newBlockPool(cfg.NumGPUBlocks, cfg.BlockSize, &c.events)
 	if cfg.NumCPUBlocks > 0 {
-		c.cpu = newCPUPool(cfg.NumCPUBlocks, c.pool, &c.events)
+		c.cpu = newCPUPool(cfg.NumCPUBlocks, c.pool, &c.events, cfg.Kind == hruntime.KindVLLM)
 		c.loadSecondsPerBlock = gpu.HostLoadSeconds(float64(model.KVBytesPerToken() * cfg.BlockSize))
 	}
 	c.blockBytes = int64(model.KVBytesPerToken() * cfg.BlockSize)

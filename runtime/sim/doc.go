@@ -31,9 +31,10 @@
 //     blocks × block bytes / catalog.GPU.PCIeGBps (vLLM loads asynchronously;
 //     charging the step delays the whole batch, a conservative
 //     simplification). CPU-tier events carry medium "CPU", one BlockStored
-//     per block without tokens or parent and with block_size 0, one
-//     BlockRemoved per eviction batch, as vLLM's connector publishes them
-//     by default. Loaded tokens count in TokenOutput.CachedTokens (vLLM's
+//     per store without tokens or parent and with block_size 0, one
+//     BlockRemoved per eviction batch, and name the blocks by their hashes
+//     as bytes (32 bytes whose low 64 bits are the GPU events' int), as
+//     vLLM v0.20's connector publishes them. Loaded tokens count in TokenOutput.CachedTokens (vLLM's
 //     num_cached_tokens) and in vllm:external_prefix_cache_{queries,hits}
 //     (exported when the tier is on), not in the GPU prefix-cache counters.
 //   - timing: each step is priced by the catalog's roofline

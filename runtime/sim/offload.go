@@ -27,13 +27,18 @@ import (
 //     blocks are loaded into newly allocated GPU blocks and count as
 //     computed; once loaded they are cached on the GPU like computed blocks
 //     (GPU BlockStored). Blocks loaded are not stored back.
-//   - Events (medium "CPU"): an eviction batch is one BlockRemoved listing
-//     every evicted hash; each stored block is one BlockStored with that
-//     single hash, no parent, no token ids and block_size 0 (the payload of
-//     vLLM's OffloadingEventsTracker unless its opt-in self-describing mode
-//     is on; releases before it sent one BlockStored per completed store
-//     batch, block_size the offloaded block size). A consumer can only map
-//     them through the engine hashes of GPU BlockStored events seen earlier.
+//   - Events (medium "CPU"), as vLLM v0.20's OffloadingConnectorScheduler
+//     .take_events writes them (docs/engine-conformance.md V1-V3): the
+//     evictions of a store are one BlockRemoved listing every evicted
+//     block, and a store's new blocks one BlockStored (the manager's
+//     complete_store event) with no parent, no token ids and block_size
+//     0. Both name the blocks by their raw hashes, as bytes, whatever the
+//     GPU events use: the GPU's int is the low 64 bits of those bytes
+//     (kvevents.Event.BytesHashes). A consumer can only place them through
+//     the GPU BlockStored events that carried the same hashes. An
+//     offloaded block is one GPU block: Hearth sets no block_size in the
+//     connector's config, so vLLM's block_size_factor is 1. The SGLang
+//     flavour's host tier sends ints (SGLang's HiCache events).
 //
 // Simplifications, documented where they apply: vLLM loads asynchronously
 // (the request waits in WAITING_FOR_REMOTE_KVS while the batch runs) and
@@ -53,6 +58,9 @@ type cpuPool struct {
 	free       []int32 // unused slot ids
 	gpu        *blockPool
 	events     *[]kvevents.Event
+	// bytesHashes makes the events name blocks by their hashes as bytes,
+	// as vLLM's offloading connector does.
+	bytesHashes bool
 }
 
 type cpuSlot struct {
@@ -60,15 +68,16 @@ type cpuSlot struct {
 	prev, next int32
 }
 
-func newCPUPool(n int, gpu *blockPool, events *[]kvevents.Event) *cpuPool {
+func newCPUPool(n int, gpu *blockPool, events *[]kvevents.Event, bytesHashes bool) *cpuPool {
 	p := &cpuPool{
-		slots:  make([]cpuSlot, n),
-		byHash: make(map[uint64]int32, n),
-		head:   noBlock,
-		tail:   noBlock,
-		free:   make([]int32, n),
-		gpu:    gpu,
-		events: events,
+		slots:       make([]cpuSlot, n),
+		byHash:      make(map[uint64]int32, n),
+		head:        noBlock,
+		tail:        noBlock,
+		free:        make([]int32, n),
+		gpu:         gpu,
+		events:      events,
+		bytesHashes: bytesHashes,
 	}
 	for i := range p.free {
 		p.free[i] = int32(n - 1 - i) // pop order 0, 1, 2, ...
@@ -149,9 +158,11 @@ func (p *cpuPool) store(hashes []uint64) (stored int, ok bool) {
 		*p.events = append(*p.events, kvevents.Event{
 			Kind:        kvevents.BlockRemoved,
 			BlockHashes: p.gpu.arena[start:end:end],
+			BytesHashes: p.bytesHashes,
 			Medium:      kvevents.MediumCPU,
 		})
 	}
+	start := len(p.gpu.arena)
 	for _, h := range hashes {
 		if p.has(h) {
 			continue
@@ -161,12 +172,15 @@ func (p *cpuPool) store(hashes []uint64) (stored int, ok bool) {
 		p.slots[id].hash = h
 		p.byHash[h] = id
 		p.pushTail(id)
-		*p.events = append(*p.events, kvevents.Event{
-			Kind:        kvevents.BlockStored,
-			BlockHashes: p.gpu.arenaHash(h),
-			Medium:      kvevents.MediumCPU,
-		})
+		p.gpu.arena = append(p.gpu.arena, h)
 	}
+	end := len(p.gpu.arena)
+	*p.events = append(*p.events, kvevents.Event{
+		Kind:        kvevents.BlockStored,
+		BlockHashes: p.gpu.arena[start:end:end],
+		BytesHashes: p.bytesHashes,
+		Medium:      kvevents.MediumCPU,
+	})
 	return n, true
 }
 

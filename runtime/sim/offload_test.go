@@ -8,6 +8,7 @@ import (
 
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/kvevents"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // TestOffloadConfig: the host-RAM tier's size follows from the GiB asked for
@@ -59,7 +60,7 @@ func TestOffloadWriteThrough(t *testing.T) {
 		name      string
 		prompts   [][]uint32
 		wantCPU   int // blocks in host RAM at the end
-		wantStore int // CPU BlockStored events
+		wantStore int // blocks announced by CPU BlockStored events
 	}{
 		{"one prompt", [][]uint32{tokens(0, 160)}, 10, 10},
 		{"shared prefix stored once", [][]uint32{tokens(0, 160), concat(tokens(0, 160), tokens(5000, 64))}, 14, 14},
@@ -76,8 +77,8 @@ func TestOffloadWriteThrough(t *testing.T) {
 			if got := len(c.CachedCPUBlockHashes()); got != tt.wantCPU {
 				t.Errorf("host RAM holds %d blocks, want %d", got, tt.wantCPU)
 			}
-			if got := sink.countMedium(kvevents.BlockStored, kvevents.MediumCPU); got != tt.wantStore {
-				t.Errorf("%d CPU BlockStored events, want %d", got, tt.wantStore)
+			if got := sink.countBlocks(kvevents.BlockStored, kvevents.MediumCPU); got != tt.wantStore {
+				t.Errorf("CPU BlockStored events announce %d blocks, want %d", got, tt.wantStore)
 			}
 			if n := sink.countMedium(kvevents.BlockRemoved, kvevents.MediumGPU); n != 0 {
 				t.Errorf("%d GPU evictions in a roomy cache: the tier must not wait for them", n)
@@ -255,5 +256,34 @@ func TestStepDoesNotAllocateWithOffload(t *testing.T) {
 	c.Step(0)
 	if n := testing.AllocsPerRun(200, func() { c.Step(0) }); n != 0 {
 		t.Errorf("Step allocates %v times per run, want 0", n)
+	}
+}
+
+// TestOffloadEventsHashForm: the vLLM flavour names its host-RAM blocks as
+// vLLM v0.20's offloading connector does, by their hashes as bytes (the
+// GPU's int being their low 64 bits), one BlockStored per store with every
+// block it stored; the SGLang flavour's host tier sends ints as SGLang does.
+func TestOffloadEventsHashForm(t *testing.T) {
+	for _, kind := range []hruntime.Kind{hruntime.KindVLLM, hruntime.KindSGLang} {
+		t.Run(string(kind), func(t *testing.T) {
+			sink := newFakeSink(t)
+			c := newCore(t, Config{NumGPUBlocks: 64, NumCPUBlocks: 64, MaxModelLen: 1024, Kind: kind}, sink)
+			runOne(t, newDriver(c), "r0", tokens(0, 160), 1)
+			stores := 0
+			for _, e := range sink.events {
+				if e.Medium != kvevents.MediumCPU {
+					continue
+				}
+				if want := kind == hruntime.KindVLLM; e.BytesHashes != want {
+					t.Errorf("CPU %v with BytesHashes %v, want %v", e.Kind, e.BytesHashes, want)
+				}
+				if e.Kind == kvevents.BlockStored {
+					stores++
+				}
+			}
+			if kind == hruntime.KindVLLM && stores != 1 {
+				t.Errorf("%d CPU BlockStored events for one prompt stored in one step, want 1", stores)
+			}
+		})
 	}
 }
