@@ -228,7 +228,7 @@ func TestInstallCommandUnderRoot(t *testing.T) {
 		t.Errorf("installed hearth.toml differs from the generated one (%v)", err)
 	}
 	unit, err := os.ReadFile(filepath.Join(root, installer.UnitPath))
-	if err != nil || string(unit) != installer.Unit() {
+	if err != nil || string(unit) != installer.Unit(true) {
 		t.Errorf("unit: %v", err)
 	}
 	// The installed configuration gives hearth up a valid command line.
