@@ -48,6 +48,8 @@ const PrevBinPath = BinPath + ".prev"
 // unit makes writable, the Hugging Face cache inside it, real GPUs served
 // by vLLM in containers, and engines kept running across restarts so that
 // a restart or an upgrade adopts them instead of reloading their weights.
+// (hearth up leaves engine and keep-engines from the file unused when the
+// file, or HEARTH_SIM, also sets sim: they are for real GPUs.)
 func ServiceConfig() map[string][]string {
 	return map[string][]string{
 		"data-dir":     {DataDir},
