@@ -56,6 +56,10 @@ func (in *Installer) Install(ctx context.Context, opt InstallOptions) error {
 	if err != nil {
 		return fmt.Errorf("install: the binary: %w", err)
 	}
+	docker, err := in.Host.GroupExists(DockerGroup)
+	if err != nil {
+		return fmt.Errorf("install: look up group %s: %w", DockerGroup, err)
+	}
 	steps := []func() error{
 		func() error { return in.mkdir(filepath.Dir(BinPath), 0o755, false) },
 		func() error { return in.writeFile(BinPath, bin, 0o755) },
@@ -63,8 +67,8 @@ func (in *Installer) Install(ctx context.Context, opt InstallOptions) error {
 		func() error { return in.writeConfig(opt.Config) },
 		func() error { return in.mkdir(DataDir, 0o750, true) },
 		func() error { return in.mkdir(filepath.Dir(UnitPath), 0o755, false) },
-		func() error { return in.writeFile(UnitPath, []byte(Unit()), 0o644) },
-		func() error { return in.ensureUser(ctx) },
+		func() error { return in.writeFile(UnitPath, []byte(Unit(docker)), 0o644) },
+		func() error { return in.ensureUser(ctx, docker) },
 		func() error { return in.run(ctx, "chown", "-R", ServiceUser+":"+ServiceUser, DataDir) },
 		func() error { return in.run(ctx, "systemctl", "daemon-reload") },
 	}
@@ -84,7 +88,7 @@ func (in *Installer) Install(ctx context.Context, opt InstallOptions) error {
 // ensureUser creates the service's system user and group, with the data
 // directory as its home, and adds it to the docker group when there is
 // one (the unit names the group as well).
-func (in *Installer) ensureUser(ctx context.Context) error {
+func (in *Installer) ensureUser(ctx context.Context, docker bool) error {
 	exists, err := in.Host.UserExists(ServiceUser)
 	if err != nil {
 		return fmt.Errorf("look up user %s: %w", ServiceUser, err)
@@ -95,12 +99,8 @@ func (in *Installer) ensureUser(ctx context.Context) error {
 			return err
 		}
 	}
-	docker, err := in.Host.GroupExists(DockerGroup)
-	if err != nil {
-		return fmt.Errorf("look up group %s: %w", DockerGroup, err)
-	}
 	if !docker {
-		in.say("no %s group: install Docker, then run: usermod -aG %s %s", DockerGroup, DockerGroup, ServiceUser)
+		in.say("no %s group: the service runs without Docker; install Docker, then run hearth install again", DockerGroup)
 		return nil
 	}
 	return in.run(ctx, "usermod", "-aG", DockerGroup, ServiceUser)

@@ -81,7 +81,7 @@ func TestInstallLayout(t *testing.T) {
 	}{
 		{BinPath, 0o755, mustRead(t, bin)},
 		{ConfigPath, 0o644, config},
-		{UnitPath, 0o644, []byte(Unit())},
+		{UnitPath, 0o644, []byte(Unit(true))},
 	}
 	for _, f := range files {
 		p := filepath.Join(root, f.path)
@@ -303,5 +303,33 @@ func TestUninstall(t *testing.T) {
 				t.Errorf("second uninstall: %v", err)
 			}
 		})
+	}
+}
+
+// On a host without a docker group, a unit naming it makes systemd refuse
+// to start the service (status=216/GROUP): the unit names the group only
+// where it exists, and a reinstall once Docker is there adds it.
+func TestUnitNamesTheDockerGroupOnlyWhereItExists(t *testing.T) {
+	root := t.TempDir()
+	bin := fakeBinary(t, t.TempDir(), "hearth", `echo "hearth v1"`)
+	host := &recordingHost{groups: map[string]bool{}}
+	var out bytes.Buffer
+	in := &Installer{Layout: Layout{Root: root}, Host: host, Out: &out}
+	if err := in.Install(context.Background(), InstallOptions{Binary: bin, Config: []byte("\n"), Force: true}); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	unit := string(mustRead(t, filepath.Join(root, UnitPath)))
+	if strings.Contains(unit, "SupplementaryGroups=") {
+		t.Errorf("without a %s group the unit names one:\n%s", DockerGroup, unit)
+	}
+	if !strings.Contains(out.String(), "no docker group") {
+		t.Errorf("install does not say the group is missing:\n%s", out.String())
+	}
+	host.groups[DockerGroup] = true
+	if err := in.Install(context.Background(), InstallOptions{Binary: bin, Config: []byte("\n")}); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if unit := string(mustRead(t, filepath.Join(root, UnitPath))); !strings.Contains(unit, "SupplementaryGroups="+DockerGroup+"\n") {
+		t.Errorf("with the group, the reinstalled unit lacks it:\n%s", unit)
 	}
 }

@@ -48,6 +48,8 @@ const PrevBinPath = BinPath + ".prev"
 // unit makes writable, the Hugging Face cache inside it, real GPUs served
 // by vLLM in containers, and engines kept running across restarts so that
 // a restart or an upgrade adopts them instead of reloading their weights.
+// (hearth up leaves engine and keep-engines from the file unused when the
+// file, or HEARTH_SIM, also sets sim: they are for real GPUs.)
 func ServiceConfig() map[string][]string {
 	return map[string][]string{
 		"data-dir":     {DataDir},
@@ -62,13 +64,19 @@ func ServiceConfig() map[string][]string {
 // engines, plus the time it takes to close everything else.
 const StopTimeoutSec = 90
 
-// Unit is the systemd unit of the service. The daemon runs as ServiceUser
-// with the docker group, sees the file system read-only but for its data
+// Unit is the systemd unit of the service. The daemon runs as ServiceUser,
+// with the docker group when withDockerGroup (systemd refuses to start a
+// service whose SupplementaryGroups names a group that does not exist:
+// status=216/GROUP), sees the file system read-only but for its data
 // directory (ProtectSystem=strict), no home directories and a private
 // /tmp. Devices stay visible: the engines need /dev/nvidia*. KillMode=mixed
 // sends SIGTERM to the daemon alone, which stops its engines itself, and
 // only the leftovers are killed at the timeout.
-func Unit() string {
+func Unit(withDockerGroup bool) string {
+	groups := ""
+	if withDockerGroup {
+		groups = "SupplementaryGroups=" + DockerGroup + "\n"
+	}
 	var b strings.Builder
 	b.WriteString(`[Unit]
 Description=Hearth: coding agents served from this machine's GPUs
@@ -80,8 +88,7 @@ After=network-online.target docker.service
 Type=simple
 User=` + ServiceUser + `
 Group=` + ServiceUser + `
-SupplementaryGroups=` + DockerGroup + `
-ExecStart=` + BinPath + ` up --config ` + ConfigPath + `
+` + groups + `ExecStart=` + BinPath + ` up --config ` + ConfigPath + `
 StateDirectory=hearth
 StateDirectoryMode=0750
 ReadWritePaths=` + DataDir + `

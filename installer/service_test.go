@@ -48,8 +48,8 @@ func TestUnitVerifies(t *testing.T) {
 	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	unit := strings.Replace(Unit(), "ExecStart="+BinPath, "ExecStart="+bin, 1)
-	if unit == Unit() {
+	unit := strings.Replace(Unit(true), "ExecStart="+BinPath, "ExecStart="+bin, 1)
+	if unit == Unit(true) {
 		t.Fatal("the unit's ExecStart does not start with " + BinPath)
 	}
 	path := filepath.Join(dir, ServiceName)
@@ -72,7 +72,7 @@ func TestUnitVerifies(t *testing.T) {
 }
 
 func TestUnitHardening(t *testing.T) {
-	unit := Unit()
+	unit := Unit(true)
 	for _, want := range []string{
 		"ExecStart=" + BinPath + " up --config " + ConfigPath + "\n",
 		"User=" + ServiceUser + "\n", "Group=" + ServiceUser + "\n", "SupplementaryGroups=" + DockerGroup + "\n",

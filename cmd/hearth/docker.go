@@ -18,7 +18,7 @@ func runSimImage(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "sim-image build", "sim-image build [--flavor vllm|sglang] [--tag IMAGE] [--binary PATH]")
 	flavor := fs.String("flavor", "vllm", "which engine the image passes for: vllm or sglang")
 	tag := fs.String("tag", "", "image name (default hearth/sim-FLAVOR:VERSION, what hearth up --sim --engine-runtime docker runs)")
-	binary := fs.String("binary", "", "static hearth binary to put in the image (default: this one)")
+	binary := fs.String("binary", "", "hearth binary to put in the image, with the libraries it links (default: this one)")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}

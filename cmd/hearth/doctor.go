@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -28,6 +27,7 @@ type doctorConfig struct {
 	image   string // "" is the engine's default image for the driver
 	listen  string
 	dataDir string
+	kvStore string // the SSD KV tier: hearth up's --kv-store-dir
 	hfCache string
 }
 
@@ -45,13 +45,8 @@ func runDoctor(ctx context.Context, env *environment, args []string) error {
 	if c, ok := disc.(io.Closer); ok {
 		defer c.Close()
 	}
-	doc := &doctor.Doctor{
-		GPUs:        daemon.DoctorGPUs(disc, nil),
-		Fitter:      daemon.DoctorFitter(cfg.model, cfg.hfCache),
-		EngineImage: daemon.EngineImageFor(cfg.engine, cfg.image),
-		HFCacheDir:  cfg.hfCache, KVDir: filepath.Join(cfg.dataDir, "kv"), DataDir: cfg.dataDir, Addr: cfg.listen,
-		Deep: cfg.deep, DeepImage: cfg.image,
-	}
+	doc := cfg.doctor()
+	doc.GPUs = daemon.DoctorGPUs(disc, nil)
 	if cli, err := client.New(client.FromEnv); err == nil {
 		defer cli.Close()
 		doc.Docker = daemon.DoctorDocker(cli)
@@ -76,9 +71,19 @@ func runDoctor(ctx context.Context, env *environment, args []string) error {
 	return doctorExit(checks)
 }
 
+// doctor is the Doctor of these flags, without its GPUs and Docker Engine.
+func (cfg doctorConfig) doctor() *doctor.Doctor {
+	return &doctor.Doctor{
+		Fitter:      daemon.DoctorFitter(cfg.model, cfg.hfCache),
+		EngineImage: daemon.EngineImageFor(cfg.engine, cfg.image),
+		HFCacheDir:  cfg.hfCache, KVDir: cfg.kvStore, DataDir: cfg.dataDir, Addr: cfg.listen,
+		Deep: cfg.deep, DeepImage: cfg.image,
+	}
+}
+
 func parseDoctorFlags(env *environment, args []string) (doctorConfig, error) {
 	fs := newFlagSet(env, "doctor",
-		"doctor [--json] [--deep] [--sim 2x4090] [--model M] [--engine vllm|sglang] [--image IMAGE] [--listen ADDR] [--data-dir DIR] [--hf-cache DIR]")
+		"doctor [--json] [--deep] [--sim 2x4090] [--model M] [--engine vllm|sglang] [--image IMAGE] [--listen ADDR] [--data-dir DIR] [--kv-store-dir DIR] [--hf-cache DIR]")
 	var cfg doctorConfig
 	fs.BoolVar(&cfg.json, "json", false, `print {"checks": [{"name", "status", "evidence", "fix"}]}`)
 	fs.BoolVar(&cfg.deep, "deep", false, "also start a container that asks for the GPUs (from the engine image, if it is pulled)")
@@ -87,10 +92,14 @@ func parseDoctorFlags(env *environment, args []string) (doctorConfig, error) {
 	engine := fs.String("engine", "vllm", "engine whose image the CUDA check weighs: vllm or sglang")
 	fs.StringVar(&cfg.image, "image", "", "engine image, as hearth up --image takes it (default: the engine's image for the driver's CUDA)")
 	fs.StringVar(&cfg.listen, "listen", defaultListen, "the API address hearth up will listen on")
-	fs.StringVar(&cfg.dataDir, "data-dir", defaultDataDir(env.getenv), "Hearth's data directory, as hearth up --data-dir takes it; the SSD KV tier is its kv folder")
+	fs.StringVar(&cfg.dataDir, "data-dir", defaultDataDir(env.getenv), "Hearth's data directory, as hearth up --data-dir takes it")
+	fs.StringVar(&cfg.kvStore, "kv-store-dir", "", "the node's SSD KV store, as hearth up --kv-store-dir takes it (default: kvstore in the data directory)")
 	fs.StringVar(&cfg.hfCache, "hf-cache", catalog.HFCacheDir(env.getenv), "Hugging Face hub cache")
 	if err := parseFlags(fs, args); err != nil {
 		return cfg, err
+	}
+	if cfg.kvStore == "" {
+		cfg.kvStore = defaultKVStoreDir(cfg.dataDir)
 	}
 	cfg.engine = hruntime.Kind(*engine)
 	if cfg.engine != hruntime.KindVLLM && cfg.engine != hruntime.KindSGLang {

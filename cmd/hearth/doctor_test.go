@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -230,5 +231,33 @@ func TestExitStatus(t *testing.T) {
 	}
 	if err := doctorExit(checks(doctor.Pass, doctor.Fail, doctor.Fail)); err == nil || err.Error() != "doctor: 2 checks failed: check 1, check 2" {
 		t.Errorf("doctorExit message %v", err)
+	}
+}
+
+// The SSD tier hearth doctor weighs is where hearth up keeps its node
+// store: kvstore in the data directory, or --kv-store-dir.
+func TestDoctorChecksTheKVStoreDirHearthUpUses(t *testing.T) {
+	env := &environment{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--data-dir", "/srv/hearth"}, "/srv/hearth/kvstore"},
+		{[]string{"--data-dir", "/srv/hearth", "--kv-store-dir", "/nvme/kv"}, "/nvme/kv"},
+	} {
+		cfg, err := parseDoctorFlags(env, tc.args)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if got := cfg.doctor().KVDir; got != tc.want {
+			t.Errorf("%q: the SSD tier checked is %s, want %s", tc.args, got, tc.want)
+		}
+		up, err := parseUpFlags(env, append([]string{"--sim", "1x4090"}, tc.args...))
+		if err != nil {
+			t.Fatalf("up %q: %v", tc.args, err)
+		}
+		if up.KVStoreDir != tc.want {
+			t.Errorf("up %q keeps its store in %s, the doctor checks %s", tc.args, up.KVStoreDir, tc.want)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -58,12 +59,51 @@ func upConfigFlags(env *environment, fs *flag.FlagSet, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	if err := simOverridesFileEngine(fs, settings, env.stderr); err != nil {
+		return err
+	}
 	if env.inspectUp != nil {
 		addServerKeys(settings, env.getenv(daemon.ServerKeysEnv))
 		if _, statErr := os.Stat(path); statErr != nil {
 			path = ""
 		}
 		return env.inspectUp(fs, path, settings)
+	}
+	return nil
+}
+
+// realGPUKeys are what the installed configuration file sets for real
+// GPUs served from containers (installer.ServiceConfig), and what hearth
+// up refuses next to simulated GPUs in the daemon.
+var realGPUKeys = []string{"engine", "keep-engines"}
+
+// simOverridesFileEngine lets sim, set anywhere, run simulated GPUs in the
+// daemon although the configuration file chooses an engine and keeps its
+// containers: those values from the file are for real GPUs, and give way
+// (said on w) unless the engine runtime is set too, which asks for the
+// simulated images and takes them. Set on the command line or in the
+// environment, they still meet hearth up's checks.
+func simOverridesFileEngine(fs *flag.FlagSet, settings []config.Setting, w io.Writer) error {
+	byName := map[string]*config.Setting{}
+	for i := range settings {
+		byName[settings[i].Name] = &settings[i]
+	}
+	sim, runtime := byName["sim"], byName["engine-runtime"]
+	if sim == nil || runtime == nil || sim.Source == config.SourceDefault || slices.Equal(sim.Values, []string{""}) ||
+		runtime.Source != config.SourceDefault {
+		return nil
+	}
+	for _, name := range realGPUKeys {
+		s, f := byName[name], fs.Lookup(name)
+		if s == nil || f == nil || s.Source != config.SourceFile {
+			continue
+		}
+		if err := f.Value.Set(f.DefValue); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		fmt.Fprintf(w, "hearth up: sim is set, so %s = %s from %s (for real GPUs) is not used; engine-runtime = \"docker\" would run the simulated images with it\n",
+			name, strings.Join(s.Values, ","), s.Origin)
+		s.Values, s.Source, s.Origin = []string{f.DefValue}, config.SourceDefault, "(the file's value is for real GPUs)"
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -228,7 +229,7 @@ func TestInstallCommandUnderRoot(t *testing.T) {
 		t.Errorf("installed hearth.toml differs from the generated one (%v)", err)
 	}
 	unit, err := os.ReadFile(filepath.Join(root, installer.UnitPath))
-	if err != nil || string(unit) != installer.Unit() {
+	if err != nil || string(unit) != installer.Unit(true) {
 		t.Errorf("unit: %v", err)
 	}
 	// The installed configuration gives hearth up a valid command line.
@@ -436,5 +437,60 @@ func TestJoinFromFileOrStdin(t *testing.T) {
 	}
 	if _, err := parse("  \n", nil, "--join-file", "-"); err == nil {
 		t.Error("an empty token was accepted")
+	}
+}
+
+// The installed configuration serves real GPUs with vLLM, keeping its
+// engine containers across restarts; setting sim alone in it (or through
+// HEARTH_SIM) must run simulated GPUs in the daemon, not fail on the
+// real-GPU choices the file also makes.
+func TestInstalledConfigWithSimAlone(t *testing.T) {
+	text, err := serviceConfigText()
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(text), "\n# sim = \"\"\n", "\nsim = \"2x4090\"\n", 1)
+	if edited == string(text) {
+		t.Fatal(`the generated configuration has no "# sim = \"\"" line to edit`)
+	}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, file   string
+		vars         map[string]string
+		args         []string
+		runtime      string
+		engine       string
+		keepEngines  bool
+		wantErrorHas string
+	}{
+		{name: "as installed", file: string(text), runtime: "docker", engine: "vllm", keepEngines: true},
+		{name: "sim in the file", file: edited, runtime: "sim"},
+		{name: "sim in the environment", file: string(text), vars: map[string]string{"HEARTH_SIM": "1x4090"}, runtime: "sim"},
+		{name: "sim in the file, images asked for", file: edited, args: []string{"--engine-runtime", "docker"}, runtime: "docker", engine: "vllm", keepEngines: true},
+		{name: "sim and engine both on the command line", file: string(text), args: []string{"--sim", "1x4090", "--engine", "sglang"},
+			wantErrorHas: "--sim and --engine go together only with --engine-runtime docker"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".toml")
+			if err := os.WriteFile(path, []byte(tc.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			env := &environment{stdout: io.Discard, stderr: &stderr, getenv: func(k string) string { return tc.vars[k] }}
+			cfg, err := parseUpFlags(env, append([]string{"--config", path, "--data-dir", dir}, tc.args...))
+			if tc.wantErrorHas != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErrorHas) {
+					t.Fatalf("err = %v, want one saying %q", err, tc.wantErrorHas)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("hearth up with this configuration: %v", err)
+			}
+			if cfg.EngineRuntime != tc.runtime || cfg.Engine != tc.engine || cfg.KeepEngines != tc.keepEngines {
+				t.Errorf("runtime %q engine %q keep-engines %v, want %q %q %v",
+					cfg.EngineRuntime, cfg.Engine, cfg.KeepEngines, tc.runtime, tc.engine, tc.keepEngines)
+			}
+		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -41,7 +40,7 @@ func runKVStore(ctx context.Context, env *environment, args []string) error {
 		if *dataDir == "" {
 			*dataDir = defaultDataDir(env.getenv)
 		}
-		*dir = filepath.Join(*dataDir, "kvstore")
+		*dir = defaultKVStoreDir(*dataDir)
 	}
 	st, err := kvbm.OpenStore(kvbm.StoreConfig{Dir: *dir, CapacityBytes: kvbm.EngineStoreCapacity})
 	if err != nil {

@@ -52,6 +52,13 @@ func runUp(ctx context.Context, env *environment, args []string) error {
 	return daemon.Run(ctx, cfg.Config, ln, env.stdout, log)
 }
 
+// defaultKVStoreDir is where the node's SSD KV store lives without
+// --kv-store-dir: hearth up keeps it there, hearth doctor and hearth
+// kvstore look there.
+func defaultKVStoreDir(dataDir string) string {
+	return filepath.Join(dataDir, "kvstore")
+}
+
 func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs := newFlagSet(env, "up", "up --sim 2x4090 [flags]")
 	cfg := upConfig{Config: daemon.Config{Aliases: map[string]string{}, Version: version}}
@@ -183,7 +190,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	if cfg.Tiers != kvbm.TiersRAMSSD {
 		cfg.KVStoreDir = ""
 	} else if cfg.KVStoreDir == "" {
-		cfg.KVStoreDir = filepath.Join(cfg.DataDir, "kvstore")
+		cfg.KVStoreDir = defaultKVStoreDir(cfg.DataDir)
 	}
 	if cfg.KVStoreDir != "" {
 		// Engines in containers mount it at the same path.

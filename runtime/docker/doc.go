@@ -27,7 +27,8 @@
 // supervisor's next start adopts the container if it survived.
 // RemoveStale removes a node's containers the plan no longer names.
 //
-// BuildSimImage builds an image FROM scratch around a static hearth binary,
+// BuildSimImage builds an image FROM scratch around a hearth binary (with
+// its ELF interpreter and shared libraries when it is dynamically linked),
 // laid out as the vLLM or SGLang image (LabelSim marks it), so that tests
 // and users without GPUs run the same launch path as with real engines.
 package docker

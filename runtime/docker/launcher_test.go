@@ -2,6 +2,7 @@ package docker_test
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"io"
 	"net"
@@ -266,4 +267,51 @@ func TestEngineThatDiesAtStart(t *testing.T) {
 	if logs := strings.Join(h.Logs(), "\n"); !strings.Contains(logs, "CUDA out of memory") {
 		t.Errorf("log tail lacks the OOM line:\n%s", logs)
 	}
+}
+
+// The default build of hearth links the C library; its image brings the
+// loader and the libraries, and the engine in it serves as the static
+// build's does.
+func TestLaunchFromTheDefaultCgoBuild(t *testing.T) {
+	cli := dockertest.Client(t)
+	bin := dockertest.CgoHearth(t)
+	if !dynamicallyLinked(t, bin) {
+		t.Fatalf("%s: the cgo build is expected to be dynamically linked", bin)
+	}
+	hash, err := docker.BinaryHash(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := docker.SimImage(hruntime.KindVLLM, "test-cgo-"+hash[:12])
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var log strings.Builder
+	if err := docker.BuildSimImage(ctx, cli, bin, hruntime.KindVLLM, image, &log); err != nil {
+		t.Fatalf("building %s from the cgo build: %v\n%s", image, err, log.String())
+	}
+	t.Cleanup(func() {
+		cli.ImageRemove(context.Background(), image, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+	})
+	node := dockertest.Node(t, cli)
+	l := &docker.Launcher{Docker: cli, Node: node, Image: image, NoGPU: true, NoPull: true, Logger: testLogger(t)}
+	h := launchReady(t, l, simSpec(node, hruntime.KindVLLM))
+	chat(t, h.Endpoints().BaseURL, "qwen3-8b")
+	if err := h.Stop(ctx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
+func dynamicallyLinked(t *testing.T, path string) bool {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return true
+		}
+	}
+	return false
 }

@@ -5,13 +5,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/moby/moby/api/types/jsonstream"
@@ -48,7 +49,7 @@ func SimImage(flavor hruntime.Kind, tag string) string {
 	return SimImageRepo + string(flavor) + ":" + tag
 }
 
-// simDockerfiles lay the static hearth binary out as the real images lay
+// simDockerfiles lay the hearth binary out as the real images lay
 // out their engines: vLLM's image runs `vllm serve` as its entrypoint,
 // SGLang's is given `python3 -m sglang.launch_server …` as its command. The
 // binary tells which engine to be by the name it runs under.
@@ -69,16 +70,27 @@ CMD ["python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-14B-FP
 `,
 }
 
+// contextFile is one file of an image build's context.
+type contextFile struct {
+	name string
+	mode int64
+	data []byte
+}
+
 // BuildSimImage builds, through the Docker API, an image FROM scratch that
-// holds the static hearth binary at binary and runs the simulated engine
-// in flavor's guise. The build's output goes to out.
+// holds the hearth binary at binary and runs the simulated engine in
+// flavor's guise. A dynamically linked binary (the default cgo build)
+// brings its interpreter and its shared libraries, read from its ELF
+// headers and taken from this host, at the paths where it finds them. The
+// build's output goes to out.
 func BuildSimImage(ctx context.Context, docker *client.Client, binary string, flavor hruntime.Kind, image string, out io.Writer) error {
 	dockerfile, ok := simDockerfiles[flavor]
 	if !ok {
 		return fmt.Errorf("sim image: unknown flavour %q (want vllm or sglang)", flavor)
 	}
-	if err := CheckStatic(binary); err != nil {
-		return err
+	deps, err := findRuntimeFiles(binary, hostSearch)
+	if err != nil {
+		return fmt.Errorf("sim image: %w", err)
 	}
 	bin, err := os.ReadFile(binary)
 	if err != nil {
@@ -87,11 +99,26 @@ func BuildSimImage(ctx context.Context, docker *client.Client, binary string, fl
 	sum := sha256.Sum256(bin)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, f := range []struct {
-		name string
-		mode int64
-		data []byte
-	}{{"Dockerfile", 0o644, []byte(dockerfile)}, {"hearth", 0o755, bin}} {
+	files := []contextFile{{"hearth", 0o755, bin}}
+	if deps.Interpreter != "" {
+		var libDirs []string
+		for _, p := range append([]string{deps.Interpreter}, deps.Libraries...) {
+			data, err := os.ReadFile(p) // through links: the image holds the file at the path the loader asks for
+			if err != nil {
+				return fmt.Errorf("sim image: %s needs %w", binary, err)
+			}
+			files = append(files, contextFile{"rootfs" + filepath.Clean(p), 0o755, data})
+			if p != deps.Interpreter && !slices.Contains(libDirs, filepath.Dir(p)) {
+				libDirs = append(libDirs, filepath.Dir(p))
+			}
+		}
+		// The image has no ld.so.cache: the library path names the
+		// directories the libraries were found in, whichever they are.
+		dockerfile = strings.Replace(dockerfile, "FROM scratch\n",
+			"FROM scratch\nCOPY rootfs/ /\nENV LD_LIBRARY_PATH="+strings.Join(libDirs, ":")+"\n", 1)
+	}
+	files = append(files, contextFile{"Dockerfile", 0o644, []byte(dockerfile)})
+	for _, f := range files {
 		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data))}); err != nil {
 			return err
 		}
@@ -125,24 +152,4 @@ func BuildSimImage(ctx context.Context, docker *client.Client, binary string, fl
 			io.WriteString(out, msg.Stream)
 		}
 	}
-}
-
-// CheckStatic says whether the file at path is a statically linked ELF
-// executable, which an image FROM scratch can run: no interpreter, no
-// shared libraries.
-func CheckStatic(path string) error {
-	f, err := elf.Open(path)
-	if err != nil {
-		return fmt.Errorf("sim image: %s is not a Linux executable: %w", path, err)
-	}
-	defer f.Close()
-	libs, _ := f.ImportedLibraries()
-	dynamic := len(libs) > 0
-	for _, p := range f.Progs {
-		dynamic = dynamic || p.Type == elf.PT_INTERP
-	}
-	if dynamic {
-		return fmt.Errorf("sim image: %s is dynamically linked, and an image FROM scratch has no libraries: build a static one with `CGO_ENABLED=0 go build ./cmd/hearth` and pass it with --binary", path)
-	}
-	return nil
 }

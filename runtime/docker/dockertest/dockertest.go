@@ -1,6 +1,7 @@
 // Package dockertest gives tests a client of the local Docker Engine and the
 // simulated engines' images, built FROM scratch around a static hearth
-// binary compiled for the test run. Without a Docker Engine a test is
+// binary compiled for the test run (or around the default, dynamically
+// linked cgo build: CgoHearth). Without a Docker Engine a test is
 // skipped, saying why, except in CI (CI set), where it fails: CI's machine
 // has one and the tests must run there.
 package dockertest
@@ -73,6 +74,40 @@ func StaticHearth(t testing.TB) string {
 		t.Fatalf("static hearth binary: %v", buildErr)
 	}
 	return staticPath
+}
+
+var (
+	cgoOnce  sync.Once
+	cgoPath  string
+	cgoError error
+)
+
+// CgoHearth builds the hearth binary as `go build ./cmd/hearth` does by
+// default, with cgo (dynamically linked against the C library), once per
+// test process, and returns its path. Without a C compiler the test is
+// skipped, saying why, except in CI, where it fails.
+func CgoHearth(t testing.TB) string {
+	t.Helper()
+	cgoOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hearth-cgo-")
+		if err != nil {
+			cgoError = err
+			return
+		}
+		cgoPath = filepath.Join(dir, "hearth")
+		cmd := exec.Command("go", "build", "-o", cgoPath, "github.com/hearth-llm/hearth/cmd/hearth")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			cgoError = fmt.Errorf("go build with CGO_ENABLED=1: %v\n%s", err, out)
+		}
+	})
+	if cgoError != nil {
+		if _, err := exec.LookPath("gcc"); err != nil && os.Getenv("CI") == "" {
+			t.Skipf("skipped: no C compiler for the cgo build (%v)", cgoError)
+		}
+		t.Fatalf("cgo hearth binary: %v", cgoError)
+	}
+	return cgoPath
 }
 
 // SimImage returns the simulated image of a flavour, building it when the
