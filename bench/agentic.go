@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -62,6 +63,47 @@ type AgenticConfig struct {
 	// SubagentSteps is the number of turns of each subagent. Default half
 	// of Steps, at least 1.
 	SubagentSteps int
+	// Compaction, when set, makes a session compact its history instead of
+	// ending when its next turn would not fit MaxContextTokens, as the
+	// coding-agent clients do (see Compaction). With MaxContextTokens zero
+	// it never triggers; RunAgentic sets MaxContextTokens to the simulated
+	// engines' max_model_len when it is zero.
+	Compaction *Compaction
+	// SideRequests are requests a client sends beside its loop when a
+	// session starts (OpenCode's title request): each falls due with the
+	// session's first turn and nothing waits for it.
+	SideRequests []SideRequest
+	// Client names the client the workload imitates (a client preset), ""
+	// for none; reports show it.
+	Client string
+}
+
+// Compaction is how a session summarises its history when the next turn
+// would not fit the context: a summarisation turn, whose prompt is the
+// history so far (cut at its end where it would not fit with the
+// instruction and the summary) followed by the client's instruction to
+// summarise, and whose answer is the summary; the turn that did not fit
+// then runs on a short history, the shared prefix followed by the summary,
+// and the session goes on from there.
+type Compaction struct {
+	// InstructionTokens is the length of the instruction to summarise,
+	// the same text in every session.
+	InstructionTokens int `json:"instruction_tokens"`
+	// SummaryTokens is the length of the summary, the summarisation turn's
+	// answer.
+	SummaryTokens IntRange `json:"summary_tokens"`
+}
+
+// SideRequest is a one-turn request a client sends beside its loop when a
+// session starts: its own system prompt (the same in every session) and
+// the session's task, then a short answer.
+type SideRequest struct {
+	// Name names it in the request's session id ("s00012.title").
+	Name string `json:"name"`
+	// PrefixTokens is the length of its system prompt.
+	PrefixTokens int `json:"prefix_tokens"`
+	// AnswerTokens is the length of its answer.
+	AnswerTokens IntRange `json:"answer_tokens"`
 }
 
 // Defaults of AgenticConfig.
@@ -140,6 +182,23 @@ func (c AgenticConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("a first turn of up to %d tokens does not fit max context tokens %d", first, c.MaxContextTokens))
 	}
 	check(c.MaxContextTokens == 0 || c.Subagents == 0, "max context tokens does not go with subagents")
+	check(c.Compaction == nil || c.Subagents == 0, "compaction does not go with subagents")
+	if cp := c.Compaction; cp != nil {
+		check(cp.InstructionTokens >= 1 && cp.InstructionTokens <= maxTokens, "compaction instruction tokens %d out of [1, %d]", cp.InstructionTokens, maxTokens)
+		if err := cp.SummaryTokens.validate("summary tokens", 1); err != nil {
+			errs = append(errs, err)
+		}
+		if short := c.PrefixTokens + cp.InstructionTokens + cp.SummaryTokens.Max + c.AnswerTokens.Max; c.MaxContextTokens > 0 && short > c.MaxContextTokens {
+			errs = append(errs, fmt.Errorf("a compaction and the history it leaves, up to %d tokens, do not fit max context tokens %d", short, c.MaxContextTokens))
+		}
+	}
+	for _, sr := range c.SideRequests {
+		check(sr.Name != "" && !strings.ContainsAny(sr.Name, "./"), "side request name %q is empty or has a dot or slash", sr.Name)
+		check(sr.PrefixTokens >= 0 && sr.PrefixTokens <= maxTokens, "side request %s prefix tokens %d out of [0, %d]", sr.Name, sr.PrefixTokens, maxTokens)
+		if err := sr.AnswerTokens.validate("side request answer tokens", 1); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	check(c.Sessions >= 1 && c.Sessions <= 1_000_000, "sessions %d out of [1, 1000000]", c.Sessions)
 	check(c.Duration >= 0, "duration %v is negative", c.Duration)
 	check(c.TotalSessions >= 0, "total sessions %d is negative", c.TotalSessions)
@@ -160,23 +219,27 @@ func (c AgenticConfig) Validate() error {
 // and "kind": "agentic", the workload object of the JSON report.
 func (c AgenticConfig) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
-		Kind          string       `json:"kind"`
-		Seed          uint64       `json:"seed"`
-		PrefixTokens  int          `json:"prefix_tokens"`
-		TaskTokens    IntRange     `json:"task_tokens"`
-		Steps         int          `json:"steps"`
-		MaxSteps      int          `json:"max_steps,omitempty"`
-		MaxContext    int          `json:"max_context_tokens,omitempty"`
-		AnswerTokens  IntRange     `json:"answer_tokens"`
-		ResultTokens  IntRange     `json:"result_tokens"`
-		ToolPause     DurationDist `json:"tool_pause"`
-		Sessions      int          `json:"sessions"`
-		Duration      string       `json:"duration"`
-		TotalSessions int          `json:"total_sessions"`
-		Subagents     int          `json:"subagents"`
-		SubagentSteps int          `json:"subagent_steps"`
+		Kind          string        `json:"kind"`
+		Seed          uint64        `json:"seed"`
+		PrefixTokens  int           `json:"prefix_tokens"`
+		TaskTokens    IntRange      `json:"task_tokens"`
+		Steps         int           `json:"steps"`
+		MaxSteps      int           `json:"max_steps,omitempty"`
+		MaxContext    int           `json:"max_context_tokens,omitempty"`
+		AnswerTokens  IntRange      `json:"answer_tokens"`
+		ResultTokens  IntRange      `json:"result_tokens"`
+		ToolPause     DurationDist  `json:"tool_pause"`
+		Sessions      int           `json:"sessions"`
+		Duration      string        `json:"duration"`
+		TotalSessions int           `json:"total_sessions"`
+		Subagents     int           `json:"subagents"`
+		SubagentSteps int           `json:"subagent_steps"`
+		Client        string        `json:"client,omitempty"`
+		Compaction    *Compaction   `json:"compaction,omitempty"`
+		SideRequests  []SideRequest `json:"side_requests,omitempty"`
 	}{"agentic", c.Seed, c.PrefixTokens, c.TaskTokens, c.Steps, c.MaxSteps, c.MaxContextTokens, c.AnswerTokens, c.ResultTokens,
-		c.ToolPause, c.Sessions, c.Duration.String(), c.TotalSessions, c.Subagents, c.SubagentSteps})
+		c.ToolPause, c.Sessions, c.Duration.String(), c.TotalSessions, c.Subagents, c.SubagentSteps,
+		c.Client, c.Compaction, c.SideRequests})
 }
 
 // Agentic is the agentic workload. Sessions are made on demand from the
@@ -185,6 +248,10 @@ func (c AgenticConfig) MarshalJSON() ([]byte, error) {
 type Agentic struct {
 	cfg    AgenticConfig
 	prefix []uint32
+	// instruction is the compaction instruction, the same in every
+	// session; sidePrefixes the side requests' system prompts.
+	instruction  []uint32
+	sidePrefixes [][]uint32
 }
 
 var _ Workload = (*Agentic)(nil)
@@ -197,7 +264,17 @@ func NewAgentic(cfg AgenticConfig) (*Agentic, error) {
 	}
 	prefix := make([]uint32, cfg.PrefixTokens)
 	fillTokens(prefix, NewRand(deriveSeed(cfg.Seed, labelPrefix)))
-	return &Agentic{cfg: cfg, prefix: prefix}, nil
+	a := &Agentic{cfg: cfg, prefix: prefix}
+	if cp := cfg.Compaction; cp != nil {
+		a.instruction = make([]uint32, cp.InstructionTokens)
+		fillTokens(a.instruction, NewRand(deriveSeed(cfg.Seed, labelInstruction)))
+	}
+	for j, sr := range cfg.SideRequests {
+		p := make([]uint32, sr.PrefixTokens)
+		fillTokens(p, NewRand(deriveSeed(cfg.Seed, labelSidePrefix, uint64(j))))
+		a.sidePrefixes = append(a.sidePrefixes, p)
+	}
+	return a, nil
 }
 
 // Labels that keep the random streams of a workload's parts apart.
@@ -206,6 +283,10 @@ const (
 	labelSession
 	labelSubagent
 	labelBlock
+	labelInstruction
+	labelCompaction
+	labelSidePrefix
+	labelSide
 )
 
 // Config returns the effective config, defaults filled in.
@@ -221,7 +302,10 @@ func (a *Agentic) Prefix() []uint32 { return a.prefix }
 // Session is one agent's conversation: Turns are its model calls in order.
 // Turn k's prompt is turn k-1's prompt, then turn k-1's Answer, then a tool
 // result (or, for the first turn, the shared prefix and the task), so each
-// prompt is an exact prefix of the next.
+// prompt is an exact prefix of the next, except around a compaction: the
+// summarisation turn (Request.Compaction) asks for a summary of the
+// history, and the turn after it starts a short history of the shared
+// prefix and that summary.
 type Session struct {
 	ID    string
 	Turns []Request
@@ -230,6 +314,20 @@ type Session struct {
 	// configured.
 	Subagents []*Session
 	SpawnTurn int
+	// Side are the one-turn side requests sent with the first turn
+	// (AgenticConfig.SideRequests); nothing waits for them.
+	Side []*Session
+}
+
+// Compactions counts the session's summarisation turns.
+func (s *Session) Compactions() int {
+	n := 0
+	for i := range s.Turns {
+		if s.Turns[i].Compaction {
+			n++
+		}
+	}
+	return n
 }
 
 // Session returns session i (0-based) of the workload, with its subagents.
@@ -240,7 +338,18 @@ func (a *Agentic) Session(i int) *Session {
 	if a.cfg.MaxSteps > steps {
 		steps = IntRange{Min: steps, Max: a.cfg.MaxSteps}.Sample(r)
 	}
-	s, toks := a.build(fmt.Sprintf("s%05d", i), a.prefix, base, steps, r)
+	id := fmt.Sprintf("s%05d", i)
+	var s *Session
+	var toks, task []uint32
+	if a.cfg.Compaction != nil && a.cfg.MaxContextTokens > 0 {
+		s, task = a.buildCompacting(id, steps, r, NewRand(deriveSeed(a.cfg.Seed, labelCompaction, uint64(i))))
+	} else {
+		s, toks = a.build(id, a.prefix, base, steps, r)
+		task = toks[len(a.prefix):s.Turns[0].Segments[1].End]
+	}
+	for j, sr := range a.cfg.SideRequests {
+		s.Side = append(s.Side, a.side(s.ID, sr, a.sidePrefixes[j], task, NewRand(deriveSeed(a.cfg.Seed, labelSide, uint64(i), uint64(j)))))
+	}
 	if a.cfg.Subagents == 0 {
 		return s
 	}
@@ -258,22 +367,57 @@ func (a *Agentic) Session(i int) *Session {
 	return s
 }
 
+// side makes a session's side request: its own system prompt, then the
+// session's task, then a short answer.
+func (a *Agentic) side(parent string, sr SideRequest, prefix, task []uint32, r *Rand) *Session {
+	answer := sr.AnswerTokens.Sample(r)
+	toks := make([]uint32, 0, len(prefix)+len(task)+answer)
+	toks = append(append(toks, prefix...), task...)
+	n := len(toks)
+	toks = appendTokens(toks, answer, r)
+	id := parent + "." + sr.Name
+	return &Session{ID: id, SpawnTurn: -1, Turns: []Request{{
+		Session: id, Prompt: toks[:n:n], SharedPrefix: len(prefix), OutputTokens: answer, Answer: toks[n:], Last: true,
+		Segments: []Segment{{Role: RoleSystem, Start: 0, End: len(prefix)}, {Role: RoleUser, Start: len(prefix), End: n}},
+	}}}
+}
+
+// appendTokens appends n tokens drawn from r to toks.
+func appendTokens(toks []uint32, n int, r *Rand) []uint32 {
+	l := len(toks)
+	toks = append(toks, make([]uint32, n)...)
+	fillTokens(toks[l:], r)
+	return toks
+}
+
+// draw draws a session's task, answer, tool result and pause lengths for
+// steps turns, in the order every session has drawn them.
+func (a *Agentic) draw(steps int, r *Rand) (task int, answers, results []int, pauses []time.Duration) {
+	c := &a.cfg
+	task = c.TaskTokens.Sample(r)
+	answers = make([]int, steps)
+	results = make([]int, steps-1)
+	pauses = make([]time.Duration, steps-1)
+	for k := range steps {
+		answers[k] = c.AnswerTokens.Sample(r)
+		if k < steps-1 {
+			results[k] = c.ResultTokens.Sample(r)
+			pauses[k] = c.ToolPause.Sample(r)
+		}
+	}
+	return task, answers, results, pauses
+}
+
 // build makes a session that starts from the tokens base (cut into segs),
 // adds a task and runs steps turns. It also returns the array holding the
 // whole conversation.
 func (a *Agentic) build(id string, base []uint32, segs []Segment, steps int, r *Rand) (*Session, []uint32) {
 	c := &a.cfg
-	task := c.TaskTokens.Sample(r)
-	answers := make([]int, steps)
-	results := make([]int, steps-1)
-	pauses := make([]time.Duration, steps-1)
+	task, answers, results, pauses := a.draw(steps, r)
 	total := len(base) + task
 	for k := range steps {
-		answers[k] = c.AnswerTokens.Sample(r)
 		total += answers[k]
 		if k < steps-1 {
-			results[k] = c.ResultTokens.Sample(r)
-			pauses[k] = c.ToolPause.Sample(r)
 			total += results[k]
 		}
 	}
@@ -339,6 +483,89 @@ func (a *Agentic) build(id string, base []uint32, segs []Segment, steps int, r *
 	return s, toks
 }
 
+// buildCompacting makes a session of steps loop turns that compacts its
+// history whenever the next turn's prompt plus answer would not fit
+// MaxContextTokens (see Compaction). It ends early only when a turn does
+// not fit even right after a compaction. The lengths and tokens of the
+// loop come from r as in build, those of the summaries from cr. It also
+// returns the session's task tokens.
+func (a *Agentic) buildCompacting(id string, steps int, r, cr *Rand) (*Session, []uint32) {
+	c := &a.cfg
+	limit := c.MaxContextTokens
+	task, answers, results, pauses := a.draw(steps, r)
+	p := len(a.prefix)
+	// hist is the history the next turn's prompt is, and grows by
+	// appending only: every prompt and answer is a capped view of it (or
+	// of the array an append moved it from), so none sees a later token.
+	hist := append(make([]uint32, 0, p+task+answers[0]), a.prefix...)
+	hist = appendTokens(hist, task, r)
+	taskToks := hist[p:len(hist):len(hist)]
+	segs := []Segment{{Role: RoleSystem, Start: 0, End: p}, {Role: RoleUser, Start: p, End: p + task}}
+	s := &Session{ID: id, SpawnTurn: -1}
+	justCompacted := false
+	for k := range steps {
+		if len(hist)+answers[k] > limit {
+			if justCompacted || k == 0 {
+				break // not even a short history leaves room for this turn
+			}
+			summary := c.Compaction.SummaryTokens.Sample(cr)
+			m := min(len(hist), limit-len(a.instruction)-summary)
+			prompt := make([]uint32, m+len(a.instruction))
+			copy(prompt, hist[:m])
+			copy(prompt[m:], a.instruction)
+			psegs := clipSegments(segs, m)
+			psegs = append(psegs, Segment{Role: RoleUser, Start: m, End: len(prompt)})
+			ans := appendTokens(nil, summary, cr)
+			s.Turns = append(s.Turns, Request{
+				Session: id, Turn: len(s.Turns), Prompt: prompt, Segments: psegs, SharedPrefix: p,
+				OutputTokens: summary, Answer: ans, Compaction: true,
+			})
+			hist = append(append(make([]uint32, 0, p+summary+answers[k]), a.prefix...), ans...)
+			segs = []Segment{{Role: RoleSystem, Start: 0, End: p}, {Role: RoleUser, Start: p, End: len(hist)}}
+			justCompacted = true
+			if len(hist)+answers[k] > limit {
+				break
+			}
+		}
+		justCompacted = false
+		n := len(hist)
+		hist = appendTokens(hist, answers[k], r)
+		end := len(hist)
+		s.Turns = append(s.Turns, Request{
+			Session: id, Turn: len(s.Turns), Prompt: hist[:n:n], Segments: segs[:len(segs):len(segs)],
+			SharedPrefix: p, OutputTokens: answers[k], Answer: hist[n:end:end],
+		})
+		segs = append(segs, Segment{Role: RoleAssistant, Start: n, End: end})
+		if k < steps-1 {
+			s.Turns[len(s.Turns)-1].Pause = pauses[k]
+			hist = appendTokens(hist, results[k], r)
+			segs = append(segs, Segment{Role: RoleTool, Start: end, End: len(hist)})
+		}
+	}
+	// A session cut short ends with its last turn that ran; a compaction
+	// that no turn followed is dropped with it.
+	for len(s.Turns) > 0 && s.Turns[len(s.Turns)-1].Compaction {
+		s.Turns = s.Turns[:len(s.Turns)-1]
+	}
+	last := &s.Turns[len(s.Turns)-1]
+	last.Last, last.Pause = true, 0
+	return s, taskToks
+}
+
+// clipSegments returns the segments covering the first m tokens, the last
+// one cut at m.
+func clipSegments(segs []Segment, m int) []Segment {
+	out := make([]Segment, 0, len(segs)+1)
+	for _, sg := range segs {
+		if sg.Start >= m {
+			break
+		}
+		sg.End = min(sg.End, m)
+		out = append(out, sg)
+	}
+	return out
+}
+
 // NewDriver returns a closed-loop driver: Sessions sessions start at time
 // zero; each turn falls due when the previous answer has arrived and the
 // tool's pause has passed; a finished session is replaced at once by the
@@ -362,6 +589,7 @@ type agenticDriver struct {
 
 type sessionState struct {
 	s       *Session
+	side    bool          // a side request: nothing waits for it
 	parent  *sessionState // the session a subagent belongs to
 	waiting int           // subagents still running
 	sent    *Request      // the turn in flight, if any
@@ -377,6 +605,11 @@ func (d *agenticDriver) startSession(now time.Duration) {
 	st := &sessionState{s: s}
 	d.states[s.ID] = st
 	d.schedule(st, 0, now)
+	for _, side := range s.Side {
+		sst := &sessionState{s: side, side: true}
+		d.states[side.ID] = sst
+		d.schedule(sst, 0, now)
+	}
 }
 
 // schedule queues turn k of st's session, or ends the session when the turn
@@ -393,6 +626,9 @@ func (d *agenticDriver) schedule(st *sessionState, k int, due time.Duration) {
 // session makes room for a new one.
 func (d *agenticDriver) end(st *sessionState, now time.Duration) {
 	delete(d.states, st.s.ID)
+	if st.side {
+		return
+	}
 	if p := st.parent; p != nil {
 		p.waiting--
 		if p.waiting == 0 {

@@ -66,7 +66,19 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 
 // RunAgentic compares the policies on the agentic workload w (its Seed and
 // Sessions are set per run) at each concurrency level.
+//
+// A workload that compacts (AgenticConfig.Compaction) without a
+// MaxContextTokens of its own keeps its sessions within the simulated
+// engines' max_model_len; against a live server it never compacts, since
+// the server's context is not known.
 func RunAgentic(ctx context.Context, c Comparison, w AgenticConfig, levels []int) error {
+	if w.Compaction != nil && w.MaxContextTokens == 0 && c.Target == "" {
+		runner, err := c.runner(ctx, c.Seed)
+		if err != nil {
+			return err
+		}
+		w.MaxContextTokens = runner.(*Sim).MaxModelLen()
+	}
 	return c.run(ctx, "agentic", func(seed uint64) (Plan, Workload, error) {
 		cfg := w
 		cfg.Seed = seed

@@ -483,7 +483,7 @@ func (d *des) finish(f *flight, err error) {
 	req := f.req
 	delete(d.inflight, req.ID())
 	r := Result{
-		Session: req.Session, Turn: req.Turn, Last: req.Last,
+		Session: req.Session, Turn: req.Turn, Last: req.Last, Compaction: req.Compaction,
 		Sent: req.Due, FirstToken: f.first, Done: d.now,
 		PromptTokens: f.prompt, OutputTokens: f.outputs, CachedTokens: f.cached,
 		RAMCachedTokens: f.ramCached, SSDCachedTokens: f.ssdCached,

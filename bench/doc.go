@@ -17,6 +17,14 @@
 //     engines at max_model_len 8192, a 6,000-token prefix, 4-6 steps);
 //     with MaxContextTokens a session ends before a turn that would not
 //     fit the engines' context, as an agent stops when its context is full.
+//   - Client presets (claude-code, codex, opencode) take the shape of the
+//     recorded sessions of those clients: the prefix every session of a
+//     client shares, the task after it, side requests such as OpenCode's
+//     title request. With Compaction a session that would outgrow the
+//     context sends a summarisation turn and goes on from the prefix and
+//     the summary, as the clients compact, and reports count the
+//     compactions beside the errors. Preset.Workload makes one for a
+//     given context, for callers other than hearth bench.
 //   - Trace is open-loop: a Mooncake-format trace (ReadTrace), each 512-token
 //     hash id expanded into 32 synthetic 16-token blocks, replayed at a
 //     chosen speed.

@@ -242,7 +242,7 @@ type liveMessage struct {
 // send makes one streaming chat completion and measures it. Times are
 // since start.
 func (l *Live) send(ctx context.Context, req *Request, policy string, start time.Time) (res Result) {
-	res = Result{Session: req.Session, Turn: req.Turn, Last: req.Last}
+	res = Result{Session: req.Session, Turn: req.Turn, Last: req.Last, Compaction: req.Compaction}
 	body := chatRequest{Model: l.cfg.Model, MaxTokens: req.OutputTokens, Stream: true, IgnoreEOS: true}
 	body.StreamOptions.IncludeUsage = true
 	body.Messages = liveMessages(req)

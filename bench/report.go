@@ -54,14 +54,15 @@ func sortedRuns(runs []RunSummary) []RunSummary {
 // concurrency level and policy, ordered by level. Latencies are in
 // milliseconds, task times in seconds: "slow ttft" is the slowest turn's
 // TTFT of each finished session, "task" the session's task time (see
-// RunSummary). "errors" is the count with its causes, "done" the sessions
+// RunSummary). "errors" is the count with its causes, "compact/s" the
+// compactions per session started, "done" the sessions
 // finished of those started. "ttft vs rr" is the
 // run's TTFT p50 divided by round_robin's at the same level ("-" without a
 // round_robin run there or when its p50 is 0).
 func WriteTable(w io.Writer, runs []RunSummary) error {
 	bw := bufio.NewWriter(w)
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "sessions\tpolicy\trequests\terrors\tdone\tttft p50\tttft p90\tttft p99\tslow ttft p50\tslow ttft p90\tslow ttft p99\t"+
+	fmt.Fprintln(tw, "sessions\tpolicy\trequests\terrors\tcompact/s\tdone\tttft p50\tttft p90\tttft p99\tslow ttft p50\tslow ttft p90\tslow ttft p99\t"+
 		"task p50\ttask p90\ttask p99\titl p50\te2e p50\tout tok/s\thit pred\thit engine\tttft vs rr\t")
 	baseline := make(map[int]float64)
 	for _, r := range runs {
@@ -82,8 +83,8 @@ func WriteTable(w io.Writer, runs []RunSummary) error {
 			slow = fmt.Sprintf("%.1f\t%.1f\t%.1f", r.SlowestTurnTTFT.P50, r.SlowestTurnTTFT.P90, r.SlowestTurnTTFT.P99)
 			task = fmt.Sprintf("%.1f\t%.1f\t%.1f", r.Session.P50/1000, r.Session.P90/1000, r.Session.P99/1000)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d/%d\t%.1f\t%.1f\t%.1f\t%s\t%s\t%.2f\t%.1f\t%.1f\t%.1f%%\t%.1f%%\t%s\t\n",
-			r.Sessions, r.Policy, r.Requests, errorsCell(r), r.FinishedSessions, r.StartedSessions,
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.2f\t%d/%d\t%.1f\t%.1f\t%.1f\t%s\t%s\t%.2f\t%.1f\t%.1f\t%.1f%%\t%.1f%%\t%s\t\n",
+			r.Sessions, r.Policy, r.Requests, errorsCell(r), r.CompactionsPerSession, r.FinishedSessions, r.StartedSessions,
 			r.TTFT.P50, r.TTFT.P90, r.TTFT.P99, slow, task,
 			r.ITL.P50, r.E2E.P50, r.OutputTokS,
 			100*r.PredictedHitRate, 100*r.EngineHitRate, ratio)
@@ -91,7 +92,7 @@ func WriteTable(w io.Writer, runs []RunSummary) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("bench: write table: %w", err)
 	}
-	fmt.Fprintln(bw, "latencies in ms, task times in s; done: sessions finished of those started; slow ttft: each finished session's slowest TTFT; task: a session's first request to its last token;")
+	fmt.Fprintln(bw, "latencies in ms, task times in s; compact/s: compactions per session started; done: sessions finished of those started; slow ttft: each finished session's slowest TTFT; task: a session's first request to its last token;")
 	fmt.Fprintln(bw, "errors by cause: ctx (context length), queue (router queue full), engine, timeout, other; ttft vs rr: TTFT p50 over round_robin's at the same sessions")
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("bench: write table: %w", err)

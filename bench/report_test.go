@@ -43,16 +43,19 @@ func sampleRuns() []RunSummary {
 			ErrorsByCause:    ErrorCauses{ContextLength: sessions / 16},
 			StartedSessions:  6 * sessions,
 			FinishedSessions: 5 * sessions,
-			Session:          Latency{P50: 60000 + 8*ttft50, P90: 90000 + 8*ttft90, P99: 120000 + 8*ttft90, Mean: 65000 + 8*ttft50},
-			SlowestTurnTTFT:  Latency{P50: 2 * ttft50, P90: 2 * ttft90, P99: 3 * ttft90, Mean: 2.2 * ttft50},
-			TTFT:             Latency{P50: ttft50, P90: ttft90, P99: 1.5 * ttft90, Mean: 1.1 * ttft50},
-			ITL:              Latency{P50: 21.5, P90: 30.25, P99: 41, Mean: 23},
-			E2E:              Latency{P50: 3400 + ttft50, P90: 5200, P99: 8000, Mean: 3700},
-			OutputTokS:       47.5 * float64(sessions),
-			PredictedHitRate: hit,
-			EngineHitRate:    hit - 0.02,
-			PrefillTokens:    int64(float64(300000*sessions) * (1 - hit + 0.02)),
-			CachedTokens:     int64(float64(300000*sessions) * (hit - 0.02)),
+			// Compactions: one in three sessions compacted once.
+			Compactions:           2 * sessions,
+			CompactionsPerSession: 2.0 / 6,
+			Session:               Latency{P50: 60000 + 8*ttft50, P90: 90000 + 8*ttft90, P99: 120000 + 8*ttft90, Mean: 65000 + 8*ttft50},
+			SlowestTurnTTFT:       Latency{P50: 2 * ttft50, P90: 2 * ttft90, P99: 3 * ttft90, Mean: 2.2 * ttft50},
+			TTFT:                  Latency{P50: ttft50, P90: ttft90, P99: 1.5 * ttft90, Mean: 1.1 * ttft50},
+			ITL:                   Latency{P50: 21.5, P90: 30.25, P99: 41, Mean: 23},
+			E2E:                   Latency{P50: 3400 + ttft50, P90: 5200, P99: 8000, Mean: 3700},
+			OutputTokS:            47.5 * float64(sessions),
+			PredictedHitRate:      hit,
+			EngineHitRate:         hit - 0.02,
+			PrefillTokens:         int64(float64(300000*sessions) * (1 - hit + 0.02)),
+			CachedTokens:          int64(float64(300000*sessions) * (hit - 0.02)),
 		}
 	}
 	return []RunSummary{
@@ -145,7 +148,7 @@ func TestWriteJSONFields(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	wantRun := []string{"cached_tokens", "e2e_ms", "engine_hit_rate", "errors", "errors_by_cause", "finished_sessions",
+	wantRun := []string{"cached_tokens", "compactions", "compactions_per_session", "e2e_ms", "engine_hit_rate", "errors", "errors_by_cause", "finished_sessions",
 		"itl_ms", "output_tok_s", "policy", "predicted_hit_rate", "prefill_tokens", "requests", "seed", "session_ms",
 		"sessions", "slowest_turn_ttft_ms", "started_sessions", "ttft_ms"}
 	if got := slices.Sorted(maps.Keys(doc.Runs[0])); !slices.Equal(got, wantRun) {

@@ -181,6 +181,22 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 // Config returns the effective configuration.
 func (s *Sim) Config() SimConfig { return s.cfg }
 
+// MaxModelLen returns the smallest max_model_len of the simulated engines:
+// the context a prompt of the workload must fit on any of them.
+func (s *Sim) MaxModelLen() int {
+	n := 0
+	for _, gpu := range s.cfg.GPUs {
+		core, err := sim.NewCore(s.cfg.engineConfig(gpu), nil)
+		if err != nil {
+			continue // Validate started every engine once
+		}
+		if l := core.Config().MaxModelLen; n == 0 || l < n {
+			n = l
+		}
+	}
+	return n
+}
+
 // Describe says in one line what is simulated: the engines with their KV
 // cache and measured prefill speed, the model and the event latency.
 func (s *Sim) Describe() string {

@@ -41,6 +41,9 @@ type Spread struct {
 	Sessions int      `json:"sessions"`
 	Seeds    []uint64 `json:"seeds"`
 	Errors   Range    `json:"errors"`
+	// CompactionsPerSession is RunSummary.CompactionsPerSession across
+	// the seeds.
+	CompactionsPerSession Range `json:"compactions_per_session"`
 	// Finished is the share of the sessions started that finished (see
 	// RunSummary.StartedSessions), 0 to 1; nil when no run started one.
 	Finished         *Range     `json:"finished_share,omitempty"`
@@ -108,15 +111,17 @@ func Spreads(runs []RunSummary) []Spread {
 	for _, k := range keys {
 		rs := groups[k]
 		s := Spread{Policy: k.policy, Sessions: k.sessions}
-		var errs, finished []float64
+		var errs, compactions, finished []float64
 		for _, r := range rs {
 			s.Seeds = append(s.Seeds, r.Seed)
 			errs = append(errs, float64(r.Errors))
+			compactions = append(compactions, r.CompactionsPerSession)
 			if r.StartedSessions > 0 {
 				finished = append(finished, float64(r.FinishedSessions)/float64(r.StartedSessions))
 			}
 		}
 		s.Errors = rangeOf(errs)
+		s.CompactionsPerSession = rangeOf(compactions)
 		if len(finished) > 0 {
 			f := rangeOf(finished)
 			s.Finished = &f
@@ -139,14 +144,14 @@ func Spreads(runs []RunSummary) []Spread {
 }
 
 // WriteSpreadTable writes spreads as an aligned text table: per level and
-// policy, the median across seeds of errors, the share of sessions
-// finished, and TTFT and session task time at p50,
+// policy, the median across seeds of errors, compactions per session, the
+// share of sessions finished, and TTFT and session task time at p50,
 // p90 and p99, each followed by the min-max of its ratio to round_robin's
 // at the same level and seed ("-" without one).
 func WriteSpreadTable(w io.Writer, spreads []Spread) error {
 	bw := bufio.NewWriter(w)
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "sessions\tpolicy\tseeds\terrors\tdone\tttft p50\tvs rr\tttft p90\tvs rr\tttft p99\tvs rr\t"+
+	fmt.Fprintln(tw, "sessions\tpolicy\tseeds\terrors\tcompact/s\tdone\tttft p50\tvs rr\tttft p90\tvs rr\tttft p99\tvs rr\t"+
 		"task p50\tvs rr\ttask p90\tvs rr\ttask p99\tvs rr\t")
 	ratio := func(q *Quantiles, pick func(Quantiles) Range) string {
 		if q == nil {
@@ -163,7 +168,8 @@ func WriteSpreadTable(w io.Writer, spreads []Spread) error {
 		if f := s.Finished; f != nil {
 			done = rangeCell(Range{Median: 100 * f.Median, Min: 100 * f.Min, Max: 100 * f.Max}, "%.0f%%")
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t", s.Sessions, s.Policy, len(s.Seeds), rangeCell(s.Errors, "%.0f"), done)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t", s.Sessions, s.Policy, len(s.Seeds), rangeCell(s.Errors, "%.0f"),
+			rangeCell(s.CompactionsPerSession, "%.2f"), done)
 		for _, pick := range picks {
 			fmt.Fprintf(tw, "%.1f\t%s\t", pick(s.TTFT).Median, ratio(s.TTFTRatio, pick))
 		}
@@ -176,7 +182,7 @@ func WriteSpreadTable(w io.Writer, spreads []Spread) error {
 		return fmt.Errorf("bench: write table: %w", err)
 	}
 	fmt.Fprintln(bw, "medians across seeds; ttft in ms, task times in s; vs rr: min-max across seeds of the ratio to round_robin's at the same sessions and seed;")
-	fmt.Fprintln(bw, "errors, done (share of the sessions started that finished): median (min-max) across seeds; every seed's figures are in --json")
+	fmt.Fprintln(bw, "errors, compact/s (compactions per session started), done (share of the sessions started that finished): median (min-max) across seeds; every seed's figures are in --json")
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("bench: write table: %w", err)
 	}

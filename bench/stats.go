@@ -89,6 +89,9 @@ type Result struct {
 	Turn    int
 	// Last says the request was its session's last turn (Request.Last).
 	Last bool
+	// Compaction says the request was a summarisation turn
+	// (Request.Compaction).
+	Compaction bool
 	// Sent is when the request left the client; FirstToken when its first
 	// output token arrived; Done when its last one did (or it failed).
 	Sent, FirstToken, Done time.Duration
@@ -129,6 +132,9 @@ type Result struct {
 //     RAMCachedTokens and SSDCachedTokens are the cached tokens loaded from
 //     the tiers below the GPU (simulations only).
 //   - ErrorsByCause splits Errors by why the requests failed.
+//   - Compactions counts the summarisation turns that succeeded: the
+//     sessions compacted their history that often instead of failing on
+//     the context; CompactionsPerSession divides them by StartedSessions.
 //   - Session and SlowestTurnTTFT are over the sessions that finished: every
 //     request of the session (its subagents' included) succeeded and its
 //     last turn ended. StartedSessions counts the sessions that sent a
@@ -140,26 +146,28 @@ type Result struct {
 //     Sessions counts them. A trace request is a session of its own.
 //   - Seed is the seed of the run's workload, engines and router.
 type RunSummary struct {
-	Policy           string      `json:"policy"`
-	Sessions         int         `json:"sessions"`
-	Seed             uint64      `json:"seed"`
-	Requests         int         `json:"requests"`
-	Errors           int         `json:"errors"`
-	ErrorsByCause    ErrorCauses `json:"errors_by_cause"`
-	StartedSessions  int         `json:"started_sessions"`
-	FinishedSessions int         `json:"finished_sessions"`
-	Session          Latency     `json:"session_ms"`
-	SlowestTurnTTFT  Latency     `json:"slowest_turn_ttft_ms"`
-	TTFT             Latency     `json:"ttft_ms"`
-	ITL              Latency     `json:"itl_ms"`
-	E2E              Latency     `json:"e2e_ms"`
-	OutputTokS       float64     `json:"output_tok_s"`
-	PredictedHitRate float64     `json:"predicted_hit_rate"`
-	EngineHitRate    float64     `json:"engine_hit_rate"`
-	PrefillTokens    int64       `json:"prefill_tokens"`
-	CachedTokens     int64       `json:"cached_tokens"`
-	RAMCachedTokens  int64       `json:"ram_cached_tokens,omitempty"`
-	SSDCachedTokens  int64       `json:"ssd_cached_tokens,omitempty"`
+	Policy                string      `json:"policy"`
+	Sessions              int         `json:"sessions"`
+	Seed                  uint64      `json:"seed"`
+	Requests              int         `json:"requests"`
+	Errors                int         `json:"errors"`
+	ErrorsByCause         ErrorCauses `json:"errors_by_cause"`
+	Compactions           int         `json:"compactions"`
+	CompactionsPerSession float64     `json:"compactions_per_session"`
+	StartedSessions       int         `json:"started_sessions"`
+	FinishedSessions      int         `json:"finished_sessions"`
+	Session               Latency     `json:"session_ms"`
+	SlowestTurnTTFT       Latency     `json:"slowest_turn_ttft_ms"`
+	TTFT                  Latency     `json:"ttft_ms"`
+	ITL                   Latency     `json:"itl_ms"`
+	E2E                   Latency     `json:"e2e_ms"`
+	OutputTokS            float64     `json:"output_tok_s"`
+	PredictedHitRate      float64     `json:"predicted_hit_rate"`
+	EngineHitRate         float64     `json:"engine_hit_rate"`
+	PrefillTokens         int64       `json:"prefill_tokens"`
+	CachedTokens          int64       `json:"cached_tokens"`
+	RAMCachedTokens       int64       `json:"ram_cached_tokens,omitempty"`
+	SSDCachedTokens       int64       `json:"ssd_cached_tokens,omitempty"`
 }
 
 // Summarize computes the summary of a run of policy at a concurrency level
@@ -172,6 +180,9 @@ func Summarize(policy string, sessions int, results []Result) RunSummary {
 	for i := range results {
 		r := &results[i]
 		first, last = min(first, r.Sent), max(last, r.Done)
+		if r.Compaction && r.Err == nil {
+			s.Compactions++
+		}
 		if r.Err != nil {
 			s.Errors++
 			s.ErrorsByCause.add(r.Err)
@@ -199,6 +210,9 @@ func Summarize(policy string, sessions int, results []Result) RunSummary {
 	}
 	s.PrefillTokens, s.CachedTokens = prompt-cached, cached
 	s.Session, s.SlowestTurnTTFT, s.FinishedSessions, s.StartedSessions = summarizeSessions(results)
+	if s.StartedSessions > 0 {
+		s.CompactionsPerSession = float64(s.Compactions) / float64(s.StartedSessions)
+	}
 	return s
 }
 

@@ -101,6 +101,10 @@ type Request struct {
 	// Last says the request is its session's last turn: when its answer
 	// has arrived, the session is done. Always true for a trace request.
 	Last bool
+	// Compaction says the request is a summarisation turn: the client
+	// asks for a summary of its history because the next turn would not
+	// fit the context (AgenticConfig.Compaction).
+	Compaction bool
 	// Pause is how long the session waits after this request's answer
 	// before its next turn is due: the tool call's running time. Zero when
 	// the next turn waits for something else (subagents) or there is none.

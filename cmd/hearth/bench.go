@@ -161,7 +161,9 @@ func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags,
 	fs.Float64Var(&f.diskGBps, "disk-gbps", catalog.DefaultDiskGBps, "read bandwidth of the simulated node store in GB/s")
 	fs.DurationVar(&f.restartAt, "restart-at", 0, "restart every simulated engine at this time into a run (their GPU and RAM caches lost, the node store kept), and report what the next turns loaded")
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report as JSON to FILE")
-	fs.StringVar(&f.workload, "workload", "", "agentic preset: "+strings.Join(bench.PresetNames(), ", ")+"; flags set override its fields")
+	fs.StringVar(&f.workload, "preset", "", "agentic preset: "+strings.Join(bench.PresetNames(), ", ")+
+		"; flags set override its fields; a client's (claude-code, codex, opencode) compacts its sessions to fit the engines' context")
+	fs.StringVar(&f.workload, "workload", "", "the older name of --preset")
 	fs.IntVar(&f.maxModelLen, "max-model-len", 0, "every simulated engine's max_model_len, as vLLM's (default: the preset's, else the model's capped by the KV cache)")
 	fs.IntVar(&f.runs, "runs", 1, "repeat every run with this many seeds (--seed, --seed+1, ...) and report the spread")
 	fs.StringVar(&f.plotPath, "plot", "", "also write a chart of TTFT, slowest turn TTFT and task time to FILE.svg")
@@ -177,7 +179,7 @@ func (f *benchFlags) check(set map[string]bool) error {
 		return fmt.Errorf("%w: --sim and --target exclude each other", errUsage)
 	}
 	traceOnly := []string{"trace", "speed", "limit"}
-	agenticOnly := []string{"sessions", "total-sessions", "steps", "prefix-tokens", "osl", "tool-pause", "subagents", "workload"}
+	agenticOnly := []string{"sessions", "total-sessions", "steps", "prefix-tokens", "osl", "tool-pause", "subagents", "preset", "workload"}
 	wrong := agenticOnly
 	if f.kind == "agentic" {
 		wrong = traceOnly
@@ -190,9 +192,12 @@ func (f *benchFlags) check(set map[string]bool) error {
 	if f.kind == "trace" && f.trace == "" {
 		return fmt.Errorf("%w: bench trace needs --trace FILE", errUsage)
 	}
+	if set["preset"] && set["workload"] {
+		return fmt.Errorf("%w: --preset and --workload are the same flag; give one", errUsage)
+	}
 	if f.workload != "" {
-		if _, ok := bench.LookupPreset(f.workload); !ok {
-			return fmt.Errorf("%w: unknown --workload %q (known: %s)", errUsage, f.workload, strings.Join(bench.PresetNames(), ", "))
+		if _, err := bench.PresetByName(f.workload); err != nil {
+			return fmt.Errorf("%w: --preset: %v", errUsage, err)
 		}
 	}
 	if f.runs < 1 || f.runs > 100 {

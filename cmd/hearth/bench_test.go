@@ -44,6 +44,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"extra argument", []string{"bench", "agentic", "extra"}},
 		{"subagents need steps", []string{"bench", "agentic", "--subagents", "2", "--steps", "1"}},
 		{"unknown preset", []string{"bench", "agentic", "--workload", "chat-32k"}},
+		{"unknown client preset", []string{"bench", "agentic", "--preset", "aider"}},
+		{"preset given twice", []string{"bench", "agentic", "--preset", "codex", "--workload", "codex"}},
 		{"preset on a trace", []string{"bench", "trace", "--trace", trace, "--workload", "coding-agent-8k"}},
 		{"zero runs", []string{"bench", "agentic", "--runs", "0"}},
 		{"max model len on a live run", []string{"bench", "agentic", "--target", "http://127.0.0.1:1/v1", "--max-model-len", "8192"}},
@@ -113,6 +115,45 @@ func TestBenchAgenticSimulated(t *testing.T) {
 	svg, err := os.ReadFile(plotPath)
 	if err != nil || !strings.Contains(string(svg), "<svg") {
 		t.Errorf("plot: %v, %.80q", err, svg)
+	}
+}
+
+// TestBenchClientPreset: a client preset runs on the engines' own context
+// and compacts instead of failing; the JSON names the client and counts
+// the compactions beside the errors.
+func TestBenchClientPreset(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	out, errOut, err := runHearth(t, "", "bench", "agentic", "--preset", "claude-code", "--sim", "1x4090",
+		"--sessions", "2", "--total-sessions", "2", "--tool-pause", "const:100ms", "--policies", "kv", "--json", jsonPath)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(out, "compact/s") {
+		t.Errorf("the table has no compactions column:\n%s", out)
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report struct {
+		Workload struct {
+			Client     string `json:"client"`
+			MaxContext int    `json:"max_context_tokens"`
+		} `json:"workload"`
+		Runs []struct {
+			Errors      int     `json:"errors"`
+			Compactions int     `json:"compactions"`
+			PerSession  float64 `json:"compactions_per_session"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(raw, &report); err != nil {
+		t.Fatal(err)
+	}
+	if report.Workload.Client != "claude-code" || report.Workload.MaxContext != 29856 || len(report.Runs) != 1 {
+		t.Fatalf("report: %+v", report)
+	}
+	if r := report.Runs[0]; r.Errors != 0 || r.Compactions == 0 || r.PerSession != float64(r.Compactions)/2 {
+		t.Errorf("run %+v: want no errors and compactions counted per session", r)
 	}
 }
 
