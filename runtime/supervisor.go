@@ -584,7 +584,9 @@ func (s *Supervisor) runOnce(ctx context.Context, e *supervised, log *slog.Logge
 		return 0, fmt.Errorf("attach: %w", err)
 	}
 	readyAt := time.Now()
-	e.set(StateReady, func(st *Status) { st.Profile, st.Tokenizer, st.LastError, st.Diagnosis = profile, check, "", Diagnosis{} })
+	e.set(StateReady, func(st *Status) {
+		st.Profile, st.Tokenizer, st.LastError, st.Diagnosis = profile, check, "", Diagnosis{}
+	})
 	log.Info("engine ready", "gpu_blocks", profile.GPUBlocks, "measured", profile.Measured)
 
 	why := s.watch(ctx, e, ep, exited)
