@@ -11,7 +11,8 @@ import (
 )
 
 // The engines' /tokenize, as each flavour serves it (docs/engine-conformance.md,
-// "Tokenize endpoints").
+// "Running the conformance suite against a real engine", has the files and
+// commits).
 //
 // vLLM (vllm/entrypoints/serve/tokenize/protocol.py and api_router.py) takes
 // one of two bodies at /tokenize: TokenizeCompletionRequest {model, prompt,
