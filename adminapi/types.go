@@ -1,6 +1,9 @@
 package adminapi
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // The JSON shapes of the API. A response's fields are in the order of
 // their keys, as a map's would be, and a list is never null.
@@ -37,6 +40,36 @@ type Engine struct {
 	Cause     string    `json:"cause,omitempty"`
 	Since     time.Time `json:"since"`
 	KVBlocks  int       `json:"kv_blocks,omitempty"`
+	// Tokenizer is the start-up self-check of the engine's tokenization
+	// against Hearth's; absent until the engine was ready once.
+	Tokenizer *TokenizerCheck `json:"tokenizer,omitempty"`
+}
+
+// TokenizerCheck is what the self-check found when the engine became
+// ready: State "agrees", "differs" (then Sample, Position, the ids at it,
+// -1 for a side that had ended, and Hearth's text Near it) or
+// "unchecked" (then Detail says why). Summary says it in one sentence.
+type TokenizerCheck struct {
+	State    string `json:"state"`
+	Sample   string `json:"sample,omitempty"`
+	Position *int   `json:"position,omitempty"`
+	HearthID *int64 `json:"hearth_id,omitempty"`
+	EngineID *int64 `json:"engine_id,omitempty"`
+	Near     string `json:"near,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+	Summary  string `json:"summary"`
+}
+
+// Text is the check as a table cell: "agrees", "differs at 412",
+// "unchecked"; "-" for none.
+func (c *TokenizerCheck) Text() string {
+	switch {
+	case c == nil:
+		return "-"
+	case c.Position != nil:
+		return fmt.Sprintf("%s at %d", c.State, *c.Position)
+	}
+	return c.State
 }
 
 // SessionList is GET /api/v1/sessions: the agent sessions the gateway

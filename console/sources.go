@@ -89,6 +89,11 @@ type Engine struct {
 	// than the GPU could hold alone ("another program holds 6.0 GiB:
 	// context cut to 16,384 tokens"); "" when it got the full one.
 	PlanNote string
+	// TokenizerNote says, in one sentence, that the engine's start-up
+	// self-check found its tokenization differing from Hearth's (where,
+	// and that its model is routed on predicted caches) or could not run;
+	// "" when it agreed or none ran.
+	TokenizerNote string
 
 	// KV cache, in blocks (sim.Stats / vLLM num_gpu_blocks).
 	TotalBlocks      int

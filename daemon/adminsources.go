@@ -73,6 +73,7 @@ func adminEngineOf(st hruntime.Status) adminapi.Engine {
 		Phase: string(st.Load.Phase), LastError: st.LastError, Cause: string(st.Diagnosis.Cause),
 		Since: st.Since.UTC(), KVBlocks: st.Profile.GPUBlocks,
 	}
+	e.Tokenizer = adminTokenizerOf(st.Tokenizer)
 	if st.Load.Phase != "" && st.Load.Progress >= 0 {
 		p := st.Load.Progress
 		e.Progress = &p
@@ -200,4 +201,18 @@ func kindJSON(st hruntime.Status) string {
 		return "sim"
 	}
 	return string(st.Engine)
+}
+
+// adminTokenizerOf is the self-check as the API shows it; nil when none
+// ran.
+func adminTokenizerOf(c hruntime.TokenizerCheck) *adminapi.TokenizerCheck {
+	if c.State == hruntime.TokenizerNotChecked {
+		return nil
+	}
+	out := &adminapi.TokenizerCheck{State: string(c.State), Detail: c.Detail, Summary: c.String()}
+	if c.State == hruntime.TokenizerDiffers {
+		pos, ours, theirs := c.Position, c.HearthID, c.EngineID
+		out.Sample, out.Position, out.HearthID, out.EngineID, out.Near = c.Sample, &pos, &ours, &theirs, c.Near
+	}
+	return out
 }

@@ -107,6 +107,7 @@ type Config struct {
 	hearthBinary       string
 	backoff            hruntime.Backoff
 	tweakSpec          func(*hruntime.Spec)
+	simTokenizer       func(sim.Tokenizer) sim.Tokenizer
 	gpuSource          nodes.Discoverer
 	consoleInterval    time.Duration
 	consoleChartWindow time.Duration

@@ -48,6 +48,9 @@ func (s engineSource) Engines(ctx context.Context) ([]console.Engine, error) {
 		}
 		out[i] = engineOf(st, gpuIn(reading, st.GPU), stats, err, cached[st.Name])
 		out[i].PlanNote = s.planNotes[st.Name]
+		if st.Tokenizer.State == hruntime.TokenizerDiffers || st.Tokenizer.State == hruntime.TokenizerUnchecked {
+			out[i].TokenizerNote = st.Tokenizer.String()
+		}
 		if st.State != hruntime.StateReady && s.logs != nil {
 			lines, _ := s.logs(st.Name)
 			out[i].LogTail = hruntime.Tail(lines, 10)

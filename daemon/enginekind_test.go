@@ -91,3 +91,46 @@ func TestKindJSONKeepsSim(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineWithDifferingTokenizerIsRoutedOnPredictedCache: a vLLM engine
+// whose self-check found its tokenization differing from Hearth's is added
+// in approximate mode and its KV events are not followed: their token ids
+// would index blocks no request finds.
+func TestEngineWithDifferingTokenizerIsRoutedOnPredictedCache(t *testing.T) {
+	for _, tc := range []struct {
+		state           hruntime.TokenizerState
+		wantApproximate bool
+	}{
+		{hruntime.TokenizerAgrees, false},
+		{hruntime.TokenizerNotChecked, false},
+		{hruntime.TokenizerUnchecked, false},
+		{hruntime.TokenizerDiffers, true},
+	} {
+		rt, err := router.New(router.Config{Policy: router.PolicyKV})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := newFleet(rt, slog.New(slog.DiscardHandler))
+		spec := hruntime.Spec{Name: "node/gpu0", Engine: hruntime.KindVLLM, Model: "m"}
+		if err := spec.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		ports := hruntime.Ports{Host: "127.0.0.1", HTTP: 8100, KVEvents: 5557, Replay: 5558}
+		ctx, cancel := context.WithCancel(context.Background())
+		detach, err := f.Attach(ctx, hruntime.ReadyEngine{
+			Spec: spec, Runtime: "process", Endpoints: ports.Endpoints(spec.Engine),
+			Profile:   catalog.Profile{GPUBlocks: 1000, BlockSize: 16},
+			Tokenizer: hruntime.TokenizerCheck{State: tc.state},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		workers := rt.Workers()
+		followed := len(f.ingestStats()) > 0
+		cancel()
+		detach()
+		if len(workers) != 1 || workers[0].Info.Approximate != tc.wantApproximate || followed == tc.wantApproximate {
+			t.Errorf("tokenizer %q: workers %+v, events followed %v; want approximate %v", tc.state, workers, followed, tc.wantApproximate)
+		}
+	}
+}

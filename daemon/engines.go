@@ -230,6 +230,9 @@ func newLocalLauncher(cfg Config, tok *tokenizer.Model, store *kvbm.NodeStore, l
 		return &process.Launcher{Hearth: hearth, Env: os.Environ(), Logger: log.With("component", "engine")}, nil
 	default:
 		l := &sim.Launcher{Tokenizer: tok, Logger: log.With("component", "engine")}
+		if cfg.simTokenizer != nil {
+			l.Tokenizer = cfg.simTokenizer(tok)
+		}
 		if store != nil {
 			l.NodeStore = nodeStoreSpace(store)
 		}

@@ -47,8 +47,18 @@ func newFleet(rt *router.Router, log *slog.Logger) *fleet {
 // Attach registers the engine with the router, follows its KV events until
 // ctx ends (a restarted engine gets a fresh subscription: its sequence
 // numbers start again at 0) and tells the gateway where it is.
+//
+// An engine whose tokenization differs from Hearth's (the supervisor's
+// self-check) has its KV events ignored: their token ids hash to blocks no
+// request of Hearth's tokenization would find. It is routed as an engine
+// without events, on the caches Hearth predicts from the prompts it sent
+// there.
 func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), error) {
 	name, p := e.Spec.Name, e.Profile
+	kvEvents, kvReplay := e.Endpoints.KVEvents, e.Endpoints.KVReplay
+	if e.Tokenizer.State == hruntime.TokenizerDiffers {
+		kvEvents, kvReplay = "", ""
+	}
 	info := router.WorkerInfo{
 		Name:                name,
 		BaseURL:             e.Endpoints.BaseURL,
@@ -58,7 +68,7 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 		RAMCapacityBlocks:   p.CPUBlocks,
 		BlockBytes:          p.BlockBytes,
 		LoadBytesPerSec:     p.LoadBytesPerSec,
-		Approximate:         e.Endpoints.KVEvents == "",
+		Approximate:         kvEvents == "",
 	}
 	if e.Spec.UsesKVStore() && f.storeReadBytesPerSec > 0 {
 		info.Node, info.DiskLoadBytesPerSec = e.Spec.GPU.Node, f.storeReadBytesPerSec
@@ -69,12 +79,12 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 	}
 	var sub *ingest.Subscriber
 	done := make(chan struct{})
-	if e.Endpoints.KVEvents == "" {
+	if kvEvents == "" {
 		close(done)
 	} else {
 		sub, err = ingest.NewSubscriber(ingest.SubscriberConfig{
-			Endpoint:       e.Endpoints.KVEvents,
-			ReplayEndpoint: e.Endpoints.KVReplay,
+			Endpoint:       kvEvents,
+			ReplayEndpoint: kvReplay,
 			Topic:          e.Endpoints.Topic,
 			EventFormat:    e.Spec.Engine.Descriptor().EventFormat,
 			Workers:        []router.WorkerID{id},
@@ -97,7 +107,7 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 	withdraw := func() {}
 	if f.cluster != nil {
 		w, err := f.cluster.AddLocalEngine(cluster.LocalEngine{
-			Worker: info, KVEvents: e.Endpoints.KVEvents, KVReplay: e.Endpoints.KVReplay, Topic: e.Endpoints.Topic,
+			Worker: info, KVEvents: kvEvents, KVReplay: kvReplay, Topic: e.Endpoints.Topic,
 			EventFormat: e.Spec.Engine.Descriptor().EventFormat,
 		})
 		if err != nil {

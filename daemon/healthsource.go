@@ -60,7 +60,7 @@ func (h *healthSource) Checks(ctx context.Context) ([]console.HealthCheck, error
 // reading, the API port is the daemon's own (addr), and the memory its
 // engines hold counts as available, so the page does not flag the
 // daemon's own engines. The returned func closes the Docker client.
-func newHealthSource(cfg Config, gpus nodes.Discoverer, engines func(context.Context) []hruntime.Identity, addr string) (*healthSource, func()) {
+func newHealthSource(cfg Config, gpus nodes.Discoverer, engines func(context.Context) []hruntime.Identity, statuses func() []hruntime.Status, addr string) (*healthSource, func()) {
 	// The engine whose image the CUDA check weighs; the simulated engine
 	// in-process has none, and is weighed as vLLM, the default.
 	kind := hruntime.KindVLLM
@@ -77,6 +77,7 @@ func newHealthSource(cfg Config, gpus nodes.Discoverer, engines func(context.Con
 		EngineImage: EngineImageFor(kind, cfg.Image),
 		HFCacheDir:  hub, KVDir: filepath.Join(cfg.DataDir, "kv"), DataDir: cfg.DataDir,
 		Addr: addr, Serving: true,
+		Tokenizers: tokenizerChecks(statuses),
 	}
 	closeDocker := func() {}
 	if cli, err := client.New(client.FromEnv); err == nil {
@@ -106,4 +107,18 @@ func engineIdentities(sup *hruntime.Supervisor) func(context.Context) []hruntime
 		}
 		return ids
 	}
+}
+
+// tokenizerChecks are the engines' start-up self-checks of their
+// tokenization as the Health page's doctor weighs them.
+type tokenizerChecks func() []hruntime.Status
+
+func (f tokenizerChecks) EngineTokenizers(context.Context) ([]doctor.EngineTokenizer, error) {
+	var out []doctor.EngineTokenizer
+	for _, st := range f() {
+		if st.Tokenizer.State != hruntime.TokenizerNotChecked {
+			out = append(out, doctor.EngineTokenizer{Engine: st.Name, State: string(st.Tokenizer.State), Summary: st.Tokenizer.String()})
+		}
+	}
+	return out, nil
 }

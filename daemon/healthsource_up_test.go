@@ -16,7 +16,8 @@ func TestUpServesTheHealthPage(t *testing.T) {
 		t.Fatalf("status %d\n%s", status, body)
 	}
 	text := html.UnescapeString(body)
-	for _, want := range []string{"simulated GPUs: no driver needed", "Hearth serves the API on", "gpu 1 memory", "Check again"} {
+	for _, want := range []string{"simulated GPUs: no driver needed", "Hearth serves the API on", "gpu 1 memory", "Check again",
+		"tokenizer: ", "the engine's tokenizer agrees with Hearth's"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("Health page lacks %q", want)
 		}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/runtime/sim"
 )
 
 // An Option changes how Run builds the daemon beyond what the command line
@@ -27,4 +28,11 @@ func WithSpecHook(f func(*hruntime.Spec)) Option { return func(c *Config) { c.tw
 // far back its charts reach (0: the console's defaults).
 func WithConsoleTiming(interval, chartWindow time.Duration) Option {
 	return func(c *Config) { c.consoleInterval, c.consoleChartWindow = interval, chartWindow }
+}
+
+// WithSimTokenizer has in-process simulated engines tokenize with what
+// wrap makes of Hearth's tokenizer (sim.MisreadToken: a wrong one, for the
+// start-up self-check).
+func WithSimTokenizer(wrap func(sim.Tokenizer) sim.Tokenizer) Option {
+	return func(c *Config) { c.simTokenizer = wrap }
 }

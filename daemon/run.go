@@ -177,7 +177,8 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	}
 	sup, err := hruntime.NewSupervisor(hruntime.SupervisorConfig{
 		Engines: supervised, Attacher: engines, StopTimeout: cfg.StopTimeout, Backoff: cfg.backoff, KeepEngines: cfg.KeepEngines,
-		Logger: log.With("component", "supervisor"),
+		Tokenizer: func(hruntime.Spec) hruntime.ChatTokenizer { return tok },
+		Logger:    log.With("component", "supervisor"),
 	})
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
@@ -205,7 +206,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	keys := &keyStore{db: db, static: cfg.APIKeys}
 	traffic := api.NewTraffic(api.TrafficLimits{})
 	keyless := &keylessClients{}
-	health, closeHealth := newHealthSource(cfg, latestGPUs{sampler}, engineIdentities(sup), ln.Addr().String())
+	health, closeHealth := newHealthSource(cfg, latestGPUs{sampler}, engineIdentities(sup), engineStatuses, ln.Addr().String())
 	cleanup.push(closeHealth)
 	deps := console.Deps{
 		Engines:     engineSource{engines: engineStatuses, logs: sup.Logs, rt: rt, gpus: sampler, planNotes: planNotes, client: &http.Client{}},

@@ -76,6 +76,13 @@ type EngineKind struct {
 	MemoryFlag     string
 	MemoryFraction func(catalog.EnginePlan) float64
 
+	// TokenizeChat says the engine's /tokenize takes chat messages and
+	// renders them with its own template (vLLM's TokenizeChatRequest), so
+	// the start-up self-check compares the template too; otherwise the
+	// check sends the prompt Hearth rendered (SGLang's prompt form, which
+	// every SGLang with /tokenize takes).
+	TokenizeChat bool
+
 	// KVEvents says whether the engine publishes KV events, and EventFormat
 	// their wire layout. A kind without them is routed on predicted
 	// caches (its Endpoints carry no KV-event addresses).

@@ -50,6 +50,7 @@ func init() {
 		ImageHTTPPort:   8000,
 		MemoryFlag:      "--gpu-memory-utilization",
 		MemoryFraction:  func(e catalog.EnginePlan) float64 { return e.GPUMemoryUtilization },
+		TokenizeChat:    true,
 		KVEvents:        true,
 		EventFormat:     kvevents.FormatMap,
 		// v0.20.0 has no file-system tier (its tiered offloading came in

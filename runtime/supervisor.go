@@ -41,6 +41,8 @@ type ReadyEngine struct {
 	Runtime   string
 	Endpoints Endpoints
 	Profile   catalog.Profile
+	// Tokenizer is what the start-up self-check found (tokcheck.go).
+	Tokenizer TokenizerCheck
 }
 
 // Attacher puts a serving engine into service (the router, the gateway) and
@@ -88,6 +90,10 @@ type SupervisorConfig struct {
 	// loop behind it.
 	Liveness         time.Duration
 	LivenessFailures int
+	// Tokenizer returns Hearth's tokenizer of a spec's model, for the
+	// self-check of every engine that becomes ready (CheckTokenizer); nil,
+	// or a nil result, checks nothing.
+	Tokenizer func(Spec) ChatTokenizer
 	// HTTPClient talks to engines; default a client of its own.
 	HTTPClient *http.Client
 	Logger     *slog.Logger
@@ -151,6 +157,8 @@ type Status struct {
 	Load    LoadState
 	Since   time.Time       // when it entered State
 	Profile catalog.Profile // as measured once ready
+	// Tokenizer is the self-check of the engine's last ready run.
+	Tokenizer TokenizerCheck
 }
 
 // Supervisor starts every engine and keeps it running. See the package
@@ -567,15 +575,18 @@ func (s *Supervisor) runOnce(ctx context.Context, e *supervised, log *slog.Logge
 		return 0, fmt.Errorf("not ready: %w", err)
 	}
 	profile := MeasureProfile(ctx, s.cfg.HTTPClient, ep.BaseURL, e.Spec.Engine, e.Spec.Estimate)
+	check := s.checkTokenizer(ctx, e.Spec, ep.BaseURL, log)
 	attachCtx, cancelAttach := context.WithCancel(ctx)
 	defer cancelAttach()
-	detach, err := s.cfg.Attacher.Attach(attachCtx, ReadyEngine{Spec: e.Spec, Runtime: e.Launcher.Name(), Endpoints: ep, Profile: profile})
+	detach, err := s.cfg.Attacher.Attach(attachCtx, ReadyEngine{Spec: e.Spec, Runtime: e.Launcher.Name(), Endpoints: ep, Profile: profile, Tokenizer: check})
 	if err != nil {
 		stop()
 		return 0, fmt.Errorf("attach: %w", err)
 	}
 	readyAt := time.Now()
-	e.set(StateReady, func(st *Status) { st.Profile, st.LastError, st.Diagnosis = profile, "", Diagnosis{} })
+	e.set(StateReady, func(st *Status) {
+		st.Profile, st.Tokenizer, st.LastError, st.Diagnosis = profile, check, "", Diagnosis{}
+	})
 	log.Info("engine ready", "gpu_blocks", profile.GPUBlocks, "measured", profile.Measured)
 
 	why := s.watch(ctx, e, ep, exited)

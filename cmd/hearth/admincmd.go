@@ -119,7 +119,7 @@ func runEngines(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tRUNTIME\tKIND\tMODEL\tGPU\tSTATE\tPID/CONTAINER\tRESTARTS\tSINCE\tLAST ERROR")
+	fmt.Fprintln(tw, "NAME\tRUNTIME\tKIND\tMODEL\tGPU\tSTATE\tPID/CONTAINER\tRESTARTS\tSINCE\tTOKENIZER\tLAST ERROR")
 	for _, e := range list.Engines {
 		pid := "-"
 		switch {
@@ -128,10 +128,22 @@ func runEngines(ctx context.Context, env *environment, args []string) error {
 		case e.Container != "":
 			pid = e.Container
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", e.Name, e.Runtime, e.Kind, e.Model, e.GPU,
-			stateText(e), pid, e.Restarts, e.Since.Local().Format(time.TimeOnly), e.LastError)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Name, e.Runtime, e.Kind, e.Model, e.GPU,
+			stateText(e), pid, e.Restarts, e.Since.Local().Format(time.TimeOnly), e.Tokenizer.Text(), e.LastError)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// A tokenizer that differs from Hearth's silently costs every
+	// predicted cache hit: say it in full under the table.
+	for _, e := range list.Engines {
+		if e.Tokenizer != nil && e.Tokenizer.State != string(hruntime.TokenizerAgrees) {
+			if _, err := fmt.Fprintf(env.stdout, "%s: %s\n", e.Name, e.Tokenizer.Summary); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // stateText is an engine's state as `hearth engines` prints it: with the

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/moby/moby/client"
 
@@ -58,6 +60,7 @@ func runDoctor(ctx context.Context, env *environment, args []string) error {
 			return ids
 		})
 	}
+	doc.Tokenizers = daemonTokenizers{env: env, listen: cfg.listen, dataDir: cfg.dataDir}
 	checks := doc.Check(ctx)
 	if cfg.json {
 		enc := json.NewEncoder(env.stdout)
@@ -149,4 +152,41 @@ func doctorExit(checks []doctor.Check) error {
 		verdict = "warned"
 	}
 	return &exitStatusError{status: code, msg: fmt.Sprintf("doctor: %s %s", plural(len(names), "check"), verdict+": "+strings.Join(names, ", "))}
+}
+
+// daemonTokenizers reads the engines' tokenizer self-checks of a daemon
+// serving plain HTTP at the doctor's --listen address on this machine,
+// through the admin API and the daemon's local token; no daemon there, no
+// checks.
+type daemonTokenizers struct {
+	env             *environment
+	listen, dataDir string
+}
+
+func (d daemonTokenizers) EngineTokenizers(ctx context.Context) ([]doctor.EngineTokenizer, error) {
+	host, port, err := net.SplitHostPort(d.listen)
+	if err != nil {
+		return nil, err
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	addr, key := "http://"+net.JoinHostPort(host, port), ""
+	c, err := daemonFlags{addr: &addr, key: &key, dataDir: &d.dataDir}.client(d.env)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	list, err := c.Engines(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []doctor.EngineTokenizer
+	for _, e := range list.Engines {
+		if e.Tokenizer != nil {
+			out = append(out, doctor.EngineTokenizer{Engine: e.Name, State: e.Tokenizer.State, Summary: e.Tokenizer.Summary})
+		}
+	}
+	return out, nil
 }

@@ -27,7 +27,7 @@ var allowedHearthImports = map[string][]string{
 	"kvevents":  {},
 	"router":    {"tokenizer", "kvbm", "kvevents", "zmtp"},
 	"kvbm":      {"kvevents"},
-	"runtime":   {"tokenizer", "kvevents", "catalog", "netguard"},
+	"runtime":   {"tokenizer", "kvevents", "catalog", "netguard", "zmtp"},
 	"nodes":     {"catalog"},
 	"console":   {"assets", "apikey"},
 	"bench":     {"router", "runtime", "tokenizer", "kvbm", "kvevents", "catalog"},

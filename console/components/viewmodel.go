@@ -68,6 +68,7 @@ type GPUCard struct {
 	SparkWindow    string // "2 min"
 	TelemetryKnown bool
 	PlanNote       string // why the engine got a smaller plan; "" when it did not
+	TokenizerNote  string // the engine tokenizes differently from Hearth, or was not checked; "" when it agrees
 	Lost           bool   // the driver lost the GPU
 	LostText       string // "GPU lost: <driver error>"
 	KV             KVBar

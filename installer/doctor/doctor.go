@@ -58,6 +58,9 @@ type Doctor struct {
 	DeepImage   string
 	DeepCommand []string
 
+	// Tokenizers reads a running daemon's engines' start-up self-checks
+	// of their tokenization, one check each; nil adds none.
+	Tokenizers TokenizerSource
 	// Thresholds under which free space and memory warn; 0 takes the
 	// defaults above.
 	MinCacheFree, MinKVFree, MinRAM uint64
@@ -66,7 +69,8 @@ type Doctor struct {
 // Check runs every check and returns them in a fixed order: driver, NVML,
 // CUDA, each GPU's memory, Docker, the NVIDIA container runtime, the GPU in
 // a container (Deep only), disk for the cache and the KV tier, host RAM,
-// the API port, multicast and the data directory.
+// the API port, multicast and the data directory; then each engine's
+// tokenizer, when a daemon runs (Tokenizers).
 func (d *Doctor) Check(ctx context.Context) []Check {
 	var checks []Check
 	facts, gpuErr := d.gpuFacts(ctx)
@@ -97,7 +101,7 @@ func (d *Doctor) Check(ctx context.Context) []Check {
 		checkMulticast(sys),
 		checkDataDir(sys, d.DataDir),
 	)
-	return checks
+	return append(checks, d.checkTokenizers(ctx)...)
 }
 
 func orDefault(v, def uint64) uint64 {

@@ -46,17 +46,6 @@ type completionRequest struct {
 	Priority      int             `json:"priority"`
 }
 
-// tokenizeRequest is either form of vLLM's /tokenize body: {prompt} or
-// {messages, tools, add_generation_prompt, chat_template_kwargs}.
-type tokenizeRequest struct {
-	Model               string          `json:"model"`
-	Prompt              *string         `json:"prompt"`
-	Messages            json.RawMessage `json:"messages"`
-	Tools               json.RawMessage `json:"tools"`
-	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
-	ChatTemplateKwargs  map[string]any  `json:"chat_template_kwargs"`
-}
-
 type detokenizeRequest struct {
 	Model  string   `json:"model"`
 	Tokens []uint32 `json:"tokens"`
@@ -780,46 +769,6 @@ func (s *Server) nonEmpty(ids []uint32) ([]uint32, error) {
 }
 
 // --- /tokenize, /detokenize ---
-
-func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
-	var req tokenizeRequest
-	if err := decodeBody(w, r, &req); err != nil {
-		s.writeError(w, err)
-		return
-	}
-	if err := s.checkModel(req.Model); err != nil {
-		s.writeError(w, err)
-		return
-	}
-	var ids []uint32
-	switch {
-	case len(bytes.TrimSpace(req.Messages)) > 0:
-		var msgs []json.RawMessage
-		if err := json.Unmarshal(req.Messages, &msgs); err != nil {
-			s.writeError(w, &apiError{status: http.StatusBadRequest, param: "messages", message: "messages must be an array"})
-			return
-		}
-		var err error
-		if ids, err = s.renderChat(req.Messages, req.Tools, req.AddGenerationPrompt, req.ChatTemplateKwargs); err != nil {
-			s.writeError(w, err)
-			return
-		}
-	case req.Prompt != nil:
-		ids = s.opts.Tokenizer.Encode(*req.Prompt)
-	default:
-		s.writeError(w, badRequest("either prompt or messages is required"))
-		return
-	}
-	if ids == nil {
-		ids = []uint32{}
-	}
-	writeJSON(w, http.StatusOK, struct {
-		Count       int      `json:"count"`
-		MaxModelLen int      `json:"max_model_len"`
-		Tokens      []uint32 `json:"tokens"`
-		TokenStrs   []string `json:"token_strs"`
-	}{len(ids), s.opts.MaxModelLen, ids, nil})
-}
 
 func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 	var req detokenizeRequest

@@ -176,6 +176,8 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		mux.HandleFunc("GET /server_info", s.handleServerInfo)
 		mux.HandleFunc("GET /get_server_info", s.handleDeprecatedServerInfo)
 		mux.HandleFunc("GET /get_model_info", s.handleModelInfo)
+		// SGLang's one tokenize handler answers both paths.
+		mux.HandleFunc("POST /v1/tokenize", s.handleTokenize)
 	}
 	s.mux = mux
 	return s, nil

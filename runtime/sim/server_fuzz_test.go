@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // fuzzServer is a server on a fake engine, called without a network.
@@ -90,12 +92,21 @@ func FuzzTokenizeRequest(f *testing.F) {
 	for _, seed := range []string{
 		`{"prompt":"hello"}`, `{"messages":[{"role":"user","content":"x"}],"add_generation_prompt":false}`,
 		`{"messages":[],"tools":[1]}`, `{"tokens":[1,2]}`, `{}`, `{"messages":"x"}`,
+		`{"prompt":"hi","return_token_strs":true}`, `{"prompt":["a",""]}`, `{"prompt":"a","messages":[]}`,
+		`{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":" y "}],"continue_final_message":true}`,
+		`{"messages":[{"role":"user","content":"x"}],"continue_final_message":true,"add_generation_prompt":true}`,
 	} {
 		f.Add([]byte(seed))
 	}
 	s := fuzzServer(f)
+	sglang, err := NewServer(ServerOptions{Engine: &fakeEngine{}, Tokenizer: byteTokenizer{},
+		ServedModelName: "m", MaxModelLen: 2048, Kind: hruntime.KindSGLang})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fuzzPost(t, s, "/tokenize", body)
 		fuzzPost(t, s, "/detokenize", body)
+		fuzzPost(t, sglang, "/tokenize", body)
 	})
 }

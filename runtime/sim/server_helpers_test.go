@@ -29,6 +29,15 @@ func (byteTokenizer) Encode(text string) []uint32 {
 	return ids
 }
 
+// TokenStrings names each byte token by its byte.
+func (byteTokenizer) TokenStrings(ids []uint32) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = string(rune(id))
+	}
+	return out
+}
+
 func (byteTokenizer) Decode(ids []uint32) string {
 	b := make([]byte, 0, len(ids))
 	for _, id := range ids {
