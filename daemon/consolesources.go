@@ -130,6 +130,6 @@ func memoryInUse(st hruntime.Status, usedBlocks int) uint64 {
 	if !ok || st.Profile.BlockBytes <= 0 {
 		return 0
 	}
-	weights := catalog.MemoryOf(m, 1, catalog.DefaultMaxBatchedTokens).WeightBytes
+	weights := catalog.MemoryOf(m, catalog.Layout{}, catalog.DefaultMaxBatchedTokens).WeightBytes
 	return uint64(weights) + uint64(usedBlocks)*uint64(st.Profile.BlockBytes)
 }
