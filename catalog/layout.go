@@ -81,6 +81,30 @@ func (l Layout) String() string {
 	return strings.Join(parts, ", ")
 }
 
+// KVCacheDtypeOrAuto is l's KV cache dtype, "auto" for "".
+func (l Layout) KVCacheDtypeOrAuto() string {
+	if l.KVCacheDtype == "" {
+		return KVCacheAuto
+	}
+	return l.KVCacheDtype
+}
+
+// Flags is l as Hearth's command-line flags ("--tp 2 --kv-cache-dtype fp8
+// --rope-scaling"), "" for the default layout.
+func (l Layout) Flags() string {
+	var f []string
+	if l.TPSize() > 1 {
+		f = append(f, fmt.Sprintf("--tp %d", l.TPSize()))
+	}
+	if l.KVCacheDtypeOrAuto() != KVCacheAuto {
+		f = append(f, "--kv-cache-dtype "+l.KVCacheDtype)
+	}
+	if l.RopeScaling {
+		f = append(f, "--rope-scaling")
+	}
+	return strings.Join(f, " ")
+}
+
 // Validate rejects a dtype the memory model does not know.
 func (l Layout) Validate() error {
 	if _, ok := kvElementBytes(l.KVCacheDtype); !ok {
