@@ -73,6 +73,12 @@ func adminEngineOf(st hruntime.Status) adminapi.Engine {
 		Phase: string(st.Load.Phase), LastError: st.LastError, Cause: string(st.Diagnosis.Cause),
 		Since: st.Since.UTC(), KVBlocks: st.Profile.GPUBlocks,
 	}
+	for i, g := range st.TensorParallel {
+		if i == 0 {
+			e.GPUs = append(e.GPUs, st.GPU.Index)
+		}
+		e.GPUs = append(e.GPUs, g.Index)
+	}
 	if st.Load.Phase != "" && st.Load.Progress >= 0 {
 		p := st.Load.Progress
 		e.Progress = &p

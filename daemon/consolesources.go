@@ -75,7 +75,7 @@ func engineOf(st hruntime.Status, gpu nodes.GPU, stats hruntime.Stats, scrapeErr
 	total := st.Profile.GPUBlocks
 	used := min(int(stats.KVUsage*float64(total)+0.5), total)
 	e := console.Engine{
-		Worker: st.Name, Node: gpu.Node, GPU: gpu.Name, Model: st.Model, Image: st.Image, State: string(st.State),
+		Worker: st.Name, Node: gpu.Node, GPU: gpu.Name, GPUCount: 1 + len(st.TensorParallel), Model: st.Model, Image: st.Image, State: string(st.State),
 		MemoryUsed: memUsed, MemoryTotal: gpu.MemoryTotal, UtilizationPct: gpu.UtilizationPct, TemperatureC: gpu.TemperatureC,
 		PowerDrawW: gpu.PowerDrawW, PowerLimitW: gpu.PowerLimitW, GPULost: gpu.Lost, GPUErr: gpu.Err,
 		TotalBlocks: total, UsedBlocks: used, CachedFreeBlocks: max(min(cachedBlocks, total)-used, 0),

@@ -128,7 +128,11 @@ func runEngines(ctx context.Context, env *environment, args []string) error {
 		case e.Container != "":
 			pid = e.Container
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", e.Name, e.Runtime, e.Kind, e.Model, e.GPU,
+		gpu := fmt.Sprint(e.GPU)
+		if len(e.GPUs) > 1 { // one engine over several GPUs: "0,1"
+			gpu = strings.Trim(strings.Join(strings.Fields(fmt.Sprint(e.GPUs)), ","), "[]")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Name, e.Runtime, e.Kind, e.Model, gpu,
 			stateText(e), pid, e.Restarts, e.Since.Local().Format(time.TimeOnly), e.LastError)
 	}
 	return tw.Flush()
