@@ -69,6 +69,9 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	if *kvReplay != "" && *kvEvents == "" {
 		return fmt.Errorf("%w: --kv-replay needs --kv-events", errUsage)
 	}
+	if *tp < 1 {
+		return fmt.Errorf("%w: --tensor-parallel-size must be at least 1", errUsage)
+	}
 	if !(*speedup > 0) {
 		return fmt.Errorf("%w: --speedup must be positive", errUsage)
 	}
