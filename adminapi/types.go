@@ -18,11 +18,14 @@ type EngineList struct {
 
 // Engine is one engine of the daemon.
 type Engine struct {
-	Name      string `json:"name"`
-	Runtime   string `json:"runtime"`
-	Kind      string `json:"kind"`
-	Model     string `json:"model"`
-	GPU       int    `json:"gpu"`
+	Name    string `json:"name"`
+	Runtime string `json:"runtime"`
+	Kind    string `json:"kind"`
+	Model   string `json:"model"`
+	GPU     int    `json:"gpu"`
+	// GPUs are the CUDA indices of every GPU of a tensor-parallel engine,
+	// GPU first; empty for an engine on one GPU.
+	GPUs      []int  `json:"gpus,omitempty"`
 	GPUName   string `json:"gpu_name,omitempty"`
 	State     string `json:"state"`
 	PID       int    `json:"pid,omitempty"`

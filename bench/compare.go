@@ -42,6 +42,10 @@ type Comparison struct {
 	// MaxModelLen is every simulated engine's max_model_len (0: the
 	// model's).
 	MaxModelLen int
+	// TP is the simulated engines' tensor parallel size: one engine per TP
+	// GPUs (0: one per GPU); KVCacheDtype their KV cache dtype ("": auto).
+	TP           int
+	KVCacheDtype string
 	// Seed is the first run's seed; Runs runs use Seed, Seed+1, ... and are
 	// reported by their spread when there are several.
 	Seed uint64
@@ -218,7 +222,7 @@ func (c Comparison) runner(ctx context.Context, seed uint64) (Runner, error) {
 	}
 	s, err := NewSim(SimConfig{GPUs: c.GPUs, Model: c.Model, EventLatency: latency,
 		KVOffloadingGiB: offload, StoreDir: storeDir, DiskGBps: c.DiskGBps, RestartAt: c.RestartAt,
-		Seed: int64(seed), Engine: sim.Config{MaxModelLen: c.MaxModelLen}})
+		Seed: int64(seed), Engine: sim.Config{MaxModelLen: c.MaxModelLen, TP: c.TP, KVCacheDtype: c.KVCacheDtype}})
 	if err != nil {
 		return nil, &ConfigError{err}
 	}

@@ -211,7 +211,7 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 		}
 		space = d.store.Space(kvbm.SpaceName("vllm", cfg.Model, tokenizer.DefaultBlockSize))
 	}
-	for i, gpu := range cfg.GPUs {
+	for i, gpu := range cfg.engineGPUs() {
 		profile := s.profiles[gpu]
 		e := &desEngine{d: d, gpu: gpu, speed: profile.PrefillTokensPerSec}
 		ec := cfg.engineConfig(gpu)

@@ -22,19 +22,22 @@ const DefaultEventLatency = 5 * time.Millisecond
 // DefaultSimModel is the model a simulated cluster serves by default.
 const DefaultSimModel = "qwen3-14b-fp8"
 
-// SimConfig describes a simulated cluster: one engine per GPU, all serving
-// one model, behind one router. Zero fields take the documented defaults.
+// SimConfig describes a simulated cluster: one engine per GPU (per
+// Engine.TP GPUs), all serving one model, behind one router. Zero fields
+// take the documented defaults.
 type SimConfig struct {
-	// GPUs names the GPU of each engine, as runtime/sim knows them
-	// ("rtx4090", "rtx3090", "h100"). At least one, at most
-	// router.MaxWorkers.
+	// GPUs names the GPUs, as runtime/sim knows them ("rtx4090",
+	// "rtx3090", "h100"): each engine runs on Engine.TP consecutive ones of
+	// one kind (tensor parallelism; one GPU each by default). At least one
+	// engine, at most router.MaxWorkers.
 	GPUs []string
 	// Model is the served model (DefaultSimModel).
 	Model string
 	// Engine is the template of every engine's configuration; its GPU and
 	// Model are replaced by the fields above and its Seed by Seed, so that
 	// every engine hashes blocks alike, as vLLM engines with one
-	// PYTHONHASHSEED do.
+	// PYTHONHASHSEED do. Its TP and KVCacheDtype are the layout of every
+	// engine.
 	Engine sim.Config
 	// Router is the router's configuration; its Policy is replaced by the
 	// policy of each run and its Seed by Seed.
@@ -120,10 +123,22 @@ func (c SimConfig) WithDefaults() SimConfig {
 // Validate checks a config after WithDefaults: every engine must be able to
 // start and the router must accept its configuration.
 func (c SimConfig) Validate() error {
-	if len(c.GPUs) == 0 || len(c.GPUs) > router.MaxWorkers {
-		return fmt.Errorf("bench: sim: %w: %d engines, want 1 to %d", ErrBadSim, len(c.GPUs), router.MaxWorkers)
+	tp := max(c.Engine.TP, 1)
+	if len(c.GPUs)%tp != 0 {
+		return fmt.Errorf("bench: sim: %w: --tp %d splits each engine over %d GPUs, and %d GPUs do not divide by it", ErrBadSim, tp, tp, len(c.GPUs))
 	}
-	for _, gpu := range c.GPUs {
+	for i := 0; i < len(c.GPUs); i += tp {
+		for _, g := range c.GPUs[i : i+tp] {
+			if g != c.GPUs[i] {
+				return fmt.Errorf("bench: sim: %w: a tensor-parallel engine on a %s and a %s: its GPUs must be of one kind", ErrBadSim, c.GPUs[i], g)
+			}
+		}
+	}
+	engines := c.engineGPUs()
+	if len(engines) == 0 || len(engines) > router.MaxWorkers {
+		return fmt.Errorf("bench: sim: %w: %d engines, want 1 to %d", ErrBadSim, len(engines), router.MaxWorkers)
+	}
+	for _, gpu := range engines {
 		if err := c.engineConfig(gpu).Validate(); err != nil {
 			return fmt.Errorf("bench: sim: %w: %w", ErrBadSim, err)
 		}
@@ -135,6 +150,16 @@ func (c SimConfig) Validate() error {
 		return fmt.Errorf("bench: sim: %w: %w", ErrBadSim, err)
 	}
 	return nil
+}
+
+// engineGPUs is the GPU kind of each engine: the first of its TP GPUs.
+func (c SimConfig) engineGPUs() []string {
+	tp := max(c.Engine.TP, 1)
+	var out []string
+	for i := 0; i+tp <= len(c.GPUs); i += tp {
+		out = append(out, c.GPUs[i])
+	}
+	return out
 }
 
 func (c SimConfig) engineConfig(gpu string) sim.Config {
@@ -165,7 +190,7 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 		return nil, err
 	}
 	s := &Sim{cfg: cfg, profiles: make(map[string]catalog.Profile)}
-	for _, gpu := range cfg.GPUs {
+	for _, gpu := range cfg.engineGPUs() {
 		if _, done := s.profiles[gpu]; done {
 			continue
 		}
@@ -201,15 +226,20 @@ func (s *Sim) MaxModelLen() int {
 // cache and measured prefill speed, the model and the event latency.
 func (s *Sim) Describe() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "simulated %d engines, %s:", len(s.cfg.GPUs), s.cfg.Model)
+	engines := s.cfg.engineGPUs()
+	fmt.Fprintf(&b, "simulated %d engines, %s", len(engines), s.cfg.Model)
+	if l := (catalog.Layout{TP: s.cfg.Engine.TP, KVCacheDtype: s.cfg.Engine.KVCacheDtype}); l.TPSize() > 1 || l.FP8KV() {
+		fmt.Fprintf(&b, " (%s)", l)
+	}
+	b.WriteString(":")
 	seen := map[string]bool{}
-	for _, gpu := range s.cfg.GPUs {
+	for _, gpu := range engines {
 		if seen[gpu] {
 			continue
 		}
 		seen[gpu] = true
 		n := 0
-		for _, g := range s.cfg.GPUs {
+		for _, g := range engines {
 			if g == gpu {
 				n++
 			}
@@ -218,7 +248,11 @@ func (s *Sim) Describe() string {
 		if core, err := sim.NewCore(s.cfg.engineConfig(gpu), nil); err == nil {
 			blocks, cpuBlocks = core.Config().NumGPUBlocks, core.Config().NumCPUBlocks
 		}
-		fmt.Fprintf(&b, " %dx %s (%d KV blocks", n, gpu, blocks)
+		label := gpu
+		if tp := max(s.cfg.Engine.TP, 1); tp > 1 {
+			label = fmt.Sprintf("%dx%s", tp, gpu)
+		}
+		fmt.Fprintf(&b, " %dx %s (%d KV blocks", n, label, blocks)
 		if cpuBlocks > 0 {
 			fmt.Fprintf(&b, " + %d in %g GiB RAM", cpuBlocks, s.cfg.KVOffloadingGiB)
 		}

@@ -425,6 +425,10 @@ func TestSimConfigErrors(t *testing.T) {
 		{"unknown model", SimConfig{GPUs: []string{"rtx4090"}, Model: "llama"}},
 		{"too many engines", SimConfig{GPUs: make([]string, router.MaxWorkers+1)}},
 		{"bad router", SimConfig{GPUs: []string{"rtx4090"}, Router: router.Config{SaturationFraction: 2}}},
+		{"tp does not divide the gpus", SimConfig{GPUs: []string{"rtx4090", "rtx4090", "rtx4090"}, Engine: sim.Config{TP: 2}}},
+		{"tp over two kinds", SimConfig{GPUs: []string{"rtx4090", "rtx3090"}, Engine: sim.Config{TP: 2}}},
+		{"tp the heads refuse", SimConfig{GPUs: []string{"rtx4090", "rtx4090", "rtx4090"}, Engine: sim.Config{TP: 3}}},
+		{"kv dtype not modelled", SimConfig{GPUs: []string{"rtx4090"}, Engine: sim.Config{KVCacheDtype: "int8"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := NewSim(tc.cfg); !errors.Is(err, ErrBadSim) {
@@ -458,5 +462,33 @@ func TestRunPlanRunsEveryPolicyAtEveryLevel(t *testing.T) {
 	}
 	if _, err := RunPlan(context.Background(), Plan{}, s); !errors.Is(err, ErrBadPlan) {
 		t.Errorf("empty plan: %v, want ErrBadPlan", err)
+	}
+}
+
+// TestSimTensorParallel: --tp 2 on two GPUs is one engine over both, with
+// the KV cache the planner gives it, twice that with FP8 KV, and one
+// worker for the router.
+func TestSimTensorParallel(t *testing.T) {
+	for _, tc := range []struct {
+		dtype  string
+		blocks int
+	}{
+		{"auto", 159536 / tokenizer.DefaultBlockSize},
+		{"fp8", 2 * 159536 / tokenizer.DefaultBlockSize},
+	} {
+		s := newTestSim(t, SimConfig{GPUs: []string{"rtx4090", "rtx4090"}, Engine: sim.Config{TP: 2, KVCacheDtype: tc.dtype}})
+		run, err := s.Run(context.Background(), smallAgentic(t, 1, 2), router.PolicyHearth, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(run.Engines) != 1 {
+			t.Fatalf("%s: %d engines, want one over two GPUs", tc.dtype, len(run.Engines))
+		}
+		if got := run.Engines[0].NumGPUBlocks; got < tc.blocks-1 || got > tc.blocks+1 {
+			t.Errorf("%s: %d KV blocks, want %d", tc.dtype, got, tc.blocks)
+		}
+		if run.Summary.Errors != 0 || run.Engines[0].Requests == 0 {
+			t.Errorf("%s: %d errors, %d requests", tc.dtype, run.Summary.Errors, run.Engines[0].Requests)
+		}
 	}
 }

@@ -31,7 +31,7 @@
 //	weights     = WeightBytes / TP                    (every MoE expert)
 //	non-torch   = 0.5 GiB (+0.5 GiB under TP)         (workspaces, CUDA graphs, NCCL)
 //	activations = (2 x Intermediate/TP + 4 x Hidden) x 2 B x max batched tokens (8192)
-//	KV/token    = 2 x Layers x max(KVHeads/TP, 1) x HeadDim x 2 B (BF16)
+//	KV/token    = 2 x Layers x max(KVHeads/TP, 1) x HeadDim x 2 B (BF16; 1 B in FP8)
 //
 // and the KV cache gets the rest of its share of the GPU (KVCacheBytes):
 //
@@ -77,6 +77,20 @@
 // at the disk's bandwidth before it (GPU.DiskLoadSeconds, DefaultDiskGBps).
 // The simulated engine (runtime/sim) schedules its steps and caches its
 // blocks itself and asks this model how long each takes.
+//
+// # Layouts
+//
+// A Layout is how engines spread one model over a node's GPUs: the tensor
+// parallel size, the KV cache dtype (FP8 halves a token's KV bytes) and the
+// model's YaRN context where it has one (Model.WithRopeScaling; Qwen3:
+// 131,072 tokens). RooflineOfLayout prices an engine of TP ranks per rank
+// (1/TP of the FLOPs and weights, its share of the KV heads) plus two
+// all-reduces per layer (GPU.AllReduceSeconds: over NVLink, or through host
+// memory on boards without it, as RTX 4090s have); docs/perf.md, "Engine
+// layouts", gives the figures and their sources. Candidates lists the
+// layouts of the catalog's models that fit a node's GPUs, for a planner
+// that compares them; ContextShortfall says when a planned context leaves
+// the agent clients' first prompts (AgentClients) too little room.
 //
 // ProfileOf estimates an engine's Profile from an EngineConfig: its KV
 // cache and host tier in blocks as the engine sizes them, and its prefill

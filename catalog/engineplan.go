@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/dustin/go-humanize"
 )
@@ -46,12 +47,13 @@ type EngineMemory struct {
 
 // PlanEngineMemory plans one engine serving repo (a catalog name or a Hugging Face repository, read from the
 // cache hub when the catalog lacks it) tensor-parallel over gpus, with at
-// most maxModelLen of context (0: the longest that fits). ok is false when
+// most maxModelLen of context (0: the longest that fits), its KV cache
+// dtype and rope scaling as layout says (its TP is len(gpus)). ok is false when
 // there is nothing to plan with: a GPU of unknown size (named by index,
 // without discovery) or a model Hearth has no shape for; the engine then
 // keeps its own defaults. A model that does not fit is an error with the
 // plan's sentence.
-func PlanEngineMemory(repo, hub string, gpus []GPUUse, maxModelLen int) (plan EngineMemory, ok bool, err error) {
+func PlanEngineMemory(repo, hub string, gpus []GPUUse, maxModelLen int, layout Layout) (plan EngineMemory, ok bool, err error) {
 	for _, g := range gpus {
 		if g.GPU.MemoryBytes == 0 {
 			return EngineMemory{}, false, nil
@@ -61,7 +63,11 @@ func PlanEngineMemory(repo, hub string, gpus []GPUUse, maxModelLen int) (plan En
 	if err != nil {
 		return EngineMemory{}, false, nil // the engine reads the model itself
 	}
-	req := PlanRequest{GPUs: gpus, Model: model, TP: len(gpus), MaxModelLen: maxModelLen}
+	layout.TP = len(gpus)
+	if model, err = ApplyLayout(model, layout); err != nil {
+		return EngineMemory{}, false, err
+	}
+	req := PlanRequest{GPUs: gpus, Model: model, TP: len(gpus), MaxModelLen: maxModelLen, KVCacheDtype: layout.KVCacheDtype}
 	p, err := PlanEngines(req)
 	if err != nil {
 		return EngineMemory{}, false, err
@@ -95,4 +101,44 @@ func otherProgramsNote(req PlanRequest, got EnginePlan) string {
 		note += fmt.Sprintf(", context cut to %s", humanize.Comma(int64(got.MaxModelLen)))
 	}
 	return note
+}
+
+// AgentClient is a coding-agent client and the tokens of its first prompt:
+// system prompt and tool definitions, which every turn of its sessions
+// repeats.
+type AgentClient struct {
+	Name              string
+	FirstPromptTokens int
+}
+
+// AgentClients are the clients Hearth serves, largest first prompt first:
+// their recorded first turns (shared/captures) replayed through Hearth's
+// gateway and the Qwen3 chat template.
+var AgentClients = []AgentClient{
+	{"Claude Code", 22300},
+	{"Codex", 8600},
+	{"OpenCode", 7200},
+}
+
+// ContextShortfall says in one sentence which agent clients' first prompts
+// do not fit a context of maxModelLen tokens and what would give more, ""
+// when all fit.
+func ContextShortfall(maxModelLen int) string {
+	var short []string
+	for _, c := range AgentClients {
+		if c.FirstPromptTokens >= maxModelLen {
+			short = append(short, fmt.Sprintf("%s's (%.1fk tokens)", c.Name, float64(c.FirstPromptTokens)/1000))
+		}
+	}
+	if len(short) == 0 {
+		for _, c := range AgentClients {
+			if c.FirstPromptTokens+AgentTurnTokens > maxModelLen {
+				return fmt.Sprintf("the planned context of %s tokens leaves %s under %s tokens after its %.1fk-token first prompt: --tp 2 or --kv-cache-dtype fp8 give more",
+					humanize.Comma(int64(maxModelLen)), c.Name, humanize.Comma(int64(AgentTurnTokens)), float64(c.FirstPromptTokens)/1000)
+			}
+		}
+		return ""
+	}
+	return fmt.Sprintf("the planned context of %s tokens is shorter than the first prompt of %s: --tp 2 or --kv-cache-dtype fp8 give more",
+		humanize.Comma(int64(maxModelLen)), strings.Join(short, ", "))
 }

@@ -46,6 +46,11 @@ type GPU struct {
 	// bandwidth tests measure (an H200 on PCIe 5.0 x16 copies 54-55 GB/s
 	// in large batches; 50 is kept for every 5.0 x16 board).
 	PCIeGBps float64
+	// NVLinkGBps is the board's NVLink bandwidth per direction in GB/s, 0
+	// for a board without NVLink (every GeForce board since the 4090, which
+	// also has no PCIe peer-to-peer: its tensor-parallel all-reduces go
+	// through host memory, see AllReduceSeconds).
+	NVLinkGBps float64
 }
 
 // gpus are the boards the catalog knows, consumer boards first. Figures are
@@ -109,13 +114,13 @@ var gpus = []GPU{
 		Kind: "h100", Name: "NVIDIA H100 80GB HBM3", Aliases: []string{"h100-80gb"},
 		MemoryBytes: 80 * gib, MemoryBandwidth: 3.35e12,
 		BF16FLOPS: 989e12, FP8FLOPS: 1979e12,
-		PCIeGen: 5, PCIeWidth: 16, PCIeGBps: 50,
+		PCIeGen: 5, PCIeWidth: 16, PCIeGBps: 50, NVLinkGBps: 450,
 	},
 	{
 		Kind: "h200", Name: "NVIDIA H200", Aliases: []string{"h200-141gb"},
 		MemoryBytes: 141 * gib, MemoryBandwidth: 4.8e12,
 		BF16FLOPS: 989e12, FP8FLOPS: 1979e12,
-		PCIeGen: 5, PCIeWidth: 16, PCIeGBps: 50,
+		PCIeGen: 5, PCIeWidth: 16, PCIeGBps: 50, NVLinkGBps: 450,
 	},
 }
 

@@ -56,11 +56,13 @@ type Memory struct {
 	KVBytesPerToken int
 }
 
-// MemoryOf is the memory one rank of an engine serving m at tensor
-// parallel size tp (1 for none) spends besides its KV cache, with the
-// activation peak sized for steps of maxBatchedTokens tokens.
-func MemoryOf(m Model, tp, maxBatchedTokens int) Memory {
-	tp = max(tp, 1)
+// MemoryOf is the memory one rank of an engine serving m in layout l (its
+// tensor parallel size and KV cache dtype) spends besides its KV cache, with
+// the activation peak sized for steps of maxBatchedTokens tokens. A dtype
+// the memory model does not know counts as BF16 (Layout.Validate rejects
+// it first).
+func MemoryOf(m Model, l Layout, maxBatchedTokens int) Memory {
+	tp := l.TPSize()
 	nonTorch := nonTorchReserveBytes
 	if tp > 1 {
 		nonTorch += tpReserveBytes
@@ -69,7 +71,7 @@ func MemoryOf(m Model, tp, maxBatchedTokens int) Memory {
 		WeightBytes:     m.WeightBytes / float64(tp),
 		NonTorchBytes:   nonTorch,
 		ActivationBytes: activationBytesPerToken(m, tp) * float64(maxBatchedTokens),
-		KVBytesPerToken: kvBytesPerToken(m, tp),
+		KVBytesPerToken: kvBytesPerToken(m, l),
 	}
 }
 
@@ -81,10 +83,16 @@ func activationBytesPerToken(m Model, tp int) float64 {
 	return float64(2*m.Intermediate/tp+4*m.Hidden) * 2
 }
 
-// kvBytesPerToken is one rank's share of a token's K and V.
-func kvBytesPerToken(m Model, tp int) int {
-	const bf16 = 2
-	return 2 * m.Layers * max(m.KVHeads/tp, 1) * m.HeadDim * bf16
+// kvBytesPerToken is one rank's share of a token's K and V in layout l:
+// KVHeads/TP heads, at least one (vLLM replicates a KV head on the ranks
+// that share it when TP exceeds the heads), of one byte per element in FP8
+// and two otherwise.
+func kvBytesPerToken(m Model, l Layout) int {
+	elem, ok := kvElementBytes(l.KVCacheDtype)
+	if !ok {
+		elem = 2
+	}
+	return 2 * m.Layers * max(m.KVHeads/l.TPSize(), 1) * m.HeadDim * elem
 }
 
 // ReservedBytes is all the rank holds besides its KV cache.

@@ -48,13 +48,19 @@ type Model struct {
 	// output (its config.json max_position_embeddings, vLLM's default
 	// --max-model-len).
 	MaxModelLen int
+	// RopeScaledMaxModelLen is the longer context the model's card serves
+	// with YaRN rope scaling, RopeOriginalMaxLen the positions it was
+	// trained on (YaRN's original_max_position_embeddings); 0 when the card
+	// gives none. Qwen3's cards: 131,072 from 32,768 (factor 4).
+	RopeScaledMaxModelLen int
+	RopeOriginalMaxLen    int
 }
 
 // KVBytesPerToken is the size of one token's K and V over all layers, in
 // BF16 (vLLM's default kv-cache dtype follows the activations, BF16, even
 // for FP8 weights).
 func (m Model) KVBytesPerToken() int {
-	return kvBytesPerToken(m, 1)
+	return kvBytesPerToken(m, Layout{})
 }
 
 // DisplayName is the model's name as its publisher writes it, the last part
@@ -80,20 +86,20 @@ var models = []Model{
 		Name: "qwen3-14b-fp8", Repo: "Qwen/Qwen3-14B-FP8", Family: FamilyQwen3,
 		Layers: 40, QueryHeads: 40, KVHeads: 8, HeadDim: 128,
 		Hidden: 5120, Intermediate: 17408,
-		Params: 14.8e9, WeightBytes: 15.7 * gib, FP8: true, MaxModelLen: 40960,
+		Params: 14.8e9, WeightBytes: 15.7 * gib, FP8: true, MaxModelLen: 40960, RopeScaledMaxModelLen: 131072, RopeOriginalMaxLen: 32768,
 	},
 	{
 		Name: "qwen3-8b", Repo: "Qwen/Qwen3-8B", Family: FamilyQwen3,
 		Layers: 36, QueryHeads: 32, KVHeads: 8, HeadDim: 128,
 		Hidden: 4096, Intermediate: 12288,
-		Params: 8.19e9, WeightBytes: 8.19e9 * 2, MaxModelLen: 40960,
+		Params: 8.19e9, WeightBytes: 8.19e9 * 2, MaxModelLen: 40960, RopeScaledMaxModelLen: 131072, RopeOriginalMaxLen: 32768,
 	},
 	{
 		Name: "qwen3-8b-fp8", Repo: "Qwen/Qwen3-8B-FP8", Family: FamilyQwen3,
 		Layers: 36, QueryHeads: 32, KVHeads: 8, HeadDim: 128,
 		Hidden: 4096, Intermediate: 12288,
 		// FP8 linear weights plus BF16 embedding and LM head (2 x 0.62e9).
-		Params: 8.19e9, WeightBytes: 8.19e9 + 2*0.622e9, FP8: true, MaxModelLen: 40960,
+		Params: 8.19e9, WeightBytes: 8.19e9 + 2*0.622e9, FP8: true, MaxModelLen: 40960, RopeScaledMaxModelLen: 131072, RopeOriginalMaxLen: 32768,
 	},
 	{
 		// Qwen3-32B: 64 layers, 64 query and 8 KV heads of 128, hidden
@@ -102,7 +108,7 @@ var models = []Model{
 		Name: "qwen3-32b-fp8", Repo: "Qwen/Qwen3-32B-FP8", Family: FamilyQwen3,
 		Layers: 64, QueryHeads: 64, KVHeads: 8, HeadDim: 128,
 		Hidden: 5120, Intermediate: 25600,
-		Params: 32.8e9, WeightBytes: 32.8e9 + 2*0.778e9, FP8: true, MaxModelLen: 40960,
+		Params: 32.8e9, WeightBytes: 32.8e9 + 2*0.778e9, FP8: true, MaxModelLen: 40960, RopeScaledMaxModelLen: 131072, RopeOriginalMaxLen: 32768,
 	},
 	{
 		// Qwen3-Coder-30B-A3B: 48 layers, 32 query and 4 KV heads of 128,
@@ -121,13 +127,13 @@ var models = []Model{
 		Name: "qwen3-4b-fp8", Repo: "Qwen/Qwen3-4B-FP8", Family: FamilyQwen3,
 		Layers: 36, QueryHeads: 32, KVHeads: 8, HeadDim: 128,
 		Hidden: 2560, Intermediate: 9728,
-		Params: 4.02e9, WeightBytes: 4.02e9 + 0.389e9, FP8: true, MaxModelLen: 40960,
+		Params: 4.02e9, WeightBytes: 4.02e9 + 0.389e9, FP8: true, MaxModelLen: 40960, RopeScaledMaxModelLen: 131072, RopeOriginalMaxLen: 32768,
 	},
 	{
 		Name: "qwen3-4b", Repo: "Qwen/Qwen3-4B", Family: FamilyQwen3,
 		Layers: 36, QueryHeads: 32, KVHeads: 8, HeadDim: 128,
 		Hidden: 2560, Intermediate: 9728,
-		Params: 4.02e9, WeightBytes: 4.02e9 * 2, MaxModelLen: 40960,
+		Params: 4.02e9, WeightBytes: 4.02e9 * 2, MaxModelLen: 40960, RopeScaledMaxModelLen: 131072, RopeOriginalMaxLen: 32768,
 	},
 }
 

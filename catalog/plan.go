@@ -40,6 +40,9 @@ type PlanRequest struct {
 	// MaxBatchedTokens is the token budget of one engine step that sizes
 	// the activation peak; 0 means DefaultMaxBatchedTokens.
 	MaxBatchedTokens int
+	// KVCacheDtype is the engines' KV cache dtype (--kv-cache-dtype):
+	// KVCacheAuto ("" too) or KVCacheFP8, which halves the bytes per token.
+	KVCacheDtype string
 }
 
 // Plan is what fits: the engines that serve the model and what to tell
@@ -47,6 +50,8 @@ type PlanRequest struct {
 type Plan struct {
 	Model Model
 	TP    int
+	// KVCacheDtype is the request's, "" for auto.
+	KVCacheDtype string
 	// MaxModelLen is every engine's context: the same for all, so that a
 	// conversation can move between them.
 	MaxModelLen int
@@ -112,17 +117,21 @@ func PlanEngines(req PlanRequest) (Plan, error) {
 	if err := checkRequest(req, tp); err != nil {
 		return Plan{}, err
 	}
+	layout := Layout{TP: tp, KVCacheDtype: req.KVCacheDtype}
+	if err := layout.Validate(); err != nil {
+		return Plan{}, err
+	}
 	batched := req.MaxBatchedTokens
 	if batched == 0 {
 		batched = DefaultMaxBatchedTokens
 	}
 	minCtx := minContext(m, req.MaxModelLen)
 
-	plan := Plan{Model: m, TP: tp}
+	plan := Plan{Model: m, TP: tp, KVCacheDtype: req.KVCacheDtype}
 	for start := 0; start < len(req.GPUs); start += tp {
-		e := planEngine(m, req.GPUs[start:start+tp], start, tp, batched)
+		e := planEngine(m, req.GPUs[start:start+tp], start, layout, batched)
 		if e.KVTokens < minCtx {
-			return Plan{}, notFit(m, e, tp, batched, req.MaxModelLen)
+			return Plan{}, notFit(m, e, layout, batched, req.MaxModelLen)
 		}
 		plan.Engines = append(plan.Engines, e)
 	}
@@ -188,8 +197,8 @@ func minContext(m Model, requested int) int {
 // the fraction every rank can take, each rank's KV cache at it, and the
 // smallest cache, which is the engine's (vLLM takes the minimum over
 // ranks).
-func planEngine(m Model, gpus []GPUUse, first, tp, batched int) EnginePlan {
-	mem := MemoryOf(m, tp, batched)
+func planEngine(m Model, gpus []GPUUse, first int, l Layout, batched int) EnginePlan {
+	mem := MemoryOf(m, l, batched)
 	util := DefaultMemoryFraction
 	for _, g := range gpus {
 		util = min(util, MemoryFraction(g.GPU.MemoryBytes, g.UsedBytes))
@@ -219,9 +228,10 @@ func planEngine(m Model, gpus []GPUUse, first, tp, batched int) EnginePlan {
 	return e
 }
 
-// fitsOn reports whether m serves from tp GPUs like g at a context of at
-// least minCtx.
-func fitsOn(m Model, g GPUUse, tp, batched, minCtx int) bool {
+// fitsOn reports whether m serves in layout l from l.TP GPUs like g at a
+// context of at least minCtx.
+func fitsOn(m Model, g GPUUse, l Layout, batched, minCtx int) bool {
+	tp := l.TPSize()
 	if m.QueryHeads%tp != 0 || (m.KVHeads%tp != 0 && tp%m.KVHeads != 0) {
 		return false
 	}
@@ -229,7 +239,7 @@ func fitsOn(m Model, g GPUUse, tp, batched, minCtx int) bool {
 	for i := range gpus {
 		gpus[i] = g
 	}
-	return planEngine(m, gpus, 0, tp, batched).KVTokens >= minCtx
+	return planEngine(m, gpus, 0, l, batched).KVTokens >= minCtx
 }
 
 // NotFitError says that a model does not fit a GPU, and what would.
@@ -309,7 +319,8 @@ func (e *NotFitError) Error() string {
 }
 
 // notFit explains why m does not fit engine e, and what would.
-func notFit(m Model, e EnginePlan, tp, batched, requested int) *NotFitError {
+func notFit(m Model, e EnginePlan, l Layout, batched, requested int) *NotFitError {
+	tp := l.TPSize()
 	g := e.GPUs[0]
 	for _, p := range e.GPUs {
 		if p.KVTokens < g.KVTokens || (p.KVTokens == g.KVTokens && p.FreeBytes < g.FreeBytes) {
@@ -326,15 +337,15 @@ func notFit(m Model, e EnginePlan, tp, batched, requested int) *NotFitError {
 	}
 	use := GPUUse{GPU: g.GPU, UsedBytes: g.UsedBytes}
 	if roundGiB(float64(g.UsedBytes)) > 0 { // the sentence names them
-		err.CloseOthers = fitsOn(m, GPUUse{GPU: g.GPU}, tp, batched, minCtx)
+		err.CloseOthers = fitsOn(m, GPUUse{GPU: g.GPU}, l, batched, minCtx)
 	}
-	if alt, ok := largestFitting(use, tp, batched, requested, func(o Model) bool {
+	if alt, ok := largestFitting(use, l, batched, requested, func(o Model) bool {
 		return o.Name != m.Name && o.WeightBytes < m.WeightBytes
 	}); ok {
 		err.TryModel = alt.Name
 	}
 	for _, t := range []int{2, 4, 8} {
-		if t > tp && fitsOn(m, use, t, batched, minCtx) {
+		if t > tp && fitsOn(m, use, Layout{TP: t, KVCacheDtype: l.KVCacheDtype}, batched, minCtx) {
 			err.TryTP = t
 			break
 		}
@@ -343,8 +354,9 @@ func notFit(m Model, e EnginePlan, tp, batched, requested int) *NotFitError {
 }
 
 // largestFitting is the catalog model with the most parameters (the fewest
-// weight bytes among equals) that keep passes and fits tp GPUs like g.
-func largestFitting(g GPUUse, tp, batched, requested int, keep func(Model) bool) (Model, bool) {
+// weight bytes among equals) that keep passes and fits layout l on GPUs
+// like g.
+func largestFitting(g GPUUse, l Layout, batched, requested int, keep func(Model) bool) (Model, bool) {
 	candidates := slices.Clone(models)
 	slices.SortStableFunc(candidates, func(a, b Model) int {
 		if a.Params != b.Params {
@@ -353,7 +365,7 @@ func largestFitting(g GPUUse, tp, batched, requested int, keep func(Model) bool)
 		return cmpFloat(a.WeightBytes, b.WeightBytes)
 	})
 	for _, m := range candidates {
-		if keep(m) && fitsOn(m, g, tp, batched, minContext(m, requested)) {
+		if keep(m) && fitsOn(m, g, l, batched, minContext(m, requested)) {
 			return m, true
 		}
 	}
@@ -384,7 +396,7 @@ func DefaultModel(gpus []GPUUse) (Model, error) {
 			smallest = g
 		}
 	}
-	if m, ok := largestFitting(smallest, 1, DefaultMaxBatchedTokens, 0, func(Model) bool { return true }); ok {
+	if m, ok := largestFitting(smallest, Layout{}, DefaultMaxBatchedTokens, 0, func(Model) bool { return true }); ok {
 		return m, nil
 	}
 	name := gpuShortName(smallest.GPU)

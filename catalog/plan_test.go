@@ -51,7 +51,7 @@ func TestMemoryFraction(t *testing.T) {
 
 func TestMemoryOf(t *testing.T) {
 	m14 := model(t, "qwen3-14b-fp8")
-	mem := MemoryOf(m14, 1, 8192)
+	mem := MemoryOf(m14, Layout{}, 8192)
 	// (2 x 17408 + 4 x 5120) x 2 bytes x 8192 tokens
 	if mem.WeightBytes != m14.WeightBytes || mem.NonTorchBytes != 0.5*gib ||
 		mem.ActivationBytes != 110592*8192 || mem.KVBytesPerToken != 160<<10 {
@@ -68,14 +68,14 @@ func TestMemoryOf(t *testing.T) {
 	}
 
 	m32 := model(t, "qwen3-32b-fp8")
-	tp2 := MemoryOf(m32, 2, 8192)
+	tp2 := MemoryOf(m32, Layout{TP: 2}, 8192)
 	if tp2.WeightBytes != m32.WeightBytes/2 || tp2.KVBytesPerToken != m32.KVBytesPerToken()/2 ||
 		tp2.NonTorchBytes != 1*gib || tp2.ActivationBytes != float64(25600+4*5120)*2*8192 {
 		t.Errorf("qwen3-32b-fp8 at tp 2: %+v", tp2)
 	}
 	// Four KV heads over eight ranks: each rank keeps one head.
 	coder := model(t, "qwen3-coder-30b-a3b-fp8")
-	if got, want := MemoryOf(coder, 8, 8192).KVBytesPerToken, 2*48*1*128*2; got != want {
+	if got, want := MemoryOf(coder, Layout{TP: 8}, 8192).KVBytesPerToken, 2*48*1*128*2; got != want {
 		t.Errorf("coder at tp 8: KV per token %d, want %d (one head per rank)", got, want)
 	}
 }

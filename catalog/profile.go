@@ -14,10 +14,13 @@ import (
 // catalog's figures; a serving engine's own report of its KV capacity
 // replaces the estimate's (Measured).
 type Profile struct {
-	GPUBlocks  int // KV cache blocks on the GPU
-	BlockSize  int // tokens per block
-	CPUBlocks  int // blocks of the host-RAM tier (0: none)
-	BlockBytes int // KV bytes of one block
+	GPUBlocks int // KV cache blocks on the GPU
+	BlockSize int // tokens per block
+	CPUBlocks int // blocks of the host-RAM tier (0: none)
+	// BlockBytes is the KV bytes of one block on one GPU: under tensor
+	// parallelism each GPU holds and reloads its share of a block over its
+	// own host link, at the same time as the others.
+	BlockBytes int
 	// PrefillTokensPerSec is the prompt throughput of one full-budget
 	// engine step on an empty engine: what a router would measure.
 	// LoadBytesPerSec is the host-to-device bandwidth a reload from the
@@ -59,10 +62,34 @@ type EngineConfig struct {
 	// --kv-offloading-size); 0: no tier.
 	CPUOffloadGiB float64
 	// NumCPUBlocks is that tier in blocks; 0 derives it from CPUOffloadGiB:
-	// GiB divided by the bytes of one block (all layers' K and V), as vLLM's
-	// CPU backend sizes its pool.
+	// GiB divided by the bytes of one block (all layers' K and V, over all
+	// TP ranks: vLLM's --kv-offloading-size is the sum over the ranks), as
+	// vLLM's CPU backend sizes its pool.
 	NumCPUBlocks int
+	// TP is the tensor parallel size: the engine runs on TP GPUs like GPU
+	// (0 or 1: one), each holding 1/TP of the weights and its share of the
+	// KV heads; the KV cache is each rank's, in blocks of the engine.
+	TP int
+	// KVCacheDtype is the KV cache's dtype (--kv-cache-dtype): "auto" ("")
+	// or an FP8 dtype, which halves the bytes of a token.
+	KVCacheDtype string
 }
+
+// Layout is the tensor parallel size and KV cache dtype of e.
+func (e EngineConfig) Layout() Layout {
+	return Layout{TP: e.TP, KVCacheDtype: e.KVCacheDtype}
+}
+
+// RankBlockBytes is the KV bytes of one block on one GPU of the engine;
+// BlockBytes the block's bytes over all its GPUs.
+func (e EngineConfig) RankBlockBytes() int {
+	return kvBytesPerToken(e.Model, e.Layout()) * e.BlockSize
+}
+
+func (e EngineConfig) BlockBytes() int { return e.RankBlockBytes() * e.Layout().TPSize() }
+
+// Roofline is the timing model of the engine.
+func (e EngineConfig) Roofline() Roofline { return RooflineOfLayout(e.GPU, e.Model, e.Layout()) }
 
 // ErrInvalidEngine is wrapped by ProfileOf's errors about its config.
 var ErrInvalidEngine = errors.New("invalid engine config")
@@ -84,18 +111,18 @@ func (e EngineConfig) Sized() EngineConfig {
 		return e
 	}
 	if e.NumGPUBlocks == 0 && e.BlockSize > 0 && e.MaxBatchedTokens > 0 {
+		mem := MemoryOf(e.Model, e.Layout(), e.MaxBatchedTokens)
 		if e.SGLang {
-			mem := MemoryOf(e.Model, 1, e.MaxBatchedTokens)
 			e.NumGPUBlocks = mem.KVBlocks(mem.SGLangKVCacheBytes(e.GPU.MemoryBytes, e.MemoryFraction), e.BlockSize)
 		} else {
-			e.NumGPUBlocks = KVCacheBlocks(e.GPU, e.Model, e.BlockSize, e.MaxBatchedTokens, e.MemoryFraction)
+			e.NumGPUBlocks = mem.KVBlocks(mem.KVCacheBytes(e.GPU.MemoryBytes, e.MemoryFraction), e.BlockSize)
 		}
 	}
 	if e.MaxModelLen == 0 {
 		e.MaxModelLen = min(e.Model.MaxModelLen, e.NumGPUBlocks*e.BlockSize)
 	}
 	if e.NumCPUBlocks == 0 && e.CPUOffloadGiB > 0 && e.BlockSize > 0 {
-		e.NumCPUBlocks = int(math.Floor(e.CPUOffloadGiB * gib / float64(e.Model.KVBytesPerToken()*e.BlockSize)))
+		e.NumCPUBlocks = int(math.Floor(e.CPUOffloadGiB * gib / float64(e.BlockBytes())))
 	}
 	return e
 }
@@ -105,7 +132,7 @@ func (e EngineConfig) Sized() EngineConfig {
 // non-torch memory - activation peak) divided by the bytes of one block. It
 // returns 0 when nothing is left.
 func KVCacheBlocks(gpu GPU, model Model, blockSize, maxBatchedTokens int, fraction float64) int {
-	mem := MemoryOf(model, 1, maxBatchedTokens)
+	mem := MemoryOf(model, Layout{}, maxBatchedTokens)
 	return mem.KVBlocks(mem.KVCacheBytes(gpu.MemoryBytes, fraction), blockSize)
 }
 
@@ -120,6 +147,14 @@ func (e EngineConfig) Validate() error {
 		return fmt.Errorf("max_num_batched_tokens %d < 1", e.MaxBatchedTokens)
 	case !(e.MemoryFraction > 0 && e.MemoryFraction <= 1):
 		return fmt.Errorf("gpu_memory_utilization %v not in (0, 1]", e.MemoryFraction)
+	case e.TP < 0 || e.TP > 64:
+		return fmt.Errorf("tensor parallel size %d out of range 1..64", e.TP)
+	case e.Model.QueryHeads > 0 && (e.Model.QueryHeads%e.Layout().TPSize() != 0 ||
+		(e.Model.KVHeads%e.Layout().TPSize() != 0 && e.Layout().TPSize()%max(e.Model.KVHeads, 1) != 0)):
+		return fmt.Errorf("%d attention heads and %d KV heads are not divisible by tensor parallel size %d",
+			e.Model.QueryHeads, e.Model.KVHeads, e.Layout().TPSize())
+	case e.Layout().Validate() != nil:
+		return e.Layout().Validate()
 	case !(e.CPUOffloadGiB >= 0 && e.CPUOffloadGiB <= 1<<20):
 		return fmt.Errorf("kv offloading size %v GiB not in [0, 1 TiB]", e.CPUOffloadGiB)
 	case e.NumCPUBlocks < 0:
@@ -156,7 +191,7 @@ func ProfileOf(e EngineConfig) (Profile, error) {
 	}
 	var prefill StepLoad
 	prefill.Add(0, n)
-	roofline := RooflineOf(e.GPU, e.Model)
+	roofline := e.Roofline()
 	d := roofline.StepDuration(&prefill)
 	if d <= 0 {
 		return Profile{}, errors.New("profile: prefill step took no time")
@@ -165,7 +200,7 @@ func ProfileOf(e EngineConfig) (Profile, error) {
 		GPUBlocks:           e.NumGPUBlocks,
 		BlockSize:           e.BlockSize,
 		CPUBlocks:           e.NumCPUBlocks,
-		BlockBytes:          e.Model.KVBytesPerToken() * e.BlockSize,
+		BlockBytes:          e.RankBlockBytes(),
 		PrefillTokensPerSec: float64(n) / d.Seconds(),
 		LoadBytesPerSec:     e.GPU.HostLoadBytesPerSec(),
 		MaxModelLen:         e.MaxModelLen,

@@ -62,7 +62,7 @@ func TestProfileOfSGLangSizesItsPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := MemoryOf(base.Model, 1, DefaultMaxBatchedTokens)
+	mem := MemoryOf(base.Model, Layout{}, DefaultMaxBatchedTokens)
 	if want := mem.KVBlocks(mem.SGLangKVCacheBytes(base.GPU.MemoryBytes, DefaultMemoryFraction), tokenizer.DefaultBlockSize); s.GPUBlocks != want {
 		t.Errorf("SGLang pool %d blocks, want %d", s.GPUBlocks, want)
 	}

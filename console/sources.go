@@ -31,7 +31,10 @@ type Engine struct {
 	Worker string
 	Node   string // host the GPU is in
 	GPU    string // marketing name, "NVIDIA GeForce RTX 4090"
-	Model  string // served model, "" when unknown
+	// GPUCount is how many GPUs the engine runs on (tensor parallelism
+	// over GPUs like GPU); 0 and 1 mean one. The card names them all.
+	GPUCount int
+	Model    string // served model, "" when unknown
 	// Image is the container image the engine runs, "" outside containers.
 	Image string
 	// State is the engine's life stage: starting, loading, ready,

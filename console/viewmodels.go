@@ -252,7 +252,7 @@ func gpuCardVM(cfg Config, e Engine, w workerView) components.GPUCard {
 		DOMID:         domID("gpu-", e.Worker),
 		Worker:        e.Worker,
 		Node:          e.Node,
-		GPU:           cmp.Or(e.GPU, "Unknown GPU"),
+		GPU:           gpuLabel(e),
 		Model:         e.Model,
 		Image:         e.Image,
 		Running:       e.Running,
@@ -745,4 +745,14 @@ func stateClass(state string) string {
 		return "bad"
 	}
 	return ""
+}
+
+// gpuLabel names a card's GPUs: "NVIDIA GeForce RTX 4090", or "2× NVIDIA
+// GeForce RTX 4090" for one engine over two.
+func gpuLabel(e Engine) string {
+	name := cmp.Or(e.GPU, "Unknown GPU")
+	if e.GPUCount > 1 {
+		return strconv.Itoa(e.GPUCount) + "× " + name
+	}
+	return name
 }

@@ -74,6 +74,12 @@ func adminEngineOf(st hruntime.Status) adminapi.Engine {
 		Since: st.Since.UTC(), KVBlocks: st.Profile.GPUBlocks,
 	}
 	e.Tokenizer = adminTokenizerOf(st.Tokenizer)
+	if len(st.TensorParallel) > 0 { // one engine over several GPUs
+		e.GPUs = []int{st.GPU.Index}
+		for _, g := range st.TensorParallel {
+			e.GPUs = append(e.GPUs, g.Index)
+		}
+	}
 	if st.Load.Phase != "" && st.Load.Progress >= 0 {
 		p := st.Load.Progress
 		e.Progress = &p

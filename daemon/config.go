@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/api/store"
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
@@ -80,8 +81,14 @@ type Config struct {
 	Engine        string
 	GPUs          []GPURef // none: every GPU discovery finds
 	TP            int      // GPUs per engine
-	MaxModelLen   int
-	StopTimeout   time.Duration
+	// KVCacheDtype is the engines' KV cache dtype (--kv-cache-dtype): ""
+	// or "auto" for the model's, "fp8" for half the bytes per token.
+	KVCacheDtype string
+	// RopeScaling serves the model's longer YaRN context where it has one
+	// (--rope-scaling; Qwen3: 131,072 tokens).
+	RopeScaling bool
+	MaxModelLen int
+	StopTimeout time.Duration
 	// EngineArgs are appended to every engine's command line.
 	EngineArgs []string
 
@@ -139,12 +146,13 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("%w: --engine-runtime sim runs simulated GPUs: add --sim 2x4090", ErrUsage)
 	case cfg.TP < 1:
 		return fmt.Errorf("%w: --tp must be at least 1", ErrUsage)
-	case cfg.TP > 1 && cfg.EngineRuntime == RuntimeSim:
-		return fmt.Errorf("%w: --tp splits a real engine over GPUs: add --engine vllm or sglang", ErrUsage)
 	case cfg.KeepEngines && cfg.EngineRuntime != RuntimeDocker:
 		return fmt.Errorf("%w: --keep-engines needs --engine-runtime docker", ErrUsage)
 	case cfg.Cluster.Join != "" && cfg.Cluster.AskJoin != "":
 		return fmt.Errorf("%w: --join (with a token) and --ask-join (the owner accepts) are two ways to join: give one", ErrUsage)
+	}
+	if err := (catalog.Layout{KVCacheDtype: cfg.KVCacheDtype}).Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	if cfg.Engine != "" {
 		if _, err := hruntime.KindOf(cfg.Engine); err != nil {

@@ -78,7 +78,7 @@ func engineOf(st hruntime.Status, gpu nodes.GPU, stats hruntime.Stats, scrapeErr
 	total := st.Profile.GPUBlocks
 	used := min(int(stats.KVUsage*float64(total)+0.5), total)
 	e := console.Engine{
-		Worker: st.Name, Node: gpu.Node, GPU: gpu.Name, Model: st.Model, Image: st.Image, State: string(st.State),
+		Worker: st.Name, Node: gpu.Node, GPU: gpu.Name, GPUCount: 1 + len(st.TensorParallel), Model: st.Model, Image: st.Image, State: string(st.State),
 		MemoryUsed: memUsed, MemoryTotal: gpu.MemoryTotal, UtilizationPct: gpu.UtilizationPct, TemperatureC: gpu.TemperatureC,
 		PowerDrawW: gpu.PowerDrawW, PowerLimitW: gpu.PowerLimitW, GPULost: gpu.Lost, GPUErr: gpu.Err,
 		TotalBlocks: total, UsedBlocks: used, CachedFreeBlocks: max(min(cachedBlocks, total)-used, 0),
@@ -133,6 +133,6 @@ func memoryInUse(st hruntime.Status, usedBlocks int) uint64 {
 	if !ok || st.Profile.BlockBytes <= 0 {
 		return 0
 	}
-	weights := catalog.MemoryOf(m, 1, catalog.DefaultMaxBatchedTokens).WeightBytes
+	weights := catalog.MemoryOf(m, catalog.Layout{}, catalog.DefaultMaxBatchedTokens).WeightBytes
 	return uint64(weights) + uint64(usedBlocks)*uint64(st.Profile.BlockBytes)
 }

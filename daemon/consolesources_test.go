@@ -54,7 +54,7 @@ func TestEngineOf(t *testing.T) {
 		t.Fatalf("the catalog does not know %s", ready.Model)
 	}
 	// The weights and the 100 blocks (10% of 1,000) running requests hold.
-	inUse := uint64(catalog.MemoryOf(model, 1, catalog.DefaultMaxBatchedTokens).WeightBytes) + 100*(2<<20)
+	inUse := uint64(catalog.MemoryOf(model, catalog.Layout{}, catalog.DefaultMaxBatchedTokens).WeightBytes) + 100*(2<<20)
 	unknownModel := ready
 	unknownModel.Model = "someone/unheard-of-7b"
 	const reservation = 24 * gib * 9 / 10

@@ -81,13 +81,16 @@ func TestKindWithoutKVEventsIsRoutedOnPredictedCache(t *testing.T) {
 // TestKindJSONKeepsSim: the engines API names an engine the simulator
 // plays from its spec "sim", as before kinds were descriptors.
 func TestKindJSONKeepsSim(t *testing.T) {
-	for st, want := range map[hruntime.Status]string{
-		{Engine: hruntime.KindVLLM, Simulated: true}: "sim",
-		{Engine: hruntime.KindVLLM}:                  "vllm",
-		{Engine: hruntime.KindSGLang}:                "sglang",
+	for _, tc := range []struct {
+		st   hruntime.Status
+		want string
+	}{
+		{hruntime.Status{Engine: hruntime.KindVLLM, Simulated: true}, "sim"},
+		{hruntime.Status{Engine: hruntime.KindVLLM}, "vllm"},
+		{hruntime.Status{Engine: hruntime.KindSGLang}, "sglang"},
 	} {
-		if got := kindJSON(st); got != want {
-			t.Errorf("kindJSON(%+v) = %q, want %q", st, got, want)
+		if got := kindJSON(tc.st); got != tc.want {
+			t.Errorf("kindJSON(%+v) = %q, want %q", tc.st, got, tc.want)
 		}
 	}
 }

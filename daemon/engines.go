@@ -72,6 +72,11 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 		for _, g := range gpus[i*tp+1 : (i+1)*tp] {
 			peers = append(peers, toSpec(g))
 		}
+		model := cfg.Models[i%len(cfg.Models)]
+		overrides, err := modelOverrides(cfg, model)
+		if err != nil {
+			return nil, nil, err
+		}
 		spec := hruntime.Spec{
 			Name:      fmt.Sprintf("%s/gpu%d", gpu.Node, gpu.Index),
 			Engine:    engine,
@@ -84,6 +89,8 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 			GPU:             toSpec(gpu),
 			TensorParallel:  peers,
 			MaxModelLen:     cfg.MaxModelLen,
+			KVCacheDtype:    kvCacheDtypeOf(cfg),
+			ModelOverrides:  overrides,
 			KVOffloadingGiB: cfg.KVOffloadGiB,
 			KVStoreDir:      cfg.KVStoreDir,
 			Speedup:         cfg.Speedup,
@@ -136,7 +143,8 @@ func planMemory(spec *hruntime.Spec, cfg Config, gpus []nodes.GPU) (note string,
 	if cfg.HFCache != "" {
 		hub = filepath.Join(cfg.HFCache, "hub")
 	}
-	plan, ok, err := catalog.PlanEngineMemory(spec.ModelPath, hub, uses, spec.MaxModelLen)
+	layout := catalog.Layout{KVCacheDtype: spec.KVCacheDtype, RopeScaling: spec.ModelOverrides != ""}
+	plan, ok, err := catalog.PlanEngineMemory(spec.ModelPath, hub, uses, spec.MaxModelLen, layout)
 	if err != nil {
 		return "", 0, fmt.Errorf("up: engine %s: %w", spec.Name, err)
 	}
@@ -146,6 +154,33 @@ func planMemory(spec *hruntime.Spec, cfg Config, gpus []nodes.GPU) (note string,
 	spec.GPUMemoryUtilization = spec.Engine.Descriptor().MemoryFraction(plan.Engine)
 	spec.MaxModelLen = plan.MaxModelLen
 	return plan.Note, plan.KVCacheBytes, nil
+}
+
+// kvCacheDtypeOf is the KV cache dtype the engines are told: none for the
+// default, so that their command lines stay as they were.
+func kvCacheDtypeOf(cfg Config) string {
+	if cfg.KVCacheDtype == catalog.KVCacheAuto {
+		return ""
+	}
+	return cfg.KVCacheDtype
+}
+
+// modelOverrides is the override of model's config.json that --rope-scaling
+// asks for (its YaRN context), "" without the flag; a model without a
+// longer context is a usage error.
+func modelOverrides(cfg Config, model string) (string, error) {
+	if !cfg.RopeScaling {
+		return "", nil
+	}
+	m, ok := catalog.LookupModel(model)
+	if !ok {
+		return "", fmt.Errorf("%w: --rope-scaling: Hearth knows no longer context of %s", ErrUsage, model)
+	}
+	js := m.RopeScalingJSON()
+	if js == "" {
+		return "", fmt.Errorf("%w: --rope-scaling: %s has no longer context with rope scaling", ErrUsage, m.DisplayName())
+	}
+	return js, nil
 }
 
 // gpuUseOf is a GPU as the planner sees it.
@@ -199,10 +234,16 @@ func estimateProfile(spec hruntime.Spec) (catalog.Profile, error) {
 		// will say its capacity.
 		return catalog.Profile{BlockSize: tokenizer.DefaultBlockSize, MaxModelLen: spec.MaxModelLen}, nil
 	}
+	if spec.ModelOverrides != "" {
+		if long, ok := model.WithRopeScaling(); ok {
+			model = long
+		}
+	}
 	return catalog.ProfileOf(catalog.EngineConfig{
 		GPU: gpu, Model: model, SGLang: spec.Engine == hruntime.KindSGLang,
 		NumGPUBlocks: spec.NumGPUBlocks, MaxModelLen: spec.MaxModelLen,
 		MemoryFraction: spec.GPUMemoryUtilization, CPUOffloadGiB: spec.KVOffloadingGiB,
+		TP: len(spec.GPUs()), KVCacheDtype: spec.KVCacheDtype,
 	})
 }
 
@@ -238,4 +279,21 @@ func newLocalLauncher(cfg Config, tok *tokenizer.Model, store *kvbm.NodeStore, l
 		}
 		return l, nil
 	}
+}
+
+// contextShortfall says when the shortest context the engines are planned
+// with leaves the agent clients' first prompts too little room
+// (catalog.ContextShortfall), "" when it does not or no engine's context
+// is known.
+func contextShortfall(specs []hruntime.Spec) string {
+	shortest := 0
+	for _, s := range specs {
+		if n := s.Estimate.MaxModelLen; n > 0 && (shortest == 0 || n < shortest) {
+			shortest = n
+		}
+	}
+	if shortest == 0 {
+		return ""
+	}
+	return catalog.ContextShortfall(shortest)
 }

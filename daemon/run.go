@@ -67,6 +67,9 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	if err != nil {
 		return err
 	}
+	if short := contextShortfall(specs); short != "" {
+		log.Warn(short)
+	}
 	if cfg.EngineRuntime == "docker" {
 		cfg.cudaVersion = inv.Host.CUDADriverVersion
 	}

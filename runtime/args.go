@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -137,6 +138,15 @@ func SimEngineArgs(spec Spec, p Ports) []string {
 	}
 	if spec.MaxModelLen > 0 {
 		args = append(args, "--max-model-len", strconv.Itoa(spec.MaxModelLen))
+	}
+	if tp := len(spec.GPUs()); tp > 1 {
+		args = append(args, "--tensor-parallel-size", strconv.Itoa(tp))
+	}
+	if spec.KVCacheDtype != "" {
+		args = append(args, "--kv-cache-dtype", catalog.KVCacheDtypeFlag(spec.KVCacheDtype, spec.Engine == KindSGLang))
+	}
+	if spec.ModelOverrides != "" {
+		args = append(args, "--hf-overrides", spec.ModelOverrides)
 	}
 	if spec.KVOffloadingGiB > 0 {
 		args = append(args, "--kv-offloading-size", formatFloat(spec.KVOffloadingGiB))

@@ -15,6 +15,7 @@ var testPorts = Ports{Host: "127.0.0.1", HTTP: 8100, KVEvents: 5557, Replay: 555
 // block or page size 16, the parsers of the model's family, the planned
 // memory, context and host tier.
 func TestEngineArgs(t *testing.T) {
+	const yarn = `{"max_position_embeddings":131072,"rope_scaling":{"rope_type":"yarn","factor":4,"original_max_position_embeddings":32768}}`
 	spec := Spec{
 		Name: "gpu0", Engine: KindVLLM, Model: "qwen3-14b-fp8", ModelPath: "Qwen/Qwen3-14B-FP8",
 		MaxModelLen: 32768, GPUMemoryUtilization: 0.9, KVOffloadingGiB: 32,
@@ -60,6 +61,29 @@ func TestEngineArgs(t *testing.T) {
 		},
 			`/usr/bin/hearth sim-engine --listen 127.0.0.1:8100 --kv-events tcp://127.0.0.1:5557 --kv-replay tcp://127.0.0.1:5558 --kv-events-topic kv-events ` +
 				`--model qwen3-8b --block-size 16 --seed 0 --tool-calls 2-4 --allow-write-tools`},
+		{"vllm, tp 2, fp8 KV, yarn", func(s Spec) Spec {
+			s.TensorParallel, s.KVCacheDtype, s.ModelOverrides, s.KVOffloadingGiB = []GPU{{Index: 1}}, "fp8", yarn, 0
+			return s
+		},
+			`vllm serve Qwen/Qwen3-14B-FP8 --served-model-name qwen3-14b-fp8 --host 127.0.0.1 --port 8100 --block-size 16 ` +
+				`--kv-events-config {"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","publisher":"zmq","replay_endpoint":"tcp://*:5558","topic":"kv-events"} ` +
+				`--enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser qwen3 --tensor-parallel-size 2 --gpu-memory-utilization 0.9 --max-model-len 32768 ` +
+				`--kv-cache-dtype fp8 --hf-overrides ` + yarn},
+		{"sglang, tp 2, fp8 KV, yarn", func(s Spec) Spec {
+			s.Engine, s.TensorParallel, s.KVCacheDtype, s.ModelOverrides, s.KVOffloadingGiB = KindSGLang, []GPU{{Index: 1}}, "fp8", yarn, 0
+			return s
+		},
+			`python3 -m sglang.launch_server --model-path Qwen/Qwen3-14B-FP8 --served-model-name qwen3-14b-fp8 --host 127.0.0.1 --port 8100 --page-size 16 ` +
+				`--kv-events-config {"endpoint":"tcp://*:5557","publisher":"zmq","replay_endpoint":"tcp://*:5558","topic":"kv-events"} --enable-metrics ` +
+				`--tool-call-parser qwen25 --reasoning-parser qwen3 --tp-size 2 --mem-fraction-static 0.9 --context-length 32768 ` +
+				`--kv-cache-dtype fp8_e4m3 --json-model-override-args ` + yarn},
+		{"sim, tp 2, fp8 KV, yarn", func(s Spec) Spec {
+			s.Simulated, s.Engine, s.TensorParallel, s.KVCacheDtype, s.ModelOverrides, s.KVOffloadingGiB = true, KindSGLang, []GPU{{Index: 1}}, "fp8", yarn, 0
+			return s
+		},
+			`/usr/bin/hearth sim-engine --listen 127.0.0.1:8100 --kv-events tcp://127.0.0.1:5557 --kv-replay tcp://127.0.0.1:5558 --kv-events-topic kv-events ` +
+				`--flavor sglang --model qwen3-14b-fp8 --block-size 16 --seed 0 --gpu-memory-utilization 0.9 --max-model-len 32768 ` +
+				`--tensor-parallel-size 2 --kv-cache-dtype fp8_e4m3 --hf-overrides ` + yarn},
 		{"sim, no tool calls", func(s Spec) Spec {
 			s.Simulated, s.Model, s.MaxModelLen, s.KVOffloadingGiB, s.GPUMemoryUtilization = true, "qwen3-8b", 0, 0, 0
 			s.MaxToolCalls = -1

@@ -110,6 +110,12 @@ func sglangArgs(spec Spec, p Ports) []string {
 	if spec.MaxModelLen > 0 {
 		args = append(args, "--context-length", strconv.Itoa(spec.MaxModelLen))
 	}
+	if spec.KVCacheDtype != "" {
+		args = append(args, "--kv-cache-dtype", catalog.KVCacheDtypeFlag(spec.KVCacheDtype, true))
+	}
+	if spec.ModelOverrides != "" {
+		args = append(args, "--json-model-override-args", spec.ModelOverrides)
+	}
 	if gib := sglangHostGiB(spec); gib > 0 {
 		args = append(args, "--enable-hierarchical-cache", "--hicache-size", strconv.Itoa(gib),
 			"--hicache-write-policy", "write_through")

@@ -93,6 +93,12 @@ func vllmArgs(spec Spec, p Ports) []string {
 	if spec.MaxModelLen > 0 {
 		args = append(args, "--max-model-len", strconv.Itoa(spec.MaxModelLen))
 	}
+	if spec.KVCacheDtype != "" {
+		args = append(args, "--kv-cache-dtype", catalog.KVCacheDtypeFlag(spec.KVCacheDtype, false))
+	}
+	if spec.ModelOverrides != "" {
+		args = append(args, "--hf-overrides", spec.ModelOverrides)
+	}
 	if spec.KVOffloadingGiB > 0 {
 		// The OffloadingConnector's CPU tier. v0.20.0 has no tier below it
 		// (no file-system secondary tier, no self-describing CPU events:

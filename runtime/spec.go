@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -53,6 +54,15 @@ type Spec struct {
 
 	MaxModelLen          int     // 0: the engine's default
 	GPUMemoryUtilization float64 // 0: the engine's default
+	// KVCacheDtype is the KV cache's dtype as vLLM names it ("fp8"; the
+	// SGLang command line spells it its own way, catalog.KVCacheDtypeFlag);
+	// "": the engine's default, the model's dtype.
+	KVCacheDtype string
+	// ModelOverrides is a JSON object overriding the model's config.json
+	// (vLLM's --hf-overrides, SGLang's --json-model-override-args): the
+	// rope_scaling that gives a model its longer YaRN context
+	// (catalog.Model.RopeScalingJSON); "": none.
+	ModelOverrides string
 	// KVOffloadingGiB is the engine's host-RAM KV tier (vLLM's
 	// --kv-offloading-size, SGLang's --hicache-size); 0: none.
 	KVOffloadingGiB float64
@@ -111,6 +121,8 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("engine spec %s: unknown engine %q (known: %s)", s.Name, s.Engine, KindNames())
 	case s.Model == "":
 		return fmt.Errorf("engine spec %s: model is empty", s.Name)
+	case s.ModelOverrides != "" && !json.Valid([]byte(s.ModelOverrides)):
+		return fmt.Errorf("engine spec %s: model overrides are not JSON: %s", s.Name, s.ModelOverrides)
 	case s.Speedup < 0:
 		return fmt.Errorf("engine spec %s: negative speedup", s.Name)
 	case s.KVOffloadingGiB < 0:

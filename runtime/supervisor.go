@@ -141,7 +141,10 @@ type Status struct {
 	Simulated bool
 	Model     string
 	GPU       GPU
-	State     State
+	// TensorParallel are the engine's further GPUs (Spec.TensorParallel):
+	// one engine over all of them.
+	TensorParallel []GPU
+	State          State
 	Identity
 	BaseURL  string
 	Restarts int
@@ -218,7 +221,7 @@ func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
 		s.unsettled.Add(1)
 		s.engines = append(s.engines, &supervised{Supervised: e, onSettle: s.unsettled.Done, relaunched: make(chan struct{}), holdChanged: make(chan struct{}), status: Status{
 			Name: e.Spec.Name, Runtime: e.Launcher.Name(), Engine: e.Spec.Engine, Simulated: e.Spec.Simulated, Model: e.Spec.Model,
-			GPU: e.Spec.GPU, State: StateStarting, Since: time.Now(), Load: LoadState{Progress: -1},
+			GPU: e.Spec.GPU, TensorParallel: e.Spec.TensorParallel, State: StateStarting, Since: time.Now(), Load: LoadState{Progress: -1},
 		}})
 	}
 	go func() {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -128,7 +129,7 @@ func runEngines(ctx context.Context, env *environment, args []string) error {
 		case e.Container != "":
 			pid = e.Container
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Name, e.Runtime, e.Kind, e.Model, e.GPU,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Name, e.Runtime, e.Kind, e.Model, gpuList(e),
 			stateText(e), pid, e.Restarts, e.Since.Local().Format(time.TimeOnly), e.Tokenizer.Text(), e.LastError)
 	}
 	if err := tw.Flush(); err != nil {
@@ -229,4 +230,17 @@ func printOutcome(w io.Writer, o adminapi.Outcome, err error) error {
 	}
 	_, err = fmt.Fprintln(w, strings.TrimSpace(string(o.Raw)))
 	return err
+}
+
+// gpuList is an engine's GPU column: its GPU, or "0,1" for one engine over
+// several GPUs.
+func gpuList(e adminapi.Engine) string {
+	if len(e.GPUs) < 2 {
+		return strconv.Itoa(e.GPU)
+	}
+	ids := make([]string, len(e.GPUs))
+	for i, g := range e.GPUs {
+		ids[i] = strconv.Itoa(g)
+	}
+	return strings.Join(ids, ",")
 }

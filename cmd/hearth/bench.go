@@ -48,6 +48,8 @@ type benchFlags struct {
 	workload      string
 	maxModelLen   int
 	runs          int
+	tp            int
+	kvCacheDtype  string
 }
 
 // runBench compares routing policies on an agentic workload or a trace,
@@ -80,7 +82,7 @@ func (f *benchFlags) run(ctx context.Context, env *environment) error {
 	live := f.target != ""
 	c := bench.Comparison{Target: f.target, Model: f.model, APIKey: f.apiKey,
 		EventLatency: f.eventLatency, KVOffloadingGiB: f.offloadGiB, Tiers: f.tiers, StoreDir: f.storeDir,
-		DiskGBps: f.diskGBps, RestartAt: f.restartAt, MaxModelLen: f.maxModelLen,
+		DiskGBps: f.diskGBps, RestartAt: f.restartAt, MaxModelLen: f.maxModelLen, TP: f.tp, KVCacheDtype: f.kvCacheDtype,
 		Seed: f.seed, Runs: f.runs, JSONPath: f.jsonPath, PlotPath: f.plotPath, Out: env.stdout, Progress: env.stderr}
 	var err error
 	if c.Policies, err = f.policyList(live); err != nil {
@@ -165,6 +167,8 @@ func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags,
 		"; flags set override its fields; a client's (claude-code, codex, opencode) compacts its sessions to fit the engines' context")
 	fs.StringVar(&f.workload, "workload", "", "the older name of --preset")
 	fs.IntVar(&f.maxModelLen, "max-model-len", 0, "every simulated engine's max_model_len, as vLLM's (default: the preset's, else the model's capped by the KV cache)")
+	fs.IntVar(&f.tp, "tp", 1, "simulated GPUs per engine: one tensor-parallel engine per N GPUs of --sim")
+	fs.StringVar(&f.kvCacheDtype, "kv-cache-dtype", catalog.KVCacheAuto, "simulated engines' KV cache dtype: auto or fp8 (half the bytes per token)")
 	fs.IntVar(&f.runs, "runs", 1, "repeat every run with this many seeds (--seed, --seed+1, ...) and report the spread")
 	fs.StringVar(&f.plotPath, "plot", "", "also write a chart of TTFT, slowest turn TTFT and task time to FILE.svg")
 	if err := parseFlags(fs, args); err != nil {
@@ -211,7 +215,13 @@ func (f *benchFlags) check(set map[string]bool) error {
 	if !(f.diskGBps > 0) || f.restartAt < 0 {
 		return fmt.Errorf("%w: --disk-gbps must be positive and --restart-at not negative", errUsage)
 	}
-	for _, name := range []string{"event-latency", "kv-offloading-size", "max-model-len", "kvbm", "kv-store-dir", "disk-gbps", "restart-at"} {
+	if f.tp < 1 {
+		return fmt.Errorf("%w: --tp must be at least 1", errUsage)
+	}
+	if err := (catalog.Layout{KVCacheDtype: f.kvCacheDtype}).Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	for _, name := range []string{"event-latency", "kv-offloading-size", "max-model-len", "kvbm", "kv-store-dir", "disk-gbps", "restart-at", "tp", "kv-cache-dtype"} {
 		if f.target != "" && set[name] {
 			return fmt.Errorf("%w: --%s applies to a simulation only", errUsage, name)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/hearth-llm/hearth/daemon"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker/dockertest"
+	"github.com/hearth-llm/hearth/runtime/sim"
 )
 
 // dockerUp runs hearth up --sim SPEC --engine-runtime docker on a node of
@@ -300,5 +302,70 @@ func TestDockerNodeStoreSurvivesEngineRestarts(t *testing.T) {
 	if share := float64(next.cached) / float64(first.prompt); share < 0.9 {
 		t.Errorf("after both containers restarted the next turn found %d of turn 1's %d tokens cached (%.2f), want at least 0.9",
 			next.cached, first.prompt, share)
+	}
+}
+
+// TestPlanLayoutFlags: --tp, --kv-cache-dtype and --rope-scaling reach the
+// engines: simulated ones size themselves by them, real ones get them on
+// their command lines as each engine spells them.
+func TestPlanLayoutFlags(t *testing.T) {
+	env := &environment{stderr: io.Discard, getenv: func(string) string { return "" }}
+	plan := func(args ...string) []hruntime.Spec {
+		t.Helper()
+		cfg, err := parseUpFlags(env, args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs, _, err := daemon.Plan(context.Background(), cfg.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return specs
+	}
+	specs := plan("--sim", "2x4090", "--tp", "2", "--kv-cache-dtype", "fp8", "--rope-scaling")
+	if len(specs) != 1 || len(specs[0].GPUs()) != 2 || specs[0].KVCacheDtype != "fp8" || specs[0].ModelOverrides == "" {
+		t.Fatalf("specs: %+v", specs)
+	}
+	if e := specs[0].Estimate; e.MaxModelLen != 131072 || e.GPUBlocks*e.BlockSize < 2*159536-16 {
+		t.Errorf("estimate: context %d, %d KV tokens; want 131,072 and twice 159,536", e.MaxModelLen, e.GPUBlocks*e.BlockSize)
+	}
+	if c := sim.ConfigOf(specs[0]); c.TP != 2 || c.KVCacheDtype != "fp8" {
+		t.Errorf("simulated engine: TP %d, KV dtype %q", c.TP, c.KVCacheDtype)
+	}
+	for kind, want := range map[string][]string{
+		"vllm":   {"--tensor-parallel-size 2", "--kv-cache-dtype fp8", "--hf-overrides {", "--max-model-len 131072"},
+		"sglang": {"--tp-size 2", "--kv-cache-dtype fp8_e4m3", "--json-model-override-args {", "--context-length 131072"},
+	} {
+		specs := plan("--sim", "2x4090", "--engine-runtime", "docker", "--engine", kind, "--tp", "2", "--kv-cache-dtype", "fp8", "--rope-scaling")
+		args := strings.Join(hruntime.Kind(kind).Descriptor().Args(specs[0], hruntime.Ports{}), " ")
+		for _, w := range want {
+			if !strings.Contains(args, w) {
+				t.Errorf("%s args lack %q: %s", kind, w, args)
+			}
+		}
+	}
+	// Without the flags the command lines stay as they were.
+	specs = plan("--sim", "1x4090", "--engine-runtime", "docker", "--engine", "vllm")
+	if args := strings.Join(hruntime.KindVLLM.Descriptor().Args(specs[0], hruntime.Ports{}), " "); strings.Contains(args, "--kv-cache-dtype") ||
+		strings.Contains(args, "--hf-overrides") {
+		t.Errorf("default vLLM args: %s", args)
+	}
+	for _, bad := range [][]string{
+		{"--sim", "1x4090", "--kv-cache-dtype", "int4"},
+	} {
+		cfg, err := parseUpFlags(env, bad)
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if !errors.Is(err, daemon.ErrUsage) && !errors.Is(err, errUsage) {
+			t.Errorf("%v: %v, want a usage error", bad, err)
+		}
+	}
+	cfg, err := parseUpFlags(env, []string{"--sim", "2x4090", "--tp", "2", "--model", "qwen3-coder-30b-a3b-fp8", "--rope-scaling"})
+	if err == nil {
+		_, _, err = daemon.Plan(context.Background(), cfg.Config)
+	}
+	if !errors.Is(err, daemon.ErrUsage) && !errors.Is(err, errUsage) {
+		t.Errorf("rope scaling of a model without it: %v", err)
 	}
 }

@@ -211,3 +211,18 @@ func TestEnginesCommandShowsTheDiagnosis(t *testing.T) {
 		t.Errorf("hearth engines: %v\n%s", err, out)
 	}
 }
+
+// TestEnginesCommandShowsATensorParallelEngineOnce: one row for an engine
+// over two GPUs, naming both.
+func TestEnginesCommandShowsATensorParallelEngineOnce(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"engines":[{"name":"rig/gpu0","runtime":"docker","kind":"vllm","model":"m","gpu":0,"gpus":[0,1],"state":"ready",
+			"since":"2026-01-01T00:00:00Z"}]}`)
+	}))
+	defer srv.Close()
+	out, _, err := runHearth(t, "", "engines", "--addr", srv.URL)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err != nil || len(lines) != 2 || !strings.Contains(lines[1], "  m  ") || !strings.Contains(lines[1], "  0,1  ") {
+		t.Errorf("hearth engines: %v\n%s", err, out)
+	}
+}

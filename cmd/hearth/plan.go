@@ -23,6 +23,14 @@ type planConfig struct {
 	maxModelLen int
 	hfCache     string
 	json        bool
+	// kvCacheDtype and ropeScaling complete the layout with tp.
+	kvCacheDtype string
+	ropeScaling  bool
+}
+
+// layout is the layout the flags ask for.
+func (c planConfig) layout() catalog.Layout {
+	return catalog.Layout{TP: c.tp, KVCacheDtype: c.kvCacheDtype, RopeScaling: c.ropeScaling}
 }
 
 // planGPU is one GPU to plan for and how the output names it.
@@ -52,7 +60,11 @@ func runPlan(_ context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	plan, err := catalog.PlanEngines(catalog.PlanRequest{GPUs: uses, Model: model, TP: cfg.tp, MaxModelLen: cfg.maxModelLen})
+	if model, err = catalog.ApplyLayout(model, cfg.layout()); err != nil {
+		return err
+	}
+	plan, err := catalog.PlanEngines(catalog.PlanRequest{GPUs: uses, Model: model, TP: cfg.tp, MaxModelLen: cfg.maxModelLen,
+		KVCacheDtype: cfg.kvCacheDtype})
 	if err != nil {
 		return err
 	}
@@ -67,13 +79,15 @@ func runPlan(_ context.Context, env *environment, args []string) error {
 
 func parsePlanFlags(env *environment, args []string) (planConfig, error) {
 	fs := newFlagSet(env, "plan",
-		"plan [--model M] (--gpu rtx4090[,rtx3090...] | --sim 2x4090) [--tp N] [--max-model-len N] [--used-gb X] [--hf-cache DIR] [--json]")
+		"plan [--model M] (--gpu rtx4090[,rtx3090...] | --sim 2x4090) [--tp N] [--kv-cache-dtype auto|fp8] [--rope-scaling] [--max-model-len N] [--used-gb X] [--hf-cache DIR] [--json]")
 	var cfg planConfig
 	fs.StringVar(&cfg.model, "model", "", "model: a catalog name ("+strings.Join(catalog.ModelNames(), ", ")+
 		") or a Hugging Face repository id in the cache (default: the largest that fits the smallest GPU)")
 	gpuList := fs.String("gpu", "", "GPU kinds, separated by commas: "+strings.Join(catalog.GPUKinds(), ", "))
 	sim := fs.String("sim", "", `simulated GPUs as hearth up --sim takes them, e.g. "2x4090" or "1x4090+2x3090"`)
 	fs.IntVar(&cfg.tp, "tp", 1, "tensor parallel size: GPUs per engine")
+	fs.StringVar(&cfg.kvCacheDtype, "kv-cache-dtype", catalog.KVCacheAuto, "KV cache dtype: auto (the model's, BF16) or fp8 (half the bytes per token)")
+	fs.BoolVar(&cfg.ropeScaling, "rope-scaling", false, "the model's longer context with YaRN rope scaling, where it has one (Qwen3: 131,072 tokens)")
 	fs.IntVar(&cfg.maxModelLen, "max-model-len", 0, "context of each engine (0: the longest that fits)")
 	usedGB := fs.Float64("used-gb", 0, "memory other programs use on each GPU, in GB (GiB), e.g. a game's")
 	fs.StringVar(&cfg.hfCache, "hf-cache", "", "Hugging Face hub cache to read models from (default $HF_HOME/hub or ~/.cache/huggingface/hub)")
@@ -90,6 +104,8 @@ func parsePlanFlags(env *environment, args []string) (planConfig, error) {
 		return cfg, fmt.Errorf("%w: --tp must be at least 1", errUsage)
 	case cfg.maxModelLen < 0:
 		return cfg, fmt.Errorf("%w: --max-model-len must not be negative", errUsage)
+	case cfg.layout().Validate() != nil:
+		return cfg, fmt.Errorf("%w: %v", errUsage, cfg.layout().Validate())
 	case !(*usedGB >= 0 && *usedGB <= 1<<20):
 		return cfg, fmt.Errorf("%w: --used-gb must be a size in GB, not %v", errUsage, *usedGB)
 	}
@@ -131,6 +147,9 @@ type planJSON struct {
 	Repo            string        `json:"repo"`
 	DefaultModel    bool          `json:"default_model"`
 	TP              int           `json:"tp"`
+	KVCacheDtype    string        `json:"kv_cache_dtype"`
+	RopeScaling     bool          `json:"rope_scaling"`
+	Layout          string        `json:"layout"`
 	Engines         int           `json:"engines"`
 	MaxModelLen     int           `json:"max_model_len"`
 	AgentTurnTokens int           `json:"agent_turn_tokens"`
@@ -167,6 +186,7 @@ type planGPUJSON struct {
 func planJSONOf(p catalog.Plan, cfg planConfig) planJSON {
 	out := planJSON{
 		Model: p.Model.Name, Repo: p.Model.Repo, DefaultModel: cfg.model == "", TP: p.TP, Engines: len(p.Engines),
+		KVCacheDtype: cfg.layout().KVCacheDtypeOrAuto(), RopeScaling: cfg.ropeScaling, Layout: cfg.layout().String(),
 		MaxModelLen: p.MaxModelLen, AgentTurnTokens: catalog.AgentTurnTokens,
 	}
 	turns := 0
@@ -188,8 +208,8 @@ func planJSONOf(p catalog.Plan, cfg planConfig) planJSON {
 	if len(p.Engines) == 1 {
 		engines = fmt.Sprintf("1 engine on %s", plural(len(out.GPUs), "GPU"))
 	}
-	if p.TP > 1 {
-		engines += fmt.Sprintf(" (--tp %d)", p.TP)
+	if flags := cfg.layout().Flags(); flags != "" {
+		engines += " (" + flags + ")"
 	}
 	inAll := ""
 	if len(p.Engines) > 1 {
@@ -206,7 +226,7 @@ func writePlanText(w io.Writer, p planJSON) error {
 	if p.DefaultModel {
 		chosen = ", the largest that fits"
 	}
-	fmt.Fprintf(w, "%s (%s%s)\n", p.Model, p.Repo, chosen)
+	fmt.Fprintf(w, "%s (%s%s)\nlayout: %s\n", p.Model, p.Repo, chosen, p.Layout)
 	for _, g := range p.GPUs {
 		fmt.Fprintf(w, "\n%s: %s, engine %d\n", g.GPU, g.Name, g.Engine)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

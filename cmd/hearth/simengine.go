@@ -42,6 +42,9 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	flavorName := fs.String("flavor", "vllm", "engine simulated: vllm or sglang (SGLang's hashes, events, metrics and health endpoints)")
 	startup := fs.Duration("simulate-startup", 0, "how long the simulated start-up (weights, KV cache, CUDA graphs) takes")
 	failure := fs.String("simulate-failure", "", "make the start-up fail: oom or exit")
+	tp := fs.Int("tensor-parallel-size", 1, "GPUs of kind --gpu the engine splits the model over (tensor parallelism)")
+	kvDtype := fs.String("kv-cache-dtype", "auto", "KV cache dtype: auto, or fp8 to halve the bytes per token (the choices of the --flavor's engine)")
+	overrides := fs.String("hf-overrides", "", "JSON overriding the model's config.json; its rope_scaling stretches the context (YaRN)")
 	var agent sim.AgentOptions
 	fs.BoolVar(&agent.AllowWriteTools, "allow-write-tools", false, "let the simulated model call tools that write, edit or run commands (it only reads otherwise)")
 	fs.Func("tool-calls", "tool calls the simulated model makes per task before answering, N or N-M (default 3-6)", agent.ParseToolCallRange)
@@ -66,6 +69,9 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	if *kvReplay != "" && *kvEvents == "" {
 		return fmt.Errorf("%w: --kv-replay needs --kv-events", errUsage)
 	}
+	if *tp < 1 {
+		return fmt.Errorf("%w: --tensor-parallel-size must be at least 1", errUsage)
+	}
 	if !(*speedup > 0) {
 		return fmt.Errorf("%w: --speedup must be positive", errUsage)
 	}
@@ -74,6 +80,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 		MaxNumSeqs: *maxSeqs, MaxNumBatchedTokens: *maxBatched, MaxModelLen: *maxModelLen,
 		GPUMemoryUtilization: *memUtil, SchedulingPolicy: *policy, Seed: *seed,
 		CPUOffloadGiB: *offloadGiB, Kind: flavor, Agent: agent, DiskGBps: *diskGBps,
+		TP: *tp, KVCacheDtype: *kvDtype, ModelOverrides: *overrides,
 	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

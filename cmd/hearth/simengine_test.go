@@ -142,6 +142,11 @@ func TestSimEngineFlagErrors(t *testing.T) {
 		{"negative offloading", []string{"--kv-offloading-size", "-1"}},
 		{"extra argument", []string{"extra"}},
 		{"bad tool calls", []string{"--tool-calls", "4-2"}},
+		{"no tensor parallel size", []string{"--tensor-parallel-size", "0"}},
+		{"heads do not divide", []string{"--tensor-parallel-size", "3"}},
+		{"kv dtype not modelled", []string{"--kv-cache-dtype", "int8"}},
+		{"vLLM's fp8 in sglang's flavour", []string{"--flavor", "sglang", "--kv-cache-dtype", "fp8"}},
+		{"overrides not JSON", []string{"--hf-overrides", "{rope"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -131,11 +131,12 @@ func NewCore(cfg Config, sink EventSink) (*Core, error) {
 	gpu, _ := catalog.LookupGPU(cfg.GPU)
 	model, _ := catalog.LookupModel(cfg.Model)
 	cfg.GPU, cfg.Model = gpu.Kind, model.Name
+	perf := cfg.Perf()
 	c := &Core{
 		cfg:    cfg,
 		gpu:    gpu,
 		model:  model,
-		timing: catalog.RooflineOf(gpu, model),
+		timing: perf.Roofline(),
 		sink:   sink,
 		root:   rootHash(cfg.Seed),
 		byID:   make(map[string]*request),
@@ -143,12 +144,15 @@ func NewCore(cfg Config, sink EventSink) (*Core, error) {
 	c.pool = newBlockPool(cfg.NumGPUBlocks, cfg.BlockSize, &c.events)
 	if cfg.NumCPUBlocks > 0 {
 		c.cpu = newCPUPool(cfg.NumCPUBlocks, c.pool, &c.events, cfg.Kind == hruntime.KindVLLM)
-		c.loadSecondsPerBlock = gpu.HostLoadSeconds(float64(model.KVBytesPerToken() * cfg.BlockSize))
+		// Each rank reloads its share of a block over its own link.
+		c.loadSecondsPerBlock = gpu.HostLoadSeconds(float64(perf.RankBlockBytes()))
 	}
-	c.blockBytes = int64(model.KVBytesPerToken() * cfg.BlockSize)
+	c.blockBytes = int64(perf.BlockBytes())
 	if cfg.Store != nil {
 		c.store = cfg.Store
-		c.storeSecondsPerBlock = gpu.DiskLoadSeconds(float64(c.blockBytes), cfg.DiskGBps)
+		// The disk reads the whole block once; the ranks copy their
+		// shares to their GPUs at the same time.
+		c.storeSecondsPerBlock = float64(c.blockBytes)/(cfg.DiskGBps*1e9) + gpu.HostLoadSeconds(float64(perf.RankBlockBytes()))
 	}
 	c.waiting.less = c.waitLess
 	return c, nil

@@ -3,6 +3,8 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/hearth-llm/hearth/catalog"
 	hruntime "github.com/hearth-llm/hearth/runtime"
@@ -81,10 +83,37 @@ type Config struct {
 	// SGLang. It picks the block hashes and how KV events are split
 	// (flavor.go).
 	Kind hruntime.Kind
+	// TP is the tensor parallel size (vLLM's --tensor-parallel-size,
+	// SGLang's --tp-size): the engine models TP GPUs of kind GPU, each
+	// holding 1/TP of the weights and its share of the KV heads, with the
+	// all-reduces between them (catalog.RooflineOfLayout); default 1.
+	TP int
+	// KVCacheDtype is the KV cache's dtype (--kv-cache-dtype): "auto"
+	// (default), a 16-bit dtype, or an FP8 one, which halves the bytes of a
+	// token (KVCacheDtypes lists what each flavour takes).
+	KVCacheDtype string
+	// ModelOverrides is a JSON object overriding the model's config.json
+	// (vLLM's --hf-overrides, SGLang's --json-model-override-args); of it
+	// the simulator reads the rope scaling that stretches the model's
+	// context (ModelContextOf). "": none.
+	ModelOverrides string
 	// Agent shapes the simulated model's tool use (AgentOptions): how many
 	// tool calls a task makes and whether tools that write may be called.
 	// It does not change the engine model.
 	Agent AgentOptions
+}
+
+// KVCacheDtypes lists the --kv-cache-dtype values the simulated engine of
+// kind takes: the 16-bit and FP8 choices of the real engine's argparse
+// (vLLM: vllm/config/cache.py CacheDType; SGLang v0.5.19:
+// python/sglang/srt/server_args.py, which has no bare "fp8"). The real
+// engines' other choices (vLLM's fp8_inc, nvfp4, the turboquant and
+// per-token-head formats; SGLang's fp4_e2m1) are not modelled and refused.
+func KVCacheDtypes(kind hruntime.Kind) []string {
+	if kind == hruntime.KindSGLang {
+		return []string{"auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16"}
+	}
+	return []string{"auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"}
 }
 
 // Defaults, see Config. The memory figures are the catalog's, the
@@ -111,6 +140,12 @@ func (c Config) withDefaults() Config {
 	if c.SchedulingPolicy == "" {
 		c.SchedulingPolicy = PolicyFCFS
 	}
+	if c.TP == 0 {
+		c.TP = 1
+	}
+	if c.KVCacheDtype == "" {
+		c.KVCacheDtype = catalog.KVCacheAuto
+	}
 	e := c.Perf()
 	c.BlockSize, c.MaxNumBatchedTokens, c.GPUMemoryUtilization = e.BlockSize, e.MaxBatchedTokens, e.MemoryFraction
 	c.NumGPUBlocks, c.MaxModelLen, c.NumCPUBlocks = e.NumGPUBlocks, e.MaxModelLen, e.NumCPUBlocks
@@ -127,12 +162,15 @@ func (c Config) Perf() catalog.EngineConfig {
 	model, okM := catalog.LookupModel(c.Model)
 	if !okG || !okM {
 		gpu, model = catalog.GPU{}, catalog.Model{}
+	} else if n, err := ModelContextOf(c.ModelOverrides, model.MaxModelLen); err == nil && n > 0 {
+		model.MaxModelLen = n
 	}
 	return catalog.EngineConfig{
 		GPU: gpu, Model: model, SGLang: c.Kind == hruntime.KindSGLang,
 		BlockSize: c.BlockSize, MaxBatchedTokens: c.MaxNumBatchedTokens, MemoryFraction: c.GPUMemoryUtilization,
 		NumGPUBlocks: c.NumGPUBlocks, MaxModelLen: c.MaxModelLen,
 		CPUOffloadGiB: c.CPUOffloadGiB, NumCPUBlocks: c.NumCPUBlocks,
+		TP: c.TP, KVCacheDtype: c.KVCacheDtype,
 	}.Sized()
 }
 
@@ -153,8 +191,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: engine kind %q is not one the simulator plays (vllm, sglang)", errConfig, d.Kind)
 	case d.SchedulingPolicy != PolicyFCFS && d.SchedulingPolicy != PolicyPriority:
 		return fmt.Errorf("%w: scheduling policy %q (want fcfs or priority)", errConfig, d.SchedulingPolicy)
+	case !slices.Contains(KVCacheDtypes(d.Kind), d.KVCacheDtype):
+		return fmt.Errorf("%w: kv cache dtype %q (the %s flavour models %s)", errConfig, d.KVCacheDtype, d.Kind, strings.Join(KVCacheDtypes(d.Kind), ", "))
 	case !(c.DiskGBps >= 0 && c.DiskGBps <= 1000):
 		return fmt.Errorf("%w: disk bandwidth %v GB/s not in [0, 1000]", errConfig, c.DiskGBps)
+	}
+	if _, err := ModelContextOf(c.ModelOverrides, 0); err != nil {
+		return fmt.Errorf("%w: %w", errConfig, err)
 	}
 	if err := d.Perf().Validate(); err != nil {
 		return fmt.Errorf("%w: %w", errConfig, err)

@@ -355,13 +355,13 @@ func (inst *Instance) serverInfo() map[string]any {
 		"host": host, "port": port,
 		"max_running_requests": cfg.MaxNumSeqs, "chunked_prefill_size": cfg.MaxNumBatchedTokens,
 		"max_prefill_tokens": 16384, "schedule_policy": cfg.SchedulingPolicy,
-		"tp_size": 1, "dp_size": 1, "dtype": "auto", "kv_cache_dtype": "auto",
+		"tp_size": cfg.TP, "dp_size": 1, "dtype": "auto", "kv_cache_dtype": cfg.KVCacheDtype,
 		"enable_hierarchical_cache": cfg.NumCPUBlocks > 0,
 		"internal_states": []map[string]any{{
 			"last_gen_throughput": 0.0,
 			"memory_usage": map[string]any{
-				"weight":         round2(inst.core.Model().WeightBytes / gibF),
-				"kvcache":        round2(float64(cfg.NumGPUBlocks*cfg.BlockSize*inst.core.Model().KVBytesPerToken()) / gibF),
+				"weight":         round2(inst.core.Model().WeightBytes / float64(cfg.TP) / gibF),
+				"kvcache":        round2(float64(cfg.NumGPUBlocks*cfg.Perf().RankBlockBytes()) / gibF),
 				"token_capacity": cfg.NumGPUBlocks * cfg.BlockSize,
 				"graph":          0.35,
 			},

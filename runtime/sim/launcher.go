@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/hearth-llm/hearth/catalog"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
@@ -31,13 +32,18 @@ var _ hruntime.Launcher = (*Launcher)(nil)
 // Name is "sim".
 func (l *Launcher) Name() string { return "sim" }
 
-// ConfigOf is the simulated engine's configuration for a spec.
+// ConfigOf is the simulated engine's configuration for a spec: one engine
+// over the spec's GPUs (tensor parallel over all of them), its KV cache
+// dtype as the flavour spells it, and its model overrides.
 func ConfigOf(spec hruntime.Spec) Config {
 	return Config{
 		GPU: spec.GPU.Kind, Model: spec.Model, NumGPUBlocks: spec.NumGPUBlocks,
 		MaxModelLen: spec.MaxModelLen, GPUMemoryUtilization: spec.GPUMemoryUtilization,
 		CPUOffloadGiB: spec.KVOffloadingGiB, Seed: spec.Seed, Kind: spec.Engine,
-		Agent: AgentOptions{AllowWriteTools: spec.AllowWriteTools, MinToolCalls: spec.MinToolCalls, MaxToolCalls: spec.MaxToolCalls},
+		TP:             len(spec.GPUs()),
+		KVCacheDtype:   catalog.KVCacheDtypeFlag(spec.KVCacheDtype, spec.Engine == hruntime.KindSGLang),
+		ModelOverrides: spec.ModelOverrides,
+		Agent:          AgentOptions{AllowWriteTools: spec.AllowWriteTools, MinToolCalls: spec.MinToolCalls, MaxToolCalls: spec.MaxToolCalls},
 	}
 }
 

@@ -88,16 +88,17 @@ func (s *startup) pause(ctx context.Context, frac float64) bool {
 
 const gibF = float64(gib)
 
-// Memory figures of the modelled GPU, in GiB, as the engines print them.
+// Memory figures of one modelled GPU (one rank under tensor parallelism),
+// in GiB, as the engines print them.
 func (s *startup) totalGiB() float64   { return float64(s.gpu.MemoryBytes) / gibF }
-func (s *startup) weightsGiB() float64 { return s.model.WeightBytes / gibF }
+func (s *startup) weightsGiB() float64 { return s.model.WeightBytes / float64(max(s.cfg.TP, 1)) / gibF }
 func (s *startup) kvGiB() float64 {
-	return float64(s.cfg.NumGPUBlocks*s.cfg.BlockSize*s.model.KVBytesPerToken()) / gibF
+	return float64(s.cfg.NumGPUBlocks*s.cfg.Perf().RankBlockBytes()) / gibF
 }
 
 // freeBeforeLoadGiB is what is free once the CUDA context exists.
 func (s *startup) freeBeforeLoadGiB() float64 {
-	return s.totalGiB() - catalog.MemoryOf(s.model, 1, s.cfg.MaxNumBatchedTokens).NonTorchBytes/gibF
+	return s.totalGiB() - catalog.MemoryOf(s.model, catalog.Layout{TP: s.cfg.TP}, s.cfg.MaxNumBatchedTokens).NonTorchBytes/gibF
 }
 
 func (s *startup) architecture() string {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -222,6 +223,49 @@ func contextFlag(name string) engineFlag {
 	}}
 }
 
+// tpFlag is the engine's tensor parallel size under its names: an int, as
+// both engines' argparse types it; a size below 1 is refused (vLLM and
+// SGLang fail on it when they build their process groups).
+func tpFlag(names ...string) engineFlag {
+	return engineFlag{names: names, value: true, set: func(c *engineCommand, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("invalid int value: '%s'", v)
+		}
+		if n < 1 {
+			return fmt.Errorf("argument %s: tensor parallel size %d must be at least 1", names[0], n)
+		}
+		c.cfg.TP = n
+		return nil
+	}}
+}
+
+// kvCacheDtypeFlag is --kv-cache-dtype with the choices the simulated
+// flavour models (sim.KVCacheDtypes), refused as argparse refuses a
+// choice it does not list.
+func kvCacheDtypeFlag(kind hruntime.Kind) engineFlag {
+	return engineFlag{names: []string{"--kv-cache-dtype"}, value: true, set: func(c *engineCommand, v string) error {
+		choices := sim.KVCacheDtypes(kind)
+		if !slices.Contains(choices, v) {
+			return fmt.Errorf("argument --kv-cache-dtype: invalid choice: '%s' (choose from '%s')", v, strings.Join(choices, "', '"))
+		}
+		c.cfg.KVCacheDtype = v
+		return nil
+	}}
+}
+
+// overridesFlag is the engine's JSON override of the model's config.json;
+// what is not a JSON object is refused, as both engines' json.loads does.
+func overridesFlag(name string) engineFlag {
+	return engineFlag{names: []string{name}, value: true, set: func(c *engineCommand, v string) error {
+		if _, err := sim.ModelContextOf(v, 0); err != nil {
+			return fmt.Errorf("argument %s: %v", name, err)
+		}
+		c.cfg.ModelOverrides = v
+		return nil
+	}}
+}
+
 // vllmFlags are `vllm serve`'s options as far as the simulator knows them.
 func vllmFlags() []engineFlag {
 	flags := append(commonFlags(), []engineFlag{
@@ -241,6 +285,9 @@ func vllmFlags() []engineFlag {
 		}},
 		fractionFlag("--gpu-memory-utilization"),
 		contextFlag("--max-model-len"),
+		tpFlag("--tensor-parallel-size", "-tp"),
+		kvCacheDtypeFlag(hruntime.KindVLLM),
+		overridesFlag("--hf-overrides"),
 		{names: []string{"--kv-offloading-size"}, value: true, set: func(c *engineCommand, v string) error {
 			f, err := parseFloatArg(v)
 			c.cfg.CPUOffloadGiB = f // GiB, as vLLM reads it
@@ -267,12 +314,12 @@ func vllmFlags() []engineFlag {
 	}...)
 	flags = append(flags, simFlags...)
 	flags = append(flags, valueFlags("--tool-call-parser", "--reasoning-parser", "--kv-offloading-backend", "--dtype",
-		"--quantization", "-q", "--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp",
-		"--data-parallel-size", "-dp", "--api-key", "--chat-template", "--kv-cache-dtype", "--prefix-caching-hash-algo",
+		"--quantization", "-q", "--pipeline-parallel-size", "-pp",
+		"--data-parallel-size", "-dp", "--api-key", "--chat-template", "--prefix-caching-hash-algo",
 		"--download-dir", "--load-format", "--tokenizer", "--revision", "--seed", "--max-logprobs", "--uvicorn-log-level",
 		"--kv-transfer-config", "--generation-config", "--swap-space", "--compilation-config", "-O",
 		"--distributed-executor-backend", "--tool-parser-plugin", "--override-generation-config", "--cpu-offload-gb",
-		"--hf-overrides", "--root-path", "--tokenizer-mode", "--config", "--max-num-partial-prefills",
+		"--root-path", "--tokenizer-mode", "--config", "--max-num-partial-prefills",
 		"--long-prefill-token-threshold", "--limit-mm-per-prompt", "--speculative-config", "--hf-token")...)
 	flags = append(flags, boolFlags("--enable-auto-tool-choice", "--trust-remote-code", "--enable-prefix-caching",
 		"--no-enable-prefix-caching", "--enforce-eager", "--disable-log-requests", "--enable-log-requests",
@@ -296,6 +343,9 @@ func sglangFlags() []engineFlag {
 		}},
 		fractionFlag("--mem-fraction-static"),
 		contextFlag("--context-length"),
+		tpFlag("--tp-size", "--tp", "--tensor-parallel-size"),
+		kvCacheDtypeFlag(hruntime.KindSGLang),
+		overridesFlag("--json-model-override-args"),
 		{names: []string{"--enable-hierarchical-cache"}, set: func(c *engineCommand, _ string) error {
 			c.hierarchical = true
 			return nil
@@ -347,12 +397,12 @@ func sglangFlags() []engineFlag {
 	}})
 	ignoredValues := []string{"--tool-call-parser", "--reasoning-parser", "--hicache-write-policy",
 		"--hicache-io-backend", "--hicache-mem-layout", "--hicache-storage-prefetch-policy",
-		"--tp-size", "--tp", "--tensor-parallel-size", "--dp-size", "--dp", "--data-parallel-size", "--api-key",
-		"--dtype", "--quantization", "--kv-cache-dtype", "--tokenizer-path", "--tokenizer-mode", "--chat-template",
+		"--dp-size", "--dp", "--data-parallel-size", "--api-key",
+		"--dtype", "--quantization", "--tokenizer-path", "--tokenizer-mode", "--chat-template",
 		"--attention-backend", "--log-level", "--random-seed", "--load-format", "--download-dir", "--revision",
 		"--cuda-graph-max-bs", "--max-prefill-tokens", "--radix-eviction-policy", "--grammar-backend",
 		"--stream-interval", "--watchdog-timeout", "--dist-init-addr", "--nnodes", "--node-rank",
-		"--json-model-override-args", "--sampling-backend", "--file-storage-path", "--config",
+		"--sampling-backend", "--file-storage-path", "--config",
 		"--decode-log-interval", "--speculative-algorithm", "--ep-size"}
 	for _, f := range valueFlags(ignoredValues...) {
 		name := strings.ReplaceAll(strings.TrimPrefix(f.names[0], "--"), "-", "_")

@@ -40,19 +40,23 @@ func TestEngineArgsRoundTrip(t *testing.T) {
 	ports := hruntime.Ports{Host: "0.0.0.0", HTTP: 8123, KVEvents: 5601, Replay: 5602}
 	env := map[string]string{hruntime.EnvSimGPU: "h100", hruntime.EnvSimSpeedup: "25", hruntime.EnvSimSeed: "42", hruntime.EnvSimNumGPUBlocks: "3000",
 		hruntime.EnvSimToolCalls: "2-4", hruntime.EnvSimWriting: "1"}
+	rope := `{"max_position_embeddings":131072,"rope_scaling":{"rope_type":"yarn","factor":4,"original_max_position_embeddings":32768}}`
 	base := hruntime.Spec{
 		Name: "gpu0", Model: "qwen3-14b-fp8", ModelPath: "Qwen/Qwen3-14B-FP8",
-		GPU:         hruntime.GPU{Kind: "h100"},
-		MaxModelLen: 16384, GPUMemoryUtilization: 0.85, KVOffloadingGiB: 8,
+		GPU:            hruntime.GPU{Kind: "h100"},
+		TensorParallel: []hruntime.GPU{{Index: 1, Kind: "h100"}},
+		MaxModelLen:    16384, GPUMemoryUtilization: 0.85, KVOffloadingGiB: 8,
+		KVCacheDtype: "fp8", ModelOverrides: rope,
 		Speedup: 25, Seed: 42, NumGPUBlocks: 3000,
 	}
 	tests := []struct {
 		kind    hruntime.Kind
 		flavor  hruntime.Kind
 		offload float64 // GiB of host tier the engine ends up with
+		dtype   string  // the KV cache dtype as the engine spells it
 	}{
-		{hruntime.KindVLLM, hruntime.KindVLLM, 8},                   // --kv-offloading-size is GiB
-		{hruntime.KindSGLang, hruntime.KindSGLang, 8e9 / (1 << 30)}, // --hicache-size is GB
+		{hruntime.KindVLLM, hruntime.KindVLLM, 8, "fp8"},                        // --kv-offloading-size is GiB
+		{hruntime.KindSGLang, hruntime.KindSGLang, 8e9 / (1 << 30), "fp8_e4m3"}, // --hicache-size is GB; no bare fp8
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.kind), func(t *testing.T) {
@@ -66,6 +70,7 @@ func TestEngineArgsRoundTrip(t *testing.T) {
 			want := sim.Config{
 				GPU: "h100", Model: "qwen3-14b-fp8", NumGPUBlocks: 3000, BlockSize: tokenizer.DefaultBlockSize,
 				MaxModelLen: 16384, GPUMemoryUtilization: 0.85, CPUOffloadGiB: tc.offload, Seed: 42, Kind: tc.flavor,
+				TP: 2, KVCacheDtype: tc.dtype, ModelOverrides: rope,
 				Agent: sim.AgentOptions{AllowWriteTools: true, MinToolCalls: 2, MaxToolCalls: 4},
 			}
 			if c.cfg != want {
@@ -172,6 +177,15 @@ func TestEngineCommandLineErrors(t *testing.T) {
 		{[]string{"python3", "-m", "sglang.launch_server", "--model-path", "x", "--block-size", "16"}, "unrecognized arguments: --block-size 16"},
 		{[]string{"python3", "-m", "sglang.launch_server", "--model-path", "x", "--kv-events-config", `{"publisher":"kafka"}`},
 			"unknown event publisher 'kafka'"},
+		{[]string{"vllm", "serve", "Qwen/Qwen3-8B", "--kv-cache-dtype", "int8"}, "argument --kv-cache-dtype: invalid choice: 'int8'"},
+		{[]string{"vllm", "serve", "Qwen/Qwen3-8B", "-tp", "two"}, "invalid int value: 'two'"},
+		{[]string{"vllm", "serve", "Qwen/Qwen3-8B", "--tensor-parallel-size", "0"}, "must be at least 1"},
+		{[]string{"vllm", "serve", "Qwen/Qwen3-8B", "--hf-overrides", "{rope"}, "argument --hf-overrides"},
+		// SGLang has no bare fp8 among its choices.
+		{[]string{"python3", "-m", "sglang.launch_server", "--model-path", "x", "--kv-cache-dtype", "fp8"},
+			"argument --kv-cache-dtype: invalid choice: 'fp8'"},
+		{[]string{"python3", "-m", "sglang.launch_server", "--model-path", "x", "--json-model-override-args", `{"rope_scaling":{"factor":-1}}`},
+			"factor must be a positive number"},
 		// SGLang's server_args.py: parser.add_argument("--hicache-size", type=int, ...).
 		{[]string{"python3", "-m", "sglang.launch_server", "--model-path", "x", "--hicache-size", "12.5"},
 			"argument --hicache-size: invalid int value: '12.5'"},
