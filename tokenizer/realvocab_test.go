@@ -257,3 +257,78 @@ func TestRealVocabularies(t *testing.T) {
 		})
 	}
 }
+
+// llama31ConfigJSON is a tokenizer_config.json for Llama 3.1 Instruct:
+// its special tokens and context, and vLLM's Llama 3.1 JSON tool-calling
+// chat template (testdata/real/llama3, from vLLM's examples).
+func llama31ConfigJSON(t testing.TB) []byte {
+	t.Helper()
+	tmpl, err := os.ReadFile(filepath.Join("testdata", "real", "llama3", "tool_chat_template_llama3.1_json.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(map[string]any{
+		"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "model_max_length": 131072,
+		"chat_template": string(tmpl),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestLlama31ChatRendersAndTokenizes(t *testing.T) {
+	m, err := LoadFiles(llama3TokenizerJSON(t), llama31ConfigJSON(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, ids, err := m.EncodeChat(ChatRequest{
+		Messages:            []byte(`[{"role": "system", "content": "You are terse."}, {"role": "user", "content": "hello world"}]`),
+		AddGenerationPrompt: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(rendered, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n") ||
+		!strings.HasSuffix(rendered, "You are terse.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nhello world<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n") {
+		t.Fatalf("rendered %q", rendered)
+	}
+	// <|begin_of_text|><|start_header_id|>system<|end_header_id|> "\n\n"
+	// (271 in Llama 3), and "hello world" as in TestRealVocabularies.
+	if !slices.Equal(ids[:4], []uint32{128000, 128006, 9125, 128007}) || ids[4] != 271 {
+		t.Fatalf("ids start %v", ids[:5])
+	}
+	if !slices.Contains(ids, 15339) || !slices.Equal(ids[len(ids)-4:], []uint32{128006, 78191, 128007, 271}) {
+		t.Fatalf("ids end %v", ids[len(ids)-6:])
+	}
+}
+
+// TestWriteLlama31Snapshot writes meta-llama/Llama-3.1-8B-Instruct's
+// tokenizer files in Hugging Face's hub cache layout under the directory
+// HEARTH_WRITE_LLAMA31_HUB names, for running hearth up with that model
+// (docs/perf.md): hearth up --hf-cache takes the directory above hub/.
+func TestWriteLlama31Snapshot(t *testing.T) {
+	hub := os.Getenv("HEARTH_WRITE_LLAMA31_HUB")
+	if hub == "" {
+		t.Skip("HEARTH_WRITE_LLAMA31_HUB names no directory to write the snapshot to")
+	}
+	const rev = "0e9e39f249a16976918f6564b8830bc894c89659"
+	repo := filepath.Join(hub, "models--meta-llama--Llama-3.1-8B-Instruct")
+	snap := filepath.Join(repo, "snapshots", rev)
+	if err := os.MkdirAll(snap, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(repo, "refs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		filepath.Join(snap, "tokenizer.json"):        llama3TokenizerJSON(t),
+		filepath.Join(snap, "tokenizer_config.json"): llama31ConfigJSON(t),
+		filepath.Join(repo, "refs", "main"):          []byte(rev),
+	} {
+		if err := os.WriteFile(name, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("wrote %s", snap)
+}
