@@ -179,10 +179,12 @@ func tiktokenMerge(ranks map[string]int, tok []byte, maxRank int) [][]byte {
 	for i := range tok {
 		parts[i] = tok[i : i+1]
 	}
+	var pair []byte
 	for {
 		best, at := -1, -1
 		for i := 0; i+1 < len(parts); i++ {
-			r, ok := ranks[string(parts[i])+string(parts[i+1])]
+			pair = append(append(pair[:0], parts[i]...), parts[i+1]...)
+			r, ok := ranks[string(pair)]
 			if ok && r < maxRank && (best < 0 || r < best) {
 				best, at = r, i
 			}
