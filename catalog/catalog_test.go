@@ -163,7 +163,7 @@ func TestModelTable(t *testing.T) {
 		switch {
 		case m.Name != strings.ToLower(m.Name) || !strings.Contains(m.Repo, "/"):
 			t.Errorf("%s: name must be lower case and repo an owner/name id: %+v", m.Name, m)
-		case m.Family != FamilyQwen3 && m.Family != FamilyQwen3Coder:
+		case m.Family != FamilyQwen3 && m.Family != FamilyQwen3Coder && m.Family != FamilyLlama3:
 			t.Errorf("%s: unknown family %q", m.Name, m.Family)
 		case m.Layers < 1 || m.KVHeads < 1 || m.HeadDim < 1 || m.QueryHeads%m.KVHeads != 0:
 			t.Errorf("%s: bad shape %+v", m.Name, m)

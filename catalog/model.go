@@ -8,6 +8,7 @@ import "strings"
 const (
 	FamilyQwen3      = "qwen3"
 	FamilyQwen3Coder = "qwen3-coder"
+	FamilyLlama3     = "llama3"
 )
 
 // Model is the shape of a model as far as memory and cost go, and what an
@@ -134,6 +135,15 @@ var models = []Model{
 		Layers: 36, QueryHeads: 32, KVHeads: 8, HeadDim: 128,
 		Hidden: 2560, Intermediate: 9728,
 		Params: 4.02e9, WeightBytes: 4.02e9 * 2, MaxModelLen: 40960, RopeScaledMaxModelLen: 131072, RopeOriginalMaxLen: 32768,
+	},
+	{
+		// Llama-3.1-8B-Instruct: 32 layers, 32 query and 8 KV heads of 128,
+		// hidden 4096, MLP 14336, a 131,072-token context, BF16; 8.03B
+		// parameters with an untied 128,256 x 4096 embedding and LM head.
+		Name: "llama-3.1-8b-instruct", Repo: "meta-llama/Llama-3.1-8B-Instruct", Family: FamilyLlama3,
+		Layers: 32, QueryHeads: 32, KVHeads: 8, HeadDim: 128,
+		Hidden: 4096, Intermediate: 14336,
+		Params: 8.03e9, WeightBytes: 8.03e9 * 2, MaxModelLen: 131072,
 	},
 }
 

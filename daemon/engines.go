@@ -7,8 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/installer/doctor"
@@ -139,12 +139,9 @@ func planMemory(spec *hruntime.Spec, cfg Config, gpus []nodes.GPU) (note string,
 	for i, g := range gpus {
 		uses[i] = gpuUseOf(g)
 	}
-	hub := "" // the catalog's figures alone
-	if cfg.HFCache != "" {
-		hub = filepath.Join(cfg.HFCache, "hub")
-	}
+	// Without a cache, the catalog's figures alone.
 	layout := catalog.Layout{KVCacheDtype: spec.KVCacheDtype, RopeScaling: spec.ModelOverrides != ""}
-	plan, ok, err := catalog.PlanEngineMemory(spec.ModelPath, hub, uses, spec.MaxModelLen, layout)
+	plan, ok, err := catalog.PlanEngineMemory(spec.ModelPath, cfg.hubDir(), uses, spec.MaxModelLen, layout)
 	if err != nil {
 		return "", 0, fmt.Errorf("up: engine %s: %w", spec.Name, err)
 	}
@@ -257,6 +254,23 @@ func newLauncher(ctx context.Context, cfg Config, tok *tokenizer.Model, store *k
 	return l, func() {}, err
 }
 
+// engineEnv is the environment of engines run as child processes: the
+// daemon's, with the Hugging Face cache pointed at --hf-cache, where the
+// daemon read the models' tokenizers (HF_HUB_CACHE too, which would
+// otherwise take precedence over HF_HOME).
+func engineEnv(cfg Config, env []string) []string {
+	if cfg.HFCache == "" {
+		return env
+	}
+	out := make([]string, 0, len(env)+2)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "HF_HOME=") && !strings.HasPrefix(kv, "HF_HUB_CACHE=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "HF_HOME="+cfg.HFCache, "HF_HUB_CACHE="+cfg.hubDir())
+}
+
 func newLocalLauncher(cfg Config, tok *tokenizer.Model, store *kvbm.NodeStore, log *slog.Logger) (hruntime.Launcher, error) {
 	switch cfg.EngineRuntime {
 	case "process":
@@ -268,7 +282,7 @@ func newLocalLauncher(cfg Config, tok *tokenizer.Model, store *kvbm.NodeStore, l
 			}
 			hearth = exe
 		}
-		return &process.Launcher{Hearth: hearth, Env: os.Environ(), Logger: log.With("component", "engine")}, nil
+		return &process.Launcher{Hearth: hearth, Env: engineEnv(cfg, os.Environ()), Logger: log.With("component", "engine")}, nil
 	default:
 		l := &sim.Launcher{Tokenizer: tok, Logger: log.With("component", "engine")}
 		if cfg.simTokenizer != nil {

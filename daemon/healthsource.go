@@ -67,10 +67,7 @@ func newHealthSource(cfg Config, gpus nodes.Discoverer, engines func(context.Con
 	if k, err := hruntime.KindOf(cfg.Engine); err == nil {
 		kind = k.Name
 	}
-	hub := ""
-	if cfg.HFCache != "" {
-		hub = filepath.Join(cfg.HFCache, "hub")
-	}
+	hub := cfg.hubDir()
 	doc := &doctor.Doctor{
 		GPUs:        nodeGPUSource{discoverer: gpus, engines: engines},
 		Fitter:      planFitter{model: cfg.Model, hub: hub},

@@ -27,7 +27,6 @@ import (
 	"github.com/hearth-llm/hearth/router/ingest"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker"
-	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // Run runs the whole daemon on ln until ctx ends: the engines under
@@ -123,10 +122,11 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 		}
 		cleanup.push(func() { kvStore.Close() })
 	}
-	// Routing.
-	tok, err := tokenizer.Qwen3()
+	// Routing: requests are hashed with the served model's own tokenizer,
+	// the one its engines load.
+	tok, _, err := specTokenizers(cfg, specs)
 	if err != nil {
-		return fmt.Errorf("up: %w", err)
+		return err
 	}
 	reg := prometheus.NewRegistry()
 	routerMetrics, err := router.NewMetrics(reg)

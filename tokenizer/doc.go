@@ -17,11 +17,25 @@
 // leftmost-longest on the raw text first, the text between them is NFC
 // normalized (when the model says so), split by the pre-tokenizer regex
 // (Split stages with Isolated behaviour, then ByteLevel), and each word is
-// merged by rank; both merge formats ("a b" and ["a", "b"]) are read. A
-// model using anything else (Unigram or WordPiece, another normalizer,
-// Metaspace, a Split behaviour other than Isolated, added tokens with
-// lstrip/rstrip/single_word, ...) is refused with ErrUnsupported rather than
-// tokenized approximately.
+// merged by rank; both merge formats ("a b" and ["a", "b"]) are read. The
+// pre-tokenizer layouts of those families are all read: a Split regex then
+// ByteLevel without its own regex (Qwen, Llama 3, gpt-oss's o200k, Mistral
+// Tekken), several Splits in sequence (DeepSeek V3), Digits stages, and
+// ByteLevel with its GPT-2 regex; tests hold the ids of the real Qwen3,
+// Llama 3 and o200k vocabularies to published reference ids
+// (testdata/real). A model using anything else (Unigram or WordPiece,
+// another normalizer, Metaspace, a Split behaviour other than Isolated,
+// added tokens with lstrip/rstrip/single_word, ...) is refused with
+// ErrUnsupported rather than tokenized approximately.
+//
+// SentencePiece models (Llama 2, Mistral v0.1-v0.3 before Tekken, Gemma)
+// are such models: their tokenizer.json is BPE over "▁"-prefixed pieces
+// with byte fallback, or Unigram with Metaspace. Loading one is
+// ErrUnsupported, and hearth up refuses to serve it (catalog.LoadTokenizer
+// says why) instead of routing it with hashes its engines' KV events never
+// match. The router's approximate mode (workers without KV events) would
+// still need the gateway's own token ids to hash, so it is no way around
+// a tokenizer this package cannot reproduce.
 //
 // The Qwen2/Qwen3 and Llama 3 regexes run on a hand-written scanner; any
 // other regex runs on regexp2, which backtracks with lookahead as Hugging

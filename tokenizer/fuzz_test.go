@@ -128,6 +128,7 @@ func FuzzLoadFiles(f *testing.F) {
 	t := &testing.T{}
 	f.Add(tinyTokenizerJSON(t, true, tinyMerges, nil), []byte(`{"chat_template": "{{ messages[0].content }}", "model_max_length": 10}`))
 	f.Add(tinyTokenizerJSON(t, false, tinyMerges, map[string]string{"normalizer": "null"}), []byte(`{"chat_template": [{"name": "default", "template": "x"}]}`))
+	f.Add(tinyTokenizerJSON(t, true, tinyMerges, map[string]string{"pre_tokenizer": `{"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true}, {"type": "ByteLevel", "use_regex": true}]}`}), []byte(nil))
 	f.Fuzz(func(t *testing.T, tok, cfg []byte) {
 		m, err := LoadFiles(tok, cfg)
 		if err != nil {

@@ -2,6 +2,8 @@ package tokenizer
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +35,9 @@ type Model struct {
 	// maxTokenBytes is the most bytes of text one token stands for: the
 	// longest entry of the vocabulary or of the added tokens.
 	maxTokenBytes int
+	// fingerprint is the SHA-256 of the two files the model was loaded
+	// from.
+	fingerprint string
 }
 
 // Load reads tokenizer.json and tokenizer_config.json from dir, the two
@@ -117,7 +122,11 @@ func LoadFiles(tokenizerJSON, tokenizerConfigJSON []byte) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: parse tokenizer.json: %w", err)
 	}
-	m := &Model{}
+	h := sha256.New()
+	h.Write(tokenizerJSON)
+	h.Write([]byte{0})
+	h.Write(tokenizerConfigJSON)
+	m := &Model{fingerprint: hex.EncodeToString(h.Sum(nil))}
 	if err := m.loadModel(f); err != nil {
 		return nil, err
 	}
@@ -317,6 +326,11 @@ func chatTemplateSource(raw json.RawMessage) (string, error) {
 	}
 	return "", fmt.Errorf("%w: chat_template list has no \"default\" entry", ErrUnsupported)
 }
+
+// Fingerprint identifies the files the model was loaded from (a SHA-256
+// of both): two models with the same fingerprint tokenize and render
+// chats alike.
+func (m *Model) Fingerprint() string { return m.fingerprint }
 
 // MaxModelLen returns model_max_length from tokenizer_config.json, or 0 when
 // the config does not say.

@@ -38,10 +38,15 @@ type preTokenizerJSON struct {
 	Invert         bool   `json:"invert"`
 	AddPrefixSpace bool   `json:"add_prefix_space"`
 	UseRegex       *bool  `json:"use_regex"`
+	// IndividualDigits is the Digits pre-tokenizer's: each digit a word
+	// of its own, else each run of digits one word.
+	IndividualDigits bool `json:"individual_digits"`
 }
 
 // parsePreTokenizer accepts what byte-level BPE models use: a ByteLevel
-// pre-tokenizer, alone or after Split stages with Isolated behaviour. A
+// pre-tokenizer, alone or after Split stages with Isolated behaviour and
+// Digits stages (which isolate digits as Split does: Hugging Face's Digits
+// splits on char::is_numeric, the categories of \p{N}). A
 // known regex gets the hand-written scanner; any other runs through regexp2,
 // which backtracks with lookaround as Hugging Face's Oniguruma does.
 func parsePreTokenizer(raw json.RawMessage) (preTokenizer, error) {
@@ -78,6 +83,15 @@ func parsePreTokenizer(raw json.RawMessage) (preTokenizer, error) {
 				patterns = append(patterns, regexp2.Escape(*s.Pattern.String))
 			default:
 				return nil, fmt.Errorf("%w: Split without a pattern", ErrUnsupported)
+			}
+		case "Digits":
+			if sawByteLevel {
+				return nil, fmt.Errorf("%w: Digits after ByteLevel", ErrUnsupported)
+			}
+			if s.IndividualDigits {
+				patterns = append(patterns, `\p{N}`)
+			} else {
+				patterns = append(patterns, `\p{N}+`)
 			}
 		case "ByteLevel":
 			if i != len(stages)-1 {

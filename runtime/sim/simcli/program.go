@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hearth-llm/hearth/catalog"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
-	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // The hearth binary answers to the real engines' names, so that an image
@@ -116,9 +116,11 @@ func RunProgram(ctx context.Context, env Env, prog string, args []string) int {
 		fmt.Fprintf(out, "ValueError: %v\n", err)
 		return 1
 	}
-	tok, err := tokenizer.Qwen3()
+	// The model's own tokenizer, from the Hugging Face cache the engine
+	// reads, as the real engine loads it.
+	tok, err := catalog.LoadTokenizer(cmd.modelPath, catalog.HFCacheDir(env.Getenv))
 	if err != nil {
-		fmt.Fprintln(env.Stderr, "error: tokenizer:", err)
+		fmt.Fprintf(out, "OSError: %v\n", err)
 		return 1
 	}
 	if cmd.storeDir != "" {
@@ -206,7 +208,7 @@ func Serve(ctx context.Context, env Env, storeDir string, opts sim.InstanceOptio
 		defer st.Close()
 		opts.Engine.Store = space
 	}
-	tok, err := tokenizer.Qwen3()
+	tok, err := catalog.LoadTokenizer(opts.Engine.Model, catalog.HFCacheDir(env.Getenv))
 	if err != nil {
 		return fmt.Errorf("sim-engine: %w", err)
 	}

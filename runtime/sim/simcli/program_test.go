@@ -4,6 +4,8 @@ package simcli
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -394,7 +396,7 @@ func TestEngineEntrypointsFail(t *testing.T) {
 			"vllm serve: error: unrecognized arguments: --frobnicate"},
 		{"sglang unknown flag", "python3", []string{"-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--frobnicate"}, 2,
 			"launch_server.py: error: unrecognized arguments: --frobnicate"},
-		{"vllm unknown model", "vllm", []string{"serve", "meta-llama/Llama-3.1-8B-Instruct"}, 1,
+		{"vllm unknown model", "vllm", []string{"serve", "meta-llama/Llama-2-7b-chat-hf"}, 1,
 			"is not a local folder and is not a valid model identifier"},
 		{"sglang unknown model", "python3", []string{"-m", "sglang.launch_server", "--model-path", "nobody/nothing"}, 1,
 			"is not a local folder and is not a valid model identifier"},
@@ -415,5 +417,50 @@ func TestEngineEntrypointsFail(t *testing.T) {
 				t.Errorf("output lacks %q:\n%s", tc.output, out)
 			}
 		})
+	}
+}
+
+// TestEngineLoadsTheModelsTokenizerFromTheCache starts a simulated vLLM for
+// a model whose tokenizer is not built in: without its files in the
+// Hugging Face cache the environment names, it fails as the real engine
+// fails on a missing file; with them it serves.
+func TestEngineLoadsTheModelsTokenizerFromTheCache(t *testing.T) {
+	const repo = "meta-llama/Llama-3.1-8B-Instruct"
+	empty := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), engineHangGuard)
+	defer cancel()
+	// An engine that serves instead of failing is killed at the guard.
+	cmd := exec.CommandContext(ctx, engineBinary(t, "vllm"), "serve", repo, "--port", "0")
+	cmd.Env = engineEnv("HF_HUB_CACHE=" + empty)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "does not hold "+repo) {
+		t.Fatalf("exit %v, output:\n%s", err, out)
+	}
+
+	hub := t.TempDir()
+	snap := filepath.Join(hub, "models--meta-llama--Llama-3.1-8B-Instruct", "snapshots", "abc")
+	if err := os.MkdirAll(snap, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	qwen3, err := os.ReadFile(filepath.Join("..", "..", "..", "tokenizer", "models", "qwen3", "tokenizer.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(qwen3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokJSON, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(snap, "tokenizer.json"), tokJSON, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startEngineProc(t, engineBinary(t, "vllm"), []string{"serve", repo, "--port", "0"}, "HF_HUB_CACHE="+hub)
+	p.waitLine("Application startup complete.")
+	if status := p.stop(); status != 0 {
+		t.Fatalf("exit status %d after SIGTERM", status)
 	}
 }
