@@ -6,8 +6,10 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -109,16 +111,53 @@ func llama3Specials() []addedTokenJSON {
 	return out
 }
 
-// Llama3TokenizerJSON builds Llama 3's tokenizer.json from the vocabulary
-// and merges in testdata/real/llama3.
+// llama3Module is the Go module whose test data holds the Llama 3.2
+// vocabulary (128,000 tokens, shared by Llama 3.1 and 3.2) and its merges.
+// The vocabulary is Meta's, under the Llama 3.2 Community License, so it is
+// read from the module cache rather than copied into this repository.
+const llama3Module = "github.com/ollama/ollama@v0.17.4"
+
+// llama3Dir is the directory of llama3Module's Llama 3.2 test data, fetched
+// into the module cache through the Go module proxy when missing. Without
+// the proxy the test skips, saying why, except in CI.
+func llama3Dir(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command("go", "mod", "download", "-json", llama3Module).Output()
+	var mod struct{ Dir, Error string }
+	if err == nil {
+		err = json.Unmarshal(out, &mod)
+	}
+	if err == nil && mod.Error != "" {
+		err = errors.New(mod.Error)
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("go mod download %s: %v", llama3Module, err)
+		}
+		t.Skipf("skipped: the Llama 3 vocabulary comes from %s, which the module proxy did not give: %v", llama3Module, err)
+	}
+	return filepath.Join(mod.Dir, "tokenizer", "testdata", "llama3.2")
+}
+
+// llama3TokenizerJSON builds Llama 3's tokenizer.json from llama3Module's
+// vocabulary and merges.
 func llama3TokenizerJSON(t testing.TB) []byte {
 	t.Helper()
+	dir := llama3Dir(t)
+	encoder, err := os.ReadFile(filepath.Join(dir, "encoder.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var vocab map[string]uint32
-	if err := json.Unmarshal(readGzipFile(t, filepath.Join("testdata", "real", "llama3", "encoder.json.gz")), &vocab); err != nil {
+	if err := json.Unmarshal(encoder, &vocab); err != nil {
+		t.Fatal(err)
+	}
+	bpe, err := os.ReadFile(filepath.Join(dir, "vocab.bpe"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	var merges [][2]string
-	sc := bufio.NewScanner(bytes.NewReader(readGzipFile(t, filepath.Join("testdata", "real", "llama3", "vocab.bpe.gz"))))
+	sc := bufio.NewScanner(bytes.NewReader(bpe))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
