@@ -45,6 +45,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	tp := fs.Int("tensor-parallel-size", 1, "GPUs of kind --gpu the engine splits the model over (tensor parallelism)")
 	kvDtype := fs.String("kv-cache-dtype", "auto", "KV cache dtype: auto, or fp8 to halve the bytes per token (the choices of the --flavor's engine)")
 	overrides := fs.String("hf-overrides", "", "JSON overriding the model's config.json; its rope_scaling stretches the context (YaRN)")
+	profile := fs.Bool("pprof", false, "serve Go's runtime profiles under /debug/pprof/ on --listen (the simulator's own memory and goroutines)")
 	var agent sim.AgentOptions
 	fs.BoolVar(&agent.AllowWriteTools, "allow-write-tools", false, "let the simulated model call tools that write, edit or run commands (it only reads otherwise)")
 	fs.Func("tool-calls", "tool calls the simulated model makes per task before answering, N or N-M (default 3-6)", agent.ParseToolCallRange)
@@ -89,7 +90,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 		Engine: cfg, Listen: *listen, KVEvents: *kvEvents, KVReplay: *kvReplay, Topic: *kvTopic,
 		Format: format, ServedModelName: *servedName, Speedup: *speedup,
 		Logger:       newLogger(env.stderr, slog.LevelInfo, logFormatText),
-		StartupDelay: *startup, Failure: fail, Console: env.stdout,
+		StartupDelay: *startup, Failure: fail, Console: env.stdout, Profile: *profile,
 	})
 }
 
