@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/runtime/sim/simcli"
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -104,7 +105,30 @@ func simEngineEnv(env *environment) simcli.Env {
 			if err != nil {
 				return nil, nil, err
 			}
-			return sim.ByHash(space), st, nil
+			return sim.ByHash(space), pruneWhileOpen(st), nil
 		},
 	}
+}
+
+// pruneWhileOpen runs the engine store's prunes (kvbm.EnginePruneEvery)
+// until the returned closer stops them and closes the store.
+func pruneWhileOpen(st *kvbm.Store) io.Closer {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		st.RunPrunes(ctx, kvbm.EnginePruneEvery) // returns nil when ctx ends
+	}()
+	return storeCloser{st: st, stop: func() { cancel(); <-done }}
+}
+
+// storeCloser stops an engine store's prunes, then closes it.
+type storeCloser struct {
+	st   *kvbm.Store
+	stop func()
+}
+
+func (c storeCloser) Close() error {
+	c.stop()
+	return c.st.Close()
 }
