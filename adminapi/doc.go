@@ -25,6 +25,11 @@
 // loopback, and the client sends it (SetLocalToken) only to a loopback
 // address.
 //
+// MountProfiler (pprof.go) serves Go's runtime profiles under /debug/pprof/
+// for a daemon started with --pprof, behind the same guard; unlike
+// /api/v1's reads it refuses a request that carries neither an admin key
+// nor the local token.
+//
 // This package imports no other Hearth package; only cmd and daemon
 // import it.
 package adminapi

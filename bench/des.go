@@ -488,6 +488,8 @@ func (d *des) finish(f *flight, err error) {
 		PromptTokens: f.prompt, OutputTokens: f.outputs, CachedTokens: f.cached,
 		RAMCachedTokens: f.ramCached, SSDCachedTokens: f.ssdCached,
 		PredictedCachedTokens: (f.decision.CachedBlocks + f.decision.LowerTierBlocks) * tokenizer.DefaultBlockSize,
+		PredictedRAMTokens:    f.decision.RAMBlocks * tokenizer.DefaultBlockSize,
+		PredictedSSDTokens:    f.decision.DiskBlocks * tokenizer.DefaultBlockSize,
 		Err:                   err,
 	}
 	d.results = append(d.results, r)

@@ -299,6 +299,13 @@ func (l *Live) send(ctx context.Context, req *Request, policy string, start time
 			res.CachedTokens = usage.PromptTokensDetails.CachedTokens
 		}
 	}
+	// The engine's cached tokens count what it loads from host RAM and
+	// the node's SSD as well as its GPU hits: so does the prediction, from
+	// x-hearth-tier-blocks where the gateway sends it.
+	if gpu, ram, ssd, ok := parseTierBlocks(resp.Header.Get("x-hearth-tier-blocks")); ok {
+		predictedBlocks = gpu + ram + ssd
+		res.PredictedRAMTokens, res.PredictedSSDTokens = ram*l.cfg.BlockSize, ssd*l.cfg.BlockSize
+	}
 	res.PredictedCachedTokens = predictedBlocks * l.cfg.BlockSize
 	if promptBlocks, _ := strconv.Atoi(resp.Header.Get("x-hearth-prompt-blocks")); res.PromptTokens == 0 && promptBlocks > 0 {
 		// No usage in the stream: the gateway's block count is the best
@@ -306,6 +313,33 @@ func (l *Live) send(ctx context.Context, req *Request, policy string, start time
 		res.PromptTokens = promptBlocks * l.cfg.BlockSize
 	}
 	return res
+}
+
+// parseTierBlocks reads a Hearth gateway's x-hearth-tier-blocks header,
+// "gpu=N,ram=N,ssd=N": the prompt blocks the chosen worker holds on its
+// GPU, loads from host RAM and from its node's SSD. A tier it does not
+// name is 0 and one this runner does not know is left out; ok is false
+// for an empty or malformed header.
+func parseTierBlocks(v string) (gpu, ram, ssd int, ok bool) {
+	if strings.TrimSpace(v) == "" {
+		return 0, 0, 0, false
+	}
+	for part := range strings.SplitSeq(v, ",") {
+		name, count, found := strings.Cut(strings.TrimSpace(part), "=")
+		n, err := strconv.ParseUint(strings.TrimSpace(count), 10, 31)
+		if !found || err != nil {
+			return 0, 0, 0, false
+		}
+		switch strings.TrimSpace(name) {
+		case "gpu":
+			gpu = int(n)
+		case "ram":
+			ram = int(n)
+		case "ssd":
+			ssd = int(n)
+		}
+	}
+	return gpu, ram, ssd, true
 }
 
 // liveMessages returns the request's messages for a strict OpenAI server:

@@ -165,6 +165,7 @@ func TestLiveReadsHearthHeaders(t *testing.T) {
 		b, _ := io.ReadAll(r.Body)
 		gotBody = string(b)
 		w.Header().Set("x-hearth-cached-blocks", "3")
+		w.Header().Set("x-hearth-tier-blocks", "gpu=3,ram=1,ssd=1")
 		w.Header().Set("x-hearth-prompt-blocks", "5")
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n"+
@@ -192,9 +193,50 @@ func TestLiveReadsHearthHeaders(t *testing.T) {
 			t.Errorf("body lacks %s: %s", want, gotBody)
 		}
 	}
-	if res.PromptTokens != 80 || res.OutputTokens != 2 || res.CachedTokens != 48 || res.PredictedCachedTokens != 48 {
-		t.Errorf("result %+v: want 80 prompt, 2 output, 48 cached and 3x16 predicted tokens", res)
+	// The engine's cached tokens count every tier; so does the prediction.
+	if res.PromptTokens != 80 || res.OutputTokens != 2 || res.CachedTokens != 48 ||
+		res.PredictedCachedTokens != 80 || res.PredictedRAMTokens != 16 || res.PredictedSSDTokens != 16 {
+		t.Errorf("result %+v: want 80 prompt, 2 output, 48 cached and (3+1+1)x16 predicted tokens, 16 of them in RAM and 16 on SSD", res)
 	}
+}
+
+func TestParseTierBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		in            string
+		gpu, ram, ssd int
+		ok            bool
+	}{
+		{"gpu=12,ram=4,ssd=0", 12, 4, 0, true},
+		{"gpu=0,ram=0,ssd=7", 0, 0, 7, true},
+		{"ssd=1,gpu=2", 2, 0, 1, true}, // any order, a missing tier is 0
+		{" gpu=3 , ram=2 ", 3, 2, 0, true},
+		{"gpu=3,vram=2", 3, 0, 0, true}, // a tier of a later gateway is left out
+		{"", 0, 0, 0, false},
+		{"gpu=x", 0, 0, 0, false},
+		{"gpu=-1", 0, 0, 0, false},
+		{"gpu", 0, 0, 0, false},
+		{"gpu=99999999999999999999", 0, 0, 0, false},
+	} {
+		gpu, ram, ssd, ok := parseTierBlocks(tc.in)
+		if gpu != tc.gpu || ram != tc.ram || ssd != tc.ssd || ok != tc.ok {
+			t.Errorf("parseTierBlocks(%q) = %d, %d, %d, %v; want %d, %d, %d, %v", tc.in, gpu, ram, ssd, ok, tc.gpu, tc.ram, tc.ssd, tc.ok)
+		}
+	}
+}
+
+func FuzzParseTierBlocks(f *testing.F) {
+	for _, s := range []string{"gpu=12,ram=4,ssd=0", "", "gpu=,ram", "ssd=1,gpu=2,,", "gpu=-0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		gpu, ram, ssd, ok := parseTierBlocks(s)
+		if !ok && gpu+ram+ssd != 0 {
+			t.Fatalf("%q: not ok but %d, %d, %d", s, gpu, ram, ssd)
+		}
+		if gpu < 0 || ram < 0 || ssd < 0 {
+			t.Fatalf("%q: negative count %d, %d, %d", s, gpu, ram, ssd)
+		}
+	})
 }
 
 func TestReadStream(t *testing.T) {

@@ -122,3 +122,84 @@ func TestNiceScale(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteSeriesSVGGolden(t *testing.T) {
+	x, series, err := ReadSeriesCSV(strings.NewReader("minute,daemon,engine0\n0,80,78.5\n1,252.4,\n2,305.4,133.6\n3.5,258.6,166.3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	err = WriteSeriesSVG(&b, "soak <test>", "minutes", x, []SeriesPanel{
+		{Title: "RSS (MB)", Series: series},
+		{Title: "goroutines", Series: []Series{{Name: "daemon", Values: []float64{100, 125, 151, 182}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	elements, text := wellFormed(t, b.Bytes())
+	if elements["path"] != 3 || !strings.Contains(text, "soak <test>") {
+		t.Errorf("%d paths, text %q; want 3 lines and the escaped title", elements["path"], text)
+	}
+	// The missing sample of engine0 at minute 1 is a gap: its line moves.
+	if !strings.Contains(b.String(), "M") || strings.Count(b.String(), "\" fill=\"none\" stroke=\"#D55E00\"") != 1 {
+		t.Errorf("engine0's line is missing")
+	}
+	golden(t, "soak.svg.golden", b.Bytes())
+}
+
+func TestReadSeriesCSV(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		wantErr  bool
+		rows     int
+	}{
+		{"samples", "minute,a,b\n0,1,2\n1,3,\n", false, 2},
+		{"header only", "minute,a\n", false, 0},
+		{"no series", "minute\n0\n", true, 0},
+		{"not a number", "minute,a\n0,x\n", true, 0},
+		{"short row", "minute,a,b\n0,1\n", true, 0},
+		{"empty", "", true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x, series, err := ReadSeriesCSV(strings.NewReader(tc.in))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if err != nil {
+				if !errors.Is(err, ErrBadSeries) {
+					t.Errorf("%v does not wrap ErrBadSeries", err)
+				}
+				return
+			}
+			if len(x) != tc.rows {
+				t.Errorf("%d rows, want %d", len(x), tc.rows)
+			}
+			for _, s := range series {
+				if len(s.Values) != len(x) {
+					t.Errorf("series %s has %d values for %d rows", s.Name, len(s.Values), len(x))
+				}
+			}
+		})
+	}
+}
+
+func FuzzReadSeriesCSV(f *testing.F) {
+	f.Add("minute,a,b\n0,1,2\n1,3,\n")
+	f.Add("m,\"q,x\"\n1e3,NaN\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		x, series, err := ReadSeriesCSV(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		for _, s := range series {
+			if len(s.Values) != len(x) {
+				t.Fatalf("series %q has %d values for %d rows", s.Name, len(s.Values), len(x))
+			}
+		}
+		var b bytes.Buffer
+		if err := WriteSeriesSVG(&b, "t", "x", x, []SeriesPanel{{Title: "y", Series: series}}); err != nil {
+			t.Fatal(err)
+		}
+		wellFormed(t, b.Bytes())
+	})
+}

@@ -63,7 +63,7 @@ func WriteTable(w io.Writer, runs []RunSummary) error {
 	bw := bufio.NewWriter(w)
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "sessions\tpolicy\trequests\terrors\tcompact/s\tdone\tttft p50\tttft p90\tttft p99\tslow ttft p50\tslow ttft p90\tslow ttft p99\t"+
-		"task p50\ttask p90\ttask p99\titl p50\te2e p50\tout tok/s\thit pred\thit engine\tttft vs rr\t")
+		"task p50\ttask p90\ttask p99\titl p50\te2e p50\tout tok/s\thit pred\tpred gpu/ram/ssd\thit engine\tttft vs rr\t")
 	baseline := make(map[int]float64)
 	for _, r := range runs {
 		if r.Policy == RoundRobin {
@@ -83,21 +83,30 @@ func WriteTable(w io.Writer, runs []RunSummary) error {
 			slow = fmt.Sprintf("%.1f\t%.1f\t%.1f", r.SlowestTurnTTFT.P50, r.SlowestTurnTTFT.P90, r.SlowestTurnTTFT.P99)
 			task = fmt.Sprintf("%.1f\t%.1f\t%.1f", r.Session.P50/1000, r.Session.P90/1000, r.Session.P99/1000)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.2f\t%d/%d\t%.1f\t%.1f\t%.1f\t%s\t%s\t%.2f\t%.1f\t%.1f\t%.1f%%\t%.1f%%\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.2f\t%d/%d\t%.1f\t%.1f\t%.1f\t%s\t%s\t%.2f\t%.1f\t%.1f\t%.1f%%\t%s\t%.1f%%\t%s\t\n",
 			r.Sessions, r.Policy, r.Requests, errorsCell(r), r.CompactionsPerSession, r.FinishedSessions, r.StartedSessions,
 			r.TTFT.P50, r.TTFT.P90, r.TTFT.P99, slow, task,
 			r.ITL.P50, r.E2E.P50, r.OutputTokS,
-			100*r.PredictedHitRate, 100*r.EngineHitRate, ratio)
+			100*r.PredictedHitRate, predictedTiersCell(r), 100*r.EngineHitRate, ratio)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("bench: write table: %w", err)
 	}
 	fmt.Fprintln(bw, "latencies in ms, task times in s; compact/s: compactions per session started; done: sessions finished of those started; slow ttft: each finished session's slowest TTFT; task: a session's first request to its last token;")
-	fmt.Fprintln(bw, "errors by cause: ctx (context length), queue (router queue full), engine, timeout, other; ttft vs rr: TTFT p50 over round_robin's at the same sessions")
+	fmt.Fprintln(bw, "errors by cause: ctx (context length), queue (router queue full), engine, timeout, other; ttft vs rr: TTFT p50 over round_robin's at the same sessions;")
+	fmt.Fprintln(bw, "hit pred: prompt tokens the router predicted cached on the worker it chose, every tier, split by tier in pred gpu/ram/ssd; hit engine: those the engines did not compute")
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("bench: write table: %w", err)
 	}
 	return nil
+}
+
+// predictedTiersCell is the table's pred gpu/ram/ssd column: the predicted
+// hit rate split into the GPU's, host RAM's and the node SSD's share, in
+// points of prompt tokens, e.g. "38.1/14.2/0.6".
+func predictedTiersCell(r RunSummary) string {
+	gpu := r.PredictedHitRate - r.PredictedRAMHitRate - r.PredictedSSDHitRate
+	return fmt.Sprintf("%.1f/%.1f/%.1f", 100*gpu, 100*r.PredictedRAMHitRate, 100*r.PredictedSSDHitRate)
 }
 
 // errorsCell is the table's errors column: "0", or "3 (ctx 3)".

@@ -53,9 +53,12 @@ func sampleRuns() []RunSummary {
 			E2E:                   Latency{P50: 3400 + ttft50, P90: 5200, P99: 8000, Mean: 3700},
 			OutputTokS:            47.5 * float64(sessions),
 			PredictedHitRate:      hit,
-			EngineHitRate:         hit - 0.02,
-			PrefillTokens:         int64(float64(300000*sessions) * (1 - hit + 0.02)),
-			CachedTokens:          int64(float64(300000*sessions) * (hit - 0.02)),
+			// Hearth's prediction reaches below the GPU.
+			PredictedRAMHitRate: map[bool]float64{true: 0.125}[policy == "hearth"],
+			PredictedSSDHitRate: map[bool]float64{true: 0.03}[policy == "hearth"],
+			EngineHitRate:       hit - 0.02,
+			PrefillTokens:       int64(float64(300000*sessions) * (1 - hit + 0.02)),
+			CachedTokens:        int64(float64(300000*sessions) * (hit - 0.02)),
 		}
 	}
 	return []RunSummary{
@@ -104,7 +107,7 @@ func TestWriteTableRatios(t *testing.T) {
 	// Rows are ordered by level; policies keep their order within one.
 	var order []string
 	for _, l := range lines[1:] {
-		if f := strings.Fields(l); len(f) > 2 && f[0] != "latencies" && f[0] != "errors" {
+		if f := strings.Fields(l); len(f) > 2 && f[0] != "latencies" && f[0] != "errors" && f[0] != "hit" {
 			order = append(order, f[0]+" "+f[1])
 		}
 	}

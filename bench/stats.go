@@ -102,7 +102,10 @@ type Result struct {
 	// PredictedCachedTokens is the router's prediction of the prompt tokens
 	// already cached on the worker it chose: its GPU overlap blocks plus the
 	// blocks its lower tiers hold after them, × block size.
-	PredictedCachedTokens int
+	// PredictedRAMTokens and PredictedSSDTokens are the parts of it in the
+	// worker's host RAM and on its node's SSD; the rest is on its GPU.
+	PredictedCachedTokens                  int
+	PredictedRAMTokens, PredictedSSDTokens int
 	// CachedTokens is how many prompt tokens the engine did not compute:
 	// GPU prefix-cache hits plus blocks loaded from its host-RAM tier, as
 	// vLLM's num_cached_tokens (usage.prompt_tokens_details) counts them.
@@ -126,7 +129,10 @@ type Result struct {
 //   - OutputTokS is all output tokens divided by the run's span, from the
 //     first request sent to the last one done.
 //   - PredictedHitRate and EngineHitRate are token-weighted: predicted or
-//     engine-cached prompt tokens over all prompt tokens.
+//     engine-cached prompt tokens over all prompt tokens, every tier
+//     counted in both. PredictedRAMHitRate and PredictedSSDHitRate are the
+//     parts of PredictedHitRate predicted in host RAM and on the node's
+//     SSD; the rest was predicted on the GPU.
 //   - PrefillTokens are prompt tokens the engines computed, CachedTokens
 //     those they served from cache; together they are all prompt tokens.
 //     RAMCachedTokens and SSDCachedTokens are the cached tokens loaded from
@@ -163,11 +169,15 @@ type RunSummary struct {
 	E2E                   Latency     `json:"e2e_ms"`
 	OutputTokS            float64     `json:"output_tok_s"`
 	PredictedHitRate      float64     `json:"predicted_hit_rate"`
-	EngineHitRate         float64     `json:"engine_hit_rate"`
-	PrefillTokens         int64       `json:"prefill_tokens"`
-	CachedTokens          int64       `json:"cached_tokens"`
-	RAMCachedTokens       int64       `json:"ram_cached_tokens,omitempty"`
-	SSDCachedTokens       int64       `json:"ssd_cached_tokens,omitempty"`
+	// The split of PredictedHitRate; omitted when nothing was predicted
+	// below the GPU.
+	PredictedRAMHitRate float64 `json:"predicted_ram_hit_rate,omitempty"`
+	PredictedSSDHitRate float64 `json:"predicted_ssd_hit_rate,omitempty"`
+	EngineHitRate       float64 `json:"engine_hit_rate"`
+	PrefillTokens       int64   `json:"prefill_tokens"`
+	CachedTokens        int64   `json:"cached_tokens"`
+	RAMCachedTokens     int64   `json:"ram_cached_tokens,omitempty"`
+	SSDCachedTokens     int64   `json:"ssd_cached_tokens,omitempty"`
 }
 
 // Summarize computes the summary of a run of policy at a concurrency level
@@ -175,7 +185,7 @@ type RunSummary struct {
 func Summarize(policy string, sessions int, results []Result) RunSummary {
 	s := RunSummary{Policy: policy, Sessions: sessions, Requests: len(results)}
 	var ttft, itl, e2e []float64
-	var prompt, predicted, cached, output int64
+	var prompt, predicted, predictedRAM, predictedSSD, cached, output int64
 	first, last := time.Duration(math.MaxInt64), time.Duration(math.MinInt64)
 	for i := range results {
 		r := &results[i]
@@ -195,6 +205,8 @@ func Summarize(policy string, sessions int, results []Result) RunSummary {
 		}
 		prompt += int64(r.PromptTokens)
 		predicted += int64(r.PredictedCachedTokens)
+		predictedRAM += int64(r.PredictedRAMTokens)
+		predictedSSD += int64(r.PredictedSSDTokens)
 		cached += int64(r.CachedTokens)
 		s.RAMCachedTokens += int64(r.RAMCachedTokens)
 		s.SSDCachedTokens += int64(r.SSDCachedTokens)
@@ -206,6 +218,8 @@ func Summarize(policy string, sessions int, results []Result) RunSummary {
 	}
 	if prompt > 0 {
 		s.PredictedHitRate = float64(predicted) / float64(prompt)
+		s.PredictedRAMHitRate = float64(predictedRAM) / float64(prompt)
+		s.PredictedSSDHitRate = float64(predictedSSD) / float64(prompt)
 		s.EngineHitRate = float64(cached) / float64(prompt)
 	}
 	s.PrefillTokens, s.CachedTokens = prompt-cached, cached

@@ -91,6 +91,10 @@ type Config struct {
 	StopTimeout time.Duration
 	// EngineArgs are appended to every engine's command line.
 	EngineArgs []string
+	// Profile is --pprof: Go's runtime profiles on the API under
+	// /debug/pprof/ (adminapi.MountProfiler), and on each simulated engine
+	// run as a process (sim-engine --pprof).
+	Profile bool
 
 	// The Docker runtime: the node name on the containers' labels, an image
 	// instead of the default one, the Hugging Face cache to mount, the

@@ -85,7 +85,7 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 			// The engine loads the model's repository; clients ask for
 			// Hearth's name of it.
 			ModelPath:       catalog.ModelRepo(cfg.Models[i%len(cfg.Models)]),
-			ExtraArgs:       cfg.EngineArgs,
+			ExtraArgs:       engineArgs(cfg, simulated),
 			GPU:             toSpec(gpu),
 			TensorParallel:  peers,
 			MaxModelLen:     cfg.MaxModelLen,
@@ -310,4 +310,13 @@ func contextShortfall(specs []hruntime.Spec) string {
 		return ""
 	}
 	return catalog.ContextShortfall(shortest)
+}
+
+// engineArgs is what every engine's command line gets appended: --engine-arg's,
+// and --pprof for a simulated engine of a daemon that serves its profiles.
+func engineArgs(cfg Config, simulated bool) []string {
+	if !cfg.Profile || !simulated || cfg.EngineRuntime != RuntimeProcess {
+		return cfg.EngineArgs
+	}
+	return append(slices.Clip(cfg.EngineArgs), "--pprof")
 }

@@ -252,6 +252,9 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 		Mount: func(r fiber.Router) {
 			con.Register(r)
 			adminapi.Mount(r, con.Guard, AdminSources(engineStatuses, sup, traffic, tok.Decode, clusterNode, cfg.DataDir))
+			if cfg.Profile {
+				adminapi.MountProfiler(r, con.Guard)
+			}
 			// A browser opening the API's address lands on the console;
 			// HEAD / (Claude Code's probe) keeps the gateway's answer.
 			r.Add(fiber.MethodGet, "/", func(c *fiber.Ctx) error { return c.Redirect("/console/") })

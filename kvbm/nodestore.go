@@ -2,6 +2,7 @@ package kvbm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -27,13 +28,40 @@ const EngineStoreCapacity = 1 << 62
 const nodeStoreRescan = 2 * time.Second
 
 // OpenEngineStore opens the node store in an engine process and returns
-// the named space for the engine's blocks (SpaceName).
+// the named space for the engine's blocks (SpaceName). The engine must run
+// the store's RunPrunes (EnginePruneEvery) while it uses it.
 func OpenEngineStore(dir, space string, log *slog.Logger) (*Store, *Space, error) {
 	st, err := OpenStore(StoreConfig{Dir: dir, CapacityBytes: EngineStoreCapacity, Logger: log})
 	if err != nil {
 		return nil, nil, fmt.Errorf("node KV store: %w", err)
 	}
 	return st, st.Space(space), nil
+}
+
+// EnginePruneEvery is how often an engine process prunes its catalog of
+// the node store. An engine evicts nothing itself (EngineStoreCapacity):
+// the daemon deletes the files, and only a Get that misses or a prune
+// takes them out of the engine's catalog, which would otherwise keep an
+// entry for every block the engine ever wrote, and skip writing again a
+// block it wrongly believes stored.
+const EnginePruneEvery = 10 * time.Second
+
+// RunPrunes prunes the store (Prune) every interval of its clock until
+// ctx ends, so that the catalog holds no block the directory lost; it
+// returns nil then.
+func (s *Store) RunPrunes(ctx context.Context, every time.Duration) error {
+	tick, stop := s.clock.NewTicker(every)
+	defer stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick:
+			if err := s.Prune(); err != nil && !errors.Is(err, ErrClosed) && s.log != nil {
+				s.log.Warn("pruning the node KV store's catalog", "dir", s.root, "err", err)
+			}
+		}
+	}
 }
 
 // NodeStore is the daemon's handle on the node's SSD KV store: it owns

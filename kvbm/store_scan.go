@@ -26,7 +26,16 @@ type foundFile struct {
 // counts a block whose mtime changed as used, deletes temp files older than
 // a minute, and evicts if the catalog is then over capacity. It walks the
 // whole tree; the store's lock is held only while the findings are merged.
-func (s *Store) Rescan() error {
+func (s *Store) Rescan() error { return s.rescan(true) }
+
+// Prune is Rescan without entering the blocks other processes wrote: it
+// drops from the catalog the blocks whose files are gone and reads no
+// header, so that a process that evicts nothing itself (an engine's,
+// EngineStoreCapacity) keeps no more of the catalog than the directory
+// holds, at the cost of listing it.
+func (s *Store) Prune() error { return s.rescan(false) }
+
+func (s *Store) rescan(enterFresh bool) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -77,6 +86,9 @@ func (s *Store) Rescan() error {
 		s.dropCorrupt(f, fmt.Errorf("%w: %d bytes, catalog says otherwise", errCorruptFile, f.size))
 	}
 
+	if !enterFresh {
+		fresh = nil
+	}
 	// Check the headers of new blocks without the lock, then enter them,
 	// least recently modified first.
 	valid := fresh[:0]

@@ -55,6 +55,9 @@ type benchFlags struct {
 // runBench compares routing policies on an agentic workload or a trace,
 // on a simulated cluster in virtual time or against a live server.
 func runBench(ctx context.Context, env *environment, args []string) error {
+	if len(args) > 0 && args[0] == "plot" {
+		return runBenchPlot(ctx, env, args[1:])
+	}
 	if len(args) == 0 || (args[0] != "agentic" && args[0] != "trace") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			printBenchUsage(env.stdout)
@@ -128,11 +131,13 @@ func (f *benchFlags) run(ctx context.Context, env *environment) error {
 func printBenchUsage(w io.Writer) {
 	fmt.Fprintln(w, `Usage: hearth bench agentic [flags]
        hearth bench trace --trace FILE [flags]
+       hearth bench plot --csv FILE --out FILE.svg
 
 Runs routing policies side by side on the same workload: on a simulated
 cluster in virtual time (--sim, the default) or against a live
 OpenAI-compatible server (--target). Run 'hearth bench agentic --help'
-for the flags.`)
+for the flags. 'hearth bench plot' draws samples over time (the CSV
+scripts/soak writes) as an SVG chart.`)
 }
 
 func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags, error) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/runtime/sim/simcli"
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -45,6 +46,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	tp := fs.Int("tensor-parallel-size", 1, "GPUs of kind --gpu the engine splits the model over (tensor parallelism)")
 	kvDtype := fs.String("kv-cache-dtype", "auto", "KV cache dtype: auto, or fp8 to halve the bytes per token (the choices of the --flavor's engine)")
 	overrides := fs.String("hf-overrides", "", "JSON overriding the model's config.json; its rope_scaling stretches the context (YaRN)")
+	profile := fs.Bool("pprof", false, "serve Go's runtime profiles under /debug/pprof/ on --listen (the simulator's own memory and goroutines)")
 	var agent sim.AgentOptions
 	fs.BoolVar(&agent.AllowWriteTools, "allow-write-tools", false, "let the simulated model call tools that write, edit or run commands (it only reads otherwise)")
 	fs.Func("tool-calls", "tool calls the simulated model makes per task before answering, N or N-M (default 3-6)", agent.ParseToolCallRange)
@@ -89,7 +91,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 		Engine: cfg, Listen: *listen, KVEvents: *kvEvents, KVReplay: *kvReplay, Topic: *kvTopic,
 		Format: format, ServedModelName: *servedName, Speedup: *speedup,
 		Logger:       newLogger(env.stderr, slog.LevelInfo, logFormatText),
-		StartupDelay: *startup, Failure: fail, Console: env.stdout,
+		StartupDelay: *startup, Failure: fail, Console: env.stdout, Profile: *profile,
 	})
 }
 
@@ -103,7 +105,30 @@ func simEngineEnv(env *environment) simcli.Env {
 			if err != nil {
 				return nil, nil, err
 			}
-			return sim.ByHash(space), st, nil
+			return sim.ByHash(space), pruneWhileOpen(st), nil
 		},
 	}
+}
+
+// pruneWhileOpen runs the engine store's prunes (kvbm.EnginePruneEvery)
+// until the returned closer stops them and closes the store.
+func pruneWhileOpen(st *kvbm.Store) io.Closer {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		st.RunPrunes(ctx, kvbm.EnginePruneEvery) // returns nil when ctx ends
+	}()
+	return storeCloser{st: st, stop: func() { cancel(); <-done }}
+}
+
+// storeCloser stops an engine store's prunes, then closes it.
+type storeCloser struct {
+	st   *kvbm.Store
+	stop func()
+}
+
+func (c storeCloser) Close() error {
+	c.stop()
+	return c.st.Close()
 }

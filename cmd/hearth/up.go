@@ -92,6 +92,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs.StringVar(&cfg.KVStoreDir, "kv-store-dir", "", "the node's SSD KV store (default: kvstore in the data directory)")
 	fs.Float64Var(&cfg.KVStoreGiB, "kv-store-size", 0, "capacity of the SSD KV store in GiB (0: 10% of the disk's free space, at most 256 GiB)")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the simulated engines")
+	fs.BoolVar(&cfg.Profile, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the API, to an admin API key or the local token (simulated engines run as processes serve theirs on their own port)")
 	fs.BoolVar(&cfg.SimAgent.AllowWriteTools, "sim-allow-write-tools", false, "let the simulated model call tools that write, edit or run commands (it only reads otherwise)")
 	fs.Func("sim-tool-calls", "tool calls the simulated model makes per task before answering, N or N-M (default 3-6)", cfg.SimAgent.ParseToolCallRange)
 	fs.Var(config.Repeatable(func(s string) error {

@@ -370,6 +370,34 @@ func (in *Ingester) apply(seq uint64, payload []byte) {
 	}
 	in.lastTS = in.batch.TS
 	in.applyBatch(&in.batch)
+	in.releaseLargeBatch()
+}
+
+// maxKeptBatchBytes bounds the decode buffers an Ingester keeps from one
+// batch to the next. Decode reuses every event's buffers, so without a
+// bound each event slot would keep the largest token list it ever held:
+// over hours of long prompts, megabytes per engine that nothing reads.
+const maxKeptBatchBytes = 256 << 10
+
+// releaseLargeBatch lets the decoded batch's buffers go when they hold
+// more than maxKeptBatchBytes; the usual small batch keeps them for reuse.
+func (in *Ingester) releaseLargeBatch() {
+	if batchBufferBytes(&in.batch) > maxKeptBatchBytes {
+		in.batch = kvevents.Batch{}
+	}
+}
+
+// batchBufferBytes is what b's event buffers hold, those of the slots
+// past its length included.
+func batchBufferBytes(b *kvevents.Batch) int {
+	n := 0
+	for _, ev := range b.Events[:cap(b.Events)] {
+		n += 8*cap(ev.BlockHashes) + 4*cap(ev.TokenIDs)
+		for _, k := range ev.ExtraKeys[:cap(ev.ExtraKeys)] {
+			n += cap(k)
+		}
+	}
+	return n
 }
 
 // applyBatch applies a decoded batch to the index and the mapping.

@@ -712,3 +712,24 @@ func TestIngestVLLMOffloadedBlocks(t *testing.T) {
 		t.Errorf("stats %+v: want 6 blocks stored, 1 removed, no orphans or unknown removals", s)
 	}
 }
+
+// TestIngesterKeepsNoLargeDecodeBuffers: a batch that stores a long prompt
+// decodes into large token lists; they are not kept for the next batch.
+func TestIngesterKeepsNoLargeDecodeBuffers(t *testing.T) {
+	idx := newFakeIndex()
+	in := newTestIngester(t, idx, nil)
+	e := newFakeEngine(1000, 16)
+	long := tokenRun(1, 8192*tokenizer.DefaultBlockSize) // a 128k-token prompt: 512 kB of token ids
+	var events []kvevents.Event
+	for i := 0; i < 8192; i += 64 {
+		events = append(events, e.store(long, i, i+64, ""))
+	}
+	short := tokenRun(7, 2*tokenizer.DefaultBlockSize)
+	live(t, in, e.publish(events...), e.publish(e.store(short, 0, 2, "")))
+	if got := batchBufferBytes(&in.batch); got > maxKeptBatchBytes {
+		t.Errorf("after the long prompt's batch the ingester keeps %d bytes of decode buffers, want at most %d", got, maxKeptBatchBytes)
+	}
+	if s := in.Stats(); s.BlocksStored != 8194 {
+		t.Errorf("stored %d blocks, want 8194", s.BlocksStored)
+	}
+}

@@ -68,8 +68,10 @@ type InstanceOptions struct {
 	ServerArgs map[string]any
 	// HealthCheckTimeout bounds SGLang's /health_generate; default 20s.
 	HealthCheckTimeout time.Duration
-	Tokenizer          Tokenizer // required
-	Logger             *slog.Logger
+	// Profile serves Go's runtime profiles (ServerOptions.Profile).
+	Profile   bool
+	Tokenizer Tokenizer // required
+	Logger    *slog.Logger
 }
 
 // Instance is a simulated vLLM or SGLang server whose sockets are bound
@@ -153,7 +155,7 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 		BlockSize: inst.cfg.BlockSize, GPUMemoryUtilization: inst.cfg.GPUMemoryUtilization,
 		NumCPUBlocks: inst.cfg.NumCPUBlocks, NodeStore: inst.cfg.Store != nil, Speedup: opts.Speedup, Seed: inst.cfg.Seed, Agent: inst.cfg.Agent,
 		Kind: inst.cfg.Kind, ModelPath: opts.ModelPath, HealthCheckTimeout: opts.HealthCheckTimeout,
-		Logger: log,
+		Profile: opts.Profile, Logger: log,
 	})
 	if err != nil {
 		inst.Close()

@@ -1,11 +1,13 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +47,13 @@ type PublisherOptions struct {
 	// ReplayBuffer is how many past batches the replay socket can serve;
 	// default 10000, as vLLM's buffer_steps.
 	ReplayBuffer int
+	// ReplayBufferBytes bounds the same buffer by the batches' encoded
+	// size; default DefaultReplayBufferBytes. vLLM bounds it by count
+	// alone, but a batch that stores a long prompt's blocks carries every
+	// token id (tens of kilobytes), and 10,000 of them would be most of a
+	// simulated engine's memory. The oldest batches go first, whichever
+	// bound is reached; a subscriber asking for one gone sees the gap.
+	ReplayBufferBytes int
 	// Now timestamps batches; nil means time.Now. vLLM stamps batches with
 	// wall-clock seconds since the Unix epoch.
 	Now    func() time.Time
@@ -71,9 +80,12 @@ type Publisher struct {
 
 	mu      sync.Mutex
 	nextSeq uint64
-	ring    []publishedBatch // circular, len == cap once full
-	ringPos int              // index of the oldest entry once full
-	queue   chan publishedBatch
+	// replayable holds the batches the replay socket serves, oldest
+	// first, from index head; replayBytes is the size of their payloads.
+	replayable  []publishedBatch
+	head        int
+	replayBytes int
+	queue       chan publishedBatch
 
 	dropped atomic.Int64
 	runOnce sync.Once
@@ -85,6 +97,9 @@ type publishedBatch struct {
 }
 
 var _ EventSink = (*Publisher)(nil)
+
+// DefaultReplayBufferBytes is PublisherOptions.ReplayBufferBytes' default.
+const DefaultReplayBufferBytes = 8 << 20
 
 // pubHighWaterMark bounds the messages the PUB socket queues.
 const pubHighWaterMark = 100_000
@@ -104,6 +119,9 @@ func NewPublisher(opts PublisherOptions) (*Publisher, error) {
 	if opts.ReplayBuffer <= 0 {
 		opts.ReplayBuffer = 10000
 	}
+	if opts.ReplayBufferBytes <= 0 {
+		opts.ReplayBufferBytes = DefaultReplayBufferBytes
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -112,11 +130,11 @@ func NewPublisher(opts PublisherOptions) (*Publisher, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Publisher{
-		opts:  opts,
-		log:   log.With("component", "kv-events"),
-		topic: []byte(opts.Topic),
-		queue: make(chan publishedBatch, opts.QueueSize),
-		ring:  make([]publishedBatch, 0, min(opts.ReplayBuffer, 1024)),
+		opts:       opts,
+		log:        log.With("component", "kv-events"),
+		topic:      []byte(opts.Topic),
+		queue:      make(chan publishedBatch, opts.QueueSize),
+		replayable: make([]publishedBatch, 0, min(opts.ReplayBuffer, 1024)),
 	}
 	// The sockets live until Run closes them, not for one request, so they
 	// get a context of their own.
@@ -181,12 +199,7 @@ func (p *Publisher) PublishKVEvents(_ time.Duration, events []kvevents.Event) {
 	defer p.mu.Unlock()
 	b := publishedBatch{seq: p.nextSeq, payload: payload}
 	p.nextSeq++
-	if len(p.ring) < p.opts.ReplayBuffer {
-		p.ring = append(p.ring, b)
-	} else {
-		p.ring[p.ringPos] = b
-		p.ringPos = (p.ringPos + 1) % len(p.ring)
-	}
+	p.keepForReplay(b)
 	// Queued under the lock so the sender sees batches in sequence order.
 	select {
 	case p.queue <- b:
@@ -257,16 +270,31 @@ func (p *Publisher) serveReplay() {
 	}
 }
 
+// keepForReplay adds b to the replay buffer and drops the oldest batches
+// beyond its bounds (ReplayBuffer, ReplayBufferBytes); the newest batch is
+// always kept. Called with p.mu held.
+func (p *Publisher) keepForReplay(b publishedBatch) {
+	p.replayable = append(p.replayable, b)
+	p.replayBytes += cap(b.payload) // what the batch holds, not what it uses
+	for n := len(p.replayable) - p.head; n > 1 && (n > p.opts.ReplayBuffer || p.replayBytes > p.opts.ReplayBufferBytes); n-- {
+		p.replayBytes -= cap(p.replayable[p.head].payload)
+		p.replayable[p.head] = publishedBatch{} // let its payload go
+		p.head++
+	}
+	// Move the kept batches down once the dropped ones are half the
+	// slice, so that it does not grow without end.
+	if p.head > len(p.replayable)/2 {
+		n := copy(p.replayable, p.replayable[p.head:])
+		clear(p.replayable[n:])
+		p.replayable, p.head = p.replayable[:n], 0
+	}
+}
+
 // replayFrom returns the buffered batches with seq >= start, oldest first.
 func (p *Publisher) replayFrom(start uint64) []publishedBatch {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []publishedBatch
-	for i := range p.ring {
-		b := p.ring[(p.ringPos+i)%len(p.ring)]
-		if b.seq >= start {
-			out = append(out, b)
-		}
-	}
-	return out
+	kept := p.replayable[p.head:]
+	i, _ := slices.BinarySearchFunc(kept, start, func(b publishedBatch, seq uint64) int { return cmp.Compare(b.seq, seq) })
+	return slices.Clone(kept[i:])
 }

@@ -296,6 +296,49 @@ func TestPublisherReplayBufferIsBounded(t *testing.T) {
 	}
 }
 
+// TestPublisherReplayBufferIsBoundedInBytes: batches that store long
+// prompts carry every token id; the buffer keeps the newest of them within
+// its byte bound, however many fit its count, and always the newest one.
+func TestPublisherReplayBufferIsBoundedInBytes(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const bound = 64 << 10
+	p, _ := startPublisher(t, ctx, PublisherOptions{ReplayBufferBytes: bound})
+	stored := func(i int) []kvevents.Event {
+		hashes := make([]uint64, 64) // a 1,024-token prompt: about 4 kB
+		for j := range hashes {
+			hashes[j] = uint64(i*1000 + j)
+		}
+		return []kvevents.Event{{Kind: kvevents.BlockStored, BlockHashes: hashes, TokenIDs: make([]uint32, 64*16), BlockSize: 16}}
+	}
+	for i := range 1000 {
+		p.PublishKVEvents(0, stored(i))
+	}
+	kept := p.replayFrom(0)
+	size := 0
+	for i, b := range kept {
+		size += cap(b.payload) // the memory it holds
+		if want := uint64(1000 - len(kept) + i); b.seq != want {
+			t.Fatalf("batch %d has seq %d, want %d: the newest, in order", i, b.seq, want)
+		}
+	}
+	if size > bound || len(kept) < 2 {
+		t.Errorf("replay buffer holds %d batches of %d bytes, want at most %d bytes and more than one batch", len(kept), size, bound)
+	}
+	if p.head+len(kept) > 2*len(kept)+1 {
+		t.Errorf("the buffer's slice keeps %d dropped batches for %d kept", p.head, len(kept))
+	}
+	// One batch over the bound is kept alone: it is the newest.
+	big := make([]uint32, 2048*16)
+	for i := range big {
+		big[i] = 100_000 + uint32(i) // five bytes each in msgpack
+	}
+	p.PublishKVEvents(0, []kvevents.Event{{Kind: kvevents.BlockStored, BlockHashes: make([]uint64, 2048), TokenIDs: big, BlockSize: 16}})
+	if kept := p.replayFrom(0); len(kept) != 1 || kept[0].seq != 1000 {
+		t.Errorf("after a batch over the bound the buffer holds %d batches, want that one", len(kept))
+	}
+}
+
 func TestPublisherFullQueueLeavesBatchesToReplay(t *testing.T) {
 	p, err := NewPublisher(PublisherOptions{Endpoint: "tcp://127.0.0.1:0", QueueSize: 1})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -44,7 +45,11 @@ var (
 
 // ServerOptions configures a Server.
 type ServerOptions struct {
-	Engine    Engine    // required
+	Engine Engine // required
+	// Profile serves Go's runtime profiles (net/http/pprof) under
+	// /debug/pprof/, to measure the simulator's own memory; no real
+	// engine has them, so it is off unless asked for (sim-engine --pprof).
+	Profile   bool
 	Tokenizer Tokenizer // required
 	// ServedModelName is the model id clients send and /v1/models lists.
 	// Required.
@@ -178,6 +183,13 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		mux.HandleFunc("GET /get_model_info", s.handleModelInfo)
 		// SGLang's one tokenize handler answers both paths.
 		mux.HandleFunc("POST /v1/tokenize", s.handleTokenize)
+	}
+	if opts.Profile {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	s.mux = mux
 	return s, nil

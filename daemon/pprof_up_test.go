@@ -1,0 +1,51 @@
+package daemon_test
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hearth-llm/hearth/adminapi"
+	"github.com/hearth-llm/hearth/daemon"
+)
+
+// TestUpServesProfilesOnlyWhenAsked: with --pprof the API serves the heap
+// profile to the local token and to no bare request; without it there is
+// no profile at all.
+func TestUpServesProfilesOnlyWhenAsked(t *testing.T) {
+	for _, profile := range []bool{true, false} {
+		cfg := simConfig(t, "1x4090", func(c *daemon.Config) { c.Profile = profile })
+		baseURL, stop := serveTestUp(t, cfg)
+		token, err := os.ReadFile(filepath.Join(cfg.DataDir, adminapi.LocalTokenFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		get := func(withToken bool) (int, string) {
+			req, _ := http.NewRequest(http.MethodGet, baseURL+"/debug/pprof/heap?debug=1", nil)
+			if withToken {
+				req.Header.Set(adminapi.LocalTokenHeader, strings.TrimSpace(string(token)))
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		bare, _ := get(false)
+		code, body := get(true)
+		switch {
+		case profile && (bare != http.StatusUnauthorized || code != http.StatusOK || !strings.Contains(body, "heap profile")):
+			t.Errorf("--pprof: bare request %d, with the local token %d %.80q; want 401, and 200 with the heap profile", bare, code, body)
+		case !profile && code == http.StatusOK:
+			t.Errorf("without --pprof the heap profile is served: %.80q", body)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
