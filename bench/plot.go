@@ -100,18 +100,7 @@ func WriteSVG(w io.Writer, title string, runs []RunSummary) error {
 				maxY = max(maxY, val(r, false), val(r, true))
 			}
 		}
-		step, axisTop := niceScale(maxY, plotYTicks)
-		yOf := func(v float64) float64 { return top + innerH*(1-finite(v)/axisTop) }
-
-		// Grid and y axis.
-		for v := 0.0; v <= axisTop+step/2; v += step {
-			y := yOf(v)
-			p("<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"#dddddd\"/>\n", plotLeft, num(y), plotWidth-plotRight, num(y))
-			p("<text x=\"%d\" y=\"%s\" text-anchor=\"end\" dominant-baseline=\"middle\">%s</text>\n", plotLeft-8, num(y), num(v))
-		}
-		p("<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"black\"/>\n", plotLeft, num(top), plotLeft, num(bottom))
-		p("<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"black\"/>\n", plotLeft, num(bottom), plotWidth-plotRight, num(bottom))
-		p("<text transform=\"translate(20 %s) rotate(-90)\" text-anchor=\"middle\">%s</text>\n", num(top+innerH/2), esc(panel.title))
+		yOf := writeYAxis(p, top, innerH, maxY, panel.title)
 
 		// X axis.
 		for i, lv := range levels {
@@ -204,6 +193,23 @@ func finite(v float64) float64 {
 }
 
 // num formats a coordinate or value compactly and deterministically.
+// writeYAxis draws a panel's grid, axes and y title for values from zero to
+// about maxY, and returns the panel's y coordinate of a value.
+func writeYAxis(p func(string, ...any), top, innerH, maxY float64, title string) (yOf func(float64) float64) {
+	bottom := top + innerH
+	step, axisTop := niceScale(maxY, plotYTicks)
+	yOf = func(v float64) float64 { return top + innerH*(1-finite(v)/axisTop) }
+	for v := 0.0; v <= axisTop+step/2; v += step {
+		y := yOf(v)
+		p("<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"#dddddd\"/>\n", plotLeft, num(y), plotWidth-plotRight, num(y))
+		p("<text x=\"%d\" y=\"%s\" text-anchor=\"end\" dominant-baseline=\"middle\">%s</text>\n", plotLeft-8, num(y), num(v))
+	}
+	p("<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"black\"/>\n", plotLeft, num(top), plotLeft, num(bottom))
+	p("<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"black\"/>\n", plotLeft, num(bottom), plotWidth-plotRight, num(bottom))
+	p("<text transform=\"translate(20 %s) rotate(-90)\" text-anchor=\"middle\">%s</text>\n", num(top+innerH/2), esc(title))
+	return yOf
+}
+
 func num(v float64) string {
 	return strconv.FormatFloat(math.Round(finite(v)*100)/100, 'f', -1, 64)
 }

@@ -58,17 +58,7 @@ func WriteSeriesSVG(w io.Writer, title, xTitle string, x []float64, panels []Ser
 				maxY = max(maxY, finite(v))
 			}
 		}
-		step, axisTop := niceScale(maxY, plotYTicks)
-		yOf := func(v float64) float64 { return top + innerH*(1-finite(v)/axisTop) }
-
-		for v := 0.0; v <= axisTop+step/2; v += step {
-			y := yOf(v)
-			p("<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"#dddddd\"/>\n", plotLeft, num(y), plotWidth-plotRight, num(y))
-			p("<text x=\"%d\" y=\"%s\" text-anchor=\"end\" dominant-baseline=\"middle\">%s</text>\n", plotLeft-8, num(y), num(v))
-		}
-		p("<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"black\"/>\n", plotLeft, num(top), plotLeft, num(bottom))
-		p("<line x1=\"%d\" y1=\"%s\" x2=\"%d\" y2=\"%s\" stroke=\"black\"/>\n", plotLeft, num(bottom), plotWidth-plotRight, num(bottom))
-		p("<text transform=\"translate(20 %s) rotate(-90)\" text-anchor=\"middle\">%s</text>\n", num(top+innerH/2), esc(panel.Title))
+		yOf := writeYAxis(p, top, innerH, maxY, panel.Title)
 		for v := 0.0; v <= xTop+xStep/2; v += xStep {
 			xv := xOf(v)
 			p("<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\" stroke=\"black\"/>\n", num(xv), num(bottom), num(xv), num(bottom+5))
