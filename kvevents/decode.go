@@ -633,6 +633,16 @@ func (dec *Decoder) tokenList(dst []uint32) ([]uint32, error) {
 			v, off = uint64(binary.BigEndian.Uint16(p[off+1:])), off+3
 		case c == msgpcode.Uint32 && off+5 <= len(p):
 			v, off = uint64(binary.BigEndian.Uint32(p[off+1:])), off+5
+		case c == msgpcode.FixedArrayLow|2:
+			// SGLang with EAGLE speculative decoding keys its radix tree
+			// by token pairs and publishes each page's ids as the pairs
+			// (t[j], t[j+1]): the page's own token is the first of each.
+			first, w1 := uintAt(p[off+1:])
+			_, w2 := uintAt(p[off+1+w1:])
+			if w1 == 0 || w2 == 0 {
+				return dst, fmt.Errorf("token id %d: not a pair of unsigned ints", len(dst))
+			}
+			v, off = first, off+1+w1+w2
 		default:
 			var w int
 			v, w = uintAt(p[off:])

@@ -57,6 +57,14 @@ func TestDecodeGoldenVectors(t *testing.T) {
 			}},
 		},
 		{
+			// EAGLE's token pairs: each page's own tokens are the firsts.
+			name: "sglang_eagle", format: FormatSGLang,
+			want: batchView{TS: math.Float64bits(6), HasDPRank: true, Events: []eventView{
+				{Kind: BlockStored, Hashes: []uint64{42}, Tokens: []uint32{5, 6}, BlockSize: 2, Medium: MediumGPU},
+				{Kind: BlockStored, Hashes: []uint64{43}, Parent: 42, HasParent: true, Tokens: []uint32{300, 7}, BlockSize: 2, Medium: MediumGPU},
+			}},
+		},
+		{
 			name: "vllm_array_full",
 			want: batchView{TS: math.Float64bits(1.5), Events: []eventView{
 				{
