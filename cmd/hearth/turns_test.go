@@ -55,12 +55,13 @@ func chatTurn(t *testing.T, baseURL string, turns []string) turnUsage {
 	return turnUsage{out.Usage.PromptTokens, out.Usage.Details.CachedTokens}
 }
 
-// countBlocks counts the block files under a node store.
+// countBlocks counts the block files under a node store: Hearth's own,
+// and the pages the simulated SGLang writes there as HiCacheFile does.
 func countBlocks(t *testing.T, dir string) int {
 	t.Helper()
 	n := 0
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".kv") {
+		if err == nil && !d.IsDir() && (strings.HasSuffix(path, ".kv") || strings.HasSuffix(path, ".bin")) {
 			n++
 		}
 		return err
