@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/hearth-llm/hearth/bench"
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/nodes"
 )
@@ -26,7 +28,15 @@ type planConfig struct {
 	// kvCacheDtype and ropeScaling complete the layout with tp.
 	kvCacheDtype string
 	ropeScaling  bool
+	// agent, when set, evaluates the layouts on that client's preset
+	// workload at sessions concurrent sessions instead of planning one.
+	agent    string
+	sessions int
 }
+
+// agentEvaluationSeed is the seed hearth plan --agent and hearth up --agent
+// simulate with: a fixed one, so that the recommendation is repeatable.
+const agentEvaluationSeed = 1
 
 // layout is the layout the flags ask for.
 func (c planConfig) layout() catalog.Layout {
@@ -42,7 +52,7 @@ type planGPU struct {
 // runPlan prints what fits on each GPU: the model's weights and KV cache,
 // the memory fraction to pass each engine and the context that fits. A model
 // that does not fit is an error whose text is one sentence with the fix.
-func runPlan(_ context.Context, env *environment, args []string) error {
+func runPlan(ctx context.Context, env *environment, args []string) error {
 	cfg, err := parsePlanFlags(env, args)
 	if err != nil {
 		return err
@@ -59,6 +69,14 @@ func runPlan(_ context.Context, env *environment, args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if cfg.agent != "" {
+		ev, err := evaluateAgentLayouts(ctx, cfg, uses, model)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.stdout, "%s (%s), layouts for %s\n", model.Name, model.Repo, cfg.agent)
+		return bench.WriteLayoutTable(env.stdout, ev)
 	}
 	if model, err = catalog.ApplyLayout(model, cfg.layout()); err != nil {
 		return err
@@ -77,9 +95,25 @@ func runPlan(_ context.Context, env *environment, args []string) error {
 	return writePlanText(env.stdout, out)
 }
 
+// evaluateAgentLayouts runs the agent client's preset workload on each
+// layout of model that fits the GPUs (bench.AgentCandidates) and
+// recommends one.
+func evaluateAgentLayouts(ctx context.Context, cfg planConfig, uses []catalog.GPUUse, model catalog.Model) (bench.LayoutEvaluation, error) {
+	preset, err := bench.PresetByName(cfg.agent)
+	if err != nil {
+		return bench.LayoutEvaluation{}, err
+	}
+	kinds := make([]string, len(uses))
+	for i, u := range uses {
+		kinds[i] = u.GPU.Kind
+	}
+	return bench.EvaluateLayouts(ctx, bench.AgentCandidates(uses, model), kinds, preset, cfg.sessions, agentEvaluationSeed)
+}
+
 func parsePlanFlags(env *environment, args []string) (planConfig, error) {
 	fs := newFlagSet(env, "plan",
-		"plan [--model M] (--gpu rtx4090[,rtx3090...] | --sim 2x4090) [--tp N] [--kv-cache-dtype auto|fp8] [--rope-scaling] [--max-model-len N] [--used-gb X] [--hf-cache DIR] [--json]")
+		"plan [--model M] (--gpu rtx4090[,rtx3090...] | --sim 2x4090) [--tp N] [--kv-cache-dtype auto|fp8] [--rope-scaling] [--max-model-len N] [--used-gb X] [--hf-cache DIR] [--json]\n"+
+			"       hearth plan --agent claude-code|opencode|codex [--sessions N] [--model M] (--gpu ... | --sim 2x4090)")
 	var cfg planConfig
 	fs.StringVar(&cfg.model, "model", "", "model: a catalog name ("+strings.Join(catalog.ModelNames(), ", ")+
 		") or a Hugging Face repository id in the cache (default: the largest that fits the smallest GPU)")
@@ -92,10 +126,20 @@ func parsePlanFlags(env *environment, args []string) (planConfig, error) {
 	usedGB := fs.Float64("used-gb", 0, "memory other programs use on each GPU, in GB (GiB), e.g. a game's")
 	fs.StringVar(&cfg.hfCache, "hf-cache", "", "Hugging Face hub cache to read models from (default $HF_HOME/hub or ~/.cache/huggingface/hub)")
 	fs.BoolVar(&cfg.json, "json", false, "print the plan as JSON")
+	fs.StringVar(&cfg.agent, "agent", "", "evaluate the layouts that fit (one engine per GPU, TP, FP8 KV, YaRN) on this client's simulated workload and recommend one: "+
+		strings.Join(bench.ClientPresetNames(), ", "))
+	fs.IntVar(&cfg.sessions, "sessions", 4, "with --agent: the client's sessions at once")
 	if err := parseFlags(fs, args); err != nil {
 		return cfg, err
 	}
+	set := flagsSet(fs)
 	switch {
+	case cfg.agent != "" && !slices.Contains(bench.ClientPresetNames(), cfg.agent):
+		return cfg, fmt.Errorf("%w: --agent %q: want one of %s", errUsage, cfg.agent, strings.Join(bench.ClientPresetNames(), ", "))
+	case cfg.agent != "" && (set["tp"] || set["kv-cache-dtype"] || set["rope-scaling"] || set["max-model-len"] || set["json"]):
+		return cfg, fmt.Errorf("%w: --agent evaluates the layouts itself: leave out --tp, --kv-cache-dtype, --rope-scaling, --max-model-len and --json", errUsage)
+	case cfg.agent != "" && (cfg.sessions < 1 || cfg.sessions > 64):
+		return cfg, fmt.Errorf("%w: --sessions %d: want 1 to 64", errUsage, cfg.sessions)
 	case *gpuList == "" && *sim == "":
 		return cfg, fmt.Errorf("%w: name the GPUs with --gpu rtx4090 (or --sim 2x4090): hearth plan does not discover GPUs yet", errUsage)
 	case *gpuList != "" && *sim != "":

@@ -29,6 +29,7 @@ func TestPlanGolden(t *testing.T) {
 		{"2x4090-qwen3-14b-fp8-tp2-fp8-yarn.txt", []string{"--sim", "2x4090", "--tp", "2", "--kv-cache-dtype", "fp8", "--rope-scaling"}},
 		{"rtx4090-coder-context.json", []string{"--gpu", "rtx4090,rtx4090", "--model", "qwen3-coder-30b-a3b-fp8", "--tp", "2",
 			"--max-model-len", "65536", "--json"}},
+		{"agent-codex-1x4090.txt", []string{"--agent", "codex", "--sim", "1x4090", "--sessions", "2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
@@ -107,6 +108,9 @@ func TestPlanFailures(t *testing.T) {
 		{name: "bad sim spec", args: []string{"--sim", "2xfoo"}, usage: true, message: "--sim"},
 		{name: "no tp", args: []string{"--gpu", "rtx4090", "--tp", "0"}, usage: true, message: "--tp"},
 		{name: "negative used", args: []string{"--gpu", "rtx4090", "--used-gb", "-1"}, usage: true, message: "--used-gb"},
+		{name: "unknown agent", args: []string{"--sim", "1x4090", "--agent", "aider"}, usage: true, message: "claude-code, codex, opencode"},
+		{name: "agent with a layout", args: []string{"--sim", "2x4090", "--agent", "codex", "--tp", "2"}, usage: true, message: "--agent evaluates the layouts itself"},
+		{name: "agent without sessions", args: []string{"--sim", "1x4090", "--agent", "codex", "--sessions", "0"}, usage: true, message: "--sessions"},
 		{name: "stray argument", args: []string{"--gpu", "rtx4090", "extra"}, usage: true, message: "extra"},
 	}
 	for _, tt := range tests {

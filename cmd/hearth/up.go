@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hearth-llm/hearth/bench"
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/installer/config"
@@ -36,6 +37,8 @@ type upConfig struct {
 	daemon.Config
 	logLevel  slog.Level
 	logFormat string // logFormatText or logFormatJSON
+	// agent, when its client is set, picks the layout (chooseAgentLayout).
+	agent upAgent
 }
 
 func runUp(ctx context.Context, env *environment, args []string) error {
@@ -44,6 +47,11 @@ func runUp(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	log := newLogger(env.stderr, cfg.logLevel, cfg.logFormat)
+	if cfg.agent.client != "" {
+		if err := chooseAgentLayout(ctx, &cfg, log); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("up: listen: %w", err)
@@ -114,6 +122,9 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 		cfg.Aliases[name] = target
 		return nil
 	}), "alias", `map a client's model name to the served one, NAME=MODEL; NAME may be a pattern such as "claude-*" (repeatable; default "*" maps every name)`)
+	fs.StringVar(&cfg.agent.client, "agent", "", "choose --tp, --kv-cache-dtype and --rope-scaling for this coding-agent client, as hearth plan --agent recommends them: "+
+		strings.Join(bench.ClientPresetNames(), ", ")+" (the flags given override the recommendation)")
+	fs.IntVar(&cfg.agent.sessions, "agent-sessions", 4, "with --agent: the client's sessions at once to choose the layout for")
 	verbose := fs.Bool("v", false, "log debug messages")
 	fs.StringVar(&cfg.logFormat, "log-format", logFormatText, "log format: text (for people) or json (one object a line, for machines)")
 	if err := upConfigFlags(env, fs, args); err != nil {
@@ -121,6 +132,20 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	}
 	if err := readJoinFile(env, &cfg.Cluster.Join, *joinFile); err != nil {
 		return cfg, err
+	}
+	if cfg.agent.client != "" {
+		if !slices.Contains(bench.ClientPresetNames(), cfg.agent.client) {
+			return cfg, fmt.Errorf("%w: --agent %q: want one of %s", errUsage, cfg.agent.client, strings.Join(bench.ClientPresetNames(), ", "))
+		}
+		if cfg.agent.sessions < 1 || cfg.agent.sessions > 64 {
+			return cfg, fmt.Errorf("%w: --agent-sessions %d: want 1 to 64", errUsage, cfg.agent.sessions)
+		}
+		set := flagsSet(fs)
+		for _, name := range layoutFlagNames {
+			if set[name] {
+				cfg.agent.explicit = append(cfg.agent.explicit, name)
+			}
+		}
 	}
 	if cfg.EngineRuntime == "" {
 		cfg.EngineRuntime = "sim"

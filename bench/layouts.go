@@ -1,0 +1,213 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/runtime/sim"
+	"github.com/hearth-llm/hearth/tokenizer"
+)
+
+// AgentCandidates are the layouts of model worth evaluating for agents on
+// gpus: catalog.Candidates for that one model, less each YaRN layout whose
+// context is no longer than the same layout's native one (its KV cache
+// could not use the longer context, and YaRN costs quality on short
+// prompts).
+func AgentCandidates(gpus []catalog.GPUUse, model catalog.Model) []catalog.Candidate {
+	all := catalog.Candidates(gpus, []catalog.Model{model})
+	var out []catalog.Candidate
+	for _, c := range all {
+		if c.Layout.RopeScaling {
+			native := c.Layout
+			native.RopeScaling = false
+			i := slices.IndexFunc(all, func(n catalog.Candidate) bool { return n.Layout == native })
+			if i >= 0 && c.Plan.MaxModelLen <= all[i].Plan.MaxModelLen {
+				continue
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// LayoutEvaluation is the outcome of EvaluateLayouts: every candidate
+// layout run on one client's workload, and the one recommended.
+type LayoutEvaluation struct {
+	Preset   string
+	Sessions int
+	Seed     uint64
+	Layouts  []LayoutResult
+	// Best indexes Layouts: the recommended layout. Reason says in one
+	// line why.
+	Best   int
+	Reason string
+}
+
+// Recommended is the recommended layout's result.
+func (e LayoutEvaluation) Recommended() LayoutResult { return e.Layouts[e.Best] }
+
+// LayoutResult is one candidate layout as the simulation measured it.
+type LayoutResult struct {
+	Candidate catalog.Candidate
+	// MaxModelLen is the engines' context.
+	MaxModelLen int
+	// PeakContext is the longest context (prompt plus output) a request of
+	// the run reached; SessionsFit is how many sessions of that context the
+	// engines' KV caches hold at once, summed over the engines.
+	PeakContext int
+	SessionsFit int
+	Summary     RunSummary
+}
+
+// evaluationPolicy is the routing policy the layouts are measured under:
+// the one hearth up serves with by default.
+const evaluationPolicy = router.PolicyHearth
+
+// EvaluateLayouts runs preset's workload at sessions concurrent sessions
+// with seed on each candidate, on the GPU kinds gpus (one per GPU of the
+// node, as runtime/sim names them), and recommends the layout with the
+// lowest task time p50; layouts within 1% of it are told apart by fewer
+// compactions per session, then by the order of candidates (the simpler
+// layout first, as catalog.Candidates lists them). A layout whose run
+// finishes no session ranks last. The simulation is deterministic: the
+// same arguments give the same evaluation.
+func EvaluateLayouts(ctx context.Context, candidates []catalog.Candidate, gpus []string, preset Preset, sessions int, seed uint64) (LayoutEvaluation, error) {
+	ev := LayoutEvaluation{Preset: preset.Name, Sessions: sessions, Seed: seed, Best: -1}
+	if len(candidates) == 0 {
+		return ev, fmt.Errorf("bench: evaluate layouts: no candidate layout fits the GPUs")
+	}
+	for _, c := range candidates {
+		r, err := evaluateLayout(ctx, c, gpus, preset, sessions, seed)
+		if err != nil {
+			return ev, err
+		}
+		ev.Layouts = append(ev.Layouts, r)
+	}
+	for i := range ev.Layouts {
+		if ev.Best < 0 || betterLayout(ev.Layouts[i], ev.Layouts[ev.Best]) {
+			ev.Best = i
+		}
+	}
+	ev.Reason = recommendationReason(ev)
+	return ev, nil
+}
+
+// taskTie is how close two task times p50 are, as a share, to count as a
+// tie broken by compactions.
+const taskTie = 0.01
+
+// betterLayout reports whether a ranks before b (see EvaluateLayouts).
+func betterLayout(a, b LayoutResult) bool {
+	af, bf := a.Summary.FinishedSessions > 0, b.Summary.FinishedSessions > 0
+	if af != bf {
+		return af
+	}
+	at, bt := a.Summary.Session.P50, b.Summary.Session.P50
+	if at < bt*(1-taskTie) {
+		return true
+	}
+	if bt < at*(1-taskTie) {
+		return false
+	}
+	return a.Summary.CompactionsPerSession < b.Summary.CompactionsPerSession
+}
+
+func recommendationReason(ev LayoutEvaluation) string {
+	best := ev.Recommended()
+	if len(ev.Layouts) == 1 {
+		return fmt.Sprintf("%s: the only layout that fits", best.Candidate.Layout)
+	}
+	if best.Summary.FinishedSessions == 0 {
+		return fmt.Sprintf("%s: no layout finished a session; it is the first that fits", best.Candidate.Layout)
+	}
+	runnerUp := -1
+	for i, r := range ev.Layouts {
+		if i != ev.Best && (runnerUp < 0 || betterLayout(r, ev.Layouts[runnerUp])) {
+			runnerUp = i
+		}
+	}
+	next := ev.Layouts[runnerUp]
+	reason := fmt.Sprintf("%s: lowest task time p50, %.1f s", best.Candidate.Layout, best.Summary.Session.P50/1000)
+	if next.Summary.FinishedSessions > 0 && next.Summary.Session.P50 >= best.Summary.Session.P50*(1-taskTie) &&
+		next.Summary.Session.P50 <= best.Summary.Session.P50*(1+taskTie) {
+		return reason + fmt.Sprintf(", tied with %s and fewer compactions per session (%.2f against %.2f)",
+			next.Candidate.Layout, best.Summary.CompactionsPerSession, next.Summary.CompactionsPerSession)
+	}
+	if next.Summary.FinishedSessions > 0 {
+		reason += fmt.Sprintf(" against %.1f s for %s, the next best", next.Summary.Session.P50/1000, next.Candidate.Layout)
+	}
+	return reason
+}
+
+// evaluateLayout runs one candidate.
+func evaluateLayout(ctx context.Context, c catalog.Candidate, gpus []string, preset Preset, sessions int, seed uint64) (LayoutResult, error) {
+	engine := sim.Config{TP: c.Layout.TPSize(), KVCacheDtype: c.Layout.KVCacheDtypeOrAuto(), MaxModelLen: c.Plan.MaxModelLen}
+	if c.Layout.RopeScaling {
+		engine.ModelOverrides = c.Model.RopeScalingJSON()
+	}
+	s, err := NewSim(SimConfig{GPUs: gpus, Model: c.Model.Name, Engine: engine, Seed: int64(seed)})
+	if err != nil {
+		return LayoutResult{}, fmt.Errorf("bench: evaluate layout %s: %w", c.Layout, err)
+	}
+	maxLen := s.MaxModelLen()
+	w, err := preset.Workload(seed, sessions, maxLen)
+	if err != nil {
+		return LayoutResult{}, fmt.Errorf("bench: evaluate layout %s: %w", c.Layout, err)
+	}
+	run, err := s.Run(ctx, w, evaluationPolicy, sessions, nil)
+	if err != nil {
+		return LayoutResult{}, fmt.Errorf("bench: evaluate layout %s: %w", c.Layout, err)
+	}
+	r := LayoutResult{Candidate: c, MaxModelLen: maxLen, Summary: run.Summary}
+	for _, res := range run.Results {
+		if res.Err == nil {
+			r.PeakContext = max(r.PeakContext, res.PromptTokens+res.OutputTokens)
+		}
+	}
+	if r.PeakContext > 0 {
+		for _, e := range run.Engines {
+			r.SessionsFit += e.NumGPUBlocks * tokenizer.DefaultBlockSize / r.PeakContext
+		}
+	}
+	return r, nil
+}
+
+// WriteLayoutTable prints one row per evaluated layout and the
+// recommendation: context in tokens, sessions whose peak context the KV
+// caches hold at once, TTFT of turns in ms, task time in s, compactions per
+// session started and output tokens per second.
+func WriteLayoutTable(w io.Writer, ev LayoutEvaluation) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "%s, %d sessions, seed %d, policy %s:\n", ev.Preset, ev.Sessions, ev.Seed, evaluationPolicy)
+	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "layout\tengines\tcontext\tsessions fit\tttft p50\tttft p90\ttask p50\tcompact/s\terrors\tdone\tout tok/s\t")
+	for i, r := range ev.Layouts {
+		mark := ""
+		if i == ev.Best {
+			mark = "* "
+		}
+		task := "-"
+		if r.Summary.FinishedSessions > 0 {
+			task = fmt.Sprintf("%.1f", r.Summary.Session.P50/1000)
+		}
+		fmt.Fprintf(tw, "%s%s\t%d\t%d\t%d\t%.1f\t%.1f\t%s\t%.2f\t%s\t%d/%d\t%.1f\t\n",
+			mark, r.Candidate.Layout, len(r.Candidate.Plan.Engines), r.MaxModelLen, r.SessionsFit,
+			r.Summary.TTFT.P50, r.Summary.TTFT.P90, task, r.Summary.CompactionsPerSession,
+			errorsCell(r.Summary), r.Summary.FinishedSessions, r.Summary.StartedSessions, r.Summary.OutputTokS)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("bench: write layout table: %w", err)
+	}
+	fmt.Fprintln(bw, "context in tokens; sessions fit: sessions at the run's longest context the KV caches hold at once; ttft of turns in ms; task: a session's first request to its last token, in s; compact/s: compactions per session started; done: sessions finished of those started")
+	fmt.Fprintf(bw, "recommended: %s\n", ev.Reason)
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("bench: write layout table: %w", err)
+	}
+	return nil
+}

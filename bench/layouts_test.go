@@ -1,0 +1,96 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/hearth-llm/hearth/catalog"
+)
+
+// evaluateSmall evaluates the codex preset's layouts on one RTX 4090 at two
+// sessions: small enough for a unit test, with a YaRN layout among them.
+func evaluateSmall(t *testing.T) LayoutEvaluation {
+	t.Helper()
+	board, _ := catalog.LookupGPU("rtx4090")
+	gpus := []catalog.GPUUse{{GPU: board}}
+	model, err := catalog.DefaultModel(gpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	preset, err := PresetByName("codex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := EvaluateLayouts(context.Background(), AgentCandidates(gpus, model), []string{"rtx4090"}, preset, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+func TestWriteLayoutTableGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteLayoutTable(&b, evaluateSmall(t)); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "layouts-codex-1x4090.golden", b.Bytes())
+}
+
+func TestEvaluateLayoutsRecommendsTheBest(t *testing.T) {
+	ev := evaluateSmall(t)
+	if len(ev.Layouts) < 2 {
+		t.Fatalf("evaluated %d layouts, want several to choose from", len(ev.Layouts))
+	}
+	best := ev.Recommended()
+	if best.Summary.FinishedSessions == 0 {
+		t.Fatalf("recommended %s, which finished no session", best.Candidate.Layout)
+	}
+	for _, r := range ev.Layouts {
+		if r.Summary.FinishedSessions > 0 && best.Summary.Session.P50 > 1.05*r.Summary.Session.P50 {
+			t.Errorf("recommended %s with task time p50 %.0f ms, more than 5%% above %s's %.0f ms",
+				best.Candidate.Layout, best.Summary.Session.P50, r.Candidate.Layout, r.Summary.Session.P50)
+		}
+	}
+}
+
+func TestBetterLayoutBreaksTiesOnCompactions(t *testing.T) {
+	run := func(taskMs, compactions float64, finished int) LayoutResult {
+		return LayoutResult{Summary: RunSummary{Session: Latency{P50: taskMs}, CompactionsPerSession: compactions, FinishedSessions: finished}}
+	}
+	for _, tc := range []struct {
+		name string
+		a, b LayoutResult
+		want bool
+	}{
+		{"faster", run(100, 2, 1), run(120, 0, 1), true},
+		{"slower", run(120, 0, 1), run(100, 2, 1), false},
+		{"tie, fewer compactions", run(100.5, 0, 1), run(100, 1, 1), true},
+		{"tie, more compactions", run(100, 1, 1), run(100.5, 0, 1), false},
+		{"finished beats none", run(0, 0, 0), run(500, 3, 1), false},
+		{"none loses", run(500, 3, 1), run(0, 0, 0), true},
+	} {
+		if got := betterLayout(tc.a, tc.b); got != tc.want {
+			t.Errorf("%s: betterLayout = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestAgentCandidatesLeaveOutYaRNThatAddsNoContext(t *testing.T) {
+	board, _ := catalog.LookupGPU("rtx4090")
+	gpus := []catalog.GPUUse{{GPU: board}, {GPU: board}}
+	model, err := catalog.DefaultModel(gpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := catalog.Candidates(gpus, []catalog.Model{model})
+	got := AgentCandidates(gpus, model)
+	if len(got) >= len(all) {
+		t.Fatalf("AgentCandidates kept %d of %d layouts; per-GPU BF16 KV has no room for YaRN's context and should go", len(got), len(all))
+	}
+	for _, c := range got {
+		if c.Layout.RopeScaling && c.Plan.MaxModelLen <= model.MaxModelLen {
+			t.Errorf("%s kept with context %d, no longer than the native %d", c.Layout, c.Plan.MaxModelLen, model.MaxModelLen)
+		}
+	}
+}
