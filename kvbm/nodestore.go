@@ -121,7 +121,7 @@ func (n *NodeStore) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			if err := n.Rescan(); err != nil && n.log != nil {
+			if err := n.RescanContext(ctx); err != nil && ctx.Err() == nil && n.log != nil {
 				n.log.Warn("rescanning the node KV store", "dir", n.Dir, "err", err)
 			}
 		}

@@ -2,6 +2,7 @@ package kvbm
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -26,16 +27,22 @@ type foundFile struct {
 // counts a block whose mtime changed as used, deletes temp files older than
 // a minute, and evicts if the catalog is then over capacity. It walks the
 // whole tree; the store's lock is held only while the findings are merged.
-func (s *Store) Rescan() error { return s.rescan(true) }
+func (s *Store) Rescan() error { return s.rescan(context.Background(), true) }
+
+// RescanContext is Rescan that gives up when ctx ends, between two
+// directories of the walk or two headers: a store of hundreds of thousands
+// of files takes long to walk, and a daemon that is stopping must not wait
+// for it. What it had not entered yet waits for the next scan.
+func (s *Store) RescanContext(ctx context.Context) error { return s.rescan(ctx, true) }
 
 // Prune is Rescan without entering the blocks other processes wrote: it
 // drops from the catalog the blocks whose files are gone and reads no
 // header, so that a process that evicts nothing itself (an engine's,
 // EngineStoreCapacity) keeps no more of the catalog than the directory
 // holds, at the cost of listing it.
-func (s *Store) Prune() error { return s.rescan(false) }
+func (s *Store) Prune() error { return s.rescan(context.Background(), false) }
 
-func (s *Store) rescan(enterFresh bool) error {
+func (s *Store) rescan(ctx context.Context, enterFresh bool) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -44,7 +51,7 @@ func (s *Store) rescan(enterFresh bool) error {
 	startSeq := s.seq
 	s.mu.Unlock()
 
-	found, err := s.walk()
+	found, err := s.walk(ctx)
 	if err != nil {
 		return err
 	}
@@ -93,6 +100,9 @@ func (s *Store) rescan(enterFresh bool) error {
 	// least recently modified first.
 	valid := fresh[:0]
 	for _, f := range fresh {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if h, err := checkFile(f.space.path(f.hash), f.hash); err != nil {
 			if errors.Is(err, errCorruptFile) {
 				s.dropCorrupt(f, err)
@@ -148,7 +158,7 @@ func checkFile(path string, hash uint64) (blockHeader, error) {
 
 // walk lists the block files of every space and deletes stale temp files.
 // Entries that vanish while it walks are skipped.
-func (s *Store) walk() ([]foundFile, error) {
+func (s *Store) walk(ctx context.Context) ([]foundFile, error) {
 	spaces, err := readDir(s.root)
 	if err != nil {
 		return nil, fmt.Errorf("kvbm: scan %s: %w", s.root, err)
@@ -167,6 +177,9 @@ func (s *Store) walk() ([]foundFile, error) {
 			continue
 		}
 		for _, shard := range shards {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 			prefix, err := strconv.ParseUint(shard.Name(), 16, 8)
 			if !shard.IsDir() || len(shard.Name()) != 2 || err != nil {
 				continue

@@ -2,6 +2,7 @@ package kvbm
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -802,6 +803,40 @@ func TestConcurrentUse(t *testing.T) {
 		}
 		if b := st.Stats().Total.Bytes; b > st.Capacity() {
 			t.Errorf("%d bytes over capacity %d", b, st.Capacity())
+		}
+	}
+}
+
+// TestRescanContextGivesUp: a rescan whose context has ended stops before it
+// enters what other processes wrote, and drops nothing on the strength of a
+// walk it did not finish; the next rescan does the work.
+func TestRescanContextGivesUp(t *testing.T) {
+	dir := t.TempDir()
+	writer := openTest(t, dir, 1<<20)
+	reader := openTest(t, dir, 1<<20)
+	w, r := writer.Space("m"), reader.Space("m")
+	if err := r.Put(9, 100, payloadFor(9, 100)); err != nil {
+		t.Fatal(err)
+	}
+	for h := uint64(1); h <= 3; h++ {
+		if err := w.Put(h<<56|h, 100, payloadFor(h, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := reader.RescanContext(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("RescanContext after cancel: %v, want context.Canceled", err)
+	}
+	if r.Has(1<<56|1) || !r.Has(9) {
+		t.Fatalf("a cancelled rescan changed the catalog: has 1: %v, has 9: %v", r.Has(1<<56|1), r.Has(9))
+	}
+	if err := reader.RescanContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for h := uint64(1); h <= 3; h++ {
+		if !r.Has(h<<56 | h) {
+			t.Errorf("block %d not entered by the next rescan", h)
 		}
 	}
 }
