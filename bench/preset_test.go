@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/router"
 )
 
@@ -92,6 +93,9 @@ func TestClientPresetsFollowCaptures(t *testing.T) {
 			sort.Float64s(got)
 			if m := Percentile(got, 0); m < 0.98*want || m > 1.02*want {
 				t.Errorf("shortest first prompt %.0f tokens, recorded %.0f: want within 2%%", m, want)
+			}
+			if c := agentClientOf(t, name); float64(c.FirstPromptTokens) != want {
+				t.Errorf("catalog.AgentClients has %s's first prompt at %d tokens, recorded %.0f", c.Name, c.FirstPromptTokens, want)
 			}
 			if float64(p.Agentic.PrefixTokens) != shared {
 				t.Errorf("shared prefix %d tokens, the recorded sessions share %.0f", p.Agentic.PrefixTokens, shared)
@@ -303,4 +307,18 @@ func TestAgenticDriverSideRequests(t *testing.T) {
 	if side.SharedPrefix != 50 || !slices.Equal(side.Prompt[50:], a.Session(0).Turns[0].Prompt[task.Start:task.End]) {
 		t.Error("the title request is not its own prefix and the session's task")
 	}
+}
+
+// agentClientOf is the catalog's entry for a client preset, which plans
+// and warns with the same first prompt.
+func agentClientOf(t *testing.T, preset string) catalog.AgentClient {
+	t.Helper()
+	names := map[string]string{"claude-code": "Claude Code", "codex": "Codex", "opencode": "OpenCode"}
+	for _, c := range catalog.AgentClients {
+		if c.Name == names[preset] {
+			return c
+		}
+	}
+	t.Fatalf("catalog.AgentClients has no entry for the %s preset", preset)
+	return catalog.AgentClient{}
 }

@@ -112,12 +112,13 @@ type AgentClient struct {
 }
 
 // AgentClients are the clients Hearth serves, largest first prompt first:
-// their recorded first turns (shared/captures) replayed through Hearth's
-// gateway and the Qwen3 chat template.
+// their recorded first turns replayed through Hearth's gateway and the
+// Qwen3 chat template (api/testdata/client-shapes.json; bench's
+// TestClientPresetsFollowCaptures holds these figures to it).
 var AgentClients = []AgentClient{
-	{"Claude Code", 22300},
-	{"Codex", 8600},
-	{"OpenCode", 7200},
+	{"Claude Code", 19839},
+	{"Codex", 8615},
+	{"OpenCode", 7199},
 }
 
 // ContextShortfall says in one sentence which agent clients' first prompts

@@ -61,9 +61,9 @@ func TestContextShortfall(t *testing.T) {
 		ctx  int
 		want string
 	}{
-		{29856, "the planned context of 29,856 tokens leaves Claude Code under 12,288 tokens after its 22.3k-token first prompt"},
-		{16384, "shorter than the first prompt of Claude Code's (22.3k tokens)"},
-		{7000, "Claude Code's (22.3k tokens), Codex's (8.6k tokens), OpenCode's (7.2k tokens)"},
+		{29856, "the planned context of 29,856 tokens leaves Claude Code under 12,288 tokens after its 19.8k-token first prompt"},
+		{16384, "shorter than the first prompt of Claude Code's (19.8k tokens)"},
+		{7000, "Claude Code's (19.8k tokens), Codex's (8.6k tokens), OpenCode's (7.2k tokens)"},
 		{40960, ""},
 	}
 	for _, tt := range tests {
