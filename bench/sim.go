@@ -28,9 +28,10 @@ const DefaultSimModel = "qwen3-14b-fp8"
 // take the documented defaults.
 type SimConfig struct {
 	// GPUs names the GPUs, as runtime/sim knows them ("rtx4090",
-	// "rtx3090", "h100"): each engine runs on Engine.TP consecutive ones of
-	// one kind (tensor parallelism; one GPU each by default). At least one
-	// engine, at most router.MaxWorkers.
+	// "rtx3090", "h100"): each engine runs on Engine.TP consecutive ones
+	// (tensor parallelism; one GPU each by default), as their weakest kind
+	// where they differ (engineKind). At least one engine, at most
+	// router.MaxWorkers.
 	GPUs []string
 	// Model is the served model (DefaultSimModel).
 	Model string
