@@ -65,9 +65,9 @@ type LayoutResult struct {
 	Summary     RunSummary
 }
 
-// evaluationPolicy is the routing policy the layouts are measured under:
+// EvaluationPolicy is the routing policy the layouts are measured under:
 // the one hearth up serves with by default.
-const evaluationPolicy = router.PolicyHearth
+const EvaluationPolicy = router.PolicyHearth
 
 // EvaluateLayouts runs preset's workload at sessions concurrent sessions
 // with seed on each candidate, on the GPU kinds gpus (one per GPU of the
@@ -160,7 +160,7 @@ func evaluateLayout(ctx context.Context, c catalog.Candidate, gpus []string, pre
 	if err != nil {
 		return LayoutResult{}, fmt.Errorf("bench: evaluate layout %s: %w", c.Layout, err)
 	}
-	run, err := s.Run(ctx, w, evaluationPolicy, sessions, nil)
+	run, err := s.Run(ctx, w, EvaluationPolicy, sessions, nil)
 	if err != nil {
 		return LayoutResult{}, fmt.Errorf("bench: evaluate layout %s: %w", c.Layout, err)
 	}
@@ -184,7 +184,7 @@ func evaluateLayout(ctx context.Context, c catalog.Candidate, gpus []string, pre
 // session started and output tokens per second.
 func WriteLayoutTable(w io.Writer, ev LayoutEvaluation) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "%s, %d sessions, seed %d, policy %s:\n", ev.Preset, ev.Sessions, ev.Seed, evaluationPolicy)
+	fmt.Fprintf(bw, "%s, %d sessions, seed %d, policy %s:\n", ev.Preset, ev.Sessions, ev.Seed, EvaluationPolicy)
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "layout\tengines\tcontext\tsessions fit\tttft p50\tttft p90\ttask p50\tcompact/s\terrors\tdone\tout tok/s\t")
 	for i, r := range ev.Layouts {

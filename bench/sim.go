@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,9 +28,10 @@ const DefaultSimModel = "qwen3-14b-fp8"
 // take the documented defaults.
 type SimConfig struct {
 	// GPUs names the GPUs, as runtime/sim knows them ("rtx4090",
-	// "rtx3090", "h100"): each engine runs on Engine.TP consecutive ones of
-	// one kind (tensor parallelism; one GPU each by default). At least one
-	// engine, at most router.MaxWorkers.
+	// "rtx3090", "h100"): each engine runs on Engine.TP consecutive ones
+	// (tensor parallelism; one GPU each by default), as their weakest kind
+	// where they differ (engineKind). At least one engine, at most
+	// router.MaxWorkers.
 	GPUs []string
 	// Model is the served model (DefaultSimModel).
 	Model string
@@ -128,10 +130,9 @@ func (c SimConfig) Validate() error {
 		return fmt.Errorf("bench: sim: %w: --tp %d splits each engine over %d GPUs, and %d GPUs do not divide by it", ErrBadSim, tp, tp, len(c.GPUs))
 	}
 	for i := 0; i < len(c.GPUs); i += tp {
-		for _, g := range c.GPUs[i : i+tp] {
-			if g != c.GPUs[i] {
-				return fmt.Errorf("bench: sim: %w: a tensor-parallel engine on a %s and a %s: its GPUs must be of one kind", ErrBadSim, c.GPUs[i], g)
-			}
+		if _, ok := engineKind(c.GPUs[i : i+tp]); !ok {
+			return fmt.Errorf("bench: sim: %w: a tensor-parallel engine on %s: none of its GPUs is the smaller and slower on every figure, so the simulator cannot say which one paces it",
+				ErrBadSim, strings.Join(c.GPUs[i:i+tp], " and "))
 		}
 	}
 	engines := c.engineGPUs()
@@ -152,14 +153,28 @@ func (c SimConfig) Validate() error {
 	return nil
 }
 
-// engineGPUs is the GPU kind of each engine: the first of its TP GPUs.
+// engineGPUs is the GPU kind each engine is simulated on (engineKind).
 func (c SimConfig) engineGPUs() []string {
 	tp := max(c.Engine.TP, 1)
 	var out []string
 	for i := 0; i+tp <= len(c.GPUs); i += tp {
-		out = append(out, c.GPUs[i])
+		kind, _ := engineKind(c.GPUs[i : i+tp])
+		out = append(out, kind)
 	}
 	return out
+}
+
+// engineKind is the GPU kind an engine over gpus is simulated on: their one
+// kind, or over kinds (a 4090 with a 3090) the weakest
+// (catalog.WeakestGPU): the ranks of a tensor-parallel engine step together
+// at the slowest one's pace, and vLLM sizes every rank's KV cache to the
+// smallest one's free memory. False when no kind is weakest on every
+// figure.
+func engineKind(gpus []string) (string, bool) {
+	if !slices.ContainsFunc(gpus, func(g string) bool { return g != gpus[0] }) {
+		return gpus[0], true
+	}
+	return catalog.WeakestGPU(gpus)
 }
 
 func (c SimConfig) engineConfig(gpu string) sim.Config {

@@ -426,7 +426,7 @@ func TestSimConfigErrors(t *testing.T) {
 		{"too many engines", SimConfig{GPUs: make([]string, router.MaxWorkers+1)}},
 		{"bad router", SimConfig{GPUs: []string{"rtx4090"}, Router: router.Config{SaturationFraction: 2}}},
 		{"tp does not divide the gpus", SimConfig{GPUs: []string{"rtx4090", "rtx4090", "rtx4090"}, Engine: sim.Config{TP: 2}}},
-		{"tp over two kinds", SimConfig{GPUs: []string{"rtx4090", "rtx3090"}, Engine: sim.Config{TP: 2}}},
+		{"tp over kinds none paces", SimConfig{GPUs: []string{"rtx4090", "a6000"}, Engine: sim.Config{TP: 2}}},
 		{"tp the heads refuse", SimConfig{GPUs: []string{"rtx4090", "rtx4090", "rtx4090"}, Engine: sim.Config{TP: 3}}},
 		{"kv dtype not modelled", SimConfig{GPUs: []string{"rtx4090"}, Engine: sim.Config{KVCacheDtype: "int8"}}},
 	} {
@@ -490,5 +490,29 @@ func TestSimTensorParallel(t *testing.T) {
 		if run.Summary.Errors != 0 || run.Engines[0].Requests == 0 {
 			t.Errorf("%s: %d errors, %d requests", tc.dtype, run.Summary.Errors, run.Engines[0].Requests)
 		}
+	}
+}
+
+// TestSimTensorParallelOverKinds: --tp 2 over a 4090 and a 3090 is one
+// engine that runs as two 3090s do, the slower and smaller rank pacing both.
+func TestSimTensorParallelOverKinds(t *testing.T) {
+	engine := func(gpus ...string) EngineStats {
+		t.Helper()
+		s := newTestSim(t, SimConfig{GPUs: gpus, Engine: sim.Config{TP: 2}})
+		run, err := s.Run(context.Background(), smallAgentic(t, 1, 2), router.PolicyHearth, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(run.Engines) != 1 || run.Summary.Errors != 0 || run.Engines[0].Requests == 0 {
+			t.Fatalf("%v: %d engines, %d errors", gpus, len(run.Engines), run.Summary.Errors)
+		}
+		return run.Engines[0]
+	}
+	mixed, slow, fast := engine("rtx4090", "rtx3090"), engine("rtx3090", "rtx3090"), engine("rtx4090", "rtx4090")
+	if mixed.GPU != "rtx3090" || mixed.NumGPUBlocks != slow.NumGPUBlocks || mixed.PrefillTokensPerSec != slow.PrefillTokensPerSec {
+		t.Errorf("4090+3090: %+v, want the 3090 pair's %+v", mixed, slow)
+	}
+	if mixed.PrefillTokensPerSec >= fast.PrefillTokensPerSec {
+		t.Errorf("4090+3090 prefills %.0f tokens/s, not below the 4090 pair's %.0f", mixed.PrefillTokensPerSec, fast.PrefillTokensPerSec)
 	}
 }

@@ -131,6 +131,27 @@ func TestLookupGPUCopies(t *testing.T) {
 	}
 }
 
+func TestWeakestGPU(t *testing.T) {
+	tests := []struct {
+		kinds []string
+		want  string
+		ok    bool
+	}{
+		{[]string{"rtx4090"}, "rtx4090", true},
+		{[]string{"rtx4090", "rtx4090"}, "rtx4090", true},
+		{[]string{"rtx4090", "rtx3090"}, "rtx3090", true},
+		{[]string{"3090", "4090"}, "rtx3090", true},
+		{[]string{"rtx4090", "a6000"}, "", false}, // the A6000 has more memory, the 4090 more speed
+		{[]string{"rtx4090", "nosuch"}, "", false},
+	}
+	for _, tt := range tests {
+		got, ok := WeakestGPU(tt.kinds)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("WeakestGPU(%v) = %q, %v; want %q, %v", tt.kinds, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
 func TestLookupModel(t *testing.T) {
 	tests := []struct {
 		in, want string // want "" for not found

@@ -145,6 +145,37 @@ func LookupGPU(kind string) (GPU, bool) {
 	return GPU{}, false
 }
 
+// WeakestGPU returns, of the catalog kinds given, the one no larger and no
+// faster than any other on every figure (memory, memory bandwidth, BF16 and
+// FP8 peaks, host link): the board a tensor-parallel engine over these GPUs
+// runs as, since its ranks step in lockstep at the slowest one's pace and
+// size the KV cache to the smallest one's memory. False when a kind is
+// unknown or none is weakest on every figure (a larger but slower board).
+func WeakestGPU(kinds []string) (string, bool) {
+	boards := make([]GPU, len(kinds))
+	for i, k := range kinds {
+		g, ok := LookupGPU(k)
+		if !ok {
+			return "", false
+		}
+		boards[i] = g
+	}
+	for _, w := range boards {
+		weakest := true
+		for _, g := range boards {
+			if w.MemoryBytes > g.MemoryBytes || w.MemoryBandwidth > g.MemoryBandwidth || w.BF16FLOPS > g.BF16FLOPS ||
+				w.FP8FLOPS > g.FP8FLOPS || w.PCIeGBps > g.PCIeGBps || w.NVLinkGBps > g.NVLinkGBps {
+				weakest = false
+				break
+			}
+		}
+		if weakest {
+			return w.Kind, true
+		}
+	}
+	return "", false
+}
+
 // GPUByName describes the board NVML reports as name with memoryBytes of
 // memory. A listed board is matched by its marketing name, ignoring case,
 // repeated spaces and the "NVIDIA " prefix older drivers leave out; its

@@ -32,10 +32,12 @@ type planConfig struct {
 	// workload at sessions concurrent sessions instead of planning one.
 	agent    string
 	sessions int
+	seed     uint64
 }
 
-// agentEvaluationSeed is the seed hearth plan --agent and hearth up --agent
-// simulate with: a fixed one, so that the recommendation is repeatable.
+// agentEvaluationSeed is the seed hearth up --agent and, unless --seed says
+// another, hearth plan --agent simulate with: a fixed one, so that the
+// recommendation is repeatable.
 const agentEvaluationSeed = 1
 
 // layout is the layout the flags ask for.
@@ -75,6 +77,11 @@ func runPlan(ctx context.Context, env *environment, args []string) error {
 		if err != nil {
 			return err
 		}
+		if cfg.json {
+			enc := json.NewEncoder(env.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(agentPlanJSONOf(model, ev))
+		}
 		fmt.Fprintf(env.stdout, "%s (%s), layouts for %s\n", model.Name, model.Repo, cfg.agent)
 		return bench.WriteLayoutTable(env.stdout, ev)
 	}
@@ -107,13 +114,13 @@ func evaluateAgentLayouts(ctx context.Context, cfg planConfig, uses []catalog.GP
 	for i, u := range uses {
 		kinds[i] = u.GPU.Kind
 	}
-	return bench.EvaluateLayouts(ctx, bench.AgentCandidates(uses, model), kinds, preset, cfg.sessions, agentEvaluationSeed)
+	return bench.EvaluateLayouts(ctx, bench.AgentCandidates(uses, model), kinds, preset, cfg.sessions, cfg.seed)
 }
 
 func parsePlanFlags(env *environment, args []string) (planConfig, error) {
 	fs := newFlagSet(env, "plan",
 		"plan [--model M] (--gpu rtx4090[,rtx3090...] | --sim 2x4090) [--tp N] [--kv-cache-dtype auto|fp8] [--rope-scaling] [--max-model-len N] [--used-gb X] [--hf-cache DIR] [--json]\n"+
-			"       hearth plan --agent claude-code|opencode|codex [--sessions N] [--model M] (--gpu ... | --sim 2x4090)")
+			"       hearth plan --agent claude-code|opencode|codex [--sessions N] [--seed N] [--model M] (--gpu ... | --sim 2x4090) [--json]")
 	var cfg planConfig
 	fs.StringVar(&cfg.model, "model", "", "model: a catalog name ("+strings.Join(catalog.ModelNames(), ", ")+
 		") or a Hugging Face repository id in the cache (default: the largest that fits the smallest GPU)")
@@ -125,10 +132,11 @@ func parsePlanFlags(env *environment, args []string) (planConfig, error) {
 	fs.IntVar(&cfg.maxModelLen, "max-model-len", 0, "context of each engine (0: the longest that fits)")
 	usedGB := fs.Float64("used-gb", 0, "memory other programs use on each GPU, in GB (GiB), e.g. a game's")
 	fs.StringVar(&cfg.hfCache, "hf-cache", "", "Hugging Face hub cache to read models from (default $HF_HOME/hub or ~/.cache/huggingface/hub)")
-	fs.BoolVar(&cfg.json, "json", false, "print the plan as JSON")
+	fs.BoolVar(&cfg.json, "json", false, "print the plan (with --agent: every layout's figures and the recommendation) as JSON")
 	fs.StringVar(&cfg.agent, "agent", "", "evaluate the layouts that fit (one engine per GPU, TP, FP8 KV, YaRN) on this client's simulated workload and recommend one: "+
 		strings.Join(bench.ClientPresetNames(), ", "))
 	fs.IntVar(&cfg.sessions, "sessions", 4, "with --agent: the client's sessions at once")
+	fs.Uint64Var(&cfg.seed, "seed", agentEvaluationSeed, "with --agent: the seed of the simulated workload (hearth up --agent uses the default)")
 	if err := parseFlags(fs, args); err != nil {
 		return cfg, err
 	}
@@ -136,8 +144,10 @@ func parsePlanFlags(env *environment, args []string) (planConfig, error) {
 	switch {
 	case cfg.agent != "" && !slices.Contains(bench.ClientPresetNames(), cfg.agent):
 		return cfg, fmt.Errorf("%w: --agent %q: want one of %s", errUsage, cfg.agent, strings.Join(bench.ClientPresetNames(), ", "))
-	case cfg.agent != "" && (set["tp"] || set["kv-cache-dtype"] || set["rope-scaling"] || set["max-model-len"] || set["json"]):
-		return cfg, fmt.Errorf("%w: --agent evaluates the layouts itself: leave out --tp, --kv-cache-dtype, --rope-scaling, --max-model-len and --json", errUsage)
+	case cfg.agent != "" && (set["tp"] || set["kv-cache-dtype"] || set["rope-scaling"] || set["max-model-len"]):
+		return cfg, fmt.Errorf("%w: --agent evaluates the layouts itself: leave out --tp, --kv-cache-dtype, --rope-scaling and --max-model-len", errUsage)
+	case cfg.agent == "" && (set["sessions"] || set["seed"]):
+		return cfg, fmt.Errorf("%w: --sessions and --seed go with --agent", errUsage)
 	case cfg.agent != "" && (cfg.sessions < 1 || cfg.sessions > 64):
 		return cfg, fmt.Errorf("%w: --sessions %d: want 1 to 64", errUsage, cfg.sessions)
 	case *gpuList == "" && *sim == "":
@@ -263,6 +273,66 @@ func planJSONOf(p catalog.Plan, cfg planConfig) planJSON {
 		p.Model.Name, engines, humanize.Comma(int64(p.MaxModelLen)), plural(turns, "agent turn"), catalog.AgentTurnTokens/1024, inAll)
 	return out
 }
+
+// agentPlanJSON is hearth plan --agent --json: every candidate layout as the
+// simulation measured it and the recommendation. Field names are stable.
+type agentPlanJSON struct {
+	Model       string            `json:"model"`
+	Repo        string            `json:"repo"`
+	Agent       string            `json:"agent"`
+	Sessions    int               `json:"sessions"`
+	Seed        uint64            `json:"seed"`
+	Policy      string            `json:"policy"`
+	Layouts     []agentLayoutJSON `json:"layouts"`
+	Recommended string            `json:"recommended"`
+	Reason      string            `json:"reason"`
+}
+
+// agentLayoutJSON is one layout: times in ms, task time (a finished
+// session's first request to its last token; 0 when none finished) in s.
+type agentLayoutJSON struct {
+	Layout                string  `json:"layout"`
+	TP                    int     `json:"tp"`
+	KVCacheDtype          string  `json:"kv_cache_dtype"`
+	RopeScaling           bool    `json:"rope_scaling"`
+	Engines               int     `json:"engines"`
+	MaxModelLen           int     `json:"max_model_len"`
+	PeakContext           int     `json:"peak_context"`
+	SessionsFit           int     `json:"sessions_fit"`
+	TTFTP50Ms             float64 `json:"ttft_p50_ms"`
+	TTFTP90Ms             float64 `json:"ttft_p90_ms"`
+	TTFTP99Ms             float64 `json:"ttft_p99_ms"`
+	TaskP50S              float64 `json:"task_p50_s"`
+	CompactionsPerSession float64 `json:"compactions_per_session"`
+	Errors                int     `json:"errors"`
+	StartedSessions       int     `json:"started_sessions"`
+	FinishedSessions      int     `json:"finished_sessions"`
+	OutputTokS            float64 `json:"output_tok_s"`
+	Recommended           bool    `json:"recommended"`
+}
+
+func agentPlanJSONOf(model catalog.Model, ev bench.LayoutEvaluation) agentPlanJSON {
+	out := agentPlanJSON{Model: model.Name, Repo: model.Repo, Agent: ev.Preset, Sessions: ev.Sessions, Seed: ev.Seed,
+		Policy: bench.EvaluationPolicy, Recommended: ev.Recommended().Candidate.Layout.String(), Reason: ev.Reason}
+	for i, r := range ev.Layouts {
+		l, s := r.Candidate.Layout, r.Summary
+		task := 0.0
+		if s.FinishedSessions > 0 {
+			task = math.Round(s.Session.P50) / 1000
+		}
+		out.Layouts = append(out.Layouts, agentLayoutJSON{
+			Layout: l.String(), TP: l.TPSize(), KVCacheDtype: l.KVCacheDtypeOrAuto(), RopeScaling: l.RopeScaling,
+			Engines: len(r.Candidate.Plan.Engines), MaxModelLen: r.MaxModelLen, PeakContext: r.PeakContext, SessionsFit: r.SessionsFit,
+			TTFTP50Ms: round1(s.TTFT.P50), TTFTP90Ms: round1(s.TTFT.P90), TTFTP99Ms: round1(s.TTFT.P99), TaskP50S: task,
+			CompactionsPerSession: math.Round(s.CompactionsPerSession*1000) / 1000, Errors: s.Errors,
+			StartedSessions: s.StartedSessions, FinishedSessions: s.FinishedSessions, OutputTokS: round1(s.OutputTokS),
+			Recommended: i == ev.Best,
+		})
+	}
+	return out
+}
+
+func round1(v float64) float64 { return math.Round(v*10) / 10 }
 
 // writePlanText prints a small table per GPU and the summary.
 func writePlanText(w io.Writer, p planJSON) error {

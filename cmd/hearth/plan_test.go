@@ -30,6 +30,7 @@ func TestPlanGolden(t *testing.T) {
 		{"rtx4090-coder-context.json", []string{"--gpu", "rtx4090,rtx4090", "--model", "qwen3-coder-30b-a3b-fp8", "--tp", "2",
 			"--max-model-len", "65536", "--json"}},
 		{"agent-codex-1x4090.txt", []string{"--agent", "codex", "--sim", "1x4090", "--sessions", "2"}},
+		{"agent-codex-1x4090.agent.json", []string{"--agent", "codex", "--sim", "1x4090", "--sessions", "2", "--json"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
@@ -37,7 +38,12 @@ func TestPlanGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("plan %v: %v\n%s", tt.args, err, errOut)
 			}
-			if strings.HasSuffix(tt.golden, ".json") {
+			if strings.HasSuffix(tt.golden, ".agent.json") {
+				var p agentPlanJSON
+				if err := json.Unmarshal([]byte(out), &p); err != nil || len(p.Layouts) == 0 || p.Recommended == "" {
+					t.Fatalf("output is not an agent plan (%v):\n%s", err, out)
+				}
+			} else if strings.HasSuffix(tt.golden, ".json") {
 				var p planJSON
 				if err := json.Unmarshal([]byte(out), &p); err != nil {
 					t.Fatalf("output is not a plan: %v\n%s", err, out)
@@ -110,6 +116,7 @@ func TestPlanFailures(t *testing.T) {
 		{name: "negative used", args: []string{"--gpu", "rtx4090", "--used-gb", "-1"}, usage: true, message: "--used-gb"},
 		{name: "unknown agent", args: []string{"--sim", "1x4090", "--agent", "aider"}, usage: true, message: "claude-code, codex, opencode"},
 		{name: "agent with a layout", args: []string{"--sim", "2x4090", "--agent", "codex", "--tp", "2"}, usage: true, message: "--agent evaluates the layouts itself"},
+		{name: "sessions without agent", args: []string{"--sim", "1x4090", "--sessions", "2"}, usage: true, message: "go with --agent"},
 		{name: "agent without sessions", args: []string{"--sim", "1x4090", "--agent", "codex", "--sessions", "0"}, usage: true, message: "--sessions"},
 		{name: "stray argument", args: []string{"--gpu", "rtx4090", "extra"}, usage: true, message: "extra"},
 	}

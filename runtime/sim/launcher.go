@@ -34,10 +34,21 @@ func (l *Launcher) Name() string { return "sim" }
 
 // ConfigOf is the simulated engine's configuration for a spec: one engine
 // over the spec's GPUs (tensor parallel over all of them), its KV cache
-// dtype as the flavour spells it, and its model overrides.
+// dtype as the flavour spells it, and its model overrides. An engine over
+// GPUs of several kinds runs as the weakest of them (catalog.WeakestGPU),
+// whose pace and memory its ranks keep in lockstep; as its first GPU's
+// kind where none is weakest on every figure.
 func ConfigOf(spec hruntime.Spec) Config {
+	gpu := spec.GPU.Kind
+	kinds := make([]string, 0, 1+len(spec.TensorParallel))
+	for _, g := range spec.GPUs() {
+		kinds = append(kinds, g.Kind)
+	}
+	if weakest, ok := catalog.WeakestGPU(kinds); ok {
+		gpu = weakest
+	}
 	return Config{
-		GPU: spec.GPU.Kind, Model: spec.Model, NumGPUBlocks: spec.NumGPUBlocks,
+		GPU: gpu, Model: spec.Model, NumGPUBlocks: spec.NumGPUBlocks,
 		MaxModelLen: spec.MaxModelLen, GPUMemoryUtilization: spec.GPUMemoryUtilization,
 		CPUOffloadGiB: spec.KVOffloadingGiB, Seed: spec.Seed, Kind: spec.Engine,
 		TP:             len(spec.GPUs()),
