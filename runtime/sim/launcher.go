@@ -36,7 +36,7 @@ func (l *Launcher) Name() string { return "sim" }
 // over the spec's GPUs (tensor parallel over all of them), its KV cache
 // dtype as the flavour spells it, and its model overrides.
 func ConfigOf(spec hruntime.Spec) Config {
-	return Config{
+	c := Config{
 		GPU: spec.GPU.Kind, Model: spec.Model, NumGPUBlocks: spec.NumGPUBlocks,
 		MaxModelLen: spec.MaxModelLen, GPUMemoryUtilization: spec.GPUMemoryUtilization,
 		CPUOffloadGiB: spec.KVOffloadingGiB, Seed: spec.Seed, Kind: spec.Engine,
@@ -45,6 +45,11 @@ func ConfigOf(spec hruntime.Spec) Config {
 		ModelOverrides: spec.ModelOverrides,
 		Agent:          AgentOptions{AllowWriteTools: spec.AllowWriteTools, MinToolCalls: spec.MinToolCalls, MaxToolCalls: spec.MaxToolCalls},
 	}
+	// Priority scheduling on, as the engine's command line turns it on.
+	if k, ok := hruntime.Lookup(spec.Engine); ok && k.Priority != nil {
+		c.SchedulingPolicy, c.PriorityHigherFirst = PolicyPriority, !k.Priority.LowerFirst
+	}
+	return c
 }
 
 // Launch binds the engine's sockets and runs it until Stop.
