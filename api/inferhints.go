@@ -7,15 +7,12 @@ import (
 	"github.com/hearth-llm/hearth/router"
 )
 
-// Priorities the gateway gives requests whose client sent none: a turn of
-// the agent's conversation is served first, a side request after it and
-// background work (a speculative prefill) last. The router's queue bounds
-// how long a lower priority waits behind later arrivals
-// (router.Config.PriorityWait), so neither is starved.
+// Priorities the gateway gives requests whose client sent none
+// (router.PriorityTurn and the others).
 const (
-	PriorityTurn       = 0
-	PrioritySide       = -1
-	PriorityBackground = -2
+	PriorityTurn       = router.PriorityTurn
+	PrioritySide       = router.PrioritySide
+	PriorityBackground = router.PriorityBackground
 )
 
 // HintOrigin says where one of a request's agent hints came from.
