@@ -79,6 +79,17 @@ type Config struct {
 	MaxConns int
 	// TLS, when set, serves HTTPS; Serve puts it above the connection cap.
 	TLS *tls.Config
+
+	// NoInferredHints leaves the agent hints a client did not send unset
+	// (hearth up --infer-hints off); by default the gateway infers them
+	// (inferHints).
+	NoInferredHints bool
+	// EnginePriority says how the engines take a request's priority in
+	// the "priority" field of the body the gateway sends them: 0 they do
+	// not order by it and the field is left out; 1 as Hearth's, higher
+	// first (SGLang); -1 negated, lower first (vLLM). Every request then
+	// carries the field, a turn's 0 included.
+	EnginePriority int
 }
 
 // Deps are the gateway's collaborators.

@@ -115,6 +115,17 @@
 // the next turn's prompt (history plus answer) is sent to the same worker
 // with max_tokens 1 after the answer, off the request's path.
 //
+// Hints the client did not send are inferred (inferHints, unless
+// Config.NoInferredHints): a turn gets router.PriorityTurn, a side request
+// router.PrioritySide, a speculative prefill router.PriorityBackground; a
+// client's hint always stands. Where each hint came from (HintOrigins:
+// client or inferred) is on the request's log line ("hints"), in its
+// traffic record and in the answer's x-hearth-hints header,
+// "priority=-1(inferred),osl=512(client)" (FormatHints). When the engines
+// schedule by priority (Config.EnginePriority), the body sent to them
+// carries every request's priority in their convention: vLLM's lower
+// first (Hearth's negated), SGLang's higher first.
+//
 // # Keeping the hot path cheap
 //
 // Handling a request: tool lists, which agents resend unchanged every turn,

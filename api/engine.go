@@ -71,11 +71,16 @@ type engineRequest struct {
 	ClientStream bool
 	IncludeUsage bool // the client asked for a usage chunk (OpenAI chat)
 
-	SessionID    string
-	Session      router.SessionControl
-	Hints        router.Hints
-	Policy       string
-	DroppedTools []string // built-in tools the engine cannot run, left out
+	SessionID   string
+	Session     router.SessionControl
+	Hints       router.Hints
+	HintOrigins HintOrigins // where each of Hints came from
+	Kind        RequestKind
+	// EnginePriority is the "priority" field of the engine's body, in the
+	// engine's convention (Config.EnginePriority); nil leaves it out.
+	EnginePriority *int
+	Policy         string
+	DroppedTools   []string // built-in tools the engine cannot run, left out
 
 	// onAnswer, when set, receives a complete answer (stored responses).
 	onAnswer func(acc *accumulator)
@@ -197,6 +202,7 @@ type upstreamBody struct {
 	Stream            bool            `json:"stream"`
 	StreamOptions     *streamOptions  `json:"stream_options,omitempty"`
 	Kwargs            map[string]any  `json:"chat_template_kwargs,omitempty"`
+	Priority          *int            `json:"priority,omitempty"`
 }
 
 type streamOptions struct {
@@ -210,7 +216,7 @@ func (r *engineRequest) body(messages []chatMessage, maxTokens int, stream bool)
 	u := upstreamBody{
 		Model: r.Model, Messages: messages, Tools: r.Tools, ToolChoice: r.ToolChoice,
 		ParallelToolCalls: r.ParallelToolCalls, Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK,
-		Stop: r.Stop, Stream: stream, Kwargs: r.Kwargs,
+		Stop: r.Stop, Stream: stream, Kwargs: r.Kwargs, Priority: r.EnginePriority,
 	}
 	if maxTokens > 0 {
 		u.MaxTokens = &maxTokens
@@ -225,6 +231,9 @@ func (r *engineRequest) body(messages []chatMessage, maxTokens int, stream bool)
 	// Splice the passthrough fields in, sorted for a stable body.
 	keys := make([]string, 0, len(r.Extra))
 	for k := range r.Extra {
+		if k == "priority" && r.EnginePriority != nil {
+			continue // the gateway's, in the engine's convention
+		}
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)

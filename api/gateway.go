@@ -414,7 +414,11 @@ func (g *Gateway) afterAnswer(ex *exchange) {
 func (g *Gateway) speculate(route Route, req *engineRequest, answer chatMessage) {
 	msgs := make([]chatMessage, 0, len(req.Messages)+1)
 	msgs = append(append(msgs, req.Messages...), answer)
-	body, err := req.body(msgs, 1, false)
+	bg := *req
+	if !g.cfg.NoInferredHints {
+		bg.EnginePriority = g.enginePriority(PriorityBackground) // background work, after every turn
+	}
+	body, err := bg.body(msgs, 1, false)
 	if err != nil {
 		return
 	}
@@ -472,5 +476,21 @@ func (g *Gateway) commonFields(c *fiber.Ctx, req *engineRequest, raw json.RawMes
 	req.Hints, req.Session = nv.AgentHints, nv.SessionControl
 	req.SessionID = sessionID(c, nv.SessionID, bodySession)
 	req.Policy = strings.Clone(c.Get("x-hearth-policy"))
+	req.Kind = requestKind(requestShapeOf(c, clientKind(c), req))
+	req.HintOrigins = nv.HintsSent
+	if !g.cfg.NoInferredHints {
+		inferHints(&req.Hints, &req.HintOrigins, req.Kind)
+	}
+	req.EnginePriority = g.enginePriority(req.Hints.Priority)
 	return nil
+}
+
+// enginePriority is Hearth's priority p in the engines' convention
+// (Config.EnginePriority); nil when they take none.
+func (g *Gateway) enginePriority(p int) *int {
+	if g.cfg.EnginePriority == 0 {
+		return nil
+	}
+	p *= g.cfg.EnginePriority
+	return &p
 }

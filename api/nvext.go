@@ -42,6 +42,9 @@ const (
 // Nvext is the parsed nvext object of a request body.
 type Nvext struct {
 	AgentHints router.Hints
+	// HintsSent marks the agent hints the client sent (HintClient); the
+	// others are HintNone.
+	HintsSent HintOrigins
 	// SessionID is nvext.session_control.session_id; "" when absent (the
 	// gateway may know the session from a header or the body instead).
 	SessionID string
@@ -64,6 +67,14 @@ func ParseNvext(raw json.RawMessage) (Nvext, error) {
 		h, err := nvextObject(hintsRaw, "nvext.agent_hints")
 		if err != nil {
 			return Nvext{}, err
+		}
+		for key, o := range map[string]*HintOrigin{
+			"priority": &nv.HintsSent.Priority, "strict_priority": &nv.HintsSent.StrictPriority,
+			"osl": &nv.HintsSent.OSL, "speculative_prefill": &nv.HintsSent.SpeculativePrefill,
+		} {
+			if raw, ok := h[key]; ok && !isJSONNull(raw) {
+				*o = HintClient
+			}
 		}
 		if nv.AgentHints.Priority, err = nvextInt(h, "nvext.agent_hints", "priority", -MaxPriority, MaxPriority); err != nil {
 			return Nvext{}, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -544,6 +545,9 @@ func (g *Gateway) handleCompletions(c *fiber.Ctx) error {
 	all["stream_options"] = json.RawMessage(`{"include_usage":true}`)
 	if n := g.capMaxTokens(c, req.MaxTokens, len(ids)); n > 0 {
 		all["max_tokens"] = json.RawMessage(fmt.Sprint(n))
+	}
+	if p := req.EnginePriority; p != nil {
+		all["priority"] = json.RawMessage(strconv.Itoa(*p))
 	}
 	body, err := json.Marshal(all)
 	if err != nil {

@@ -280,6 +280,7 @@ func (ex *exchange) record() {
 	r := RequestRecord{
 		ID: ex.id, At: ex.arrived, SessionID: ex.req.SessionID, Client: ex.client, Kind: ex.kind,
 		Worker: ex.route.Worker, Status: ex.status, PromptTokens: ex.prompt, TTFT: ex.ttft,
+		Hints: ex.req.Hints, HintOrigins: ex.req.HintOrigins,
 	}
 	if ex.acc.HaveUsage {
 		if ex.acc.Usage.PromptTokens > 0 {
@@ -483,9 +484,13 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 	ex.req, ex.watch = req, watch
 	ex.arrived, ex.client, ex.ids, ex.hashes = arrived, clientKind(c), ids, rr.Hashes
 	ex.logLine = lineOf(c)
-	ex.kind = requestKind(requestShapeOf(c, ex.client, req))
+	ex.kind = req.Kind
 	ex.logLine.kind = ex.kind
+	ex.logLine.hints, ex.logLine.origins = req.Hints, req.HintOrigins
 	ex.setRouteHeaders(c)
+	if h := FormatHints(req.Hints, req.HintOrigins); h != "" {
+		c.Set(headerHints, h)
+	}
 	if len(req.DroppedTools) > 0 {
 		c.Set("x-hearth-dropped-tools", strings.Join(req.DroppedTools, ","))
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/hearth-llm/hearth/router"
 )
 
 // requestLine is what the gateway says in its log of one request when the
@@ -17,6 +19,8 @@ type requestLine struct {
 	method, path               string
 	client, session, model     string
 	kind                       RequestKind // a turn of the session or a side request
+	hints                      router.Hints
+	origins                    HintOrigins // where each of hints came from
 	worker                     string
 	promptTokens, cachedTokens int
 	ttft                       time.Duration
@@ -93,6 +97,9 @@ func (g *Gateway) logLine(ctx context.Context, l *requestLine, level slog.Level)
 	}
 	if l.model != "" {
 		attrs = append(attrs, slog.String("model", l.model))
+	}
+	if h := FormatHints(l.hints, l.origins); h != "" {
+		attrs = append(attrs, slog.String("hints", h))
 	}
 	if l.worker != "" {
 		attrs = append(attrs, slog.String("worker", l.worker),

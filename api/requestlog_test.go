@@ -81,14 +81,15 @@ func TestEveryAPIRequestIsLoggedOnce(t *testing.T) {
 			headers: []string{"x-session-id", "s-1", "User-Agent", "opencode/1.0"},
 			want: map[string]any{"level": "INFO", "method": "POST", "path": "/v1/chat/completions", "client": "opencode",
 				"session": "s-1", "model": servedModel, "worker": "w1", "prompt_tokens": "*", "cached_tokens": "*",
-				"ttft_ms": "*", "status": 200.0, "duration_ms": "*"},
+				"ttft_ms": "*", "status": 200.0, "duration_ms": "*", "kind": "side", "hints": "priority=-1(inferred)"},
 			absent: []string{"error"},
 		},
 		{
 			name: "whole answer", path: "/v1/chat/completions", body: strings.Replace(chatBody(""), `"stream":true`, `"stream":false`, 1),
 			headers: []string{"x-claude-code-session-id", "cc-9"},
-			want:    map[string]any{"level": "INFO", "client": "claude-code", "session": "cc-9", "worker": "w1", "status": 200.0},
-			absent:  []string{"error"},
+			want: map[string]any{"level": "INFO", "client": "claude-code", "session": "cc-9", "worker": "w1", "status": 200.0,
+				"hints": "priority=-1(inferred)"},
+			absent: []string{"error"},
 		},
 		{
 			name: "missing key", keys: []string{"sk-1"}, path: "/v1/messages", body: `{}`,

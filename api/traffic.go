@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -59,6 +60,10 @@ type RequestRecord struct {
 	OutputTokens  int
 	// TTFT is from At to the first token; 0 when none came.
 	TTFT time.Duration
+	// Hints are the agent hints it was served with, and HintOrigins where
+	// each came from: the client, or the gateway's inference.
+	Hints       router.Hints
+	HintOrigins HintOrigins
 }
 
 // RequestKind tells the requests of a session apart.

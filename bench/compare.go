@@ -39,6 +39,8 @@ type Comparison struct {
 	// RestartAt restarts every simulated engine this far into a run (0:
 	// never).
 	RestartAt time.Duration
+	// InferHints is SimConfig.InferHints (hearth bench --infer-hints).
+	InferHints bool
 	// MaxModelLen is every simulated engine's max_model_len (0: the
 	// model's).
 	MaxModelLen int
@@ -222,7 +224,8 @@ func (c Comparison) runner(ctx context.Context, seed uint64) (Runner, error) {
 	}
 	s, err := NewSim(SimConfig{GPUs: c.GPUs, Model: c.Model, EventLatency: latency,
 		KVOffloadingGiB: offload, StoreDir: storeDir, DiskGBps: c.DiskGBps, RestartAt: c.RestartAt,
-		Seed: int64(seed), Engine: sim.Config{MaxModelLen: c.MaxModelLen, TP: c.TP, KVCacheDtype: c.KVCacheDtype}})
+		Seed: int64(seed), Engine: sim.Config{MaxModelLen: c.MaxModelLen, TP: c.TP, KVCacheDtype: c.KVCacheDtype},
+		InferHints: c.InferHints})
 	if err != nil {
 		return nil, &ConfigError{err}
 	}

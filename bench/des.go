@@ -396,6 +396,9 @@ func (d *des) arrive(req *Request) {
 	f := &flight{req: req, hashes: tokenizer.BlockHashes(req.Prompt, tokenizer.DefaultBlockSize)}
 	d.inflight[req.ID()] = f
 	rr := &router.Request{ID: req.ID(), Hashes: f.hashes, PromptTokens: len(req.Prompt)}
+	if d.cfg.InferHints && req.Side {
+		rr.Hints.Priority = router.PrioritySide
+	}
 	if d.session {
 		rr.SessionID = req.Session
 	}
@@ -461,7 +464,13 @@ func (d *des) start(f *flight, dec router.Decision) {
 	if len(out) != req.OutputTokens {
 		out = d.fill(req.OutputTokens)
 	}
-	if err := e.core.Add(d.now, &sim.Request{ID: dec.RequestID, Prompt: req.Prompt, Output: out}); err != nil {
+	// The engine's priority, lower first as vLLM's (the gateway negates
+	// Hearth's).
+	priority := 0
+	if d.cfg.InferHints && req.Side {
+		priority = -router.PrioritySide
+	}
+	if err := e.core.Add(d.now, &sim.Request{ID: dec.RequestID, Prompt: req.Prompt, Output: out, Priority: priority}); err != nil {
 		d.router.Free(dec.RequestID) // may dispatch: the caller collects
 		d.finish(f, fmt.Errorf("bench: %w %s: %w", errEngine, e.gpu, err))
 		return
@@ -483,7 +492,7 @@ func (d *des) finish(f *flight, err error) {
 	req := f.req
 	delete(d.inflight, req.ID())
 	r := Result{
-		Session: req.Session, Turn: req.Turn, Last: req.Last, Compaction: req.Compaction,
+		Session: req.Session, Turn: req.Turn, Last: req.Last, Compaction: req.Compaction, Side: req.Side,
 		Sent: req.Due, FirstToken: f.first, Done: d.now,
 		PromptTokens: f.prompt, OutputTokens: f.outputs, CachedTokens: f.cached,
 		RAMCachedTokens: f.ramCached, SSDCachedTokens: f.ssdCached,

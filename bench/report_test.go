@@ -153,11 +153,11 @@ func TestWriteJSONFields(t *testing.T) {
 	}
 	wantRun := []string{"cached_tokens", "compactions", "compactions_per_session", "e2e_ms", "engine_hit_rate", "errors", "errors_by_cause", "finished_sessions",
 		"itl_ms", "output_tok_s", "policy", "predicted_hit_rate", "prefill_tokens", "requests", "seed", "session_ms",
-		"sessions", "slowest_turn_ttft_ms", "started_sessions", "ttft_ms"}
+		"sessions", "side_ttft_ms", "slowest_turn_ttft_ms", "started_sessions", "ttft_ms", "turn_ttft_ms"}
 	if got := slices.Sorted(maps.Keys(doc.Runs[0])); !slices.Equal(got, wantRun) {
 		t.Errorf("run fields %v, want %v", got, wantRun)
 	}
-	for _, name := range []string{"ttft_ms", "session_ms", "slowest_turn_ttft_ms"} {
+	for _, name := range []string{"ttft_ms", "turn_ttft_ms", "side_ttft_ms", "session_ms", "slowest_turn_ttft_ms"} {
 		lat, _ := doc.Runs[0][name].(map[string]any)
 		if got := slices.Sorted(maps.Keys(lat)); !slices.Equal(got, []string{"mean", "p50", "p90", "p99"}) {
 			t.Errorf("%s fields %v", name, got)

@@ -70,6 +70,12 @@ type SimConfig struct {
 	EventLatency time.Duration
 	// Seed seeds the engines' block hashes and the router's random choices.
 	Seed int64
+	// InferHints gives side requests the priority the gateway infers for
+	// them (router.PrioritySide), in the router's queue and in the
+	// engines, which then schedule by priority as Hearth starts them
+	// (hearth up --infer-hints on); off, every request has priority 0 and
+	// the engines serve first come, first served.
+	InferHints bool
 	// Logger receives the router's and ingest's diagnostics (default:
 	// discard).
 	Logger *slog.Logger
@@ -182,6 +188,9 @@ func (c SimConfig) engineConfig(gpu string) sim.Config {
 	ec.GPU, ec.Model, ec.Seed = gpu, c.Model, c.Seed
 	ec.CPUOffloadGiB = max(c.KVOffloadingGiB, 0)
 	ec.DiskGBps = c.DiskGBps
+	if c.InferHints {
+		ec.SchedulingPolicy = sim.PolicyPriority // vLLM's: lower values first
+	}
 	return ec
 }
 

@@ -92,6 +92,8 @@ type Result struct {
 	// Compaction says the request was a summarisation turn
 	// (Request.Compaction).
 	Compaction bool
+	// Side says the request was a side request (Request.Side).
+	Side bool
 	// Sent is when the request left the client; FirstToken when its first
 	// output token arrived; Done when its last one did (or it failed).
 	Sent, FirstToken, Done time.Duration
@@ -165,10 +167,14 @@ type RunSummary struct {
 	Session               Latency     `json:"session_ms"`
 	SlowestTurnTTFT       Latency     `json:"slowest_turn_ttft_ms"`
 	TTFT                  Latency     `json:"ttft_ms"`
-	ITL                   Latency     `json:"itl_ms"`
-	E2E                   Latency     `json:"e2e_ms"`
-	OutputTokS            float64     `json:"output_tok_s"`
-	PredictedHitRate      float64     `json:"predicted_hit_rate"`
+	// TurnTTFT and SideTTFT split TTFT between the sessions' own
+	// requests and their side requests; SideTTFT is zero without any.
+	TurnTTFT         Latency `json:"turn_ttft_ms"`
+	SideTTFT         Latency `json:"side_ttft_ms"`
+	ITL              Latency `json:"itl_ms"`
+	E2E              Latency `json:"e2e_ms"`
+	OutputTokS       float64 `json:"output_tok_s"`
+	PredictedHitRate float64 `json:"predicted_hit_rate"`
 	// The split of PredictedHitRate; omitted when nothing was predicted
 	// below the GPU.
 	PredictedRAMHitRate float64 `json:"predicted_ram_hit_rate,omitempty"`
@@ -184,7 +190,7 @@ type RunSummary struct {
 // of sessions (0 for a trace) from its results.
 func Summarize(policy string, sessions int, results []Result) RunSummary {
 	s := RunSummary{Policy: policy, Sessions: sessions, Requests: len(results)}
-	var ttft, itl, e2e []float64
+	var ttft, turnTTFT, sideTTFT, itl, e2e []float64
 	var prompt, predicted, predictedRAM, predictedSSD, cached, output int64
 	first, last := time.Duration(math.MaxInt64), time.Duration(math.MinInt64)
 	for i := range results {
@@ -199,6 +205,11 @@ func Summarize(policy string, sessions int, results []Result) RunSummary {
 			continue
 		}
 		ttft = append(ttft, millis(r.FirstToken-r.Sent))
+		if r.Side {
+			sideTTFT = append(sideTTFT, millis(r.FirstToken-r.Sent))
+		} else {
+			turnTTFT = append(turnTTFT, millis(r.FirstToken-r.Sent))
+		}
 		e2e = append(e2e, millis(r.Done-r.Sent))
 		if r.OutputTokens >= 2 {
 			itl = append(itl, millis(r.Done-r.FirstToken)/float64(r.OutputTokens-1))
@@ -213,6 +224,7 @@ func Summarize(policy string, sessions int, results []Result) RunSummary {
 		output += int64(r.OutputTokens)
 	}
 	s.TTFT, s.ITL, s.E2E = SummarizeMillis(ttft), SummarizeMillis(itl), SummarizeMillis(e2e)
+	s.TurnTTFT, s.SideTTFT = SummarizeMillis(turnTTFT), SummarizeMillis(sideTTFT)
 	if span := last - first; len(results) > 0 && span > 0 {
 		s.OutputTokS = float64(output) / span.Seconds()
 	}

@@ -82,8 +82,8 @@ func TestSummarize(t *testing.T) {
 		{Sent: 0, FirstToken: ms(100), Done: ms(1100), PromptTokens: 1000, OutputTokens: 11, PredictedCachedTokens: 800, CachedTokens: 640},
 		// TTFT 300 ms, e2e 500 ms, 5 tokens: ITL 50 ms.
 		{Sent: ms(1000), FirstToken: ms(1300), Done: ms(1500), PromptTokens: 3000, OutputTokens: 5, PredictedCachedTokens: 2400, CachedTokens: 2400},
-		// One token: no ITL. TTFT = e2e = 200 ms.
-		{Sent: ms(2000), FirstToken: ms(2200), Done: ms(2200), PromptTokens: 1000, OutputTokens: 1},
+		// A side request of one token: no ITL. TTFT = e2e = 200 ms.
+		{Sent: ms(2000), FirstToken: ms(2200), Done: ms(2200), PromptTokens: 1000, OutputTokens: 1, Side: true},
 		// A failure: counted, otherwise ignored, but its times widen the span.
 		{Sent: ms(2500), Done: ms(4000), PromptTokens: 500, Err: errors.New("boom")},
 	}
@@ -91,6 +91,8 @@ func TestSummarize(t *testing.T) {
 	want := RunSummary{
 		Policy: "kv", Sessions: 16, Requests: 4, Errors: 1,
 		TTFT:             Latency{P50: 200, P90: 280, P99: 298, Mean: 200},
+		TurnTTFT:         Latency{P50: 200, P90: 280, P99: 298, Mean: 200},
+		SideTTFT:         Latency{P50: 200, P90: 200, P99: 200, Mean: 200},
 		ITL:              Latency{P50: 75, P90: 95, P99: 99.5, Mean: 75},
 		E2E:              Latency{P50: 500, P90: 980, P99: 1088, Mean: 600},
 		OutputTokS:       17.0 / 4.0, // 17 tokens over 4 s

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/console/components"
 )
 
 func testConfig() Config {
@@ -399,22 +401,30 @@ func TestRequestsJoinTraffic(t *testing.T) {
 			{RequestID: "anonymous", At: t0.Add(-2 * time.Second), Worker: "gone", PromptBlocks: 4},
 		},
 		requests: []Request{
-			{ID: "done", SessionID: "0f3a9c21-7b44-4e0d-9a1c-2b3c4d5e6f70", Client: "claude-code", TTFT: 412 * time.Millisecond},
+			{ID: "done", SessionID: "0f3a9c21-7b44-4e0d-9a1c-2b3c4d5e6f70", Client: "claude-code", TTFT: 412 * time.Millisecond,
+				Hints: "priority=-1(inferred),osl=300(client)"},
 			{ID: "anonymous"},
 		},
 	}
 	rows := requestsVM(cfg, snap).Rows
-	type cells struct{ client, session, full, model, ttft string }
+	type cells struct{ client, session, full, model, ttft, hints string }
 	want := []cells{
-		{noValue, noValue, "", noValue, noValue},
-		{"claude-code", "0f3a9c21…", "0f3a9c21-7b44-4e0d-9a1c-2b3c4d5e6f70", "Qwen/Qwen3-14B-FP8", "412 ms"},
-		{"unknown", noValue, "", noValue, noValue},
+		{noValue, noValue, "", noValue, noValue, noValue},
+		{"claude-code", "0f3a9c21…", "0f3a9c21-7b44-4e0d-9a1c-2b3c4d5e6f70", "Qwen/Qwen3-14B-FP8", "412 ms", "priority=-1(inferred),osl=300(client)"},
+		{"unknown", noValue, "", noValue, noValue, noValue},
 	}
 	for i, w := range want {
 		r := rows[i]
-		if got := (cells{r.Client, r.Session, r.SessionFull, r.Model, r.TTFT}); got != w {
+		if got := (cells{r.Client, r.Session, r.SessionFull, r.Model, r.TTFT, r.Hints}); got != w {
 			t.Errorf("row %s: %+v, want %+v", r.RequestID, got, w)
 		}
+	}
+	var page strings.Builder
+	if err := components.RequestsBody(requestsVM(cfg, snap)).Render(context.Background(), &page); err != nil {
+		t.Fatal(err)
+	}
+	if want := `<dt>Hints</dt><dd class="mono">priority=-1(inferred),osl=300(client)</dd>`; !strings.Contains(page.String(), want) {
+		t.Errorf("the requests page does not show the hints: no %s in\n%s", want, page.String())
 	}
 	if got := shortID("abc"); got != "abc" {
 		t.Errorf("short id of a short id: %q", got)

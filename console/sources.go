@@ -238,6 +238,10 @@ type Request struct {
 	CachedTokens int           // prompt tokens served from the prefix cache
 	OutputTokens int           // so far
 	TTFT         time.Duration // 0 while no token has been sent, or on failure
+	// Hints are the agent hints it was served with and where each came
+	// from, as the x-hearth-hints header says them:
+	// "priority=-1(inferred),osl=512(client)"; "" for none.
+	Hints string
 }
 
 // Session is one agent conversation, identified by the client's session id

@@ -691,6 +691,7 @@ func requestsVM(cfg Config, snap *snapshot) components.RequestsVM {
 			Session:   noValue,
 			Model:     cmp.Or(models[d.Worker], noValue),
 			TTFT:      noValue,
+			Hints:     noValue,
 		}
 		if r := byID[d.RequestID]; r != nil {
 			row.Client = cmp.Or(r.Client, "unknown")
@@ -700,6 +701,7 @@ func requestsVM(cfg Config, snap *snapshot) components.RequestsVM {
 			if r.TTFT > 0 {
 				row.TTFT = fmtLatency(r.TTFT)
 			}
+			row.Hints = cmp.Or(r.Hints, noValue)
 		}
 		if d.PromptBlocks == 0 {
 			row.Predicted = noValue

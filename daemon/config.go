@@ -91,6 +91,9 @@ type Config struct {
 	StopTimeout time.Duration
 	// EngineArgs are appended to every engine's command line.
 	EngineArgs []string
+	// NoInferredHints is --infer-hints off: the gateway leaves the agent
+	// hints a client did not send unset (api.Config.NoInferredHints).
+	NoInferredHints bool
 	// Profile is --pprof: Go's runtime profiles on the API under
 	// /debug/pprof/ (adminapi.MountProfiler), and on each simulated engine
 	// run as a process (sim-engine --pprof).

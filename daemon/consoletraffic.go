@@ -23,6 +23,7 @@ func (s *trafficSource) RequestsSince(_ context.Context, since time.Time) ([]con
 		out[i] = console.Request{
 			ID: r.ID, At: r.At, SessionID: r.SessionID, Client: r.Client, Worker: r.Worker, PromptTokens: r.PromptTokens,
 			CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens, TTFT: r.TTFT,
+			Hints: api.FormatHints(r.Hints, r.HintOrigins),
 		}
 	}
 	return out, nil

@@ -245,7 +245,8 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	}
 	gw, err := api.New(api.Config{
 		Addr: ln.Addr().String(), Models: cfg.Models, ContextTokens: contextTokens,
-		TLS: tlsConfig, // above the gateway's connection cap
+		TLS:             tlsConfig, // above the gateway's connection cap
+		NoInferredHints: cfg.NoInferredHints, EnginePriority: enginePriority(specs),
 	}, api.Deps{
 		Router: routes, Tokenizer: tok, Store: db, Registry: reg, Logger: log,
 		Keys: apiKeys{keys}, Models: models, Traffic: traffic,
@@ -321,4 +322,22 @@ func (s *cleanupStack) run() {
 		(*s)[i]()
 	}
 	*s = nil
+}
+
+// enginePriority is how the engines of specs take a request's priority
+// (api.Config.EnginePriority): their kind's convention when all share one,
+// else 0 (none sent).
+func enginePriority(specs []hruntime.Spec) int {
+	sign := 0
+	for i, s := range specs {
+		k, ok := hruntime.Lookup(s.Engine)
+		if !ok {
+			return 0
+		}
+		if i > 0 && k.Priority.Sign() != sign {
+			return 0
+		}
+		sign = k.Priority.Sign()
+	}
+	return sign
 }

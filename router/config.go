@@ -18,6 +18,7 @@ const (
 	DefaultSaturationPendingTokens = 131072
 	DefaultSessionTTL              = 30 * time.Minute
 	DefaultDecisionLogSize         = 256
+	DefaultPriorityWait            = 2 * time.Second
 )
 
 // Config configures a Router. Zero fields take the documented defaults.
@@ -65,6 +66,14 @@ type Config struct {
 	DecisionLogSize int
 	// Seed makes random choices reproducible.
 	Seed int64
+	// PriorityWait is what one level of Hints.Priority is worth in the
+	// queue, in waiting time (DefaultPriorityWait): a waiting request goes
+	// before one of lower priority that arrived up to (difference ×
+	// PriorityWait) after it, and after any that arrived later. Its
+	// priority thus rises with its wait, so a low-priority request waits
+	// at most that long behind later arrivals and is never starved.
+	// Negative makes Priority strict, as StrictPriority is.
+	PriorityWait time.Duration
 	// Hearth tunes the hearth policy.
 	Hearth HearthConfig
 }
@@ -143,6 +152,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DecisionLogSize == 0 {
 		c.DecisionLogSize = DefaultDecisionLogSize
+	}
+	if c.PriorityWait == 0 {
+		c.PriorityWait = DefaultPriorityWait
 	}
 	c.Hearth = c.Hearth.withDefaults()
 	return c

@@ -83,8 +83,13 @@
 // prompts stored in the index as if cached, for Config.ApproxTTL after they
 // were last routed there.
 //
-// The queue orders by strict_priority, then priority, then by a deadline,
-// earliest first (PolicyNeeds.QueueDelay): for the hearth policy the request's arrival plus
+// The queue orders by strict_priority, then by a deadline less the
+// request's priority × Config.PriorityWait (default 2 s), earliest first:
+// a side request (priority -1) goes after turns that arrive up to 2 s after
+// it and before any later, so that its priority rises with its wait and a
+// stream of turns never starves it (a negative PriorityWait makes priority
+// strict). The deadline (PolicyNeeds.QueueDelay) is, for the hearth policy,
+// the request's arrival plus
 // HearthConfig.QueueStretch (default 5) times its own cost in seconds, for
 // every other policy its arrival, FIFO as Dynamo's queue is. The own cost
 // is, on the worker where it is least, the request's uncached prompt at

@@ -19,6 +19,17 @@ type Hints struct {
 	SpeculativePrefill bool
 }
 
+// Priorities of requests whose client sent none, as the gateway infers
+// them: a turn of an agent's conversation is served first, a side request
+// (a title, a quota probe) after it and background work (a speculative
+// prefill) last. The queue bounds how long a lower priority waits behind
+// later arrivals (Config.PriorityWait), so neither is starved.
+const (
+	PriorityTurn       = 0
+	PrioritySide       = -1
+	PriorityBackground = -2
+)
+
 // Session actions of nvext.session_control.
 const (
 	SessionOpen  = "open"

@@ -36,8 +36,9 @@ type waiter struct {
 	isl      int
 	policy   *routerPolicy
 	enqueued time.Time
-	// key orders waiters of equal strict priority and priority, lower
-	// first: its deadline in seconds (see queueKeyLocked).
+	// key orders waiters of equal strict priority, lower first: its
+	// deadline in seconds less its priority's worth of waiting (see
+	// queueKeyLocked).
 	key   float64
 	seq   uint64 // arrival order
 	index int    // position in the heap, -1 once removed
@@ -55,11 +56,13 @@ func (w *waiter) resolve(res routeResult, order uint64) {
 	close(w.done)
 }
 
-// waitQueue orders waiters by strict priority, then priority (both higher
-// first), then key, then arrival. It is not safe for concurrent use.
+// waitQueue orders waiters by strict priority (higher first), then key,
+// then arrival; with strict set, by priority (higher first) before key.
+// It is not safe for concurrent use.
 type waitQueue struct {
-	items []*waiter
-	next  uint64
+	items  []*waiter
+	next   uint64
+	strict bool // Config.PriorityWait < 0
 }
 
 func (q *waitQueue) Len() int { return len(q.items) }
@@ -69,7 +72,7 @@ func (q *waitQueue) Less(i, j int) bool {
 	if a.req.Hints.StrictPriority != b.req.Hints.StrictPriority {
 		return a.req.Hints.StrictPriority > b.req.Hints.StrictPriority
 	}
-	if a.req.Hints.Priority != b.req.Hints.Priority {
+	if q.strict && a.req.Hints.Priority != b.req.Hints.Priority {
 		return a.req.Hints.Priority > b.req.Hints.Priority
 	}
 	if a.key != b.key {
@@ -190,17 +193,22 @@ func (t *Ticket) Cancel() bool {
 	return true
 }
 
-// queueKeyLocked orders a waiter within its priority level, lowest first:
-// its deadline in seconds since the router's epoch. The deadline is its
-// arrival plus its policy's PolicyNeeds.QueueDelay (hearth: QueueStretch ×
-// its own cost), or its arrival for a policy without one, FIFO as
-// Dynamo's queue is. The key is fixed at arrival, so the queue stays a
-// heap.
+// queueKeyLocked orders a waiter within its strict priority, lowest first:
+// its deadline in seconds since the router's epoch, less Priority ×
+// Config.PriorityWait. The deadline is its arrival plus its policy's
+// PolicyNeeds.QueueDelay (hearth: QueueStretch × its own cost), or its
+// arrival for a policy without one, FIFO as Dynamo's queue is. Ordering by
+// the key at any instant is ordering by priority plus waited time over
+// PriorityWait, so a request's effective priority rises with its wait; the
+// key is fixed at arrival all the same, so the queue stays a heap.
 func (r *Router) queueKeyLocked(w *waiter) float64 {
 	if r.epoch.IsZero() {
 		r.epoch = w.enqueued
 	}
 	key := w.enqueued.Sub(r.epoch).Seconds()
+	if r.cfg.PriorityWait > 0 {
+		key -= float64(w.req.Hints.Priority) * r.cfg.PriorityWait.Seconds()
+	}
 	delay := w.policy.needs.QueueDelay
 	if delay == nil {
 		return key

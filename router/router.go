@@ -195,7 +195,7 @@ func (r *Router) Enqueue(req *Request) (Decision, *Ticket, error) {
 			return Decision{}, nil, ErrQueueFull
 		}
 		if q == nil {
-			q = &waitQueue{}
+			q = &waitQueue{strict: r.cfg.PriorityWait < 0}
 			r.queues[req.Model] = q
 		}
 		w := &waiter{req: req, hashes: hashes, isl: isl, policy: policy, enqueued: now}

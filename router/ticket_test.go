@@ -122,7 +122,9 @@ func TestQueueOrderByCost(t *testing.T) {
 		{"hearth: negative stretch, arrival order", PolicyHearth, -1,
 			[]arrival{{"dear", 0, 0}, {"cheap", 0, 0}}, "[dear cheap]"},
 		{"hearth: priority before cost", PolicyHearth, 0,
-			[]arrival{{"cheap", 0, 0}, {"dear", 0, 1}}, "[dear cheap]"},
+			[]arrival{{"cheap", 0, 0}, {"dear", 0, 3}}, "[dear cheap]"},
+		{"hearth: a level of priority is worth 2s, less than dear's cost", PolicyHearth, 0,
+			[]arrival{{"cheap", 0, 0}, {"dear", 0, 1}}, "[cheap dear]"},
 		{"kv: arrival order", PolicyKV, 0,
 			[]arrival{{"dear", 0, 0}, {"cheap", 0, 0}}, "[dear cheap]"},
 		{"kv: priority still orders", PolicyKV, 0,
@@ -151,6 +153,85 @@ func TestQueueOrderByCost(t *testing.T) {
 			prev := "first"
 			for range tc.arrivals {
 				clk.Advance(time.Second)
+				r.Free(prev)
+				var next []string
+				for id, tk := range tickets {
+					if tk.Ready() {
+						if _, err := tk.Result(); err != nil {
+							t.Fatalf("%s: %v", id, err)
+						}
+						next = append(next, id)
+						delete(tickets, id)
+					}
+				}
+				if len(next) != 1 {
+					t.Fatalf("Free(%s) dispatched %v, want one request", prev, next)
+				}
+				prev = next[0]
+				order = append(order, prev)
+			}
+			if got := fmt.Sprint(order); got != tc.want {
+				t.Errorf("dispatch order %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestQueuePriorityBound: a request of lower priority (a side request, a
+// background prefill) is served after requests of higher priority that
+// arrive up to (difference × PriorityWait) after it, and before later
+// ones, so that a steady stream of turns never starves it. The arrivals
+// all wait before the first dispatch; the kv policy orders equal
+// priorities by arrival.
+func TestQueuePriorityBound(t *testing.T) {
+	type arrival struct {
+		id       string
+		after    time.Duration // since the previous arrival
+		priority int
+	}
+	tests := []struct {
+		name     string
+		wait     time.Duration // Config.PriorityWait
+		arrivals []arrival
+		want     string
+	}{
+		{"turn arriving later goes first", 0,
+			[]arrival{{"side", 0, -1}, {"turn", time.Second, 0}}, "[turn side]"},
+		{"turn arriving at the bound does not", 0,
+			[]arrival{{"side", 0, -1}, {"turn", 2 * time.Second, 0}}, "[side turn]"},
+		{"turn arriving after the bound does not", 0,
+			[]arrival{{"side", 0, -1}, {"turn", 3 * time.Second, 0}}, "[side turn]"},
+		{"background waits two levels", 0,
+			[]arrival{{"bg", 0, -2}, {"side", 0, -1}, {"turn", 3 * time.Second, 0}, {"turn2", 2 * time.Second, 0}},
+			"[side turn bg turn2]"},
+		{"a longer wait per level", 10 * time.Second,
+			[]arrival{{"side", 0, -1}, {"turn", 9 * time.Second, 0}}, "[turn side]"},
+		{"negative wait: priority is strict", -1,
+			[]arrival{{"side", 0, -1}, {"turn", time.Hour, 0}}, "[turn side]"},
+		{"stream of turns: only those within the bound pass the side request", 0,
+			[]arrival{{"side", 0, -1}, {"t1", time.Second, 0}, {"t2", time.Second, 0}, {"t3", time.Second, 0},
+				{"t4", time.Second, 0}, {"t5", time.Second, 0}},
+			"[t1 side t2 t3 t4 t5]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, clk := newTestRouter(t, Config{
+				Policy: PolicyKV, SaturationFraction: 0.5, QueueSize: 8, PriorityWait: tc.wait,
+				ActiveTTL: 24 * time.Hour,
+			}, WorkerInfo{Name: "a", CapacityBlocks: 100})
+			route(t, r, &Request{ID: "first", Hashes: chain("first", 60)})
+			tickets := map[string]*Ticket{}
+			for _, a := range tc.arrivals {
+				clk.Advance(a.after)
+				_, tk, err := r.Enqueue(&Request{ID: a.id, Hashes: chain(a.id, 64), Hints: Hints{Priority: a.priority}})
+				if err != nil || tk == nil {
+					t.Fatalf("Enqueue(%s): ticket %v, err %v", a.id, tk, err)
+				}
+				tickets[a.id] = tk
+			}
+			var order []string
+			prev := "first"
+			for range tc.arrivals {
 				r.Free(prev)
 				var next []string
 				for id, tk := range tickets {

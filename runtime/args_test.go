@@ -29,18 +29,18 @@ func TestEngineArgs(t *testing.T) {
 			`vllm serve Qwen/Qwen3-14B-FP8 --served-model-name qwen3-14b-fp8 --host 127.0.0.1 --port 8100 --block-size 16 ` +
 				`--kv-events-config {"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","publisher":"zmq","replay_endpoint":"tcp://*:5558","topic":"kv-events"} ` +
 				`--enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser qwen3 --gpu-memory-utilization 0.9 --max-model-len 32768 ` +
-				`--kv-offloading-size 32 --kv-offloading-backend native`},
+				`--scheduling-policy priority --kv-offloading-size 32 --kv-offloading-backend native`},
 		{"vllm, qwen3-coder", func(s Spec) Spec {
 			s.Model, s.ModelPath, s.MaxModelLen, s.KVOffloadingGiB, s.GPUMemoryUtilization = "Qwen/Qwen3-Coder-30B-A3B-Instruct", "", 0, 0, 0
 			return s
 		},
 			`vllm serve Qwen/Qwen3-Coder-30B-A3B-Instruct --served-model-name Qwen/Qwen3-Coder-30B-A3B-Instruct --host 127.0.0.1 --port 8100 --block-size 16 ` +
 				`--kv-events-config {"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","publisher":"zmq","replay_endpoint":"tcp://*:5558","topic":"kv-events"} ` +
-				`--enable-auto-tool-choice --tool-call-parser qwen3_xml`},
+				`--enable-auto-tool-choice --tool-call-parser qwen3_xml --scheduling-policy priority`},
 		{"sglang", func(s Spec) Spec { s.Engine = KindSGLang; return s },
 			`python3 -m sglang.launch_server --model-path Qwen/Qwen3-14B-FP8 --served-model-name qwen3-14b-fp8 --host 127.0.0.1 --port 8100 --page-size 16 ` +
 				`--kv-events-config {"endpoint":"tcp://*:5557","publisher":"zmq","replay_endpoint":"tcp://*:5558","topic":"kv-events"} --enable-metrics ` +
-				`--tool-call-parser qwen25 --reasoning-parser qwen3 --mem-fraction-static 0.9 --context-length 32768 ` +
+				`--enable-priority-scheduling --tool-call-parser qwen25 --reasoning-parser qwen3 --mem-fraction-static 0.9 --context-length 32768 ` +
 				`--enable-hierarchical-cache --hicache-size 32 --hicache-write-policy write_through`},
 		{"sim", func(s Spec) Spec {
 			s.Simulated, s.Model, s.GPU.Kind, s.Speedup, s.Seed = true, "qwen3-8b", "rtx3090", 20, 7
@@ -68,14 +68,14 @@ func TestEngineArgs(t *testing.T) {
 			`vllm serve Qwen/Qwen3-14B-FP8 --served-model-name qwen3-14b-fp8 --host 127.0.0.1 --port 8100 --block-size 16 ` +
 				`--kv-events-config {"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","publisher":"zmq","replay_endpoint":"tcp://*:5558","topic":"kv-events"} ` +
 				`--enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser qwen3 --tensor-parallel-size 2 --gpu-memory-utilization 0.9 --max-model-len 32768 ` +
-				`--kv-cache-dtype fp8 --hf-overrides ` + yarn},
+				`--kv-cache-dtype fp8 --hf-overrides ` + yarn + ` --scheduling-policy priority`},
 		{"sglang, tp 2, fp8 KV, yarn", func(s Spec) Spec {
 			s.Engine, s.TensorParallel, s.KVCacheDtype, s.ModelOverrides, s.KVOffloadingGiB = KindSGLang, []GPU{{Index: 1}}, "fp8", yarn, 0
 			return s
 		},
 			`python3 -m sglang.launch_server --model-path Qwen/Qwen3-14B-FP8 --served-model-name qwen3-14b-fp8 --host 127.0.0.1 --port 8100 --page-size 16 ` +
 				`--kv-events-config {"endpoint":"tcp://*:5557","publisher":"zmq","replay_endpoint":"tcp://*:5558","topic":"kv-events"} --enable-metrics ` +
-				`--tool-call-parser qwen25 --reasoning-parser qwen3 --tp-size 2 --mem-fraction-static 0.9 --context-length 32768 ` +
+				`--enable-priority-scheduling --tool-call-parser qwen25 --reasoning-parser qwen3 --tp-size 2 --mem-fraction-static 0.9 --context-length 32768 ` +
 				`--kv-cache-dtype fp8_e4m3 --json-model-override-args ` + yarn},
 		{"sim, tp 2, fp8 KV, yarn", func(s Spec) Spec {
 			s.Simulated, s.Engine, s.TensorParallel, s.KVCacheDtype, s.ModelOverrides, s.KVOffloadingGiB = true, KindSGLang, []GPU{{Index: 1}}, "fp8", yarn, 0

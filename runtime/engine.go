@@ -98,6 +98,10 @@ type EngineKind struct {
 	// engine of the kind on the node, rather than in Hearth's spaces.
 	ForeignPages bool
 
+	// Priority says how the engine orders waiting requests by the
+	// "priority" field of a request; nil when it cannot. Args turns it on.
+	Priority *EnginePriority
+
 	// ToolParsers and ReasoningParsers name the engine's tool-call and
 	// reasoning parsers by model family (FamilyOf); a family absent from
 	// ToolParsers gets no tool parsing, from ReasoningParsers no reasoning
@@ -110,6 +114,28 @@ type EngineKind struct {
 func (k *EngineKind) Parsers(spec Spec) (tool, reasoning string) {
 	f := FamilyOf(spec.Model + " " + spec.ModelPath)
 	return k.ToolParsers[f], k.ReasoningParsers[f]
+}
+
+// EnginePriority is an engine's priority scheduling
+// (docs/engine-conformance.md).
+type EnginePriority struct {
+	// Flags turn it on: {"--scheduling-policy", "priority"}.
+	Flags []string
+	// LowerFirst says lower values are served first (vLLM); otherwise
+	// higher ones are (SGLang).
+	LowerFirst bool
+}
+
+// Sign is how Hearth's priority, higher first, becomes the engine's: 1 as
+// is, -1 negated; 0 for a kind without priority scheduling (p nil).
+func (p *EnginePriority) Sign() int {
+	switch {
+	case p == nil:
+		return 0
+	case p.LowerFirst:
+		return -1
+	}
+	return 1
 }
 
 // Image is one container image of an engine and the oldest CUDA version

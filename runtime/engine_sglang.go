@@ -73,8 +73,13 @@ func init() {
 		EventFormat:    kvevents.FormatSGLang,
 		// HiCache's "file" storage backend sits below its host tier and
 		// needs one.
-		FileTier:         func(spec Spec) bool { return sglangHostGiB(spec) > 0 },
-		ForeignPages:     true,
+		FileTier:     func(spec Spec) bool { return sglangHostGiB(spec) > 0 },
+		ForeignPages: true,
+		// --enable-priority-scheduling orders the waiting queue by
+		// priority, higher values first (schedule_low_priority_values_first
+		// is off by default); a request without one then goes last, so
+		// the gateway sends every request's.
+		Priority:         &EnginePriority{Flags: []string{"--enable-priority-scheduling"}},
 		ToolParsers:      sglangToolParsers,
 		ReasoningParsers: qwen3Reasoning,
 	})
@@ -94,6 +99,7 @@ func sglangArgs(spec Spec, p Ports) []string {
 		"--kv-events-config", kvEventsConfig(map[string]any{"publisher": "zmq"}, p),
 		"--enable-metrics",
 	}
+	args = append(args, KindSGLang.Descriptor().Priority.Flags...)
 	tool, reasoning := KindSGLang.Descriptor().Parsers(spec)
 	if tool != "" {
 		args = append(args, "--tool-call-parser", tool)

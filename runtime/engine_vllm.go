@@ -55,7 +55,10 @@ func init() {
 		EventFormat:     kvevents.FormatMap,
 		// v0.20.0 has no file-system tier (its tiered offloading came in
 		// v0.22.0, docs/engine-tiers.md), so KVStoreDir gives vLLM nothing.
-		FileTier:         nil,
+		FileTier: nil,
+		// --scheduling-policy priority orders the waiting queue, and picks
+		// what to preempt, by (priority, arrival), lower values first.
+		Priority:         &EnginePriority{Flags: []string{"--scheduling-policy", "priority"}, LowerFirst: true},
 		ToolParsers:      vllmToolParsers,
 		ReasoningParsers: qwen3Reasoning,
 	})
@@ -99,6 +102,7 @@ func vllmArgs(spec Spec, p Ports) []string {
 	if spec.ModelOverrides != "" {
 		args = append(args, "--hf-overrides", spec.ModelOverrides)
 	}
+	args = append(args, KindVLLM.Descriptor().Priority.Flags...)
 	if spec.KVOffloadingGiB > 0 {
 		// The OffloadingConnector's CPU tier. v0.20.0 has no tier below it
 		// (no file-system secondary tier, no self-describing CPU events:

@@ -44,6 +44,7 @@ type benchFlags struct {
 	diskGBps      float64
 	restartAt     time.Duration
 	jsonPath      string
+	inferHints    string // --infer-hints
 	plotPath      string
 	workload      string
 	maxModelLen   int
@@ -86,7 +87,8 @@ func (f *benchFlags) run(ctx context.Context, env *environment) error {
 	c := bench.Comparison{Target: f.target, Model: f.model, APIKey: f.apiKey,
 		EventLatency: f.eventLatency, KVOffloadingGiB: f.offloadGiB, Tiers: f.tiers, StoreDir: f.storeDir,
 		DiskGBps: f.diskGBps, RestartAt: f.restartAt, MaxModelLen: f.maxModelLen, TP: f.tp, KVCacheDtype: f.kvCacheDtype,
-		Seed: f.seed, Runs: f.runs, JSONPath: f.jsonPath, PlotPath: f.plotPath, Out: env.stdout, Progress: env.stderr}
+		Seed: f.seed, Runs: f.runs, JSONPath: f.jsonPath, PlotPath: f.plotPath, Out: env.stdout, Progress: env.stderr,
+		InferHints: f.inferHints != "off"}
 	var err error
 	if c.Policies, err = f.policyList(live); err != nil {
 		return err
@@ -168,6 +170,7 @@ func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags,
 	fs.Float64Var(&f.diskGBps, "disk-gbps", catalog.DefaultDiskGBps, "read bandwidth of the simulated node store in GB/s")
 	fs.DurationVar(&f.restartAt, "restart-at", 0, "restart every simulated engine at this time into a run (their GPU and RAM caches lost, the node store kept), and report what the next turns loaded")
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report as JSON to FILE")
+	fs.StringVar(&f.inferHints, "infer-hints", "on", "on or off, as hearth up's: side requests after the sessions' turns in the router's queue and the engines (simulated)")
 	fs.StringVar(&f.workload, "preset", "", "agentic preset: "+strings.Join(bench.PresetNames(), ", ")+
 		"; flags set override its fields; a client's (claude-code, codex, opencode) compacts its sessions to fit the engines' context")
 	fs.StringVar(&f.workload, "workload", "", "the older name of --preset")
@@ -209,6 +212,9 @@ func (f *benchFlags) check(set map[string]bool) error {
 			return fmt.Errorf("%w: --preset: %v", errUsage, err)
 		}
 	}
+	if f.inferHints != "on" && f.inferHints != "off" {
+		return fmt.Errorf("%w: --infer-hints %q: want on or off", errUsage, f.inferHints)
+	}
 	if f.runs < 1 || f.runs > 100 {
 		return fmt.Errorf("%w: --runs %d out of [1, 100]", errUsage, f.runs)
 	}
@@ -226,7 +232,7 @@ func (f *benchFlags) check(set map[string]bool) error {
 	if err := (catalog.Layout{KVCacheDtype: f.kvCacheDtype}).Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	for _, name := range []string{"event-latency", "kv-offloading-size", "max-model-len", "kvbm", "kv-store-dir", "disk-gbps", "restart-at", "tp", "kv-cache-dtype"} {
+	for _, name := range []string{"event-latency", "kv-offloading-size", "max-model-len", "kvbm", "kv-store-dir", "disk-gbps", "restart-at", "tp", "kv-cache-dtype", "infer-hints"} {
 		if f.target != "" && set[name] {
 			return fmt.Errorf("%w: --%s applies to a simulation only", errUsage, name)
 		}

@@ -125,6 +125,7 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	fs.StringVar(&cfg.agent.client, "agent", "", "choose --tp, --kv-cache-dtype and --rope-scaling for this coding-agent client, as hearth plan --agent recommends them: "+
 		strings.Join(bench.ClientPresetNames(), ", ")+" (the flags given override the recommendation)")
 	fs.IntVar(&cfg.agent.sessions, "agent-sessions", 4, "with --agent: the client's sessions at once to choose the layout for")
+	inferHints := fs.String("infer-hints", "on", "on or off: give requests the agent hints their client did not send, inferred from their traffic (side requests after turns); off to compare")
 	verbose := fs.Bool("v", false, "log debug messages")
 	fs.StringVar(&cfg.logFormat, "log-format", logFormatText, "log format: text (for people) or json (one object a line, for machines)")
 	if err := upConfigFlags(env, fs, args); err != nil {
@@ -132,6 +133,12 @@ func parseUpFlags(env *environment, args []string) (upConfig, error) {
 	}
 	if err := readJoinFile(env, &cfg.Cluster.Join, *joinFile); err != nil {
 		return cfg, err
+	}
+	switch *inferHints {
+	case "on", "off":
+		cfg.NoInferredHints = *inferHints == "off"
+	default:
+		return cfg, fmt.Errorf("%w: --infer-hints %q: want on or off", errUsage, *inferHints)
 	}
 	if cfg.agent.client != "" {
 		if !slices.Contains(bench.ClientPresetNames(), cfg.agent.client) {

@@ -300,9 +300,12 @@ type DecisionRow struct {
 	SessionFull string // the whole id, for a tooltip; "" when none
 	Model       string // served by the winner
 	TTFT        string
-	Blocks      string // "38 / 40 blocks cached"
-	Queued      string
-	Candidates  []CandidateRow
+	// Hints are the agent hints it was served with and where each came
+	// from ("priority=-1(inferred)"), from the request too.
+	Hints      string
+	Blocks     string // "38 / 40 blocks cached"
+	Queued     string
+	Candidates []CandidateRow
 }
 
 // CandidateRow is one worker weighed for a decision.

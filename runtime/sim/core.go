@@ -194,12 +194,16 @@ func (c *Core) Add(now time.Duration, r *Request) error {
 	copy(tokens[len(r.Prompt):], r.Output)
 	maxBlocks := (n + c.cfg.BlockSize - 1) / c.cfg.BlockSize
 	c.arrival++
+	priority := r.Priority // lower first in the queue
+	if c.cfg.PriorityHigherFirst {
+		priority = -priority
+	}
 	req := &request{
 		id:           r.ID,
 		tokens:       tokens,
 		promptLen:    len(r.Prompt),
 		outputLen:    len(r.Output),
-		priority:     r.Priority,
+		priority:     priority,
 		stop:         r.StopAtEnd,
 		arrival:      c.arrival,
 		addedAt:      now,

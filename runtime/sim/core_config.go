@@ -62,6 +62,10 @@ type Config struct {
 	GPUMemoryUtilization float64
 	// SchedulingPolicy is "fcfs" (default) or "priority".
 	SchedulingPolicy string
+	// PriorityHigherFirst runs higher Request.Priority values first under
+	// the priority policy, as SGLang does unless
+	// --schedule-low-priority-values-first; vLLM runs lower values first.
+	PriorityHigherFirst bool
 	// CPUOffloadGiB is the host memory of vLLM's native KV offloading tier
 	// (--kv-offloading-size GiB --kv-offloading-backend native); 0, the
 	// default, turns the tier off. See offload.go for what is modelled.

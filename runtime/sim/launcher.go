@@ -47,7 +47,7 @@ func ConfigOf(spec hruntime.Spec) Config {
 	if weakest, ok := catalog.WeakestGPU(kinds); ok {
 		gpu = weakest
 	}
-	return Config{
+	c := Config{
 		GPU: gpu, Model: spec.Model, NumGPUBlocks: spec.NumGPUBlocks,
 		MaxModelLen: spec.MaxModelLen, GPUMemoryUtilization: spec.GPUMemoryUtilization,
 		CPUOffloadGiB: spec.KVOffloadingGiB, Seed: spec.Seed, Kind: spec.Engine,
@@ -56,6 +56,11 @@ func ConfigOf(spec hruntime.Spec) Config {
 		ModelOverrides: spec.ModelOverrides,
 		Agent:          AgentOptions{AllowWriteTools: spec.AllowWriteTools, MinToolCalls: spec.MinToolCalls, MaxToolCalls: spec.MaxToolCalls},
 	}
+	// Priority scheduling on, as the engine's command line turns it on.
+	if k, ok := hruntime.Lookup(spec.Engine); ok && k.Priority != nil {
+		c.SchedulingPolicy, c.PriorityHigherFirst = PolicyPriority, !k.Priority.LowerFirst
+	}
+	return c
 }
 
 // Launch binds the engine's sockets and runs it until Stop.

@@ -92,16 +92,18 @@ func TestQueueOrder(t *testing.T) {
 		priority int
 	}{{"a", 5}, {"b", 1}, {"c", 5}, {"d", 0}, {"e", 1}}
 	tests := []struct {
-		policy string
-		want   []string
+		policy      string
+		higherFirst bool // SGLang's order
+		want        []string
 	}{
-		{PolicyFCFS, []string{"a", "b", "c", "d", "e"}},
-		{PolicyPriority, []string{"d", "b", "e", "a", "c"}},
+		{PolicyFCFS, false, []string{"a", "b", "c", "d", "e"}},
+		{PolicyPriority, false, []string{"d", "b", "e", "a", "c"}},
+		{PolicyPriority, true, []string{"a", "c", "b", "e", "d"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.policy, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s higher first %v", tt.policy, tt.higherFirst), func(t *testing.T) {
 			// One request at a time: order of first tokens is queue order.
-			c := newCore(t, Config{MaxNumSeqs: 1, SchedulingPolicy: tt.policy}, nil)
+			c := newCore(t, Config{MaxNumSeqs: 1, SchedulingPolicy: tt.policy, PriorityHigherFirst: tt.higherFirst}, nil)
 			for i, r := range reqs {
 				mustAdd(t, c, 0, &Request{ID: r.id, Prompt: tokens(i*1000, 40), Output: tokens(1, 2), Priority: r.priority})
 			}

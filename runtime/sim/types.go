@@ -16,7 +16,8 @@ type Request struct {
 	// a tool call) and tokenizes it; the core only schedules and times it.
 	Output []uint32
 	// Priority orders the waiting queue under the priority scheduling policy:
-	// lower values run first, as in vLLM.
+	// lower values run first, as in vLLM, or higher ones with
+	// Config.PriorityHigherFirst, as in SGLang.
 	Priority int
 	// StopAtEnd marks the last Output token as an end-of-sequence token: the
 	// request then finishes with reason "stop" instead of "length".

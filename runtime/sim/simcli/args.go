@@ -73,6 +73,7 @@ type engineCommand struct {
 	// (SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR); "" when it has none.
 	storeDir         string
 	priorityRequired bool // SGLang: --schedule-policy priority without --enable-priority-scheduling
+	lowPriorityFirst bool // SGLang: --schedule-low-priority-values-first
 }
 
 // usageError is a command line the engine's argparse would refuse: exit 2.
@@ -388,6 +389,10 @@ func sglangFlags() []engineFlag {
 			c.cfg.SchedulingPolicy = sim.PolicyPriority
 			return nil
 		}},
+		{names: []string{"--schedule-low-priority-values-first"}, set: func(c *engineCommand, _ string) error {
+			c.lowPriorityFirst = true
+			return nil
+		}},
 	}...)
 	flags = append(flags, simFlags...)
 	flags = append(flags, engineFlag{names: []string{"--hicache-storage-backend"}, value: true, set: func(c *engineCommand, v string) error {
@@ -415,7 +420,7 @@ func sglangFlags() []engineFlag {
 	flags = append(flags, boolFlags("--enable-metrics", "--trust-remote-code", "--enable-cache-report",
 		"--disable-radix-cache", "--disable-cuda-graph", "--skip-server-warmup", "--enable-torch-compile",
 		"--log-requests", "--disable-overlap-schedule", "--enable-mixed-chunk", "--skip-tokenizer-init",
-		"--show-time-cost", "--enable-dp-attention", "--schedule-low-priority-values-first")...)
+		"--show-time-cost", "--enable-dp-attention")...)
 	return flags
 }
 
@@ -584,6 +589,9 @@ func parseSGLangServer(args []string, positional bool) (*engineCommand, error) {
 		return c, &usageError{prog: c.prog, usage: sglangUsage,
 			msg: "--schedule-policy priority needs --enable-priority-scheduling"}
 	}
+	// SGLang serves higher priority values first unless told otherwise
+	// (schedule_low_priority_values_first, default False).
+	c.cfg.PriorityHigherFirst = !c.lowPriorityFirst
 	if err := c.kvEventsSGLang(); err != nil {
 		return c, &usageError{prog: c.prog, usage: sglangUsage, msg: "argument --kv-events-config: " + err.Error()}
 	}

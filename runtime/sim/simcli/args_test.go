@@ -71,7 +71,8 @@ func TestEngineArgsRoundTrip(t *testing.T) {
 				GPU: "h100", Model: "qwen3-14b-fp8", NumGPUBlocks: 3000, BlockSize: tokenizer.DefaultBlockSize,
 				MaxModelLen: 16384, GPUMemoryUtilization: 0.85, CPUOffloadGiB: tc.offload, Seed: 42, Kind: tc.flavor,
 				TP: 2, KVCacheDtype: tc.dtype, ModelOverrides: rope,
-				Agent: sim.AgentOptions{AllowWriteTools: true, MinToolCalls: 2, MaxToolCalls: 4},
+				Agent:            sim.AgentOptions{AllowWriteTools: true, MinToolCalls: 2, MaxToolCalls: 4},
+				SchedulingPolicy: sim.PolicyPriority, PriorityHigherFirst: tc.kind == hruntime.KindSGLang,
 			}
 			if c.cfg != want {
 				t.Errorf("config\n got %+v\nwant %+v", c.cfg, want)
@@ -236,4 +237,26 @@ func FuzzEngineCommandLine(f *testing.F) {
 			}
 		}
 	})
+}
+
+// SGLang serves higher priority values first unless
+// --schedule-low-priority-values-first; vLLM lower ones first.
+func TestPriorityOrderFlags(t *testing.T) {
+	for _, tc := range []struct {
+		argv        []string
+		policy      string
+		higherFirst bool
+	}{
+		{[]string{"vllm", "serve", "Qwen/Qwen3-8B", "--scheduling-policy", "priority"}, sim.PolicyPriority, false},
+		{[]string{"python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--enable-priority-scheduling"}, sim.PolicyPriority, true},
+		{[]string{"python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--enable-priority-scheduling", "--schedule-low-priority-values-first"}, sim.PolicyPriority, false},
+	} {
+		c, err := parseEngine(t, tc.argv, nil)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.argv, err)
+		}
+		if c.cfg.SchedulingPolicy != tc.policy || c.cfg.PriorityHigherFirst != tc.higherFirst {
+			t.Errorf("%q: policy %q higher first %v, want %q %v", tc.argv, c.cfg.SchedulingPolicy, c.cfg.PriorityHigherFirst, tc.policy, tc.higherFirst)
+		}
+	}
 }
