@@ -481,8 +481,21 @@ func (g *Gateway) commonFields(c *fiber.Ctx, req *engineRequest, raw json.RawMes
 	if !g.cfg.NoInferredHints {
 		inferHints(&req.Hints, &req.HintOrigins, req.Kind)
 	}
-	req.EnginePriority = g.enginePriority(req.Hints.Priority)
+	req.EnginePriority = g.enginePriority(engineSidePriority(req.Hints.Priority, req.HintOrigins.Priority))
 	return nil
+}
+
+// engineSidePriority is the priority an engine is told for a request. An
+// inferred side request is told a turn's: the engines' priority queues
+// have no bound on waiting (vLLM's also preempts the lowest first), so
+// under load they starve side requests that the router's queue, bounded
+// by router.Config.PriorityWait, serves late but surely. A client's own
+// priority and background work reach the engines as they are.
+func engineSidePriority(p int, origin HintOrigin) int {
+	if origin == HintInferred && p == PrioritySide {
+		return PriorityTurn
+	}
+	return p
 }
 
 // enginePriority is Hearth's priority p in the engines' convention

@@ -40,16 +40,18 @@ func TestInferredHints(t *testing.T) {
 			want: router.Hints{}, header: ""},
 		{name: "inference off keeps the client's", body: chatBody(`"nvext":{"agent_hints":{"priority":-4}}`), headers: opencode, off: true,
 			want: router.Hints{Priority: -4}, header: "priority=-4(client)"},
-		{name: "lower first engine: side", body: chatBody(""), headers: opencode, engine: -1,
-			want: router.Hints{Priority: PrioritySide}, header: "priority=-1(inferred)", field: "1"},
+		{name: "lower first engine: an inferred side request is told a turn's", body: chatBody(""), headers: opencode, engine: -1,
+			want: router.Hints{Priority: PrioritySide}, header: "priority=-1(inferred)", field: "0"},
+		{name: "lower first engine: the client's own low priority", body: chatBody(`"nvext":{"agent_hints":{"priority":-1}}`), headers: opencode, engine: -1,
+			want: router.Hints{Priority: -1}, header: "priority=-1(client)", field: "1"},
 		{name: "lower first engine: turn", body: chatBody(bashTool), headers: opencode, engine: -1,
 			want: router.Hints{Priority: PriorityTurn}, header: "priority=0(inferred)", field: "0"},
 		{name: "higher first engine: side", body: chatBody(""), headers: opencode, engine: 1,
-			want: router.Hints{Priority: PrioritySide}, header: "priority=-1(inferred)", field: "-1"},
+			want: router.Hints{Priority: PrioritySide}, header: "priority=-1(inferred)", field: "0"},
 		{name: "the client's priority field gives way", body: chatBody(`"priority":7`), headers: opencode, engine: 1,
-			want: router.Hints{Priority: PrioritySide}, header: "priority=-1(inferred)", field: "-1"},
+			want: router.Hints{Priority: PrioritySide}, header: "priority=-1(inferred)", field: "0"},
 		{name: "legacy completions", body: `{"model":"gpt-5.5","prompt":"hi","stream":true}`, headers: opencode, engine: -1,
-			want: router.Hints{Priority: PrioritySide}, header: "priority=-1(inferred)", field: "1"},
+			want: router.Hints{Priority: PrioritySide}, header: "priority=-1(inferred)", field: "0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := startGateway(t, nil, withConfig(func(c *Config) {

@@ -464,13 +464,9 @@ func (d *des) start(f *flight, dec router.Decision) {
 	if len(out) != req.OutputTokens {
 		out = d.fill(req.OutputTokens)
 	}
-	// The engine's priority, lower first as vLLM's (the gateway negates
-	// Hearth's).
-	priority := 0
-	if d.cfg.InferHints && req.Side {
-		priority = -router.PrioritySide
-	}
-	if err := e.core.Add(d.now, &sim.Request{ID: dec.RequestID, Prompt: req.Prompt, Output: out, Priority: priority}); err != nil {
+	// The engine is told a side request's priority only in the router: as
+	// the gateway does, it sends an inferred side request at a turn's.
+	if err := e.core.Add(d.now, &sim.Request{ID: dec.RequestID, Prompt: req.Prompt, Output: out}); err != nil {
 		d.router.Free(dec.RequestID) // may dispatch: the caller collects
 		d.finish(f, fmt.Errorf("bench: %w %s: %w", errEngine, e.gpu, err))
 		return
