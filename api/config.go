@@ -49,6 +49,9 @@ type Config struct {
 	BlockSize int
 	// RetryAfter is what a 429 tells clients to wait. Default 1s.
 	RetryAfter time.Duration
+	// NoInferredHints uses only the hints clients send: no prefill in the
+	// tool pause of a client that did not ask for one.
+	NoInferredHints bool
 	// SpeculativeTimeout bounds a speculative prefill request. Default 30s.
 	SpeculativeTimeout time.Duration
 	// ClientCheck is how often a request that has nothing to send (queued,

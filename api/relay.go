@@ -467,6 +467,11 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 		Hashes:    hashes,
 		SessionID: req.SessionID, Session: req.Session, Hints: req.Hints, Policy: req.Policy,
 	}
+	client := clientKind(c)
+	kind := requestKind(requestShapeOf(c, client, req))
+	if kind == KindTurn {
+		g.pauses.end(req.SessionID, req.Messages) // the worker is this turn's now
+	}
 	ctx, watch := g.watcher.watch(c.Context().Conn())
 	ex, err := g.dispatch(ctx, rr, path, body)
 	if err != nil {
@@ -481,9 +486,9 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 		return g.writeFailure(c, req, rs, err)
 	}
 	ex.req, ex.watch = req, watch
-	ex.arrived, ex.client, ex.ids, ex.hashes = arrived, clientKind(c), ids, rr.Hashes
+	ex.arrived, ex.client, ex.ids, ex.hashes = arrived, client, ids, rr.Hashes
 	ex.logLine = lineOf(c)
-	ex.kind = requestKind(requestShapeOf(c, ex.client, req))
+	ex.kind = kind
 	ex.logLine.kind = ex.kind
 	ex.setRouteHeaders(c)
 	if len(req.DroppedTools) > 0 {

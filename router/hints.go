@@ -17,6 +17,9 @@ type Hints struct {
 	// SpeculativePrefill asks the gateway to warm the cache with the next
 	// turn's prompt after the answer; the router only carries it.
 	SpeculativePrefill bool
+	// Background marks work nobody waits for (the gateway's own prefill of
+	// the next turn in a tool pause): served after turns and side requests.
+	Background bool
 }
 
 // Session actions of nvext.session_control.
