@@ -43,7 +43,8 @@ type Gateway struct {
 	watcher *clientWatcher
 	open    openClients
 
-	pauses *toolPauses // sessions in a tool pause
+	pauses    *toolPauses    // sessions in a tool pause
+	subagents *subagentLinks // sessions started by another session's call
 
 	background sync.WaitGroup // speculative prefills
 	closing    chan struct{}
@@ -69,6 +70,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		closing: make(chan struct{}), keys: deps.Keys, traffic: deps.Traffic,
 		prompts: newPrompts(deps.Tokenizer, cfg.BlockSize, cfg.ConversationSessions, cfg.ContextTokens),
 		watcher: newClientWatcher(cfg.ClientCheck), pauses: newToolPauses(max(cfg.ConversationSessions, 64)),
+		subagents: newSubagentLinks(256),
 	}
 	if g.log == nil {
 		g.log = slog.Default()
@@ -405,6 +407,9 @@ func sessionID(c *fiber.Ctx, fromNvext, fromBody string) string {
 func (g *Gateway) afterAnswer(ex *exchange) {
 	if ex.req.onAnswer != nil {
 		ex.req.onAnswer(&ex.acc)
+	}
+	if ex.kind == KindTurn {
+		g.subagents.noteCalls(ex.req.SessionID, ex.acc.ToolCalls)
 	}
 	switch {
 	case ex.req.Hints.SpeculativePrefill && len(ex.req.Messages) > 0:

@@ -115,6 +115,7 @@ type exchange struct {
 	arrived time.Time
 	client  string
 	kind    RequestKind
+	parent  string   // the session that started this one (a subagent), or ""
 	ids     []uint32 // the prompt's tokens
 	hashes  []tokenizer.SeqHash
 	ttft    time.Duration
@@ -278,7 +279,7 @@ const drainTimeout = time.Second
 // record adds the finished exchange to the gateway's traffic record.
 func (ex *exchange) record() {
 	r := RequestRecord{
-		ID: ex.id, At: ex.arrived, SessionID: ex.req.SessionID, Client: ex.client, Kind: ex.kind,
+		ID: ex.id, At: ex.arrived, SessionID: ex.req.SessionID, ParentSession: ex.parent, Client: ex.client, Kind: ex.kind,
 		Worker: ex.route.Worker, Status: ex.status, PromptTokens: ex.prompt, TTFT: ex.ttft,
 	}
 	if ex.acc.HaveUsage {
@@ -469,8 +470,10 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 	}
 	client := clientKind(c)
 	kind := requestKind(requestShapeOf(c, client, req))
+	parent := ""
 	if kind == KindTurn {
 		g.pauses.end(req.SessionID, req.Messages) // the worker is this turn's now
+		parent = g.subagents.parentOf(req.SessionID, req.Messages)
 	}
 	ctx, watch := g.watcher.watch(c.Context().Conn())
 	ex, err := g.dispatch(ctx, rr, path, body)
@@ -488,7 +491,7 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 	ex.req, ex.watch = req, watch
 	ex.arrived, ex.client, ex.ids, ex.hashes = arrived, client, ids, rr.Hashes
 	ex.logLine = lineOf(c)
-	ex.kind = kind
+	ex.kind, ex.parent = kind, parent
 	ex.logLine.kind = ex.kind
 	ex.setRouteHeaders(c)
 	if len(req.DroppedTools) > 0 {
