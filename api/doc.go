@@ -115,6 +115,16 @@
 // the next turn's prompt (history plus answer) is sent to the same worker
 // with max_tokens 1 after the answer, off the request's path.
 //
+// Without that hint, a turn of a session whose answer ends in tool calls
+// has the next turn's prompt prefilled on the same worker during the tool
+// pause (speculate.go): rendered with the model's template as the client
+// will send the answer back (echoStyle, learnt per session), cut where the
+// tool result goes, sent as token ids to /v1/completions with max_tokens 1
+// and router.Hints.Background, and cancelled when the session's next turn
+// arrives first. Config.NoInferredHints turns it off. A session whose first
+// user message holds the task of another session's subagent tool call is
+// recorded as that session's subagent (subagents.go, SessionRecord.Parent).
+//
 // # Keeping the hot path cheap
 //
 // Handling a request: tool lists, which agents resend unchanged every turn,
