@@ -338,6 +338,7 @@ func toolPauseShare(t *testing.T, tok *tokenizer.Model, c toolPauseClient, syste
 	}
 	answer2 := postJSON(t, h.url+c.path, next, c.headers)
 	before := log.tokensBeforeResult(t, tok, toolPauseResult)
+	t.Logf("%s: %d of the %d prompt tokens before the tool result cached", c.name, c.cached(answer2), before)
 	return min(1, float64(c.cached(answer2))/float64(before))
 }
 
