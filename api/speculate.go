@@ -205,15 +205,6 @@ func (t *toolPauses) end(session string, messages []chatMessage) {
 	}
 }
 
-// forget drops p if it is still session's pause.
-func (t *toolPauses) forget(session string, p *toolPause) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.pauses[session] == p {
-		delete(t.pauses, session)
-	}
-}
-
 // inferSpeculativePrefill reports whether a turn's answer warrants a
 // prefill in the tool pause that follows it, though the client asked for
 // none: a turn of a session whose answer ended in tool calls.
@@ -234,8 +225,7 @@ func (g *Gateway) prefillToolPause(ex *exchange) {
 	g.background.Add(1)
 	go func() {
 		defer g.background.Done()
-		defer cancel()
-		defer g.pauses.forget(req.SessionID, p)
+		defer cancel() // the pause stays: the next turn learns from it
 		go func() {
 			select {
 			case <-g.closing:
