@@ -81,8 +81,8 @@ type Config struct {
 	TLS *tls.Config
 
 	// NoInferredHints leaves the agent hints a client did not send unset
-	// (hearth up --infer-hints off); by default the gateway infers them
-	// (inferHints).
+	// (hearth up --infer-hints off): no inferred priority (inferHints) and
+	// no prefill in the tool pause of a client that did not ask for one.
 	NoInferredHints bool
 	// EnginePriority says how the engines take a request's priority in
 	// the "priority" field of the body the gateway sends them: 0 they do

@@ -123,8 +123,20 @@
 // traffic record and in the answer's x-hearth-hints header,
 // "priority=-1(inferred),osl=512(client)" (FormatHints). When the engines
 // schedule by priority (Config.EnginePriority), the body sent to them
-// carries every request's priority in their convention: vLLM's lower
-// first (Hearth's negated), SGLang's higher first.
+// carries every request's priority in their convention (vLLM's lower
+// first, Hearth's negated; SGLang's higher first), except that an inferred
+// side request is told a turn's: the engines' queues do not bound waiting,
+// the router's does (engineSidePriority).
+//
+// Without that hint, a turn of a session whose answer ends in tool calls
+// has the next turn's prompt prefilled on the same worker during the tool
+// pause (speculate.go): rendered with the model's template as the client
+// will send the answer back (echoStyle, learnt per session), cut where the
+// tool result goes, sent as token ids to /v1/completions with max_tokens 1
+// at PriorityBackground, and cancelled when the session's next turn
+// arrives first. Config.NoInferredHints turns it off. A session whose first
+// user message holds the task of another session's subagent tool call is
+// recorded as that session's subagent (subagents.go, SessionRecord.Parent).
 //
 // # Keeping the hot path cheap
 //

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -44,6 +43,9 @@ type Gateway struct {
 	watcher *clientWatcher
 	open    openClients
 
+	pauses    *toolPauses    // sessions in a tool pause
+	subagents *subagentLinks // sessions started by another session's call
+
 	background sync.WaitGroup // speculative prefills
 	closing    chan struct{}
 	closeOnce  sync.Once
@@ -67,7 +69,8 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		log: deps.Logger, client: newEngineClient(), models: newModelResolver(cfg),
 		closing: make(chan struct{}), keys: deps.Keys, traffic: deps.Traffic,
 		prompts: newPrompts(deps.Tokenizer, cfg.BlockSize, cfg.ConversationSessions, cfg.ContextTokens),
-		watcher: newClientWatcher(cfg.ClientCheck),
+		watcher: newClientWatcher(cfg.ClientCheck), pauses: newToolPauses(max(cfg.ConversationSessions, 64)),
+		subagents: newSubagentLinks(256),
 	}
 	if g.log == nil {
 		g.log = slog.Default()
@@ -398,13 +401,21 @@ func sessionID(c *fiber.Ctx, fromNvext, fromBody string) string {
 	return ""
 }
 
-// afterAnswer runs what follows a complete answer, off the request's path.
+// afterAnswer runs what follows a complete answer, off the request's path:
+// a prefill of the next turn, asked for by the client or, for a turn that
+// ended in tool calls, inferred (see speculate.go).
 func (g *Gateway) afterAnswer(ex *exchange) {
 	if ex.req.onAnswer != nil {
 		ex.req.onAnswer(&ex.acc)
 	}
-	if ex.req.Hints.SpeculativePrefill && len(ex.req.Messages) > 0 {
+	if ex.kind == KindTurn {
+		g.subagents.noteCalls(ex.req.SessionID, ex.acc.ToolCalls)
+	}
+	switch {
+	case ex.req.Hints.SpeculativePrefill && len(ex.req.Messages) > 0:
 		g.speculate(ex.route, ex.req, ex.acc.assistantMessage())
+	case inferSpeculativePrefill(ex):
+		g.prefillToolPause(ex)
 	}
 }
 
@@ -434,26 +445,7 @@ func (g *Gateway) speculate(route Route, req *engineRequest, answer chatMessage)
 			case <-ctx.Done():
 			}
 		}()
-		hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(route.BaseURL, "/")+"/v1/chat/completions", bytes.NewReader(body))
-		if err != nil {
-			return
-		}
-		hreq.Header.Set("Content-Type", "application/json")
-		resp, err := g.client.do(ctx, hreq)
-		outcome := "ok"
-		if err != nil {
-			outcome = "error"
-		} else {
-			if resp.StatusCode != http.StatusOK {
-				outcome = "error"
-			}
-			_, _ = bytes.NewBuffer(nil).ReadFrom(http.MaxBytesReader(nil, resp.Body, 1<<20))
-			resp.Body.Close()
-		}
-		g.metrics.speculative.WithLabelValues(outcome).Inc()
-		if outcome != "ok" {
-			g.log.Debug("speculative prefill failed", "worker", route.Worker, "error", err)
-		}
+		g.sendPrefill(ctx, route, "/v1/chat/completions", body)
 	}()
 }
 

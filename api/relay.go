@@ -115,6 +115,7 @@ type exchange struct {
 	arrived time.Time
 	client  string
 	kind    RequestKind
+	parent  string   // the session that started this one (a subagent), or ""
 	ids     []uint32 // the prompt's tokens
 	hashes  []tokenizer.SeqHash
 	ttft    time.Duration
@@ -278,7 +279,7 @@ const drainTimeout = time.Second
 // record adds the finished exchange to the gateway's traffic record.
 func (ex *exchange) record() {
 	r := RequestRecord{
-		ID: ex.id, At: ex.arrived, SessionID: ex.req.SessionID, Client: ex.client, Kind: ex.kind,
+		ID: ex.id, At: ex.arrived, SessionID: ex.req.SessionID, ParentSession: ex.parent, Client: ex.client, Kind: ex.kind,
 		Worker: ex.route.Worker, Status: ex.status, PromptTokens: ex.prompt, TTFT: ex.ttft,
 		Hints: ex.req.Hints, HintOrigins: ex.req.HintOrigins,
 	}
@@ -468,6 +469,12 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 		Hashes:    hashes,
 		SessionID: req.SessionID, Session: req.Session, Hints: req.Hints, Policy: req.Policy,
 	}
+	client := clientKind(c)
+	parent := ""
+	if req.Kind == KindTurn {
+		g.pauses.end(req.SessionID, req.Messages) // the worker is this turn's now
+		parent = g.subagents.parentOf(req.SessionID, req.Messages)
+	}
 	ctx, watch := g.watcher.watch(c.Context().Conn())
 	ex, err := g.dispatch(ctx, rr, path, body)
 	if err != nil {
@@ -482,9 +489,9 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 		return g.writeFailure(c, req, rs, err)
 	}
 	ex.req, ex.watch = req, watch
-	ex.arrived, ex.client, ex.ids, ex.hashes = arrived, clientKind(c), ids, rr.Hashes
+	ex.arrived, ex.client, ex.ids, ex.hashes = arrived, client, ids, rr.Hashes
 	ex.logLine = lineOf(c)
-	ex.kind = req.Kind
+	ex.kind, ex.parent = req.Kind, parent
 	ex.logLine.kind = ex.kind
 	ex.logLine.hints, ex.logLine.origins = req.Hints, req.HintOrigins
 	ex.setRouteHeaders(c)

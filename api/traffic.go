@@ -45,7 +45,10 @@ type RequestRecord struct {
 	ID        string
 	At        time.Time // when the gateway began to route it (parsed and tokenized)
 	SessionID string    // "" when the client sent none
-	Client    string    // see clientKind
+	// ParentSession is the session whose tool call started this one, a
+	// subagent's (see subagents.go); "" when none is known.
+	ParentSession string
+	Client        string // see clientKind
 	// Kind tells a turn of the agent's conversation from a side request
 	// (a title, a topic check, a quota probe); see requestKind.
 	Kind   RequestKind
@@ -95,9 +98,12 @@ const (
 
 // SessionRecord is one agent session and its latest requests.
 type SessionRecord struct {
-	ID         string
-	Client     string
-	Worker     string // where its last turn ran
+	ID     string
+	Client string
+	Worker string // where its last turn ran
+	// Parent is the session that started this one as a subagent, when
+	// the gateway saw the call (see RequestRecord.ParentSession).
+	Parent     string
 	LastActive time.Time
 	// Turns are the session's requests, turns and side requests, in order
 	// of arrival.
@@ -217,6 +223,9 @@ func (t *Traffic) Record(r RequestRecord, ids []uint32, hashes []tokenizer.SeqHa
 	})
 	s.rec.Turns = slices.Insert(s.rec.Turns, i, turn)
 	s.rec.Client = r.Client
+	if r.ParentSession != "" {
+		s.rec.Parent = r.ParentSession
+	}
 	if s.rec.Worker == "" {
 		s.rec.Worker = r.Worker
 	}
