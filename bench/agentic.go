@@ -377,7 +377,7 @@ func (a *Agentic) side(parent string, sr SideRequest, prefix, task []uint32, r *
 	toks = appendTokens(toks, answer, r)
 	id := parent + "." + sr.Name
 	return &Session{ID: id, SpawnTurn: -1, Turns: []Request{{
-		Session: id, Prompt: toks[:n:n], SharedPrefix: len(prefix), OutputTokens: answer, Answer: toks[n:], Last: true,
+		Session: id, Prompt: toks[:n:n], SharedPrefix: len(prefix), OutputTokens: answer, Answer: toks[n:], Last: true, Side: true,
 		Segments: []Segment{{Role: RoleSystem, Start: 0, End: len(prefix)}, {Role: RoleUser, Start: len(prefix), End: n}},
 	}}}
 }

@@ -46,6 +46,11 @@ type Comparison struct {
 	// GPUs (0: one per GPU); KVCacheDtype their KV cache dtype ("": auto).
 	TP           int
 	KVCacheDtype string
+	// InferOSL has a simulation estimate each request's output length as
+	// the gateway does (SimConfig.InferOSL) and report the estimates'
+	// error; a live run reports the gateway's from its x-hearth-osl
+	// header whatever it says.
+	InferOSL bool
 	// Seed is the first run's seed; Runs runs use Seed, Seed+1, ... and are
 	// reported by their spread when there are several.
 	Seed uint64
@@ -222,7 +227,7 @@ func (c Comparison) runner(ctx context.Context, seed uint64) (Runner, error) {
 	}
 	s, err := NewSim(SimConfig{GPUs: c.GPUs, Model: c.Model, EventLatency: latency,
 		KVOffloadingGiB: offload, StoreDir: storeDir, DiskGBps: c.DiskGBps, RestartAt: c.RestartAt,
-		Seed: int64(seed), Engine: sim.Config{MaxModelLen: c.MaxModelLen, TP: c.TP, KVCacheDtype: c.KVCacheDtype}})
+		InferOSL: c.InferOSL, Seed: int64(seed), Engine: sim.Config{MaxModelLen: c.MaxModelLen, TP: c.TP, KVCacheDtype: c.KVCacheDtype}})
 	if err != nil {
 		return nil, &ConfigError{err}
 	}

@@ -101,6 +101,9 @@ type Request struct {
 	// Last says the request is its session's last turn: when its answer
 	// has arrived, the session is done. Always true for a trace request.
 	Last bool
+	// Side says the request is a side request (AgenticConfig.SideRequests):
+	// its session id is the parent's and the request's name.
+	Side bool
 	// Compaction says the request is a summarisation turn: the client
 	// asks for a summary of its history because the next turn would not
 	// fit the context (AgenticConfig.Compaction).

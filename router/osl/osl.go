@@ -179,10 +179,14 @@ type clientState struct {
 // pooledClient is the entry of clients beyond Config.MaxClients.
 const pooledClient = "\x00other"
 
+// Clock tells the estimator the time, for idle sessions; clock.Real and
+// the router's clock satisfy it.
+type Clock interface{ Now() time.Time }
+
 // Estimator learns output lengths. It is safe for concurrent use.
 type Estimator struct {
 	cfg   Config
-	clock clock.Clock
+	clock Clock
 
 	mu       sync.Mutex
 	sessions map[string]*list.Element // of *sessionState
@@ -193,10 +197,13 @@ type Estimator struct {
 }
 
 // New returns an empty estimator. c is its clock (nil: the real one).
-func New(cfg Config, c clock.Clock) *Estimator {
+func New(cfg Config, c Clock) *Estimator {
 	cfg = cfg.withDefaults()
+	if c == nil {
+		c = clock.Real{}
+	}
 	return &Estimator{
-		cfg: cfg, clock: clock.Or(c),
+		cfg: cfg, clock: c,
 		sessions: make(map[string]*list.Element),
 		clients:  make(map[string]*clientState),
 		errors:   NewErrors(cfg.ErrorWindow),

@@ -5,15 +5,10 @@ import (
 	"math"
 	"testing"
 	"time"
-
-	"github.com/hearth-llm/hearth/clock"
 )
 
 // fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	clock.Real
-	now time.Time
-}
+type fakeClock struct{ now time.Time }
 
 func (c *fakeClock) Now() time.Time { return c.now }
 

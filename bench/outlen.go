@@ -1,0 +1,91 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/hearth-llm/hearth/router/osl"
+)
+
+// OutputLengthError is how far the output-length estimates of a run were
+// from the answers: the relative error |predicted − actual| / actual of
+// every request that had an estimate, and of those made after their
+// session's first osl.WarmTurns turns ("warm").
+type OutputLengthError struct {
+	N       int     `json:"n"`
+	P50     float64 `json:"p50"`
+	P90     float64 `json:"p90"`
+	WarmN   int     `json:"warm_n"`
+	WarmP50 float64 `json:"warm_p50"`
+	WarmP90 float64 `json:"warm_p90"`
+}
+
+// summarizeOutputLength measures the estimates of results; nil when none
+// had one.
+func summarizeOutputLength(results []Result) *OutputLengthError {
+	var all, warm []float64
+	for i := range results {
+		r := &results[i]
+		if r.Err != nil || r.PredictedOutputTokens <= 0 || r.OutputTokens <= 0 {
+			continue
+		}
+		rel := float64(r.PredictedOutputTokens-r.OutputTokens) / float64(r.OutputTokens)
+		rel = max(rel, -rel)
+		all = append(all, rel)
+		if r.PredictionWarm {
+			warm = append(warm, rel)
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	e := &OutputLengthError{N: len(all), WarmN: len(warm)}
+	e.P50, e.P90 = osl.Quantile(all, 0.5), osl.Quantile(all, 0.9)
+	e.WarmP50, e.WarmP90 = osl.Quantile(warm, 0.5), osl.Quantile(warm, 0.9)
+	return e
+}
+
+// writeOutputLengthErrors writes a line per run that had output-length
+// estimates, after a table.
+func writeOutputLengthErrors(w io.Writer, runs []RunSummary) {
+	for _, r := range sortedRuns(runs) {
+		e := r.OutputLength
+		if e == nil {
+			continue
+		}
+		fmt.Fprintf(w, "output length estimate, %s at %d sessions: error p50 %.0f%% p90 %.0f%% (%d requests); after each session's first %d turns p50 %.0f%% p90 %.0f%% (%d)\n",
+			r.Policy, r.Sessions, 100*e.P50, 100*e.P90, e.N, osl.WarmTurns, 100*e.WarmP50, 100*e.WarmP90, e.WarmN)
+	}
+}
+
+// oslCall is what the gateway sees of req before its answer: a side
+// request apart (the parent's session, as a client sends it), a Codex
+// compaction as the side request Codex names it, a turn after a tool
+// result or after the user's message.
+func oslCall(client string, req *Request) osl.Call {
+	c := osl.Call{Client: client, Session: req.Session}
+	if req.Side || req.Compaction && client == "codex" {
+		c.Side = true
+		if i := strings.LastIndexByte(req.Session, '.'); i > 0 && req.Side {
+			c.Session = req.Session[:i]
+		}
+		return c
+	}
+	if n := len(req.Segments); n > 0 {
+		c.AfterTool = req.Segments[n-1].Role == RoleTool
+	}
+	return c
+}
+
+// oslKind is the kind req's answer is: a session's last turn and a
+// summary are final answers, the other turns call tools.
+func oslKind(req *Request) osl.Kind {
+	switch {
+	case req.Side:
+		return osl.Side
+	case req.Last || req.Compaction:
+		return osl.Final
+	}
+	return osl.ToolCall
+}
