@@ -192,6 +192,9 @@ func (c Comparison) run(ctx context.Context, kind string, workload func(seed uin
 	for _, line := range notes {
 		fmt.Fprintln(c.Out, line)
 	}
+	if c.Runs > 1 {
+		writeOutputLengthSpread(c.Out, report.Runs)
+	}
 	if err := c.writeFiles(kind, report); err != nil {
 		return err
 	}

@@ -89,3 +89,37 @@ func oslKind(req *Request) osl.Kind {
 	}
 	return osl.ToolCall
 }
+
+// writeOutputLengthSpread writes, per policy and concurrency level of runs
+// over several seeds, the range across seeds of the estimates' error.
+func writeOutputLengthSpread(w io.Writer, runs []RunSummary) {
+	type cell struct {
+		policy   string
+		sessions int
+	}
+	var order []cell
+	byCell := map[cell][]*OutputLengthError{}
+	for _, r := range sortedRuns(runs) {
+		if r.OutputLength == nil {
+			continue
+		}
+		k := cell{r.Policy, r.Sessions}
+		if byCell[k] == nil {
+			order = append(order, k)
+		}
+		byCell[k] = append(byCell[k], r.OutputLength)
+	}
+	for _, k := range order {
+		es := byCell[k]
+		lo, hi := *es[0], *es[0]
+		for _, e := range es[1:] {
+			lo.P50, hi.P50 = min(lo.P50, e.P50), max(hi.P50, e.P50)
+			lo.P90, hi.P90 = min(lo.P90, e.P90), max(hi.P90, e.P90)
+			lo.WarmP50, hi.WarmP50 = min(lo.WarmP50, e.WarmP50), max(hi.WarmP50, e.WarmP50)
+			lo.WarmP90, hi.WarmP90 = min(lo.WarmP90, e.WarmP90), max(hi.WarmP90, e.WarmP90)
+		}
+		fmt.Fprintf(w, "output length estimate, %s at %d sessions, %d seeds: error p50 %.0f-%.0f%% p90 %.0f-%.0f%%; after each session's first %d turns p50 %.0f-%.0f%% p90 %.0f-%.0f%%\n",
+			k.policy, k.sessions, len(es), 100*lo.P50, 100*hi.P50, 100*lo.P90, 100*hi.P90,
+			osl.WarmTurns, 100*lo.WarmP50, 100*hi.WarmP50, 100*lo.WarmP90, 100*hi.WarmP90)
+	}
+}
