@@ -43,6 +43,7 @@ type Gateway struct {
 	prompts *prompts
 	watcher *clientWatcher
 	open    openClients
+	osl     OutputLengths // nil: no estimates
 
 	background sync.WaitGroup // speculative prefills
 	closing    chan struct{}
@@ -68,6 +69,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		closing: make(chan struct{}), keys: deps.Keys, traffic: deps.Traffic,
 		prompts: newPrompts(deps.Tokenizer, cfg.BlockSize, cfg.ConversationSessions, cfg.ContextTokens),
 		watcher: newClientWatcher(cfg.ClientCheck),
+		osl:     deps.OutputLengths,
 	}
 	if g.log == nil {
 		g.log = slog.Default()

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/hearth-llm/hearth/router/osl"
@@ -41,8 +42,10 @@ func summarizeOutputLength(results []Result) *OutputLengthError {
 		return nil
 	}
 	e := &OutputLengthError{N: len(all), WarmN: len(warm)}
-	e.P50, e.P90 = osl.Quantile(all, 0.5), osl.Quantile(all, 0.9)
-	e.WarmP50, e.WarmP90 = osl.Quantile(warm, 0.5), osl.Quantile(warm, 0.9)
+	slices.Sort(all)
+	slices.Sort(warm)
+	e.P50, e.P90 = Percentile(all, 50), Percentile(all, 90)
+	e.WarmP50, e.WarmP90 = Percentile(warm, 50), Percentile(warm, 90)
 	return e
 }
 

@@ -96,7 +96,8 @@ func TestSummarizeOutputLength(t *testing.T) {
 		{OutputTokens: 0, PredictedOutputTokens: 10}, // no output
 	}
 	got := summarizeOutputLength(results)
-	want := OutputLengthError{N: 3, P50: 0.3, P90: 0.5, WarmN: 2, WarmP50: 0.1, WarmP90: 0.3}
+	// Percentile interpolates: p90 of 0.1, 0.3, 0.5 is 0.46.
+	want := OutputLengthError{N: 3, P50: 0.3, P90: 0.46, WarmN: 2, WarmP50: 0.2, WarmP90: 0.28}
 	if got == nil || !closeTo(got.P50, want.P50) || !closeTo(got.P90, want.P90) || got.N != want.N ||
 		got.WarmN != want.WarmN || !closeTo(got.WarmP50, want.WarmP50) || !closeTo(got.WarmP90, want.WarmP90) {
 		t.Fatalf("summarizeOutputLength = %+v, want %+v", got, want)

@@ -47,8 +47,8 @@
 //
 // # Error
 //
-// Errors keeps the relative error |predicted − actual| / actual of the last
-// Config.ErrorWindow (default 4096) predictions, apart for those made after
-// the session's first three turns (Estimate.SessionTurns ≥ 3), and reports
-// their p50 and p90 (Summary).
+// The estimator does not measure itself: its callers compare an Estimate
+// with the answer (bench reports p50 and p90 of |predicted − actual| /
+// actual, the console the same over its window), apart for the estimates
+// made after a session's first WarmTurns turns.
 package osl

@@ -68,6 +68,11 @@ type Call struct {
 	Tool      string
 }
 
+// WarmTurns is how many turns of a session the estimator must have learned
+// from before its predictions count as warm: the error goal is set on
+// those (Estimate.SessionTurns ≥ WarmTurns).
+const WarmTurns = 3
+
 // Estimate is a prediction of a request's output.
 type Estimate struct {
 	Tokens int    // expected output tokens; 0 when nothing is known
@@ -85,7 +90,6 @@ type Config struct {
 	MaxClients  int           // clients with estimates of their own; default 64
 	MaxContexts int           // contexts (tool names) per client for the kind; default 256
 	Alpha       float64       // weight of a new answer in the running means; default 0.3
-	ErrorWindow int           // predictions whose error Errors keeps; default 4096
 }
 
 func (c Config) withDefaults() Config {
@@ -103,9 +107,6 @@ func (c Config) withDefaults() Config {
 	}
 	if !(c.Alpha > 0 && c.Alpha <= 1) {
 		c.Alpha = 0.3
-	}
-	if c.ErrorWindow <= 0 {
-		c.ErrorWindow = 4096
 	}
 	return c
 }
@@ -193,7 +194,6 @@ type Estimator struct {
 	lru      list.List                // front: most recently used
 	clients  map[string]*clientState
 	global   means
-	errors   *Errors
 }
 
 // New returns an empty estimator. c is its clock (nil: the real one).
@@ -206,13 +206,8 @@ func New(cfg Config, c Clock) *Estimator {
 		cfg: cfg, clock: c,
 		sessions: make(map[string]*list.Element),
 		clients:  make(map[string]*clientState),
-		errors:   NewErrors(cfg.ErrorWindow),
 	}
 }
-
-// Errors returns the record of the estimator's errors, which the caller
-// feeds (Errors.Add) when a predicted request ends.
-func (e *Estimator) Errors() *Errors { return e.errors }
 
 // Sessions returns how many sessions the estimator remembers.
 func (e *Estimator) Sessions() int {

@@ -2,7 +2,6 @@ package osl
 
 import (
 	"fmt"
-	"math"
 	"testing"
 	"time"
 )
@@ -139,29 +138,6 @@ func TestIdleSessionsForgotten(t *testing.T) {
 	if got := e.Predict(Call{Session: "new"}); got.SessionTurns != 1 {
 		t.Fatalf("the session idle for 45 s was forgotten: %+v", got)
 	}
-}
-
-func TestErrorsSummary(t *testing.T) {
-	e := NewErrors(4)
-	e.Add(Estimate{Tokens: 100}, 200)                  // 0.5, dropped from the window
-	e.Add(Estimate{Tokens: 100, SessionTurns: 3}, 100) // 0
-	e.Add(Estimate{Tokens: 110, SessionTurns: 5}, 100) // 0.1
-	e.Add(Estimate{Tokens: 0}, 100)                    // unpredicted
-	e.Add(Estimate{Tokens: 100}, 0)                    // no output: left out
-	e.Add(Estimate{Tokens: 300, SessionTurns: 1}, 100) // 2
-	e.Add(Estimate{Tokens: 50, SessionTurns: 4}, 100)  // 0.5
-	e.Add(Estimate{Tokens: 120, SessionTurns: 2}, 100) // 0.2
-	got := e.Summary()
-	want := Summary{N: 4, P50: 0.2, P90: 2, WarmN: 3, WarmP50: 0.1, WarmP90: 0.5, Unknown: 1}
-	if !approx(got, want) {
-		t.Fatalf("Summary = %+v, want %+v", got, want)
-	}
-}
-
-func approx(a, b Summary) bool {
-	eq := func(x, y float64) bool { return math.Abs(x-y) < 1e-9 }
-	return a.N == b.N && a.WarmN == b.WarmN && a.Unknown == b.Unknown &&
-		eq(a.P50, b.P50) && eq(a.P90, b.P90) && eq(a.WarmP50, b.WarmP50) && eq(a.WarmP90, b.WarmP90)
 }
 
 func BenchmarkPredictObserve(b *testing.B) {
