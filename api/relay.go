@@ -118,7 +118,8 @@ type exchange struct {
 	ids     []uint32 // the prompt's tokens
 	hashes  []tokenizer.SeqHash
 	ttft    time.Duration
-	logLine *requestLine // the request's log line; nil in tests that build an exchange by hand
+	oe      outputEstimate // the expected output the request was routed with
+	logLine *requestLine   // the request's log line; nil in tests that build an exchange by hand
 }
 
 // dispatch routes the request and opens the engine's stream. A worker that
@@ -213,6 +214,9 @@ func (ex *exchange) setRouteHeaders(c *fiber.Ctx) {
 	if ex.route.Policy != "" {
 		c.Set("x-hearth-policy", ex.route.Policy)
 	}
+	if v := ex.oe.header(); v != "" {
+		c.Set("x-hearth-osl", v)
+	}
 	c.Set("x-request-id", ex.id)
 }
 
@@ -289,6 +293,7 @@ func (ex *exchange) record() {
 		r.CacheReported = ex.acc.Usage.PromptTokensDetails != nil
 		r.OutputTokens = ex.acc.Usage.CompletionTokens
 	}
+	ex.learnOutput(&r)
 	ex.g.traffic.Record(r, ex.ids, ex.hashes, time.Now())
 	ex.logEnd(r)
 }
@@ -467,6 +472,9 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 		Hashes:    hashes,
 		SessionID: req.SessionID, Session: req.Session, Hints: req.Hints, Policy: req.Policy,
 	}
+	client := clientKind(c)
+	kind := requestKind(requestShapeOf(c, client, req))
+	oe := g.estimateOutput(&rr, client, kind, req)
 	ctx, watch := g.watcher.watch(c.Context().Conn())
 	ex, err := g.dispatch(ctx, rr, path, body)
 	if err != nil {
@@ -481,9 +489,9 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 		return g.writeFailure(c, req, rs, err)
 	}
 	ex.req, ex.watch = req, watch
-	ex.arrived, ex.client, ex.ids, ex.hashes = arrived, clientKind(c), ids, rr.Hashes
+	ex.arrived, ex.client, ex.ids, ex.hashes = arrived, client, ids, rr.Hashes
 	ex.logLine = lineOf(c)
-	ex.kind = requestKind(requestShapeOf(c, ex.client, req))
+	ex.kind, ex.oe = kind, oe
 	ex.logLine.kind = ex.kind
 	ex.setRouteHeaders(c)
 	if len(req.DroppedTools) > 0 {

@@ -282,6 +282,9 @@ type RequestsVM struct {
 	Rows  []DecisionRow
 	Queue int
 	Err   string
+	// OutputEstimate is the error of the expected output lengths the
+	// requests were routed with; "" when none had one.
+	OutputEstimate string
 }
 
 // DecisionRow is one routing decision.
@@ -300,6 +303,7 @@ type DecisionRow struct {
 	SessionFull string // the whole id, for a tooltip; "" when none
 	Model       string // served by the winner
 	TTFT        string
+	Output      string // "170 tokens (expected 183)"
 	Blocks      string // "38 / 40 blocks cached"
 	Queued      string
 	Candidates  []CandidateRow
