@@ -58,13 +58,15 @@ func (g *Gateway) estimateOutput(rr *RouteRequest, client string, kind RequestKi
 
 // header is the x-hearth-osl value: the expected output tokens the router
 // was given and where they came from, e.g. "183; source=session;
-// kind=tool_call" or "300; source=client"; "" when there were none.
+// kind=tool_call; turns=4" (turns: the session's turns the estimate had
+// learned from) or "300; source=client"; "" when there were none.
 func (oe outputEstimate) header() string {
 	switch {
 	case oe.client > 0:
 		return strconv.Itoa(oe.client) + "; source=client"
 	case oe.est.Tokens > 0:
-		return strconv.Itoa(oe.est.Tokens) + "; source=" + oe.est.Source.String() + "; kind=" + oe.est.Kind.String()
+		return strconv.Itoa(oe.est.Tokens) + "; source=" + oe.est.Source.String() + "; kind=" + oe.est.Kind.String() +
+			"; turns=" + strconv.Itoa(oe.est.SessionTurns)
 	}
 	return ""
 }

@@ -56,11 +56,11 @@ func TestOutputLengthEstimates(t *testing.T) {
 		predict bool   // the estimator was asked
 		learned observedOutput
 	}{
-		{"a turn without a hint gets the estimate", chatBody(tools), []string{"x-session-id", "s1"}, 183, "183; source=session; kind=tool_call", true,
+		{"a turn without a hint gets the estimate", chatBody(tools), []string{"x-session-id", "s1"}, 183, "183; source=session; kind=tool_call; turns=4", true,
 			observedOutput{osl.Call{Session: "s1"}, osl.ToolCall, 0}},
 		{"the client's hint wins", chatBody(tools + `,"nvext":{"agent_hints":{"osl":300}}`), []string{"x-session-id", "s1"}, 300, "300; source=client", false,
 			observedOutput{osl.Call{Session: "s1"}, osl.ToolCall, 0}},
-		{"a turn after a tool result, named by its call", afterTool, []string{"x-session-id", "s2"}, 183, "183; source=session; kind=tool_call", true,
+		{"a turn after a tool result, named by its call", afterTool, []string{"x-session-id", "s2"}, 183, "183; source=session; kind=tool_call; turns=4", true,
 			observedOutput{osl.Call{Session: "s2", AfterTool: true, Tool: "bash"}, osl.Final, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hearth-llm/hearth/router/osl"
@@ -60,6 +61,32 @@ func writeOutputLengthErrors(w io.Writer, runs []RunSummary) {
 		fmt.Fprintf(w, "output length estimate, %s at %d sessions: error p50 %.0f%% p90 %.0f%% (%d requests); after each session's first %d turns p50 %.0f%% p90 %.0f%% (%d)\n",
 			r.Policy, r.Sessions, 100*e.P50, 100*e.P90, e.N, osl.WarmTurns, 100*e.WarmP50, 100*e.WarmP90, e.WarmN)
 	}
+}
+
+// OSLHeader is the reply header in which a Hearth gateway says the output
+// length it routed a request with: "183; source=session; kind=tool_call;
+// turns=4", or "300; source=client" for the client's own hint.
+const OSLHeader = "x-hearth-osl"
+
+// parseOSLHeader reads an OSLHeader value: the expected tokens and the
+// session's turns the estimate learned from (0 when it does not say). ok
+// is false for an empty or malformed value.
+func parseOSLHeader(v string) (tokens, turns int, ok bool) {
+	head, rest, _ := strings.Cut(v, ";")
+	tokens, err := strconv.Atoi(strings.TrimSpace(head))
+	if err != nil || tokens <= 0 {
+		return 0, 0, false
+	}
+	for rest != "" {
+		var field string
+		field, rest, _ = strings.Cut(rest, ";")
+		if k, val, found := strings.Cut(strings.TrimSpace(field), "="); found && k == "turns" {
+			if n, err := strconv.Atoi(val); err == nil && n >= 0 {
+				turns = n
+			}
+		}
+	}
+	return tokens, turns, true
 }
 
 // oslCall is what the gateway sees of req before its answer: a side

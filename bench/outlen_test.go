@@ -108,3 +108,36 @@ func TestSummarizeOutputLength(t *testing.T) {
 }
 
 func closeTo(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+func TestParseOSLHeader(t *testing.T) {
+	for _, tc := range []struct {
+		in            string
+		tokens, turns int
+		ok            bool
+	}{
+		{"183; source=session; kind=tool_call; turns=4", 183, 4, true},
+		{"300; source=client", 300, 0, true},
+		{"42", 42, 0, true},
+		{"", 0, 0, false},
+		{"0; source=global", 0, 0, false},
+		{"x; turns=3", 0, 0, false},
+		{"12; turns=-1", 12, 0, true},
+		{"12;turns=7;", 12, 7, true},
+	} {
+		tokens, turns, ok := parseOSLHeader(tc.in)
+		if tokens != tc.tokens || turns != tc.turns || ok != tc.ok {
+			t.Errorf("parseOSLHeader(%q) = %d, %d, %v; want %d, %d, %v", tc.in, tokens, turns, ok, tc.tokens, tc.turns, tc.ok)
+		}
+	}
+}
+
+func FuzzParseOSLHeader(f *testing.F) {
+	f.Add("183; source=session; kind=tool_call; turns=4")
+	f.Add("300; source=client")
+	f.Fuzz(func(t *testing.T, v string) {
+		tokens, turns, ok := parseOSLHeader(v)
+		if ok && (tokens <= 0 || turns < 0) || !ok && (tokens != 0 || turns != 0) {
+			t.Fatalf("parseOSLHeader(%q) = %d, %d, %v", v, tokens, turns, ok)
+		}
+	})
+}
