@@ -58,8 +58,11 @@ func writeOutputLengthErrors(w io.Writer, runs []RunSummary) {
 		if e == nil {
 			continue
 		}
-		fmt.Fprintf(w, "output length estimate, %s at %d sessions: error p50 %.0f%% p90 %.0f%% (%d requests); after each session's first %d turns p50 %.0f%% p90 %.0f%% (%d)\n",
-			r.Policy, r.Sessions, 100*e.P50, 100*e.P90, e.N, osl.WarmTurns, 100*e.WarmP50, 100*e.WarmP90, e.WarmN)
+		fmt.Fprintf(w, "output length estimate, %s at %d sessions: error p50 %.0f%% p90 %.0f%% (%d requests)", r.Policy, r.Sessions, 100*e.P50, 100*e.P90, e.N)
+		if e.WarmN > 0 {
+			fmt.Fprintf(w, "; after each session's first %d turns p50 %.0f%% p90 %.0f%% (%d)", osl.WarmTurns, 100*e.WarmP50, 100*e.WarmP90, e.WarmN)
+		}
+		fmt.Fprintln(w)
 	}
 }
 
