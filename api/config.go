@@ -119,6 +119,10 @@ type Deps struct {
 	// called after /health is registered and before the root's answer, the
 	// API's routes and the catch-all 404, so it may also answer GET /.
 	Mount func(fiber.Router)
+	// OutputLengths estimates the output of requests whose client sent no
+	// nvext.agent_hints.osl and learns from every answer; nil = none: such
+	// requests are routed without an expected output length.
+	OutputLengths OutputLengths
 }
 
 const (

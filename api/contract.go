@@ -6,6 +6,7 @@ import (
 
 	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/router/osl"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -20,6 +21,16 @@ type Router interface {
 	Route(ctx context.Context, req RouteRequest) (Route, error)
 	PrefillDone(requestID string)
 	Free(requestID string)
+}
+
+// OutputLengths estimates how many tokens a request will generate from the
+// answers before it, and learns from each answer. *osl.Estimator
+// satisfies it.
+type OutputLengths interface {
+	Predict(osl.Call) osl.Estimate
+	// Observe learns from a finished request: what it answered (a tool
+	// call, a final answer, a side request's answer) and its output tokens.
+	Observe(call osl.Call, kind osl.Kind, tokens int)
 }
 
 // Tokenizer renders a chat with the served model's template and turns text

@@ -42,6 +42,7 @@ type Gateway struct {
 	prompts *prompts
 	watcher *clientWatcher
 	open    openClients
+	osl     OutputLengths // nil: no estimates
 
 	pauses    *toolPauses    // sessions in a tool pause
 	subagents *subagentLinks // sessions started by another session's call
@@ -71,6 +72,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		prompts: newPrompts(deps.Tokenizer, cfg.BlockSize, cfg.ConversationSessions, cfg.ContextTokens),
 		watcher: newClientWatcher(cfg.ClientCheck), pauses: newToolPauses(max(cfg.ConversationSessions, 64)),
 		subagents: newSubagentLinks(256),
+		osl:       deps.OutputLengths,
 	}
 	if g.log == nil {
 		g.log = slog.Default()

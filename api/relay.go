@@ -119,7 +119,8 @@ type exchange struct {
 	ids     []uint32 // the prompt's tokens
 	hashes  []tokenizer.SeqHash
 	ttft    time.Duration
-	logLine *requestLine // the request's log line; nil in tests that build an exchange by hand
+	oe      outputEstimate // the expected output the request was routed with
+	logLine *requestLine   // the request's log line; nil in tests that build an exchange by hand
 }
 
 // dispatch routes the request and opens the engine's stream. A worker that
@@ -214,6 +215,9 @@ func (ex *exchange) setRouteHeaders(c *fiber.Ctx) {
 	if ex.route.Policy != "" {
 		c.Set("x-hearth-policy", ex.route.Policy)
 	}
+	if v := ex.oe.header(); v != "" {
+		c.Set("x-hearth-osl", v)
+	}
 	c.Set("x-request-id", ex.id)
 }
 
@@ -291,6 +295,7 @@ func (ex *exchange) record() {
 		r.CacheReported = ex.acc.Usage.PromptTokensDetails != nil
 		r.OutputTokens = ex.acc.Usage.CompletionTokens
 	}
+	ex.learnOutput(&r)
 	ex.g.traffic.Record(r, ex.ids, ex.hashes, time.Now())
 	ex.logEnd(r)
 }
@@ -475,6 +480,7 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 		g.pauses.end(req.SessionID, req.Messages) // the worker is this turn's now
 		parent = g.subagents.parentOf(req.SessionID, req.Messages)
 	}
+	oe := g.estimateOutput(&rr, client, req)
 	ctx, watch := g.watcher.watch(c.Context().Conn())
 	ex, err := g.dispatch(ctx, rr, path, body)
 	if err != nil {
@@ -491,7 +497,7 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 	ex.req, ex.watch = req, watch
 	ex.arrived, ex.client, ex.ids, ex.hashes = arrived, client, ids, rr.Hashes
 	ex.logLine = lineOf(c)
-	ex.kind, ex.parent = req.Kind, parent
+	ex.kind, ex.parent, ex.oe = req.Kind, parent, oe
 	ex.logLine.kind = ex.kind
 	ex.logLine.hints, ex.logLine.origins = req.Hints, req.HintOrigins
 	ex.setRouteHeaders(c)

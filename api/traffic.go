@@ -61,6 +61,10 @@ type RequestRecord struct {
 	// had cached; without it a turn is never judged to have lost cache.
 	CacheReported bool
 	OutputTokens  int
+	// PredictedOutputTokens is the output length the request was routed
+	// with: the client's osl hint, else the gateway's estimate; 0 when
+	// there was none.
+	PredictedOutputTokens int
 	// TTFT is from At to the first token; 0 when none came.
 	TTFT time.Duration
 	// Hints are the agent hints it was served with, and HintOrigins where

@@ -48,6 +48,11 @@ type Comparison struct {
 	// GPUs (0: one per GPU); KVCacheDtype their KV cache dtype ("": auto).
 	TP           int
 	KVCacheDtype string
+	// InferOSL has a simulation estimate each request's output length as
+	// the gateway does (SimConfig.InferOSL) and report the estimates'
+	// error; a live run reports the gateway's from its x-hearth-osl
+	// header whatever it says.
+	InferOSL bool
 	// Seed is the first run's seed; Runs runs use Seed, Seed+1, ... and are
 	// reported by their spread when there are several.
 	Seed uint64
@@ -189,6 +194,9 @@ func (c Comparison) run(ctx context.Context, kind string, workload func(seed uin
 	for _, line := range notes {
 		fmt.Fprintln(c.Out, line)
 	}
+	if c.Runs > 1 {
+		writeOutputLengthSpread(c.Out, report.Runs)
+	}
 	if err := c.writeFiles(kind, report); err != nil {
 		return err
 	}
@@ -224,7 +232,7 @@ func (c Comparison) runner(ctx context.Context, seed uint64) (Runner, error) {
 	}
 	s, err := NewSim(SimConfig{GPUs: c.GPUs, Model: c.Model, EventLatency: latency,
 		KVOffloadingGiB: offload, StoreDir: storeDir, DiskGBps: c.DiskGBps, RestartAt: c.RestartAt,
-		Seed: int64(seed), Engine: sim.Config{MaxModelLen: c.MaxModelLen, TP: c.TP, KVCacheDtype: c.KVCacheDtype},
+		InferOSL: c.InferOSL, Seed: int64(seed), Engine: sim.Config{MaxModelLen: c.MaxModelLen, TP: c.TP, KVCacheDtype: c.KVCacheDtype},
 		InferHints: c.InferHints})
 	if err != nil {
 		return nil, &ConfigError{err}

@@ -14,6 +14,7 @@ import (
 	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/router/ingest"
+	"github.com/hearth-llm/hearth/router/osl"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -44,7 +45,12 @@ type des struct {
 	router  *router.Router
 	driver  Driver
 	session bool // pass session ids to the router (agentic workloads)
-	filler  []uint32
+	// osl estimates each request's output length as the gateway would
+	// (nil: none); with SimConfig.InferOSL the estimate is the request's
+	// osl hint. client is the workload's client preset.
+	osl    *osl.Estimator
+	client string
+	filler []uint32
 
 	// store is the node's SSD store (nil without one) and storeDir its
 	// directory, removed when the run ends.
@@ -131,6 +137,10 @@ type flight struct {
 	ramCached, ssdCached int
 	prompt               int
 	outputs              int
+	// oslCall and oslEst are the output-length estimator's view of the
+	// request and its estimate.
+	oslCall osl.Call
+	oslEst  osl.Estimate
 }
 
 type desEventKind uint8
@@ -192,6 +202,7 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 	case *Agentic:
 		c := w.Config()
 		d.duration, d.totalSessions = c.Duration, c.TotalSessions
+		d.client = c.Client
 	case *Trace:
 		d.totalSessions = w.Len()
 	}
@@ -204,6 +215,9 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 	}
 	d.router = r
 	d.cfg, d.restartAt = cfg, cfg.RestartAt
+	if cfg.InferOSL {
+		d.osl = osl.New(osl.Config{}, virtualClock{d})
+	}
 	var space *kvbm.Space
 	if cfg.StoreDir != "" {
 		if err := d.openStore(); err != nil {
@@ -402,6 +416,11 @@ func (d *des) arrive(req *Request) {
 	if d.session {
 		rr.SessionID = req.Session
 	}
+	if d.osl != nil {
+		f.oslCall = oslCall(d.client, req)
+		f.oslEst = d.osl.Predict(f.oslCall)
+		rr.Hints.OSL = f.oslEst.Tokens
+	}
 	dec, ticket, err := d.router.Enqueue(rr)
 	switch {
 	case err != nil:
@@ -496,6 +515,10 @@ func (d *des) finish(f *flight, err error) {
 		PredictedRAMTokens:    f.decision.RAMBlocks * tokenizer.DefaultBlockSize,
 		PredictedSSDTokens:    f.decision.DiskBlocks * tokenizer.DefaultBlockSize,
 		Err:                   err,
+	}
+	if d.osl != nil && err == nil {
+		d.osl.Observe(f.oslCall, oslKind(req), f.outputs)
+		r.PredictedOutputTokens, r.PredictionWarm = f.oslEst.Tokens, f.oslEst.SessionTurns >= osl.WarmTurns
 	}
 	d.results = append(d.results, r)
 	d.rec.Add(r)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/router"
+	"github.com/hearth-llm/hearth/router/osl"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -278,6 +279,9 @@ func (l *Live) send(ctx context.Context, req *Request, policy string, start time
 		return res
 	}
 	predictedBlocks, _ := strconv.Atoi(resp.Header.Get("x-hearth-cached-blocks"))
+	if tokens, turns, ok := parseOSLHeader(resp.Header.Get(OSLHeader)); ok {
+		res.PredictedOutputTokens, res.PredictionWarm = tokens, turns >= osl.WarmTurns
+	}
 	chunks, usage, err := readStream(resp.Body, func() {
 		if res.FirstToken == 0 {
 			res.FirstToken = time.Since(start)

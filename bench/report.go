@@ -95,6 +95,7 @@ func WriteTable(w io.Writer, runs []RunSummary) error {
 	fmt.Fprintln(bw, "latencies in ms, task times in s; compact/s: compactions per session started; done: sessions finished of those started; slow ttft: each finished session's slowest TTFT; task: a session's first request to its last token;")
 	fmt.Fprintln(bw, "errors by cause: ctx (context length), queue (router queue full), engine, timeout, other; ttft vs rr: TTFT p50 over round_robin's at the same sessions;")
 	fmt.Fprintln(bw, "hit pred: prompt tokens the router predicted cached on the worker it chose, every tier, split by tier in pred gpu/ram/ssd; hit engine: those the engines did not compute")
+	writeOutputLengthErrors(bw, runs)
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("bench: write table: %w", err)
 	}

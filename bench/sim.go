@@ -68,6 +68,11 @@ type SimConfig struct {
 	// KV event batch to the router applying it (DefaultEventLatency); a
 	// negative value means none.
 	EventLatency time.Duration
+	// InferOSL estimates each request's output length from the answers
+	// before it, as the gateway does for clients that send no osl hint
+	// (package router/osl), passes the estimate to the router as the
+	// request's osl hint and reports the estimates' error.
+	InferOSL bool
 	// Seed seeds the engines' block hashes and the router's random choices.
 	Seed int64
 	// InferHints gives side requests the priority the gateway infers for

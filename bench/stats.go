@@ -116,6 +116,12 @@ type Result struct {
 	// loaded from the engine's host-RAM tier and from the node's SSD store
 	// (a simulation tells them apart; a live target does not).
 	RAMCachedTokens, SSDCachedTokens int
+	// PredictedOutputTokens is the output length the runner's estimator
+	// (or the gateway's, x-hearth-osl) expected; 0 without an estimate.
+	// PredictionWarm says it was made after the session's first
+	// osl.WarmTurns turns.
+	PredictedOutputTokens int
+	PredictionWarm        bool
 	// Err is why the request failed; nil if it succeeded.
 	Err error
 }
@@ -184,6 +190,9 @@ type RunSummary struct {
 	CachedTokens        int64   `json:"cached_tokens"`
 	RAMCachedTokens     int64   `json:"ram_cached_tokens,omitempty"`
 	SSDCachedTokens     int64   `json:"ssd_cached_tokens,omitempty"`
+	// OutputLength is the error of the output-length estimates; nil when
+	// the run made none.
+	OutputLength *OutputLengthError `json:"output_length_error,omitempty"`
 }
 
 // Summarize computes the summary of a run of policy at a concurrency level
@@ -236,6 +245,7 @@ func Summarize(policy string, sessions int, results []Result) RunSummary {
 	}
 	s.PrefillTokens, s.CachedTokens = prompt-cached, cached
 	s.Session, s.SlowestTurnTTFT, s.FinishedSessions, s.StartedSessions = summarizeSessions(results)
+	s.OutputLength = summarizeOutputLength(results)
 	if s.StartedSessions > 0 {
 		s.CompactionsPerSession = float64(s.Compactions) / float64(s.StartedSessions)
 	}

@@ -102,7 +102,8 @@ type Request struct {
 	// has arrived, the session is done. Always true for a trace request.
 	Last bool
 	// Side says the request is a side request beside the session's loop
-	// (AgenticConfig.SideRequests): a title, a quota probe.
+	// (AgenticConfig.SideRequests): a title, a quota probe. Its session id
+	// is the parent's and the request's name.
 	Side bool
 	// Compaction says the request is a summarisation turn: the client
 	// asks for a summary of its history because the next turn would not

@@ -212,7 +212,7 @@ func loadedSources(now time.Time, gpus, sessions, perMinute int) *fakeSources {
 		f.requests = append(f.requests, Request{
 			ID: fmt.Sprintf("req-%06d", i), At: at, Worker: w,
 			SessionID: fmt.Sprintf("%08x-4f1c-9a2b-8c3d-5e6f7a8b9c0d", 0x3a7e91c4+i%7*0x1111), Client: []string{"claude-code", "codex", ""}[i%3],
-			PromptTokens: 20_000, CachedTokens: 16_000 + rng.IntN(4000), OutputTokens: 300,
+			PromptTokens: 20_000, CachedTokens: 16_000 + rng.IntN(4000), OutputTokens: 300, PredictedOutputTokens: 200 + i%5*50,
 			TTFT: time.Duration(150+rng.IntN(900)) * time.Millisecond,
 		})
 		if i < 1000 {

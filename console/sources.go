@@ -235,9 +235,13 @@ type Request struct {
 	Client       string    // "claude-code", "codex", "opencode", or a user agent
 	Worker       string
 	PromptTokens int
-	CachedTokens int           // prompt tokens served from the prefix cache
-	OutputTokens int           // so far
-	TTFT         time.Duration // 0 while no token has been sent, or on failure
+	CachedTokens int // prompt tokens served from the prefix cache
+	OutputTokens int // so far
+	// PredictedOutputTokens is the output length the request was routed
+	// with (the client's hint or the gateway's estimate); 0 when none, or
+	// while it runs.
+	PredictedOutputTokens int
+	TTFT                  time.Duration // 0 while no token has been sent, or on failure
 	// Hints are the agent hints it was served with and where each came
 	// from, as the x-hearth-hints header says them:
 	// "priority=-1(inferred),osl=512(client)"; "" for none.

@@ -232,9 +232,10 @@ func totalsVM(cfg Config, snap *snapshot) components.Totals {
 }
 
 // percentile is the nearest-rank percentile of sorted values; 0 for none.
-func percentile(sorted []time.Duration, p float64) time.Duration {
+func percentile[T cmp.Ordered](sorted []T, p float64) T {
 	if len(sorted) == 0 {
-		return 0
+		var zero T
+		return zero
 	}
 	rank := int(math.Ceil(p*float64(len(sorted)))) - 1
 	return sorted[min(max(rank, 0), len(sorted)-1)]
@@ -676,6 +677,7 @@ func requestsVM(cfg Config, snap *snapshot) components.RequestsVM {
 	for _, e := range snap.engines {
 		models[e.Worker] = e.Model
 	}
+	vm.OutputEstimate = outputEstimateNote(snap.requests)
 	vm.Rows = make([]components.DecisionRow, 0, len(snap.decisions))
 	for _, d := range snap.decisions {
 		row := components.DecisionRow{
@@ -692,8 +694,10 @@ func requestsVM(cfg Config, snap *snapshot) components.RequestsVM {
 			Model:     cmp.Or(models[d.Worker], noValue),
 			TTFT:      noValue,
 			Hints:     noValue,
+			Output:    noValue,
 		}
 		if r := byID[d.RequestID]; r != nil {
+			row.Output = outputCell(r)
 			row.Client = cmp.Or(r.Client, "unknown")
 			if r.SessionID != "" {
 				row.Session, row.SessionFull = shortID(r.SessionID), r.SessionID
@@ -723,6 +727,34 @@ func requestsVM(cfg Config, snap *snapshot) components.RequestsVM {
 		vm.Rows = append(vm.Rows, row)
 	}
 	return vm
+}
+
+// outputCell is a request's output beside the length it was routed with:
+// "170 tokens (expected 183)".
+func outputCell(r *Request) string {
+	out := strconv.Itoa(r.OutputTokens) + " tokens"
+	if r.PredictedOutputTokens > 0 {
+		out += " (expected " + strconv.Itoa(r.PredictedOutputTokens) + ")"
+	}
+	return out
+}
+
+// outputEstimateNote says how far the expected output lengths of the
+// finished requests were from their answers: p50 and p90 of
+// |expected − actual| / actual; "" when none had one.
+func outputEstimateNote(reqs []Request) string {
+	var rel []float64
+	for _, r := range reqs {
+		if r.PredictedOutputTokens > 0 && r.OutputTokens > 0 && r.TTFT > 0 {
+			rel = append(rel, math.Abs(float64(r.PredictedOutputTokens-r.OutputTokens))/float64(r.OutputTokens))
+		}
+	}
+	if len(rel) == 0 {
+		return ""
+	}
+	slices.Sort(rel)
+	return "Expected output length against the answers: error p50 " + fmtPct(percentile(rel, 0.5)) +
+		", p90 " + fmtPct(percentile(rel, 0.9)) + " over " + strconv.Itoa(len(rel)) + " requests."
 }
 
 // shortIDLen is how much of a session id the Requests page shows: enough

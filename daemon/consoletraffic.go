@@ -22,8 +22,8 @@ func (s *trafficSource) RequestsSince(_ context.Context, since time.Time) ([]con
 	for i, r := range rs {
 		out[i] = console.Request{
 			ID: r.ID, At: r.At, SessionID: r.SessionID, Client: r.Client, Worker: r.Worker, PromptTokens: r.PromptTokens,
-			CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens, TTFT: r.TTFT,
-			Hints: api.FormatHints(r.Hints, r.HintOrigins),
+			CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens, PredictedOutputTokens: r.PredictedOutputTokens,
+			TTFT: r.TTFT, Hints: api.FormatHints(r.Hints, r.HintOrigins),
 		}
 	}
 	return out, nil

@@ -25,6 +25,7 @@ import (
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/router/ingest"
+	"github.com/hearth-llm/hearth/router/osl"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker"
 )
@@ -250,6 +251,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	}, api.Deps{
 		Router: routes, Tokenizer: tok, Store: db, Registry: reg, Logger: log,
 		Keys: apiKeys{keys}, Models: models, Traffic: traffic,
+		OutputLengths: osl.New(osl.Config{}, clock.Real{}),
 		Mount: func(r fiber.Router) {
 			con.Register(r)
 			adminapi.Mount(r, con.Guard, AdminSources(engineStatuses, sup, traffic, tok.Decode, clusterNode, cfg.DataDir))

@@ -51,6 +51,7 @@ type benchFlags struct {
 	runs          int
 	tp            int
 	kvCacheDtype  string
+	inferOSL      bool
 }
 
 // runBench compares routing policies on an agentic workload or a trace,
@@ -87,7 +88,7 @@ func (f *benchFlags) run(ctx context.Context, env *environment) error {
 	c := bench.Comparison{Target: f.target, Model: f.model, APIKey: f.apiKey,
 		EventLatency: f.eventLatency, KVOffloadingGiB: f.offloadGiB, Tiers: f.tiers, StoreDir: f.storeDir,
 		DiskGBps: f.diskGBps, RestartAt: f.restartAt, MaxModelLen: f.maxModelLen, TP: f.tp, KVCacheDtype: f.kvCacheDtype,
-		Seed: f.seed, Runs: f.runs, JSONPath: f.jsonPath, PlotPath: f.plotPath, Out: env.stdout, Progress: env.stderr,
+		InferOSL: f.inferOSL, Seed: f.seed, Runs: f.runs, JSONPath: f.jsonPath, PlotPath: f.plotPath, Out: env.stdout, Progress: env.stderr,
 		InferHints: f.inferHints != "off"}
 	var err error
 	if c.Policies, err = f.policyList(live); err != nil {
@@ -157,6 +158,7 @@ func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags,
 	fs.IntVar(&f.steps, "steps", 0, "model calls per session (agentic, default 8)")
 	fs.IntVar(&f.prefixTokens, "prefix-tokens", 0, "shared system prompt and tools, tokens (agentic, default 6000)")
 	fs.StringVar(&f.osl, "osl", "", "output tokens per call, N or MIN-MAX (agentic, default 100-200)")
+	fs.BoolVar(&f.inferOSL, "infer-osl", true, "simulated: estimate each request's output length from the answers before it, as the gateway does, route with it and report the estimates' error")
 	fs.StringVar(&f.toolPause, "tool-pause", "", "tool time between calls, e.g. lognormal:3s,20s or const:10ms (agentic)")
 	fs.IntVar(&f.subagents, "subagents", 0, "subagents each session spawns (agentic)")
 	fs.StringVar(&f.trace, "trace", "", "Mooncake-format trace file (trace, required)")

@@ -80,7 +80,7 @@ func TestBenchAgenticSimulated(t *testing.T) {
 	if errOut != "" {
 		t.Errorf("stderr is not a terminal, yet something was written: %q", errOut)
 	}
-	for _, want := range []string{"round_robin", "kv", "hearth", "ttft p50", "13107 in 32 GiB RAM"} {
+	for _, want := range []string{"round_robin", "kv", "hearth", "ttft p50", "13107 in 32 GiB RAM", "output length estimate, hearth at 2 sessions: error p50"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

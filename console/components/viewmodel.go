@@ -282,6 +282,9 @@ type RequestsVM struct {
 	Rows  []DecisionRow
 	Queue int
 	Err   string
+	// OutputEstimate is the error of the expected output lengths the
+	// requests were routed with; "" when none had one.
+	OutputEstimate string
 }
 
 // DecisionRow is one routing decision.
@@ -303,6 +306,7 @@ type DecisionRow struct {
 	// Hints are the agent hints it was served with and where each came
 	// from ("priority=-1(inferred)"), from the request too.
 	Hints      string
+	Output     string // "170 tokens (expected 183)"
 	Blocks     string // "38 / 40 blocks cached"
 	Queued     string
 	Candidates []CandidateRow
