@@ -750,17 +750,20 @@ func (s *Store) Written(space string, hashes []uint64) {
 		hash        uint64
 		size, mtime int64
 	}
-	var fresh []found
-	for _, h := range hashes {
-		s.mu.Lock()
-		closed, known := s.closed, sp.blocks[h] != nil
+	s.mu.Lock()
+	if s.closed {
 		s.mu.Unlock()
-		if closed {
-			return
+		return
+	}
+	unknown := make([]uint64, 0, len(hashes))
+	for _, h := range hashes {
+		if sp.blocks[h] == nil {
+			unknown = append(unknown, h)
 		}
-		if known {
-			continue
-		}
+	}
+	s.mu.Unlock()
+	var fresh []found
+	for _, h := range unknown {
 		fi, err := os.Lstat(sp.path(h))
 		if err != nil || !fi.Mode().IsRegular() || fi.Size() < HeaderSize {
 			continue
