@@ -43,8 +43,10 @@ const (
 const maxPendingWrites = 1 << 16
 
 // NodeStore is the daemon's handle on the node's SSD KV store: it owns
-// the capacity, rescans what engine processes wrote, and tells whoever
-// asked (the router) which blocks left it.
+// the capacity, takes in the blocks engine processes announce writing
+// (Written, queued for Run; the embedded Store's Written takes them in at
+// once), rescans for what they did not announce, and tells whoever asked
+// (the router) which blocks left it.
 type NodeStore struct {
 	*Store
 	Node string // the node the store belongs to
