@@ -32,6 +32,26 @@ const (
 	RuntimeDocker  = "docker"  // engines as containers
 )
 
+// DaemonMemoryLimit is the soft memory limit of a daemon whose engines run
+// outside it (MemoryLimit): the budget of docs/perf.md ("Memory") is 300
+// MB of RSS at 128 agent sessions, and at that load the daemon holds 95 to
+// 130 MB live. Without a limit the collector lets the heap grow to twice
+// what is live before it runs (GOGC=100), which put the RSS at 290-360 MB;
+// at this limit it collects sooner when the heap nears it, and returns
+// what it freed to the system.
+const DaemonMemoryLimit = 224 << 20
+
+// MemoryLimit is the Go runtime's soft memory limit for a daemon of this
+// configuration, in bytes: DaemonMemoryLimit when its engines run as
+// processes or containers, 0 (none) when simulated engines run inside it,
+// whose memory the budget does not cover.
+func (c Config) MemoryLimit() int64 {
+	if c.EngineRuntime == RuntimeSim || c.EngineRuntime == "" {
+		return 0
+	}
+	return DaemonMemoryLimit
+}
+
 // Config is what hearth up serves and how: its command line, once parsed.
 type Config struct {
 	// Sim is the simulated GPUs, e.g. "2x4090" ("" for real ones).

@@ -7,10 +7,10 @@ import (
 	"sync"
 
 	"github.com/hearth-llm/hearth/cluster"
-	hruntime "github.com/hearth-llm/hearth/runtime"
-
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/router/ingest"
+	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/runtime/sim"
 )
 
 // fleet puts engines into service as the supervisor reports them ready,
@@ -23,6 +23,13 @@ type fleet struct {
 	// store; 0 without one. Engines that use the store share its tier in
 	// the router, which prices loads from it at this speed.
 	storeReadBytesPerSec float64
+	// store, when the node has an SSD KV store, is told of the blocks
+	// simulated engines write to it, from their KV events (medium DISK):
+	// it keeps itself to its capacity by them, without walking its
+	// directory. A real engine's DISK events name its own files (SGLang's
+	// pages, by a digest's first 8 bytes), which the store finds by
+	// listing them.
+	store storeWrites
 
 	// cluster, when this node belongs to one, is offered every engine
 	// put into service, so that peers route to it too.
@@ -30,6 +37,11 @@ type fleet struct {
 
 	mu   sync.Mutex
 	live map[string]*liveEngine // by engine name
+}
+
+// storeWrites is what the fleet needs of the node store (kvbm.NodeStore).
+type storeWrites interface {
+	Written(space string, hashes []uint64)
 }
 
 // liveEngine is an engine in service.
@@ -89,6 +101,7 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 			EventFormat:    e.Spec.Engine.Descriptor().EventFormat,
 			Workers:        []router.WorkerID{id},
 			Logger:         f.log.With("worker", name),
+			OnDiskStored:   f.diskStored(e.Spec),
 		}, f.rt.Index())
 		if err != nil {
 			f.rt.RemoveWorker(id)
@@ -158,4 +171,15 @@ func (f *fleet) workerName(id router.WorkerID) string {
 		}
 	}
 	return fmt.Sprintf("worker%d", id)
+}
+
+// diskStored is what a simulated engine's KV events of medium DISK tell the
+// node store: the blocks it wrote to its space, by the file names they
+// have there. nil for other engines, or without a store.
+func (f *fleet) diskStored(spec hruntime.Spec) func([]uint64) {
+	if f.store == nil || !spec.Simulated || !spec.UsesKVStore() {
+		return nil
+	}
+	space := StoreSpace(sim.ConfigOf(spec))
+	return func(hashes []uint64) { f.store.Written(space, hashes) }
 }

@@ -147,6 +147,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	engines := newFleet(rt, log.With("component", "fleet"))
 	if kvStore != nil {
 		engines.storeReadBytesPerSec = catalog.DefaultDiskGBps * 1e9
+		engines.store = kvStore
 		kvStore.TellEvictions(nodeStoreEvictions(rt, specs))
 	}
 	if err := reg.Register(ingest.NewCollector(engines.ingestStats, engines.workerName)); err != nil {

@@ -30,17 +30,21 @@
 // reported as ErrCorrupt, never returned. A Get touches the file's mtime, and
 // a Rescan of another process counts a changed mtime as a use.
 //
-// Each Store keeps an in-memory catalog, updated by its own operations and by
-// Rescan, and keeps it under its capacity with a segmented LRU: a block
-// enters on probation, a second use protects it (up to 80% of the capacity),
-// and eviction takes probation's least recently used block first, so a
-// one-off scan does not push out a prefix that agents keep sharing. Every
-// Store evicts to keep what its catalog holds under its own capacity; the
-// daemon is meant to hold the node's capacity, Rescan regularly so that its
-// catalog holds every process's blocks, and turn OnEvict's reports into KV
-// events for the router, while engine processes may open the store with a
-// larger capacity and leave eviction to it. Stats and the prometheus.Collector (metrics named
-// hearth_kvbm_store_*) show one process's view.
+// Each Store keeps an in-memory catalog, updated by its own operations,
+// by blocks other processes announce (Written) and by Rescan, and keeps it
+// under its capacity with a segmented LRU: a block enters on probation, a
+// second use protects it (up to 80% of the capacity), and eviction takes
+// probation's least recently used block first, so a one-off scan does not
+// push out a prefix that agents keep sharing. Before a block is evicted
+// its file is looked at: a newer mtime (another process's Get) counts as a
+// use and spares it, a missing file lets it go uncounted. The daemon holds
+// the node's capacity (NodeStore): engines announce each block they write
+// through their KV events, so the store evicts as fast as they write and
+// walks the directory only to reconcile, once a minute, and turns OnEvict's
+// reports into KV events for the router. An engine process keeps no
+// catalog (EngineSpace): it asks the files whether a block is there, as
+// the real engines' file tiers do. Stats and the prometheus.Collector
+// (metrics named hearth_kvbm_store_*) show one process's view.
 //
 // # SGLang's pages at the root
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -16,57 +17,36 @@ const (
 	TiersRAMSSD = "ram+ssd" // and the node's SSD store, shared by its engines
 )
 
-// EngineStoreCapacity is the capacity an engine process opens the node
-// store with: no bound of its own. The daemon holds the node's capacity
+// EngineStoreCapacity is the capacity a process opens the node store with
+// when it must evict nothing (`hearth kvstore ls`). An engine keeps no
+// catalog at all (OpenEngineSpace): the daemon holds the node's capacity
 // and evicts (NodeStore.Run); an engine, like the real engines' file
 // tiers, writes until the disk is full, and a full disk costs it the
 // write, not the request.
 const EngineStoreCapacity = 1 << 62
 
-// nodeStoreRescan is how often the daemon looks at what the engines wrote
-// to the node store, and evicts what is over its capacity.
-const nodeStoreRescan = 2 * time.Second
+// How the daemon keeps the node store to its capacity. Engines announce
+// the blocks they write (NodeStore.Written, from their KV events), and the
+// store takes them in and evicts at once, without walking the directory;
+// SGLang's own pages at the root, which no announcement names by file,
+// are looked at every nodeStoreForeignEvery (one directory); and the whole
+// tree is walked every nodeStoreReconcile, for what no announcement told
+// (a lost event, a writer that announces nothing, files deleted by hand).
+const (
+	nodeStoreForeignEvery = 2 * time.Second
+	nodeStoreReconcile    = time.Minute
+)
 
-// OpenEngineStore opens the node store in an engine process and returns
-// the named space for the engine's blocks (SpaceName). The engine must run
-// the store's RunPrunes (EnginePruneEvery) while it uses it.
-func OpenEngineStore(dir, space string, log *slog.Logger) (*Store, *Space, error) {
-	st, err := OpenStore(StoreConfig{Dir: dir, CapacityBytes: EngineStoreCapacity, Logger: log})
-	if err != nil {
-		return nil, nil, fmt.Errorf("node KV store: %w", err)
-	}
-	return st, st.Space(space), nil
-}
-
-// EnginePruneEvery is how often an engine process prunes its catalog of
-// the node store. An engine evicts nothing itself (EngineStoreCapacity):
-// the daemon deletes the files, and only a Get that misses or a prune
-// takes them out of the engine's catalog, which would otherwise keep an
-// entry for every block the engine ever wrote, and skip writing again a
-// block it wrongly believes stored.
-const EnginePruneEvery = 10 * time.Second
-
-// RunPrunes prunes the store (Prune) every interval of its clock until
-// ctx ends, so that the catalog holds no block the directory lost; it
-// returns nil then.
-func (s *Store) RunPrunes(ctx context.Context, every time.Duration) error {
-	tick, stop := s.clock.NewTicker(every)
-	defer stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick:
-			if err := s.Prune(); err != nil && !errors.Is(err, ErrClosed) && s.log != nil {
-				s.log.Warn("pruning the node KV store's catalog", "dir", s.root, "err", err)
-			}
-		}
-	}
-}
+// maxPendingWrites bounds the announced blocks waiting to be taken in;
+// past it, announcements are dropped and the next turn of Run walks the
+// directory instead.
+const maxPendingWrites = 1 << 16
 
 // NodeStore is the daemon's handle on the node's SSD KV store: it owns
-// the capacity, rescans what engine processes wrote, and tells whoever
-// asked (the router) which blocks left it.
+// the capacity, takes in the blocks engine processes announce writing
+// (Written, queued for Run; the embedded Store's Written takes them in at
+// once), rescans for what they did not announce, and tells whoever asked
+// (the router) which blocks left it.
 type NodeStore struct {
 	*Store
 	Node string // the node the store belongs to
@@ -78,16 +58,28 @@ type NodeStore struct {
 	// router exists. Blocks leave through evictions, corrupt blocks
 	// deleted, and files other processes deleted.
 	onEvict func(space string, hashes []uint64)
+
+	// Blocks engines announced, not yet taken in (Written), by space;
+	// overflow: some were dropped, a walk must find them.
+	pmu      sync.Mutex
+	pending  map[string][]uint64
+	npending int
+	overflow bool
+	wake     chan struct{}
 }
 
 // OpenNodeStore opens the node store at dir with capacityBytes (0: the
 // default share of the free disk).
 func OpenNodeStore(node, dir string, capacityBytes int64, log *slog.Logger) (*NodeStore, error) {
-	n := &NodeStore{Node: node, Dir: dir, log: log}
-	st, err := OpenStore(StoreConfig{
-		Dir: dir, CapacityBytes: capacityBytes, Logger: log,
-		OnEvict: n.evicted,
-	})
+	return openNodeStore(node, StoreConfig{Dir: dir, CapacityBytes: capacityBytes, Logger: log})
+}
+
+// openNodeStore is OpenNodeStore with the store's whole configuration
+// (its clock, in tests); OnEvict is the NodeStore's.
+func openNodeStore(node string, cfg StoreConfig) (*NodeStore, error) {
+	n := &NodeStore{Node: node, Dir: cfg.Dir, log: cfg.Logger, pending: map[string][]uint64{}, wake: make(chan struct{}, 1)}
+	cfg.OnEvict = n.evicted
+	st, err := OpenStore(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("node KV store: %w", err)
 	}
@@ -111,19 +103,76 @@ func (n *NodeStore) TellEvictions(f func(space string, hashes []uint64)) {
 	n.mu.Unlock()
 }
 
-// Run rescans the store until ctx ends: blocks engine processes wrote join
-// the catalog, and the store evicts down to its capacity.
+// Written tells the store that an engine wrote these blocks to space
+// (the engine's KV events of medium DISK): Run takes them in and evicts
+// down to the capacity. It copies hashes, never blocks and calls nothing
+// back, so an ingester may call it while it holds its own locks.
+func (n *NodeStore) Written(space string, hashes []uint64) {
+	if len(hashes) == 0 {
+		return
+	}
+	n.pmu.Lock()
+	if n.npending+len(hashes) > maxPendingWrites {
+		n.overflow = true
+	} else {
+		n.pending[space] = append(n.pending[space], hashes...)
+		n.npending += len(hashes)
+	}
+	n.pmu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeWritten enters the announced blocks (Store.Written), or walks the
+// directory when some announcements were dropped.
+func (n *NodeStore) takeWritten(ctx context.Context) error {
+	n.pmu.Lock()
+	pending, overflow := n.pending, n.overflow
+	n.pending, n.npending, n.overflow = make(map[string][]uint64, len(pending)), 0, false
+	n.pmu.Unlock()
+	if overflow {
+		return n.RescanContext(ctx)
+	}
+	spaces := make([]string, 0, len(pending))
+	for sp := range pending {
+		spaces = append(spaces, sp)
+	}
+	slices.Sort(spaces)
+	for _, sp := range spaces {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n.Store.Written(sp, pending[sp])
+	}
+	return nil
+}
+
+// Run keeps the store to its capacity until ctx ends: it takes in the
+// blocks engines announce as they come, holds SGLang's own pages every
+// nodeStoreForeignEvery and walks the whole tree every
+// nodeStoreReconcile (see those). It returns nil then.
 func (n *NodeStore) Run(ctx context.Context) error {
-	t := time.NewTicker(nodeStoreRescan)
-	defer t.Stop()
+	foreign, stopForeign := n.clock.NewTicker(nodeStoreForeignEvery)
+	defer stopForeign()
+	reconcile, stopReconcile := n.clock.NewTicker(nodeStoreReconcile)
+	defer stopReconcile()
 	for {
+		var err error
+		what := ""
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
-			if err := n.RescanContext(ctx); err != nil && ctx.Err() == nil && n.log != nil {
-				n.log.Warn("rescanning the node KV store", "dir", n.Dir, "err", err)
-			}
+		case <-n.wake:
+			what, err = "taking in announced blocks of", n.takeWritten(ctx)
+		case <-foreign:
+			what, err = "holding SGLang's pages in", n.holdForeign()
+		case <-reconcile:
+			what, err = "rescanning", n.RescanContext(ctx)
+		}
+		if err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) && n.log != nil {
+			n.log.Warn(what+" the node KV store", "dir", n.Dir, "err", err)
 		}
 	}
 }

@@ -591,14 +591,38 @@ type victim struct {
 	hash  uint64
 }
 
+// maxSecondChances bounds the blocks one eviction gives a second chance.
+const maxSecondChances = 256
+
 // evictLocked takes blocks out of the catalog until need more bytes fit
-// under the capacity; the caller deletes their files with dropFiles.
+// under the capacity; the caller deletes their files with dropFiles. The
+// order is the policy's (slru.victim). Before a block goes, its file is
+// looked at: one another process used since this store last saw it (a
+// newer mtime: its Get touched the file) gets a second chance as a use,
+// and one whose file is gone leaves without counting as evicted. Uses by
+// other processes are thereby seen where they matter without walking the
+// directory.
 func (s *Store) evictLocked(need int64) []victim {
 	var vs []victim
+	chances := 0
 	for s.used+need > s.capacity {
 		e := s.lru.victim()
 		if e == nil {
 			break
+		}
+		if chances < maxSecondChances {
+			fi, err := os.Lstat(e.space.path(e.hash))
+			switch {
+			case err == nil && fi.ModTime().UnixNano() > e.mtime:
+				chances++
+				e.mtime = fi.ModTime().UnixNano()
+				s.lru.use(e)
+				continue
+			case errors.Is(err, fs.ErrNotExist):
+				s.removeLocked(e)
+				vs = append(vs, victim{e.space, e.hash})
+				continue
+			}
 		}
 		s.removeLocked(e)
 		e.space.c.evicted++
@@ -712,3 +736,51 @@ func (sp *Space) Load(hash uint64, size int64) error {
 // Store writes a sparse block of size bytes (Put with no payload): the
 // write-through of a simulated engine, which has no KV bytes to write.
 func (sp *Space) Store(hash uint64, size int64) error { return sp.Put(hash, size, nil) }
+
+// Written enters blocks another process says it wrote to the space (an
+// engine's KV events of medium DISK name each block it stores), so that
+// the store holds them to its capacity without walking the directory:
+// each block the catalog lacks is looked up by its name (one stat), entered
+// at probation's most recent end, and the store then evicts down to its
+// capacity. A block whose file is not there, or not a regular file of at
+// least a header, is skipped: a later Rescan enters it if it appears.
+func (s *Store) Written(space string, hashes []uint64) {
+	sp := s.Space(space)
+	type found struct {
+		hash        uint64
+		size, mtime int64
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	unknown := make([]uint64, 0, len(hashes))
+	for _, h := range hashes {
+		if sp.blocks[h] == nil {
+			unknown = append(unknown, h)
+		}
+	}
+	s.mu.Unlock()
+	var fresh []found
+	for _, h := range unknown {
+		fi, err := os.Lstat(sp.path(h))
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() < HeaderSize {
+			continue
+		}
+		fresh = append(fresh, found{h, fi.Size() - HeaderSize, fi.ModTime().UnixNano()})
+	}
+	if len(fresh) == 0 {
+		return
+	}
+	s.mu.Lock()
+	for _, f := range fresh {
+		if sp.blocks[f.hash] == nil {
+			e := s.insertLocked(sp, f.hash, f.size, f.mtime)
+			s.used += e.bytes()
+		}
+	}
+	victims := s.evictLocked(0)
+	s.mu.Unlock()
+	s.dropFiles(victims)
+}

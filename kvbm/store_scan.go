@@ -27,22 +27,15 @@ type foundFile struct {
 // counts a block whose mtime changed as used, deletes temp files older than
 // a minute, and evicts if the catalog is then over capacity. It walks the
 // whole tree; the store's lock is held only while the findings are merged.
-func (s *Store) Rescan() error { return s.rescan(context.Background(), true) }
+func (s *Store) Rescan() error { return s.rescan(context.Background()) }
 
 // RescanContext is Rescan that gives up when ctx ends, between two
 // directories of the walk or two headers: a store of hundreds of thousands
 // of files takes long to walk, and a daemon that is stopping must not wait
 // for it. What it had not entered yet waits for the next scan.
-func (s *Store) RescanContext(ctx context.Context) error { return s.rescan(ctx, true) }
+func (s *Store) RescanContext(ctx context.Context) error { return s.rescan(ctx) }
 
-// Prune is Rescan without entering the blocks other processes wrote: it
-// drops from the catalog the blocks whose files are gone and reads no
-// header, so that a process that evicts nothing itself (an engine's,
-// EngineStoreCapacity) keeps no more of the catalog than the directory
-// holds, at the cost of listing it.
-func (s *Store) Prune() error { return s.rescan(context.Background(), false) }
-
-func (s *Store) rescan(ctx context.Context, enterFresh bool) error {
+func (s *Store) rescan(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -93,9 +86,6 @@ func (s *Store) rescan(ctx context.Context, enterFresh bool) error {
 		s.dropCorrupt(f, fmt.Errorf("%w: %d bytes, catalog says otherwise", errCorruptFile, f.size))
 	}
 
-	if !enterFresh {
-		fresh = nil
-	}
 	// Check the headers of new blocks without the lock, then enter them,
 	// least recently modified first.
 	valid := fresh[:0]

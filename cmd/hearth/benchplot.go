@@ -11,7 +11,7 @@ import (
 
 // runBenchPlot draws a CSV of samples over time, as scripts/soak writes
 // it, as an SVG chart: one panel per kind of column, told by the column's
-// name (…_rss_mb, …_goroutines, …_fds, other …_mb sizes).
+// name (…_rss_mb, …_goroutines, …_fds, other …_mb sizes, …_gb sizes).
 func runBenchPlot(_ context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "bench plot", "bench plot --csv FILE --out FILE.svg [flags]")
 	in := fs.String("csv", "", "the samples: a header row, then rows whose first column is the x value (required)")
@@ -50,6 +50,7 @@ var plotUnits = []struct{ suffix, title string }{
 	{"_goroutines", "goroutines"},
 	{"_fds", "open fds"},
 	{"_mb", "on disk (MB)"},
+	{"_gb", "size (GB)"},
 }
 
 // panelsByUnit groups series into panels by plotUnits, in that order; a

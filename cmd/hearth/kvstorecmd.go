@@ -76,6 +76,6 @@ func runKVStore(ctx context.Context, env *environment, args []string) error {
 // openEngineStore opens the node store in an engine process and returns
 // its space for the engine's blocks: engines of one flavour and model hash
 // blocks alike and share it.
-func openEngineStore(dir string, cfg sim.Config, log *slog.Logger) (*kvbm.Store, *kvbm.Space, error) {
-	return kvbm.OpenEngineStore(dir, daemon.StoreSpace(cfg), log)
+func openEngineStore(dir string, cfg sim.Config, log *slog.Logger) (*kvbm.EngineSpace, error) {
+	return kvbm.OpenEngineSpace(dir, daemon.StoreSpace(cfg), log)
 }

@@ -45,6 +45,9 @@ type environment struct {
 	// inspectUp, when set, gets hearth up's flags once their values are
 	// settled, and its answer ends parseUpFlags (hearth config).
 	inspectUp upInspector
+	// memoryLimit, when set, sets the process's soft memory limit for hearth
+	// up (daemon.Config.MemoryLimit); nil in tests, which share a process.
+	memoryLimit func(limit int64, log *slog.Logger)
 }
 
 // commands lists the subcommands in the order --help shows them.
@@ -74,7 +77,8 @@ func commands() []command {
 var version = "dev"
 
 func main() {
-	env := &environment{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, upConfigFile: installer.ConfigPath}
+	env := &environment{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, upConfigFile: installer.ConfigPath,
+		memoryLimit: setMemoryLimit(os.Getenv)}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// Under a real engine's name (an image's vllm or python3), the binary
 	// is that engine, simulated.

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/hearth-llm/hearth/catalog"
-	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/runtime/sim/simcli"
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -101,34 +100,11 @@ func simEngineEnv(env *environment) simcli.Env {
 	return simcli.Env{
 		Stdout: env.stdout, Stderr: env.stderr, Getenv: env.getenv,
 		OpenStore: func(dir string, cfg sim.Config, log *slog.Logger) (sim.NodeStore, io.Closer, error) {
-			st, space, err := openEngineStore(dir, cfg, log)
+			space, err := openEngineStore(dir, cfg, log)
 			if err != nil {
 				return nil, nil, err
 			}
-			return sim.ByHash(space), pruneWhileOpen(st), nil
+			return sim.ByHash(space), io.NopCloser(nil), nil // it holds nothing open
 		},
 	}
-}
-
-// pruneWhileOpen runs the engine store's prunes (kvbm.EnginePruneEvery)
-// until the returned closer stops them and closes the store.
-func pruneWhileOpen(st *kvbm.Store) io.Closer {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		st.RunPrunes(ctx, kvbm.EnginePruneEvery) // returns nil when ctx ends
-	}()
-	return storeCloser{st: st, stop: func() { cancel(); <-done }}
-}
-
-// storeCloser stops an engine store's prunes, then closes it.
-type storeCloser struct {
-	st   *kvbm.Store
-	stop func()
-}
-
-func (c storeCloser) Close() error {
-	c.stop()
-	return c.st.Close()
 }

@@ -57,6 +57,9 @@ func runUp(ctx context.Context, env *environment, args []string) error {
 		return fmt.Errorf("up: listen: %w", err)
 	}
 	cfg.ProgressOut = env.stderr
+	if env.memoryLimit != nil {
+		env.memoryLimit(cfg.MemoryLimit(), log)
+	}
 	return daemon.Run(ctx, cfg.Config, ln, env.stdout, log)
 }
 

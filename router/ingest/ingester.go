@@ -85,6 +85,12 @@ type IngesterConfig struct {
 	EventFormat kvevents.Format
 	// Logger receives gaps, restarts and resets (default slog.Default()).
 	Logger *slog.Logger
+	// OnDiskStored, when set, is told the engine hashes of every
+	// BlockStored event of the disk tier, as they are applied: the blocks
+	// the engine wrote to the node's store (kvbm.NodeStore.Written). It is
+	// called on the ingest loop with the ingester's lock held and must
+	// neither keep the slice nor call back into the router.
+	OnDiskStored func(engineHashes []uint64)
 }
 
 // Ingester applies one worker's KV events to the block index. It keeps the
@@ -99,6 +105,7 @@ type Ingester struct {
 	index     BlockIndex
 	replay    ReplaySource // nil: no replay endpoint
 	log       *slog.Logger
+	onDisk    func([]uint64)
 
 	dec   kvevents.Decoder
 	batch kvevents.Batch
@@ -144,6 +151,7 @@ func NewIngester(cfg IngesterConfig, index BlockIndex, replay ReplaySource) *Ing
 		index:     index,
 		replay:    replay,
 		log:       cfg.Logger.With("worker", cfg.WorkerID),
+		onDisk:    cfg.OnDiskStored,
 		hashers:   map[string]tokenizer.Hasher{},
 	}
 	in.dec.Format = cfg.EventFormat
@@ -456,6 +464,9 @@ func (in *Ingester) applyStored(ev *kvevents.Event) {
 	tier, ok := in.usable(ev)
 	if !ok {
 		return
+	}
+	if tier == kvbm.TierDisk && in.onDisk != nil && len(ev.BlockHashes) > 0 {
+		in.onDisk(ev.BlockHashes)
 	}
 	bit := uint8(1) << tier
 	seqs := in.scratch[:0]

@@ -142,3 +142,24 @@ func TestRemoveNodeBlocksConcurrentIngest(t *testing.T) {
 		t.Errorf("disk blocks %v after the last eviction, want none", got)
 	}
 }
+
+// TestOnDiskStoredNamesTheBlocksWritten: the hook hears the engine hashes
+// of every disk-tier BlockStored, those whose GPU store was missed too
+// (the file is on disk all the same), and nothing of the other tiers.
+func TestOnDiskStoredNamesTheBlocksWritten(t *testing.T) {
+	r := newNodeRouter(t, router.WorkerInfo{Name: "a", Node: "n1", Model: "m"})
+	var heard []uint64
+	ing := NewIngester(IngesterConfig{WorkerID: 0, OnDiskStored: func(hs []uint64) { heard = append(heard, hs...) }}, r.Index(), nil)
+	e := newFakeEngine(1, 16)
+	pa, pb := tokenRun(1, 6*16), tokenRun(5000, 4*16)
+	toDisk := offloadToDisk(e, pa, 0, 6)
+	orphan := offloadToDisk(e, pb, 0, 4) // pb never stored on the GPU
+	b := e.publish(e.store(pa, 0, 6, ""), e.offload(pa, 0, 6), toDisk, orphan, e.remove(pa, 0, 2, kvbm.TierGPU))
+	if err := ing.HandleLive(context.Background(), b.seq, b.payload); err != nil {
+		t.Fatal(err)
+	}
+	want := append(slices.Clone(toDisk.BlockHashes), orphan.BlockHashes...)
+	if !slices.Equal(heard, want) {
+		t.Errorf("heard %x, want the disk events' %x", heard, want)
+	}
+}

@@ -48,6 +48,8 @@ type SubscriberConfig struct {
 	// Clock times the reconnect backoff and the replay timeout (default
 	// real time).
 	Clock clock.Clock
+	// OnDiskStored is every rank's IngesterConfig.OnDiskStored.
+	OnDiskStored func(engineHashes []uint64)
 }
 
 // Validate reports the first thing wrong with c.
@@ -156,7 +158,7 @@ func NewSubscriber(cfg SubscriberConfig, index BlockIndex) (*Subscriber, error) 
 			rs.replay = &zmqReplayer{endpoint: rep, timeout: cfg.ReplayTimeout, clock: cfg.Clock}
 			src = rs.replay
 		}
-		rs.ing = NewIngester(IngesterConfig{WorkerID: w, BlockSize: cfg.BlockSize, EventFormat: cfg.EventFormat, Logger: log}, index, src)
+		rs.ing = NewIngester(IngesterConfig{WorkerID: w, BlockSize: cfg.BlockSize, EventFormat: cfg.EventFormat, Logger: log, OnDiskStored: cfg.OnDiskStored}, index, src)
 		s.ranks = append(s.ranks, rs)
 	}
 	return s, nil
