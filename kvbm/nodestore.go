@@ -37,6 +37,12 @@ const (
 	nodeStoreReconcile    = time.Minute
 )
 
+// writeReserveWindow is how much of the engines' recent writing the store
+// keeps room for (Store.Written's reserve): an engine announces a step's
+// blocks when the step ends, so the bytes it has written and not yet
+// announced are at most about a step's, well under a second's.
+const writeReserveWindow = time.Second
+
 // maxPendingWrites bounds the announced blocks waiting to be taken in;
 // past it, announcements are dropped and the next turn of Run walks the
 // directory instead.
@@ -66,6 +72,31 @@ type NodeStore struct {
 	npending int
 	overflow bool
 	wake     chan struct{}
+
+	// takenIn is what takeWritten took in over the last
+	// writeReserveWindow, oldest first; only Run's goroutine uses it.
+	takenIn []takeIn
+}
+
+// takeIn is the bytes of announced blocks one take-in entered.
+type takeIn struct {
+	at    time.Time
+	bytes int64
+}
+
+// reserve is the bytes taken in over the last writeReserveWindow, after
+// dropping older take-ins.
+func (n *NodeStore) reserve(now time.Time) int64 {
+	i := 0
+	for i < len(n.takenIn) && now.Sub(n.takenIn[i].at) > writeReserveWindow {
+		i++
+	}
+	n.takenIn = append(n.takenIn[:0], n.takenIn[i:]...)
+	var sum int64
+	for _, t := range n.takenIn {
+		sum += t.bytes
+	}
+	return sum
 }
 
 // OpenNodeStore opens the node store at dir with capacityBytes (0: the
@@ -144,7 +175,10 @@ func (n *NodeStore) takeWritten(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n.Store.Written(sp, pending[sp])
+		now := n.clock.Now()
+		if b := n.Store.Written(sp, pending[sp], n.reserve(now)); b > 0 {
+			n.takenIn = append(n.takenIn, takeIn{now, b})
+		}
 	}
 	return nil
 }

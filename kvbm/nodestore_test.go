@@ -89,6 +89,70 @@ func TestNodeStoreHoldsItsCapacityWithoutWalking(t *testing.T) {
 	}
 }
 
+// TestNodeStoreKeepsRoomForUnannouncedWrites: engines announce a step's
+// blocks after writing them, so the files on disk between two
+// announcements are what the store holds plus what was written since. The
+// store keeps room for a window's writes, so that sum stays within the
+// capacity while the engines write steadily; and once they pause, the
+// room shrinks to what they write then, so a slow writer fills the store.
+func TestNodeStoreKeepsRoomForUnannouncedWrites(t *testing.T) {
+	const (
+		space      = "vllm-m-b16"
+		payload    = 4096
+		blockBytes = HeaderSize + payload
+		capBlocks  = 32
+		engines    = 4
+		perStep    = 4 // blocks per engine per step
+	)
+	dir := t.TempDir()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	n := openTestNodeStore(t, dir, capBlocks*blockBytes, clk)
+	var es [engines]*EngineSpace
+	for i := range es {
+		es[i] = openTestEngineSpace(t, dir, space)
+	}
+	next := uint64(1)
+	write := func(e *EngineSpace, blocks int) []uint64 {
+		hashes := make([]uint64, 0, blocks)
+		for range blocks {
+			h := next * 0x9e3779b97f4a7c15
+			next++
+			if err := e.Store(h, payload); err != nil {
+				t.Fatal(err)
+			}
+			hashes = append(hashes, h)
+		}
+		return hashes
+	}
+	for step := range 30 {
+		announced := make([][]uint64, engines)
+		for i, e := range es {
+			announced[i] = write(e, perStep)
+		}
+		if files := countBlockFiles(t, dir); files > capBlocks {
+			t.Fatalf("step %d: %d block files on disk before the engines announced them, capacity %d blocks", step, files, capBlocks)
+		}
+		for _, hashes := range announced {
+			n.Written(space, hashes)
+		}
+		if err := n.takeWritten(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(50 * time.Millisecond)
+	}
+	// A pause, then one block a step: the room kept is one step's.
+	for range 40 {
+		clk.Advance(2 * writeReserveWindow)
+		n.Written(space, write(es[0], 1))
+		if err := n.takeWritten(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := countBlockFiles(t, dir), capBlocks-1; got != want {
+		t.Errorf("after a slow writer, %d block files, want %d (room for one more)", got, want)
+	}
+}
+
 // TestNodeStoreRunTakesInAnnouncedBlocks: Run takes in what Written
 // announces without any tick of its clock.
 func TestNodeStoreRunTakesInAnnouncedBlocks(t *testing.T) {
@@ -108,11 +172,13 @@ func TestNodeStoreRunTakesInAnnouncedBlocks(t *testing.T) {
 	}
 	n.Written(space, hashes)
 	deadline := time.Now().Add(10 * time.Second)
-	for countBlockFiles(t, dir) > 4 && time.Now().Before(deadline) {
+	for countBlockFiles(t, dir) > 2 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if got := countBlockFiles(t, dir); got != 4 {
-		t.Errorf("%d block files after Run took the announcement in, want the capacity's 4", got)
+	// Ten blocks at once: the store keeps room for as many again, at most
+	// half its capacity.
+	if got := countBlockFiles(t, dir); got != 2 {
+		t.Errorf("%d block files after Run took the announcement in, want half the capacity's 4", got)
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -741,10 +741,14 @@ func (sp *Space) Store(hash uint64, size int64) error { return sp.Put(hash, size
 // engine's KV events of medium DISK name each block it stores), so that
 // the store holds them to its capacity without walking the directory:
 // each block the catalog lacks is looked up by its name (one stat), entered
-// at probation's most recent end, and the store then evicts down to its
-// capacity. A block whose file is not there, or not a regular file of at
-// least a header, is skipped: a later Rescan enters it if it appears.
-func (s *Store) Written(space string, hashes []uint64) {
+// at probation's most recent end, and the store then evicts until as many
+// bytes again as it took in, plus reserve, fit under its capacity (that
+// room at most half the capacity): writers announce a block only after
+// writing it, so room is kept for what they write before they next say.
+// A block whose file is not there, or not a regular file of at least a
+// header, is skipped: a later Rescan enters it if it appears. It returns
+// the bytes taken in.
+func (s *Store) Written(space string, hashes []uint64, reserve int64) int64 {
 	sp := s.Space(space)
 	type found struct {
 		hash        uint64
@@ -753,7 +757,7 @@ func (s *Store) Written(space string, hashes []uint64) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return
+		return 0
 	}
 	unknown := make([]uint64, 0, len(hashes))
 	for _, h := range hashes {
@@ -771,16 +775,19 @@ func (s *Store) Written(space string, hashes []uint64) {
 		fresh = append(fresh, found{h, fi.Size() - HeaderSize, fi.ModTime().UnixNano()})
 	}
 	if len(fresh) == 0 {
-		return
+		return 0
 	}
 	s.mu.Lock()
+	var taken int64
 	for _, f := range fresh {
 		if sp.blocks[f.hash] == nil {
 			e := s.insertLocked(sp, f.hash, f.size, f.mtime)
 			s.used += e.bytes()
+			taken += e.bytes()
 		}
 	}
-	victims := s.evictLocked(0)
+	victims := s.evictLocked(min(taken+reserve, s.capacity/2))
 	s.mu.Unlock()
 	s.dropFiles(victims)
+	return taken
 }
