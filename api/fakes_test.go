@@ -242,6 +242,21 @@ func (e *fakeEngine) requests() []map[string]json.RawMessage {
 	return append([]map[string]json.RawMessage(nil), e.bodies...)
 }
 
+// lastChat is the body of the last chat request the engine got: the
+// gateway's own prefills in a tool pause (a completions prompt of token
+// ids, no messages) may reach it after the turn that followed them.
+func (e *fakeEngine) lastChat(t *testing.T) map[string]json.RawMessage {
+	t.Helper()
+	reqs := e.requests()
+	for i := len(reqs) - 1; i >= 0; i-- {
+		if _, ok := reqs[i]["messages"]; ok {
+			return reqs[i]
+		}
+	}
+	t.Fatal("the engine got no chat request")
+	return nil
+}
+
 func (e *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
 	var body map[string]json.RawMessage

@@ -112,7 +112,7 @@ func TestAnthropicSDKToolRoundTrip(t *testing.T) {
 			// OpenAI shape, thinking switched on.
 			reqs := h.engine.requests()
 			var msgs []chatMessage
-			if err := json.Unmarshal(reqs[len(reqs)-1]["messages"], &msgs); err != nil {
+			if err := json.Unmarshal(h.engine.lastChat(t)["messages"], &msgs); err != nil {
 				t.Fatal(err)
 			}
 			if len(msgs) != 4 || msgs[0].Role != "system" || msgs[2].Role != "assistant" || msgs[3].Role != "tool" {

@@ -249,7 +249,7 @@ func TestResponsesSDKToolRoundTrip(t *testing.T) {
 			}
 			reqs := h.engine.requests()
 			var msgs []chatMessage
-			_ = json.Unmarshal(reqs[len(reqs)-1]["messages"], &msgs)
+			_ = json.Unmarshal(h.engine.lastChat(t)["messages"], &msgs)
 			roles := make([]string, len(msgs))
 			for i, m := range msgs {
 				roles[i] = m.Role

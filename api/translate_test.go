@@ -51,9 +51,8 @@ func TestResponsesNamespaceToolsRoundTrip(t *testing.T) {
 		map[string]any{"type": "function_call_output", "id": "fco_x", "call_id": call["call_id"], "output": "helper 7 started"})
 	f.Body, _ = json.Marshal(body)
 	h.send(t, f)
-	reqs := h.engine.requests()
 	var msgs []chatMessage
-	_ = json.Unmarshal(reqs[len(reqs)-1]["messages"], &msgs)
+	_ = json.Unmarshal(h.engine.lastChat(t)["messages"], &msgs)
 	asst := msgs[len(msgs)-2]
 	if len(asst.ToolCalls) != 1 || asst.ToolCalls[0].Function.Name != "helpers_v1__start_helper" {
 		t.Fatalf("engine saw assistant %+v", asst)
