@@ -164,6 +164,29 @@ type Node struct {
 	stopOnce sync.Once
 	stop     chan struct{}
 	wg       sync.WaitGroup
+
+	// handlers counts the NATS handlers running (handler), so that Close
+	// returns only once none of them still writes the cluster directory:
+	// closing the NATS connection does not wait for its callbacks.
+	handlersMu     sync.Mutex
+	handlersClosed bool
+	handlers       sync.WaitGroup
+}
+
+// handler runs f for each message until Close, which waits for the
+// calls in progress.
+func (n *Node) handler(f nats.MsgHandler) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		n.handlersMu.Lock()
+		if n.handlersClosed {
+			n.handlersMu.Unlock()
+			return
+		}
+		n.handlers.Add(1)
+		n.handlersMu.Unlock()
+		defer n.handlers.Done()
+		f(m)
+	}
 }
 
 // New starts a node's cluster plane: the cluster port, the embedded NATS
@@ -202,19 +225,19 @@ func New(cfg Config) (*Node, error) {
 		n.clusterSrv.Close()
 		return nil, err
 	}
-	if _, err := n.nc.Subscribe(n.subjectBase+".hb", n.onHeartbeat); err != nil {
+	if _, err := n.nc.Subscribe(n.subjectBase+".hb", n.handler(n.onHeartbeat)); err != nil {
 		n.Close()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	if _, err := n.nc.Subscribe(n.subjectBase+".revoke", n.onRevoke); err != nil {
+	if _, err := n.nc.Subscribe(n.subjectBase+".revoke", n.handler(n.onRevoke)); err != nil {
 		n.Close()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	if _, err := n.nc.Subscribe(n.subjectBase+".engine", n.onEngine); err != nil {
+	if _, err := n.nc.Subscribe(n.subjectBase+".engine", n.handler(n.onEngine)); err != nil {
 		n.Close()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	if _, err := n.nc.Subscribe(n.subjectBase+".load", n.onLoad); err != nil {
+	if _, err := n.nc.Subscribe(n.subjectBase+".load", n.handler(n.onLoad)); err != nil {
 		n.Close()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
@@ -441,6 +464,10 @@ func (n *Node) Close() {
 		if n.nc != nil {
 			n.nc.Close()
 		}
+		n.handlersMu.Lock()
+		n.handlersClosed = true
+		n.handlersMu.Unlock()
+		n.handlers.Wait()
 		if n.ns != nil {
 			n.ns.Shutdown()
 			n.ns.WaitForShutdown()
