@@ -303,7 +303,9 @@ type EngineStats struct {
 	// PrefillTokensPerSec is the speed the router was told.
 	PrefillTokensPerSec float64 `json:"prefill_tokens_per_sec"`
 	// PrefixQueries and PrefixHits are vLLM's prefix-cache counters, in
-	// tokens.
+	// tokens; like every engine counter here they include the prefills in
+	// the tool pause (SimConfig.InferHints), which Requests, the requests
+	// routed to the engine, does not.
 	PrefixQueries int64 `json:"prefix_queries"`
 	PrefixHits    int64 `json:"prefix_hits"`
 	// NumCPUBlocks is the host-RAM tier's size, ExternalPrefixHits the
