@@ -65,12 +65,12 @@ func TestToolPausePrefillRestoresEvictedContext(t *testing.T) {
 		KVOffloadingGiB: -1, // what the GPU evicts is gone
 	}
 	for _, tc := range []struct {
-		hints     bool
-		wantShare float64 // at least
-		wantAtMst float64
+		hints      bool
+		wantShare  float64 // at least
+		wantAtMost float64
 	}{
-		{hints: true, wantShare: 0.99, wantAtMst: 1},
-		{hints: false, wantShare: 0, wantAtMst: 0.5}, // the scenario evicts
+		{hints: true, wantShare: 0.99, wantAtMost: 1},
+		{hints: false, wantShare: 0, wantAtMost: 0.5}, // the scenario evicts
 	} {
 		cfg.InferHints = tc.hints
 		a0, a1 := pauseTurns("a", 1600, 16, 160, 20*time.Second)
@@ -88,8 +88,8 @@ func TestToolPausePrefillRestoresEvictedContext(t *testing.T) {
 		share := float64(got.CachedTokens) / float64(got.PauseContextTokens)
 		t.Logf("hints %v: a's second turn found %d of %d tokens before the tool result cached (%.1f%%); prefills %+v",
 			tc.hints, got.CachedTokens, got.PauseContextTokens, 100*share, d.prefilled)
-		if share < tc.wantShare || share > tc.wantAtMst {
-			t.Errorf("hints %v: cached share %.3f, want within [%.2f, %.2f]", tc.hints, share, tc.wantShare, tc.wantAtMst)
+		if share < tc.wantShare || share > tc.wantAtMost {
+			t.Errorf("hints %v: cached share %.3f, want within [%.2f, %.2f]", tc.hints, share, tc.wantShare, tc.wantAtMost)
 		}
 		if run.Summary.PauseCachedShare != share {
 			t.Errorf("hints %v: summary's pause cached share %v, want %v", tc.hints, run.Summary.PauseCachedShare, share)
