@@ -72,6 +72,16 @@ type des struct {
 	ready    []*flight // scratch of collectDispatched
 	inflight map[string]*flight
 
+	// prefills are the prefills in the tool pause on the engines, by
+	// engine request id; pauses the live one of each session that waits
+	// for its tools, by session; deadlines their timeouts in the order
+	// they were sent (the timeout is the same for all, so that is time
+	// order). InferHints only.
+	prefills  map[string]*prefill
+	pauses    map[string]*prefill
+	deadlines []*prefill
+	prefilled PrefillCounts
+
 	results      []Result
 	queued       int
 	maxQueue     int
@@ -143,6 +153,16 @@ type flight struct {
 	oslEst  osl.Estimate
 }
 
+// prefill is a prefill in the tool pause, sent by the simulated gateway
+// straight to an engine (toolPausePrefill).
+type prefill struct {
+	id       string
+	session  string
+	engine   *desEngine
+	deadline time.Duration
+	done     bool // completed, cancelled or timed out
+}
+
 type desEventKind uint8
 
 const (
@@ -196,6 +216,8 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 		driver:   w.NewDriver(),
 		session:  w.Kind() == "agentic",
 		inflight: make(map[string]*flight),
+		prefills: make(map[string]*prefill),
+		pauses:   make(map[string]*prefill),
 		kind:     w.Kind(),
 	}
 	switch w := w.(type) {
@@ -315,8 +337,9 @@ func (d *des) run(ctx context.Context) error {
 // step handles the current instant, then moves the clock to the next one.
 // It reports true when the run is over.
 func (d *des) step() (bool, error) {
-	if d.restartAt > 0 && !d.restarted && d.now >= d.restartAt {
+	if d.restartAt > 0 && !d.restarted && d.now >= d.restartAt && !d.restarting {
 		d.restarting = true
+		d.cancelPrefills() // the gateway's shutdown cancels them all
 	}
 	for req := d.driver.Next(d.now); req != nil; req = d.driver.Next(d.now) {
 		if d.restarting {
@@ -343,6 +366,9 @@ func (d *des) step() (bool, error) {
 	if wake, wok := d.driver.Wake(); wok && (!ok || wake < next) {
 		next, ok = wake, true
 	}
+	if dl, dok := d.nextDeadline(); dok && (!ok || dl < next) {
+		next, ok = dl, true
+	}
 	if !ok {
 		return false, fmt.Errorf("%w at %v: %d requests in flight, %d waiting for a worker",
 			errStalled, d.now, len(d.inflight), len(d.waiting))
@@ -357,6 +383,7 @@ func (d *des) step() (bool, error) {
 			d.deliver(ev)
 		}
 	}
+	d.expirePrefills()
 	return false, nil
 }
 
@@ -376,6 +403,10 @@ func (d *des) endStep(e *desEngine) {
 	for _, out := range e.outputs {
 		f := d.inflight[out.RequestID]
 		if f == nil {
+			if p := d.prefills[out.RequestID]; p != nil && out.Finished {
+				d.prefilled.Completed++
+				d.endPrefill(p)
+			}
 			continue
 		}
 		f.outputs++
@@ -407,6 +438,11 @@ func (d *des) deliver(ev desEvent) {
 // arrive hands a request that fell due to the router, which either
 // decides at once or queues it.
 func (d *des) arrive(req *Request) {
+	// The gateway cancels the session's prefill before routing its turn:
+	// the turn computes what is left.
+	if p := d.pauses[req.Session]; p != nil && !req.Side {
+		d.cancelPrefill(p)
+	}
 	f := &flight{req: req, hashes: tokenizer.BlockHashes(req.Prompt, tokenizer.DefaultBlockSize)}
 	d.inflight[req.ID()] = f
 	rr := &router.Request{ID: req.ID(), Hashes: f.hashes, PromptTokens: len(req.Prompt)}
@@ -510,7 +546,7 @@ func (d *des) finish(f *flight, err error) {
 		Session: req.Session, Turn: req.Turn, Last: req.Last, Compaction: req.Compaction, Side: req.Side,
 		Sent: req.Due, FirstToken: f.first, Done: d.now,
 		PromptTokens: f.prompt, OutputTokens: f.outputs, CachedTokens: f.cached,
-		RAMCachedTokens: f.ramCached, SSDCachedTokens: f.ssdCached,
+		RAMCachedTokens: f.ramCached, SSDCachedTokens: f.ssdCached, PauseContextTokens: pauseContext(req),
 		PredictedCachedTokens: (f.decision.CachedBlocks + f.decision.LowerTierBlocks) * tokenizer.DefaultBlockSize,
 		PredictedRAMTokens:    f.decision.RAMBlocks * tokenizer.DefaultBlockSize,
 		PredictedSSDTokens:    f.decision.DiskBlocks * tokenizer.DefaultBlockSize,
@@ -522,6 +558,9 @@ func (d *des) finish(f *flight, err error) {
 	}
 	d.results = append(d.results, r)
 	d.rec.Add(r)
+	if err == nil && d.cfg.InferHints && d.session && !d.restarting && endsInToolCall(req) {
+		d.prefillToolPause(f)
+	}
 	d.driver.Complete(req, d.now, err != nil)
 	if d.endsSession(req, err != nil) {
 		d.sessionsDone++
@@ -529,6 +568,15 @@ func (d *des) finish(f *flight, err error) {
 	if d.progress != nil {
 		d.progress(d.progressState())
 	}
+}
+
+// pauseContext is the length of req's prompt before its tool result when
+// req is a turn after a tool pause (its prompt ends in one), else 0.
+func pauseContext(req *Request) int {
+	if n := len(req.Segments); n > 0 && req.Segments[n-1].Role == RoleTool {
+		return req.Segments[n-1].Start
+	}
+	return 0
 }
 
 // endsSession reports whether req was the last request of a top-level
@@ -578,6 +626,10 @@ func (d *des) result(policy string, sessions int) *SimRun {
 		run.Restart = restartSummary(d.results, d.restartAt)
 	}
 	run.Summary = Summarize(policy, sessions, d.results)
+	if d.prefilled.Sent > 0 {
+		counts := d.prefilled
+		run.Summary.ToolPausePrefill = &counts
+	}
 	return run
 }
 

@@ -91,7 +91,11 @@
 // fell due, queueing included. Engines never learn the policy. An engine
 // refuses a request over its max_model_len by runtime/sim's
 // CheckContextLength, the same rule, with vLLM's words, that the simulated
-// HTTP engine answers with a 400.
+// HTTP engine answers with a 400. With SimConfig.InferHints the simulation
+// also does the gateway's prefill in the tool pause (desprefill.go): sent
+// straight to the engine that wrote the answer, at background priority,
+// cancelled by the session's next turn, and counted apart from the
+// requests (RunSummary.ToolPausePrefill).
 //
 // Live (live.go) sends the workload to an OpenAI-compatible server as
 // streaming chat completions in real time, one goroutine per request in

@@ -75,11 +75,15 @@ type SimConfig struct {
 	InferOSL bool
 	// Seed seeds the engines' block hashes and the router's random choices.
 	Seed int64
-	// InferHints gives side requests the priority the gateway infers for
-	// them (router.PrioritySide), in the router's queue and in the
-	// engines, which then schedule by priority as Hearth starts them
-	// (hearth up --infer-hints on); off, every request has priority 0 and
-	// the engines serve first come, first served.
+	// InferHints does what the gateway does with inferred hints (hearth up
+	// --infer-hints on): side requests get router.PrioritySide in the
+	// router's queue (the engines get them at a turn's), the engines
+	// schedule by priority as Hearth starts them, and every turn that ends
+	// in a tool call is followed by a prefill of the next turn's prompt up
+	// to the tool result on its worker, at background priority, cancelled
+	// by the session's next turn (desprefill.go). Off, every request has
+	// priority 0, the engines serve first come, first served and nothing
+	// is prefilled.
 	InferHints bool
 	// Logger receives the router's and ingest's diagnostics (default:
 	// discard).
@@ -299,7 +303,9 @@ type EngineStats struct {
 	// PrefillTokensPerSec is the speed the router was told.
 	PrefillTokensPerSec float64 `json:"prefill_tokens_per_sec"`
 	// PrefixQueries and PrefixHits are vLLM's prefix-cache counters, in
-	// tokens.
+	// tokens; like every engine counter here they include the prefills in
+	// the tool pause (SimConfig.InferHints), which Requests, the requests
+	// routed to the engine, does not.
 	PrefixQueries int64 `json:"prefix_queries"`
 	PrefixHits    int64 `json:"prefix_hits"`
 	// NumCPUBlocks is the host-RAM tier's size, ExternalPrefixHits the

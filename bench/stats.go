@@ -116,6 +116,11 @@ type Result struct {
 	// loaded from the engine's host-RAM tier and from the node's SSD store
 	// (a simulation tells them apart; a live target does not).
 	RAMCachedTokens, SSDCachedTokens int
+	// PauseContextTokens is, for a turn after a tool pause, the length of
+	// its prompt before the tool result: the previous prompt and answer,
+	// what the session's worker could hold when the turn comes. Zero for
+	// any other request, and in live runs (their prompts are rendered).
+	PauseContextTokens int
 	// PredictedOutputTokens is the output length the runner's estimator
 	// (or the gateway's, x-hearth-osl) expected; 0 without an estimate.
 	// PredictionWarm says it was made after the session's first
@@ -190,9 +195,28 @@ type RunSummary struct {
 	CachedTokens        int64   `json:"cached_tokens"`
 	RAMCachedTokens     int64   `json:"ram_cached_tokens,omitempty"`
 	SSDCachedTokens     int64   `json:"ssd_cached_tokens,omitempty"`
+	// PauseCachedShare is the share of the turns' prompts before the tool
+	// result that the engines found cached, over the turns after a tool
+	// pause (Result.PauseContextTokens); zero without any.
+	PauseCachedShare float64 `json:"pause_cached_share,omitempty"`
+	// ToolPausePrefill counts the simulated gateway's prefills in the tool
+	// pause (SimConfig.InferHints); nil where none was sent.
+	ToolPausePrefill *PrefillCounts `json:"tool_pause_prefill,omitempty"`
 	// OutputLength is the error of the output-length estimates; nil when
 	// the run made none.
 	OutputLength *OutputLengthError `json:"output_length_error,omitempty"`
+}
+
+// PrefillCounts are the prefills in the tool pause of a simulated run:
+// Sent were started on an engine, Completed computed their prompt,
+// Cancelled were aborted by their session's next turn and TimedOut by the
+// gateway's bound on them (api.Config.SpeculativeTimeout); the rest were
+// still running when the run ended.
+type PrefillCounts struct {
+	Sent      int `json:"sent"`
+	Completed int `json:"completed"`
+	Cancelled int `json:"cancelled"`
+	TimedOut  int `json:"timed_out"`
 }
 
 // Summarize computes the summary of a run of policy at a concurrency level
@@ -201,6 +225,7 @@ func Summarize(policy string, sessions int, results []Result) RunSummary {
 	s := RunSummary{Policy: policy, Sessions: sessions, Requests: len(results)}
 	var ttft, turnTTFT, sideTTFT, itl, e2e []float64
 	var prompt, predicted, predictedRAM, predictedSSD, cached, output int64
+	var pauseContext, pauseCached int64
 	first, last := time.Duration(math.MaxInt64), time.Duration(math.MinInt64)
 	for i := range results {
 		r := &results[i]
@@ -231,6 +256,13 @@ func Summarize(policy string, sessions int, results []Result) RunSummary {
 		s.RAMCachedTokens += int64(r.RAMCachedTokens)
 		s.SSDCachedTokens += int64(r.SSDCachedTokens)
 		output += int64(r.OutputTokens)
+		if r.PauseContextTokens > 0 && !r.Side {
+			pauseContext += int64(r.PauseContextTokens)
+			pauseCached += int64(min(r.CachedTokens, r.PauseContextTokens))
+		}
+	}
+	if pauseContext > 0 {
+		s.PauseCachedShare = float64(pauseCached) / float64(pauseContext)
 	}
 	s.TTFT, s.ITL, s.E2E = SummarizeMillis(ttft), SummarizeMillis(itl), SummarizeMillis(e2e)
 	s.TurnTTFT, s.SideTTFT = SummarizeMillis(turnTTFT), SummarizeMillis(sideTTFT)

@@ -172,7 +172,7 @@ func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags,
 	fs.Float64Var(&f.diskGBps, "disk-gbps", catalog.DefaultDiskGBps, "read bandwidth of the simulated node store in GB/s")
 	fs.DurationVar(&f.restartAt, "restart-at", 0, "restart every simulated engine at this time into a run (their GPU and RAM caches lost, the node store kept), and report what the next turns loaded")
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report as JSON to FILE")
-	fs.StringVar(&f.inferHints, "infer-hints", "on", "on or off, as hearth up's: side requests after the sessions' turns in the router's queue and the engines (simulated)")
+	fs.StringVar(&f.inferHints, "infer-hints", "on", "on or off, as hearth up's: side requests after the sessions' turns in the router's queue, engines scheduling by priority, a prefill of the next prompt in each tool pause (simulated)")
 	fs.StringVar(&f.workload, "preset", "", "agentic preset: "+strings.Join(bench.PresetNames(), ", ")+
 		"; flags set override its fields; a client's (claude-code, codex, opencode) compacts its sessions to fit the engines' context")
 	fs.StringVar(&f.workload, "workload", "", "the older name of --preset")
