@@ -107,6 +107,9 @@ func TestFullDuplexHandlerLeavingTheBodyKeepsTheConnection(t *testing.T) {
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	br := bufio.NewReader(c)
 	for i := range 3 {
+		// The next request comes once the server reads the connection
+		// for it, as it does from a client that waits a moment.
+		time.Sleep(10 * time.Millisecond)
 		if _, err := io.WriteString(c, post("/unreachable", "hello")); err != nil {
 			t.Fatalf("request %d: %v (server: %s)", i, err, logged())
 		}
