@@ -529,12 +529,16 @@ func (n *Node) proxyHandler(w http.ResponseWriter, r *http.Request) {
 // the peer's proxy) and the peer's proxy (upstream: its engine). In full
 // duplex the server leaves the body to the handler.
 // TestStreamsThroughAPeerAreNotCut puts every request into that window.
+//
+// In full duplex the proxy may return while its transport still reads the
+// body, or before the body's end was read at all (the upstream answered
+// first); net/http then reads the connection twice at once and panics
+// ("invalid concurrent Body.Read call", on the transport's goroutine, which
+// kills the process). netguard.FullDuplex fences the body and reads it to
+// its end before the proxy's handler returns.
+// TestABodyLeftBehindByAnAnswerKeepsTheConnection puts a request there.
 func fullDuplex(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// net/http's HTTP/1 and HTTP/2 writers both support it.
-		_ = http.NewResponseController(w).EnableFullDuplex()
-		h.ServeHTTP(w, r)
-	})
+	return netguard.FullDuplex(h)
 }
 
 // RemoteName is the worker name of a peer's engine: the peer's node name

@@ -1,11 +1,13 @@
 package cluster
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/netguard"
 	"github.com/hearth-llm/hearth/router"
 )
 
@@ -24,11 +27,12 @@ import (
 // has ended (a full-duplex HTTP/1.1 server may), so that the answer is on
 // its way back through the proxies while they still forward the request.
 // Its first chunk echoes the prompt's first word, which tells the client
-// the answer is its own.
+// the answer is its own. Served through netguard.FullDuplex, it reads the
+// body's rest before its handler returns: net/http would read it after,
+// and panic on its next read of the connection.
 func sseEngine(t testing.TB) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = http.NewResponseController(w).EnableFullDuplex()
+	srv := httptest.NewServer(netguard.FullDuplex(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Messages []struct{ Content string } `json:"messages"`
 		}
@@ -51,7 +55,7 @@ func sseEngine(t testing.TB) *httptest.Server {
 			f.Flush()
 		}
 		io.WriteString(w, "data: [DONE]\n\n")
-	}))
+	})))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -201,5 +205,61 @@ func TestAStreamCutAtThePeerArrivesCut(t *testing.T) {
 				t.Fatalf("after the cut: %v, then %q", err, rest)
 			}
 		})
+	}
+}
+
+// TestABodyLeftBehindByAnAnswerKeepsTheConnection: c's engine answers
+// before a request's body has ended, without reading it (as an engine
+// answers an error). The client of a's forwarder reads the whole answer,
+// then sends the body's rest and, on the same connection, the next
+// request. Each proxy on the way returns once it has passed the answer on,
+// while its transport still waits for the body's rest. Served in full
+// duplex without a fence, net/http read that rest after the handler had
+// returned: its next read of the connection panicked (the connection
+// dropped, or, when that read was the next request's body on the
+// transport's goroutine, the process died), or it took the body's rest for
+// the next request. Every request must get its engine's answer, on one
+// connection.
+func TestABodyLeftBehindByAnAnswerKeepsTheConnection(t *testing.T) {
+	nodes, routers := testCluster(t)
+	c := nodes[2]
+	engine := httptest.NewUnstartedServer(netguard.FullDuplex(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		answer := "early " + r.URL.Query().Get("n")
+		w.Header().Set("Content-Length", fmt.Sprint(len(answer)))
+		io.WriteString(w, answer)
+		w.(http.Flusher).Flush()
+	})))
+	engine.Start()
+	t.Cleanup(engine.Close)
+	if _, err := c.AddLocalEngine(LocalEngine{Worker: router.WorkerInfo{Name: "c/gpu0", BaseURL: engine.URL, Model: "m"}}); err != nil {
+		t.Fatal(err)
+	}
+	base := workerURL(t, routers[0], "c/gpu0")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(conn)
+	body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 2000) + `"}]}`
+	const held = 10
+	var rest string // the previous request's body's rest, sent with this request
+	for i := range 20 {
+		req := fmt.Sprintf("POST /v1/chat/completions?n=%d HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			i, len(body), body[:len(body)-held])
+		if _, err := io.WriteString(conn, rest+req); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		rest = body[len(body)-held:]
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d on one connection: %v", i, err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := fmt.Sprintf("early %d", i); err != nil || resp.StatusCode != http.StatusOK || string(got) != want {
+			t.Fatalf("request %d: %d %q %v, want %q", i, resp.StatusCode, got, err, want)
+		}
 	}
 }

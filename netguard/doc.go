@@ -13,4 +13,17 @@
 // net/http's, through Server and BodyDeadline. Headers, and the TLS
 // handshake before them, get HeaderTimeout; a body BodyTimeout; a kept
 // connection IdleTimeout. An answer gets no deadline, so that streams last.
+//
+// A net/http handler that may answer while another goroutine still reads
+// its request's body (a reverse proxy, whose transport copies the body
+// upstream) is served through FullDuplex. net/http's HTTP/1 server lets a
+// read of the body outlive the handler, and in full duplex reads what the
+// handler left of the body only after its guard against a second reader
+// of the connection: either ends in "invalid concurrent Body.Read call", a
+// panic that kills the process when it strikes a transport's goroutine
+// (golang/go#68560). FullDuplex fences the body: the handler returns only
+// once no read of it is in progress, none can start, and the body has been
+// read to its end (or given up on, which closes the connection).
+// BodyDeadline goes outside it, and neither leaves its wrapper in the
+// request after the handler, where net/http looks for a body it gave up on.
 package netguard

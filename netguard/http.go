@@ -29,7 +29,10 @@ func Server(srv *http.Server) *http.Server {
 
 // BodyDeadline gives each request's body d to arrive: the connection's
 // read deadline is set when the handler starts and lifted once the body
-// has been read to its end.
+// has been read to its end. The deadline is lifted by a read of the body,
+// so nothing may read it after the handler returned: a handler that
+// leaves a read of its body to another goroutine (a reverse proxy's
+// transport) must be served through FullDuplex.
 func BodyDeadline(h http.Handler, d time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
@@ -41,7 +44,12 @@ func BodyDeadline(h http.Handler, d time.Duration) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+		orig := r.Body
+		r.Body = &deadlineBody{ReadCloser: orig, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+		// net/http looks at the body in the request after the handler:
+		// one it closed early ends the connection, which a wrapper
+		// would hide (what follows is the body's rest, not a request).
+		defer func() { r.Body = orig }()
 		h.ServeHTTP(w, r)
 	})
 }
