@@ -77,10 +77,13 @@ func nodeStoreEvictions(rt *router.Router, specs []hruntime.Spec) func(space str
 
 // nodeStoreBlockPriorities is how many blocks of recent prompts the router
 // remembers the priority of when the node has a store
-// (router.Config.BlockPriorities): 2^18 blocks, 4 MiB, about 4 million
-// prompt tokens at 16 tokens a block, more than the distinct blocks that
-// the prompts of the sessions on one node's engines cover between two
-// passes of a store's eviction over a block of the same age.
+// (router.Config.BlockPriorities): 2^18 blocks, 4 MiB. A block the record
+// forgot loses its reprieve, so it should span what the store holds: the
+// largest default store (kvbm.MaxDefaultCapacity, 256 GiB) holds about
+// 105,000 blocks of Qwen3-14B (160 KiB of KV a token, 16 tokens a block),
+// and 2^18 slots keep most of that many (a direct-mapped table at 40% load
+// keeps about 80% of its blocks) with room for prompts' blocks the store
+// never got.
 const nodeStoreBlockPriorities = 1 << 18
 
 // nodeStorePriorities is what the node store's eviction asks the router
