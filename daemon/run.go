@@ -134,7 +134,13 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
-	rt, err := router.New(router.Config{Policy: settings.Policy(), Seed: cfg.Seed},
+	rcfg := router.Config{Policy: settings.Policy(), Seed: cfg.Seed}
+	if kvStore != nil {
+		// The store's eviction weighs the priority of the requests that
+		// covered a block, which only the router sees.
+		rcfg.BlockPriorities = nodeStoreBlockPriorities
+	}
+	rt, err := router.New(rcfg,
 		router.WithLogger(log.With("component", "router")), router.WithMetrics(routerMetrics))
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
@@ -149,6 +155,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 		engines.storeReadBytesPerSec = catalog.DefaultDiskGBps * 1e9
 		engines.store = kvStore
 		kvStore.TellEvictions(nodeStoreEvictions(rt, specs))
+		kvStore.WeighPriorities(newNodeStorePriorities(rt, specs))
 	}
 	if err := reg.Register(ingest.NewCollector(engines.ingestStats, engines.workerName)); err != nil {
 		return fmt.Errorf("up: %w", err)

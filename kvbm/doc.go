@@ -37,7 +37,19 @@
 // probation's least recently used block first, so a one-off scan does not
 // push out a prefix that agents keep sharing. Before a block is evicted
 // its file is looked at: a newer mtime (another process's Get) counts as a
-// use and spares it, a missing file lets it go uncounted. The daemon holds
+// use and spares it, a missing file lets it go uncounted. With a
+// BlockPriorities (WeighPriorities; the daemon's asks the router, which
+// alone sees requests), a block that a main turn's prompt covered
+// (priority at least TurnPriority) is spared once per stay: the first time
+// eviction reaches it, it goes back to its segment's most recent end,
+// uncounted as a use. Blocks that only side requests or background work
+// covered, or that no request the record remembers covered, leave when
+// reached, so they go before turn blocks of the same age. The shift is
+// bounded (one pass through the segment, at most maxSecondChances
+// reprieves per eviction, shared with the mtime's second chances), not a
+// strict order: a store full of turn blocks evicts them oldest first and
+// stays within its capacity. SGLang's own pages (ForeignSpace) are held
+// apart and are not weighed. The daemon holds
 // the node's capacity (NodeStore): engines announce each block they write
 // through their KV events, so the store evicts as fast as they write and
 // walks the directory only to reconcile, once a minute, and turns OnEvict's

@@ -112,6 +112,7 @@ type Store struct {
 	onEvict  func(string, []uint64)
 
 	mu      sync.Mutex
+	prio    BlockPriorities // nil: eviction ignores priority
 	spaces  map[string]*Space
 	lru     slru
 	used    int64 // bytes of the catalog's blocks plus those of writes in flight
@@ -591,7 +592,8 @@ type victim struct {
 	hash  uint64
 }
 
-// maxSecondChances bounds the blocks one eviction gives a second chance.
+// maxSecondChances bounds the blocks one eviction gives a second chance,
+// for a use by another process and for priority together.
 const maxSecondChances = 256
 
 // evictLocked takes blocks out of the catalog until need more bytes fit
@@ -602,6 +604,21 @@ const maxSecondChances = 256
 // and one whose file is gone leaves without counting as evicted. Uses by
 // other processes are thereby seen where they matter without walking the
 // directory.
+//
+// With priorities (WeighPriorities), a block that a main turn's prompt
+// covered and that eviction reaches for the first time since it entered or
+// was last used is spared once: it goes back to its segment's most recent
+// end, not counted as a use, and leaves when eviction reaches it again.
+// Every other block (only side requests or background work covered it, or
+// no request the record remembers) leaves when reached, as in plain LRU.
+// So a turn block outlives the low-priority blocks of its age by at most
+// one more pass through its segment, never for ever: the shift is bounded,
+// not a strict order, because a strict order would keep old turn blocks
+// while the side requests' fresh blocks churned, and would make a store
+// full of turn blocks evict nothing. A store full of turn blocks still
+// evicts each after its one reprieve, and one eviction gives at most
+// maxSecondChances reprieves, after which it takes blocks as they come, so
+// the capacity always holds.
 func (s *Store) evictLocked(need int64) []victim {
 	var vs []victim
 	chances := 0
@@ -621,6 +638,12 @@ func (s *Store) evictLocked(need int64) []victim {
 			case errors.Is(err, fs.ErrNotExist):
 				s.removeLocked(e)
 				vs = append(vs, victim{e.space, e.hash})
+				continue
+			}
+			if s.sparedByPriority(e) {
+				chances++
+				e.spared = true
+				s.lru.requeue(e)
 				continue
 			}
 		}

@@ -9,6 +9,12 @@ package kvbm
 // protected segment is capped at protectedShare of the capacity: past it,
 // its least recently used block goes back to probation's most recent end.
 // Every operation is O(1).
+//
+// Priority (Store.WeighPriorities) adds one reprieve: a block a main turn's
+// prompt covered goes back to its segment's most recent end the first time
+// eviction reaches it (requeue), and leaves the next time; a use clears the
+// reprieve, as it starts a new stay. See evictLocked for the rule and its
+// bound.
 
 const protectedShare = 0.8
 
@@ -27,6 +33,9 @@ type entry struct {
 	mtime int64  // the file's mtime in ns as this store last saw or set it
 	seq   uint64 // the store's sequence number when it entered the catalog
 	seg   segment
+	// spared: eviction reached the block once and gave it its
+	// priority's reprieve (evictLocked); cleared by a use.
+	spared bool
 
 	prev, next *entry
 }
@@ -94,6 +103,7 @@ func (p *slru) add(e *entry) {
 // use records a use of a block already in the catalog.
 func (p *slru) use(e *entry) {
 	p.list(e.seg).remove(e)
+	e.spared = false
 	e.seg = segProtected
 	p.protected.pushFront(e)
 	for p.protected.bytes > p.protectedCap && p.protected.n > 1 {
@@ -105,6 +115,14 @@ func (p *slru) use(e *entry) {
 }
 
 func (p *slru) remove(e *entry) { p.list(e.seg).remove(e) }
+
+// requeue moves a block to its segment's most recent end without counting
+// a use: it stays in probation if it was there.
+func (p *slru) requeue(e *entry) {
+	l := p.list(e.seg)
+	l.remove(e)
+	l.pushFront(e)
+}
 
 // victim is the block to evict next, or nil when the catalog is empty.
 func (p *slru) victim() *entry {

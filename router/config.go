@@ -74,6 +74,11 @@ type Config struct {
 	// at most that long behind later arrivals and is never starved.
 	// Negative makes Priority strict, as StrictPriority is.
 	PriorityWait time.Duration
+	// BlockPriorities is how many blocks of recent prompts the router
+	// remembers the priority of, for the node's SSD store to weigh in its
+	// eviction (NodeBlockPriority); rounded up to a power of two, 16 bytes
+	// each. 0 keeps none (a node without a store).
+	BlockPriorities int
 	// Hearth tunes the hearth policy.
 	Hearth HearthConfig
 }
@@ -100,6 +105,8 @@ func (c Config) Validate() error {
 		return errors.New("router config: negative ttl")
 	case c.DecisionLogSize < 0:
 		return fmt.Errorf("router config: decision log size %d is negative", c.DecisionLogSize)
+	case c.BlockPriorities < 0 || c.BlockPriorities > 1<<30:
+		return fmt.Errorf("router config: block priorities %d is outside [0, 2^30]", c.BlockPriorities)
 	}
 	return nil
 }

@@ -7,7 +7,8 @@
 // completions. Nor does it read the engines' KV-cache events: package
 // router/ingest does, and writes them into the Index (Router.Index), which
 // is safe for concurrent use. router must not import router/ingest; what it
-// needs of an ingester (RemoveNodeBlocks) is the EngineBlockMap interface.
+// needs of an ingester (RemoveNodeBlocks, NodeBlockPriority) is the
+// EngineBlockMap interface.
 //
 // # Decisions
 //
@@ -160,6 +161,15 @@
 // reports evictions by engine hash through Router.RemoveNodeBlocks, which
 // maps them through the attached ingesters' tables (AttachIngester,
 // EngineBlockMap).
+//
+// The store also asks, as it evicts, which priority of request covered a
+// block (NodeBlockPriority, by engine hash, mapped the same way): with
+// Config.BlockPriorities > 0 the router notes in a bounded direct-mapped
+// record the highest Hints.Priority of the routed prompts that covered
+// each block, most recent first, so that blocks only side requests
+// covered can go before a turn's (kvbm's Store.WeighPriorities says how).
+// Prefills the gateway sends in a tool pause are not routed and are not
+// noted: their own blocks read as unknown until a turn covers them.
 //
 // # Performance
 //

@@ -74,7 +74,7 @@ type Router struct {
 	policies     map[string]*routerPolicy // by name, made in New; read without mu
 	in           RouteInput               // scratch, guarded by mu
 	decisions    *decisionLog
-	ingesters    [MaxWorkers]EngineBlockMap // by worker, for RemoveNodeBlocks
+	ingesters    [MaxWorkers]EngineBlockMap // by worker, for RemoveNodeBlocks and NodeBlockPriority
 	overlap      [MaxWorkers]int            // scratch, guarded by mu
 	ramOverlap   [MaxWorkers]int            // blocks in host RAM after the GPU overlap
 	diskOverlap  [MaxWorkers]int            // blocks on disk after GPU and RAM
@@ -84,6 +84,10 @@ type Router struct {
 	// Other replicas' load (SetPeerLoad), by worker and replica.
 	peers         map[peerKey]peerEntry
 	nextPeerSweep time.Time
+	// prio is the priority of recent prompts' blocks
+	// (Config.BlockPriorities); nil when none is kept. It has its own
+	// lock: Enqueue notes a prompt before taking mu.
+	prio *blockPriorities
 }
 
 // New returns a Router with no workers.
@@ -104,6 +108,7 @@ func New(cfg Config, opts ...Option) (*Router, error) {
 		rng:       rand.New(rand.NewSource(cfg.Seed)),
 		decisions: newDecisionLog(cfg.DecisionLogSize),
 		policies:  newPolicies(cfg),
+		prio:      newBlockPriorities(cfg.BlockPriorities),
 	}
 	r.in.r = r
 	for _, o := range opts {
@@ -174,6 +179,9 @@ func (r *Router) Enqueue(req *Request) (Decision, *Ticket, error) {
 	}
 	if isl <= 0 {
 		isl = len(hashes) * r.cfg.BlockSize
+	}
+	if r.prio != nil {
+		r.prio.note(hashes, req.Hints.Priority)
 	}
 
 	r.mu.Lock()

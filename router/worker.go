@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // WorkerID identifies one engine instance the router can send requests to.
@@ -187,15 +188,19 @@ func (r *Router) nodePeersLocked(id WorkerID) uint64 {
 	return peers
 }
 
-// EngineBlockMap is what RemoveNodeBlocks needs of the ingester that
-// follows a worker's KV events (package router/ingest): its map from the
-// engine's block hashes to the index's.
+// EngineBlockMap is what RemoveNodeBlocks and NodeBlockPriority need of
+// the ingester that follows a worker's KV events (package router/ingest):
+// its map from the engine's block hashes to the index's.
 type EngineBlockMap interface {
 	// DropEngineBlocks removes from tier the blocks the worker's engine
 	// names engineHashes and sets known[i] for each hash it mapped in that
 	// tier. It is called without the router's lock held and may lock the
 	// index.
 	DropEngineBlocks(tier kvbm.Tier, engineHashes []uint64, known []bool)
+	// SeqHashOf is the sequence hash of the block the worker's engine
+	// names engineHash, in any tier; false when it maps none. It is
+	// called without the router's lock held and must not lock the index.
+	SeqHashOf(engineHash uint64) (tokenizer.SeqHash, bool)
 }
 
 // AttachIngester tells the router which ingester follows worker id's KV
@@ -223,16 +228,7 @@ func (r *Router) RemoveNodeBlocks(node, model string, engineHashes []uint64) int
 		return 0
 	}
 	var ings [MaxWorkers]EngineBlockMap
-	n := 0
-	r.mu.Lock()
-	for _, id := range r.order {
-		info := &r.workers[id].info
-		if info.Node == node && info.Model == model && r.ingesters[id] != nil {
-			ings[n] = r.ingesters[id]
-			n++
-		}
-	}
-	r.mu.Unlock()
+	n := r.nodeIngesters(node, model, &ings)
 	// Ingesters lock their tables and then the index, never the router:
 	// they are called outside r.mu.
 	known := make([]bool, len(engineHashes))
@@ -246,6 +242,44 @@ func (r *Router) RemoveNodeBlocks(node, model string, engineHashes []uint64) int
 		}
 	}
 	return removed
+}
+
+// nodeIngesters puts into ings the attached ingesters of node's workers
+// of model and returns how many there are.
+func (r *Router) nodeIngesters(node, model string, ings *[MaxWorkers]EngineBlockMap) int {
+	n := 0
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range r.order {
+		info := &r.workers[id].info
+		if info.Node == node && info.Model == model && r.ingesters[id] != nil {
+			ings[n] = r.ingesters[id]
+			n++
+		}
+	}
+	return n
+}
+
+// NodeBlockPriority is the highest Hints.Priority of the recent requests
+// whose prompts covered the block that node's disk tier, for model, names
+// engineHash (its file in the node's store), and false when the router
+// does not know: it keeps no record (Config.BlockPriorities is 0), no
+// attached ingester of the node maps the hash, or no prompt the record
+// still holds covered the block. Engines of one model on one node name a
+// block alike, so the first table that maps the hash answers. The node's
+// store asks it as it evicts (kvbm.BlockPriorities); it allocates nothing.
+func (r *Router) NodeBlockPriority(node, model string, engineHash uint64) (int, bool) {
+	if r.prio == nil || node == "" {
+		return 0, false
+	}
+	var ings [MaxWorkers]EngineBlockMap
+	n := r.nodeIngesters(node, model, &ings)
+	for _, in := range ings[:n] {
+		if s, ok := in.SeqHashOf(engineHash); ok {
+			return r.prio.of(s)
+		}
+	}
+	return 0, false
 }
 
 func (r *Router) saturatedLocked(id WorkerID) bool {

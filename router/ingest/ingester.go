@@ -666,3 +666,15 @@ func kvExtraKeysTrivial(raw, loraName []byte) bool {
 	}
 	return len(loraName) > 0 && n == len(s) && string(s) == string(loraName)
 }
+
+// SeqHashOf is the sequence hash of the block the worker's engine names
+// engineHash, in any tier (router.EngineBlockMap): how the node store's
+// eviction, which knows blocks by engine hash, asks the router about the
+// requests that used one (Router.NodeBlockPriority). Safe to call while
+// the ingest loop runs.
+func (in *Ingester) SeqHashOf(engineHash uint64) (tokenizer.SeqHash, bool) {
+	in.mu.Lock()
+	s, ok := in.table.get(engineHash)
+	in.mu.Unlock()
+	return tokenizer.SeqHash(s), ok
+}

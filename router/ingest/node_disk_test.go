@@ -163,3 +163,50 @@ func TestOnDiskStoredNamesTheBlocksWritten(t *testing.T) {
 		t.Errorf("heard %x, want the disk events' %x", heard, want)
 	}
 }
+
+// TestNodeBlockPriorityThroughTables: the node store asks, by engine
+// hash, which priority of request covered a block on the node's disk; the
+// router answers through the ingester's engine-hash table, in the hash
+// space of the prompts it routed, and forgets a block the table forgot.
+func TestNodeBlockPriorityThroughTables(t *testing.T) {
+	r, err := router.New(router.Config{BlockPriorities: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.AddWorker(router.WorkerInfo{Name: "a", Node: "n1", Model: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	in := NewIngester(IngesterConfig{WorkerID: 0}, r.Index(), nil)
+	r.AttachIngester(0, in)
+	e := newFakeEngine(1, 16)
+	pa := tokenRun(1, 6*16)
+	b := e.publish(e.store(pa, 0, 6, ""), offloadToDisk(e, pa, 0, 6))
+	if err := in.HandleLive(context.Background(), b.seq, b.payload); err != nil {
+		t.Fatal(err)
+	}
+	// A side request's prompt covers all six blocks, a turn's the first
+	// two.
+	for _, req := range []*router.Request{
+		{ID: "side", Model: "m", Tokens: pa, Hints: router.Hints{Priority: router.PrioritySide}},
+		{ID: "turn", Model: "m", Tokens: pa[:2*16], Hints: router.Hints{Priority: router.PriorityTurn}},
+	} {
+		if _, err := r.Route(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sa := seqHashes(pa, "")
+	for i, want := range []int{router.PriorityTurn, router.PriorityTurn, router.PrioritySide, router.PrioritySide, router.PrioritySide, router.PrioritySide} {
+		if p, ok := r.NodeBlockPriority("n1", "m", engineHashOf(sa[i], "")); !ok || p != want {
+			t.Errorf("block %d: priority %d, %v; want %d", i, p, ok, want)
+		}
+	}
+	// Gone from disk and GPU, the block is no longer mapped: unknown.
+	r.RemoveNodeBlocks("n1", "m", []uint64{engineHashOf(sa[5], "")})
+	b = e.publish(e.remove(pa, 5, 6, kvbm.TierGPU))
+	if err := in.HandleLive(context.Background(), b.seq, b.payload); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := r.NodeBlockPriority("n1", "m", engineHashOf(sa[5], "")); ok {
+		t.Errorf("a block no tier holds has priority %d", p)
+	}
+}
