@@ -79,8 +79,8 @@ const EvaluationPolicy = router.PolicyHearth
 // instead of what a fixed span lets it finish. A span would compare
 // layouts on different sessions and favour a slow layout, whose task time
 // would be over the few short sessions it finished in time. Five rounds
-// make the task time p50 one over 20 sessions at 4 at once, at about 2.3
-// times the CPU time of the preset's 10-minute span (docs/perf.md).
+// make the task time p50 one over 20 sessions at 4 at once, for about
+// twice the CPU time of the preset's 10-minute span (docs/perf.md).
 const EvaluationRounds = 5
 
 // EvaluateLayouts runs preset's workload at sessions concurrent sessions
@@ -206,7 +206,7 @@ func evaluateLayout(ctx context.Context, c catalog.Candidate, gpus []string, pre
 // WriteLayoutTable prints one row per evaluated layout and the
 // recommendation: context in tokens, sessions whose peak context the KV
 // caches hold at once, TTFT of turns in ms, task time in s, compactions per
-// session started and output tokens per second.
+// session and output tokens per second.
 func WriteLayoutTable(w io.Writer, ev LayoutEvaluation) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "%s, %d sessions at once, %d in all, seed %d, policy %s:\n", ev.Preset, ev.Sessions, ev.TotalSessions, ev.Seed, EvaluationPolicy)

@@ -94,6 +94,21 @@ func TestBetterLayoutRanks(t *testing.T) {
 	}
 }
 
+func TestRecommendationReasonSaysWhenOnlyItFinishedMost(t *testing.T) {
+	result := func(layout catalog.Layout, taskMs float64, finished int) LayoutResult {
+		return LayoutResult{Candidate: catalog.Candidate{Layout: layout},
+			Summary: RunSummary{Session: Latency{P50: taskMs}, FinishedSessions: finished, StartedSessions: 10}}
+	}
+	ev := LayoutEvaluation{TotalSessions: 10, Best: 1, Layouts: []LayoutResult{
+		result(catalog.Layout{TP: 1}, 100_000, 9),
+		result(catalog.Layout{TP: 2}, 150_000, 10),
+	}}
+	got := recommendationReason(ev)
+	if want := "tp2: finished 10 of the 10 sessions, more than any other layout (per-GPU: 9), task time p50 150.0 s"; got != want {
+		t.Errorf("reason %q, want %q", got, want)
+	}
+}
+
 func TestAgentCandidatesLeaveOutYaRNThatAddsNoContext(t *testing.T) {
 	board, _ := catalog.LookupGPU("rtx4090")
 	gpus := []catalog.GPUUse{{GPU: board}, {GPU: board}}
