@@ -75,7 +75,8 @@ const EvaluationPolicy = router.PolicyHearth
 // EvaluationRounds is how many sessions each of the concurrent sessions
 // of a layout evaluation runs one after another: every candidate serves
 // the same closed set of EvaluationRounds × sessions sessions (the
-// workload's first ones, the same turns on every layout) to their end,
+// workload's first ones, the same loop turns on every layout, only the
+// compactions as each layout's context asks for them) to their end,
 // instead of what a fixed span lets it finish. A span would compare
 // layouts on different sessions and favour a slow layout, whose task time
 // would be over the few short sessions it finished in time. Five rounds
