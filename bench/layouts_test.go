@@ -54,7 +54,23 @@ func TestEvaluateLayoutsRecommendsTheBest(t *testing.T) {
 	}
 }
 
-func TestBetterLayoutBreaksTiesOnCompactions(t *testing.T) {
+func TestEvaluateLayoutsRunsTheSameSessionsToTheirEnd(t *testing.T) {
+	ev := evaluateSmall(t)
+	if want := EvaluationRounds * 2; ev.TotalSessions != want {
+		t.Fatalf("TotalSessions = %d, want %d rounds of 2 sessions", ev.TotalSessions, want)
+	}
+	for _, r := range ev.Layouts {
+		s := r.Summary
+		// The preset compacts instead of failing, so every session of the
+		// closed set must reach its last turn, on every layout alike.
+		if s.StartedSessions != ev.TotalSessions || s.FinishedSessions != ev.TotalSessions || s.Errors != 0 {
+			t.Errorf("%s: started %d, finished %d sessions with %d errors, want all %d started and finished",
+				r.Candidate.Layout, s.StartedSessions, s.FinishedSessions, s.Errors, ev.TotalSessions)
+		}
+	}
+}
+
+func TestBetterLayoutRanks(t *testing.T) {
 	run := func(taskMs, compactions float64, finished int) LayoutResult {
 		return LayoutResult{Summary: RunSummary{Session: Latency{P50: taskMs}, CompactionsPerSession: compactions, FinishedSessions: finished}}
 	}
@@ -69,10 +85,27 @@ func TestBetterLayoutBreaksTiesOnCompactions(t *testing.T) {
 		{"tie, more compactions", run(100, 1, 1), run(100.5, 0, 1), false},
 		{"finished beats none", run(0, 0, 0), run(500, 3, 1), false},
 		{"none loses", run(500, 3, 1), run(0, 0, 0), true},
+		{"more finished beats faster", run(500, 0, 6), run(100, 0, 5), true},
+		{"fewer finished loses", run(100, 0, 5), run(500, 0, 6), false},
 	} {
 		if got := betterLayout(tc.a, tc.b); got != tc.want {
 			t.Errorf("%s: betterLayout = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestRecommendationReasonSaysWhenOnlyItFinishedMost(t *testing.T) {
+	result := func(layout catalog.Layout, taskMs float64, finished int) LayoutResult {
+		return LayoutResult{Candidate: catalog.Candidate{Layout: layout},
+			Summary: RunSummary{Session: Latency{P50: taskMs}, FinishedSessions: finished, StartedSessions: 10}}
+	}
+	ev := LayoutEvaluation{TotalSessions: 10, Best: 1, Layouts: []LayoutResult{
+		result(catalog.Layout{TP: 1}, 100_000, 9),
+		result(catalog.Layout{TP: 2}, 150_000, 10),
+	}}
+	got := recommendationReason(ev)
+	if want := "tp2: finished 10 of the 10 sessions, more than any other layout (per-GPU: 9), task time p50 150.0 s"; got != want {
+		t.Errorf("reason %q, want %q", got, want)
 	}
 }
 

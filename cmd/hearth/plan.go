@@ -135,7 +135,7 @@ func parsePlanFlags(env *environment, args []string) (planConfig, error) {
 	fs.BoolVar(&cfg.json, "json", false, "print the plan (with --agent: every layout's figures and the recommendation) as JSON")
 	fs.StringVar(&cfg.agent, "agent", "", "evaluate the layouts that fit (one engine per GPU, TP, FP8 KV, YaRN) on this client's simulated workload and recommend one: "+
 		strings.Join(bench.ClientPresetNames(), ", "))
-	fs.IntVar(&cfg.sessions, "sessions", 4, "with --agent: the client's sessions at once")
+	fs.IntVar(&cfg.sessions, "sessions", 4, fmt.Sprintf("with --agent: the client's sessions at once (each layout runs %d times as many in all, to their end)", bench.EvaluationRounds))
 	fs.Uint64Var(&cfg.seed, "seed", agentEvaluationSeed, "with --agent: the seed of the simulated workload (hearth up --agent uses the default)")
 	if err := parseFlags(fs, args); err != nil {
 		return cfg, err
@@ -277,15 +277,18 @@ func planJSONOf(p catalog.Plan, cfg planConfig) planJSON {
 // agentPlanJSON is hearth plan --agent --json: every candidate layout as the
 // simulation measured it and the recommendation. Field names are stable.
 type agentPlanJSON struct {
-	Model       string            `json:"model"`
-	Repo        string            `json:"repo"`
-	Agent       string            `json:"agent"`
-	Sessions    int               `json:"sessions"`
-	Seed        uint64            `json:"seed"`
-	Policy      string            `json:"policy"`
-	Layouts     []agentLayoutJSON `json:"layouts"`
-	Recommended string            `json:"recommended"`
-	Reason      string            `json:"reason"`
+	Model    string `json:"model"`
+	Repo     string `json:"repo"`
+	Agent    string `json:"agent"`
+	Sessions int    `json:"sessions"`
+	// TotalSessions is the closed set of sessions every layout ran to their
+	// end (bench.EvaluationRounds × Sessions).
+	TotalSessions int               `json:"total_sessions"`
+	Seed          uint64            `json:"seed"`
+	Policy        string            `json:"policy"`
+	Layouts       []agentLayoutJSON `json:"layouts"`
+	Recommended   string            `json:"recommended"`
+	Reason        string            `json:"reason"`
 }
 
 // agentLayoutJSON is one layout: times in ms, task time (a finished
@@ -312,7 +315,7 @@ type agentLayoutJSON struct {
 }
 
 func agentPlanJSONOf(model catalog.Model, ev bench.LayoutEvaluation) agentPlanJSON {
-	out := agentPlanJSON{Model: model.Name, Repo: model.Repo, Agent: ev.Preset, Sessions: ev.Sessions, Seed: ev.Seed,
+	out := agentPlanJSON{Model: model.Name, Repo: model.Repo, Agent: ev.Preset, Sessions: ev.Sessions, TotalSessions: ev.TotalSessions, Seed: ev.Seed,
 		Policy: bench.EvaluationPolicy, Recommended: ev.Recommended().Candidate.Layout.String(), Reason: ev.Reason}
 	for i, r := range ev.Layouts {
 		l, s := r.Candidate.Layout, r.Summary
