@@ -5,13 +5,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"text/tabwriter"
+	"time"
 
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
+	"golang.org/x/sync/errgroup"
 )
 
 // AgentCandidates are the layouts of model worth evaluating for agents on
@@ -42,7 +45,8 @@ type LayoutEvaluation struct {
 	Preset   string
 	Sessions int
 	// TotalSessions is the closed set of sessions every layout ran:
-	// EvaluationRounds × Sessions, the same sessions on every layout.
+	// EvaluationRounds × Sessions on each of the workloads of seeds Seed to
+	// Seed+EvaluationSeeds-1, the same sessions on every layout.
 	TotalSessions int
 	Seed          uint64
 	Layouts       []LayoutResult
@@ -79,37 +83,56 @@ const EvaluationPolicy = router.PolicyHearth
 // compactions as each layout's context asks for them) to their end,
 // instead of what a fixed span lets it finish. A span would compare
 // layouts on different sessions and favour a slow layout, whose task time
-// would be over the few short sessions it finished in time. Five rounds
-// make the task time p50 one over 20 sessions at 4 at once, for about
-// twice the CPU time of the preset's 10-minute span (docs/perf.md).
+// would be over the few short sessions it finished in time.
 const EvaluationRounds = 5
 
+// EvaluationSeeds is how many workloads (seeds seed, seed+1, …) each
+// layout serves; its figures are over all of them together. The best
+// layouts are often within a few percent of each other, less than one
+// workload's task time p50 moves from seed to seed, so a recommendation
+// from one workload would be another workload's second best by up to 17%
+// (docs/perf.md); three make it a few percent at most.
+const EvaluationSeeds = 3
+
 // EvaluateLayouts runs preset's workload at sessions concurrent sessions
-// with seed on each candidate, on the GPU kinds gpus (one per GPU of the
-// node, as runtime/sim names them), until the closed set of
-// EvaluationRounds × sessions sessions has ended, and recommends the
-// layout with the lowest task time p50 over those sessions. A layout that
-// finishes fewer of them (the rest ended in an error) ranks after one
-// that finishes more; layouts within 1% of each other's task time p50 are
-// told apart by fewer compactions per session, then by the order of
-// candidates (the simpler layout first, as catalog.Candidates lists
-// them). The simulation is deterministic: the same arguments give the
-// same evaluation.
+// on each candidate, on the GPU kinds gpus (one per GPU of the node, as
+// runtime/sim names them), with EvaluationSeeds seeds from seed, each until
+// its closed set of EvaluationRounds × sessions sessions has ended, and
+// recommends the layout with the lowest task time p50 over all those
+// sessions. A layout that finishes fewer of them (the rest ended in an
+// error) ranks after one that finishes more; layouts within 1% of each
+// other's task time p50 are told apart by fewer compactions per session,
+// then by the order of candidates (the simpler layout first, as
+// catalog.Candidates lists them). The runs are independent and go on at
+// once, as many as GOMAXPROCS; the simulation is deterministic, so the same
+// arguments give the same evaluation.
 func EvaluateLayouts(ctx context.Context, candidates []catalog.Candidate, gpus []string, preset Preset, sessions int, seed uint64) (LayoutEvaluation, error) {
 	total := EvaluationRounds * sessions
-	ev := LayoutEvaluation{Preset: preset.Name, Sessions: sessions, TotalSessions: total, Seed: seed, Best: -1}
+	ev := LayoutEvaluation{Preset: preset.Name, Sessions: sessions, TotalSessions: EvaluationSeeds * total, Seed: seed, Best: -1}
 	if len(candidates) == 0 {
 		return ev, fmt.Errorf("bench: evaluate layouts: no candidate layout fits the GPUs")
 	}
 	// The closed set replaces the preset's span: every session runs to its
 	// last turn.
 	preset.Agentic.TotalSessions, preset.Agentic.Duration = total, 0
-	for _, c := range candidates {
-		r, err := evaluateLayout(ctx, c, gpus, preset, sessions, seed)
-		if err != nil {
-			return ev, err
+	runs := make([][EvaluationSeeds]*SimRun, len(candidates))
+	maxLens := make([]int, len(candidates))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, c := range candidates {
+		for k := range EvaluationSeeds {
+			g.Go(func() error {
+				run, maxLen, err := runLayout(gctx, c, gpus, preset, sessions, seed+uint64(k))
+				runs[i][k], maxLens[i] = run, maxLen
+				return err
+			})
 		}
-		ev.Layouts = append(ev.Layouts, r)
+	}
+	if err := g.Wait(); err != nil {
+		return ev, err
+	}
+	for i, c := range candidates {
+		ev.Layouts = append(ev.Layouts, layoutResult(c, maxLens[i], sessions, seed, runs[i][:]))
 	}
 	for i := range ev.Layouts {
 		if ev.Best < 0 || betterLayout(ev.Layouts[i], ev.Layouts[ev.Best]) {
@@ -171,37 +194,57 @@ func recommendationReason(ev LayoutEvaluation) string {
 	return reason
 }
 
-// evaluateLayout runs one candidate.
-func evaluateLayout(ctx context.Context, c catalog.Candidate, gpus []string, preset Preset, sessions int, seed uint64) (LayoutResult, error) {
+// runLayout runs one candidate on one seed's workload; it returns the run
+// and the engines' context.
+func runLayout(ctx context.Context, c catalog.Candidate, gpus []string, preset Preset, sessions int, seed uint64) (*SimRun, int, error) {
 	engine := sim.Config{TP: c.Layout.TPSize(), KVCacheDtype: c.Layout.KVCacheDtypeOrAuto(), MaxModelLen: c.Plan.MaxModelLen}
 	if c.Layout.RopeScaling {
 		engine.ModelOverrides = c.Model.RopeScalingJSON()
 	}
 	s, err := NewSim(SimConfig{GPUs: gpus, Model: c.Model.Name, Engine: engine, Seed: int64(seed)})
 	if err != nil {
-		return LayoutResult{}, fmt.Errorf("bench: evaluate layout %s: %w", c.Layout, err)
+		return nil, 0, fmt.Errorf("bench: evaluate layout %s: %w", c.Layout, err)
 	}
 	maxLen := s.MaxModelLen()
 	w, err := preset.Workload(seed, sessions, maxLen)
 	if err != nil {
-		return LayoutResult{}, fmt.Errorf("bench: evaluate layout %s: %w", c.Layout, err)
+		return nil, 0, fmt.Errorf("bench: evaluate layout %s: %w", c.Layout, err)
 	}
 	run, err := s.Run(ctx, w, EvaluationPolicy, sessions, nil)
 	if err != nil {
-		return LayoutResult{}, fmt.Errorf("bench: evaluate layout %s: %w", c.Layout, err)
+		return nil, 0, fmt.Errorf("bench: evaluate layout %s, seed %d: %w", c.Layout, seed, err)
 	}
-	r := LayoutResult{Candidate: c, MaxModelLen: maxLen, Summary: run.Summary}
-	for _, res := range run.Results {
-		if res.Err == nil {
-			r.PeakContext = max(r.PeakContext, res.PromptTokens+res.OutputTokens)
+	return run, maxLen, nil
+}
+
+// layoutResult measures one candidate over its runs taken together, as
+// if they had run one after another: each run's times move past the
+// previous run's last, and its sessions are told apart by their seed.
+func layoutResult(c catalog.Candidate, maxModelLen, sessions int, seed uint64, runs []*SimRun) LayoutResult {
+	r := LayoutResult{Candidate: c, MaxModelLen: maxModelLen}
+	var all []Result
+	var offset time.Duration
+	for k, run := range runs {
+		end := offset
+		for _, res := range run.Results {
+			res.Session = fmt.Sprintf("seed%d-%s", k, res.Session)
+			res.Sent, res.FirstToken, res.Done = res.Sent+offset, res.FirstToken+offset, res.Done+offset
+			end = max(end, res.Done)
+			all = append(all, res)
+			if res.Err == nil {
+				r.PeakContext = max(r.PeakContext, res.PromptTokens+res.OutputTokens)
+			}
 		}
+		offset = end
 	}
+	r.Summary = Summarize(EvaluationPolicy, sessions, all)
+	r.Summary.Seed = seed
 	if r.PeakContext > 0 {
-		for _, e := range run.Engines {
+		for _, e := range runs[0].Engines {
 			r.SessionsFit += e.NumGPUBlocks * tokenizer.DefaultBlockSize / r.PeakContext
 		}
 	}
-	return r, nil
+	return r
 }
 
 // WriteLayoutTable prints one row per evaluated layout and the
@@ -210,7 +253,8 @@ func evaluateLayout(ctx context.Context, c catalog.Candidate, gpus []string, pre
 // session and output tokens per second.
 func WriteLayoutTable(w io.Writer, ev LayoutEvaluation) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "%s, %d sessions at once, %d in all, seed %d, policy %s:\n", ev.Preset, ev.Sessions, ev.TotalSessions, ev.Seed, EvaluationPolicy)
+	fmt.Fprintf(bw, "%s, %d sessions at once, %d in all over seeds %d-%d, policy %s:\n",
+		ev.Preset, ev.Sessions, ev.TotalSessions, ev.Seed, ev.Seed+EvaluationSeeds-1, EvaluationPolicy)
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "layout\tengines\tcontext\tsessions fit\tttft p50\tttft p90\ttask p50\tcompact/s\terrors\tdone\tout tok/s\t")
 	for i, r := range ev.Layouts {
@@ -230,7 +274,7 @@ func WriteLayoutTable(w io.Writer, ev LayoutEvaluation) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("bench: write layout table: %w", err)
 	}
-	fmt.Fprintln(bw, "every layout runs the same sessions to their end; context in tokens; sessions fit: sessions at the run's longest context the KV caches hold at once; ttft of turns in ms; task: a session's first request to its last token, in s, p50 over the sessions finished; compact/s: compactions per session; done: sessions finished of those run (the others ended in an error)")
+	fmt.Fprintln(bw, "every layout runs the same sessions to their end, the figures over all seeds; context in tokens; sessions fit: sessions at the run's longest context the KV caches hold at once; ttft of turns in ms; task: a session's first request to its last token, in s, p50 over the sessions finished; compact/s: compactions per session; done: sessions finished of those run (the others ended in an error)")
 	fmt.Fprintf(bw, "recommended: %s\n", ev.Reason)
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("bench: write layout table: %w", err)

@@ -3,7 +3,9 @@ package bench
 import (
 	"bytes"
 	"context"
+	"math"
 	"testing"
+	"time"
 
 	"github.com/hearth-llm/hearth/catalog"
 )
@@ -56,8 +58,8 @@ func TestEvaluateLayoutsRecommendsTheBest(t *testing.T) {
 
 func TestEvaluateLayoutsRunsTheSameSessionsToTheirEnd(t *testing.T) {
 	ev := evaluateSmall(t)
-	if want := EvaluationRounds * 2; ev.TotalSessions != want {
-		t.Fatalf("TotalSessions = %d, want %d rounds of 2 sessions", ev.TotalSessions, want)
+	if want := EvaluationSeeds * EvaluationRounds * 2; ev.TotalSessions != want {
+		t.Fatalf("TotalSessions = %d, want %d seeds of %d rounds of 2 sessions", ev.TotalSessions, EvaluationSeeds, EvaluationRounds)
 	}
 	for _, r := range ev.Layouts {
 		s := r.Summary
@@ -67,6 +69,33 @@ func TestEvaluateLayoutsRunsTheSameSessionsToTheirEnd(t *testing.T) {
 			t.Errorf("%s: started %d, finished %d sessions with %d errors, want all %d started and finished",
 				r.Candidate.Layout, s.StartedSessions, s.FinishedSessions, s.Errors, ev.TotalSessions)
 		}
+	}
+}
+
+// TestLayoutResultPoolsTheSeeds holds the figures of a layout to those of
+// its runs one after another: the seeds' sessions, which share names, stay
+// apart, and no run's time overlaps another's.
+func TestLayoutResultPoolsTheSeeds(t *testing.T) {
+	seedRun := func(taskS int) *SimRun {
+		end := time.Duration(taskS) * time.Second
+		return &SimRun{Results: []Result{
+			{Session: "s0", Turn: 0, Sent: 0, FirstToken: time.Second, Done: 2 * time.Second, OutputTokens: 100},
+			{Session: "s0", Turn: 1, Last: true, Sent: end - 2*time.Second, FirstToken: end - time.Second, Done: end, OutputTokens: 100},
+		}}
+	}
+	r := layoutResult(catalog.Candidate{}, 4096, 1, 7, []*SimRun{seedRun(10), seedRun(30), seedRun(20)})
+	s := r.Summary
+	if s.StartedSessions != 3 || s.FinishedSessions != 3 {
+		t.Fatalf("started %d, finished %d sessions, want the 3 seeds' one each", s.StartedSessions, s.FinishedSessions)
+	}
+	if s.Session.P50 != 20_000 {
+		t.Errorf("task time p50 %.0f ms, want 20000 (the middle seed's session)", s.Session.P50)
+	}
+	if want := 600.0 / 60; math.Abs(s.OutputTokS-want) > 0.01 {
+		t.Errorf("output %.2f tok/s, want %.2f: 600 tokens over the 60 s of the three runs one after another", s.OutputTokS, want)
+	}
+	if s.Seed != 7 || r.MaxModelLen != 4096 {
+		t.Errorf("seed %d, context %d, want 7 and 4096", s.Seed, r.MaxModelLen)
 	}
 }
 

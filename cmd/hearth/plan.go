@@ -135,8 +135,8 @@ func parsePlanFlags(env *environment, args []string) (planConfig, error) {
 	fs.BoolVar(&cfg.json, "json", false, "print the plan (with --agent: every layout's figures and the recommendation) as JSON")
 	fs.StringVar(&cfg.agent, "agent", "", "evaluate the layouts that fit (one engine per GPU, TP, FP8 KV, YaRN) on this client's simulated workload and recommend one: "+
 		strings.Join(bench.ClientPresetNames(), ", "))
-	fs.IntVar(&cfg.sessions, "sessions", 4, fmt.Sprintf("with --agent: the client's sessions at once (each layout runs %d times as many in all, to their end)", bench.EvaluationRounds))
-	fs.Uint64Var(&cfg.seed, "seed", agentEvaluationSeed, "with --agent: the seed of the simulated workload (hearth up --agent uses the default)")
+	fs.IntVar(&cfg.sessions, "sessions", 4, fmt.Sprintf("with --agent: the client's sessions at once (each layout runs %d times as many in all, to their end, on each of %d workloads)", bench.EvaluationRounds, bench.EvaluationSeeds))
+	fs.Uint64Var(&cfg.seed, "seed", agentEvaluationSeed, fmt.Sprintf("with --agent: the seed of the first of the %d simulated workloads (hearth up --agent uses the default)", bench.EvaluationSeeds))
 	if err := parseFlags(fs, args); err != nil {
 		return cfg, err
 	}
@@ -282,9 +282,11 @@ type agentPlanJSON struct {
 	Agent    string `json:"agent"`
 	Sessions int    `json:"sessions"`
 	// TotalSessions is the closed set of sessions every layout ran to their
-	// end (bench.EvaluationRounds × Sessions).
+	// end: bench.EvaluationRounds × Sessions on each of the Seeds workloads
+	// from seed Seed.
 	TotalSessions int               `json:"total_sessions"`
 	Seed          uint64            `json:"seed"`
+	Seeds         int               `json:"seeds"`
 	Policy        string            `json:"policy"`
 	Layouts       []agentLayoutJSON `json:"layouts"`
 	Recommended   string            `json:"recommended"`
@@ -315,7 +317,7 @@ type agentLayoutJSON struct {
 }
 
 func agentPlanJSONOf(model catalog.Model, ev bench.LayoutEvaluation) agentPlanJSON {
-	out := agentPlanJSON{Model: model.Name, Repo: model.Repo, Agent: ev.Preset, Sessions: ev.Sessions, TotalSessions: ev.TotalSessions, Seed: ev.Seed,
+	out := agentPlanJSON{Model: model.Name, Repo: model.Repo, Agent: ev.Preset, Sessions: ev.Sessions, TotalSessions: ev.TotalSessions, Seed: ev.Seed, Seeds: bench.EvaluationSeeds,
 		Policy: bench.EvaluationPolicy, Recommended: ev.Recommended().Candidate.Layout.String(), Reason: ev.Reason}
 	for i, r := range ev.Layouts {
 		l, s := r.Candidate.Layout, r.Summary
