@@ -57,8 +57,8 @@ type HearthConfig struct {
 	// nearly free as the reload price alone says (on the Mooncake trace,
 	// short prompts sent to full workers waited tens of seconds); a worker
 	// that frees room fast still wins. Before a worker released anything
-	// the reload price stands. Default 20; negative: the reload price on
-	// every worker but the session's own.
+	// the reload price stands. Default 20; negative: the reload price
+	// everywhere, the session's own worker included.
 	//
 	// The session's own worker is not priced at its release rate: its
 	// context is there, and sending the turn elsewhere to recompute it
@@ -73,6 +73,11 @@ type HearthConfig struct {
 	// answer (a compaction's summary: 1,000-2,000 tokens, 25-50 s on a
 	// 4090) so moves to a worker with room instead of waiting for it
 	// (docs/perf.md, "Routing on the client presets, one engine per GPU").
+	// This holds only while another worker has room for the request beside
+	// its running requests; where none has, the turn would wait elsewhere
+	// too and recompute its context there, and the reload price stands
+	// (pricing the drain there too doubled TTFT p50 on two 4090s at eight
+	// sessions, where every worker is full most of the time).
 	RoomWaitWindow float64
 }
 
@@ -135,7 +140,8 @@ func (p *hearthPolicy) Choose(in *RouteInput, cands []Candidate) (int, string) {
 //     release rate between their refetch and recompute time (roomWait,
 //     HearthConfig.RoomWaitWindow); on the session's own worker at the
 //     time its running requests are expected to take to free them
-//     (drainWait), at least their refetch time;
+//     (drainWait) while another worker has room for the request, at
+//     least their refetch time;
 //   - capacity: if the new blocks do not fit in the worker's free cache, the
 //     engine evicts least recently used blocks, which are the context of
 //     paused sessions (an agent waiting on a tool): their recompute time
@@ -148,6 +154,9 @@ func (p *hearthPolicy) Score(in *RouteInput, cands []Candidate) {
 	h := p.cfg.Hearth
 	bs := p.cfg.BlockSize
 	reqBlocks := in.PromptBlocks + in.OSLBlocks
+	// The own worker's missing room is priced at its expected drain only
+	// while another worker has room for the request (RoomWaitWindow).
+	drainOwn := h.RoomWaitWindow > 0 && sess != nil && sess.hasWorker && p.roomElsewhere(r, cands, sess.worker, reqBlocks)
 	for i := range cands {
 		c := &cands[i]
 		ws := r.workers[c.WorkerID]
@@ -182,7 +191,7 @@ func (p *hearthPolicy) Score(in *RouteInput, cands []Candidate) {
 			if over := float64(after) - capacity; over > 0 {
 				if sess != nil && sess.hasWorker && sess.worker == c.WorkerID {
 					wait := over * refetch
-					if drain, ok := p.drainWait(r, c.WorkerID, over, now); ok {
+					if drain, ok := p.drainWait(r, c.WorkerID, over, now); ok && drainOwn {
 						wait = max(wait, drain)
 					}
 					cost += wait
@@ -206,6 +215,21 @@ func (p *hearthPolicy) Score(in *RouteInput, cands []Candidate) {
 		}
 		c.Cost = cost
 	}
+}
+
+// roomElsewhere reports whether a worker other than own has room for
+// reqBlocks more blocks beside its running requests.
+func (p *hearthPolicy) roomElsewhere(r *Router, cands []Candidate, own WorkerID, reqBlocks int) bool {
+	for _, c := range cands {
+		if c.WorkerID == own {
+			continue
+		}
+		capacity := r.workers[c.WorkerID].info.CapacityBlocks
+		if capacity > 0 && r.active.workers[c.WorkerID].blocks()+reqBlocks-r.activeDepth[c.WorkerID] <= capacity {
+			return true
+		}
+	}
+	return false
 }
 
 // drainWait is how long, in seconds from now, worker w's running requests
