@@ -76,8 +76,8 @@ type HearthConfig struct {
 	// This holds only while another worker has room for the request beside
 	// its running requests; where none has, the turn would wait elsewhere
 	// too and recompute its context there, and the reload price stands
-	// (pricing the drain there too doubled TTFT p50 on two 4090s at eight
-	// sessions, where every worker is full most of the time).
+	// (pricing the drain there too raised TTFT p50 1.6-2x on two 4090s at
+	// eight sessions, where every worker is full most of the time).
 	RoomWaitWindow float64
 }
 
@@ -191,8 +191,10 @@ func (p *hearthPolicy) Score(in *RouteInput, cands []Candidate) {
 			if over := float64(after) - capacity; over > 0 {
 				if sess != nil && sess.hasWorker && sess.worker == c.WorkerID {
 					wait := over * refetch
-					if drain, ok := p.drainWait(r, c.WorkerID, over, now); ok && drainOwn {
-						wait = max(wait, drain)
+					if drainOwn {
+						if drain, ok := p.drainWait(r, c.WorkerID, over, now); ok {
+							wait = max(wait, drain)
+						}
 					}
 					cost += wait
 				} else {
