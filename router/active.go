@@ -19,6 +19,8 @@ type activeRequest struct {
 	extraBlocks   int                 // partial last block and expected output blocks
 	prefillTokens int                 // tokens the worker must compute before the first token
 	prefillDone   bool
+	prefillAt     time.Time // when the first token came
+	outputTokens  int       // expected output tokens (Hints.OSL), 0 if unknown
 	freed         bool
 	freedBlocks   int // blocks the worker's running load lost when it ended
 	session       string
@@ -143,13 +145,13 @@ func (as *activeSet) add(id string, w WorkerID, hashes []tokenizer.SeqHash, extr
 
 // prefillDone marks that the request's first token arrived: its prompt is
 // no longer waiting. It reports whether the request was known.
-func (as *activeSet) prefillDone(id string) (*activeRequest, bool) {
+func (as *activeSet) prefillDone(id string, now time.Time) (*activeRequest, bool) {
 	ar, ok := as.reqs[id]
 	if !ok {
 		return nil, false
 	}
 	if !ar.prefillDone {
-		ar.prefillDone = true
+		ar.prefillDone, ar.prefillAt = true, now
 		as.workers[ar.worker].pendingTokens -= ar.prefillTokens
 	}
 	return ar, true

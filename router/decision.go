@@ -185,6 +185,7 @@ func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int,
 	// Blocks in lower tiers are loaded, not computed.
 	prefill := max(isl-(win.CachedBlocks+win.RAMBlocks+win.DiskBlocks)*bs, 0)
 	ar := r.active.add(req.ID, win.WorkerID, hashes, extra, prefill, req.SessionID, now)
+	ar.outputTokens = max(req.Hints.OSL, 0)
 	if r.workers[win.WorkerID].info.Approximate {
 		r.approx.insert(r.ix, win.WorkerID, ar.hashes, now)
 	}

@@ -1,7 +1,9 @@
 package router
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -54,12 +56,28 @@ type HearthConfig struct {
 	// engine holds such a prompt until room frees, so a full worker is not
 	// nearly free as the reload price alone says (on the Mooncake trace,
 	// short prompts sent to full workers waited tens of seconds); a worker
-	// that frees room fast still wins. The session's own worker keeps the
-	// reload price: its context is there, and sending the turn elsewhere
-	// to recompute it cost more on the agentic workloads than the wait
-	// (docs/perf.md, "Router → Queue order", (§)). Before a worker released
-	// anything the reload price stands. Default 20; negative: the reload
-	// price everywhere.
+	// that frees room fast still wins. Before a worker released anything
+	// the reload price stands. Default 20; negative: the reload price
+	// everywhere, the session's own worker included.
+	//
+	// The session's own worker is not priced at its release rate: its
+	// context is there, and sending the turn elsewhere to recompute it
+	// cost more on the agentic workloads than the usual wait (docs/perf.md,
+	// "Router → Queue order", (§)). Its missing room costs the time its
+	// running requests take to end and free it (drainWait): each ends
+	// after its expected output tokens (Hints.OSL) at the decode seconds
+	// per expected token that the worker's ended requests took, and one
+	// past that end runs as long again as it has decoded; at least the
+	// reload price, which stands alone until the worker has a decode time
+	// to go by. A turn whose worker's KV is held by another session's long
+	// answer (a compaction's summary: 1,000-2,000 tokens, 25-50 s on a
+	// 4090) so moves to a worker with room instead of waiting for it
+	// (docs/perf.md, "Routing on the client presets, one engine per GPU").
+	// This holds only while another worker has room for the request beside
+	// its running requests; where none has, the turn would wait elsewhere
+	// too and recompute its context there, and the reload price stands
+	// (pricing the drain there too raised TTFT p50 1.6-2x on two 4090s at
+	// eight sessions, where every worker is full most of the time).
 	RoomWaitWindow float64
 }
 
@@ -83,7 +101,14 @@ func (h HearthConfig) withDefaults() HearthConfig {
 }
 
 // hearthPolicy reads Hearth and BlockSize of its router's configuration.
-type hearthPolicy struct{ cfg Config }
+type hearthPolicy struct {
+	cfg  Config
+	ends []drainEnd // scratch of drainWait
+}
+
+// drainEnd is when one running request is expected to end, in seconds
+// from now, and the blocks it frees then.
+type drainEnd struct{ in, blocks float64 }
 
 // Needs asks for lower tiers, whose blocks it prices at their load time,
 // and for its queue order unless QueueStretch turned it off.
@@ -113,8 +138,10 @@ func (p *hearthPolicy) Choose(in *RouteInput, cands []Candidate) (int, string) {
 //     (prompt and expected output); the blocks that would not fit wait for
 //     the running requests to free room, priced at the worker's observed
 //     release rate between their refetch and recompute time (roomWait,
-//     HearthConfig.RoomWaitWindow), at their refetch time on the session's
-//     own worker;
+//     HearthConfig.RoomWaitWindow); on the session's own worker at the
+//     time its running requests are expected to take to free them
+//     (drainWait) while another worker has room for the request, at
+//     least their refetch time;
 //   - capacity: if the new blocks do not fit in the worker's free cache, the
 //     engine evicts least recently used blocks, which are the context of
 //     paused sessions (an agent waiting on a tool): their recompute time
@@ -127,6 +154,9 @@ func (p *hearthPolicy) Score(in *RouteInput, cands []Candidate) {
 	h := p.cfg.Hearth
 	bs := p.cfg.BlockSize
 	reqBlocks := in.PromptBlocks + in.OSLBlocks
+	// The own worker's missing room is priced at its expected drain only
+	// while another worker has room for the request (RoomWaitWindow).
+	drainOwn := h.RoomWaitWindow > 0 && sess != nil && sess.hasWorker && p.roomElsewhere(r, cands, sess.worker, reqBlocks)
 	for i := range cands {
 		c := &cands[i]
 		ws := r.workers[c.WorkerID]
@@ -160,7 +190,13 @@ func (p *hearthPolicy) Score(in *RouteInput, cands []Candidate) {
 			cost += h.DecodeWeight * float64(after) / capacity
 			if over := float64(after) - capacity; over > 0 {
 				if sess != nil && sess.hasWorker && sess.worker == c.WorkerID {
-					cost += over * refetch
+					wait := over * refetch
+					if drainOwn {
+						if drain, ok := p.drainWait(r, c.WorkerID, over, now); ok {
+							wait = max(wait, drain)
+						}
+					}
+					cost += wait
 				} else {
 					cost += p.roomWait(ws, over, refetch, float64(bs)/eff, now)
 				}
@@ -181,6 +217,66 @@ func (p *hearthPolicy) Score(in *RouteInput, cands []Candidate) {
 		}
 		c.Cost = cost
 	}
+}
+
+// roomElsewhere reports whether a worker other than own has room for
+// reqBlocks more blocks beside its running requests.
+func (p *hearthPolicy) roomElsewhere(r *Router, cands []Candidate, own WorkerID, reqBlocks int) bool {
+	for _, c := range cands {
+		if c.WorkerID == own {
+			continue
+		}
+		capacity := r.workers[c.WorkerID].info.CapacityBlocks
+		if capacity > 0 && r.active.workers[c.WorkerID].blocks()+reqBlocks-r.activeDepth[c.WorkerID] <= capacity {
+			return true
+		}
+	}
+	return false
+}
+
+// drainWait is how long, in seconds from now, worker w's running requests
+// are expected to take to free over blocks: they end in the order of
+// their expected ends, each freeing its prompt and output blocks, and the
+// wait is the end of the one that brings the freed blocks to over (of the
+// last when all of them free less). A request ends its expected output
+// tokens (Hints.OSL) after its first token, at the decode seconds per
+// expected token of the worker's ended requests (secondsPerToken); one
+// still in prefill ends that long after now, and one already past its
+// expected end runs as long again as it has decoded: the longer an
+// answer has outrun its estimate, the longer it is likely to go on (a
+// compaction's summary estimated as a turn's). ok is false until the
+// worker has a decode time or while it runs nothing.
+func (p *hearthPolicy) drainWait(r *Router, w WorkerID, over float64, now time.Time) (float64, bool) {
+	perToken, ok := r.workers[w].secondsPerToken()
+	if !ok {
+		return 0, false
+	}
+	ends := p.ends[:0]
+	for _, ar := range r.active.reqs {
+		if ar.worker != w {
+			continue
+		}
+		in := float64(ar.outputTokens) * perToken
+		if ar.prefillDone {
+			decoded := now.Sub(ar.prefillAt).Seconds()
+			if in -= decoded; in < 0 {
+				in = decoded
+			}
+		}
+		ends = append(ends, drainEnd{in: in, blocks: float64(len(ar.hashes) + ar.extraBlocks)})
+	}
+	p.ends = ends
+	if len(ends) == 0 {
+		return 0, false
+	}
+	slices.SortFunc(ends, func(a, b drainEnd) int { return cmp.Compare(a.in, b.in) })
+	freed := 0.0
+	for _, e := range ends {
+		if freed += e.blocks; freed >= over {
+			return e.in, true
+		}
+	}
+	return ends[len(ends)-1].in, true
 }
 
 // roomWait is the price of over blocks that do not fit in the worker's KV

@@ -221,7 +221,7 @@ func (r *Router) Enqueue(req *Request) (Decision, *Ticket, error) {
 func (r *Router) PrefillDone(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ar, ok := r.active.prefillDone(id)
+	ar, ok := r.active.prefillDone(id, r.now())
 	if ok {
 		r.publishLocked(ar.worker)
 		r.dispatchLocked(r.now())
@@ -237,6 +237,11 @@ func (r *Router) Free(id string) bool {
 	now := r.now()
 	ar, ok := r.active.free(id)
 	if ok {
+		// Only a request that ended says how long its answer took, not
+		// one that expired or whose worker went away.
+		if ws := r.workers[ar.worker]; ws != nil {
+			ws.noteDecode(ar, now)
+		}
 		r.releasedLocked(ar, now)
 	}
 	r.expireLocked(now)

@@ -221,3 +221,69 @@ func TestHearthPricesRoomAtReleaseRate(t *testing.T) {
 		})
 	}
 }
+
+// TestHearthPricesOwnRoomAtExpectedDrain: on the session's own worker,
+// blocks that do not fit cost the time the worker's running requests are
+// expected to take to end (their expected output at the worker's learned
+// decode time per token; one past its expected end as long again as it
+// has decoded), not only their reload time. A turn stays where its
+// context is when another session's answer there is about to end, and
+// moves to a worker with room when that answer has long to go, as a
+// compaction's summary has, or has already outrun its estimate; it stays
+// when no other worker has room either, where it would wait too.
+func TestHearthPricesOwnRoomAtExpectedDrain(t *testing.T) {
+	const speed, blockBytes = 4000.0, 2621440
+	tests := []struct {
+		name    string
+		learned bool          // an answer with an expected length ended on worker 0
+		decoded time.Duration // how long the other session's answer has decoded
+		full1   bool          // worker 1 runs 60 blocks: no room there either
+		window  float64       // HearthConfig.RoomWaitWindow
+		winner  WorkerID
+	}{
+		// The other answer expects 320 tokens at 20 ms each: 6.4 s.
+		// Worker 0 is 60 blocks short and computes 320 tokens (0.11 s);
+		// worker 1 has room and computes 1280 (0.32 s).
+		{"about to end: the session's worker", true, 6300 * time.Millisecond, false, 0, 0},
+		{"just started, 6.4 s to go: the worker with room", true, 0, false, 0, 1},
+		{"20 s decoded, past its 6.4 s: the worker with room", true, 20 * time.Second, false, 0, 1},
+		// No decode time to go by: the reload price (6 ms) stands.
+		{"no decode time learned: the reload price", false, 0, false, 0, 0},
+		// Worker 1 would be 40 blocks short too: the reload price stands.
+		{"no room elsewhere: the reload price", true, 0, true, 0, 0},
+		{"off: the reload price", true, 0, false, -1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hc := HearthConfig{DecodeWeight: -1, AffinityBonus: -1, PausedEvictionWeight: -1, RoomWaitWindow: tt.window}
+			info := WorkerInfo{CapacityBlocks: 100, PrefillTokensPerSec: speed, BlockBytes: blockBytes, LoadBytesPerSec: 25e9, RAMCapacityBlocks: 5000}
+			w0, w1 := info, info
+			w0.Name, w1.Name = "own", "room"
+			r, clk := newTestRouter(t, Config{Policy: PolicyHearth, Hearth: hc, QueueSize: -1}, w0, w1)
+			on0 := []WorkerID{1}
+			if tt.learned {
+				// 100 expected tokens in 2 s: 20 ms a token.
+				route(t, r, &Request{ID: "learn", Hashes: chain("learn", 10), PromptTokens: 160, Hints: Hints{OSL: 100}, Exclude: on0})
+				r.PrefillDone("learn")
+				clk.Advance(2 * time.Second)
+				r.Free("learn")
+			}
+			q := chain("ctx", 80)
+			route(t, r, &Request{ID: "turn1", Hashes: q[:60], PromptTokens: 16 * 60, SessionID: "s", Exclude: on0})
+			r.Free("turn1")
+			r.Index().Store(0, kvbm.TierGPU, q[:60])
+			// Another session's answer holds 80 of worker 0's 100 blocks.
+			route(t, r, &Request{ID: "other", Hashes: chain("other", 60), PromptTokens: 16 * 60, SessionID: "o", Hints: Hints{OSL: 320}, Exclude: on0})
+			r.PrefillDone("other")
+			if tt.full1 {
+				route(t, r, &Request{ID: "busy1", Hashes: chain("busy1", 60), PromptTokens: 16 * 60, Exclude: []WorkerID{0}})
+				r.PrefillDone("busy1")
+			}
+			clk.Advance(tt.decoded)
+			d := route(t, r, &Request{ID: "turn2", Hashes: q, PromptTokens: 16 * 80, SessionID: "s"})
+			if d.WorkerID != tt.winner {
+				t.Errorf("winner %d, want %d (%+v)", d.WorkerID, tt.winner, d.Candidates)
+			}
+		})
+	}
+}

@@ -74,6 +74,47 @@ type workerState struct {
 	releaseAcc   float64
 	releaseAt    time.Time
 	releaseSince time.Time
+	// decodeLog is an exponentially weighted mean of log(seconds per
+	// expected output token) of the requests that ended on the worker with
+	// an expected output length (Hints.OSL), decodeSeen how many there
+	// were; see noteDecode.
+	decodeLog  float64
+	decodeSeen int
+}
+
+// decodeWeight is the weight of the newest request in decodeLog.
+const decodeWeight = 0.2
+
+// noteDecode learns the worker's decode seconds per expected output token
+// from a request that ended: the time from its first token to its end
+// over the output tokens it was expected to produce (the estimate: the
+// router never sees the count, and an estimate is what it prices with).
+// The mean is of logarithms, so that one answer far longer than its
+// estimate (a compaction's summary) moves it little.
+func (ws *workerState) noteDecode(ar *activeRequest, now time.Time) {
+	if !ar.prefillDone || ar.outputTokens <= 0 {
+		return
+	}
+	d := now.Sub(ar.prefillAt).Seconds()
+	if d <= 0 {
+		return
+	}
+	x := math.Log(d / float64(ar.outputTokens))
+	if ws.decodeSeen == 0 {
+		ws.decodeLog = x
+	} else {
+		ws.decodeLog += decodeWeight * (x - ws.decodeLog)
+	}
+	ws.decodeSeen++
+}
+
+// secondsPerToken is the worker's learned decode time per expected output
+// token; ok is false before any request with an expected length ended.
+func (ws *workerState) secondsPerToken() (float64, bool) {
+	if ws.decodeSeen == 0 {
+		return 0, false
+	}
+	return math.Exp(ws.decodeLog), true
 }
 
 // noteRelease adds blocks freed at now to the worker's release rate, the
