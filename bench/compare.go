@@ -39,7 +39,10 @@ type Comparison struct {
 	// RestartAt restarts every simulated engine this far into a run (0:
 	// never).
 	RestartAt time.Duration
-	// InferHints is SimConfig.InferHints (hearth bench --infer-hints).
+	// InferHints is SimConfig.InferHints and SimConfig.InferOSL together,
+	// as hearth up --infer-hints turns both (hearth bench --infer-hints); a
+	// live run reports the gateway's output length estimates from its
+	// x-hearth-osl header whatever it says.
 	InferHints bool
 	// MaxModelLen is every simulated engine's max_model_len (0: the
 	// model's).
@@ -48,11 +51,6 @@ type Comparison struct {
 	// GPUs (0: one per GPU); KVCacheDtype their KV cache dtype ("": auto).
 	TP           int
 	KVCacheDtype string
-	// InferOSL has a simulation estimate each request's output length as
-	// the gateway does (SimConfig.InferOSL) and report the estimates'
-	// error; a live run reports the gateway's from its x-hearth-osl
-	// header whatever it says.
-	InferOSL bool
 	// Seed is the first run's seed; Runs runs use Seed, Seed+1, ... and are
 	// reported by their spread when there are several.
 	Seed uint64
@@ -232,7 +230,7 @@ func (c Comparison) runner(ctx context.Context, seed uint64) (Runner, error) {
 	}
 	s, err := NewSim(SimConfig{GPUs: c.GPUs, Model: c.Model, EventLatency: latency,
 		KVOffloadingGiB: offload, StoreDir: storeDir, DiskGBps: c.DiskGBps, RestartAt: c.RestartAt,
-		InferOSL: c.InferOSL, Seed: int64(seed), Engine: sim.Config{MaxModelLen: c.MaxModelLen, TP: c.TP, KVCacheDtype: c.KVCacheDtype},
+		InferOSL: c.InferHints, Seed: int64(seed), Engine: sim.Config{MaxModelLen: c.MaxModelLen, TP: c.TP, KVCacheDtype: c.KVCacheDtype},
 		InferHints: c.InferHints})
 	if err != nil {
 		return nil, &ConfigError{err}

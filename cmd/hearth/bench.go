@@ -51,7 +51,6 @@ type benchFlags struct {
 	runs          int
 	tp            int
 	kvCacheDtype  string
-	inferOSL      bool
 }
 
 // runBench compares routing policies on an agentic workload or a trace,
@@ -88,7 +87,7 @@ func (f *benchFlags) run(ctx context.Context, env *environment) error {
 	c := bench.Comparison{Target: f.target, Model: f.model, APIKey: f.apiKey,
 		EventLatency: f.eventLatency, KVOffloadingGiB: f.offloadGiB, Tiers: f.tiers, StoreDir: f.storeDir,
 		DiskGBps: f.diskGBps, RestartAt: f.restartAt, MaxModelLen: f.maxModelLen, TP: f.tp, KVCacheDtype: f.kvCacheDtype,
-		InferOSL: f.inferOSL, Seed: f.seed, Runs: f.runs, JSONPath: f.jsonPath, PlotPath: f.plotPath, Out: env.stdout, Progress: env.stderr,
+		Seed: f.seed, Runs: f.runs, JSONPath: f.jsonPath, PlotPath: f.plotPath, Out: env.stdout, Progress: env.stderr,
 		InferHints: f.inferHints != "off"}
 	var err error
 	if c.Policies, err = f.policyList(live); err != nil {
@@ -158,7 +157,6 @@ func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags,
 	fs.IntVar(&f.steps, "steps", 0, "model calls per session (agentic, default 8)")
 	fs.IntVar(&f.prefixTokens, "prefix-tokens", 0, "shared system prompt and tools, tokens (agentic, default 6000)")
 	fs.StringVar(&f.osl, "osl", "", "output tokens per call, N or MIN-MAX (agentic, default 100-200)")
-	fs.BoolVar(&f.inferOSL, "infer-osl", true, "simulated: estimate each request's output length from the answers before it, as the gateway does, route with it and report the estimates' error")
 	fs.StringVar(&f.toolPause, "tool-pause", "", "tool time between calls, e.g. lognormal:3s,20s or const:10ms (agentic)")
 	fs.IntVar(&f.subagents, "subagents", 0, "subagents each session spawns (agentic)")
 	fs.StringVar(&f.trace, "trace", "", "Mooncake-format trace file (trace, required)")
@@ -172,7 +170,7 @@ func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags,
 	fs.Float64Var(&f.diskGBps, "disk-gbps", catalog.DefaultDiskGBps, "read bandwidth of the simulated node store in GB/s")
 	fs.DurationVar(&f.restartAt, "restart-at", 0, "restart every simulated engine at this time into a run (their GPU and RAM caches lost, the node store kept), and report what the next turns loaded")
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report as JSON to FILE")
-	fs.StringVar(&f.inferHints, "infer-hints", "on", "on or off, as hearth up's: side requests after the sessions' turns in the router's queue, engines scheduling by priority, a prefill of the next prompt in each tool pause (simulated)")
+	fs.StringVar(&f.inferHints, "infer-hints", "on", "on or off, as hearth up's: side requests after the sessions' turns in the router's queue, engines scheduling by priority, a prefill of the next prompt in each tool pause, each request's output length estimated from the answers before it and its error reported (simulated)")
 	fs.StringVar(&f.workload, "preset", "", "agentic preset: "+strings.Join(bench.PresetNames(), ", ")+
 		"; flags set override its fields; a client's (claude-code, codex, opencode) compacts its sessions to fit the engines' context")
 	fs.StringVar(&f.workload, "workload", "", "the older name of --preset")
