@@ -58,7 +58,12 @@ func chooseAgentLayout(ctx context.Context, cfg *upConfig, log *slog.Logger) err
 	for i, u := range uses {
 		kinds[i] = u.GPU.Kind
 	}
-	ev, err := bench.EvaluateLayouts(ctx, bench.AgentCandidates(uses, model), kinds, preset, cfg.agent.sessions, agentEvaluationSeed)
+	candidates := bench.AgentCandidates(uses, model)
+	// The simulation takes seconds to tens of seconds: say what it waits for.
+	log.Info("choosing a layout for the agent client: simulating its sessions on each layout that fits",
+		"client", cfg.agent.client, "layouts", len(candidates), "workloads", bench.EvaluationSeeds,
+		"sessions", bench.EvaluationSeeds*bench.EvaluationRounds*cfg.agent.sessions)
+	ev, err := bench.EvaluateLayouts(ctx, candidates, kinds, preset, cfg.agent.sessions, agentEvaluationSeed)
 	if err != nil {
 		return fmt.Errorf("up: --agent: %w", err)
 	}
