@@ -123,7 +123,10 @@ func EvaluateLayouts(ctx context.Context, candidates []catalog.Candidate, gpus [
 		for k := range EvaluationSeeds {
 			g.Go(func() error {
 				run, maxLen, err := runLayout(gctx, c, gpus, preset, sessions, seed+uint64(k))
-				runs[i][k], maxLens[i] = run, maxLen
+				runs[i][k] = run
+				if k == 0 { // every seed's engines have the same context
+					maxLens[i] = maxLen
+				}
 				return err
 			})
 		}
