@@ -286,25 +286,19 @@ func copyMap(m map[string]any) map[string]any {
 	return n
 }
 
-// postJSON posts v and returns the answer's body.
-func postJSON(t testing.TB, url string, v any, headers []string) []byte {
+// postJSON posts v to path and returns the answer's body, which must
+// come with 200.
+func (h *harness) postJSON(t *testing.T, path string, v any, headers []string) []byte {
 	t.Helper()
-	b, _ := json.Marshal(v)
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(string(b)))
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
+	b, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
+	resp, out := h.post(t, path, string(b), headers...)
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: %d %s", url, resp.StatusCode, out)
+		t.Fatalf("%s: %d %s", path, resp.StatusCode, out)
 	}
-	return out
+	return []byte(out)
 }
 
 const toolPauseResult = "package main\n\nfunc main() {}\n"
@@ -322,7 +316,7 @@ func toolPauseShare(t *testing.T, tok *tokenizer.Model, c toolPauseClient, syste
 		cfg.NoInferredHints = !infer
 	})
 	first := c.first(system, "Explain what main.go does in this project.")
-	answer := postJSON(t, h.url+c.path, first, c.headers)
+	answer := h.postJSON(t, c.path, first, c.headers)
 	next, ok := c.next(first, answer, toolPauseResult)
 	if !ok {
 		t.Fatalf("%s: the first answer is not a tool call: %s", c.name, answer)
@@ -336,7 +330,7 @@ func toolPauseShare(t *testing.T, tok *tokenizer.Model, c toolPauseClient, syste
 			t.Fatalf("%s: no prefill reached the engine in the tool pause", c.name)
 		}
 	}
-	answer2 := postJSON(t, h.url+c.path, next, c.headers)
+	answer2 := h.postJSON(t, c.path, next, c.headers)
 	before := log.tokensBeforeResult(t, tok, toolPauseResult)
 	t.Logf("%s: %d of the %d prompt tokens before the tool result cached", c.name, c.cached(answer2), before)
 	return min(1, float64(c.cached(answer2))/float64(before))
@@ -379,7 +373,7 @@ func TestToolPausePrefillIsCancelledByTheNextTurn(t *testing.T) {
 	c := toolPauseClients()[2]
 	first := c.first("You are a coding helper working in /home/dev/project.", "Explain what main.go does in this project.")
 	delete(first, "chat_template_kwargs") // no reasoning: a short first turn
-	answer := postJSON(t, h.url+c.path, first, c.headers)
+	answer := h.postJSON(t, c.path, first, c.headers)
 	next, ok := c.next(first, answer, toolPauseResult)
 	if !ok {
 		t.Fatalf("the first answer is not a tool call: %s", answer)
@@ -406,7 +400,7 @@ func TestToolPausePrefillIsCancelledByTheNextTurn(t *testing.T) {
 	}
 	close(log.hold)
 	turn := make(chan []byte, 1)
-	go func() { turn <- postJSON(t, h.url+c.path, next, c.headers) }()
+	go func() { turn <- h.postJSON(t, c.path, next, c.headers) }()
 	select {
 	case <-log.cancelled:
 	case <-log.finished:
