@@ -156,13 +156,16 @@ func WaitEngine(t *testing.T, baseURL, name string, bound time.Duration, ok func
 // Start runs serve, a daemon that writes the clients' settings to stdout
 // once its engines are ready, and returns when it has: stop ends the
 // daemon (the test's cleanup does too) and returns what serve returned.
-// With HEARTH_TEST_LOG set, the daemon logs to stderr.
+// With HEARTH_TEST_LOG set, the daemon logs to stderr; otherwise its last
+// log lines are kept and printed if the test fails, so that a failure seen
+// only on a loaded CI machine says what the daemon did.
 func Start(t testing.TB, serve func(ctx context.Context, stdout io.Writer, log *slog.Logger) error) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	printed := &firstWrite{c: make(chan struct{})}
-	logger := slog.New(slog.DiscardHandler)
+	tail := &logTail{max: 400}
+	logger := slog.New(slog.NewTextHandler(tail, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if os.Getenv("HEARTH_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -187,8 +190,34 @@ func Start(t testing.TB, serve func(ctx context.Context, stdout io.Writer, log *
 		if err := stop(); err != nil {
 			t.Errorf("hearth up: %v", err)
 		}
+		if t.Failed() {
+			t.Logf("the daemon's last log lines:\n%s", tail)
+		}
 	})
 	return stop
+}
+
+// logTail keeps the last max lines written to it.
+type logTail struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.TrimRight(string(p), "\n"))
+	if over := len(l.lines) - l.max; over > 0 {
+		l.lines = append(l.lines[:0], l.lines[over:]...)
+	}
+	return len(p), nil
+}
+
+func (l *logTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
 }
 
 // firstWrite closes c when something is first written to it.
