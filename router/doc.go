@@ -89,10 +89,7 @@
 // a side request (priority -1) goes after turns that arrive up to 2 s after
 // it and before any later, so that its priority rises with its wait and a
 // stream of turns never starves it (a negative PriorityWait makes priority
-// strict). Nor does a turn that saturated the workers: a request of
-// negative priority that some worker has room for below its capacity
-// (prompt and expected output) is routed at once, saturated or not. The
-// deadline (PolicyNeeds.QueueDelay) is, for the hearth policy,
+// strict). The deadline (PolicyNeeds.QueueDelay) is, for the hearth policy,
 // the request's arrival plus
 // HearthConfig.QueueStretch (default 5) times its own cost in seconds, for
 // every other policy its arrival, FIFO as Dynamo's queue is. The own cost

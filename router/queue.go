@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -64,15 +63,12 @@ type waitQueue struct {
 	items  []*waiter
 	next   uint64
 	strict bool // Config.PriorityWait < 0
-	low    int  // waiters of negative Hints.Priority
 }
 
 func (q *waitQueue) Len() int { return len(q.items) }
 
-func (q *waitQueue) Less(i, j int) bool { return q.before(q.items[i], q.items[j]) }
-
-// before says whether a leaves the queue before b.
-func (q *waitQueue) before(a, b *waiter) bool {
+func (q *waitQueue) Less(i, j int) bool {
+	a, b := q.items[i], q.items[j]
 	if a.req.Hints.StrictPriority != b.req.Hints.StrictPriority {
 		return a.req.Hints.StrictPriority > b.req.Hints.StrictPriority
 	}
@@ -95,9 +91,6 @@ func (q *waitQueue) Push(x any) {
 	w := x.(*waiter)
 	w.index = len(q.items)
 	q.items = append(q.items, w)
-	if w.req.Hints.Priority < 0 {
-		q.low++
-	}
 }
 
 func (q *waitQueue) Pop() any {
@@ -106,9 +99,6 @@ func (q *waitQueue) Pop() any {
 	q.items[n] = nil
 	q.items = q.items[:n]
 	w.index = -1
-	if w.req.Hints.Priority < 0 {
-		q.low--
-	}
 	return w
 }
 
@@ -242,75 +232,17 @@ func (r *Router) dispatchLocked(now time.Time) {
 	}
 	for model, q := range r.queues {
 		for q.Len() > 0 && r.hasWorkerLocked(model) && !r.allSaturatedLocked(model) {
-			r.sendLocked(q.pop(), now)
+			w := q.pop()
+			r.queued--
+			if _, dup := r.active.reqs[w.req.ID]; dup {
+				w.resolve(routeResult{err: fmt.Errorf("router: %w: %q", ErrDuplicateRequest, w.req.ID)}, r.nextDispatch())
+				continue
+			}
+			d := r.decideLocked(w.req, w.hashes, w.isl, w.policy, now, now.Sub(w.enqueued))
+			w.resolve(routeResult{d: d}, r.nextDispatch())
 		}
-		r.dispatchRoomLocked(q, model, now)
 	}
 	r.metrics.setQueueDepth(r.queued)
-}
-
-// sendLocked routes a waiter taken off its queue and resolves its ticket.
-func (r *Router) sendLocked(w *waiter, now time.Time) {
-	r.queued--
-	if _, dup := r.active.reqs[w.req.ID]; dup {
-		w.resolve(routeResult{err: fmt.Errorf("router: %w: %q", ErrDuplicateRequest, w.req.ID)}, r.nextDispatch())
-		return
-	}
-	d := r.decideLocked(w.req, w.hashes, w.isl, w.policy, now, now.Sub(w.enqueued))
-	w.resolve(routeResult{d: d}, r.nextDispatch())
-}
-
-// dispatchRoomLocked routes, in queue order, the waiters of negative
-// priority (side requests, background work) that a worker has room for
-// below its KV capacity (sideRoomLocked), although every worker is
-// saturated. The saturation check keeps a turn in the queue, where it can
-// still go to whichever worker frees room first; a small request that fits
-// now is not held there behind the turn that saturated the workers, which
-// is the bound on how long a turn may keep a side request waiting.
-func (r *Router) dispatchRoomLocked(q *waitQueue, model string, now time.Time) {
-	if q.low == 0 || !r.hasWorkerLocked(model) {
-		return
-	}
-	// A strict tier stays strict: only waiters of the head's tier go.
-	tier := q.items[0].req.Hints.StrictPriority
-	var low []*waiter
-	for _, w := range q.items {
-		if w.req.Hints.Priority < 0 && w.req.Hints.StrictPriority >= tier {
-			low = append(low, w)
-		}
-	}
-	slices.SortFunc(low, func(a, b *waiter) int {
-		if q.before(a, b) {
-			return -1
-		}
-		return 1
-	})
-	for _, w := range low {
-		if r.sideRoomLocked(w.req, w.isl) {
-			q.remove(w)
-			r.sendLocked(w, now)
-		}
-	}
-}
-
-// sideRoomLocked reports whether req has negative priority and some worker
-// of its model has room for its whole prompt and expected output below its
-// KV capacity.
-func (r *Router) sideRoomLocked(req *Request, isl int) bool {
-	if req.Hints.Priority >= 0 || r.cfg.PriorityWait < 0 {
-		return false
-	}
-	need := (isl + max(req.Hints.OSL, 0) + r.cfg.BlockSize - 1) / r.cfg.BlockSize
-	for _, id := range r.order {
-		if !r.servesLocked(id, req.Model) {
-			continue
-		}
-		c := r.workers[id].info.CapacityBlocks
-		if c > 0 && c-r.active.workers[id].blocks() >= need {
-			return true
-		}
-	}
-	return false
 }
 
 // nextDispatch numbers a ticket's outcome for Ticket.Order.

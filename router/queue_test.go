@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"testing"
 	"testing/synctest"
-	"time"
 )
 
 // saturatingRouter has one worker of 10 blocks that one 6-block request
@@ -143,59 +142,4 @@ func TestQueuePendingTokensSaturate(t *testing.T) {
 	}
 	r.PrefillDone("big")
 	route(t, r, &Request{ID: "next", Hashes: chain("n", 1)})
-}
-
-// TestQueueSideRequestWithRoom: a request of negative priority queued
-// behind one that saturates the last worker with room left is dispatched
-// with it when its prompt fits below that worker's capacity, instead of
-// waiting until a worker falls back below saturation (the end of the long
-// request). A turn in its place, and a side request that does not fit,
-// wait as before.
-func TestQueueSideRequestWithRoom(t *testing.T) {
-	tests := []struct {
-		name     string
-		priority int
-		blocks   int
-		wantSent bool
-	}{
-		{"side request that fits", PrioritySide, 4, true},
-		{"background work that fits", PriorityBackground, 45, true},
-		{"turn", PriorityTurn, 4, false},
-		{"side request that does not fit", PrioritySide, 46, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r, clk := newTestRouter(t, Config{
-				Policy: PolicyKV, SaturationFraction: 0.5, QueueSize: 8, ActiveTTL: 24 * time.Hour,
-			}, WorkerInfo{Name: "a", CapacityBlocks: 100}, WorkerInfo{Name: "b", CapacityBlocks: 100})
-			route(t, r, &Request{ID: "ra", Hashes: chain("ra", 98)})
-			route(t, r, &Request{ID: "rb", Hashes: chain("rb", 98)})
-			_, long, err := r.Enqueue(&Request{ID: "long", Hashes: chain("long", 55)})
-			if err != nil || long == nil {
-				t.Fatalf("Enqueue(long): ticket %v, err %v", long, err)
-			}
-			clk.Advance(time.Second)
-			_, small, err := r.Enqueue(&Request{ID: "small", Hashes: chain("small", tc.blocks),
-				Hints: Hints{Priority: tc.priority}})
-			if err != nil || small == nil {
-				t.Fatalf("Enqueue(small): ticket %v, err %v", small, err)
-			}
-			r.Free("ra")
-			if _, err := long.Result(); err != nil {
-				t.Fatalf("long request after Free: %v", err)
-			}
-			if got := small.Ready(); got != tc.wantSent {
-				t.Fatalf("small request dispatched with the long one: %v, want %v", got, tc.wantSent)
-			}
-			if !tc.wantSent {
-				return
-			}
-			if _, err := small.Result(); err != nil {
-				t.Fatalf("small request: %v", err)
-			}
-			if long.Order() >= small.Order() {
-				t.Errorf("small request dispatched before the long one (order %d, %d)", small.Order(), long.Order())
-			}
-		})
-	}
 }

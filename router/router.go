@@ -198,7 +198,7 @@ func (r *Router) Enqueue(req *Request) (Decision, *Ticket, error) {
 		return Decision{}, nil, fmt.Errorf("router: %w: %q", ErrDuplicateRequest, req.ID)
 	}
 	q := r.queues[req.Model]
-	if r.cfg.QueueSize > 0 && (q != nil && q.Len() > 0 || r.allSaturatedLocked(req.Model)) && !r.sideRoomLocked(req, isl) {
+	if r.cfg.QueueSize > 0 && (q != nil && q.Len() > 0 || r.allSaturatedLocked(req.Model)) {
 		if r.queued >= r.cfg.QueueSize {
 			return Decision{}, nil, ErrQueueFull
 		}
