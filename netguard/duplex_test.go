@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/netguard/netguardtest"
 )
 
 // serveHTTP serves h on a loopback port the way Hearth's servers are set
@@ -29,28 +31,11 @@ func serveHTTP(t *testing.T, h http.Handler) (string, func() string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logged syncLog
+	var logged netguardtest.SyncBuffer
 	srv := Server(&http.Server{Handler: h, ErrorLog: log.New(&logged, "", 0)})
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String(), logged.String
-}
-
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func post(path, body string) string {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -149,6 +150,19 @@ func near(a, b float64) bool {
 	return d < 1e-9 && d > -1e-9
 }
 
+// roomTestRouter is a hearth router, room prices alone (RoomWaitWindow
+// window), over two 100-block workers of a 4,000 tokens/s GPU with 2.5 MiB
+// blocks and a 25 GB/s RAM tier: worker 0, named first, and "room".
+func roomTestRouter(t *testing.T, window float64, first string) (*Router, *clock.Fake) {
+	t.Helper()
+	const speed, blockBytes = 4000.0, 2621440
+	hc := HearthConfig{DecodeWeight: -1, AffinityBonus: -1, PausedEvictionWeight: -1, RoomWaitWindow: window}
+	info := WorkerInfo{CapacityBlocks: 100, PrefillTokensPerSec: speed, BlockBytes: blockBytes, LoadBytesPerSec: 25e9, RAMCapacityBlocks: 5000}
+	w0, w1 := info, info
+	w0.Name, w1.Name = first, "room"
+	return newTestRouter(t, Config{Policy: PolicyHearth, Hearth: hc, QueueSize: -1}, w0, w1)
+}
+
 // TestHearthPricesRoomAtReleaseRate: blocks that do not fit in a full
 // worker's KV capacity cost the wait for its running requests to release
 // them, at the rate it has been releasing blocks (at most their recompute
@@ -156,7 +170,6 @@ func near(a, b float64) bool {
 // to a worker with room; one that frees it fast, or the session's own
 // worker, keeps a request whose context it caches.
 func TestHearthPricesRoomAtReleaseRate(t *testing.T) {
-	const speed, blockBytes = 4000.0, 2621440
 	type release struct {
 		at     time.Duration // after the first
 		blocks int
@@ -186,11 +199,7 @@ func TestHearthPricesRoomAtReleaseRate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			hc := HearthConfig{DecodeWeight: -1, AffinityBonus: -1, PausedEvictionWeight: -1, RoomWaitWindow: tt.window}
-			info := WorkerInfo{CapacityBlocks: 100, PrefillTokensPerSec: speed, BlockBytes: blockBytes, LoadBytesPerSec: 25e9, RAMCapacityBlocks: 5000}
-			w0, w1 := info, info
-			w0.Name, w1.Name = "full", "room"
-			r, clk := newTestRouter(t, Config{Policy: PolicyHearth, Hearth: hc, QueueSize: -1}, w0, w1)
+			r, clk := roomTestRouter(t, tt.window, "full")
 			on0 := []WorkerID{1}
 			q := chain("ctx", 80)
 			session := ""
@@ -232,7 +241,6 @@ func TestHearthPricesRoomAtReleaseRate(t *testing.T) {
 // compaction's summary has, or has already outrun its estimate; it stays
 // when no other worker has room either, where it would wait too.
 func TestHearthPricesOwnRoomAtExpectedDrain(t *testing.T) {
-	const speed, blockBytes = 4000.0, 2621440
 	tests := []struct {
 		name    string
 		learned bool          // an answer with an expected length ended on worker 0
@@ -255,11 +263,7 @@ func TestHearthPricesOwnRoomAtExpectedDrain(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			hc := HearthConfig{DecodeWeight: -1, AffinityBonus: -1, PausedEvictionWeight: -1, RoomWaitWindow: tt.window}
-			info := WorkerInfo{CapacityBlocks: 100, PrefillTokensPerSec: speed, BlockBytes: blockBytes, LoadBytesPerSec: 25e9, RAMCapacityBlocks: 5000}
-			w0, w1 := info, info
-			w0.Name, w1.Name = "own", "room"
-			r, clk := newTestRouter(t, Config{Policy: PolicyHearth, Hearth: hc, QueueSize: -1}, w0, w1)
+			r, clk := roomTestRouter(t, tt.window, "own")
 			on0 := []WorkerID{1}
 			if tt.learned {
 				// 100 expected tokens in 2 s: 20 ms a token.

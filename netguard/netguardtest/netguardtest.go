@@ -51,7 +51,7 @@ func WaitParent() { io.Copy(io.Discard, os.Stdin) }
 type Child struct {
 	Addr   string
 	exited chan error
-	output syncBuffer // its standard output after the address, and its standard error
+	output SyncBuffer // its standard output after the address, and its standard error
 }
 
 // StartChild runs the test named test of this binary as a child process,
@@ -140,18 +140,20 @@ func (c *Child) Flood(t testing.TB, n int) {
 // Output is what the child wrote after its address.
 func (c *Child) Output() string { return c.output.String() }
 
-type syncBuffer struct {
+// SyncBuffer is a text buffer that goroutines may write while a test
+// reads it.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
