@@ -37,21 +37,59 @@ const (
 )
 
 // HFCacheDir is the Hugging Face hub cache engines download into, as
-// huggingface_hub finds it: $HF_HUB_CACHE, else $HF_HOME/hub, else
-// $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub. It is ""
-// when none of these variables is set.
+// huggingface_hub finds it: $HF_HUB_CACHE, else HFHome's hub/. It is ""
+// when none of the variables is set.
 func HFCacheDir(getenv func(string) string) string {
+	if d := getenv("HF_HUB_CACHE"); d != "" {
+		return d
+	}
+	return HFHubDir(HFHome(getenv))
+}
+
+// HFHome is Hugging Face's home directory (HF_HOME) as huggingface_hub
+// finds it: $HF_HOME, else $XDG_CACHE_HOME/huggingface, else
+// ~/.cache/huggingface; "" when none of these variables is set. The
+// models are in its hub/ (HFHubDir); hearth's --hf-cache names it.
+func HFHome(getenv func(string) string) string {
 	switch {
-	case getenv("HF_HUB_CACHE") != "":
-		return getenv("HF_HUB_CACHE")
 	case getenv("HF_HOME") != "":
-		return filepath.Join(getenv("HF_HOME"), "hub")
+		return getenv("HF_HOME")
 	case getenv("XDG_CACHE_HOME") != "":
-		return filepath.Join(getenv("XDG_CACHE_HOME"), "huggingface", "hub")
+		return filepath.Join(getenv("XDG_CACHE_HOME"), "huggingface")
 	case getenv("HOME") != "":
-		return filepath.Join(getenv("HOME"), ".cache", "huggingface", "hub")
+		return filepath.Join(getenv("HOME"), ".cache", "huggingface")
 	}
 	return ""
+}
+
+// HFHubDir is the hub cache of the Hugging Face home home, "" without one.
+func HFHubDir(home string) string {
+	if home == "" {
+		return ""
+	}
+	return filepath.Join(home, "hub")
+}
+
+// ReadHFHome reads dir, given as a Hugging Face home (--hf-cache), where
+// the user may have named the hub cache instead: a directory called hub
+// without a hub/ of its own is taken for the home above it, and note says
+// so. A directory that holds repositories (models--Org--Name) under
+// another name is a hub cache that no home holds as its hub/, an error.
+func ReadHFHome(dir string) (home, note string, err error) {
+	if dir == "" {
+		return "", "", nil
+	}
+	if st, err := os.Stat(filepath.Join(dir, "hub")); err == nil && st.IsDir() {
+		return dir, "", nil
+	}
+	if filepath.Base(filepath.Clean(dir)) == "hub" {
+		home = filepath.Dir(filepath.Clean(dir))
+		return home, fmt.Sprintf("--hf-cache %s is a Hugging Face hub directory; taking %s, the home that holds it, for HF_HOME", dir, home), nil
+	}
+	if repos, _ := filepath.Glob(filepath.Join(dir, "models--*")); len(repos) > 0 {
+		return "", "", fmt.Errorf("--hf-cache %s holds the models themselves (a hub cache): name the Hugging Face home (HF_HOME) whose hub/ holds them", dir)
+	}
+	return dir, "", nil
 }
 
 // ResolveModel finds the model name means, a catalog name or a Hugging Face

@@ -94,6 +94,59 @@ func TestHFCacheDir(t *testing.T) {
 	}
 }
 
+func TestHFHome(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"HF_HOME", map[string]string{"HF_HOME": "/hf", "XDG_CACHE_HOME": "/xdg", "HOME": "/home/u"}, "/hf"},
+		{"XDG cache", map[string]string{"XDG_CACHE_HOME": "/xdg", "HOME": "/home/u"}, "/xdg/huggingface"},
+		{"home", map[string]string{"HOME": "/home/u"}, "/home/u/.cache/huggingface"},
+		{"nothing", nil, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := HFHome(func(k string) string { return tt.env[k] }); got != tt.want {
+				t.Errorf("HFHome = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestReadHFHome: --hf-cache names Hugging Face's home; its hub directory
+// given instead is taken for the home above it, with a note, and a hub
+// cache under another name is refused with what to give.
+func TestReadHFHome(t *testing.T) {
+	home := t.TempDir()
+	hub := filepath.Join(home, "hub")
+	fakeRepo(t, hub, "acme/tiny", "", map[string][]byte{"config.json": []byte("{}")})
+	other := t.TempDir()
+	fakeRepo(t, other, "acme/tiny", "", map[string][]byte{"config.json": []byte("{}")})
+	for _, tc := range []struct {
+		name, dir, want, note, err string
+	}{
+		{name: "a home", dir: home, want: home},
+		{name: "a home not made yet", dir: filepath.Join(home, "new"), want: filepath.Join(home, "new")},
+		{name: "its hub", dir: hub, want: home, note: "is a Hugging Face hub directory; taking " + home},
+		{name: "its hub, with a slash", dir: hub + "/", want: home, note: "is a Hugging Face hub directory"},
+		{name: "a hub by another name", dir: other, err: "holds the models themselves"},
+		{name: "none", dir: "", want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, note, err := ReadHFHome(tc.dir)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("ReadHFHome(%q) = %q, %v; want an error saying %q", tc.dir, got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want || (tc.note == "") != (note == "") || !strings.Contains(note, tc.note) {
+				t.Errorf("ReadHFHome(%q) = %q, %q, %v; want %q with a note saying %q", tc.dir, got, note, err, tc.want, tc.note)
+			}
+		})
+	}
+}
+
 func TestModelFromHFCache(t *testing.T) {
 	cache := t.TempDir()
 	fakeRepo(t, cache, "Qwen/Qwen3-14B-FP8", "0123abcd", map[string][]byte{
