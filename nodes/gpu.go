@@ -79,6 +79,22 @@ func NewGPU(node string, index int) GPU {
 	}
 }
 
+// PlannerUse is the GPU as the planner sees it: its board, sized by the
+// memory the driver reports, and the memory other programs use
+// (catalog.GPUUseOf).
+func (g GPU) PlannerUse() catalog.GPUUse {
+	return catalog.GPUUseOf(g.Kind, g.Name, g.MemoryTotal, g.MemoryUsed)
+}
+
+// PlannerUses is PlannerUse of each of gpus.
+func PlannerUses(gpus []GPU) []catalog.GPUUse {
+	uses := make([]catalog.GPUUse, len(gpus))
+	for i, g := range gpus {
+		uses[i] = g.PlannerUse()
+	}
+	return uses
+}
+
 // Copy returns g with its own Processes slice.
 func (g GPU) Copy() GPU {
 	g.Processes = append([]Process(nil), g.Processes...)

@@ -3,6 +3,8 @@ package nodes
 import (
 	"errors"
 	"testing"
+
+	"github.com/hearth-llm/hearth/catalog"
 )
 
 func TestParseSimSpec(t *testing.T) {
@@ -65,5 +67,31 @@ func TestHostCUDAVersion(t *testing.T) {
 		if got := (Host{CUDADriverVersion: v}).CUDAVersion(); got != want {
 			t.Errorf("Host{CUDADriverVersion: %d}.CUDAVersion() = %q, want %q", v, got, want)
 		}
+	}
+}
+
+func TestPlannerUse(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		name             string
+		gpu              GPU
+		wantKind         string
+		wantMem, wantUse uint64
+	}{
+		{"simulated", GPU{Kind: "rtx3090", Name: "NVIDIA GeForce RTX 3090", MemoryTotal: 24 << 30, Simulated: true},
+			"rtx3090", 24 << 30, 0},
+		{"discovered, as the driver reports it", GPU{Kind: "rtx4090", Name: "NVIDIA GeForce RTX 4090", MemoryTotal: 24564 * mib, MemoryUsed: 900 * mib},
+			"rtx4090", 24564 * mib, 900 * mib},
+		{"a board the catalog does not list", GPU{Kind: catalog.Unknown, Name: "NVIDIA RTX PRO 6000", MemoryTotal: 96 << 30},
+			catalog.Unknown, 96 << 30, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := tt.gpu.PlannerUse()
+			if u.GPU.Kind != tt.wantKind || u.GPU.MemoryBytes != tt.wantMem || u.UsedBytes != tt.wantUse {
+				t.Errorf("PlannerUse = %s, %d bytes, %d used; want %s, %d, %d", u.GPU.Kind, u.GPU.MemoryBytes, u.UsedBytes,
+					tt.wantKind, tt.wantMem, tt.wantUse)
+			}
+		})
 	}
 }
