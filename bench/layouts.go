@@ -5,8 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
-	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -17,30 +17,9 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// AgentCandidates are the layouts of model worth evaluating for agents on
-// gpus: catalog.Candidates for that one model, less each YaRN layout whose
-// context is no longer than the same layout's native one (its KV cache
-// could not use the longer context, and YaRN costs quality on short
-// prompts).
-func AgentCandidates(gpus []catalog.GPUUse, model catalog.Model) []catalog.Candidate {
-	all := catalog.Candidates(gpus, []catalog.Model{model})
-	var out []catalog.Candidate
-	for _, c := range all {
-		if c.Layout.RopeScaling {
-			native := c.Layout
-			native.RopeScaling = false
-			i := slices.IndexFunc(all, func(n catalog.Candidate) bool { return n.Layout == native })
-			if i >= 0 && c.Plan.MaxModelLen <= all[i].Plan.MaxModelLen {
-				continue
-			}
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
 // LayoutEvaluation is the outcome of EvaluateLayouts: every candidate
-// layout run on one client's workload, and the one recommended.
+// layout run on one client's workload, and the one the planner recommends
+// (catalog.RecommendLayout).
 type LayoutEvaluation struct {
 	Preset   string
 	Sessions int
@@ -98,12 +77,9 @@ const EvaluationSeeds = 3
 // on each candidate, on the GPU kinds gpus (one per GPU of the node, as
 // runtime/sim names them), with EvaluationSeeds seeds from seed, each until
 // its closed set of EvaluationRounds × sessions sessions has ended, and
-// recommends the layout with the lowest task time p50 over all those
-// sessions. A layout that finishes fewer of them (the rest ended in an
-// error) ranks after one that finishes more; layouts within 1% of each
-// other's task time p50 are told apart by fewer compactions per session,
-// then by the order of candidates (the simpler layout first, as
-// catalog.Candidates lists them). The runs are independent and go on at
+// recommends a layout by catalog.RecommendLayout (the lowest task time p50
+// over all those sessions, fewer unfinished sessions first). The runs are
+// independent and go on at
 // once, as many as GOMAXPROCS; the simulation is deterministic, so the same
 // arguments give the same evaluation.
 func EvaluateLayouts(ctx context.Context, candidates []catalog.Candidate, gpus []string, preset Preset, sessions int, seed uint64) (LayoutEvaluation, error) {
@@ -137,64 +113,56 @@ func EvaluateLayouts(ctx context.Context, candidates []catalog.Candidate, gpus [
 	for i, c := range candidates {
 		ev.Layouts = append(ev.Layouts, layoutResult(c, maxLens[i], sessions, seed, runs[i][:]))
 	}
-	for i := range ev.Layouts {
-		if ev.Best < 0 || betterLayout(ev.Layouts[i], ev.Layouts[ev.Best]) {
-			ev.Best = i
-		}
-	}
-	ev.Reason = recommendationReason(ev)
+	ev.Best, ev.Reason = catalog.RecommendLayout(ev.Measures())
 	return ev, nil
 }
 
-// taskTie is how close two task times p50 are, as a share, to count as a
-// tie broken by compactions.
-const taskTie = 0.01
-
-// betterLayout reports whether a ranks before b (see EvaluateLayouts).
-func betterLayout(a, b LayoutResult) bool {
-	if af, bf := a.Summary.FinishedSessions, b.Summary.FinishedSessions; af != bf {
-		return af > bf
-	}
-	at, bt := a.Summary.Session.P50, b.Summary.Session.P50
-	if at < bt*(1-taskTie) {
-		return true
-	}
-	if bt < at*(1-taskTie) {
-		return false
-	}
-	return a.Summary.CompactionsPerSession < b.Summary.CompactionsPerSession
-}
-
-func recommendationReason(ev LayoutEvaluation) string {
-	best := ev.Recommended()
-	if len(ev.Layouts) == 1 {
-		return fmt.Sprintf("%s: the only layout that fits", best.Candidate.Layout)
-	}
-	if best.Summary.FinishedSessions == 0 {
-		return fmt.Sprintf("%s: no layout finished a session; it is the first that fits", best.Candidate.Layout)
-	}
-	runnerUp := -1
-	for i, r := range ev.Layouts {
-		if i != ev.Best && (runnerUp < 0 || betterLayout(r, ev.Layouts[runnerUp])) {
-			runnerUp = i
+// Measures are the evaluation's layouts as the planner weighs them
+// (catalog.RecommendLayout).
+func (e LayoutEvaluation) Measures() []catalog.LayoutMeasure {
+	ms := make([]catalog.LayoutMeasure, len(e.Layouts))
+	for i, r := range e.Layouts {
+		ms[i] = catalog.LayoutMeasure{
+			Layout: r.Candidate.Layout, Sessions: e.TotalSessions, FinishedSessions: r.Summary.FinishedSessions,
+			TaskP50: r.Summary.Session.P50, CompactionsPerSession: r.Summary.CompactionsPerSession,
 		}
 	}
-	next := ev.Layouts[runnerUp]
-	if next.Summary.FinishedSessions < best.Summary.FinishedSessions {
-		return fmt.Sprintf("%s: finished %d of the %d sessions, more than any other layout (%s: %d), task time p50 %.1f s",
-			best.Candidate.Layout, best.Summary.FinishedSessions, ev.TotalSessions, next.Candidate.Layout,
-			next.Summary.FinishedSessions, best.Summary.Session.P50/1000)
+	return ms
+}
+
+// EvaluateAgentLayouts evaluates the layouts of req.Model that fit
+// req.GPUs (catalog.AgentCandidates) on the workload of req.Client's
+// preset: what hearth plan --agent prints and hearth up --agent takes
+// (through LayoutEvaluator).
+func EvaluateAgentLayouts(ctx context.Context, req catalog.AgentLayoutRequest) (LayoutEvaluation, error) {
+	return evaluateCandidates(ctx, req, catalog.AgentCandidates(req.GPUs, req.Model))
+}
+
+func evaluateCandidates(ctx context.Context, req catalog.AgentLayoutRequest, candidates []catalog.Candidate) (LayoutEvaluation, error) {
+	preset, err := PresetByName(req.Client)
+	if err != nil {
+		return LayoutEvaluation{}, err
 	}
-	reason := fmt.Sprintf("%s: lowest task time p50, %.1f s", best.Candidate.Layout, best.Summary.Session.P50/1000)
-	if next.Summary.FinishedSessions > 0 && next.Summary.Session.P50 >= best.Summary.Session.P50*(1-taskTie) &&
-		next.Summary.Session.P50 <= best.Summary.Session.P50*(1+taskTie) {
-		return reason + fmt.Sprintf(", tied with %s and fewer compactions per session (%.2f against %.2f)",
-			next.Candidate.Layout, best.Summary.CompactionsPerSession, next.Summary.CompactionsPerSession)
+	kinds := make([]string, len(req.GPUs))
+	for i, u := range req.GPUs {
+		kinds[i] = u.GPU.Kind
 	}
-	if next.Summary.FinishedSessions > 0 {
-		reason += fmt.Sprintf(" against %.1f s for %s, the next best", next.Summary.Session.P50/1000, next.Candidate.Layout)
+	return EvaluateLayouts(ctx, candidates, kinds, preset, req.Sessions, req.Seed)
+}
+
+// LayoutEvaluator is the planner's LayoutEvaluator: each candidate runs
+// the client preset's workload in the simulation, as EvaluateLayouts runs
+// it.
+type LayoutEvaluator struct{}
+
+var _ catalog.LayoutEvaluator = LayoutEvaluator{}
+
+func (LayoutEvaluator) MeasureLayouts(ctx context.Context, req catalog.AgentLayoutRequest, candidates []catalog.Candidate) ([]catalog.LayoutMeasure, error) {
+	ev, err := evaluateCandidates(ctx, req, candidates)
+	if err != nil {
+		return nil, err
 	}
-	return reason
+	return ev.Measures(), nil
 }
 
 // runLayout runs one candidate on one seed's workload; it returns the run
@@ -249,6 +217,74 @@ func layoutResult(c catalog.Candidate, maxModelLen, sessions int, seed uint64, r
 	}
 	return r
 }
+
+// LayoutReport is an evaluation as `hearth plan --agent --json` prints
+// it: every candidate layout as the simulation measured it and the
+// recommendation. Field names are stable.
+type LayoutReport struct {
+	Model    string `json:"model"`
+	Repo     string `json:"repo"`
+	Agent    string `json:"agent"`
+	Sessions int    `json:"sessions"`
+	// TotalSessions is the closed set of sessions every layout ran to their
+	// end: EvaluationRounds × Sessions on each of the Seeds workloads
+	// from seed Seed.
+	TotalSessions int               `json:"total_sessions"`
+	Seed          uint64            `json:"seed"`
+	Seeds         int               `json:"seeds"`
+	Policy        string            `json:"policy"`
+	Layouts       []LayoutReportRow `json:"layouts"`
+	Recommended   string            `json:"recommended"`
+	Reason        string            `json:"reason"`
+}
+
+// LayoutReportRow is one layout of a LayoutReport: times in ms, task time
+// (a finished session's first request to its last token; 0 when none
+// finished) in s.
+type LayoutReportRow struct {
+	Layout                string  `json:"layout"`
+	TP                    int     `json:"tp"`
+	KVCacheDtype          string  `json:"kv_cache_dtype"`
+	RopeScaling           bool    `json:"rope_scaling"`
+	Engines               int     `json:"engines"`
+	MaxModelLen           int     `json:"max_model_len"`
+	PeakContext           int     `json:"peak_context"`
+	SessionsFit           int     `json:"sessions_fit"`
+	TTFTP50Ms             float64 `json:"ttft_p50_ms"`
+	TTFTP90Ms             float64 `json:"ttft_p90_ms"`
+	TTFTP99Ms             float64 `json:"ttft_p99_ms"`
+	TaskP50S              float64 `json:"task_p50_s"`
+	CompactionsPerSession float64 `json:"compactions_per_session"`
+	Errors                int     `json:"errors"`
+	StartedSessions       int     `json:"started_sessions"`
+	FinishedSessions      int     `json:"finished_sessions"`
+	OutputTokS            float64 `json:"output_tok_s"`
+	Recommended           bool    `json:"recommended"`
+}
+
+// Report is the evaluation's report, for model.
+func (ev LayoutEvaluation) Report(model catalog.Model) LayoutReport {
+	out := LayoutReport{Model: model.Name, Repo: model.Repo, Agent: ev.Preset, Sessions: ev.Sessions, TotalSessions: ev.TotalSessions, Seed: ev.Seed, Seeds: EvaluationSeeds,
+		Policy: EvaluationPolicy, Recommended: ev.Recommended().Candidate.Layout.String(), Reason: ev.Reason}
+	for i, r := range ev.Layouts {
+		l, s := r.Candidate.Layout, r.Summary
+		task := 0.0
+		if s.FinishedSessions > 0 {
+			task = math.Round(s.Session.P50) / 1000
+		}
+		out.Layouts = append(out.Layouts, LayoutReportRow{
+			Layout: l.String(), TP: l.TPSize(), KVCacheDtype: l.KVCacheDtypeOrAuto(), RopeScaling: l.RopeScaling,
+			Engines: len(r.Candidate.Plan.Engines), MaxModelLen: r.MaxModelLen, PeakContext: r.PeakContext, SessionsFit: r.SessionsFit,
+			TTFTP50Ms: round1(s.TTFT.P50), TTFTP90Ms: round1(s.TTFT.P90), TTFTP99Ms: round1(s.TTFT.P99), TaskP50S: task,
+			CompactionsPerSession: math.Round(s.CompactionsPerSession*1000) / 1000, Errors: s.Errors,
+			StartedSessions: s.StartedSessions, FinishedSessions: s.FinishedSessions, OutputTokS: round1(s.OutputTokS),
+			Recommended: i == ev.Best,
+		})
+	}
+	return out
+}
+
+func round1(v float64) float64 { return math.Round(v*10) / 10 }
 
 // WriteLayoutTable prints one row per evaluated layout and the
 // recommendation: context in tokens, sessions whose peak context the KV

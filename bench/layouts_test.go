@@ -24,7 +24,7 @@ func evaluateSmall(t *testing.T) LayoutEvaluation {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := EvaluateLayouts(context.Background(), AgentCandidates(gpus, model), []string{"rtx4090"}, preset, 2, 1)
+	ev, err := EvaluateLayouts(context.Background(), catalog.AgentCandidates(gpus, model), []string{"rtx4090"}, preset, 2, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,63 +96,5 @@ func TestLayoutResultPoolsTheSeeds(t *testing.T) {
 	}
 	if s.Seed != 7 || r.MaxModelLen != 4096 {
 		t.Errorf("seed %d, context %d, want 7 and 4096", s.Seed, r.MaxModelLen)
-	}
-}
-
-func TestBetterLayoutRanks(t *testing.T) {
-	run := func(taskMs, compactions float64, finished int) LayoutResult {
-		return LayoutResult{Summary: RunSummary{Session: Latency{P50: taskMs}, CompactionsPerSession: compactions, FinishedSessions: finished}}
-	}
-	for _, tc := range []struct {
-		name string
-		a, b LayoutResult
-		want bool
-	}{
-		{"faster", run(100, 2, 1), run(120, 0, 1), true},
-		{"slower", run(120, 0, 1), run(100, 2, 1), false},
-		{"tie, fewer compactions", run(100.5, 0, 1), run(100, 1, 1), true},
-		{"tie, more compactions", run(100, 1, 1), run(100.5, 0, 1), false},
-		{"finished beats none", run(0, 0, 0), run(500, 3, 1), false},
-		{"none loses", run(500, 3, 1), run(0, 0, 0), true},
-		{"more finished beats faster", run(500, 0, 6), run(100, 0, 5), true},
-		{"fewer finished loses", run(100, 0, 5), run(500, 0, 6), false},
-	} {
-		if got := betterLayout(tc.a, tc.b); got != tc.want {
-			t.Errorf("%s: betterLayout = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
-func TestRecommendationReasonSaysWhenOnlyItFinishedMost(t *testing.T) {
-	result := func(layout catalog.Layout, taskMs float64, finished int) LayoutResult {
-		return LayoutResult{Candidate: catalog.Candidate{Layout: layout},
-			Summary: RunSummary{Session: Latency{P50: taskMs}, FinishedSessions: finished, StartedSessions: 10}}
-	}
-	ev := LayoutEvaluation{TotalSessions: 10, Best: 1, Layouts: []LayoutResult{
-		result(catalog.Layout{TP: 1}, 100_000, 9),
-		result(catalog.Layout{TP: 2}, 150_000, 10),
-	}}
-	got := recommendationReason(ev)
-	if want := "tp2: finished 10 of the 10 sessions, more than any other layout (per-GPU: 9), task time p50 150.0 s"; got != want {
-		t.Errorf("reason %q, want %q", got, want)
-	}
-}
-
-func TestAgentCandidatesLeaveOutYaRNThatAddsNoContext(t *testing.T) {
-	board, _ := catalog.LookupGPU("rtx4090")
-	gpus := []catalog.GPUUse{{GPU: board}, {GPU: board}}
-	model, err := catalog.DefaultModel(gpus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := catalog.Candidates(gpus, []catalog.Model{model})
-	got := AgentCandidates(gpus, model)
-	if len(got) >= len(all) {
-		t.Fatalf("AgentCandidates kept %d of %d layouts; per-GPU BF16 KV has no room for YaRN's context and should go", len(got), len(all))
-	}
-	for _, c := range got {
-		if c.Layout.RopeScaling && c.Plan.MaxModelLen <= model.MaxModelLen {
-			t.Errorf("%s kept with context %d, no longer than the native %d", c.Layout, c.Plan.MaxModelLen, model.MaxModelLen)
-		}
 	}
 }

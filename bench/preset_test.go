@@ -58,8 +58,8 @@ func medianOf(rows []capturedShape, of func(capturedShape) int) float64 {
 // OpenCode's title request likewise.
 func TestClientPresetsFollowCaptures(t *testing.T) {
 	rows := readCapturedShapes(t)
-	if got := ClientPresetNames(); !slices.Equal(got, []string{"claude-code", "codex", "opencode"}) {
-		t.Fatalf("client presets %v", got)
+	if got := ClientPresetNames(); !slices.Equal(got, []string{"claude-code", "codex", "opencode"}) || !slices.Equal(got, catalog.AgentClientIDs()) {
+		t.Fatalf("client presets %v, catalog's agent clients %v: want claude-code, codex, opencode in both", got, catalog.AgentClientIDs())
 	}
 	for _, name := range ClientPresetNames() {
 		t.Run(name, func(t *testing.T) {
@@ -313,9 +313,8 @@ func TestAgenticDriverSideRequests(t *testing.T) {
 // and warns with the same first prompt.
 func agentClientOf(t *testing.T, preset string) catalog.AgentClient {
 	t.Helper()
-	names := map[string]string{"claude-code": "Claude Code", "codex": "Codex", "opencode": "OpenCode"}
 	for _, c := range catalog.AgentClients {
-		if c.Name == names[preset] {
+		if c.ID == preset {
 			return c
 		}
 	}

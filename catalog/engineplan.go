@@ -105,8 +105,10 @@ func otherProgramsNote(req PlanRequest, got EnginePlan) string {
 
 // AgentClient is a coding-agent client and the tokens of its first prompt:
 // system prompt and tool definitions, which every turn of its sessions
-// repeats.
+// repeats. ID is its name on the command line (hearth up --agent, hearth
+// plan --agent) and its workload's in the benchmark (bench's preset).
 type AgentClient struct {
+	ID                string
 	Name              string
 	FirstPromptTokens int
 }
@@ -116,9 +118,18 @@ type AgentClient struct {
 // Qwen3 chat template (api/testdata/client-shapes.json; bench's
 // TestClientPresetsFollowCaptures holds these figures to it).
 var AgentClients = []AgentClient{
-	{"Claude Code", 19839},
-	{"Codex", 8615},
-	{"OpenCode", 7199},
+	{"claude-code", "Claude Code", 19839},
+	{"codex", "Codex", 8615},
+	{"opencode", "OpenCode", 7199},
+}
+
+// AgentClientIDs lists the AgentClients' IDs.
+func AgentClientIDs() []string {
+	ids := make([]string, len(AgentClients))
+	for i, c := range AgentClients {
+		ids[i] = c.ID
+	}
+	return ids
 }
 
 // ContextShortfall says in one sentence which agent clients' first prompts

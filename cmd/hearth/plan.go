@@ -114,7 +114,7 @@ func evaluateAgentLayouts(ctx context.Context, cfg planConfig, uses []catalog.GP
 	for i, u := range uses {
 		kinds[i] = u.GPU.Kind
 	}
-	return bench.EvaluateLayouts(ctx, bench.AgentCandidates(uses, model), kinds, preset, cfg.sessions, cfg.seed)
+	return bench.EvaluateLayouts(ctx, catalog.AgentCandidates(uses, model), kinds, preset, cfg.sessions, cfg.seed)
 }
 
 func parsePlanFlags(env *environment, args []string) (planConfig, error) {

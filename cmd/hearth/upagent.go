@@ -58,7 +58,7 @@ func chooseAgentLayout(ctx context.Context, cfg *upConfig, log *slog.Logger) err
 	for i, u := range uses {
 		kinds[i] = u.GPU.Kind
 	}
-	candidates := bench.AgentCandidates(uses, model)
+	candidates := catalog.AgentCandidates(uses, model)
 	// The simulation takes seconds to tens of seconds: say what it waits for.
 	log.Info("choosing a layout for the agent client: simulating its sessions on each layout that fits",
 		"client", cfg.agent.client, "layouts", len(candidates), "workloads", bench.EvaluationSeeds,

@@ -21,7 +21,7 @@ func TestUpAgentTakesTheRecommendedLayout(t *testing.T) {
 	uses := []catalog.GPUUse{{GPU: board}}
 	model, _ := catalog.LookupModel("qwen3-14b-fp8")
 	preset, _ := bench.PresetByName("codex")
-	ev, err := bench.EvaluateLayouts(context.Background(), bench.AgentCandidates(uses, model), []string{"rtx4090"}, preset, 2, agentEvaluationSeed)
+	ev, err := bench.EvaluateLayouts(context.Background(), catalog.AgentCandidates(uses, model), []string{"rtx4090"}, preset, 2, agentEvaluationSeed)
 	if err != nil {
 		t.Fatal(err)
 	}

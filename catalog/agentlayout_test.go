@@ -1,0 +1,59 @@
+package catalog
+
+import "testing"
+
+func TestBetterLayoutRanks(t *testing.T) {
+	run := func(taskMs, compactions float64, finished int) LayoutMeasure {
+		return LayoutMeasure{TaskP50: taskMs, CompactionsPerSession: compactions, FinishedSessions: finished}
+	}
+	for _, tc := range []struct {
+		name string
+		a, b LayoutMeasure
+		want bool
+	}{
+		{"faster", run(100, 2, 1), run(120, 0, 1), true},
+		{"slower", run(120, 0, 1), run(100, 2, 1), false},
+		{"tie, fewer compactions", run(100.5, 0, 1), run(100, 1, 1), true},
+		{"tie, more compactions", run(100, 1, 1), run(100.5, 0, 1), false},
+		{"finished beats none", run(0, 0, 0), run(500, 3, 1), false},
+		{"none loses", run(500, 3, 1), run(0, 0, 0), true},
+		{"more finished beats faster", run(500, 0, 6), run(100, 0, 5), true},
+		{"fewer finished loses", run(100, 0, 5), run(500, 0, 6), false},
+	} {
+		if got := betterLayout(tc.a, tc.b); got != tc.want {
+			t.Errorf("%s: betterLayout = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestRecommendationReasonSaysWhenOnlyItFinishedMost(t *testing.T) {
+	measure := func(layout Layout, taskMs float64, finished int) LayoutMeasure {
+		return LayoutMeasure{Layout: layout, TaskP50: taskMs, FinishedSessions: finished, Sessions: 10}
+	}
+	best, got := RecommendLayout([]LayoutMeasure{
+		measure(Layout{TP: 1}, 100_000, 9),
+		measure(Layout{TP: 2}, 150_000, 10),
+	})
+	if want := "tp2: finished 10 of the 10 sessions, more than any other layout (per-GPU: 9), task time p50 150.0 s"; best != 1 || got != want {
+		t.Errorf("recommended %d, %q; want 1, %q", best, got, want)
+	}
+}
+
+func TestAgentCandidatesLeaveOutYaRNThatAddsNoContext(t *testing.T) {
+	board, _ := LookupGPU("rtx4090")
+	gpus := []GPUUse{{GPU: board}, {GPU: board}}
+	model, err := DefaultModel(gpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := Candidates(gpus, []Model{model})
+	got := AgentCandidates(gpus, model)
+	if len(got) >= len(all) {
+		t.Fatalf("AgentCandidates kept %d of %d layouts; per-GPU BF16 KV has no room for YaRN's context and should go", len(got), len(all))
+	}
+	for _, c := range got {
+		if c.Layout.RopeScaling && c.Plan.MaxModelLen <= model.MaxModelLen {
+			t.Errorf("%s kept with context %d, no longer than the native %d", c.Layout, c.Plan.MaxModelLen, model.MaxModelLen)
+		}
+	}
+}
