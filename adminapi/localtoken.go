@@ -27,18 +27,19 @@ const (
 )
 
 // WriteLocalToken makes a new local token and writes it, mode 0600, to
-// LocalTokenFile in dataDir, replacing the last start's.
-func WriteLocalToken(dataDir string) (string, error) {
+// path (LocalTokenFile in the daemon's data directory), replacing the
+// last start's.
+func WriteLocalToken(path string) (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("adminapi: local token: %w", err)
 	}
 	token := hex.EncodeToString(b)
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("adminapi: local token: %w", err)
 	}
-	path := filepath.Join(dataDir, LocalTokenFile)
-	tmp, err := os.CreateTemp(dataDir, LocalTokenFile+".*")
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".*")
 	if err != nil {
 		return "", fmt.Errorf("adminapi: local token: %w", err)
 	}
@@ -58,11 +59,11 @@ func WriteLocalToken(dataDir string) (string, error) {
 	return token, nil
 }
 
-// ReadLocalToken reads the token a daemon with dataDir wrote; "" when
-// there is none or this user cannot read it (then the command needs an
-// admin API key).
-func ReadLocalToken(dataDir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dataDir, LocalTokenFile))
+// ReadLocalToken reads the token a daemon wrote to path; "" when there is
+// none or this user cannot read it (then the command needs an admin API
+// key).
+func ReadLocalToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 		return "", nil
 	}

@@ -13,15 +13,16 @@ import (
 // gateway's traffic and the cluster node to adminapi's interfaces and
 // shapes.
 
-// AdminSources builds the API's sources; node nil: no cluster.
+// AdminSources builds the API's sources; node nil: no cluster, else its
+// identity is kept in clusterDir (DataDir.Cluster).
 func AdminSources(engines func() []hruntime.Status, sup *hruntime.Supervisor, traffic *api.Traffic, decode func([]uint32) string,
-	node *cluster.Node, dataDir string) adminapi.Sources {
+	node *cluster.Node, clusterDir string) adminapi.Sources {
 	src := adminapi.Sources{
 		Engines:  engineAdmin{statuses: engines, logs: sup},
 		Sessions: sessionAdmin{traffic: traffic, decode: decode},
 	}
 	if node != nil { // a nil *cluster.Node in the interface would not read as nil
-		src.Cluster = clusterAdmin{node: node, dir: ClusterDir(dataDir)}
+		src.Cluster = clusterAdmin{node: node, dir: clusterDir}
 	}
 	return src
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -23,9 +22,6 @@ const (
 	DefaultClusterPort = 7443
 	DefaultRoutePort   = 7422
 )
-
-// ClusterDir is where a node keeps its cluster identity.
-func ClusterDir(dataDir string) string { return filepath.Join(dataDir, "cluster") }
 
 // host is the host advertised to peers.
 func (c ClusterConfig) host() string {
@@ -45,7 +41,7 @@ func (c ClusterConfig) host() string {
 // belongs to none.
 func startClusterNode(ctx context.Context, cfg Config, rt *router.Router, gpus []nodes.GPU, log *slog.Logger) (*cluster.Node, error) {
 	c := cfg.Cluster
-	dir := ClusterDir(cfg.DataDir)
+	dir := cfg.Data().Cluster()
 	id, err := cluster.Load(dir)
 	var routes []string
 	switch {

@@ -1,10 +1,15 @@
 package daemon
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +19,7 @@ import (
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
 	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/runtime/docker"
 	"github.com/hearth-llm/hearth/runtime/sim"
 )
 
@@ -131,11 +137,22 @@ type Config struct {
 	KeepEngines bool
 
 	Cluster ClusterConfig
+	// Agent is --agent: the coding-agent client whose workload chooses
+	// the engines' layout (ChooseAgentLayout).
+	Agent AgentConfig
+	// LogLevel and LogFormat are how hearth up logs (-v, --log-format:
+	// LogFormatText or LogFormatJSON).
+	LogLevel  slog.Level
+	LogFormat string
 	// Version is the hearth binary's, announced to peers and naming the
 	// simulated images.
 	Version string
 	// ProgressOut shows image pulls as bars when it is a terminal.
 	ProgressOut io.Writer
+
+	// cmdline is the command line's text that Complete turns into the
+	// fields above (RegisterFlags).
+	cmdline commandLine
 
 	// Set by Options (tests, mostly); see options.go.
 	hearthBinary       string
@@ -148,6 +165,237 @@ type Config struct {
 	gpuInterval        time.Duration
 	// cudaVersion is the driver's, read at start; it picks engine images.
 	cudaVersion int
+}
+
+// AgentConfig is hearth up --agent: the client (a catalog.AgentClients
+// ID; "" for none) and its sessions at once to choose the layout for.
+// Explicit names the layout flags the command line gave ("tp",
+// "kv-cache-dtype", "rope-scaling"), which override the recommendation.
+type AgentConfig struct {
+	Client   string
+	Sessions int
+	Explicit []string
+}
+
+// layoutFlags are the flags a recommended layout sets.
+var layoutFlags = []string{"tp", "kv-cache-dtype", "rope-scaling"}
+
+// Data is the layout of the data directory.
+func (cfg Config) Data() DataDir { return DataDir(cfg.DataDir) }
+
+// Complete fills in what the flags left to be worked out, in the order
+// each depends on the last: the join token from --join-file, the engine
+// runtime, engine and GPU runtime the others imply, the GPUs named, the
+// KV tiers' sizes, the API keys of $HEARTH_SERVER_API_KEYS, the served
+// models (the largest that fits without --model) and their aliases, the
+// data directory and KV store, the Hugging Face home, the node's name and
+// the log level. It reads the command line's text when RegisterFlags
+// bound cfg to one. Validate checks the result; errors in the text are
+// usage errors here.
+func (cfg *Config) Complete(env Env) error {
+	cl := &cfg.cmdline
+	if err := readJoinFile(env.Stdin, &cfg.Cluster.Join, cl.joinFile); err != nil {
+		return err
+	}
+	switch cl.inferHints {
+	case "", "on":
+	case "off":
+		cfg.NoInferredHints = true
+	default:
+		return fmt.Errorf("%w: --infer-hints %q: want on or off", ErrUsage, cl.inferHints)
+	}
+	if cfg.Agent.Client != "" {
+		if !slices.Contains(catalog.AgentClientIDs(), cfg.Agent.Client) {
+			return fmt.Errorf("%w: --agent %q: want one of %s", ErrUsage, cfg.Agent.Client, strings.Join(catalog.AgentClientIDs(), ", "))
+		}
+		if cfg.Agent.Sessions < 1 || cfg.Agent.Sessions > 64 {
+			return fmt.Errorf("%w: --agent-sessions %d: want 1 to 64", ErrUsage, cfg.Agent.Sessions)
+		}
+		for _, name := range layoutFlags {
+			if cl.set[name] {
+				cfg.Agent.Explicit = append(cfg.Agent.Explicit, name)
+			}
+		}
+	}
+	if cfg.EngineRuntime == "" {
+		cfg.EngineRuntime = RuntimeSim
+		if cfg.Sim == "" {
+			cfg.EngineRuntime = RuntimeDocker
+		}
+	}
+	if cfg.Engine == "" && cfg.Sim != "" && cfg.EngineRuntime == RuntimeDocker {
+		cfg.Engine = string(hruntime.KindVLLM)
+	}
+	if cfg.GPURuntime == "" {
+		cfg.GPURuntime = "nvidia"
+		if cfg.Sim != "" {
+			cfg.GPURuntime = "none"
+		}
+	}
+	if cfg.Sim == "" && cl.gpus != "all" && cl.gpus != "" {
+		gpus, err := parseGPUList(cl.gpus)
+		if err != nil {
+			return fmt.Errorf("%w: --gpus: %v", ErrUsage, err)
+		}
+		cfg.GPUs = gpus
+	}
+	switch cfg.Tiers {
+	case kvbm.TiersOff:
+		cfg.KVOffloadGiB = 0
+	case kvbm.TiersRAM, kvbm.TiersRAMSSD:
+		cfg.KVOffloadAuto = cfg.Sim == "" && !cl.set["kv-offloading-size"]
+	}
+	// The server's keys come from its own variable: HEARTH_API_KEY is what
+	// the printed client settings tell clients to export, and a daemon
+	// started from such a shell must not start asking for that key.
+	for _, key := range strings.Split(env.getenv(ServerKeysEnv), ",") {
+		if key = strings.TrimSpace(key); key != "" {
+			cfg.APIKeys = append(cfg.APIKeys, key)
+		}
+	}
+	if err := cfg.completeModels(cl.models); err != nil {
+		return err
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = string(DefaultDataDir(env.getenv))
+	}
+	if cfg.Tiers != kvbm.TiersRAMSSD {
+		cfg.KVStoreDir = ""
+	} else if cfg.KVStoreDir == "" {
+		cfg.KVStoreDir = cfg.Data().KVStore()
+	}
+	if cfg.KVStoreDir != "" {
+		// Engines in containers mount it at the same path.
+		abs, err := filepath.Abs(cfg.KVStoreDir)
+		if err != nil {
+			return fmt.Errorf("%w: --kv-store-dir: %v", ErrUsage, err)
+		}
+		cfg.KVStoreDir = abs
+	}
+	home, note, err := catalog.ReadHFHome(cfg.HFCache)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if note != "" {
+		env.note("hearth up: %s", note)
+	}
+	cfg.HFCache = home
+	if cl.verbose {
+		cfg.LogLevel = slog.LevelDebug
+	}
+	cfg.HFToken = env.getenv("HF_TOKEN")
+	if cfg.Node == "" {
+		cfg.Node, _ = os.Hostname()
+	}
+	return nil
+}
+
+// completeModels reads --model: names separated by commas, each a
+// catalog model (by name or repository: "Qwen/Qwen3-14B-FP8" is served as
+// qwen3-14b-fp8) or, for real engines, a repository the engine loads. The
+// default is the largest catalog model that fits the smallest simulated
+// GPU. The first model is what unknown names map to without --alias.
+func (cfg *Config) completeModels(list string) error {
+	if list == "" && len(cfg.Models) == 0 {
+		list = defaultModel(cfg.Sim)
+	}
+	for _, m := range strings.Split(list, ",") {
+		m = strings.TrimSpace(m)
+		if known, ok := catalog.LookupModel(m); ok {
+			m = known.Name
+		} else if cfg.EngineRuntime != RuntimeSim && m != "" {
+			if err := docker.CheckModel(m); err != nil {
+				return fmt.Errorf("%w: --model: %v", ErrUsage, err)
+			}
+		}
+		if m != "" && !slices.Contains(cfg.Models, m) {
+			cfg.Models = append(cfg.Models, m)
+		}
+	}
+	if len(cfg.Models) == 0 {
+		return fmt.Errorf("%w: --model is empty", ErrUsage)
+	}
+	cfg.Model = cfg.Models[0]
+	if len(cfg.Aliases) == 0 {
+		cfg.Aliases = map[string]string{"*": cfg.Model}
+	}
+	return nil
+}
+
+// defaultModel is the largest catalog model that fits the smallest GPU of
+// a simulated list; qwen3-14b-fp8, what fits a 24 GB board, where the GPUs'
+// sizes are not known.
+func defaultModel(simSpec string) string {
+	const fallback = "qwen3-14b-fp8"
+	gpus, err := nodes.ParseSimSpec(simSpec)
+	if err != nil || len(gpus) == 0 {
+		return fallback // a bad --sim is reported where it is parsed
+	}
+	m, err := catalog.DefaultModel(nodes.PlannerUses(gpus))
+	if err != nil {
+		return fallback
+	}
+	return m.Name
+}
+
+// readJoinFile sets join from --join-file: the file's first line, or
+// stdin's with "-".
+func readJoinFile(stdin io.Reader, join *string, path string) error {
+	if path == "" {
+		return nil
+	}
+	if *join != "" {
+		return fmt.Errorf("%w: --join and --join-file both give a token: keep one", ErrUsage)
+	}
+	r := stdin
+	if path == "-" {
+		if stdin == nil {
+			return fmt.Errorf("%w: --join-file -: no standard input", ErrUsage)
+		}
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("%w: --join-file: %v", ErrUsage, err)
+		}
+		defer f.Close()
+		r = f
+	}
+	line, err := bufio.NewReader(io.LimitReader(r, 64<<10)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("--join-file: %w", err)
+	}
+	if *join = strings.TrimSpace(line); *join == "" {
+		return fmt.Errorf("%w: --join-file %s holds no token", ErrUsage, path)
+	}
+	return nil
+}
+
+// parseGPUList reads --gpus: CUDA device indices or NVML UUIDs
+// ("GPU-…"), separated by commas. A GPU named by UUID is numbered by its
+// place in the list.
+func parseGPUList(s string) ([]GPURef, error) {
+	var out []GPURef
+	seen := map[string]bool{}
+	for i, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		var g GPURef
+		switch n, err := strconv.Atoi(f); {
+		case f == "all":
+			return nil, errors.New(`"all" stands alone: every GPU, or name them, e.g. 0,1`)
+		case err == nil && n >= 0:
+			g.Index = n
+		case strings.HasPrefix(f, "GPU-") && len(f) > len("GPU-"):
+			g = GPURef{Index: i, UUID: f}
+		default:
+			return nil, fmt.Errorf("%q is neither a device index nor a GPU UUID (GPU-…)", f)
+		}
+		if seen[f] {
+			return nil, fmt.Errorf("%s is named twice", f)
+		}
+		seen[f] = true
+		out = append(out, g)
+	}
+	return out, nil
 }
 
 // GPURef is a GPU named on the command line: by CUDA index, or by UUID
@@ -177,6 +425,9 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("%w: --keep-engines needs --engine-runtime docker", ErrUsage)
 	case cfg.Cluster.Join != "" && cfg.Cluster.AskJoin != "":
 		return fmt.Errorf("%w: --join (with a token) and --ask-join (the owner accepts) are two ways to join: give one", ErrUsage)
+	}
+	if cfg.LogFormat != "" && cfg.LogFormat != LogFormatText && cfg.LogFormat != LogFormatJSON {
+		return fmt.Errorf("%w: unknown --log-format %q (known: text, json)", ErrUsage, cfg.LogFormat)
 	}
 	if err := (catalog.Layout{KVCacheDtype: cfg.KVCacheDtype}).Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)

@@ -27,7 +27,7 @@ func TestPrepareDataDirIsPrivate(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := prepareDataDir(dir); err != nil {
+			if err := DataDir(dir).prepare(); err != nil {
 				t.Fatal(err)
 			}
 			fi, err := os.Stat(dir)

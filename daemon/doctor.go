@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -21,20 +22,81 @@ import (
 )
 
 // hearth doctor's checks (doctor.Doctor) read Hearth's parts through
-// the installer's own interfaces; the adapters below are those views, for
-// hearth doctor and for the daemon's Health page alike.
+// the installer's own interfaces; NewDoctor builds them from those views,
+// for hearth doctor and for the daemon's Health page alike.
 
-// DoctorGPUs is the installer's view of GPU discovery. engines names the
-// processes of Hearth's engines (the daemon's own, or this node's engine
-// containers): the memory they hold counts as available, so the checks do
-// not flag Hearth's own engines. nil: none.
-func DoctorGPUs(d nodes.Discoverer, engines func(context.Context) []hruntime.Identity) doctor.GPUSource {
-	return nodeGPUSource{discoverer: d, engines: engines}
+// DoctorConfig is what hearth doctor weighs: the flags of hearth doctor,
+// or the daemon's own configuration on its Health page.
+type DoctorConfig struct {
+	// GPUs reads the GPUs; Engines names the processes of Hearth's
+	// engines, whose memory counts as available (nil: this node's engine
+	// containers, when the Docker Engine answers).
+	GPUs    nodes.Discoverer
+	Engines func(context.Context) []hruntime.Identity
+	// Model is weighed against each GPU's free memory ("": the largest
+	// that fits), read from the Hugging Face home HFCache when the
+	// catalog does not list it.
+	Model   string
+	HFCache string
+	// Engine and Image are the engine image the CUDA check weighs (Engine
+	// "": vLLM's, the default; Image "": the engine's for the driver).
+	Engine hruntime.Kind
+	Image  string
+	// DataDir is Hearth's data directory and KVStoreDir the node's SSD KV
+	// store ("": the data directory's).
+	DataDir    DataDir
+	KVStoreDir string
+	// Addr is the API's address; Serving says this process holds it (the
+	// daemon's Health page).
+	Addr    string
+	Serving bool
+	// Deep also starts a container that asks for the GPUs.
+	Deep bool
+	// Tokenizers reads the engines' tokenizer self-checks (nil: those of
+	// a daemon serving at Addr on this machine, unless Serving).
+	Tokenizers doctor.TokenizerSource
 }
 
-// DoctorFitter weighs model (a catalog name or a repository in the Hugging
-// Face hub cache hub; "": the largest that fits) against one GPU.
-func DoctorFitter(model, hub string) doctor.Fitter { return planFitter{model: model, hub: hub} }
+// NewDoctor builds hearth doctor's checks of c. The returned func closes
+// the doctor's Docker client.
+func NewDoctor(c DoctorConfig) (*doctor.Doctor, func()) {
+	engine := c.Engine
+	if engine == "" {
+		engine = hruntime.KindVLLM
+	}
+	kvDir := c.KVStoreDir
+	if kvDir == "" {
+		kvDir = c.DataDir.KVStore()
+	}
+	hub := catalog.HFHubDir(c.HFCache)
+	if c.Tokenizers == nil && !c.Serving {
+		c.Tokenizers = runningTokenizers{listen: c.Addr, data: c.DataDir}
+	}
+	doc := &doctor.Doctor{
+		GPUs:        nodeGPUSource{discoverer: c.GPUs, engines: c.Engines},
+		Fitter:      planFitter{model: c.Model, hub: hub},
+		EngineImage: EngineImageFor(engine, c.Image),
+		HFCacheDir:  c.HFCache, KVDir: kvDir, DataDir: string(c.DataDir),
+		Addr: c.Addr, Serving: c.Serving,
+		Deep: c.Deep, DeepImage: c.Image,
+		Tokenizers: c.Tokenizers,
+	}
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		return doc, func() {}
+	}
+	doc.Docker = dockerDoctor{cli: cli}
+	if c.Engines == nil {
+		// A daemon serving on this machine holds GPU memory in its engine
+		// containers: that memory is Hearth's, not another program's.
+		node, _ := os.Hostname()
+		doc.GPUs = nodeGPUSource{discoverer: c.GPUs, engines: func(ctx context.Context) []hruntime.Identity {
+			ids, _ := EngineContainers(ctx, cli, node)
+			return ids
+		}}
+	}
+	return doc, func() { cli.Close() }
+}
 
 // DoctorDocker is the installer's view of the Docker Engine.
 func DoctorDocker(cli *client.Client) doctor.DockerSource { return dockerDoctor{cli: cli} }

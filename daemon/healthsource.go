@@ -2,11 +2,8 @@ package daemon
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"time"
-
-	"github.com/moby/moby/client"
 
 	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/console"
@@ -55,32 +52,23 @@ func (h *healthSource) Checks(ctx context.Context) ([]console.HealthCheck, error
 	return append([]console.HealthCheck(nil), h.checks...), nil
 }
 
-// newHealthSource builds the daemon's health checks: hearth doctor's, for
-// the daemon's own configuration. The GPUs are the daemon's latest
-// reading, the API port is the daemon's own (addr), and the memory its
-// engines hold counts as available, so the page does not flag the
-// daemon's own engines. The returned func closes the Docker client.
+// newHealthSource builds the daemon's health checks: hearth doctor's
+// (NewDoctor), for the daemon's own configuration. The GPUs are the
+// daemon's latest reading, the API port is the daemon's own (addr), and
+// the memory its engines hold counts as available, so the page does not
+// flag the daemon's own engines. The returned func closes the Docker
+// client.
 func newHealthSource(cfg Config, gpus nodes.Discoverer, engines func(context.Context) []hruntime.Identity, statuses func() []hruntime.Status, addr string) (*healthSource, func()) {
 	// The engine whose image the CUDA check weighs; the simulated engine
 	// in-process has none, and is weighed as vLLM, the default.
-	kind := hruntime.KindVLLM
+	var kind hruntime.Kind
 	if k, err := hruntime.KindOf(cfg.Engine); err == nil {
 		kind = k.Name
 	}
-	hub := cfg.hubDir()
-	doc := &doctor.Doctor{
-		GPUs:        nodeGPUSource{discoverer: gpus, engines: engines},
-		Fitter:      planFitter{model: cfg.Model, hub: hub},
-		EngineImage: EngineImageFor(kind, cfg.Image),
-		HFCacheDir:  hub, KVDir: filepath.Join(cfg.DataDir, "kv"), DataDir: cfg.DataDir,
-		Addr: addr, Serving: true,
-		Tokenizers: tokenizerChecks(statuses),
-	}
-	closeDocker := func() {}
-	if cli, err := client.New(client.FromEnv); err == nil {
-		doc.Docker = dockerDoctor{cli: cli}
-		closeDocker = func() { cli.Close() }
-	}
+	doc, closeDocker := NewDoctor(DoctorConfig{
+		GPUs: gpus, Engines: engines, Model: cfg.Model, HFCache: cfg.HFCache, Engine: kind, Image: cfg.Image,
+		DataDir: cfg.Data(), KVStoreDir: cfg.KVStoreDir, Addr: addr, Serving: true, Tokenizers: tokenizerChecks(statuses),
+	})
 	return &healthSource{doctor: doc}, closeDocker
 }
 

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/clock"
+	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/installer/doctor"
 	"github.com/hearth-llm/hearth/nodes"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // nowClock is a clock whose time the test sets; only Now is used.
@@ -77,5 +79,42 @@ func TestHealthSourceCountsHearthsEngines(t *testing.T) {
 	}
 	if c := memory(with); c.Status == doctor.Fail || !strings.Contains(c.Evidence, "held by Hearth's engines") {
 		t.Errorf("22 GiB held by Hearth's own engines: %+v, want them counted as available", c)
+	}
+}
+
+// diskRecorder is the host as the doctor sees it, noting which paths it
+// asked about the free disk of.
+type diskRecorder struct {
+	doctor.HostSystem
+	asked []string
+}
+
+func (d *diskRecorder) DiskFree(path string) (uint64, error) {
+	d.asked = append(d.asked, path)
+	return 1 << 40, nil
+}
+
+// TestHealthPageWeighsTheKVStoresDisk: the Health page checks the free
+// disk where the node's KV store is (--kv-store-dir), not a directory of
+// the data directory the store may not be on.
+func TestHealthPageWeighsTheKVStoresDisk(t *testing.T) {
+	cfg := Config{DataDir: t.TempDir(), KVStoreDir: t.TempDir(), Model: "qwen3-14b-fp8"}
+	src, closeDocker := newHealthSource(cfg, nodes.SimSource{}, nil, func() []hruntime.Status { return nil }, "127.0.0.1:0")
+	defer closeDocker()
+	disks := &diskRecorder{}
+	src.doctor.System = disks
+	src.doctor.Docker = nil // no Docker Engine needed
+	checks, err := src.Checks(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kv console.HealthCheck
+	for _, c := range checks {
+		if c.Name == doctor.CheckKVDisk {
+			kv = c
+		}
+	}
+	if !strings.Contains(kv.Evidence, cfg.KVStoreDir) {
+		t.Errorf("KV disk check %+v (disks asked: %q), want the KV store's, %s", kv, disks.asked, cfg.KVStoreDir)
 	}
 }

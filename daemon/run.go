@@ -2,13 +2,12 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -20,6 +19,7 @@ import (
 	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/clock"
+	"github.com/hearth-llm/hearth/cluster"
 	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/nodes"
@@ -28,13 +28,16 @@ import (
 	"github.com/hearth-llm/hearth/router/osl"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker"
+	"github.com/hearth-llm/hearth/tlsca"
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // Run runs the whole daemon on ln until ctx ends: the engines under
 // their supervisor, the router following their KV events, the gateway and
-// the console. It builds in stages (plan, store, routing, engines, API);
+// the console. It builds in stages (GPUs and plan, state, routing,
+// cluster, engines, API), each taking what the stages before it made;
 // what a stage opened is released by one cleanup stack, whichever stage
-// fails.
+// fails, and what runs until ctx ends runs in one errgroup.
 func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log *slog.Logger, opts ...Option) (err error) {
 	for _, o := range opts {
 		o(&cfg)
@@ -46,190 +49,302 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	defer cleanup.run()
 	cleanup.push(func() { ln.Close() }) // the gateway closes it too; a second close is harmless
 
-	// GPUs and plan: which engines run where. The sampler reads the GPUs
-	// from here on; the first reading plans the engines.
-	gpuSource, err := gpuSourceOf(cfg)
+	hw, err := planStage(ctx, cfg, &cleanup, log)
 	if err != nil {
 		return err
 	}
-	if c, ok := gpuSource.(io.Closer); ok {
-		cleanup.push(func() { c.Close() })
-	}
-	inv, discoverErr := gpuSource.Discover(ctx)
-	gpus, err := selectGPUs(cfg, inv, discoverErr, log)
-	if err != nil {
-		return err
-	}
-	if cfg.EngineRuntime == "docker" && cfg.Sim == "" {
-		gpus = withoutOwnEngines(ctx, cfg.Node, gpus, log)
-	}
-	specs, planNotes, err := planEngines(cfg, gpus)
-	if err != nil {
-		return err
-	}
-	if short := contextShortfall(specs); short != "" {
-		log.Warn(short)
-	}
-	if cfg.EngineRuntime == "docker" {
-		cfg.cudaVersion = inv.Host.CUDADriverVersion
-	}
-	if err := prepareDataDir(cfg.DataDir); err != nil {
+	cfg.cudaVersion = hw.cudaVersion
+	if err := cfg.Data().prepare(); err != nil {
 		return fmt.Errorf("up: data dir: %w", err)
 	}
-	log.Info(fmt.Sprintf("starting: %d engines loading…", len(specs)), "sim", cfg.Sim, "engine", cfg.Engine, "engine_runtime", cfg.EngineRuntime, "engines", len(specs),
+	log.Info(fmt.Sprintf("starting: %d engines loading…", len(hw.specs)), "sim", cfg.Sim, "engine", cfg.Engine, "engine_runtime", cfg.EngineRuntime, "engines", len(hw.specs),
 		"listen", ln.Addr().String(), "policy", cfg.Policy, "model", cfg.Model, "data_dir", cfg.DataDir,
 		"api_keys", len(cfg.APIKeys), "speedup", cfg.Speedup)
-
-	// Store: settings and keys that outlive the daemon. Precedence of the
-	// routing policy and the model aliases: what was last saved on the
-	// console's Settings page, when anything was; otherwise --policy and
-	// --alias. Saved settings that do not fit the served model are skipped
-	// with a warning.
-	db, err := store.Open(ctx, filepath.Join(cfg.DataDir, "hearth.db"))
+	st, err := openState(ctx, cfg, ln.Addr(), &cleanup, log)
 	if err != nil {
-		return fmt.Errorf("up: %w", err)
+		return err
+	}
+	kvStore, err := openKVStore(cfg.KVStoreDir, cfg.KVStoreGiB, hw.specs, &cleanup, log)
+	if err != nil {
+		return err
+	}
+	rs, err := newRouting(cfg, hw.specs, st.settings.Policy(), kvStore, log)
+	if err != nil {
+		return err
+	}
+	node, err := startClusterNode(ctx, cfg, rs.router, hw.gpus, log.With("component", "cluster"))
+	if err != nil {
+		return err
+	}
+	if node != nil {
+		cleanup.push(node.Close)
+		rs.fleet.cluster = node
+	}
+	eng, err := startEngines(ctx, cfg, hw, rs, kvStore, &cleanup, log)
+	if err != nil {
+		return err
+	}
+	front, err := newFront(cfg, ln.Addr().String(), hw, st, rs, eng, kvStore, node, &cleanup, log)
+	if err != nil {
+		return err
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return eng.sup.Run(ctx) })
+	g.Go(func() error { return eng.sampler.Run(ctx) })
+	if kvStore != nil {
+		g.Go(func() error { return kvStore.Run(ctx) })
+	}
+	g.Go(func() error {
+		return st.db.RunRetention(ctx, cfg.ResponseRetention, clock.Real{}, log.With("component", "store"))
+	})
+	g.Go(func() error { return front.gateway.Serve(ctx, ln) })
+	g.Go(func() error { return front.console.Run(ctx) })
+	log.Info(fmt.Sprintf("serving on %s; waiting for engines", st.baseURL), "engines", len(hw.specs))
+	g.Go(func() error { printWhenSettled(ctx, stdout, cfg.Model, st, eng, front, log); return nil })
+	err = g.Wait()
+	log.Info("stopped")
+	return err
+}
+
+// hardware is what the first stage found: where the GPUs are read, the
+// first reading's error, the GPUs served from, the engines planned on
+// them (with notes on why an engine got less than its GPUs could give)
+// and the driver's CUDA version for engine images.
+type hardware struct {
+	source      nodes.Discoverer
+	discoverErr error
+	gpus        []nodes.GPU
+	specs       []hruntime.Spec
+	planNotes   map[string]string
+	cudaVersion int
+}
+
+// planStage reads the GPUs and plans which engines run where. The
+// sampler reads the GPUs from the same source later on.
+func planStage(ctx context.Context, cfg Config, cleanup *cleanupStack, log *slog.Logger) (hardware, error) {
+	var hw hardware
+	var err error
+	if hw.source, err = gpuSourceOf(cfg); err != nil {
+		return hw, err
+	}
+	if c, ok := hw.source.(io.Closer); ok {
+		cleanup.push(func() { c.Close() })
+	}
+	inv, discoverErr := hw.source.Discover(ctx)
+	hw.discoverErr = discoverErr
+	if hw.gpus, err = selectGPUs(cfg, inv, discoverErr, log); err != nil {
+		return hw, err
+	}
+	if cfg.EngineRuntime == RuntimeDocker && cfg.Sim == "" {
+		hw.gpus = withoutOwnEngines(ctx, cfg.Node, hw.gpus, log)
+	}
+	if hw.specs, hw.planNotes, err = planEngines(cfg, hw.gpus); err != nil {
+		return hw, err
+	}
+	if short := contextShortfall(hw.specs); short != "" {
+		log.Warn(short)
+	}
+	if cfg.EngineRuntime == RuntimeDocker {
+		hw.cudaVersion = inv.Host.CUDADriverVersion
+	}
+	return hw, nil
+}
+
+// state is what outlives the daemon and how it is served: the database,
+// the API's TLS (and Hearth's own CA, for --tls auto), the served models
+// and the console's settings over them, and the base URL clients use.
+type state struct {
+	db       *store.SQLite
+	tls      *tls.Config
+	ca       *tlsca.Authority
+	models   *api.Models
+	settings *settingsStore
+	baseURL  string
+}
+
+// openState opens the database and checks the exposure against the keys
+// it holds, makes the TLS configuration, and loads the settings. Precedence
+// of the routing policy and the model aliases: what was last saved on the
+// console's Settings page, when anything was; otherwise --policy and
+// --alias. Saved settings that do not fit the served model are skipped
+// with a warning.
+func openState(ctx context.Context, cfg Config, addr net.Addr, cleanup *cleanupStack, log *slog.Logger) (state, error) {
+	var st state
+	db, err := store.Open(ctx, cfg.Data().Database())
+	if err != nil {
+		return st, fmt.Errorf("up: %w", err)
 	}
 	cleanup.push(func() { db.Close() })
+	st.db = db
 	storedKeys, err := db.HasKeys(ctx)
 	if err != nil {
-		return fmt.Errorf("up: %w", err)
+		return st, fmt.Errorf("up: %w", err)
 	}
-	if err := checkExposureKeys(cfg, ln.Addr(), storedKeys); err != nil {
-		return err
+	if err := checkExposureKeys(cfg, addr, storedKeys); err != nil {
+		return st, err
 	}
-	tlsConfig, ca, err := serverTLS(cfg, ln.Addr(), time.Now())
-	if err != nil {
-		return err
+	if st.tls, st.ca, err = serverTLS(cfg, addr, time.Now()); err != nil {
+		return st, err
 	}
-	if ca != nil {
-		log.Info("TLS with Hearth's own CA", "ca", ca.CertPath(), "sha256", ca.Fingerprint())
+	if st.ca != nil {
+		log.Info("TLS with Hearth's own CA", "ca", st.ca.CertPath(), "sha256", st.ca.Fingerprint())
 	}
-	baseURL := cfg.Scheme() + "://" + advertisedAddr(ln.Addr())
-	models, err := api.NewModels(cfg.Models, nil)
-	if err != nil {
-		return fmt.Errorf("up: %w", err)
+	st.baseURL = cfg.Scheme() + "://" + advertisedAddr(addr)
+	if st.models, err = api.NewModels(cfg.Models, nil); err != nil {
+		return st, fmt.Errorf("up: %w", err)
 	}
-	settings, err := newSettingsStore(ctx, db, log, cfg.Policy, cfg.Models, cfg.Aliases, models)
-	if err != nil {
-		return fmt.Errorf("up: %w", err)
+	if st.settings, err = newSettingsStore(ctx, db, log, cfg.Policy, cfg.Models, cfg.Aliases, st.models); err != nil {
+		return st, fmt.Errorf("up: %w", err)
 	}
+	return st, nil
+}
 
-	var kvStore *kvbm.NodeStore
-	if cfg.KVStoreDir != "" {
-		// The engines' node: the GPUs' (simulated GPUs are on node "sim").
-		kvStore, err = kvbm.OpenNodeStore(specs[0].GPU.Node, cfg.KVStoreDir, int64(cfg.KVStoreGiB*(1<<30)), log.With("component", "kvstore"))
-		if err != nil {
-			return fmt.Errorf("up: %w", err)
-		}
-		cleanup.push(func() { kvStore.Close() })
+// openKVStore opens the node's SSD KV store in dir with a capacity of gib
+// GiB (0: its default), on the engines' node (the GPUs'; simulated GPUs
+// are on node "sim"); nil without a dir.
+func openKVStore(dir string, gib float64, specs []hruntime.Spec, cleanup *cleanupStack, log *slog.Logger) (*kvbm.NodeStore, error) {
+	if dir == "" {
+		return nil, nil
 	}
-	// Routing: requests are hashed with the served model's own tokenizer,
-	// the one its engines load.
-	tok, _, err := specTokenizers(cfg, specs)
+	st, err := kvbm.OpenNodeStore(specs[0].GPU.Node, dir, int64(gib*(1<<30)), log.With("component", "kvstore"))
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("up: %w", err)
 	}
-	reg := prometheus.NewRegistry()
-	routerMetrics, err := router.NewMetrics(reg)
+	cleanup.push(func() { st.Close() })
+	return st, nil
+}
+
+// routing is the router and what feeds it: the served model's tokenizer
+// (the one its engines load), the metrics registry, and the fleet that
+// puts ready engines into the router.
+type routing struct {
+	tok      *tokenizer.Model
+	registry *prometheus.Registry
+	router   *router.Router
+	fleet    *fleet
+}
+
+// newRouting builds the router with the policy in force, and ties the node
+// store (nil: none) to it: the store's eviction weighs the priority of the
+// requests that covered a block, which only the router sees, and its
+// evictions leave the router's index.
+func newRouting(cfg Config, specs []hruntime.Spec, policy string, kvStore *kvbm.NodeStore, log *slog.Logger) (routing, error) {
+	var rs routing
+	var err error
+	if rs.tok, _, err = specTokenizers(cfg, specs); err != nil {
+		return rs, err
+	}
+	rs.registry = prometheus.NewRegistry()
+	metrics, err := router.NewMetrics(rs.registry)
 	if err != nil {
-		return fmt.Errorf("up: %w", err)
+		return rs, fmt.Errorf("up: %w", err)
 	}
-	rcfg := router.Config{Policy: settings.Policy(), Seed: cfg.Seed}
+	rcfg := router.Config{Policy: policy, Seed: cfg.Seed}
 	if kvStore != nil {
-		// The store's eviction weighs the priority of the requests that
-		// covered a block, which only the router sees.
 		rcfg.BlockPriorities = nodeStoreBlockPriorities
 	}
-	rt, err := router.New(rcfg,
-		router.WithLogger(log.With("component", "router")), router.WithMetrics(routerMetrics))
-	if err != nil {
-		return fmt.Errorf("up: %w", err)
+	if rs.router, err = router.New(rcfg, router.WithLogger(log.With("component", "router")), router.WithMetrics(metrics)); err != nil {
+		return rs, fmt.Errorf("up: %w", err)
 	}
+	rs.fleet = newFleet(rs.router, log.With("component", "fleet"))
 	if kvStore != nil {
-		if err := reg.Register(kvStore.Store); err != nil {
-			return fmt.Errorf("up: %w", err)
+		if err := rs.registry.Register(kvStore.Store); err != nil {
+			return rs, fmt.Errorf("up: %w", err)
 		}
+		rs.fleet.storeReadBytesPerSec = catalog.DefaultDiskGBps * 1e9
+		rs.fleet.store = kvStore
+		kvStore.TellEvictions(nodeStoreEvictions(rs.router, specs))
+		kvStore.WeighPriorities(newNodeStorePriorities(rs.router, specs))
 	}
-	engines := newFleet(rt, log.With("component", "fleet"))
-	if kvStore != nil {
-		engines.storeReadBytesPerSec = catalog.DefaultDiskGBps * 1e9
-		engines.store = kvStore
-		kvStore.TellEvictions(nodeStoreEvictions(rt, specs))
-		kvStore.WeighPriorities(newNodeStorePriorities(rt, specs))
+	if err := rs.registry.Register(ingest.NewCollector(rs.fleet.ingestStats, rs.fleet.workerName)); err != nil {
+		return rs, fmt.Errorf("up: %w", err)
 	}
-	if err := reg.Register(ingest.NewCollector(engines.ingestStats, engines.workerName)); err != nil {
-		return fmt.Errorf("up: %w", err)
-	}
+	return rs, nil
+}
 
-	// Cluster: peers' engines join the router, this node's are offered.
-	clusterNode, err := startClusterNode(ctx, cfg, rt, gpus, log.With("component", "cluster"))
-	if err != nil {
-		return err
-	}
-	if clusterNode != nil {
-		cleanup.push(clusterNode.Close)
-		engines.cluster = clusterNode
-	}
+// engines is the engines under their supervisor, the GPU sampler that
+// watches their GPUs, and their statuses as the console and the admin
+// API show them (an engine whose image is being pulled shows the pull as
+// its phase).
+type engines struct {
+	sup      *hruntime.Supervisor
+	sampler  *nodes.Sampler
+	statuses func() []hruntime.Status
+}
 
-	// Engines, under one supervisor.
+// startEngines builds the engines' launcher and their supervisor, with
+// the fleet as what attaches ready engines, and the sampler: a GPU lost
+// stops its engines, and its return starts them again.
+func startEngines(ctx context.Context, cfg Config, hw hardware, rs routing, kvStore *kvbm.NodeStore, cleanup *cleanupStack, log *slog.Logger) (engines, error) {
+	var eng engines
 	pulls := newPullBoard(cfg.ProgressOut, log)
-	launcher, closeLauncher, err := newLauncher(ctx, cfg, tok, kvStore, pulls.set, log)
+	launcher, closeLauncher, err := newLauncher(ctx, cfg, rs.tok, kvStore, pulls.set, log)
 	if err != nil {
-		return err
+		return eng, err
 	}
 	cleanup.push(closeLauncher)
 	if d, ok := launcher.(*docker.Launcher); ok {
-		if err := d.RemoveStale(ctx, specs); err != nil {
-			return fmt.Errorf("up: %w", err)
+		if err := d.RemoveStale(ctx, hw.specs); err != nil {
+			return eng, fmt.Errorf("up: %w", err)
 		}
 	}
-	supervised := make([]hruntime.Supervised, len(specs))
-	for i, spec := range specs {
+	supervised := make([]hruntime.Supervised, len(hw.specs))
+	for i, spec := range hw.specs {
 		supervised[i] = hruntime.Supervised{Spec: spec, Launcher: launcher}
 	}
-	sup, err := hruntime.NewSupervisor(hruntime.SupervisorConfig{
-		Engines: supervised, Attacher: engines, StopTimeout: cfg.StopTimeout, Backoff: cfg.backoff, KeepEngines: cfg.KeepEngines,
-		Tokenizer: func(hruntime.Spec) hruntime.ChatTokenizer { return tok },
+	eng.sup, err = hruntime.NewSupervisor(hruntime.SupervisorConfig{
+		Engines: supervised, Attacher: rs.fleet, StopTimeout: cfg.StopTimeout, Backoff: cfg.backoff, KeepEngines: cfg.KeepEngines,
+		Tokenizer: func(hruntime.Spec) hruntime.ChatTokenizer { return rs.tok },
 		Logger:    log.With("component", "supervisor"),
 	})
 	if err != nil {
-		return fmt.Errorf("up: %w", err)
+		return eng, fmt.Errorf("up: %w", err)
 	}
-	// A GPU lost stops its engines, and its return starts them again.
-	watch := gpuWatch{specs: specs, sup: sup}
-	sampler := nodes.NewSampler(nodes.SamplerConfig{
-		Source: gpuSource, Interval: cfg.gpuInterval, Logger: log.With("component", "gpus"), OnLost: watch.lost, OnFound: watch.found,
+	watch := gpuWatch{specs: hw.specs, sup: eng.sup}
+	eng.sampler = nodes.NewSampler(nodes.SamplerConfig{
+		Source: hw.source, Interval: cfg.gpuInterval, Logger: log.With("component", "gpus"), OnLost: watch.lost, OnFound: watch.found,
 	})
-	if _, err := sampler.Sample(ctx); err != nil && discoverErr == nil {
+	if _, err := eng.sampler.Sample(ctx); err != nil && hw.discoverErr == nil {
 		log.Warn("reading the GPUs", "err", err)
 	}
-	if err := reg.Register(sampler); err != nil {
-		return fmt.Errorf("up: %w", err)
+	if err := rs.registry.Register(eng.sampler); err != nil {
+		return eng, fmt.Errorf("up: %w", err)
 	}
-	contextTokens := specs[0].Estimate.MaxModelLen
-	// An engine whose image is being pulled shows the pull as its phase.
-	engineStatuses := func() []hruntime.Status { return pulls.annotate(sup.Engines()) }
+	eng.statuses = func() []hruntime.Status { return pulls.annotate(eng.sup.Engines()) }
+	return eng, nil
+}
 
-	// API: the gateway, with the console mounted on it. The console reads
-	// the engines, the router and the gateway's traffic through adapters;
-	// the keys it creates, kept in the database, open the API too, next to
-	// the command line's.
-	routes := &gatewayRouter{rt: rt, defaultPolicy: settings.Policy, whyNoWorker: sup.Summary}
-	keys := &keyStore{db: db, static: cfg.APIKeys}
+// front is what clients talk to: the gateway, with the console and the
+// admin API mounted on it, and the context length it serves.
+type front struct {
+	gateway       *api.Gateway
+	console       *console.Console
+	contextTokens int
+}
+
+// newFront builds the console and the gateway. The console reads the
+// engines, the router and the gateway's traffic through adapters; the
+// keys it creates, kept in the database, open the API too, next to the
+// command line's.
+func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng engines, kvStore *kvbm.NodeStore, node *cluster.Node,
+	cleanup *cleanupStack, log *slog.Logger) (front, error) {
+	f := front{contextTokens: hw.specs[0].Estimate.MaxModelLen}
 	traffic := api.NewTraffic(api.TrafficLimits{})
+	keys := &keyStore{db: st.db, static: cfg.APIKeys}
 	keyless := &keylessClients{}
-	health, closeHealth := newHealthSource(cfg, latestGPUs{sampler}, engineIdentities(sup), engineStatuses, ln.Addr().String())
+	health, closeHealth := newHealthSource(cfg, latestGPUs{eng.sampler}, engineIdentities(eng.sup), eng.statuses, addr)
 	cleanup.push(closeHealth)
 	deps := console.Deps{
-		Engines:     engineSource{engines: engineStatuses, logs: sup.Logs, rt: rt, gpus: sampler, planNotes: planNotes, client: &http.Client{}},
-		Router:      routerSource{rt: rt},
-		Traffic:     &trafficSource{traffic: traffic, decode: tok.Decode},
+		Engines:     engineSource{engines: eng.statuses, logs: eng.sup.Logs, rt: rs.router, gpus: eng.sampler, planNotes: hw.planNotes, client: &http.Client{}},
+		Router:      routerSource{rt: rs.router},
+		Traffic:     &trafficSource{traffic: traffic, decode: rs.tok.Decode},
 		Keys:        keys,
-		Settings:    settings,
+		Settings:    st.settings,
 		Health:      health,
 		KeyRequired: apiKeys{keys}.required,
 		Keyless:     keyless,
-		Owner:       db,
+		Owner:       st.db,
 		Logger:      log,
 	}
 	if kvStore != nil {
@@ -237,34 +352,34 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	}
 	// The hearth command on this machine proves its state-changing
 	// requests with a token only this user can read (docs/security.md).
-	if cfg.DataDir != "" {
-		if deps.LocalToken, err = adminapi.WriteLocalToken(cfg.DataDir); err != nil {
-			return fmt.Errorf("up: %w", err)
-		}
+	var err error
+	if deps.LocalToken, err = adminapi.WriteLocalToken(cfg.Data().LocalToken()); err != nil {
+		return f, fmt.Errorf("up: %w", err)
 	}
-	if clusterNode != nil {
-		deps.Cluster = newClusterConsole(clusterNode, cfg.Cluster)
+	if node != nil {
+		deps.Cluster = newClusterConsole(node, cfg.Cluster)
 	}
-	con, err := console.New(console.Config{
-		Model: cfg.Model, ContextTokens: contextTokens, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
+	if f.console, err = console.New(console.Config{
+		Model: cfg.Model, ContextTokens: f.contextTokens, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
 		SecureCookie: cfg.ServesTLS(),
-	}, deps)
-	if err != nil {
-		return fmt.Errorf("up: %w", err)
+	}, deps); err != nil {
+		return f, fmt.Errorf("up: %w", err)
 	}
-	gw, err := api.New(api.Config{
-		Addr: ln.Addr().String(), Models: cfg.Models, ContextTokens: contextTokens,
-		TLS:             tlsConfig, // above the gateway's connection cap
-		NoInferredHints: cfg.NoInferredHints, EnginePriority: enginePriority(specs),
+	admin := AdminSources(eng.statuses, eng.sup, traffic, rs.tok.Decode, node, cfg.Data().Cluster())
+	routes := &gatewayRouter{rt: rs.router, defaultPolicy: st.settings.Policy, whyNoWorker: eng.sup.Summary}
+	f.gateway, err = api.New(api.Config{
+		Addr: addr, Models: cfg.Models, ContextTokens: f.contextTokens,
+		TLS:             st.tls, // above the gateway's connection cap
+		NoInferredHints: cfg.NoInferredHints, EnginePriority: enginePriority(hw.specs),
 	}, api.Deps{
-		Router: routes, Tokenizer: tok, Store: db, Registry: reg, Logger: log,
-		Keys: apiKeys{keys}, Models: models, Traffic: traffic,
+		Router: routes, Tokenizer: rs.tok, Store: st.db, Registry: rs.registry, Logger: log,
+		Keys: apiKeys{keys}, Models: st.models, Traffic: traffic,
 		OutputLengths: osl.New(osl.Config{}, clock.Real{}),
 		Mount: func(r fiber.Router) {
-			con.Register(r)
-			adminapi.Mount(r, con.Guard, AdminSources(engineStatuses, sup, traffic, tok.Decode, clusterNode, cfg.DataDir))
+			f.console.Register(r)
+			adminapi.Mount(r, f.console.Guard, admin)
 			if cfg.Profile {
-				adminapi.MountProfiler(r, con.Guard)
+				adminapi.MountProfiler(r, f.console.Guard)
 			}
 			// A browser opening the API's address lands on the console;
 			// HEAD / (Claude Code's probe) keeps the gateway's answer.
@@ -272,54 +387,30 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("up: %w", err)
+		return f, fmt.Errorf("up: %w", err)
 	}
-	keyless.gw = gw
-
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return sup.Run(ctx) })
-	g.Go(func() error { return sampler.Run(ctx) })
-	if kvStore != nil {
-		g.Go(func() error { return kvStore.Run(ctx) })
-	}
-	g.Go(func() error {
-		return db.RunRetention(ctx, cfg.ResponseRetention, clock.Real{}, log.With("component", "store"))
-	})
-	g.Go(func() error { return gw.Serve(ctx, ln) })
-	g.Go(func() error { return con.Run(ctx) })
-	log.Info(fmt.Sprintf("serving on %s; waiting for engines", baseURL), "engines", len(specs))
-	// The settings are printed once the engines are ready (or have failed):
-	// a client that follows them at once finds them serving. Keys created
-	// in the console last across restarts: ask the gateway, not the
-	// command line, whether one is needed.
-	g.Go(func() error {
-		select {
-		case <-sup.Settled():
-			log.Info("engines settled", "engines", sup.Summary(""))
-			if ca != nil {
-				printTrust(stdout, ca)
-			}
-			if token := con.SetupToken(); token != "" {
-				printSetupToken(stdout, baseURL, token)
-			}
-			printConnectSettings(stdout, baseURL, cfg.Model, contextTokens, gw.KeyRequired(ctx))
-		case <-ctx.Done():
-		}
-		return nil
-	})
-	err = g.Wait()
-	log.Info("stopped")
-	return err
+	keyless.gw = f.gateway
+	return f, nil
 }
 
-// prepareDataDir creates the data directory, or narrows one that exists,
-// to its owner alone: it holds the database of key digests and
-// conversations, the CA's private key and the node's cluster identity.
-func prepareDataDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+// printWhenSettled prints the clients' settings once the engines are
+// ready (or have failed), so that a client that follows them at once
+// finds them serving, with the CA to trust and the console's setup token
+// before them. Keys created in the console last across restarts: it asks
+// the gateway, not the command line, whether one is needed.
+func printWhenSettled(ctx context.Context, stdout io.Writer, model string, st state, eng engines, f front, log *slog.Logger) {
+	select {
+	case <-eng.sup.Settled():
+		log.Info("engines settled", "engines", eng.sup.Summary(""))
+		if st.ca != nil {
+			printTrust(stdout, st.ca)
+		}
+		if token := f.console.SetupToken(); token != "" {
+			printSetupToken(stdout, st.baseURL, token)
+		}
+		printConnectSettings(stdout, st.baseURL, model, f.contextTokens, f.gateway.KeyRequired(ctx))
+	case <-ctx.Done():
 	}
-	return os.Chmod(dir, 0o700)
 }
 
 // cleanupStack runs what was pushed in reverse order.

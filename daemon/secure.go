@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -97,7 +96,7 @@ func serverTLS(cfg Config, listenAddr net.Addr, now time.Time) (*tls.Config, *tl
 		return nil, nil, nil
 	}
 	host, _ := os.Hostname()
-	ca, err := tlsca.LoadOrCreate(filepath.Join(cfg.DataDir, "tls"), host, now)
+	ca, err := tlsca.LoadOrCreate(cfg.Data().TLS(), host, now)
 	if err != nil {
 		return nil, nil, fmt.Errorf("up: %w", err)
 	}

@@ -2,52 +2,33 @@ package daemon_test
 
 import (
 	"context"
+	"flag"
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/daemon/daemontest"
-	"github.com/hearth-llm/hearth/kvbm"
-	"github.com/hearth-llm/hearth/router"
 )
 
-// simConfig is the Config hearth up's command line gives for
+// simConfig is the Config hearth up's flags give for
 // `--sim spec --speedup 100 --data-dir <temp>` with nothing else set:
 // simulated engines in the daemon, the default model of a 24 GB board and
-// the flags' defaults. edit changes it as further flags would.
+// the flags' defaults. edit changes it as further flags would, before
+// Complete fills in what they imply.
 func simConfig(t testing.TB, spec string, edit func(*daemon.Config)) daemon.Config {
 	t.Helper()
-	cfg := daemon.Config{
-		Sim: spec, EngineRuntime: daemon.RuntimeSim, GPURuntime: "none", TP: 1,
-		StopTimeout: 30 * time.Second, Listen: "127.0.0.1:8000", Policy: router.PolicyHearth,
-		DataDir: t.TempDir(), Speedup: 100, KVOffloadGiB: 32, Tiers: kvbm.TiersRAMSSD,
-		TLS: daemon.TLSOff, Version: "dev",
-		Cluster: daemon.ClusterConfig{MDNS: true,
-			Listen:      net.JoinHostPort("0.0.0.0", strconv.Itoa(daemon.DefaultClusterPort)),
-			RouteListen: net.JoinHostPort("0.0.0.0", strconv.Itoa(daemon.DefaultRoutePort))},
+	cfg := daemon.Config{Version: "dev"}
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	if _, err := daemon.RegisterFlags(fs, &cfg, daemon.Env{}).Parse([]string{"--sim", spec, "--speedup", "100", "--data-dir", t.TempDir()}); err != nil {
+		t.Fatal(err)
 	}
-	cfg.Node, _ = os.Hostname()
 	if edit != nil {
 		edit(&cfg)
 	}
-	if cfg.Engine == "" && cfg.EngineRuntime == daemon.RuntimeDocker {
-		cfg.Engine = "vllm"
-	}
-	if len(cfg.Models) == 0 {
-		cfg.Models = []string{"qwen3-14b-fp8"}
-	}
-	cfg.Model = cfg.Models[0]
-	if len(cfg.Aliases) == 0 {
-		cfg.Aliases = map[string]string{"*": cfg.Model}
-	}
-	if cfg.KVStoreDir == "" {
-		cfg.KVStoreDir = filepath.Join(cfg.DataDir, "kvstore")
+	if err := cfg.Complete(daemon.Env{}); err != nil {
+		t.Fatal(err)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)

@@ -6,18 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hearth-llm/hearth/adminapi"
+	"github.com/hearth-llm/hearth/daemon"
 	hruntime "github.com/hearth-llm/hearth/runtime"
-	"github.com/hearth-llm/hearth/tlsca"
 )
 
 // The commands that ask a running daemon (engines, logs, cluster status
@@ -32,53 +30,18 @@ func registerDaemonFlags(fs *flag.FlagSet, getenv func(string) string) daemonFla
 	return daemonFlags{
 		addr:    fs.String("addr", "http://127.0.0.1:8000", "the daemon's address"),
 		key:     fs.String("api-key", "", "API key, when the daemon needs one (also $HEARTH_API_KEY)"),
-		dataDir: fs.String("data-dir", defaultDataDir(getenv), "where Hearth keeps its state; an https daemon's certificate may come from its CA there (tls/ca.pem, hearth up --tls auto)"),
+		dataDir: fs.String("data-dir", string(daemon.DefaultDataDir(getenv)), "where Hearth keeps its state; an https daemon's certificate may come from its CA there (tls/ca.pem, hearth up --tls auto)"),
 	}
 }
 
-// client is the daemon's client: the key from --api-key or
-// $HEARTH_API_KEY; over https, Hearth's own CA under --data-dir trusted
-// besides the system's roots.
+// client is the daemon's client (daemon.AdminClient): the key from
+// --api-key or $HEARTH_API_KEY.
 func (f daemonFlags) client(env *environment) (*adminapi.Client, error) {
 	key := *f.key
 	if key == "" {
 		key = env.getenv("HEARTH_API_KEY")
 	}
-	hc := http.DefaultClient
-	if strings.HasPrefix(*f.addr, "https://") {
-		var err error
-		if hc, err = adminapi.HTTPClientTrusting(filepath.Join(*f.dataDir, "tls", tlsca.CAFile)); err != nil {
-			return nil, err
-		}
-	}
-	c, err := adminapi.NewClient(*f.addr, key, hc)
-	if err != nil {
-		return nil, fmt.Errorf("%w: --addr: %v", errUsage, err)
-	}
-	// On this machine, without a key, the daemon's local token proves that
-	// its user, not a web page, asks; it is never sent elsewhere.
-	if key == "" && loopbackURL(*f.addr) {
-		token, err := adminapi.ReadLocalToken(*f.dataDir)
-		if err != nil {
-			return nil, err
-		}
-		c.SetLocalToken(token)
-	}
-	return c, nil
-}
-
-// loopbackURL reports an address on this machine.
-func loopbackURL(addr string) bool {
-	u, err := url.Parse(addr)
-	if err != nil {
-		return false
-	}
-	host := u.Hostname()
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return daemon.AdminClient(*f.addr, key, daemon.DataDir(*f.dataDir))
 }
 
 // explain words an error of the daemon's client for the command line.

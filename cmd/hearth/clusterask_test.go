@@ -71,7 +71,7 @@ func oneJoinRequest(t *testing.T, base string) adminapi.JoinRequest {
 // machine: with the local token from its data directory.
 func postAPI(t *testing.T, base, dataDir, path string) (*http.Response, error) {
 	t.Helper()
-	token, err := adminapi.ReadLocalToken(dataDir)
+	token, err := adminapi.ReadLocalToken(daemon.DataDir(dataDir).LocalToken())
 	if err != nil || token == "" {
 		t.Fatalf("no local token in %s: %v", dataDir, err)
 	}
@@ -171,7 +171,7 @@ func TestAskJoinThroughTheAPI(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("a rejected hearth up --ask-join did not end")
 	}
-	if _, err := cluster.Load(daemon.ClusterDir(dirC)); !errors.Is(err, cluster.ErrNoCluster) {
+	if _, err := cluster.Load(daemon.DataDir(dirC).Cluster()); !errors.Is(err, cluster.ErrNoCluster) {
 		t.Fatalf("a rejected node holds an identity: %v", err)
 	}
 	doneC <- nil // the cleanup waits for one value

@@ -3,30 +3,16 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hearth-llm/hearth/adminapi"
-	"github.com/hearth-llm/hearth/cluster"
 	"github.com/hearth-llm/hearth/daemon"
 )
-
-func registerClusterFlags(fs *flag.FlagSet, c *daemon.ClusterConfig) {
-	fs.StringVar(&c.Join, "join", "", "join the cluster of the token `hearth cluster token` printed on its first node")
-	fs.StringVar(&c.AskJoin, "ask-join", "", "ask to join the cluster of the node at `HOST[:PORT]` (its cluster port, default "+strconv.Itoa(daemon.DefaultClusterPort)+"), or auto to find it with mDNS; its owner accepts after comparing the code both print")
-	fs.StringVar(&c.Listen, "cluster-listen", net.JoinHostPort("0.0.0.0", strconv.Itoa(daemon.DefaultClusterPort)), "address of the cluster port (joins and the engine proxy, TLS), when this node belongs to a cluster")
-	fs.StringVar(&c.RouteListen, "cluster-routes-listen", net.JoinHostPort("0.0.0.0", strconv.Itoa(daemon.DefaultRoutePort)), "address of the cluster's NATS routes (mutual TLS)")
-	fs.StringVar(&c.AdvertiseHost, "advertise-host", "", "the address peers reach this node at (default: the first LAN address of --advertise-iface or of any LAN interface)")
-	fs.StringVar(&c.AdvertiseIface, "advertise-iface", "", "the interface to announce on with mDNS and advertise (default: every LAN interface; loopback, docker0, bridges and veths only when named here)")
-	fs.BoolVar(&c.MDNS, "mdns", true, "announce this node with mDNS (_hearth._tcp) and find the cluster's peers on the LAN")
-}
 
 // runCluster is hearth cluster token|status|revoke|leave.
 func runCluster(ctx context.Context, env *environment, args []string) error {
@@ -41,7 +27,7 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 		target, rest = rest[0], rest[1:]
 	}
 	fs := newFlagSet(env, "cluster "+sub, usage)
-	dataDir := fs.String("data-dir", defaultDataDir(env.getenv), "where Hearth keeps its state")
+	dataDir := fs.String("data-dir", string(daemon.DefaultDataDir(env.getenv)), "where Hearth keeps its state")
 	node := fs.String("node", "", "this node's name (default: the host name)")
 	advertise := fs.String("advertise", "", "addresses (host:port of the cluster port, comma-separated) to put in the token (default: every LAN address, port "+strconv.Itoa(daemon.DefaultClusterPort)+")")
 	iface := fs.String("advertise-iface", "", "take the token's addresses from this interface only")
@@ -55,20 +41,13 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 	running := daemonFlags{addr: addr, key: key, dataDir: dataDir}
 	switch sub {
 	case "token":
-		dir := daemon.ClusterDir(*dataDir)
-		id, err := cluster.Load(dir)
-		if errors.Is(err, cluster.ErrNoCluster) {
-			name := *node
-			if name == "" {
-				name = hostName()
-			}
-			if id, err = cluster.Create(dir, name); err != nil {
-				return err
-			}
-			fmt.Fprintf(env.stderr, "created cluster %s in %s\n", id.ClusterID(), dir)
-		} else if err != nil {
+		id, created, err := daemon.DataDir(*dataDir).ClusterIdentity(*node)
+		switch {
+		case err != nil:
 			return err
-		} else if *rotate {
+		case created:
+			fmt.Fprintf(env.stderr, "created cluster %s in %s\n", id.ClusterID(), daemon.DataDir(*dataDir).Cluster())
+		case *rotate:
 			if err := id.RotateSecret(); err != nil {
 				return err
 			}
@@ -175,11 +154,6 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 		return printOutcome(env.stdout, o, err)
 	}
 	return fmt.Errorf("%w: cluster: unknown subcommand %q", errUsage, sub)
-}
-
-func hostName() string {
-	h, _ := os.Hostname()
-	return h
 }
 
 // noteDaemonOutside tells, on stderr, that the hearth up serving at --addr

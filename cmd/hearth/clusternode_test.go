@@ -352,7 +352,7 @@ func TestDaemonsFormACluster(t *testing.T) {
 		}
 		return false
 	})
-	if _, err := cluster.Load(daemon.ClusterDir(dirB)); !errors.Is(err, cluster.ErrNoCluster) {
+	if _, err := cluster.Load(daemon.DataDir(dirB).Cluster()); !errors.Is(err, cluster.ErrNoCluster) {
 		t.Fatalf("b still holds an identity after leaving: %v", err)
 	}
 }

@@ -45,7 +45,7 @@ func TestClusterTokenTellsARunningDaemonToRestart(t *testing.T) {
 	if !strings.Contains(errOut, "restart") || !strings.Contains(errOut, d.URL) {
 		t.Errorf("a daemon in no cluster: no word to restart it:\n%s", errOut)
 	}
-	id, err := cluster.Load(daemon.ClusterDir(dataDir))
+	id, err := cluster.Load(daemon.DataDir(dataDir).Cluster())
 	if err != nil {
 		t.Fatal(err)
 	}

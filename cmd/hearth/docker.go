@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/hearth-llm/hearth/runtime/docker"
 	"github.com/hearth-llm/hearth/runtime/sim"
@@ -44,16 +43,4 @@ func runSimImage(ctx context.Context, env *environment, args []string) error {
 	}
 	fmt.Fprintf(env.stdout, "built %s (%s flavour)\n", *tag, kind)
 	return nil
-}
-
-// defaultHFCache is where the Hugging Face libraries keep downloads:
-// $HF_HOME, else ~/.cache/huggingface.
-func defaultHFCache(getenv func(string) string) string {
-	if d := getenv("HF_HOME"); d != "" {
-		return d
-	}
-	if h := getenv("HOME"); h != "" {
-		return filepath.Join(h, ".cache", "huggingface")
-	}
-	return ""
 }

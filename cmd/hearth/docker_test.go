@@ -183,19 +183,6 @@ func TestDockerUsageErrors(t *testing.T) {
 	}
 }
 
-func TestParseGPUList(t *testing.T) {
-	got, err := parseGPUList("1, GPU-7b1e0d8c-2f4e-4c1a-9d55-3c3f1ad0e6a2")
-	want := []daemon.GPURef{{Index: 1}, {Index: 1, UUID: "GPU-7b1e0d8c-2f4e-4c1a-9d55-3c3f1ad0e6a2"}}
-	if err != nil || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
-		t.Errorf("parseGPUList = %+v, %v; want %+v", got, err, want)
-	}
-	for _, bad := range []string{"", "-1", "x", "GPU-", "all", "2,2"} {
-		if _, err := parseGPUList(bad); err == nil {
-			t.Errorf("parseGPUList(%q): no error", bad)
-		}
-	}
-}
-
 // TestPlanTensorParallelEngines: --tp 2 over four GPUs is two engines of two
 // GPUs each, with vLLM's tensor-parallel flag; three GPUs do not divide.
 func TestPlanTensorParallelEngines(t *testing.T) {
@@ -204,7 +191,7 @@ func TestPlanTensorParallelEngines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	specs, _, err := daemon.Plan(context.Background(), cfg.Config)
+	specs, _, err := daemon.Plan(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +203,7 @@ func TestPlanTensorParallelEngines(t *testing.T) {
 		t.Errorf("vLLM args lack the TP size: %s", args)
 	}
 	cfg.GPUs = cfg.GPUs[:3]
-	if _, _, err := daemon.Plan(context.Background(), cfg.Config); err == nil {
+	if _, _, err := daemon.Plan(context.Background(), cfg); err == nil {
 		t.Error("three GPUs at --tp 2: no error")
 	}
 }
@@ -248,7 +235,7 @@ func TestRealEnginesGetThePlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		specs, _, err := daemon.Plan(context.Background(), cfg.Config)
+		specs, _, err := daemon.Plan(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,7 +253,7 @@ func TestRealEnginesGetThePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := daemon.Plan(context.Background(), cfg.Config); err == nil || !strings.Contains(err.Error(), "try qwen3-14b-fp8, or --tp 2") {
+	if _, _, err := daemon.Plan(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "try qwen3-14b-fp8, or --tp 2") {
 		t.Errorf("32B on a 4090: %v, want the plan's sentence", err)
 	}
 }
@@ -316,7 +303,7 @@ func TestPlanLayoutFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		specs, _, err := daemon.Plan(context.Background(), cfg.Config)
+		specs, _, err := daemon.Plan(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +350,7 @@ func TestPlanLayoutFlags(t *testing.T) {
 	}
 	cfg, err := parseUpFlags(env, []string{"--sim", "2x4090", "--tp", "2", "--model", "qwen3-coder-30b-a3b-fp8", "--rope-scaling"})
 	if err == nil {
-		_, _, err = daemon.Plan(context.Background(), cfg.Config)
+		_, _, err = daemon.Plan(context.Background(), cfg)
 	}
 	if !errors.Is(err, daemon.ErrUsage) && !errors.Is(err, errUsage) {
 		t.Errorf("rope scaling of a model without it: %v", err)

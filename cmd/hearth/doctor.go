@@ -5,13 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
-	"os"
-	"strings"
-	"text/tabwriter"
-	"time"
-
-	"github.com/moby/moby/client"
 
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/daemon"
@@ -19,18 +12,13 @@ import (
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
-// doctorConfig is the parsed command line of hearth doctor.
+// doctorConfig is the parsed command line of hearth doctor: what the
+// doctor weighs (daemon.DoctorConfig), how it prints, and where GPUs are
+// simulated.
 type doctorConfig struct {
-	json    bool
-	deep    bool
-	sim     string
-	model   string // "" plans the largest model that fits each GPU
-	engine  hruntime.Kind
-	image   string // "" is the engine's default image for the driver
-	listen  string
-	dataDir string
-	kvStore string // the SSD KV tier: hearth up's --kv-store-dir
-	hfCache string
+	daemon.DoctorConfig
+	json bool
+	sim  string
 }
 
 // runDoctor is `hearth doctor`: it checks the host and exits 0 when every
@@ -47,41 +35,20 @@ func runDoctor(ctx context.Context, env *environment, args []string) error {
 	if c, ok := disc.(io.Closer); ok {
 		defer c.Close()
 	}
-	doc := cfg.doctor()
-	doc.GPUs = daemon.DoctorGPUs(disc, nil)
-	if cli, err := client.New(client.FromEnv); err == nil {
-		defer cli.Close()
-		doc.Docker = daemon.DoctorDocker(cli)
-		// A daemon serving on this machine holds GPU memory in its engine
-		// containers: that memory is Hearth's, not another program's.
-		node, _ := os.Hostname()
-		doc.GPUs = daemon.DoctorGPUs(disc, func(ctx context.Context) []hruntime.Identity {
-			ids, _ := daemon.EngineContainers(ctx, cli, node)
-			return ids
-		})
-	}
-	doc.Tokenizers = daemonTokenizers{env: env, listen: cfg.listen, dataDir: cfg.dataDir}
+	cfg.GPUs = disc
+	doc, closeDocker := daemon.NewDoctor(cfg.DoctorConfig)
+	defer closeDocker()
 	checks := doc.Check(ctx)
 	if cfg.json {
 		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(doctorJSON{Checks: checks}); err != nil {
+		if err := enc.Encode(doctor.Report{Checks: checks}); err != nil {
 			return err
 		}
-	} else if err := writeDoctorText(env.stdout, checks); err != nil {
+	} else if err := doctor.WriteText(env.stdout, checks); err != nil {
 		return err
 	}
 	return doctorExit(checks)
-}
-
-// doctor is the Doctor of these flags, without its GPUs and Docker Engine.
-func (cfg doctorConfig) doctor() *doctor.Doctor {
-	return &doctor.Doctor{
-		Fitter:      daemon.DoctorFitter(cfg.model, cfg.hfCache),
-		EngineImage: daemon.EngineImageFor(cfg.engine, cfg.image),
-		HFCacheDir:  cfg.hfCache, KVDir: cfg.kvStore, DataDir: cfg.dataDir, Addr: cfg.listen,
-		Deep: cfg.deep, DeepImage: cfg.image,
-	}
 }
 
 func parseDoctorFlags(env *environment, args []string) (doctorConfig, error) {
@@ -89,104 +56,49 @@ func parseDoctorFlags(env *environment, args []string) (doctorConfig, error) {
 		"doctor [--json] [--deep] [--sim 2x4090] [--model M] [--engine vllm|sglang] [--image IMAGE] [--listen ADDR] [--data-dir DIR] [--kv-store-dir DIR] [--hf-cache DIR]")
 	var cfg doctorConfig
 	fs.BoolVar(&cfg.json, "json", false, `print {"checks": [{"name", "status", "evidence", "fix"}]}`)
-	fs.BoolVar(&cfg.deep, "deep", false, "also start a container that asks for the GPUs (from the engine image, if it is pulled)")
+	fs.BoolVar(&cfg.Deep, "deep", false, "also start a container that asks for the GPUs (from the engine image, if it is pulled)")
 	fs.StringVar(&cfg.sim, "sim", "", `check against simulated GPUs, e.g. "2x4090", as hearth up --sim takes them`)
-	fs.StringVar(&cfg.model, "model", "", "model to weigh against each GPU's free memory (default: the largest that fits the GPU)")
+	fs.StringVar(&cfg.Model, "model", "", "model to weigh against each GPU's free memory (default: the largest that fits the GPU)")
 	engine := fs.String("engine", "vllm", "engine whose image the CUDA check weighs: vllm or sglang")
-	fs.StringVar(&cfg.image, "image", "", "engine image, as hearth up --image takes it (default: the engine's image for the driver's CUDA)")
-	fs.StringVar(&cfg.listen, "listen", defaultListen, "the API address hearth up will listen on")
-	fs.StringVar(&cfg.dataDir, "data-dir", defaultDataDir(env.getenv), "Hearth's data directory, as hearth up --data-dir takes it")
-	fs.StringVar(&cfg.kvStore, "kv-store-dir", "", "the node's SSD KV store, as hearth up --kv-store-dir takes it (default: kvstore in the data directory)")
-	fs.StringVar(&cfg.hfCache, "hf-cache", catalog.HFCacheDir(env.getenv), "Hugging Face hub cache")
+	fs.StringVar(&cfg.Image, "image", "", "engine image, as hearth up --image takes it (default: the engine's image for the driver's CUDA)")
+	fs.StringVar(&cfg.Addr, "listen", daemon.DefaultListen, "the API address hearth up will listen on")
+	dataDir := fs.String("data-dir", string(daemon.DefaultDataDir(env.getenv)), "Hearth's data directory, as hearth up --data-dir takes it")
+	fs.StringVar(&cfg.KVStoreDir, "kv-store-dir", "", "the node's SSD KV store, as hearth up --kv-store-dir takes it (default: kvstore in the data directory)")
+	fs.StringVar(&cfg.HFCache, "hf-cache", catalog.HFHome(env.getenv), "Hugging Face home (HF_HOME, models under its hub/), as hearth up --hf-cache takes it")
 	if err := parseFlags(fs, args); err != nil {
 		return cfg, err
 	}
-	if cfg.kvStore == "" {
-		cfg.kvStore = defaultKVStoreDir(cfg.dataDir)
-	}
-	cfg.engine = hruntime.Kind(*engine)
-	if cfg.engine != hruntime.KindVLLM && cfg.engine != hruntime.KindSGLang {
+	cfg.DataDir = daemon.DataDir(*dataDir)
+	cfg.Engine = hruntime.Kind(*engine)
+	if cfg.Engine != hruntime.KindVLLM && cfg.Engine != hruntime.KindSGLang {
 		return cfg, fmt.Errorf("%w: --engine: want vllm or sglang, got %q", errUsage, *engine)
 	}
+	var err error
+	if cfg.HFCache, err = readHFHome(env, cfg.HFCache); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
-}
-
-// doctorJSON is hearth doctor --json. Field names are stable.
-type doctorJSON struct {
-	Checks []doctor.Check `json:"checks"`
-}
-
-// writeDoctorText prints one line per check, its fix under it, and a count.
-func writeDoctorText(w io.Writer, checks []doctor.Check) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	counts := map[doctor.Status]int{}
-	for _, c := range checks {
-		counts[c.Status]++
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Status, c.Name, c.Evidence)
-		if c.Fix != "" {
-			fmt.Fprintf(tw, "\t\tfix: %s\n", c.Fix)
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintf(w, "\n%d passed, %d warned, %d failed\n", counts[doctor.Pass], counts[doctor.Warn], counts[doctor.Fail])
-	return err
 }
 
 // doctorExit is the command's error for its checks: nil when all pass,
 // else an exit status of doctor.ExitCode's choosing.
 func doctorExit(checks []doctor.Check) error {
-	code := doctor.ExitCode(checks)
+	code, verdict := doctor.Verdict(checks)
 	if code == 0 {
 		return nil
 	}
-	var names []string
-	for _, c := range checks {
-		if (code == 1 && c.Status == doctor.Fail) || (code == 2 && c.Status == doctor.Warn) {
-			names = append(names, c.Name)
-		}
-	}
-	verdict := "failed"
-	if code == 2 {
-		verdict = "warned"
-	}
-	return &exitStatusError{status: code, msg: fmt.Sprintf("doctor: %s %s", plural(len(names), "check"), verdict+": "+strings.Join(names, ", "))}
+	return &exitStatusError{status: code, msg: "doctor: " + verdict}
 }
 
-// daemonTokenizers reads the engines' tokenizer self-checks of a daemon
-// serving plain HTTP at the doctor's --listen address on this machine,
-// through the admin API and the daemon's local token; no daemon there, no
-// checks.
-type daemonTokenizers struct {
-	env             *environment
-	listen, dataDir string
-}
-
-func (d daemonTokenizers) EngineTokenizers(ctx context.Context) ([]doctor.EngineTokenizer, error) {
-	host, port, err := net.SplitHostPort(d.listen)
+// readHFHome reads --hf-cache as Hugging Face's home (catalog.ReadHFHome),
+// saying on stderr when it took a hub directory for the home above it.
+func readHFHome(env *environment, dir string) (string, error) {
+	home, note, err := catalog.ReadHFHome(dir)
 	if err != nil {
-		return nil, err
+		return "", fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		host = "127.0.0.1"
+	if note != "" {
+		fmt.Fprintln(env.stderr, "hearth:", note)
 	}
-	addr, key := "http://"+net.JoinHostPort(host, port), ""
-	c, err := daemonFlags{addr: &addr, key: &key, dataDir: &d.dataDir}.client(d.env)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	list, err := c.Engines(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []doctor.EngineTokenizer
-	for _, e := range list.Engines {
-		if e.Tokenizer != nil {
-			out = append(out, doctor.EngineTokenizer{Engine: e.Name, State: e.Tokenizer.State, Summary: e.Tokenizer.Summary})
-		}
-	}
-	return out, nil
+	return home, nil
 }

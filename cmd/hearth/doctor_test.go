@@ -249,7 +249,9 @@ func TestDoctorChecksTheKVStoreDirHearthUpUses(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", tc.args, err)
 		}
-		if got := cfg.doctor().KVDir; got != tc.want {
+		doc, closeDocker := daemon.NewDoctor(cfg.DoctorConfig)
+		closeDocker()
+		if got := doc.KVDir; got != tc.want {
 			t.Errorf("%q: the SSD tier checked is %s, want %s", tc.args, got, tc.want)
 		}
 		up, err := parseUpFlags(env, append([]string{"--sim", "1x4090"}, tc.args...))

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/installer"
-	"github.com/hearth-llm/hearth/installer/config"
 	"github.com/hearth-llm/hearth/tlsca"
 )
 
@@ -154,14 +154,12 @@ func TestConfigCommand(t *testing.T) {
 		t.Errorf("output does not name the file:\n%s", out)
 	}
 	// Every flag of hearth up is listed but --config.
-	env := &environment{stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }}
-	inspectUpFlags(env, nil, func(fs *flag.FlagSet, _ string, _ []config.Setting) error {
-		fs.VisitAll(func(f *flag.Flag) {
-			if _, ok := lines[f.Name]; !ok && f.Name != "config" {
-				t.Errorf("hearth config does not list %s", f.Name)
-			}
-		})
-		return nil
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	daemon.RegisterFlags(fs, &daemon.Config{}, daemon.Env{})
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := lines[f.Name]; !ok && f.Name != "config" {
+			t.Errorf("hearth config does not list %s", f.Name)
+		}
 	})
 }
 
@@ -169,7 +167,7 @@ func TestConfigCommand(t *testing.T) {
 // the golden file shows a change to them, and the file read back with
 // every key uncommented sets every flag, from the file.
 func TestServiceConfigGolden(t *testing.T) {
-	got, err := serviceConfigText()
+	got, err := daemon.ConfigTemplate(installer.ServiceConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +222,7 @@ func TestInstallCommandUnderRoot(t *testing.T) {
 		}
 	}
 	config, err := os.ReadFile(filepath.Join(root, installer.ConfigPath))
-	want, _ := serviceConfigText()
+	want, _ := daemon.ConfigTemplate(installer.ServiceConfig())
 	if err != nil || !bytes.Equal(config, want) {
 		t.Errorf("installed hearth.toml differs from the generated one (%v)", err)
 	}
@@ -415,14 +413,14 @@ func TestJoinFromFileOrStdin(t *testing.T) {
 	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	parse := func(stdin string, vars map[string]string, args ...string) (upConfig, error) {
+	parse := func(stdin string, vars map[string]string, args ...string) (daemon.Config, error) {
 		env := &environment{stdin: strings.NewReader(stdin), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, getenv: func(k string) string { return vars[k] }}
 		return parseUpFlags(env, append([]string{"--sim", "1x4090"}, args...))
 	}
-	for name, run := range map[string]func() (upConfig, error){
-		"file":             func() (upConfig, error) { return parse("", nil, "--join-file", file) },
-		"stdin":            func() (upConfig, error) { return parse(token+"\n", nil, "--join-file", "-") },
-		"HEARTH_JOIN_FILE": func() (upConfig, error) { return parse("", map[string]string{"HEARTH_JOIN_FILE": file}) },
+	for name, run := range map[string]func() (daemon.Config, error){
+		"file":             func() (daemon.Config, error) { return parse("", nil, "--join-file", file) },
+		"stdin":            func() (daemon.Config, error) { return parse(token+"\n", nil, "--join-file", "-") },
+		"HEARTH_JOIN_FILE": func() (daemon.Config, error) { return parse("", map[string]string{"HEARTH_JOIN_FILE": file}) },
 	} {
 		cfg, err := run()
 		if err != nil || cfg.Cluster.Join != token {
@@ -445,7 +443,7 @@ func TestJoinFromFileOrStdin(t *testing.T) {
 // HEARTH_SIM) must run simulated GPUs in the daemon, not fail on the
 // real-GPU choices the file also makes.
 func TestInstalledConfigWithSimAlone(t *testing.T) {
-	text, err := serviceConfigText()
+	text, err := daemon.ConfigTemplate(installer.ServiceConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

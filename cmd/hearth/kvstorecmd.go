@@ -37,10 +37,11 @@ func runKVStore(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	if *dir == "" {
-		if *dataDir == "" {
-			*dataDir = defaultDataDir(env.getenv)
+		data := daemon.DataDir(*dataDir)
+		if data == "" {
+			data = daemon.DefaultDataDir(env.getenv)
 		}
-		*dir = defaultKVStoreDir(*dataDir)
+		*dir = data.KVStore()
 	}
 	st, err := kvbm.OpenStore(kvbm.StoreConfig{Dir: *dir, CapacityBytes: kvbm.EngineStoreCapacity})
 	if err != nil {

@@ -42,9 +42,6 @@ type environment struct {
 	// --config nor $HEARTH_CONFIG names one and it exists ("" for none, as
 	// in tests, which must not read the machine's).
 	upConfigFile string
-	// inspectUp, when set, gets hearth up's flags once their values are
-	// settled, and its answer ends parseUpFlags (hearth config).
-	inspectUp upInspector
 	// memoryLimit, when set, sets the process's soft memory limit for hearth
 	// up (daemon.Config.MemoryLimit); nil in tests, which share a process.
 	memoryLimit func(limit int64, log *slog.Logger)
@@ -183,17 +180,12 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// Log formats: text for people, json (one object a line) for machines.
-const (
-	logFormatText = "text"
-	logFormatJSON = "json"
-)
-
 // newLogger returns the logger every subcommand logs through, in format
-// (logFormatText or logFormatJSON; parsed and checked with the flags).
+// (daemon.LogFormatText or daemon.LogFormatJSON; parsed and checked with
+// the flags).
 func newLogger(w io.Writer, level slog.Level, format string) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
-	if format == logFormatJSON {
+	if format == daemon.LogFormatJSON {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hearth-llm/hearth/bench"
 	"github.com/hearth-llm/hearth/catalog"
-	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -39,12 +39,12 @@ func TestPlanGolden(t *testing.T) {
 				t.Fatalf("plan %v: %v\n%s", tt.args, err, errOut)
 			}
 			if strings.HasSuffix(tt.golden, ".agent.json") {
-				var p agentPlanJSON
+				var p bench.LayoutReport
 				if err := json.Unmarshal([]byte(out), &p); err != nil || len(p.Layouts) == 0 || p.Recommended == "" {
 					t.Fatalf("output is not an agent plan (%v):\n%s", err, out)
 				}
 			} else if strings.HasSuffix(tt.golden, ".json") {
-				var p planJSON
+				var p catalog.PlanReport
 				if err := json.Unmarshal([]byte(out), &p); err != nil {
 					t.Fatalf("output is not a plan: %v\n%s", err, out)
 				}
@@ -101,7 +101,7 @@ func TestPlanFailures(t *testing.T) {
 		{
 			name:    "a repository in neither catalog nor cache",
 			args:    []string{"--gpu", "rtx4090", "--model", "acme/unknown", "--hf-cache", "/nonexistent-hf-cache"},
-			message: `unknown model "acme/unknown": it is neither in Hearth's catalog (` + strings.Join(catalog.ModelNames(), ", ") + `) nor in the Hugging Face cache at /nonexistent-hf-cache`,
+			message: `unknown model "acme/unknown": it is neither in Hearth's catalog (` + strings.Join(catalog.ModelNames(), ", ") + `) nor in the Hugging Face cache at /nonexistent-hf-cache/hub`,
 		},
 		{
 			name:    "a name in neither catalog nor form of a repository",
@@ -172,31 +172,5 @@ func TestPlanAgreesWithTheSimulatedEngine(t *testing.T) {
 	}
 	if fitted < 10 {
 		t.Errorf("only %d GPU and model pairs fit", fitted)
-	}
-}
-
-func TestGPUUseOf(t *testing.T) {
-	const mib = 1 << 20
-	tests := []struct {
-		name             string
-		gpu              nodes.GPU
-		wantKind         string
-		wantMem, wantUse uint64
-	}{
-		{"simulated", nodes.GPU{Kind: "rtx3090", Name: "NVIDIA GeForce RTX 3090", MemoryTotal: 24 << 30, Simulated: true},
-			"rtx3090", 24 << 30, 0},
-		{"discovered, as the driver reports it", nodes.GPU{Kind: "rtx4090", Name: "NVIDIA GeForce RTX 4090", MemoryTotal: 24564 * mib, MemoryUsed: 900 * mib},
-			"rtx4090", 24564 * mib, 900 * mib},
-		{"a board the catalog does not list", nodes.GPU{Kind: catalog.Unknown, Name: "NVIDIA RTX PRO 6000", MemoryTotal: 96 << 30},
-			catalog.Unknown, 96 << 30, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			u := gpuUseOf(tt.gpu)
-			if u.GPU.Kind != tt.wantKind || u.GPU.MemoryBytes != tt.wantMem || u.UsedBytes != tt.wantUse {
-				t.Errorf("gpuUseOf = %s, %d bytes, %d used; want %s, %d, %d", u.GPU.Kind, u.GPU.MemoryBytes, u.UsedBytes,
-					tt.wantKind, tt.wantMem, tt.wantUse)
-			}
-		})
 	}
 }

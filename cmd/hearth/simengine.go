@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/runtime/sim/simcli"
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -89,7 +90,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	return simcli.Serve(ctx, simEngineEnv(env), *storeDir, sim.InstanceOptions{
 		Engine: cfg, Listen: *listen, KVEvents: *kvEvents, KVReplay: *kvReplay, Topic: *kvTopic,
 		Format: format, ServedModelName: *servedName, Speedup: *speedup,
-		Logger:       newLogger(env.stderr, slog.LevelInfo, logFormatText),
+		Logger:       newLogger(env.stderr, slog.LevelInfo, daemon.LogFormatText),
 		StartupDelay: *startup, Failure: fail, Console: env.stdout, Profile: *profile,
 	})
 }

@@ -396,7 +396,7 @@ func TestUpSimAgentFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	specs, _, err := daemon.Plan(context.Background(), cfg.Config)
+	specs, _, err := daemon.Plan(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,8 +432,8 @@ func TestUpSimModelOnlyReads(t *testing.T) {
 }
 
 // serveUp runs the daemon as hearth up does, with cfg from parseUpFlags.
-func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg upConfig, ln net.Listener, opts ...daemon.Option) error {
-	return daemon.Run(ctx, cfg.Config, ln, stdout, log, opts...)
+func serveUp(ctx context.Context, stdout io.Writer, log *slog.Logger, cfg daemon.Config, ln net.Listener, opts ...daemon.Option) error {
+	return daemon.Run(ctx, cfg, ln, stdout, log, opts...)
 }
 
 // TestUpTierBlocksShowHostRAM: a simulated vLLM with a small GPU cache and

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hearth-llm/hearth/bench"
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/daemon"
 )
 
 // TestUpAgentTakesTheRecommendedLayout holds hearth up --agent to hearth
@@ -20,8 +21,9 @@ func TestUpAgentTakesTheRecommendedLayout(t *testing.T) {
 	board, _ := catalog.LookupGPU("rtx4090")
 	uses := []catalog.GPUUse{{GPU: board}}
 	model, _ := catalog.LookupModel("qwen3-14b-fp8")
-	preset, _ := bench.PresetByName("codex")
-	ev, err := bench.EvaluateLayouts(context.Background(), catalog.AgentCandidates(uses, model), []string{"rtx4090"}, preset, 2, agentEvaluationSeed)
+	ev, err := bench.EvaluateAgentLayouts(context.Background(), catalog.AgentLayoutRequest{
+		GPUs: uses, Model: model, Client: "codex", Sessions: 2, Seed: catalog.AgentEvaluationSeed,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +49,7 @@ func TestUpAgentTakesTheRecommendedLayout(t *testing.T) {
 				t.Fatal(err)
 			}
 			var logs bytes.Buffer
-			if err := chooseAgentLayout(context.Background(), &cfg, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+			if err := daemon.ChooseAgentLayout(context.Background(), &cfg, bench.LayoutEvaluator{}, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
 				t.Fatal(err)
 			}
 			got := catalog.Layout{TP: cfg.TP, KVCacheDtype: cfg.KVCacheDtype, RopeScaling: cfg.RopeScaling}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/daemon"
 )
 
 // settingsWatch is hearth up's stdout: it keeps what the log said before
@@ -133,8 +135,8 @@ func TestLogFormatFlag(t *testing.T) {
 		t.Error("--log-format xml accepted")
 	}
 	cfg, err := parseUpFlags(env, []string{"--sim", "1x4090"})
-	if err != nil || cfg.logFormat != logFormatText {
-		t.Errorf("default log format %q (%v), want text", cfg.logFormat, err)
+	if err != nil || cfg.LogFormat != daemon.LogFormatText {
+		t.Errorf("default log format %q (%v), want text", cfg.LogFormat, err)
 	}
 }
 

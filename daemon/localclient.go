@@ -1,0 +1,134 @@
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hearth-llm/hearth/adminapi"
+	"github.com/hearth-llm/hearth/installer/doctor"
+)
+
+// AdminClient is the admin API's client of the daemon at addr (its base
+// URL) with the data directory data, as the command line uses it: with
+// key, else no key; over https it trusts Hearth's own CA there besides the
+// system's roots, and on this machine without a key it sends the
+// daemon's local token, which proves that its user, not a web page, asks
+// (it is never sent elsewhere).
+func AdminClient(addr, key string, data DataDir) (*adminapi.Client, error) {
+	hc := http.DefaultClient
+	if strings.HasPrefix(addr, "https://") {
+		var err error
+		if hc, err = adminapi.HTTPClientTrusting(data.TLSCA()); err != nil {
+			return nil, err
+		}
+	}
+	c, err := adminapi.NewClient(addr, key, hc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --addr: %v", ErrUsage, err)
+	}
+	if key == "" && loopbackURL(addr) {
+		token, err := adminapi.ReadLocalToken(data.LocalToken())
+		if err != nil {
+			return nil, err
+		}
+		c.SetLocalToken(token)
+	}
+	return c, nil
+}
+
+// loopbackURL reports an address on this machine.
+func loopbackURL(addr string) bool {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// LocalAddr is where a client on this machine reaches a daemon that
+// listens on listen (host:port): the loopback address for an unspecified
+// host.
+func LocalAddr(listen string) (string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("listen address %q: %w", listen, err)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// LocalHealth is the URL of the daemon's /health as a client on this
+// machine reaches it (LocalAddr), and the HTTP client to poll it with:
+// over HTTPS when the daemon serves TLS, trusting only the certificates
+// of --tls-cert or Hearth's own CA (--tls auto), read at path(file) (the
+// installer's root puts files elsewhere).
+func (cfg Config) LocalHealth(path func(string) string) (string, *http.Client, error) {
+	addr, err := LocalAddr(cfg.Listen)
+	if err != nil {
+		return "", nil, err
+	}
+	trust := cfg.TLSCert
+	if cfg.TLS == TLSAuto && trust == "" {
+		trust = cfg.Data().TLSCA()
+	}
+	if trust == "" {
+		return "http://" + addr + "/health", nil, nil
+	}
+	pem, err := os.ReadFile(path(trust))
+	if err != nil {
+		return "", nil, fmt.Errorf("the certificates to trust for the health check: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return "", nil, fmt.Errorf("no certificate in %s", trust)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	return "https://" + addr + "/health", client, nil
+}
+
+// runningTokenizers reads the engines' tokenizer self-checks of a daemon
+// serving plain HTTP at listen on this machine, through the admin API and
+// the daemon's local token; no daemon there, no checks.
+type runningTokenizers struct {
+	listen string
+	data   DataDir
+}
+
+func (d runningTokenizers) EngineTokenizers(ctx context.Context) ([]doctor.EngineTokenizer, error) {
+	addr, err := LocalAddr(d.listen)
+	if err != nil {
+		return nil, err
+	}
+	c, err := AdminClient("http://"+addr, "", d.data)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	list, err := c.Engines(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []doctor.EngineTokenizer
+	for _, e := range list.Engines {
+		if e.Tokenizer != nil {
+			out = append(out, doctor.EngineTokenizer{Engine: e.Name, State: e.Tokenizer.State, Summary: e.Tokenizer.Summary})
+		}
+	}
+	return out, nil
+}
