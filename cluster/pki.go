@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hearth-llm/hearth/atomicfile"
 	"github.com/hearth-llm/hearth/pki"
 )
 
@@ -231,7 +232,7 @@ func writeFile(dir, name string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	if err := pki.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, name), data, 0o600); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	return nil

@@ -22,27 +22,28 @@ const module = "github.com/hearth-llm/hearth"
 // import everything. daemon, the composition of hearth up, may import the
 // console; no package but cmd imports daemon.
 var allowedHearthImports = map[string][]string{
-	"api":       {"router", "tokenizer", "runtime", "apikey", "netguard"},
-	"tokenizer": {},
-	"kvevents":  {},
-	"router":    {"tokenizer", "kvbm", "kvevents", "zmtp"},
-	"kvbm":      {"kvevents"},
-	"runtime":   {"tokenizer", "kvevents", "catalog", "netguard", "zmtp"},
-	"nodes":     {"catalog"},
-	"console":   {"assets", "apikey"},
-	"bench":     {"router", "runtime", "tokenizer", "kvbm", "kvevents", "catalog"},
-	"assets":    {},
-	"installer": {},
-	"catalog":   {"tokenizer"},
-	"clock":     {},
-	"tlsca":     {"pki"},
-	"pki":       {},
-	"apikey":    {},
-	"cluster":   {"router", "kvevents", "kvbm", "tokenizer", "zmtp", "pki", "netguard"},
-	"zmtp":      {},
-	"adminapi":  {},
-	"netguard":  {},
-	"daemon":    {"adminapi", "api", "apikey", "catalog", "cluster", "console", "installer", "kvbm", "nodes", "router", "runtime", "tlsca", "tokenizer"},
+	"api":        {"router", "tokenizer", "runtime", "apikey", "netguard"},
+	"tokenizer":  {},
+	"kvevents":   {},
+	"router":     {"tokenizer", "kvbm", "kvevents", "zmtp"},
+	"kvbm":       {"kvevents"},
+	"runtime":    {"tokenizer", "kvevents", "catalog", "netguard", "zmtp"},
+	"nodes":      {"catalog"},
+	"console":    {"assets", "apikey"},
+	"bench":      {"router", "runtime", "tokenizer", "kvbm", "kvevents", "catalog"},
+	"assets":     {},
+	"installer":  {},
+	"catalog":    {"tokenizer"},
+	"clock":      {},
+	"atomicfile": {},
+	"tlsca":      {"pki"},
+	"pki":        {},
+	"apikey":     {},
+	"cluster":    {"router", "kvevents", "kvbm", "tokenizer", "zmtp", "pki", "netguard"},
+	"zmtp":       {},
+	"adminapi":   {},
+	"netguard":   {},
+	"daemon":     {"adminapi", "api", "apikey", "catalog", "cluster", "console", "installer", "kvbm", "nodes", "router", "runtime", "tlsca", "tokenizer"},
 }
 
 // importedOnlyBy names top-level packages that only cmd and the packages
@@ -52,8 +53,9 @@ var importedOnlyBy = map[string][]string{
 }
 
 // importedByAll are top-level packages every package may import: leaves
-// that hold one shared concept (the clock of code with timers).
-var importedByAll = []string{"clock"}
+// that hold one shared concept (the clock of code with timers, the one
+// atomic, durable file writer).
+var importedByAll = []string{"clock", "atomicfile"}
 
 // confinedModules names third-party modules that only some packages may
 // import directly, so that heavy SDKs and cgo stay at the edges.
@@ -308,6 +310,8 @@ func TestCheckImport(t *testing.T) {
 		{"std is free", "tokenizer", "encoding/json", true},
 		{"everyone may use the clock", "tokenizer", module + "/clock", true},
 		{"the clock stays a leaf", "clock", module + "/tokenizer", false},
+		{"the installer writes files atomically", "installer", module + "/atomicfile", true},
+		{"the file writer stays a leaf", "atomicfile", module + "/pki", false},
 		{"installer reads hearth through its own interfaces", "installer", module + "/nodes", false},
 		{"nats inside cluster", "cluster", "github.com/nats-io/nats-server/v2/server", true},
 		{"nats outside cluster", "router", "github.com/nats-io/nats.go", false},
