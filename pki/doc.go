@@ -1,8 +1,9 @@
 // Package pki holds what Hearth's two certificate authorities share: the
 // node's own CA for `hearth up --tls auto` (tlsca) and the cluster CA
 // (cluster). Each of them decides what it issues and for how long; this
-// package only makes keys and serial numbers, encodes and decodes PEM, and
-// keeps files on disk.
+// package only makes keys, serial numbers and the CA certificate itself
+// (NewCA: one template, so that the two CAs cannot drift apart in what a
+// CA certificate says), encodes and decodes PEM, and keeps files on disk.
 //
 // It is a package of its own, not a part of tlsca, because the two CAs
 // must not depend on each other: the cluster's trust is not the HTTPS
