@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -144,19 +144,19 @@ func (r *Router) matchLocked(req *Request, hashes []tokenizer.SeqHash, isl int, 
 	in.HashBlocks = len(hashes)
 	in.OSLBlocks = (req.Hints.OSL + bs - 1) / bs
 	in.PromptBlocks = max(in.PromptBlocks, in.HashBlocks)
-	r.ix.Match(hashes, kvbm.TierGPU, &r.overlap)
+	r.ix.Match(hashes, kvtier.GPU, &r.overlap)
 	r.ramOverlap, r.diskOverlap = [MaxWorkers]int{}, [MaxWorkers]int{}
 	if needs.LowerTiers {
 		// What lower tiers add after the GPU prefix: an engine loads it
 		// instead of recomputing it.
-		r.ix.MatchBeyond(hashes, kvbm.TierRAM, &r.overlap, &r.ramOverlap)
+		r.ix.MatchBeyond(hashes, kvtier.RAM, &r.overlap, &r.ramOverlap)
 		for w := range r.reach {
 			r.reach[w] = r.overlap[w] + r.ramOverlap[w]
 		}
-		r.ix.MatchBeyond(hashes, kvbm.TierDisk, &r.reach, &r.diskOverlap)
+		r.ix.MatchBeyond(hashes, kvtier.Disk, &r.reach, &r.diskOverlap)
 	}
 	r.active.activeDepth(hashes, &r.activeDepth)
-	r.ix.BlockCounts(kvbm.TierGPU, &r.cachedBlocks)
+	r.ix.BlockCounts(kvtier.GPU, &r.cachedBlocks)
 	return in
 }
 

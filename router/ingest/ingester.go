@@ -9,8 +9,8 @@ import (
 
 	"github.com/zeebo/xxh3"
 
-	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/kvevents"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -18,8 +18,8 @@ import (
 // BlockIndex is where ingest records which blocks a worker holds: the
 // router's Index, or a fake in tests.
 type BlockIndex interface {
-	Store(w router.WorkerID, tier kvbm.Tier, hashes []tokenizer.SeqHash) // blocks now held (a chain, parent first)
-	Remove(w router.WorkerID, tier kvbm.Tier, hashes []tokenizer.SeqHash)
+	Store(w router.WorkerID, tier kvtier.Tier, hashes []tokenizer.SeqHash) // blocks now held (a chain, parent first)
+	Remove(w router.WorkerID, tier kvtier.Tier, hashes []tokenizer.SeqHash)
 	ClearWorker(w router.WorkerID) // drop everything the worker holds
 }
 
@@ -443,7 +443,7 @@ func (in *Ingester) applyEvent(ev *kvevents.Event) {
 // which tier. Hybrid models report each KV-cache group separately; group 0
 // holds the full-attention layers whose blocks decide prefix reuse, so the
 // others are skipped.
-func (in *Ingester) usable(ev *kvevents.Event) (kvbm.Tier, bool) {
+func (in *Ingester) usable(ev *kvevents.Event) (kvtier.Tier, bool) {
 	if ev.Medium == kvevents.MediumExternal {
 		// A pool outside the node (SGLang's EXTERNAL, e.g. Mooncake): the
 		// engine loads from it, Hearth cannot, so its blocks predict no
@@ -452,7 +452,7 @@ func (in *Ingester) usable(ev *kvevents.Event) (kvbm.Tier, bool) {
 		in.stats.external.Add(1)
 		return 0, false
 	}
-	tier, ok := kvbm.TierOf(ev.Medium)
+	tier, ok := kvtier.Of(ev.Medium)
 	if !ok || ev.GroupIdx != 0 {
 		in.stats.skipped.Add(1)
 		return 0, false
@@ -465,7 +465,7 @@ func (in *Ingester) applyStored(ev *kvevents.Event) {
 	if !ok {
 		return
 	}
-	if tier == kvbm.TierDisk && in.onDisk != nil && len(ev.BlockHashes) > 0 {
+	if tier == kvtier.Disk && in.onDisk != nil && len(ev.BlockHashes) > 0 {
 		in.onDisk(ev.BlockHashes)
 	}
 	bit := uint8(1) << tier
@@ -541,7 +541,7 @@ func (in *Ingester) applyStored(ev *kvevents.Event) {
 	in.store(tier, seqs)
 }
 
-func (in *Ingester) store(tier kvbm.Tier, seqs []tokenizer.SeqHash) {
+func (in *Ingester) store(tier kvtier.Tier, seqs []tokenizer.SeqHash) {
 	in.stats.events.Add(1)
 	if len(seqs) == 0 {
 		return
@@ -580,8 +580,8 @@ func (in *Ingester) applyRemoved(ev *kvevents.Event) {
 // (Router.RemoveNodeBlocks). Hashes the mapping does not know are not
 // counted as unknown removals (another worker of the node may have written
 // them). Safe to call while the ingest loop runs.
-func (in *Ingester) DropEngineBlocks(tier kvbm.Tier, engineHashes []uint64, known []bool) {
-	if tier >= kvbm.NumTiers {
+func (in *Ingester) DropEngineBlocks(tier kvtier.Tier, engineHashes []uint64, known []bool) {
+	if tier >= kvtier.Count {
 		return
 	}
 	in.mu.Lock()
