@@ -135,7 +135,7 @@ func (r *Router) candidatesLocked(exclude []WorkerID, model string) []Candidate 
 // cached blocks) for a request and r.in, what a policy knows of it; the
 // lower tiers only when the policy needs them.
 func (r *Router) matchLocked(req *Request, hashes []tokenizer.SeqHash, isl int, needs PolicyNeeds) *RouteInput {
-	bs := r.cfg.BlockSize
+	bs := tokenizer.DefaultBlockSize
 	in := &r.in
 	in.Request = req
 	in.Hashes = hashes
@@ -165,7 +165,7 @@ func (r *Router) matchLocked(req *Request, hashes []tokenizer.SeqHash, isl int, 
 // active-request record.
 func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int, policy *routerPolicy, now time.Time, queued time.Duration) Decision {
 	start := time.Now()
-	bs := r.cfg.BlockSize
+	bs := tokenizer.DefaultBlockSize
 	in := r.matchLocked(req, hashes, isl, policy.needs)
 	cands := r.candidatesLocked(req.Exclude, req.Model)
 	var sess *session

@@ -518,7 +518,6 @@ func TestConfigValidate(t *testing.T) {
 		{"negative weight", Config{OverlapScoreWeight: -1}, false},
 		{"fraction over 1", Config{SaturationFraction: 1.5}, false},
 		{"negative ttl", Config{ActiveTTL: -time.Second}, false},
-		{"negative block size", Config{BlockSize: -16}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -533,7 +532,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	r, _ := New(Config{})
 	c := r.Config()
-	if c.Policy != DefaultPolicy || c.BlockSize != 16 || c.OverlapScoreWeight != 1 || c.ActiveTTL != 300*time.Second || c.ApproxTTL != 120*time.Second {
+	if c.Policy != DefaultPolicy || c.OverlapScoreWeight != 1 || c.ActiveTTL != 300*time.Second || c.ApproxTTL != 120*time.Second {
 		t.Errorf("defaults: %+v", c)
 	}
 }

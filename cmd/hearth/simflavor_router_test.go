@@ -142,7 +142,7 @@ func TestEventsFeedRouter(t *testing.T) {
 			idx := &signalIndex{Index: router.NewIndex(1 << 16), changed: make(chan struct{}, 1)}
 			sub, err := ingest.NewSubscriber(ingest.SubscriberConfig{
 				Endpoint: inst.KVEventsEndpoint(), ReplayEndpoint: inst.KVReplayEndpoint(), Topic: "kv-events",
-				Workers: []router.WorkerID{worker}, BlockSize: 16, MinBackoff: time.Millisecond,
+				Workers: []router.WorkerID{worker}, MinBackoff: time.Millisecond,
 			}, idx)
 			if err != nil {
 				t.Fatal(err)

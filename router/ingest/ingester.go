@@ -75,10 +75,6 @@ type ingestCounters struct {
 type IngesterConfig struct {
 	// WorkerID is the worker whose events this ingester applies.
 	WorkerID router.WorkerID
-	// BlockSize is the number of tokens per block the router hashes
-	// (default tokenizer.DefaultBlockSize). Stored blocks of another size
-	// cannot be matched against requests and are skipped.
-	BlockSize int
 	// EventFormat is the engine's payload layout, which decides how
 	// positional events are read (kvevents.Decoder.Format); the zero value
 	// is vLLM's.
@@ -100,12 +96,11 @@ type IngesterConfig struct {
 // logic runs in tests without sockets. It is not safe for concurrent use,
 // except for Stats and DropEngineBlocks.
 type Ingester struct {
-	worker    router.WorkerID
-	blockSize int
-	index     BlockIndex
-	replay    ReplaySource // nil: no replay endpoint
-	log       *slog.Logger
-	onDisk    func([]uint64)
+	worker router.WorkerID
+	index  BlockIndex
+	replay ReplaySource // nil: no replay endpoint
+	log    *slog.Logger
+	onDisk func([]uint64)
 
 	dec   kvevents.Decoder
 	batch kvevents.Batch
@@ -139,20 +134,16 @@ type Ingester struct {
 // NewIngester returns an Ingester that writes cfg.Worker's blocks into index
 // and, when replay is not nil, recovers lost batches through it.
 func NewIngester(cfg IngesterConfig, index BlockIndex, replay ReplaySource) *Ingester {
-	if cfg.BlockSize <= 0 {
-		cfg.BlockSize = tokenizer.DefaultBlockSize
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	in := &Ingester{
-		worker:    cfg.WorkerID,
-		blockSize: cfg.BlockSize,
-		index:     index,
-		replay:    replay,
-		log:       cfg.Logger.With("worker", cfg.WorkerID),
-		onDisk:    cfg.OnDiskStored,
-		hashers:   map[string]tokenizer.Hasher{},
+		worker:  cfg.WorkerID,
+		index:   index,
+		replay:  replay,
+		log:     cfg.Logger.With("worker", cfg.WorkerID),
+		onDisk:  cfg.OnDiskStored,
+		hashers: map[string]tokenizer.Hasher{},
 	}
 	in.dec.Format = cfg.EventFormat
 	return in
@@ -494,8 +485,9 @@ func (in *Ingester) applyStored(ev *kvevents.Event) {
 	if bs == 0 && len(ev.BlockHashes) > 0 {
 		bs = len(ev.TokenIDs) / len(ev.BlockHashes)
 	}
-	if bs != in.blockSize || ev.HasLoRAID && len(ev.LoRAName) == 0 {
-		// Blocks of another size never match a request's hashes, and an
+	if bs != tokenizer.DefaultBlockSize || ev.HasLoRAID && len(ev.LoRAName) == 0 {
+		// Blocks of another size than the one every engine is started
+		// with never match a request's hashes, and an
 		// adapter named only by id cannot be hashed like the requests for
 		// it. Skipping under-reports the cache, which costs a hit at worst.
 		in.stats.skipped.Add(1)
