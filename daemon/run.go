@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -221,7 +220,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	health, closeHealth := newHealthSource(cfg, latestGPUs{sampler}, engineIdentities(sup), engineStatuses, ln.Addr().String())
 	cleanup.push(closeHealth)
 	deps := console.Deps{
-		Engines:     engineSource{engines: engineStatuses, logs: sup.Logs, rt: rt, gpus: sampler, planNotes: planNotes, client: &http.Client{}},
+		Engines:     engineSource{engines: engineStatuses, logs: sup.Logs, rt: rt, gpus: sampler, planNotes: planNotes, client: hruntime.NewProbeClient()},
 		Router:      routerSource{rt: rt},
 		Traffic:     &trafficSource{traffic: traffic, decode: tok.Decode},
 		Keys:        keys,

@@ -15,7 +15,7 @@ import (
 // loopback ports of its own: real HTTP and ZMQ, no child process.
 type Launcher struct {
 	Tokenizer Tokenizer // required
-	// HTTPClient probes readiness; default a client of its own.
+	// HTTPClient probes readiness; default hruntime.NewProbeClient().
 	HTTPClient *http.Client
 	Logger     *slog.Logger
 	// LogLines is how many of an engine's log lines are kept; default 200.
@@ -93,7 +93,7 @@ func (l *Launcher) Launch(ctx context.Context, spec hruntime.Spec) (hruntime.Han
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	client := l.HTTPClient
 	if client == nil {
-		client = &http.Client{}
+		client = hruntime.NewProbeClient()
 	}
 	h := &simHandle{
 		inst: inst, model: spec.Model, ring: ring, client: client, cancel: cancel, exited: make(chan struct{}),
