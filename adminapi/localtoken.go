@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/hearth-llm/hearth/atomicfile"
 )
 
 // The local token is how the hearth command on the daemon's machine shows
@@ -39,21 +41,9 @@ func WriteLocalToken(path string) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("adminapi: local token: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".*")
-	if err != nil {
-		return "", fmt.Errorf("adminapi: local token: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after the rename, nothing is there
-	// CreateTemp makes the file 0600; the rename keeps a reader from ever
-	// seeing half a token.
-	_, err = tmp.WriteString(token + "\n")
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
+	// Written whole or not at all: a command reading it while the daemon
+	// starts never sees half a token.
+	if err := atomicfile.Write(path, []byte(token+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("adminapi: local token: %w", err)
 	}
 	return token, nil

@@ -12,6 +12,8 @@ import (
 
 	json "github.com/goccy/go-json"
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // messagesRequest is an Anthropic Messages request.
@@ -341,7 +343,7 @@ func (g *Gateway) handleMessages(c *fiber.Ctx) error {
 	}
 	return g.forward(c, req, func(ex *exchange) responder {
 		r := &anthropicResponder{id: newID("msg_"), model: req.ClientModel, promptTokens: ex.prompt, tool: -1}
-		r.predictedCached = min(ex.route.CachedBlocks*g.cfg.BlockSize, ex.prompt)
+		r.predictedCached = min(ex.route.CachedBlocks*tokenizer.DefaultBlockSize, ex.prompt)
 		return r
 	})
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hearth-llm/hearth/netguard"
-	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // Config is the gateway's configuration. Zero values take the documented
@@ -45,8 +44,6 @@ type Config struct {
 	// ask for 64000 output tokens regardless of the model), and a prompt that
 	// alone does not fit is refused without dispatch.
 	ContextTokens int
-	// BlockSize is the KV block size in tokens used for hashing. Default 16.
-	BlockSize int
 	// RetryAfter is what a 429 tells clients to wait. Default 1s.
 	RetryAfter time.Duration
 	// SpeculativeTimeout bounds a speculative prefill request. Default 30s.
@@ -139,9 +136,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = defaultMaxBodyBytes
-	}
-	if c.BlockSize <= 0 {
-		c.BlockSize = tokenizer.DefaultBlockSize
 	}
 	if c.RetryAfter <= 0 {
 		c.RetryAfter = defaultRetryAfter

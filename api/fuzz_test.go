@@ -81,7 +81,7 @@ func FuzzDecodeCompletion(f *testing.F) {
 	f.Add([]byte(`{"model":"m","prompt":[1,2,3]}`))
 	f.Add([]byte(`{"model":"m","prompt":["one"],"nvext":{}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		_, _, _, _, _ = decodeCompletion(body, fuzzModels, newPrompts(fakeTokenizer{}, 16, -1, 0).encodeText)
+		_, _, _, _, _ = decodeCompletion(body, fuzzModels, newPrompts(fakeTokenizer{}, -1, 0).encodeText)
 	})
 }
 

@@ -69,7 +69,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		cfg: cfg, router: deps.Router, tok: deps.Tokenizer, store: deps.Store,
 		log: deps.Logger, client: newEngineClient(), models: newModelResolver(cfg),
 		closing: make(chan struct{}), keys: deps.Keys, traffic: deps.Traffic,
-		prompts: newPrompts(deps.Tokenizer, cfg.BlockSize, cfg.ConversationSessions, cfg.ContextTokens),
+		prompts: newPrompts(deps.Tokenizer, cfg.ConversationSessions, cfg.ContextTokens),
 		watcher: newClientWatcher(cfg.ClientCheck), pauses: newToolPauses(max(cfg.ConversationSessions, 64)),
 		subagents: newSubagentLinks(256),
 		osl:       deps.OutputLengths,

@@ -119,7 +119,7 @@ func BenchmarkRequestHandling(b *testing.B) {
 	}
 	models := modelResolverFor(b)
 	prev, body := claudeSizedRequest(19), claudeSizedRequest(20)
-	p := newPrompts(tok, tokenizer.DefaultBlockSize, 4, 0)
+	p := newPrompts(tok, 4, 0)
 	handle := func(body []byte) {
 		req, _, err := decodeMessages(body, models, true)
 		if err != nil {

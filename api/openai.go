@@ -553,5 +553,5 @@ func (g *Gateway) handleCompletions(c *fiber.Ctx) error {
 	if err != nil {
 		return writeError(c, dialectOpenAI, err)
 	}
-	return g.forwardBody(c, req, "/v1/completions", body, ids, tokenizer.BlockHashes(ids, g.cfg.BlockSize), rs)
+	return g.forwardBody(c, req, "/v1/completions", body, ids, tokenizer.BlockHashes(ids, tokenizer.DefaultBlockSize), rs)
 }

@@ -60,9 +60,8 @@ type prompts struct {
 	conv          conversationTokenizer // nil: no sessions
 	render        chatRenderer          // nil: EncodeChat renders and encodes at once
 	bound         tokenBounder          // nil: every prompt is tokenized
-	blockSize     int
-	max           int // sessions kept, least recently used evicted
-	contextTokens int // 0: no limit
+	max           int                   // sessions kept, least recently used evicted
+	contextTokens int                   // 0: no limit
 	large         chan struct{}
 
 	mu       sync.Mutex
@@ -89,11 +88,11 @@ type conversation struct {
 	s   *tokenizer.Session
 }
 
-func newPrompts(tok Tokenizer, blockSize, max, contextTokens int) *prompts {
-	p := &prompts{tok: tok, blockSize: blockSize, max: max, contextTokens: contextTokens,
+func newPrompts(tok Tokenizer, max, contextTokens int) *prompts {
+	p := &prompts{tok: tok, max: max, contextTokens: contextTokens,
 		sessions: make(map[conversationKey]*list.Element), large: make(chan struct{}, largePrompts)}
-	if c, ok := tok.(conversationTokenizer); ok && max > 0 && blockSize == tokenizer.DefaultBlockSize {
-		p.conv = c // a session hashes DefaultBlockSize blocks
+	if c, ok := tok.(conversationTokenizer); ok && max > 0 {
+		p.conv = c
 	}
 	p.render, _ = tok.(chatRenderer)
 	p.bound, _ = tok.(tokenBounder)
@@ -123,12 +122,12 @@ func (p *prompts) encode(sessionID string, req tokenizer.ChatRequest) ([]uint32,
 	defer p.turn(len(rendered))()
 	if p.conv == nil || sessionID == "" || len(rendered) < shapeBytes { // short: quick to encode, and no stable shape yet
 		ids := p.tok.Encode(rendered)
-		return ids, tokenizer.BlockHashes(ids, p.blockSize), nil
+		return ids, tokenizer.BlockHashes(ids, tokenizer.DefaultBlockSize), nil
 	}
 	c := p.conversation(conversationKey{sessionID, shapeOf(rendered)})
 	if !c.mu.TryLock() {
 		ids := p.tok.Encode(rendered)
-		return ids, tokenizer.BlockHashes(ids, p.blockSize), nil
+		return ids, tokenizer.BlockHashes(ids, tokenizer.DefaultBlockSize), nil
 	}
 	defer c.mu.Unlock()
 	ids := c.s.Encode(rendered)
@@ -140,7 +139,7 @@ func (p *prompts) plain(req tokenizer.ChatRequest) ([]uint32, []tokenizer.SeqHas
 	if err != nil {
 		return nil, nil, errRender{err}
 	}
-	return ids, tokenizer.BlockHashes(ids, p.blockSize), nil
+	return ids, tokenizer.BlockHashes(ids, tokenizer.DefaultBlockSize), nil
 }
 
 // encodeText tokenizes a prompt given as text (the legacy completions

@@ -31,7 +31,7 @@ func agentTurns(system string, turns int) []tokenizer.ChatRequest {
 
 func TestPromptsMatchAPlainEncodeAndReuseTheHistory(t *testing.T) {
 	tok := qwen3(t)
-	p := newPrompts(tok, tokenizer.DefaultBlockSize, 4, 0)
+	p := newPrompts(tok, 4, 0)
 	if p.conv == nil {
 		t.Fatal("the Qwen3 tokenizer offers no sessions")
 	}
@@ -65,7 +65,7 @@ func TestPromptsMatchAPlainEncodeAndReuseTheHistory(t *testing.T) {
 }
 
 func TestPromptsEvictTheLeastRecentlyUsed(t *testing.T) {
-	p := newPrompts(qwen3(t), tokenizer.DefaultBlockSize, 2, 0)
+	p := newPrompts(qwen3(t), 2, 0)
 	req := agentTurns("Be brief. "+strings.Repeat("Answer in English. ", 200), 1)[0]
 	for _, id := range []string{"a", "b", "a", "c"} {
 		if _, _, err := p.encode(id, req); err != nil {
@@ -85,7 +85,7 @@ func TestPromptsEvictTheLeastRecentlyUsed(t *testing.T) {
 // client's parallel calls) are all encoded right, whichever path they take.
 func TestPromptsUnderConcurrentTurns(t *testing.T) {
 	tok := qwen3(t)
-	p := newPrompts(tok, tokenizer.DefaultBlockSize, 4, 0)
+	p := newPrompts(tok, 4, 0)
 	turns := agentTurns("You are a coding agent.", 8)
 	var wg sync.WaitGroup
 	for i, req := range turns {
@@ -129,7 +129,7 @@ func BenchmarkPromptsAgentTurn(b *testing.B) {
 		sessions int
 	}{{"plain", -1}, {"session", 4}} {
 		b.Run(tc.name, func(b *testing.B) {
-			p := newPrompts(tok, tokenizer.DefaultBlockSize, tc.sessions, 0)
+			p := newPrompts(tok, tc.sessions, 0)
 			b.ReportAllocs()
 			for b.Loop() {
 				b.StopTimer()

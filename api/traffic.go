@@ -35,9 +35,6 @@ type TrafficLimits struct {
 	Sessions int
 	// Turns is how many of each session's latest turns are kept. Default 200.
 	Turns int
-	// BlockSize is the KV block size in tokens, as the gateway hashes
-	// prompts (Config.BlockSize). Default 16.
-	BlockSize int
 }
 
 // RequestRecord is one finished request as the gateway saw it.
@@ -164,9 +161,6 @@ func NewTraffic(l TrafficLimits) *Traffic {
 	if l.Turns <= 0 {
 		l.Turns = 200
 	}
-	if l.BlockSize <= 0 {
-		l.BlockSize = tokenizer.DefaultBlockSize
-	}
 	return &Traffic{limits: l, ring: make([]RequestRecord, 0, min(l.Requests, 256)), sessions: make(map[string]*sessionState)}
 }
 
@@ -203,10 +197,10 @@ func (t *Traffic) Record(r RequestRecord, ids []uint32, hashes []tokenizer.SeqHa
 	// that finished after a later turn was recorded is only listed.
 	if turn.Kind == KindTurn && (!s.turned || !r.At.Before(s.at)) {
 		if s.turned {
-			compareTurns(&turn, s.hashes, s.worker, hashes, r.CacheReported, t.limits.BlockSize)
+			compareTurns(&turn, s.hashes, s.worker, hashes, r.CacheReported, tokenizer.DefaultBlockSize)
 			if turn.Cause == CausePromptChanged {
-				turn.ChangedFrom = around(s.ids, turn.DivergedBlock, t.limits.BlockSize)
-				turn.ChangedTo = around(ids, turn.DivergedBlock, t.limits.BlockSize)
+				turn.ChangedFrom = around(s.ids, turn.DivergedBlock, tokenizer.DefaultBlockSize)
+				turn.ChangedTo = around(ids, turn.DivergedBlock, tokenizer.DefaultBlockSize)
 			}
 		}
 		s.ids = append(s.ids[:0], ids...)

@@ -276,7 +276,7 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 		}
 		e.worker = id
 		e.ingester = ingest.NewIngester(ingest.IngesterConfig{
-			WorkerID: id, BlockSize: core.Config().BlockSize, Logger: cfg.Logger,
+			WorkerID: id, Logger: cfg.Logger,
 		}, r.Index(), nil)
 		r.AttachIngester(id, e.ingester)
 		d.engines = append(d.engines, e)

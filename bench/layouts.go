@@ -24,10 +24,11 @@ type LayoutEvaluation struct {
 	Preset   string
 	Sessions int
 	// TotalSessions is the closed set of sessions every layout ran:
-	// EvaluationRounds × Sessions on each of the workloads of seeds Seed to
-	// Seed+EvaluationSeeds-1, the same sessions on every layout.
+	// Size.Rounds × Sessions on each of the workloads of seeds Seed to
+	// Seed+Size.Seeds-1, the same sessions on every layout.
 	TotalSessions int
 	Seed          uint64
+	Size          EvaluationSize
 	Layouts       []LayoutResult
 	// Best indexes Layouts: the recommended layout. Reason says in one
 	// line why.
@@ -73,30 +74,46 @@ const EvaluationRounds = 5
 // (docs/perf.md); three make it a few percent at most.
 const EvaluationSeeds = 3
 
+// EvaluationSize is how much of a client's workload EvaluateLayouts runs
+// on each layout: Seeds workloads, each of Rounds × sessions sessions.
+type EvaluationSize struct {
+	Seeds, Rounds int
+}
+
+// FullEvaluation is the size hearth plan --agent and hearth up --agent
+// recommend from (the reasons are at EvaluationRounds and
+// EvaluationSeeds). A smaller one is for tests of the wiring around an
+// evaluation: its recommendation is less sure, and it is cheaper.
+var FullEvaluation = EvaluationSize{Seeds: EvaluationSeeds, Rounds: EvaluationRounds}
+
 // EvaluateLayouts runs preset's workload at sessions concurrent sessions
 // on each candidate, on the GPU kinds gpus (one per GPU of the node, as
-// runtime/sim names them), with EvaluationSeeds seeds from seed, each until
-// its closed set of EvaluationRounds × sessions sessions has ended, and
+// runtime/sim names them), with size.Seeds seeds from seed, each until
+// its closed set of size.Rounds × sessions sessions has ended, and
 // recommends a layout by catalog.RecommendLayout (the lowest task time p50
 // over all those sessions, fewer unfinished sessions first). The runs are
 // independent and go on at
 // once, as many as GOMAXPROCS; the simulation is deterministic, so the same
 // arguments give the same evaluation.
-func EvaluateLayouts(ctx context.Context, candidates []catalog.Candidate, gpus []string, preset Preset, sessions int, seed uint64) (LayoutEvaluation, error) {
-	total := EvaluationRounds * sessions
-	ev := LayoutEvaluation{Preset: preset.Name, Sessions: sessions, TotalSessions: EvaluationSeeds * total, Seed: seed, Best: -1}
+func EvaluateLayouts(ctx context.Context, candidates []catalog.Candidate, gpus []string, preset Preset, sessions int, seed uint64, size EvaluationSize) (LayoutEvaluation, error) {
+	total := size.Rounds * sessions
+	ev := LayoutEvaluation{Preset: preset.Name, Sessions: sessions, TotalSessions: size.Seeds * total, Seed: seed, Size: size, Best: -1}
 	if len(candidates) == 0 {
 		return ev, fmt.Errorf("bench: evaluate layouts: no candidate layout fits the GPUs")
+	}
+	if size.Seeds < 1 || size.Rounds < 1 {
+		return ev, fmt.Errorf("bench: evaluate layouts: %d seeds of %d rounds: want at least one of each", size.Seeds, size.Rounds)
 	}
 	// The closed set replaces the preset's span: every session runs to its
 	// last turn.
 	preset.Agentic.TotalSessions, preset.Agentic.Duration = total, 0
-	runs := make([][EvaluationSeeds]*SimRun, len(candidates))
+	runs := make([][]*SimRun, len(candidates))
 	maxLens := make([]int, len(candidates))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, c := range candidates {
-		for k := range EvaluationSeeds {
+		runs[i] = make([]*SimRun, size.Seeds)
+		for k := range size.Seeds {
 			g.Go(func() error {
 				run, maxLen, err := runLayout(gctx, c, gpus, preset, sessions, seed+uint64(k))
 				runs[i][k] = run
@@ -111,7 +128,7 @@ func EvaluateLayouts(ctx context.Context, candidates []catalog.Candidate, gpus [
 		return ev, err
 	}
 	for i, c := range candidates {
-		ev.Layouts = append(ev.Layouts, layoutResult(c, maxLens[i], sessions, seed, runs[i][:]))
+		ev.Layouts = append(ev.Layouts, layoutResult(c, maxLens[i], sessions, seed, runs[i]))
 	}
 	ev.Best, ev.Reason = catalog.RecommendLayout(ev.Measures())
 	return ev, nil
@@ -130,15 +147,33 @@ func (e LayoutEvaluation) Measures() []catalog.LayoutMeasure {
 	return ms
 }
 
-// EvaluateAgentLayouts evaluates the layouts of req.Model that fit
-// req.GPUs (catalog.AgentCandidates) on the workload of req.Client's
-// preset: what hearth plan --agent prints and hearth up --agent takes
-// (through LayoutEvaluator).
-func EvaluateAgentLayouts(ctx context.Context, req catalog.AgentLayoutRequest) (LayoutEvaluation, error) {
-	return evaluateCandidates(ctx, req, catalog.AgentCandidates(req.GPUs, req.Model))
+// LayoutEvaluator evaluates layouts for the planner: each candidate runs
+// a client preset's workload in the simulation, as EvaluateLayouts runs
+// it, an evaluation of Size (zero: FullEvaluation).
+type LayoutEvaluator struct {
+	Size EvaluationSize
 }
 
-func evaluateCandidates(ctx context.Context, req catalog.AgentLayoutRequest, candidates []catalog.Candidate) (LayoutEvaluation, error) {
+var _ catalog.LayoutEvaluator = LayoutEvaluator{}
+
+// Evaluate evaluates the layouts of req.Model that fit req.GPUs
+// (catalog.AgentCandidates) on the workload of req.Client's preset: what
+// hearth plan --agent prints.
+func (e LayoutEvaluator) Evaluate(ctx context.Context, req catalog.AgentLayoutRequest) (LayoutEvaluation, error) {
+	return e.evaluate(ctx, req, catalog.AgentCandidates(req.GPUs, req.Model))
+}
+
+// MeasureLayouts is the catalog.LayoutEvaluator that hearth up --agent
+// asks.
+func (e LayoutEvaluator) MeasureLayouts(ctx context.Context, req catalog.AgentLayoutRequest, candidates []catalog.Candidate) ([]catalog.LayoutMeasure, error) {
+	ev, err := e.evaluate(ctx, req, candidates)
+	if err != nil {
+		return nil, err
+	}
+	return ev.Measures(), nil
+}
+
+func (e LayoutEvaluator) evaluate(ctx context.Context, req catalog.AgentLayoutRequest, candidates []catalog.Candidate) (LayoutEvaluation, error) {
 	preset, err := PresetByName(req.Client)
 	if err != nil {
 		return LayoutEvaluation{}, err
@@ -147,22 +182,11 @@ func evaluateCandidates(ctx context.Context, req catalog.AgentLayoutRequest, can
 	for i, u := range req.GPUs {
 		kinds[i] = u.GPU.Kind
 	}
-	return EvaluateLayouts(ctx, candidates, kinds, preset, req.Sessions, req.Seed)
-}
-
-// LayoutEvaluator is the planner's LayoutEvaluator: each candidate runs
-// the client preset's workload in the simulation, as EvaluateLayouts runs
-// it.
-type LayoutEvaluator struct{}
-
-var _ catalog.LayoutEvaluator = LayoutEvaluator{}
-
-func (LayoutEvaluator) MeasureLayouts(ctx context.Context, req catalog.AgentLayoutRequest, candidates []catalog.Candidate) ([]catalog.LayoutMeasure, error) {
-	ev, err := evaluateCandidates(ctx, req, candidates)
-	if err != nil {
-		return nil, err
+	size := e.Size
+	if size == (EvaluationSize{}) {
+		size = FullEvaluation
 	}
-	return ev.Measures(), nil
+	return EvaluateLayouts(ctx, candidates, kinds, preset, req.Sessions, req.Seed, size)
 }
 
 // runLayout runs one candidate on one seed's workload; it returns the run
@@ -227,7 +251,7 @@ type LayoutReport struct {
 	Agent    string `json:"agent"`
 	Sessions int    `json:"sessions"`
 	// TotalSessions is the closed set of sessions every layout ran to their
-	// end: EvaluationRounds × Sessions on each of the Seeds workloads
+	// end: the evaluation's rounds × Sessions on each of the Seeds workloads
 	// from seed Seed.
 	TotalSessions int               `json:"total_sessions"`
 	Seed          uint64            `json:"seed"`
@@ -264,7 +288,7 @@ type LayoutReportRow struct {
 
 // Report is the evaluation's report, for model.
 func (ev LayoutEvaluation) Report(model catalog.Model) LayoutReport {
-	out := LayoutReport{Model: model.Name, Repo: model.Repo, Agent: ev.Preset, Sessions: ev.Sessions, TotalSessions: ev.TotalSessions, Seed: ev.Seed, Seeds: EvaluationSeeds,
+	out := LayoutReport{Model: model.Name, Repo: model.Repo, Agent: ev.Preset, Sessions: ev.Sessions, TotalSessions: ev.TotalSessions, Seed: ev.Seed, Seeds: ev.Size.Seeds,
 		Policy: EvaluationPolicy, Recommended: ev.Recommended().Candidate.Layout.String(), Reason: ev.Reason}
 	for i, r := range ev.Layouts {
 		l, s := r.Candidate.Layout, r.Summary
@@ -293,7 +317,7 @@ func round1(v float64) float64 { return math.Round(v*10) / 10 }
 func WriteLayoutTable(w io.Writer, ev LayoutEvaluation) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "%s, %d sessions at once, %d in all over seeds %d-%d, policy %s:\n",
-		ev.Preset, ev.Sessions, ev.TotalSessions, ev.Seed, ev.Seed+EvaluationSeeds-1, EvaluationPolicy)
+		ev.Preset, ev.Sessions, ev.TotalSessions, ev.Seed, ev.Seed+uint64(ev.Size.Seeds)-1, EvaluationPolicy)
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "layout\tengines\tcontext\tsessions fit\tttft p50\tttft p90\ttask p50\tcompact/s\terrors\tdone\tout tok/s\t")
 	for i, r := range ev.Layouts {

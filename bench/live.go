@@ -31,9 +31,6 @@ type LiveConfig struct {
 	// Client sends the requests (default: a client without a timeout; a
 	// run is bounded by its workload and ctx).
 	Client *http.Client
-	// BlockSize turns a Hearth gateway's x-hearth-cached-blocks header into
-	// tokens (default 16).
-	BlockSize int
 }
 
 // ErrBadLive is wrapped by every error about a live run's configuration.
@@ -54,9 +51,6 @@ func NewLive(cfg LiveConfig) (*Live, error) {
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}
-	}
-	if cfg.BlockSize <= 0 {
-		cfg.BlockSize = tokenizer.DefaultBlockSize
 	}
 	return &Live{cfg: cfg}, nil
 }
@@ -308,13 +302,13 @@ func (l *Live) send(ctx context.Context, req *Request, policy string, start time
 	// x-hearth-tier-blocks where the gateway sends it.
 	if gpu, ram, ssd, ok := parseTierBlocks(resp.Header.Get("x-hearth-tier-blocks")); ok {
 		predictedBlocks = gpu + ram + ssd
-		res.PredictedRAMTokens, res.PredictedSSDTokens = ram*l.cfg.BlockSize, ssd*l.cfg.BlockSize
+		res.PredictedRAMTokens, res.PredictedSSDTokens = ram*tokenizer.DefaultBlockSize, ssd*tokenizer.DefaultBlockSize
 	}
-	res.PredictedCachedTokens = predictedBlocks * l.cfg.BlockSize
+	res.PredictedCachedTokens = predictedBlocks * tokenizer.DefaultBlockSize
 	if promptBlocks, _ := strconv.Atoi(resp.Header.Get("x-hearth-prompt-blocks")); res.PromptTokens == 0 && promptBlocks > 0 {
 		// No usage in the stream: the gateway's block count is the best
 		// measure of the prompt there is.
-		res.PromptTokens = promptBlocks * l.cfg.BlockSize
+		res.PromptTokens = promptBlocks * tokenizer.DefaultBlockSize
 	}
 	return res
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -164,7 +164,7 @@ func TestSimOffloading(t *testing.T) {
 				}
 			}
 			var ram [router.MaxWorkers]int
-			d.router.Index().BlockCounts(kvbm.TierRAM, &ram)
+			d.router.Index().BlockCounts(kvtier.RAM, &ram)
 			predictedLower := 0
 			for _, dec := range d.router.Decisions(0) {
 				predictedLower += dec.LowerTierBlocks

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -57,7 +57,7 @@ func BenchmarkKVEventPropagation(b *testing.B) {
 	id := waitWorker(b, routers[0], "c/gpu0")
 	held := func(hashes []tokenizer.SeqHash) bool {
 		var out [router.MaxWorkers]int
-		routers[0].Index().Match(hashes, kvbm.TierGPU, &out)
+		routers[0].Index().Match(hashes, kvtier.GPU, &out)
 		return out[id] == 1
 	}
 	tokens := make([]uint32, 16)

@@ -18,8 +18,8 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/hearth-llm/hearth/clock"
-	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/kvevents"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -290,7 +290,7 @@ func TestClusterRoutesRemoteEngines(t *testing.T) {
 	waitFor(t, "a's index to hold c's block", 5*time.Second, func() bool {
 		pub.publishStored(tokens)
 		var out [router.MaxWorkers]int
-		routers[0].Index().Match(hashes, kvbm.TierGPU, &out)
+		routers[0].Index().Match(hashes, kvtier.GPU, &out)
 		return out[id] == 1
 	})
 
@@ -321,7 +321,7 @@ func TestWithdrawnEngineLeavesNoBlocks(t *testing.T) {
 		n := 0
 		for _, h := range hashes {
 			var out [router.MaxWorkers]int
-			routers[0].Index().Match(h, kvbm.TierGPU, &out)
+			routers[0].Index().Match(h, kvtier.GPU, &out)
 			n += out[id]
 		}
 		return n
@@ -614,7 +614,7 @@ func TestRelayedGapIsReplayedFromTheOwningNode(t *testing.T) {
 	}
 	held := func(h []tokenizer.SeqHash) bool {
 		var out [router.MaxWorkers]int
-		routers[0].Index().Match(h, kvbm.TierGPU, &out)
+		routers[0].Index().Match(h, kvtier.GPU, &out)
 		return out[id] == 1
 	}
 	// Live batches until one gets through (the relay's subscription is up).

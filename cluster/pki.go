@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hearth-llm/hearth/atomicfile"
 	"github.com/hearth-llm/hearth/pki"
 )
 
@@ -154,22 +155,10 @@ func create(dir, nodeName string, genKey func() (crypto.Signer, error)) (*Identi
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          pki.Serial(),
-		Subject:               pkix.Name{CommonName: "Hearth cluster CA", Organization: []string{"Hearth"}},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(certLifetime),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, caKey.Public(), caKey)
+	ca, err := pki.NewCA(pkix.Name{CommonName: "Hearth cluster CA", Organization: []string{"Hearth"}}, caKey, time.Now(), certLifetime)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: ca: %w", err)
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	ca, _ := x509.ParseCertificate(der)
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -186,7 +175,7 @@ func create(dir, nodeName string, genKey func() (crypto.Signer, error)) (*Identi
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	if err := saveNode(dir, der, nodeDER, nodeKey,
+	if err := saveNode(dir, ca.Raw, nodeDER, nodeKey,
 		pki.File{Name: caKeyFile, Data: caKeyPEM, Mode: 0o600},
 		pki.File{Name: secretFile, Data: secret, Mode: 0o600}); err != nil {
 		return nil, err
@@ -231,7 +220,7 @@ func writeFile(dir, name string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	if err := pki.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, name), data, 0o600); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	return nil
@@ -244,7 +233,7 @@ func signNode(ca *x509.Certificate, caKey crypto.Signer, pub crypto.PublicKey, n
 	tmpl := &x509.Certificate{
 		SerialNumber: pki.Serial(),
 		Subject:      pkix.Name{CommonName: nodeID, OrganizationalUnit: []string{nodeName}, Organization: []string{"Hearth"}},
-		NotBefore:    now.Add(-time.Hour),
+		NotBefore:    now.Add(-pki.Backdate),
 		NotAfter:     now.Add(certLifetime),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},

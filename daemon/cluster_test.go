@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/catalog"
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
 	hruntime "github.com/hearth-llm/hearth/runtime"
@@ -148,8 +148,8 @@ func testRouterViewEqualsEngines(t *testing.T, offloadGiB float64) {
 	var gpuCounts, ramCounts [router.MaxWorkers]int
 	deadline := time.Now().Add(time.Minute)
 	for {
-		rt.Index().BlockCounts(kvbm.TierGPU, &gpuCounts)
-		rt.Index().BlockCounts(kvbm.TierRAM, &ramCounts)
+		rt.Index().BlockCounts(kvtier.GPU, &gpuCounts)
+		rt.Index().BlockCounts(kvtier.RAM, &ramCounts)
 		agree := true
 		for _, w := range workers {
 			st := w.instance.Stats()
@@ -189,7 +189,7 @@ func testRouterViewEqualsEngines(t *testing.T, offloadGiB float64) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rt.Index().Match(tokenizer.BlockHashes(ids, 16), kvbm.TierGPU, &overlap)
+		rt.Index().Match(tokenizer.BlockHashes(ids, 16), kvtier.GPU, &overlap)
 		for _, w := range workers {
 			want := w.instance.Core().CachedPrefixBlocks(ids)
 			if overlap[w.id] != want {

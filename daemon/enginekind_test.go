@@ -9,7 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/hearth-llm/hearth/catalog"
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/router"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -29,6 +29,7 @@ func init() {
 			return p, false
 		},
 		Stats:          func(map[string]*dto.MetricFamily) (hruntime.Stats, bool) { return hruntime.Stats{}, false },
+		MemoryFlag:     "--memory-share",
 		MemoryFraction: func(e catalog.EnginePlan) float64 { return e.GPUMemoryUtilization },
 	})
 }
@@ -72,7 +73,7 @@ func TestKindWithoutKVEventsIsRoutedOnPredictedCache(t *testing.T) {
 	}
 	rt.Free("r1")
 	var cached [router.MaxWorkers]int
-	rt.Index().Match(prompt, kvbm.TierGPU, &cached)
+	rt.Index().Match(prompt, kvtier.GPU, &cached)
 	if cached[d.WorkerID] != len(prompt) {
 		t.Errorf("predicted %d cached blocks for the routed prompt, want %d", cached[d.WorkerID], len(prompt))
 	}

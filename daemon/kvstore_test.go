@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/router"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
@@ -20,7 +21,7 @@ type engineHashMap struct{}
 
 const seqOffset = 1 << 40
 
-func (engineHashMap) DropEngineBlocks(kvbm.Tier, []uint64, []bool) {}
+func (engineHashMap) DropEngineBlocks(kvtier.Tier, []uint64, []bool) {}
 
 func (engineHashMap) SeqHashOf(h uint64) (tokenizer.SeqHash, bool) {
 	return tokenizer.SeqHash(h + seqOffset), true

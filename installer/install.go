@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/hearth-llm/hearth/atomicfile"
 )
 
 // ErrPreflight marks an install stopped because a host check failed.
@@ -207,7 +209,7 @@ func (in *Installer) writeFile(p string, data []byte, mode fs.FileMode) error {
 		return nil
 	}
 	in.say("write %s", p)
-	return writeFileAtomic(in.Layout.Path(p), data, mode)
+	return atomicfile.Write(in.Layout.Path(p), data, mode)
 }
 
 func (in *Installer) remove(p string, all bool) error {
@@ -224,47 +226,4 @@ func (in *Installer) remove(p string, all bool) error {
 		return os.RemoveAll(path)
 	}
 	return os.Remove(path)
-}
-
-func writeFileAtomic(path string, data []byte, mode fs.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".new-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Chmod(mode); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/hearth-llm/hearth/atomicfile"
 )
 
 // ErrRolledBack marks an upgrade whose new binary did not become healthy
@@ -86,7 +88,7 @@ func (in *Installer) Upgrade(ctx context.Context, opt UpgradeOptions) error {
 	if err := os.Rename(prev, current); err != nil {
 		return fmt.Errorf("upgrade: %w; rollback: %w", healthErr, err)
 	}
-	if err := syncDir(filepath.Dir(current)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(current)); err != nil {
 		return fmt.Errorf("upgrade: %w; rollback: %w", healthErr, err)
 	}
 	if err := in.run(ctx, "systemctl", "restart", ServiceName); err != nil {
@@ -115,11 +117,11 @@ func replaceKeepingOld(current, prev string, data []byte) error {
 		if rerr != nil {
 			return rerr
 		}
-		if err := writeFileAtomic(prev, old, info.Mode().Perm()); err != nil {
+		if err := atomicfile.Write(prev, old, info.Mode().Perm()); err != nil {
 			return err
 		}
 	}
-	return writeFileAtomic(current, data, 0o755)
+	return atomicfile.Write(current, data, 0o755)
 }
 
 // binaryVersion runs "BINARY version" and returns its first line.

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/hearth-llm/hearth/atomicfile"
 )
 
 // File is one file of a set: a name inside the set's directory, its
@@ -28,43 +30,6 @@ func stagedName(name string) string { return "." + name + ".new" }
 // renameStaged moves a staged file into place; tests replace it to stop a
 // commit half way.
 var renameStaged = os.Rename
-
-// WriteFile replaces path atomically and durably: a reader sees the old
-// contents or the new, and after a crash the new contents are there once
-// WriteFile has returned.
-func WriteFile(path string, data []byte, mode fs.FileMode) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("pki: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
-	if err := writeSynced(tmp, data, mode); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("pki: %w", err)
-	}
-	return syncDir(dir)
-}
-
-// writeSynced writes data into f with mode, syncs it and closes it.
-func writeSynced(f *os.File, data []byte, mode fs.FileMode) error {
-	err := f.Chmod(mode)
-	if err == nil {
-		_, err = f.Write(data)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("pki: %w", err)
-	}
-	return nil
-}
 
 // WriteSet replaces files in dir (made 0700 if missing) as one: after a
 // crash or an error, Recover leaves either all of the old files or all of
@@ -90,8 +55,8 @@ func WriteSet(dir string, files ...File) error {
 		}
 		return err
 	}
-	if err := WriteFile(filepath.Join(dir, journalName), []byte(strings.Join(names, "\n")+"\n"), 0o600); err != nil {
-		return err
+	if err := atomicfile.Write(filepath.Join(dir, journalName), []byte(strings.Join(names, "\n")+"\n"), 0o600); err != nil {
+		return fmt.Errorf("pki: %w", err)
 	}
 	return finish(dir, names)
 }
@@ -99,15 +64,11 @@ func WriteSet(dir string, files ...File) error {
 // stage writes every file under its staged name, durably.
 func stage(dir string, files []File) error {
 	for _, f := range files {
-		out, err := os.OpenFile(filepath.Join(dir, stagedName(f.Name)), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, stagedName(f.Name)), f.Data, f.Mode); err != nil {
 			return fmt.Errorf("pki: %w", err)
 		}
-		if err := writeSynced(out, f.Data, f.Mode); err != nil {
-			return err
-		}
 	}
-	return syncDir(dir)
+	return nil
 }
 
 // Recover finishes a set that WriteSet committed in dir but did not put
@@ -140,31 +101,18 @@ func finish(dir string, names []string) error {
 			return fmt.Errorf("pki: %w", err)
 		}
 	}
-	if err := syncDir(dir); err != nil {
-		return err
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return fmt.Errorf("pki: %w", err)
 	}
 	if err := os.Remove(filepath.Join(dir, journalName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("pki: %w", err)
 	}
-	return syncDir(dir)
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return fmt.Errorf("pki: %w", err)
+	}
+	return nil
 }
 
 func validName(name string) bool {
 	return name != "" && name != "." && name != ".." && name != journalName && !strings.ContainsAny(name, "/\\\n\r\t ")
-}
-
-// syncDir makes a directory's entries (a rename, a new file) durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("pki: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("pki: sync %s: %w", dir, err)
-	}
-	return nil
 }

@@ -3,7 +3,7 @@ package router
 import (
 	"time"
 
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -43,7 +43,7 @@ func (a *approxState) insert(ix *Index, w WorkerID, hashes []tokenizer.SeqHash, 
 	for _, h := range hashes {
 		a.last[w][h] = now
 	}
-	ix.Store(w, kvbm.TierGPU, hashes)
+	ix.Store(w, kvtier.GPU, hashes)
 	a.fifo = append(a.fifo, approxEntry{worker: w, hashes: hashes, at: now})
 }
 
@@ -67,7 +67,7 @@ func (a *approxState) expire(ix *Index, now time.Time) {
 			delete(last, h)
 			drop = append(drop, h)
 		}
-		ix.Remove(e.worker, kvbm.TierGPU, drop)
+		ix.Remove(e.worker, kvtier.GPU, drop)
 	}
 	if a.head > 64 && a.head*2 > len(a.fifo) {
 		n := copy(a.fifo, a.fifo[a.head:])

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -49,7 +49,7 @@ func TestBlockPrioritiesRecord(t *testing.T) {
 // fakeBlockMap maps engine hashes to sequence hashes.
 type fakeBlockMap map[uint64]tokenizer.SeqHash
 
-func (f fakeBlockMap) DropEngineBlocks(kvbm.Tier, []uint64, []bool) {}
+func (f fakeBlockMap) DropEngineBlocks(kvtier.Tier, []uint64, []bool) {}
 
 func (f fakeBlockMap) SeqHashOf(h uint64) (tokenizer.SeqHash, bool) {
 	s, ok := f[h]

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // Defaults of Config fields left zero.
@@ -25,8 +23,6 @@ const (
 type Config struct {
 	// Policy is the default routing policy (DefaultPolicy).
 	Policy string
-	// BlockSize is the number of tokens per KV block (16).
-	BlockSize int
 	// OverlapScoreWeight weighs prefill blocks against decode blocks in the
 	// kv policy; 0 means Dynamo's default 1.0 (use least_loaded to ignore
 	// the cache entirely).
@@ -89,8 +85,6 @@ func (c Config) Validate() error {
 	switch {
 	case c.Policy != "" && !knownPolicy(c.Policy):
 		return fmt.Errorf("router config: policy: %w: %q", ErrUnknownPolicy, c.Policy)
-	case c.BlockSize < 0:
-		return fmt.Errorf("router config: block size %d is negative", c.BlockSize)
 	case c.OverlapScoreWeight < 0:
 		return fmt.Errorf("router config: overlap score weight %v is negative", c.OverlapScoreWeight)
 	case c.Temperature < 0:
@@ -114,9 +108,6 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	if c.Policy == "" {
 		c.Policy = DefaultPolicy
-	}
-	if c.BlockSize == 0 {
-		c.BlockSize = tokenizer.DefaultBlockSize
 	}
 	if c.OverlapScoreWeight == 0 {
 		c.OverlapScoreWeight = 1

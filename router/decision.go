@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -135,7 +135,7 @@ func (r *Router) candidatesLocked(exclude []WorkerID, model string) []Candidate 
 // cached blocks) for a request and r.in, what a policy knows of it; the
 // lower tiers only when the policy needs them.
 func (r *Router) matchLocked(req *Request, hashes []tokenizer.SeqHash, isl int, needs PolicyNeeds) *RouteInput {
-	bs := r.cfg.BlockSize
+	bs := tokenizer.DefaultBlockSize
 	in := &r.in
 	in.Request = req
 	in.Hashes = hashes
@@ -144,19 +144,19 @@ func (r *Router) matchLocked(req *Request, hashes []tokenizer.SeqHash, isl int, 
 	in.HashBlocks = len(hashes)
 	in.OSLBlocks = (req.Hints.OSL + bs - 1) / bs
 	in.PromptBlocks = max(in.PromptBlocks, in.HashBlocks)
-	r.ix.Match(hashes, kvbm.TierGPU, &r.overlap)
+	r.ix.Match(hashes, kvtier.GPU, &r.overlap)
 	r.ramOverlap, r.diskOverlap = [MaxWorkers]int{}, [MaxWorkers]int{}
 	if needs.LowerTiers {
 		// What lower tiers add after the GPU prefix: an engine loads it
 		// instead of recomputing it.
-		r.ix.MatchBeyond(hashes, kvbm.TierRAM, &r.overlap, &r.ramOverlap)
+		r.ix.MatchBeyond(hashes, kvtier.RAM, &r.overlap, &r.ramOverlap)
 		for w := range r.reach {
 			r.reach[w] = r.overlap[w] + r.ramOverlap[w]
 		}
-		r.ix.MatchBeyond(hashes, kvbm.TierDisk, &r.reach, &r.diskOverlap)
+		r.ix.MatchBeyond(hashes, kvtier.Disk, &r.reach, &r.diskOverlap)
 	}
 	r.active.activeDepth(hashes, &r.activeDepth)
-	r.ix.BlockCounts(kvbm.TierGPU, &r.cachedBlocks)
+	r.ix.BlockCounts(kvtier.GPU, &r.cachedBlocks)
 	return in
 }
 
@@ -165,7 +165,7 @@ func (r *Router) matchLocked(req *Request, hashes []tokenizer.SeqHash, isl int, 
 // active-request record.
 func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int, policy *routerPolicy, now time.Time, queued time.Duration) Decision {
 	start := time.Now()
-	bs := r.cfg.BlockSize
+	bs := tokenizer.DefaultBlockSize
 	in := r.matchLocked(req, hashes, isl, policy.needs)
 	cands := r.candidatesLocked(req.Exclude, req.Model)
 	var sess *session

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -22,13 +22,13 @@ const DefaultMaxIndexEntries = 4 << 20
 // hash and, per tier, the set of workers that hold it. 32 bytes.
 type indexSlot struct {
 	key  uint64 // normalised SeqHash; 0 marks an empty slot
-	mask [kvbm.NumTiers]uint64
+	mask [kvtier.Count]uint64
 }
 
 // workerBlocks is what the index knows per worker without walking the table.
 type workerBlocks struct {
-	count [kvbm.NumTiers]int // blocks held per tier
-	live  int                // blocks held in any tier
+	count [kvtier.Count]int // blocks held per tier
+	live  int               // blocks held in any tier
 	// hashes lists every block the worker was seen to store, so that
 	// ClearWorker costs O(its blocks). Removals leave stale hashes behind;
 	// the list is compacted when stale ones outnumber live ones.
@@ -240,8 +240,8 @@ func anyTier(s *indexSlot) uint64 {
 // Store records that worker w now holds the blocks in tier. A disk block
 // of a worker that shares its node's disk tier is recorded for every worker
 // of the node.
-func (ix *Index) Store(w WorkerID, tier kvbm.Tier, hashes []tokenizer.SeqHash) {
-	if w >= MaxWorkers || tier >= kvbm.NumTiers {
+func (ix *Index) Store(w WorkerID, tier kvtier.Tier, hashes []tokenizer.SeqHash) {
+	if w >= MaxWorkers || tier >= kvtier.Count {
 		ix.rejected.Add(1)
 		return
 	}
@@ -265,8 +265,8 @@ func (ix *Index) Store(w WorkerID, tier kvbm.Tier, hashes []tokenizer.SeqHash) {
 
 // holders is the set of workers a Store or Remove by w in tier applies to:
 // w, or w's node peers for the disk tier.
-func (ix *Index) holders(w WorkerID, tier kvbm.Tier) uint64 {
-	if tier == kvbm.TierDisk && ix.peers[w] != 0 {
+func (ix *Index) holders(w WorkerID, tier kvtier.Tier) uint64 {
+	if tier == kvtier.Disk && ix.peers[w] != 0 {
 		return ix.peers[w]
 	}
 	return 1 << w
@@ -274,7 +274,7 @@ func (ix *Index) holders(w WorkerID, tier kvbm.Tier) uint64 {
 
 // setBits adds the workers in set to slot i's mask for tier, h being the
 // slot's hash.
-func (ix *Index) setBits(i int, tier kvbm.Tier, set uint64, h tokenizer.SeqHash) {
+func (ix *Index) setBits(i int, tier kvtier.Tier, set uint64, h tokenizer.SeqHash) {
 	s := &ix.slots[i]
 	added := set &^ s.mask[tier]
 	if added == 0 {
@@ -297,7 +297,7 @@ func (ix *Index) setBits(i int, tier kvbm.Tier, set uint64, h tokenizer.SeqHash)
 // clearBits drops the workers in set from slot i's mask for tier, deletes
 // the slot when nobody holds the block any more and returns the workers it
 // dropped.
-func (ix *Index) clearBits(i int, tier kvbm.Tier, set uint64) uint64 {
+func (ix *Index) clearBits(i int, tier kvtier.Tier, set uint64) uint64 {
 	s := &ix.slots[i]
 	dropped := set & s.mask[tier]
 	if dropped == 0 {
@@ -322,8 +322,8 @@ func (ix *Index) clearBits(i int, tier kvbm.Tier, set uint64) uint64 {
 // Remove records that worker w no longer holds the blocks in tier. A disk
 // block removed by a worker that shares its node's disk tier is gone for
 // every worker of the node.
-func (ix *Index) Remove(w WorkerID, tier kvbm.Tier, hashes []tokenizer.SeqHash) {
-	if w >= MaxWorkers || tier >= kvbm.NumTiers {
+func (ix *Index) Remove(w WorkerID, tier kvtier.Tier, hashes []tokenizer.SeqHash) {
+	if w >= MaxWorkers || tier >= kvtier.Count {
 		ix.rejected.Add(1)
 		return
 	}
@@ -390,12 +390,12 @@ func (ix *Index) leaveNodeLocked(w WorkerID) {
 		}
 		ix.peers[w] = 0
 	}
-	if ix.workers[w].count[kvbm.TierDisk] == 0 {
+	if ix.workers[w].count[kvtier.Disk] == 0 {
 		return
 	}
 	for _, h := range ix.workers[w].hashes {
 		if i := ix.lookup(normKey(h)); i >= 0 {
-			ix.clearBits(i, kvbm.TierDisk, bit)
+			ix.clearBits(i, kvtier.Disk, bit)
 		}
 	}
 	ix.maybeCompact(w)
@@ -403,14 +403,14 @@ func (ix *Index) leaveNodeLocked(w WorkerID) {
 
 // copyDiskLocked gives to the disk blocks from holds, in O(from's blocks).
 func (ix *Index) copyDiskLocked(from, to WorkerID) {
-	if ix.workers[from].count[kvbm.TierDisk] == 0 {
+	if ix.workers[from].count[kvtier.Disk] == 0 {
 		return
 	}
 	fromBit := uint64(1) << from
 	for _, h := range ix.workers[from].hashes {
 		i := ix.lookup(normKey(h))
-		if i >= 0 && ix.slots[i].mask[kvbm.TierDisk]&fromBit != 0 {
-			ix.setBits(i, kvbm.TierDisk, 1<<to, h)
+		if i >= 0 && ix.slots[i].mask[kvtier.Disk]&fromBit != 0 {
+			ix.setBits(i, kvtier.Disk, 1<<to, h)
 		}
 	}
 }
@@ -523,9 +523,9 @@ func (ix *Index) evict() {
 // Match writes into out, per worker, how many leading blocks of hashes the
 // worker holds in tier; workers that hold none get 0. It costs O(matched
 // blocks) and does not allocate.
-func (ix *Index) Match(hashes []tokenizer.SeqHash, tier kvbm.Tier, out *[MaxWorkers]int) {
+func (ix *Index) Match(hashes []tokenizer.SeqHash, tier kvtier.Tier, out *[MaxWorkers]int) {
 	*out = [MaxWorkers]int{}
-	if tier >= kvbm.NumTiers || len(hashes) == 0 {
+	if tier >= kvtier.Count || len(hashes) == 0 {
 		return
 	}
 	ix.mu.RLock()
@@ -562,9 +562,9 @@ func (ix *Index) Match(hashes []tokenizer.SeqHash, tier kvbm.Tier, out *[MaxWork
 // continues the lookup where the GPU's stopped, as Dynamo's lower-tier
 // query does). Workers holding nothing in tier get 0. It costs O(blocks
 // walked) and does not allocate.
-func (ix *Index) MatchBeyond(hashes []tokenizer.SeqHash, tier kvbm.Tier, from, out *[MaxWorkers]int) {
+func (ix *Index) MatchBeyond(hashes []tokenizer.SeqHash, tier kvtier.Tier, from, out *[MaxWorkers]int) {
 	*out = [MaxWorkers]int{}
-	if tier >= kvbm.NumTiers || len(hashes) == 0 {
+	if tier >= kvtier.Count || len(hashes) == 0 {
 		return
 	}
 	ix.mu.RLock()
@@ -637,9 +637,9 @@ func (ix *Index) touch(hashes []tokenizer.SeqHash) {
 }
 
 // BlockCounts writes into out how many blocks each worker holds in tier.
-func (ix *Index) BlockCounts(tier kvbm.Tier, out *[MaxWorkers]int) {
+func (ix *Index) BlockCounts(tier kvtier.Tier, out *[MaxWorkers]int) {
 	*out = [MaxWorkers]int{}
-	if tier >= kvbm.NumTiers {
+	if tier >= kvtier.Count {
 		return
 	}
 	ix.mu.RLock()

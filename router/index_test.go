@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -13,12 +13,12 @@ import (
 type modelKey struct {
 	h    tokenizer.SeqHash
 	w    WorkerID
-	tier kvbm.Tier
+	tier kvtier.Tier
 }
 
 type modelIndex map[modelKey]bool
 
-func (m modelIndex) match(hashes []tokenizer.SeqHash, tier kvbm.Tier) [MaxWorkers]int {
+func (m modelIndex) match(hashes []tokenizer.SeqHash, tier kvtier.Tier) [MaxWorkers]int {
 	var out [MaxWorkers]int
 	for w := range WorkerID(MaxWorkers) {
 		n := 0
@@ -35,7 +35,7 @@ func (m modelIndex) match(hashes []tokenizer.SeqHash, tier kvbm.Tier) [MaxWorker
 
 // matchBeyond is MatchBeyond by brute force: per worker, the blocks held
 // in tier from depth from[w] on.
-func (m modelIndex) matchBeyond(hashes []tokenizer.SeqHash, tier kvbm.Tier, from *[MaxWorkers]int) [MaxWorkers]int {
+func (m modelIndex) matchBeyond(hashes []tokenizer.SeqHash, tier kvtier.Tier, from *[MaxWorkers]int) [MaxWorkers]int {
 	var out [MaxWorkers]int
 	for w := range WorkerID(MaxWorkers) {
 		n := 0
@@ -50,7 +50,7 @@ func (m modelIndex) matchBeyond(hashes []tokenizer.SeqHash, tier kvbm.Tier, from
 	return out
 }
 
-func (m modelIndex) counts(tier kvbm.Tier) [MaxWorkers]int {
+func (m modelIndex) counts(tier kvtier.Tier) [MaxWorkers]int {
 	var out [MaxWorkers]int
 	for k := range m {
 		if k.tier == tier {
@@ -91,7 +91,7 @@ func TestIndexMatchesModel(t *testing.T) {
 			if rng.Intn(10) == 0 {
 				w = WorkerID(58 + rng.Intn(6)) // high bits of the mask
 			}
-			tier := kvbm.Tier(rng.Intn(kvbm.NumTiers))
+			tier := kvtier.Tier(rng.Intn(kvtier.Count))
 			c := chains[rng.Intn(len(chains))]
 			lo := rng.Intn(len(c))
 			hi := lo + rng.Intn(len(c)-lo) + 1
@@ -118,7 +118,7 @@ func TestIndexMatchesModel(t *testing.T) {
 				continue
 			}
 			for _, q := range chains[:10] {
-				for tier := range kvbm.Tier(kvbm.NumTiers) {
+				for tier := range kvtier.Tier(kvtier.Count) {
 					var got [MaxWorkers]int
 					ix.Match(q, tier, &got)
 					if want := model.match(q, tier); got != want {
@@ -127,7 +127,7 @@ func TestIndexMatchesModel(t *testing.T) {
 					// Continue in every tier from the GPU match, and from
 					// arbitrary depths.
 					var gpu, from, beyond [MaxWorkers]int
-					ix.Match(q, kvbm.TierGPU, &gpu)
+					ix.Match(q, kvtier.GPU, &gpu)
 					for w := range from {
 						from[w] = rng.Intn(len(q) + 2)
 					}
@@ -139,7 +139,7 @@ func TestIndexMatchesModel(t *testing.T) {
 					}
 				}
 			}
-			for tier := range kvbm.Tier(kvbm.NumTiers) {
+			for tier := range kvtier.Tier(kvtier.Count) {
 				var got [MaxWorkers]int
 				ix.BlockCounts(tier, &got)
 				if want := model.counts(tier); got != want {
@@ -156,18 +156,18 @@ func TestIndexMatchesModel(t *testing.T) {
 func TestIndexPerTierMatch(t *testing.T) {
 	ix := NewIndex(0)
 	h := []tokenizer.SeqHash{10, 11, 12, 13}
-	ix.Store(0, kvbm.TierGPU, h[:3])
-	ix.Store(1, kvbm.TierGPU, h[:1])
-	ix.Store(1, kvbm.TierRAM, h)
-	ix.Store(2, kvbm.TierDisk, h[:2])
+	ix.Store(0, kvtier.GPU, h[:3])
+	ix.Store(1, kvtier.GPU, h[:1])
+	ix.Store(1, kvtier.RAM, h)
+	ix.Store(2, kvtier.Disk, h[:2])
 	tests := []struct {
 		name string
-		tier kvbm.Tier
+		tier kvtier.Tier
 		want map[WorkerID]int
 	}{
-		{"gpu", kvbm.TierGPU, map[WorkerID]int{0: 3, 1: 1}},
-		{"ram", kvbm.TierRAM, map[WorkerID]int{1: 4}},
-		{"disk", kvbm.TierDisk, map[WorkerID]int{2: 2}},
+		{"gpu", kvtier.GPU, map[WorkerID]int{0: 3, 1: 1}},
+		{"ram", kvtier.RAM, map[WorkerID]int{1: 4}},
+		{"disk", kvtier.Disk, map[WorkerID]int{2: 2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -181,9 +181,9 @@ func TestIndexPerTierMatch(t *testing.T) {
 		})
 	}
 	// A gap in the middle ends the match even if later blocks are held.
-	ix.Remove(0, kvbm.TierGPU, h[1:2])
+	ix.Remove(0, kvtier.GPU, h[1:2])
 	var got [MaxWorkers]int
-	ix.Match(h, kvbm.TierGPU, &got)
+	ix.Match(h, kvtier.GPU, &got)
 	if got[0] != 1 {
 		t.Errorf("after removing block 1: worker 0 matches %d, want 1", got[0])
 	}
@@ -211,12 +211,12 @@ func TestIndexMatchBeyond(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ix := NewIndex(0)
-			ix.Store(3, kvbm.TierGPU, tt.gpu)
-			ix.Store(3, kvbm.TierRAM, tt.ram)
-			ix.Store(5, kvbm.TierRAM, h[:1]) // another worker, other depths
+			ix.Store(3, kvtier.GPU, tt.gpu)
+			ix.Store(3, kvtier.RAM, tt.ram)
+			ix.Store(5, kvtier.RAM, h[:1]) // another worker, other depths
 			var gpu, ram [MaxWorkers]int
-			ix.Match(h, kvbm.TierGPU, &gpu)
-			ix.MatchBeyond(h, kvbm.TierRAM, &gpu, &ram)
+			ix.Match(h, kvtier.GPU, &gpu)
+			ix.MatchBeyond(h, kvtier.RAM, &gpu, &ram)
 			if gpu[3] != tt.wantG || ram[3] != tt.wantR {
 				t.Errorf("worker 3: gpu %d ram %d, want %d and %d", gpu[3], ram[3], tt.wantG, tt.wantR)
 			}
@@ -234,22 +234,22 @@ func TestIndexBudgetEvictsLeastRecentlyUsed(t *testing.T) {
 	for i := range hot {
 		hot[i] = tokenizer.SeqHash(1_000_000 + i)
 	}
-	ix.Store(0, kvbm.TierGPU, hot)
-	ix.Store(1, kvbm.TierGPU, hot) // 200 entries for 100 blocks
+	ix.Store(0, kvtier.GPU, hot)
+	ix.Store(1, kvtier.GPU, hot) // 200 entries for 100 blocks
 	var got [MaxWorkers]int
 	for round := range 50 {
 		cold := make([]tokenizer.SeqHash, 100)
 		for i := range cold {
 			cold[i] = tokenizer.SeqHash(round*1000 + i + 1)
 		}
-		ix.Store(WorkerID(2+round%3), kvbm.TierGPU, cold)
-		ix.Match(hot, kvbm.TierGPU, &got) // keeps the hot prefix recently used
+		ix.Store(WorkerID(2+round%3), kvtier.GPU, cold)
+		ix.Match(hot, kvtier.GPU, &got) // keeps the hot prefix recently used
 		st := ix.Stats()
 		if st.Entries > budget {
 			t.Fatalf("round %d: %d entries over the budget of %d", round, st.Entries, budget)
 		}
 	}
-	ix.Match(hot, kvbm.TierGPU, &got)
+	ix.Match(hot, kvtier.GPU, &got)
 	if got[0] != len(hot) || got[1] != len(hot) {
 		t.Errorf("hot blocks were evicted: workers 0,1 match %d,%d of %d", got[0], got[1], len(hot))
 	}
@@ -258,7 +258,7 @@ func TestIndexBudgetEvictsLeastRecentlyUsed(t *testing.T) {
 		t.Errorf("eviction counters: %+v", st)
 	}
 	var counts [MaxWorkers]int
-	ix.BlockCounts(kvbm.TierGPU, &counts)
+	ix.BlockCounts(kvtier.GPU, &counts)
 	total := 0
 	for _, c := range counts {
 		total += c
@@ -271,15 +271,15 @@ func TestIndexBudgetEvictsLeastRecentlyUsed(t *testing.T) {
 func TestIndexClearWorkerKeepsOthers(t *testing.T) {
 	ix := NewIndex(0)
 	a := []tokenizer.SeqHash{1, 2, 3}
-	ix.Store(3, kvbm.TierGPU, a)
-	ix.Store(4, kvbm.TierGPU, a)
+	ix.Store(3, kvtier.GPU, a)
+	ix.Store(4, kvtier.GPU, a)
 	// Store, remove and store again leaves a duplicate in worker 3's list.
-	ix.Remove(3, kvbm.TierGPU, a)
-	ix.Store(3, kvbm.TierGPU, a)
-	ix.Store(3, kvbm.TierRAM, a)
+	ix.Remove(3, kvtier.GPU, a)
+	ix.Store(3, kvtier.GPU, a)
+	ix.Store(3, kvtier.RAM, a)
 	ix.ClearWorker(3)
 	var got [MaxWorkers]int
-	ix.Match(a, kvbm.TierGPU, &got)
+	ix.Match(a, kvtier.GPU, &got)
 	if got[3] != 0 || got[4] != 3 {
 		t.Errorf("after ClearWorker(3): worker 3 has %d, worker 4 has %d; want 0 and 3", got[3], got[4])
 	}
@@ -290,8 +290,8 @@ func TestIndexClearWorkerKeepsOthers(t *testing.T) {
 
 func TestIndexRejectsOutOfRangeWorker(t *testing.T) {
 	ix := NewIndex(0)
-	ix.Store(MaxWorkers, kvbm.TierGPU, []tokenizer.SeqHash{1})
-	ix.Remove(MaxWorkers+1, kvbm.TierGPU, []tokenizer.SeqHash{1})
+	ix.Store(MaxWorkers, kvtier.GPU, []tokenizer.SeqHash{1})
+	ix.Remove(MaxWorkers+1, kvtier.GPU, []tokenizer.SeqHash{1})
 	ix.ClearWorker(MaxWorkers + 2)
 	if st := ix.Stats(); st.Rejected != 3 || st.Entries != 0 {
 		t.Errorf("stats: %+v, want 3 rejected and no entries", st)
@@ -315,9 +315,9 @@ func TestIndexConcurrent(t *testing.T) {
 				case 0:
 					ix.ClearWorker(w)
 				case 1, 2:
-					ix.Remove(w, kvbm.TierGPU, c[:r.Intn(len(c))])
+					ix.Remove(w, kvtier.GPU, c[:r.Intn(len(c))])
 				default:
-					ix.Store(w, kvbm.TierGPU, c)
+					ix.Store(w, kvtier.GPU, c)
 				}
 			}
 		}()
@@ -329,7 +329,7 @@ func TestIndexConcurrent(t *testing.T) {
 			var out [MaxWorkers]int
 			for i := range 1000 {
 				c := chains[i%len(chains)]
-				ix.Match(c, kvbm.TierGPU, &out)
+				ix.Match(c, kvtier.GPU, &out)
 				for w, n := range out {
 					if n < 0 || n > len(c) {
 						t.Errorf("worker %d matched %d of %d blocks", w, n, len(c))
@@ -351,9 +351,9 @@ func TestIndexMatchDoesNotAllocate(t *testing.T) {
 	for i := range h {
 		h[i] = tokenizer.SeqHash(i + 1)
 	}
-	ix.Store(0, kvbm.TierGPU, h)
+	ix.Store(0, kvtier.GPU, h)
 	var out [MaxWorkers]int
-	if n := testing.AllocsPerRun(100, func() { ix.Match(h, kvbm.TierGPU, &out) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { ix.Match(h, kvtier.GPU, &out) }); n != 0 {
 		t.Errorf("Match allocates %v times per call", n)
 	}
 }

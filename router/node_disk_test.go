@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -19,7 +19,7 @@ func diskCounts(t *testing.T, ix *Index, n int) []int {
 	t.Helper()
 	total := 0
 	var out [MaxWorkers]int
-	for tier := kvbm.Tier(0); tier < kvbm.NumTiers; tier++ {
+	for tier := kvtier.Tier(0); tier < kvtier.Count; tier++ {
 		ix.BlockCounts(tier, &out)
 		for _, c := range out {
 			total += c
@@ -28,7 +28,7 @@ func diskCounts(t *testing.T, ix *Index, n int) []int {
 	if st := ix.Stats(); st.Entries != total {
 		t.Errorf("index holds %d entries, per-worker counts add up to %d", st.Entries, total)
 	}
-	ix.BlockCounts(kvbm.TierDisk, &out)
+	ix.BlockCounts(kvtier.Disk, &out)
 	return append([]int(nil), out[:n]...)
 }
 
@@ -58,14 +58,14 @@ func TestNodeDiskShared(t *testing.T) {
 	)
 	ix := r.Index()
 	h := chain("disk", 10)
-	ix.Store(0, kvbm.TierGPU, h[:2])
-	ix.Store(0, kvbm.TierDisk, h[:6])
-	ix.Store(4, kvbm.TierDisk, h[:1])
+	ix.Store(0, kvtier.GPU, h[:2])
+	ix.Store(0, kvtier.Disk, h[:6])
+	ix.Store(4, kvtier.Disk, h[:1])
 	if got, want := diskCounts(t, ix, 5), []int{6, 6, 0, 0, 1}; !equalInts(got, want) {
 		t.Fatalf("disk blocks per worker %v, want %v", got, want)
 	}
 	// Storing again from the other worker of the node adds nothing.
-	ix.Store(1, kvbm.TierDisk, h[:6])
+	ix.Store(1, kvtier.Disk, h[:6])
 	if st := ix.Stats(); st.Entries != 2+6+6+1 {
 		t.Errorf("entries %d after storing the node's blocks again, want 15", st.Entries)
 	}
@@ -79,13 +79,13 @@ func TestNodeDiskShared(t *testing.T) {
 		t.Fatalf("after a join: disk blocks per worker %v, want %v", got, want)
 	}
 	var from, out [MaxWorkers]int
-	ix.MatchBeyond(h, kvbm.TierDisk, &from, &out)
+	ix.MatchBeyond(h, kvtier.Disk, &from, &out)
 	if out[late] != 6 || out[2] != 0 {
 		t.Errorf("disk match: late joiner %d, other node %d; want 6, 0", out[late], out[2])
 	}
 
 	// A removal by the late joiner clears the blocks for the whole node.
-	ix.Remove(late, kvbm.TierDisk, h[4:6])
+	ix.Remove(late, kvtier.Disk, h[4:6])
 	if got, want := diskCounts(t, ix, 6), []int{4, 4, 0, 0, 1, 4}; !equalInts(got, want) {
 		t.Fatalf("after a removal: disk blocks per worker %v, want %v", got, want)
 	}
@@ -97,10 +97,10 @@ func TestNodeDiskShared(t *testing.T) {
 	}
 
 	// A worker whose view is reset (engine restart) keeps the node's disk.
-	ix.Store(1, kvbm.TierGPU, h[:3])
+	ix.Store(1, kvtier.GPU, h[:3])
 	ix.ClearWorker(1)
 	var gpu [MaxWorkers]int
-	ix.BlockCounts(kvbm.TierGPU, &gpu)
+	ix.BlockCounts(kvtier.GPU, &gpu)
 	if got := diskCounts(t, ix, 6); got[1] != 4 || gpu[1] != 0 {
 		t.Errorf("after a view reset: worker 1 holds %d disk and %d GPU blocks, want 4 and 0", got[1], gpu[1])
 	}
@@ -117,7 +117,7 @@ func TestNodeDiskShared(t *testing.T) {
 		t.Fatalf("after a move: id %d, disk blocks per worker %v; want id 0, %v", moved, got, want)
 	}
 	// ... and shares the new node's from then on.
-	ix.Store(2, kvbm.TierDisk, h[:2])
+	ix.Store(2, kvtier.Disk, h[:2])
 	if got, want := diskCounts(t, ix, 6), []int{2, 4, 2, 0, 1, 0}; !equalInts(got, want) {
 		t.Fatalf("after a store on the new node: disk blocks per worker %v, want %v", got, want)
 	}
@@ -144,7 +144,7 @@ func TestNodeDiskEviction(t *testing.T) {
 		}
 	}
 	ix := r.Index()
-	ix.Store(0, kvbm.TierDisk, chain("x", 6)) // 18 entries: over budget
+	ix.Store(0, kvtier.Disk, chain("x", 6)) // 18 entries: over budget
 	st := ix.Stats()
 	if st.Entries > 12 || st.Entries%3 != 0 {
 		t.Fatalf("entries %d after eviction, want at most 12 and whole blocks", st.Entries)
@@ -178,7 +178,7 @@ func diskPricingRouter(t *testing.T, diskBW float64, m *Metrics) (*Router, []tok
 		}
 	}
 	h := chain("prefix", 64)
-	r.Index().Store(0, kvbm.TierDisk, h)
+	r.Index().Store(0, kvtier.Disk, h)
 	return r, h
 }
 
@@ -266,8 +266,8 @@ func TestRoutedBlocksMetric(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, h := diskPricingRouter(t, 5e9, m)
-	r.Index().Store(1, kvbm.TierGPU, h[:10])
-	r.Index().Store(1, kvbm.TierRAM, h[10:14])
+	r.Index().Store(1, kvtier.GPU, h[:10])
+	r.Index().Store(1, kvtier.RAM, h[10:14])
 	d := route(t, r, &Request{ID: "r1", Hashes: h, PromptTokens: 1024, Exclude: []WorkerID{0}})
 	if d.WorkerID != 1 || d.CachedBlocks != 10 || d.RAMBlocks != 4 || d.DiskBlocks != 50 {
 		t.Fatalf("decision on %d with gpu %d ram %d disk %d, want 1 with 10, 4, 50", d.WorkerID, d.CachedBlocks, d.RAMBlocks, d.DiskBlocks)

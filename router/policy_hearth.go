@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // PolicyHearth estimates each worker's time to first token in seconds and
@@ -100,7 +102,7 @@ func (h HearthConfig) withDefaults() HearthConfig {
 	return h
 }
 
-// hearthPolicy reads Hearth and BlockSize of its router's configuration.
+// hearthPolicy reads Hearth of its router's configuration.
 type hearthPolicy struct {
 	cfg  Config
 	ends []drainEnd // scratch of drainWait
@@ -152,7 +154,7 @@ func (p *hearthPolicy) Choose(in *RouteInput, cands []Candidate) (int, string) {
 func (p *hearthPolicy) Score(in *RouteInput, cands []Candidate) {
 	r, sess, now := in.r, in.sess, in.Now
 	h := p.cfg.Hearth
-	bs := p.cfg.BlockSize
+	bs := tokenizer.DefaultBlockSize
 	reqBlocks := in.PromptBlocks + in.OSLBlocks
 	// The own worker's missing room is priced at its expected drain only
 	// while another worker has room for the request (RoomWaitWindow).
@@ -320,7 +322,7 @@ func (p *hearthPolicy) queueDelay(in *RouteInput, cands []Candidate) float64 {
 func (p *hearthPolicy) queueCost(in *RouteInput, cands []Candidate) float64 {
 	r := in.r
 	h := p.cfg.Hearth
-	bs := p.cfg.BlockSize
+	bs := tokenizer.DefaultBlockSize
 	best := math.Inf(1)
 	for _, c := range cands {
 		ws := r.workers[c.WorkerID]

@@ -3,6 +3,8 @@ package router
 import (
 	"math"
 	"math/rand"
+
+	"github.com/hearth-llm/hearth/tokenizer"
 )
 
 // PolicyKV is Dynamo's KV router cost, reproduced exactly (the formula is
@@ -14,7 +16,7 @@ func init() {
 }
 
 // kvPolicy reads OverlapScoreWeight, HostCacheHitWeight, DiskCacheHitWeight,
-// Temperature and BlockSize of its router's configuration.
+// and Temperature of its router's configuration.
 type kvPolicy struct{ cfg Config }
 
 // Needs asks for lower tiers: Dynamo's selector credits offloaded blocks.
@@ -35,7 +37,7 @@ func (*kvPolicy) Needs() PolicyNeeds { return PolicyNeeds{LowerTiers: true} }
 // and disk_cache_hit_weight (0.25). Without lower-tier events both are 0
 // and the logit is the GPU-only formula.
 func (p *kvPolicy) Score(in *RouteInput, cands []Candidate) {
-	r, bs := in.r, p.cfg.BlockSize
+	r, bs := in.r, tokenizer.DefaultBlockSize
 	for i := range cands {
 		c := &cands[i]
 		aw := &r.active.workers[c.WorkerID]

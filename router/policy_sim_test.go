@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -52,14 +52,14 @@ func (e *simEngine) store(ix *Index, h []tokenizer.SeqHash) {
 			e.where[b] = e.lru.PushFront(b)
 		}
 	}
-	ix.Store(e.id, kvbm.TierGPU, h)
+	ix.Store(e.id, kvtier.GPU, h)
 	var victims []tokenizer.SeqHash
 	for e.lru.Len() > e.capacity {
 		b := e.lru.Remove(e.lru.Back()).(tokenizer.SeqHash)
 		delete(e.where, b)
 		victims = append(victims, b)
 	}
-	ix.Remove(e.id, kvbm.TierGPU, victims)
+	ix.Remove(e.id, kvtier.GPU, victims)
 }
 
 type simEvent struct {

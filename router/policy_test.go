@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 )
 
 // registerTestPolicy registers p for the test and forgets it after.
@@ -71,9 +71,9 @@ func TestRegisteredPolicy(t *testing.T) {
 		r, _ := newTestRouter(t, Config{Policy: PolicyRoundRobin},
 			WorkerInfo{Name: "a"}, WorkerInfo{Name: "b", Node: "n1"})
 		h := chain("tiers", 12)
-		r.Index().Store(0, kvbm.TierGPU, h[:2])
-		r.Index().Store(1, kvbm.TierRAM, h[:8])
-		r.Index().Store(1, kvbm.TierDisk, h[8:])
+		r.Index().Store(0, kvtier.GPU, h[:2])
+		r.Index().Store(1, kvtier.RAM, h[:8])
+		r.Index().Store(1, kvtier.Disk, h[8:])
 
 		d := route(t, r, &Request{ID: "probe", Hashes: h, Policy: name})
 		if d.Policy != name || d.WorkerID != 1 || d.Reason != ReasonLowestCost {
@@ -98,7 +98,7 @@ func TestRegisteredPolicy(t *testing.T) {
 	t.Run("queue order", func(t *testing.T) {
 		r, clk := newTestRouter(t, Config{Policy: name, SaturationFraction: 0.5, QueueSize: 8},
 			WorkerInfo{Name: "a", CapacityBlocks: 100})
-		r.Index().Store(0, kvbm.TierRAM, chain("warm", 64))
+		r.Index().Store(0, kvtier.RAM, chain("warm", 64))
 		route(t, r, &Request{ID: "first", Hashes: chain("first", 60)})
 		// In arrival order cold would go first.
 		tickets := map[string]*Ticket{}

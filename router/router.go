@@ -171,14 +171,14 @@ func (r *Router) Enqueue(req *Request) (Decision, *Ticket, error) {
 	}
 	hashes := req.Hashes
 	if hashes == nil && len(req.Tokens) > 0 {
-		hashes = tokenizer.BlockHashes(req.Tokens, r.cfg.BlockSize)
+		hashes = tokenizer.BlockHashes(req.Tokens, tokenizer.DefaultBlockSize)
 	}
 	isl := req.PromptTokens
 	if isl <= 0 {
 		isl = len(req.Tokens)
 	}
 	if isl <= 0 {
-		isl = len(hashes) * r.cfg.BlockSize
+		isl = len(hashes) * tokenizer.DefaultBlockSize
 	}
 	if r.prio != nil {
 		r.prio.note(hashes, req.Hints.Priority)

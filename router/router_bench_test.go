@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -29,7 +29,7 @@ func fillIndex(ix *Index, rng *rand.Rand, blocks, workers, perBlock int) [][]tok
 			prompt[i] = tokenizer.SeqHash(rng.Uint64())
 		}
 		for k := range perBlock {
-			ix.Store(WorkerID((p+k)%workers), kvbm.TierGPU, prompt)
+			ix.Store(WorkerID((p+k)%workers), kvtier.GPU, prompt)
 		}
 		prompts = append(prompts, prompt)
 	}
@@ -147,7 +147,7 @@ func BenchmarkIndexMatch(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				ix.Match(prompt, kvbm.TierGPU, &out)
+				ix.Match(prompt, kvtier.GPU, &out)
 			}
 			if out[0] != len(prompt) {
 				b.Fatalf("matched %d of %d", out[0], len(prompt))
@@ -161,7 +161,7 @@ func BenchmarkIndexMatch(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				p := prompts[i%len(prompts)]
-				ix.Match(p, kvbm.TierGPU, &out)
+				ix.Match(p, kvtier.GPU, &out)
 				if out[i%len(prompts)%16] != len(p) {
 					b.Fatalf("matched %d of %d", out[i%16], len(p))
 				}
@@ -221,7 +221,7 @@ func BenchmarkIndexClearWorker(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		for _, h := range held {
-			ix.Store(0, kvbm.TierGPU, h)
+			ix.Store(0, kvtier.GPU, h)
 		}
 		b.StartTimer()
 		ix.ClearWorker(0)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/clock"
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -74,8 +74,8 @@ func TestKVFormulaWorkedExample(t *testing.T) {
 	a, b, c, d := tokenizer.SeqHash(101), tokenizer.SeqHash(102), tokenizer.SeqHash(103), tokenizer.SeqHash(104)
 	setup := func(t *testing.T, weight float64) *Router {
 		r, _ := newTestRouter(t, Config{Policy: PolicyKV, OverlapScoreWeight: weight}, WorkerInfo{Name: "w0"}, WorkerInfo{Name: "w1"})
-		r.Index().Store(0, kvbm.TierGPU, []tokenizer.SeqHash{a, b, c})
-		r.Index().Store(1, kvbm.TierGPU, []tokenizer.SeqHash{a})
+		r.Index().Store(0, kvtier.GPU, []tokenizer.SeqHash{a, b, c})
+		r.Index().Store(1, kvtier.GPU, []tokenizer.SeqHash{a})
 		// P0 → w0: 40 prompt tokens, nothing cached: 40 pending, 2 active blocks.
 		route(t, r, &Request{ID: "p0", Hashes: []tokenizer.SeqHash{901, 902}, PromptTokens: 40, Policy: PolicyRoundRobin})
 		// P1 → w1: 48 tokens, block a cached: 32 pending, 3 active blocks (a, b, y).
@@ -120,9 +120,9 @@ func TestKVFormulaWorkedExample(t *testing.T) {
 func TestKVTies(t *testing.T) {
 	t.Run("fewest cached blocks", func(t *testing.T) {
 		r, _ := newTestRouter(t, Config{Policy: PolicyKV}, WorkerInfo{Name: "w0"}, WorkerInfo{Name: "w1"}, WorkerInfo{Name: "w2"})
-		r.Index().Store(0, kvbm.TierGPU, chain("other0", 5))
-		r.Index().Store(1, kvbm.TierGPU, chain("other1", 2))
-		r.Index().Store(2, kvbm.TierGPU, chain("other2", 9))
+		r.Index().Store(0, kvtier.GPU, chain("other0", 5))
+		r.Index().Store(1, kvtier.GPU, chain("other1", 2))
+		r.Index().Store(2, kvtier.GPU, chain("other2", 9))
 		d := route(t, r, &Request{ID: "r", Hashes: chain("new", 4)})
 		if d.WorkerID != 1 || d.Reason != ReasonTieIndex {
 			t.Errorf("picked %d (%s), want 1 by fewest cached blocks", d.WorkerID, d.Reason)
@@ -202,7 +202,7 @@ func TestSoftmaxSampling(t *testing.T) {
 	})
 	t.Run("through Route", func(t *testing.T) {
 		r, _ := newTestRouter(t, Config{Policy: PolicyKV, Temperature: 0.5, Seed: 5}, WorkerInfo{Name: "w0"}, WorkerInfo{Name: "w1"})
-		r.Index().Store(0, kvbm.TierGPU, chain("p", 8))
+		r.Index().Store(0, kvtier.GPU, chain("p", 8))
 		counts := map[WorkerID]int{}
 		for i := range 400 {
 			d := route(t, r, &Request{ID: string(rune(1000 + i)), Hashes: chain("p", 8)})
@@ -258,7 +258,7 @@ func TestSimplePolicies(t *testing.T) {
 	})
 	t.Run("least loaded", func(t *testing.T) {
 		r, _ := newTestRouter(t, Config{Policy: PolicyLeastLoaded}, WorkerInfo{Name: "a"}, WorkerInfo{Name: "b"})
-		r.Index().Store(0, kvbm.TierGPU, chain("big", 50))                                 // cache is ignored
+		r.Index().Store(0, kvtier.GPU, chain("big", 50))                                   // cache is ignored
 		route(t, r, &Request{ID: "x", Hashes: chain("big", 50), Policy: PolicyRoundRobin}) // → 0
 		d := route(t, r, &Request{ID: "y", Hashes: chain("big", 50)})
 		if d.WorkerID != 1 {
@@ -363,13 +363,13 @@ func TestHearthPolicy(t *testing.T) {
 			ix := r.Index()
 			// Worker 0 caches 900 blocks of session p, now waiting on a tool.
 			route(t, r, &Request{ID: "p1", Hashes: chain("p", 900), SessionID: "p", Policy: PolicyRoundRobin})
-			ix.Store(0, kvbm.TierGPU, chain("p", 900))
+			ix.Store(0, kvtier.GPU, chain("p", 900))
 			r.Free("p1")
 			if !paused {
 				r.ApplySessionControl("p", SessionControl{Action: SessionClose})
 			}
 			// Worker 1 caches 950 blocks nobody is waiting for.
-			ix.Store(1, kvbm.TierGPU, chain("old", 950))
+			ix.Store(1, kvtier.GPU, chain("old", 950))
 			d := route(t, r, &Request{ID: "n", Hashes: chain("n", 300), SessionID: "n"})
 			want := WorkerID(1) // 200 blocks would push out the paused session on 0
 			if !paused {
@@ -391,7 +391,7 @@ func TestHearthPolicy(t *testing.T) {
 			r, _ := newTestRouter(t, Config{Policy: tc.policy},
 				WorkerInfo{Name: "a", CapacityBlocks: 2000, PrefillTokensPerSec: 5000},
 				WorkerInfo{Name: "b", CapacityBlocks: 2000, PrefillTokensPerSec: 5000})
-			r.Index().Store(0, kvbm.TierGPU, chain("ctx", 1000))
+			r.Index().Store(0, kvtier.GPU, chain("ctx", 1000))
 			r.mu.Lock()
 			r.active.add("other", 0, chain("other", 1100), 0, 0, "", r.now())
 			r.mu.Unlock()
@@ -449,14 +449,14 @@ func TestActiveLifecycle(t *testing.T) {
 func TestApproximateMode(t *testing.T) {
 	r, clk := newTestRouter(t, Config{Policy: PolicyKV}, WorkerInfo{Name: "a", Approximate: true}, WorkerInfo{Name: "b"})
 	p := chain("p", 6)
-	r.Index().Store(1, kvbm.TierGPU, chain("noise", 3)) // so an empty tie goes to 0
+	r.Index().Store(1, kvtier.GPU, chain("noise", 3)) // so an empty tie goes to 0
 	d := route(t, r, &Request{ID: "1", Hashes: p})
 	if d.WorkerID != 0 {
 		t.Fatalf("first request went to %d", d.WorkerID)
 	}
 	r.Free("1")
 	var out [MaxWorkers]int
-	r.Index().Match(p, kvbm.TierGPU, &out)
+	r.Index().Match(p, kvtier.GPU, &out)
 	if out[0] != 6 {
 		t.Fatalf("approximate worker predicted %d cached blocks, want 6", out[0])
 	}
@@ -468,18 +468,18 @@ func TestApproximateMode(t *testing.T) {
 	r.Free("2")
 	clk.Advance(20 * time.Second) // 120 s after the first route
 	r.Free("tick")
-	r.Index().Match(p, kvbm.TierGPU, &out)
+	r.Index().Match(p, kvtier.GPU, &out)
 	if out[0] != 4 {
 		t.Errorf("after 120 s: %d blocks predicted, want the 4 refreshed at 100 s", out[0])
 	}
 	clk.Advance(100 * time.Second)
 	r.Free("tick")
-	r.Index().Match(p, kvbm.TierGPU, &out)
+	r.Index().Match(p, kvtier.GPU, &out)
 	if out[0] != 0 {
 		t.Errorf("after 220 s: %d blocks predicted, want 0", out[0])
 	}
 	// A worker with events is never predicted.
-	r.Index().Match(chain("noise", 3), kvbm.TierGPU, &out)
+	r.Index().Match(chain("noise", 3), kvtier.GPU, &out)
 	if out[1] != 3 {
 		t.Errorf("evented worker lost its blocks: %d", out[1])
 	}
@@ -487,7 +487,7 @@ func TestApproximateMode(t *testing.T) {
 
 func TestRemoveWorker(t *testing.T) {
 	r, _ := newTestRouter(t, Config{Policy: PolicyKV}, WorkerInfo{Name: "a"}, WorkerInfo{Name: "b"})
-	r.Index().Store(1, kvbm.TierGPU, chain("p", 4))
+	r.Index().Store(1, kvtier.GPU, chain("p", 4))
 	route(t, r, &Request{ID: "x", Hashes: chain("p", 4)})
 	r.RemoveWorker(1)
 	if got := len(r.Workers()); got != 1 {
@@ -518,7 +518,6 @@ func TestConfigValidate(t *testing.T) {
 		{"negative weight", Config{OverlapScoreWeight: -1}, false},
 		{"fraction over 1", Config{SaturationFraction: 1.5}, false},
 		{"negative ttl", Config{ActiveTTL: -time.Second}, false},
-		{"negative block size", Config{BlockSize: -16}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -533,7 +532,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	r, _ := New(Config{})
 	c := r.Config()
-	if c.Policy != DefaultPolicy || c.BlockSize != 16 || c.OverlapScoreWeight != 1 || c.ActiveTTL != 300*time.Second || c.ApproxTTL != 120*time.Second {
+	if c.Policy != DefaultPolicy || c.OverlapScoreWeight != 1 || c.ActiveTTL != 300*time.Second || c.ApproxTTL != 120*time.Second {
 		t.Errorf("defaults: %+v", c)
 	}
 }
@@ -569,7 +568,7 @@ func ids(ds []Decision) []string {
 func TestRouteAllocations(t *testing.T) {
 	r, _ := newTestRouter(t, Config{Policy: PolicyKV}, WorkerInfo{Name: "a"}, WorkerInfo{Name: "b"})
 	h := chain("p", 500)
-	r.Index().Store(0, kvbm.TierGPU, h)
+	r.Index().Store(0, kvtier.GPU, h)
 	req := &Request{ID: "x", Hashes: h}
 	// Warm the maps of the active set so their growth is not counted.
 	route(t, r, req)
@@ -613,7 +612,7 @@ func TestRouterConcurrent(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := range 200 {
-			r.Index().Store(WorkerID(i%2), kvbm.TierGPU, chain("a", 1+i%40))
+			r.Index().Store(WorkerID(i%2), kvtier.GPU, chain("a", 1+i%40))
 			if i%50 == 0 {
 				r.Index().ClearWorker(WorkerID(i % 2))
 			}
@@ -640,8 +639,8 @@ func TestExcludeSendsARetryElsewhere(t *testing.T) {
 			r, _ := newTestRouter(t, Config{Policy: policy},
 				WorkerInfo{Name: "a"}, WorkerInfo{Name: "b"}, WorkerInfo{Name: "c"})
 			prompt := chain("p", 8)
-			r.Index().Store(0, kvbm.TierGPU, prompt)
-			r.Index().Store(1, kvbm.TierGPU, prompt[:4])
+			r.Index().Store(0, kvtier.GPU, prompt)
+			r.Index().Store(1, kvtier.GPU, prompt[:4])
 			d := route(t, r, &Request{ID: "x1", Hashes: prompt, Exclude: []WorkerID{0}})
 			if d.WorkerID == 0 {
 				t.Fatalf("retry went back to the excluded worker")

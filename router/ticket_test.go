@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 )
 
 func TestEnqueueTicket(t *testing.T) {
@@ -138,7 +138,7 @@ func TestQueueOrderByCost(t *testing.T) {
 				Policy: tc.policy, SaturationFraction: 0.5, QueueSize: 8,
 				Hearth: HearthConfig{QueueStretch: tc.stretch},
 			}, WorkerInfo{Name: "a", CapacityBlocks: 100, PrefillTokensPerSec: 1000})
-			r.Index().Store(0, kvbm.TierGPU, chain("cheap", 64))
+			r.Index().Store(0, kvtier.GPU, chain("cheap", 64))
 			route(t, r, &Request{ID: "first", Hashes: chain("first", 60)})
 			tickets := map[string]*Ticket{}
 			for _, a := range tc.arrivals {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/clock"
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -34,10 +34,10 @@ func TestKVCreditsLowerTiers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r, _ := newTestRouter(t, Config{Policy: PolicyKV, HostCacheHitWeight: tt.host, DiskCacheHitWeight: tt.disk},
 				WorkerInfo{Name: "w0"}, WorkerInfo{Name: "w1"})
-			r.Index().Store(0, kvbm.TierGPU, h[:2])
-			r.Index().Store(1, kvbm.TierGPU, h[:1])
-			r.Index().Store(1, kvbm.TierRAM, h[:5]) // a write-through copy: 4 beyond the GPU
-			r.Index().Store(1, kvbm.TierDisk, h[5:7])
+			r.Index().Store(0, kvtier.GPU, h[:2])
+			r.Index().Store(1, kvtier.GPU, h[:1])
+			r.Index().Store(1, kvtier.RAM, h[:5]) // a write-through copy: 4 beyond the GPU
+			r.Index().Store(1, kvtier.Disk, h[5:7])
 			d := route(t, r, &Request{ID: "r", Hashes: h, PromptTokens: 128})
 			for i, c := range d.Candidates {
 				if c.Cost != tt.want[i] {
@@ -92,9 +92,9 @@ func TestHearthPricesRAMBlocksAsLoads(t *testing.T) {
 			r, _ := newTestRouter(t, Config{Policy: PolicyHearth, Hearth: hc},
 				WorkerInfo{Name: "w0", PrefillTokensPerSec: speed, BlockBytes: blockBytes, LoadBytesPerSec: tt.loadRate},
 				WorkerInfo{Name: "w1", PrefillTokensPerSec: speed, BlockBytes: blockBytes, LoadBytesPerSec: tt.loadRate, RAMCapacityBlocks: 1000})
-			r.Index().Store(0, kvbm.TierGPU, h[:50])
-			r.Index().Store(1, kvbm.TierGPU, h[:10])
-			r.Index().Store(1, kvbm.TierRAM, h[:90])
+			r.Index().Store(0, kvtier.GPU, h[:50])
+			r.Index().Store(1, kvtier.GPU, h[:10])
+			r.Index().Store(1, kvtier.RAM, h[:90])
 			d := route(t, r, &Request{ID: "r", Hashes: h, PromptTokens: 1600})
 			if got, want := d.Candidates[0].Cost, 800/speed; !near(got, want) {
 				t.Errorf("w0 cost %v, want %v", got, want)
@@ -133,7 +133,7 @@ func TestHearthRAMTierCheapensEviction(t *testing.T) {
 			paused := chain("paused", 100)
 			route(t, r, &Request{ID: "p", Hashes: paused, SessionID: "p", Policy: PolicyRoundRobin})
 			r.Free("p")
-			r.Index().Store(0, kvbm.TierGPU, paused)
+			r.Index().Store(0, kvtier.GPU, paused)
 			// The new request shares 20 blocks with worker 0's GPU... and
 			// nothing with worker 1.
 			q := append(append([]tokenizer.SeqHash(nil), paused[:20]...), chain("new", 60)...)
@@ -222,7 +222,7 @@ func TestHearthPricesRoomAtReleaseRate(t *testing.T) {
 				route(t, r, &Request{ID: id, Hashes: chain(id, rel.blocks), PromptTokens: 16 * rel.blocks, Exclude: on0})
 				r.Free(id)
 			}
-			r.Index().Store(0, kvbm.TierGPU, q[:50])
+			r.Index().Store(0, kvtier.GPU, q[:50])
 			d := route(t, r, &Request{ID: "q", Hashes: q, PromptTokens: 16 * 80, SessionID: session})
 			if d.WorkerID != tt.winner {
 				t.Errorf("winner %d, want %d (%+v)", d.WorkerID, tt.winner, d.Candidates)
@@ -275,7 +275,7 @@ func TestHearthPricesOwnRoomAtExpectedDrain(t *testing.T) {
 			q := chain("ctx", 80)
 			route(t, r, &Request{ID: "turn1", Hashes: q[:60], PromptTokens: 16 * 60, SessionID: "s", Exclude: on0})
 			r.Free("turn1")
-			r.Index().Store(0, kvbm.TierGPU, q[:60])
+			r.Index().Store(0, kvtier.GPU, q[:60])
 			// Another session's answer holds 80 of worker 0's 100 blocks.
 			route(t, r, &Request{ID: "other", Hashes: chain("other", 60), PromptTokens: 16 * 60, SessionID: "o", Hints: Hints{OSL: 320}, Exclude: on0})
 			r.PrefillDone("other")

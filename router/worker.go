@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -237,7 +237,7 @@ type EngineBlockMap interface {
 	// names engineHashes and sets known[i] for each hash it mapped in that
 	// tier. It is called without the router's lock held and may lock the
 	// index.
-	DropEngineBlocks(tier kvbm.Tier, engineHashes []uint64, known []bool)
+	DropEngineBlocks(tier kvtier.Tier, engineHashes []uint64, known []bool)
 	// SeqHashOf is the sequence hash of the block the worker's engine
 	// names engineHash, in any tier; false when it maps none. It is
 	// called without the router's lock held and must not lock the index.
@@ -274,7 +274,7 @@ func (r *Router) RemoveNodeBlocks(node, model string, engineHashes []uint64) int
 	// they are called outside r.mu.
 	known := make([]bool, len(engineHashes))
 	for _, in := range ings[:n] {
-		in.DropEngineBlocks(kvbm.TierDisk, engineHashes, known)
+		in.DropEngineBlocks(kvtier.Disk, engineHashes, known)
 	}
 	removed := 0
 	for _, k := range known {
@@ -387,8 +387,8 @@ type WorkerLoad struct {
 // Workers returns the load of every live worker, by id.
 func (r *Router) Workers() []WorkerLoad {
 	var cached, ram [MaxWorkers]int
-	r.ix.BlockCounts(kvbm.TierGPU, &cached)
-	r.ix.BlockCounts(kvbm.TierRAM, &ram)
+	r.ix.BlockCounts(kvtier.GPU, &cached)
+	r.ix.BlockCounts(kvtier.RAM, &ram)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]WorkerLoad, 0, len(r.order))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -28,6 +29,36 @@ const readyPoll = 100 * time.Millisecond
 // probeTimeout bounds one probe request: an engine that accepts the
 // connection and then hangs is not ready.
 const probeTimeout = 5 * time.Second
+
+// probeClientTimeout bounds a whole exchange with an engine, reading the
+// body included, for a caller that sets no deadline of its own; each probe
+// sets a shorter one (probeTimeout, tokenizerCheckTimeout).
+const probeClientTimeout = 30 * time.Second
+
+// NewProbeClient returns the HTTP client that talks to engines outside
+// the request path: readiness and liveness probes, /metrics scrapes,
+// profile measurement, the tokenizer check, the console's engine figures.
+// Every launcher, the supervisor and the daemon use this one.
+//
+// It never goes through a proxy from the environment: engines listen on
+// this node (loopback ports, or a peer's forwarder on loopback), and the
+// HTTPS_PROXY a machine sets for model downloads must not carry them;
+// Go's environment proxy spares only "localhost" and loopback addresses,
+// not the host's own names. It keeps at most two idle connections per
+// engine, dials with a timeout and gives up on an exchange after
+// probeClientTimeout, so that an engine that accepts and hangs holds no
+// probe for ever.
+func NewProbeClient() *http.Client {
+	return &http.Client{
+		Timeout: probeClientTimeout,
+		Transport: &http.Transport{
+			Proxy:               nil,
+			DialContext:         (&net.Dialer{Timeout: probeTimeout}).DialContext,
+			MaxIdleConnsPerHost: 2,
+			IdleConnTimeout:     30 * time.Second,
+		},
+	}
+}
 
 // WaitReady polls an engine's HTTP API until /health answers 200 and
 // /v1/models lists model. It returns ErrExited as soon as exited is closed,

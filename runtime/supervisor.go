@@ -94,7 +94,7 @@ type SupervisorConfig struct {
 	// self-check of every engine that becomes ready (CheckTokenizer); nil,
 	// or a nil result, checks nothing.
 	Tokenizer func(Spec) ChatTokenizer
-	// HTTPClient talks to engines; default a client of its own.
+	// HTTPClient talks to engines; default NewProbeClient().
 	HTTPClient *http.Client
 	Logger     *slog.Logger
 	// LogLines is how many of an engine's last log lines a failure report
@@ -125,7 +125,7 @@ func (c *SupervisorConfig) setDefaults() {
 		c.LogLines = 20
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second}}
+		c.HTTPClient = NewProbeClient()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

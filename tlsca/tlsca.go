@@ -85,25 +85,11 @@ func LoadOrCreate(dir, name string, now time.Time) (*Authority, error) {
 		return nil, fmt.Errorf("tlsca: CA key: %w", err)
 	}
 	subject := pkix.Name{CommonName: strings.TrimSpace("Hearth CA " + name), Organization: []string{"Hearth"}}
-	tmpl := &x509.Certificate{
-		SerialNumber:          pki.Serial(),
-		Subject:               subject,
-		NotBefore:             now.Add(-time.Hour), // clocks of clients run a little behind
-		NotAfter:              now.Add(caLifetime),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	cert, err := pki.NewCA(subject, key, now, caLifetime)
 	if err != nil {
-		return nil, fmt.Errorf("tlsca: CA certificate: %w", err)
+		return nil, fmt.Errorf("tlsca: %w", err)
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("tlsca: CA certificate: %w", err)
-	}
-	certPEM = pki.EncodeCert(der)
+	certPEM = pki.EncodeCert(cert.Raw)
 	if err := writePair(dir, CAFile, certPEM, CAKeyFile, key); err != nil {
 		return nil, err
 	}
@@ -217,7 +203,7 @@ func (a *Authority) ServerCertificate(names Names, now time.Time) (tls.Certifica
 	tmpl := &x509.Certificate{
 		SerialNumber: pki.Serial(),
 		Subject:      pkix.Name{CommonName: cn, Organization: []string{"Hearth"}},
-		NotBefore:    now.Add(-time.Hour),
+		NotBefore:    now.Add(-pki.Backdate),
 		NotAfter:     now.Add(serverLifetime),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/daemon"
@@ -53,13 +54,13 @@ func runDoctor(ctx context.Context, env *environment, args []string) error {
 
 func parseDoctorFlags(env *environment, args []string) (doctorConfig, error) {
 	fs := newFlagSet(env, "doctor",
-		"doctor [--json] [--deep] [--sim 2x4090] [--model M] [--engine vllm|sglang] [--image IMAGE] [--listen ADDR] [--data-dir DIR] [--kv-store-dir DIR] [--hf-cache DIR]")
+		"doctor [--json] [--deep] [--sim 2x4090] [--model M] [--engine "+strings.ReplaceAll(hruntime.KindNames(), ", ", "|")+"] [--image IMAGE] [--listen ADDR] [--data-dir DIR] [--kv-store-dir DIR] [--hf-cache DIR]")
 	var cfg doctorConfig
 	fs.BoolVar(&cfg.json, "json", false, `print {"checks": [{"name", "status", "evidence", "fix"}]}`)
 	fs.BoolVar(&cfg.Deep, "deep", false, "also start a container that asks for the GPUs (from the engine image, if it is pulled)")
 	fs.StringVar(&cfg.sim, "sim", "", `check against simulated GPUs, e.g. "2x4090", as hearth up --sim takes them`)
 	fs.StringVar(&cfg.Model, "model", "", "model to weigh against each GPU's free memory (default: the largest that fits the GPU)")
-	engine := fs.String("engine", "vllm", "engine whose image the CUDA check weighs: vllm or sglang")
+	engine := fs.String("engine", string(hruntime.KindVLLM), "engine whose image the CUDA check weighs: "+hruntime.KindNames())
 	fs.StringVar(&cfg.Image, "image", "", "engine image, as hearth up --image takes it (default: the engine's image for the driver's CUDA)")
 	fs.StringVar(&cfg.Addr, "listen", daemon.DefaultListen, "the API address hearth up will listen on")
 	dataDir := fs.String("data-dir", string(daemon.DefaultDataDir(env.getenv)), "Hearth's data directory, as hearth up --data-dir takes it")
@@ -69,11 +70,11 @@ func parseDoctorFlags(env *environment, args []string) (doctorConfig, error) {
 		return cfg, err
 	}
 	cfg.DataDir = daemon.DataDir(*dataDir)
-	cfg.Engine = hruntime.Kind(*engine)
-	if cfg.Engine != hruntime.KindVLLM && cfg.Engine != hruntime.KindSGLang {
-		return cfg, fmt.Errorf("%w: --engine: want vllm or sglang, got %q", errUsage, *engine)
+	kind, err := hruntime.KindOf(*engine)
+	if err != nil {
+		return cfg, fmt.Errorf("%w: --engine: %w", errUsage, err)
 	}
-	var err error
+	cfg.Engine = kind.Name
 	if cfg.HFCache, err = readHFHome(env, cfg.HFCache); err != nil {
 		return cfg, err
 	}

@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/hearth-llm/hearth/bench"
 	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/installer"
 	"github.com/hearth-llm/hearth/runtime/sim/simcli"
@@ -45,6 +46,10 @@ type environment struct {
 	// memoryLimit, when set, sets the process's soft memory limit for hearth
 	// up (daemon.Config.MemoryLimit); nil in tests, which share a process.
 	memoryLimit func(limit int64, log *slog.Logger)
+	// layouts evaluates the layouts of hearth plan --agent and hearth up
+	// --agent: the full evaluation, unless tests of their wiring set a
+	// small one.
+	layouts bench.LayoutEvaluator
 }
 
 // commands lists the subcommands in the order --help shows them.

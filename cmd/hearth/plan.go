@@ -64,7 +64,7 @@ func runPlan(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	if cfg.agent != "" {
-		ev, err := bench.EvaluateAgentLayouts(ctx, catalog.AgentLayoutRequest{
+		ev, err := env.layouts.Evaluate(ctx, catalog.AgentLayoutRequest{
 			GPUs: uses, Model: model, Client: cfg.agent, Sessions: cfg.sessions, Seed: cfg.seed,
 		})
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/router/ingest"
 	hruntime "github.com/hearth-llm/hearth/runtime"
@@ -94,12 +94,12 @@ func (s *signalIndex) poke() {
 	}
 }
 
-func (s *signalIndex) Store(w router.WorkerID, tier kvbm.Tier, h []tokenizer.SeqHash) {
+func (s *signalIndex) Store(w router.WorkerID, tier kvtier.Tier, h []tokenizer.SeqHash) {
 	s.Index.Store(w, tier, h)
 	s.poke()
 }
 
-func (s *signalIndex) Remove(w router.WorkerID, tier kvbm.Tier, h []tokenizer.SeqHash) {
+func (s *signalIndex) Remove(w router.WorkerID, tier kvtier.Tier, h []tokenizer.SeqHash) {
 	s.Index.Remove(w, tier, h)
 	s.poke()
 }
@@ -142,7 +142,7 @@ func TestEventsFeedRouter(t *testing.T) {
 			idx := &signalIndex{Index: router.NewIndex(1 << 16), changed: make(chan struct{}, 1)}
 			sub, err := ingest.NewSubscriber(ingest.SubscriberConfig{
 				Endpoint: inst.KVEventsEndpoint(), ReplayEndpoint: inst.KVReplayEndpoint(), Topic: "kv-events",
-				Workers: []router.WorkerID{worker}, BlockSize: 16, MinBackoff: time.Millisecond,
+				Workers: []router.WorkerID{worker}, MinBackoff: time.Millisecond,
 			}, idx)
 			if err != nil {
 				t.Fatal(err)
@@ -172,7 +172,7 @@ func TestEventsFeedRouter(t *testing.T) {
 			}
 			matched := func(tokens []uint32) int {
 				var out [router.MaxWorkers]int
-				idx.Match(tokenizer.BlockHashes(tokens, 16), kvbm.TierGPU, &out)
+				idx.Match(tokenizer.BlockHashes(tokens, 16), kvtier.GPU, &out)
 				return out[worker]
 			}
 			turn1 := []map[string]string{{"role": "system", "content": strings.Repeat("You are a careful coder. ", 10)},

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/hearth-llm/hearth/bench"
 	"github.com/hearth-llm/hearth/daemon"
 )
 
@@ -18,7 +17,7 @@ func runUp(ctx context.Context, env *environment, args []string) error {
 	log := newLogger(env.stderr, cfg.LogLevel, cfg.LogFormat)
 	if cfg.Agent.Client != "" {
 		// The layouts are measured in the benchmark's simulation.
-		if err := daemon.ChooseAgentLayout(ctx, &cfg, bench.LayoutEvaluator{}, log); err != nil {
+		if err := daemon.ChooseAgentLayout(ctx, &cfg, env.layouts, log); err != nil {
 			return err
 		}
 	}

@@ -21,7 +21,8 @@ func TestUpAgentTakesTheRecommendedLayout(t *testing.T) {
 	board, _ := catalog.LookupGPU("rtx4090")
 	uses := []catalog.GPUUse{{GPU: board}}
 	model, _ := catalog.LookupModel("qwen3-14b-fp8")
-	ev, err := bench.EvaluateAgentLayouts(context.Background(), catalog.AgentLayoutRequest{
+	evaluator := bench.LayoutEvaluator{Size: smallLayoutEvaluation}
+	ev, err := evaluator.Evaluate(context.Background(), catalog.AgentLayoutRequest{
 		GPUs: uses, Model: model, Client: "codex", Sessions: 2, Seed: catalog.AgentEvaluationSeed,
 	})
 	if err != nil {
@@ -49,7 +50,7 @@ func TestUpAgentTakesTheRecommendedLayout(t *testing.T) {
 				t.Fatal(err)
 			}
 			var logs bytes.Buffer
-			if err := daemon.ChooseAgentLayout(context.Background(), &cfg, bench.LayoutEvaluator{}, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+			if err := daemon.ChooseAgentLayout(context.Background(), &cfg, evaluator, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
 				t.Fatal(err)
 			}
 			got := catalog.Layout{TP: cfg.TP, KVCacheDtype: cfg.KVCacheDtype, RopeScaling: cfg.RopeScaling}

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/kvevents"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -21,7 +21,7 @@ import (
 // hashes per worker and tier.
 type fakeIndex struct {
 	mu      sync.Mutex
-	held    map[router.WorkerID]map[kvbm.Tier]map[tokenizer.SeqHash]bool
+	held    map[router.WorkerID]map[kvtier.Tier]map[tokenizer.SeqHash]bool
 	clears  int
 	changed chan struct{} // receives after every change, if nobody has yet
 }
@@ -30,7 +30,7 @@ var _ BlockIndex = (*fakeIndex)(nil)
 
 func newFakeIndex() *fakeIndex {
 	return &fakeIndex{
-		held:    map[router.WorkerID]map[kvbm.Tier]map[tokenizer.SeqHash]bool{},
+		held:    map[router.WorkerID]map[kvtier.Tier]map[tokenizer.SeqHash]bool{},
 		changed: make(chan struct{}, 1),
 	}
 }
@@ -42,9 +42,9 @@ func (f *fakeIndex) notify() {
 	}
 }
 
-func (f *fakeIndex) tier(w router.WorkerID, t kvbm.Tier) map[tokenizer.SeqHash]bool {
+func (f *fakeIndex) tier(w router.WorkerID, t kvtier.Tier) map[tokenizer.SeqHash]bool {
 	if f.held[w] == nil {
-		f.held[w] = map[kvbm.Tier]map[tokenizer.SeqHash]bool{}
+		f.held[w] = map[kvtier.Tier]map[tokenizer.SeqHash]bool{}
 	}
 	if f.held[w][t] == nil {
 		f.held[w][t] = map[tokenizer.SeqHash]bool{}
@@ -52,7 +52,7 @@ func (f *fakeIndex) tier(w router.WorkerID, t kvbm.Tier) map[tokenizer.SeqHash]b
 	return f.held[w][t]
 }
 
-func (f *fakeIndex) Store(w router.WorkerID, t kvbm.Tier, hashes []tokenizer.SeqHash) {
+func (f *fakeIndex) Store(w router.WorkerID, t kvtier.Tier, hashes []tokenizer.SeqHash) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m := f.tier(w, t)
@@ -62,7 +62,7 @@ func (f *fakeIndex) Store(w router.WorkerID, t kvbm.Tier, hashes []tokenizer.Seq
 	f.notify()
 }
 
-func (f *fakeIndex) Remove(w router.WorkerID, t kvbm.Tier, hashes []tokenizer.SeqHash) {
+func (f *fakeIndex) Remove(w router.WorkerID, t kvtier.Tier, hashes []tokenizer.SeqHash) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m := f.tier(w, t)
@@ -81,7 +81,7 @@ func (f *fakeIndex) ClearWorker(w router.WorkerID) {
 }
 
 // view returns the sorted hashes worker w holds in tier t.
-func (f *fakeIndex) view(w router.WorkerID, t kvbm.Tier) []tokenizer.SeqHash {
+func (f *fakeIndex) view(w router.WorkerID, t kvtier.Tier) []tokenizer.SeqHash {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Sorted(maps.Keys(f.held[w][t]))
@@ -146,11 +146,11 @@ type fakeEngine struct {
 	seq       uint64
 	bufferCap int
 	buffer    []fakeBatch
-	held      map[kvbm.Tier]map[tokenizer.SeqHash]bool
+	held      map[kvtier.Tier]map[tokenizer.SeqHash]bool
 }
 
 func newFakeEngine(epoch float64, bufferCap int) *fakeEngine {
-	return &fakeEngine{epoch: epoch, bufferCap: bufferCap, held: map[kvbm.Tier]map[tokenizer.SeqHash]bool{}}
+	return &fakeEngine{epoch: epoch, bufferCap: bufferCap, held: map[kvtier.Tier]map[tokenizer.SeqHash]bool{}}
 }
 
 // publish makes the next batch of events and returns it; it also enters
@@ -165,9 +165,9 @@ func (e *fakeEngine) publish(events ...kvevents.Event) fakeBatch {
 	return b
 }
 
-func (e *fakeEngine) heldIn(t kvbm.Tier) map[tokenizer.SeqHash]bool {
+func (e *fakeEngine) heldIn(t kvtier.Tier) map[tokenizer.SeqHash]bool {
 	if e.held == nil {
-		e.held = map[kvbm.Tier]map[tokenizer.SeqHash]bool{}
+		e.held = map[kvtier.Tier]map[tokenizer.SeqHash]bool{}
 	}
 	if e.held[t] == nil {
 		e.held[t] = map[tokenizer.SeqHash]bool{}
@@ -185,7 +185,7 @@ func (e *fakeEngine) store(tokens []uint32, from, to int, lora string) kvevents.
 	}
 	for i := from; i < to; i++ {
 		ev.BlockHashes = append(ev.BlockHashes, engineHashOf(all[i], lora))
-		e.heldIn(kvbm.TierGPU)[all[i]] = true
+		e.heldIn(kvtier.GPU)[all[i]] = true
 	}
 	ev.TokenIDs = tokens[from*tokenizer.DefaultBlockSize : to*tokenizer.DefaultBlockSize]
 	return ev
@@ -198,15 +198,15 @@ func (e *fakeEngine) offload(tokens []uint32, from, to int) kvevents.Event {
 	ev := kvevents.Event{Kind: kvevents.BlockStored, Medium: kvevents.MediumCPU}
 	for i := from; i < to; i++ {
 		ev.BlockHashes = append(ev.BlockHashes, engineHashOf(all[i], ""))
-		e.heldIn(kvbm.TierRAM)[all[i]] = true
+		e.heldIn(kvtier.RAM)[all[i]] = true
 	}
 	return ev
 }
 
 // remove returns a BlockRemoved of blocks [from, to) in a tier.
-func (e *fakeEngine) remove(tokens []uint32, from, to int, tier kvbm.Tier) kvevents.Event {
+func (e *fakeEngine) remove(tokens []uint32, from, to int, tier kvtier.Tier) kvevents.Event {
 	all := seqHashes(tokens, "")
-	medium := map[kvbm.Tier]kvevents.Medium{kvbm.TierGPU: kvevents.MediumGPU, kvbm.TierRAM: kvevents.MediumCPU}[tier]
+	medium := map[kvtier.Tier]kvevents.Medium{kvtier.GPU: kvevents.MediumGPU, kvtier.RAM: kvevents.MediumCPU}[tier]
 	ev := kvevents.Event{Kind: kvevents.BlockRemoved, Medium: medium}
 	for i := from; i < to; i++ {
 		ev.BlockHashes = append(ev.BlockHashes, engineHashOf(all[i], ""))
@@ -216,11 +216,11 @@ func (e *fakeEngine) remove(tokens []uint32, from, to int, tier kvbm.Tier) kveve
 }
 
 func (e *fakeEngine) clearAll() kvevents.Event {
-	e.held = map[kvbm.Tier]map[tokenizer.SeqHash]bool{}
+	e.held = map[kvtier.Tier]map[tokenizer.SeqHash]bool{}
 	return kvevents.Event{Kind: kvevents.AllBlocksCleared}
 }
 
-func (e *fakeEngine) want(t kvbm.Tier) []tokenizer.SeqHash {
+func (e *fakeEngine) want(t kvtier.Tier) []tokenizer.SeqHash {
 	return slices.Sorted(maps.Keys(e.held[t]))
 }
 
@@ -253,7 +253,7 @@ var errFakeReplay = errors.New("replay endpoint unreachable")
 // holds, in both tiers.
 func checkView(t *testing.T, idx *fakeIndex, w router.WorkerID, e *fakeEngine) {
 	t.Helper()
-	for _, tier := range []kvbm.Tier{kvbm.TierGPU, kvbm.TierRAM} {
+	for _, tier := range []kvtier.Tier{kvtier.GPU, kvtier.RAM} {
 		got, want := idx.view(w, tier), e.want(tier)
 		if !slices.Equal(got, want) {
 			t.Errorf("%v tier: index holds %d blocks, engine %d\n got %v\nwant %v", tier, len(got), len(want), fmtHashes(got), fmtHashes(want))

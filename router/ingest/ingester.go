@@ -9,8 +9,8 @@ import (
 
 	"github.com/zeebo/xxh3"
 
-	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/kvevents"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -18,8 +18,8 @@ import (
 // BlockIndex is where ingest records which blocks a worker holds: the
 // router's Index, or a fake in tests.
 type BlockIndex interface {
-	Store(w router.WorkerID, tier kvbm.Tier, hashes []tokenizer.SeqHash) // blocks now held (a chain, parent first)
-	Remove(w router.WorkerID, tier kvbm.Tier, hashes []tokenizer.SeqHash)
+	Store(w router.WorkerID, tier kvtier.Tier, hashes []tokenizer.SeqHash) // blocks now held (a chain, parent first)
+	Remove(w router.WorkerID, tier kvtier.Tier, hashes []tokenizer.SeqHash)
 	ClearWorker(w router.WorkerID) // drop everything the worker holds
 }
 
@@ -75,10 +75,6 @@ type ingestCounters struct {
 type IngesterConfig struct {
 	// WorkerID is the worker whose events this ingester applies.
 	WorkerID router.WorkerID
-	// BlockSize is the number of tokens per block the router hashes
-	// (default tokenizer.DefaultBlockSize). Stored blocks of another size
-	// cannot be matched against requests and are skipped.
-	BlockSize int
 	// EventFormat is the engine's payload layout, which decides how
 	// positional events are read (kvevents.Decoder.Format); the zero value
 	// is vLLM's.
@@ -100,12 +96,11 @@ type IngesterConfig struct {
 // logic runs in tests without sockets. It is not safe for concurrent use,
 // except for Stats and DropEngineBlocks.
 type Ingester struct {
-	worker    router.WorkerID
-	blockSize int
-	index     BlockIndex
-	replay    ReplaySource // nil: no replay endpoint
-	log       *slog.Logger
-	onDisk    func([]uint64)
+	worker router.WorkerID
+	index  BlockIndex
+	replay ReplaySource // nil: no replay endpoint
+	log    *slog.Logger
+	onDisk func([]uint64)
 
 	dec   kvevents.Decoder
 	batch kvevents.Batch
@@ -139,20 +134,16 @@ type Ingester struct {
 // NewIngester returns an Ingester that writes cfg.Worker's blocks into index
 // and, when replay is not nil, recovers lost batches through it.
 func NewIngester(cfg IngesterConfig, index BlockIndex, replay ReplaySource) *Ingester {
-	if cfg.BlockSize <= 0 {
-		cfg.BlockSize = tokenizer.DefaultBlockSize
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	in := &Ingester{
-		worker:    cfg.WorkerID,
-		blockSize: cfg.BlockSize,
-		index:     index,
-		replay:    replay,
-		log:       cfg.Logger.With("worker", cfg.WorkerID),
-		onDisk:    cfg.OnDiskStored,
-		hashers:   map[string]tokenizer.Hasher{},
+		worker:  cfg.WorkerID,
+		index:   index,
+		replay:  replay,
+		log:     cfg.Logger.With("worker", cfg.WorkerID),
+		onDisk:  cfg.OnDiskStored,
+		hashers: map[string]tokenizer.Hasher{},
 	}
 	in.dec.Format = cfg.EventFormat
 	return in
@@ -443,7 +434,7 @@ func (in *Ingester) applyEvent(ev *kvevents.Event) {
 // which tier. Hybrid models report each KV-cache group separately; group 0
 // holds the full-attention layers whose blocks decide prefix reuse, so the
 // others are skipped.
-func (in *Ingester) usable(ev *kvevents.Event) (kvbm.Tier, bool) {
+func (in *Ingester) usable(ev *kvevents.Event) (kvtier.Tier, bool) {
 	if ev.Medium == kvevents.MediumExternal {
 		// A pool outside the node (SGLang's EXTERNAL, e.g. Mooncake): the
 		// engine loads from it, Hearth cannot, so its blocks predict no
@@ -452,7 +443,7 @@ func (in *Ingester) usable(ev *kvevents.Event) (kvbm.Tier, bool) {
 		in.stats.external.Add(1)
 		return 0, false
 	}
-	tier, ok := kvbm.TierOf(ev.Medium)
+	tier, ok := kvtier.Of(ev.Medium)
 	if !ok || ev.GroupIdx != 0 {
 		in.stats.skipped.Add(1)
 		return 0, false
@@ -465,7 +456,7 @@ func (in *Ingester) applyStored(ev *kvevents.Event) {
 	if !ok {
 		return
 	}
-	if tier == kvbm.TierDisk && in.onDisk != nil && len(ev.BlockHashes) > 0 {
+	if tier == kvtier.Disk && in.onDisk != nil && len(ev.BlockHashes) > 0 {
 		in.onDisk(ev.BlockHashes)
 	}
 	bit := uint8(1) << tier
@@ -494,8 +485,9 @@ func (in *Ingester) applyStored(ev *kvevents.Event) {
 	if bs == 0 && len(ev.BlockHashes) > 0 {
 		bs = len(ev.TokenIDs) / len(ev.BlockHashes)
 	}
-	if bs != in.blockSize || ev.HasLoRAID && len(ev.LoRAName) == 0 {
-		// Blocks of another size never match a request's hashes, and an
+	if bs != tokenizer.DefaultBlockSize || ev.HasLoRAID && len(ev.LoRAName) == 0 {
+		// Blocks of another size than the one every engine is started
+		// with never match a request's hashes, and an
 		// adapter named only by id cannot be hashed like the requests for
 		// it. Skipping under-reports the cache, which costs a hit at worst.
 		in.stats.skipped.Add(1)
@@ -541,7 +533,7 @@ func (in *Ingester) applyStored(ev *kvevents.Event) {
 	in.store(tier, seqs)
 }
 
-func (in *Ingester) store(tier kvbm.Tier, seqs []tokenizer.SeqHash) {
+func (in *Ingester) store(tier kvtier.Tier, seqs []tokenizer.SeqHash) {
 	in.stats.events.Add(1)
 	if len(seqs) == 0 {
 		return
@@ -580,8 +572,8 @@ func (in *Ingester) applyRemoved(ev *kvevents.Event) {
 // (Router.RemoveNodeBlocks). Hashes the mapping does not know are not
 // counted as unknown removals (another worker of the node may have written
 // them). Safe to call while the ingest loop runs.
-func (in *Ingester) DropEngineBlocks(tier kvbm.Tier, engineHashes []uint64, known []bool) {
-	if tier >= kvbm.NumTiers {
+func (in *Ingester) DropEngineBlocks(tier kvtier.Tier, engineHashes []uint64, known []bool) {
+	if tier >= kvtier.Count {
 		return
 	}
 	in.mu.Lock()

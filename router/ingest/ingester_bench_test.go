@@ -6,8 +6,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/kvevents"
+	"github.com/hearth-llm/hearth/kvtier"
 )
 
 // benchBatches makes a realistic steady-state stream for a worker whose
@@ -42,7 +42,7 @@ func benchBatches() (payloads [][]byte, storedPerPass int) {
 			storedPerPass += 2 * blocksPer
 		}
 		for _, toks := range seqs[(i+batches-window)%batches] {
-			evs = append(evs, e.remove(toks, 0, 2*blocksPer, kvbm.TierGPU))
+			evs = append(evs, e.remove(toks, 0, 2*blocksPer, kvtier.GPU))
 		}
 		payloads = append(payloads, encodeBatch(1, evs...))
 	}

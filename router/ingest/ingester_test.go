@@ -9,8 +9,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/kvevents"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/tokenizer"
 
@@ -63,7 +63,7 @@ func TestIngestEvents(t *testing.T) {
 			name: "positional events",
 			steps: func(e *fakeEngine) []kvevents.Event {
 				e.format = kvevents.FormatArray
-				return []kvevents.Event{e.store(a, 0, 2, ""), e.store(a, 2, 4, ""), e.remove(a, 3, 4, kvbm.TierGPU)}
+				return []kvevents.Event{e.store(a, 0, 2, ""), e.store(a, 2, 4, ""), e.remove(a, 3, 4, kvtier.GPU)}
 			},
 		},
 		{
@@ -86,7 +86,7 @@ func TestIngestEvents(t *testing.T) {
 		{
 			name: "offloaded copies map through engine hashes",
 			steps: func(e *fakeEngine) []kvevents.Event {
-				return []kvevents.Event{e.store(a, 0, 4, ""), e.offload(a, 0, 3), e.remove(a, 0, 2, kvbm.TierGPU)}
+				return []kvevents.Event{e.store(a, 0, 4, ""), e.offload(a, 0, 3), e.remove(a, 0, 2, kvtier.GPU)}
 			},
 			check: func(t *testing.T, s Stats) {
 				// Blocks 0 and 1 live on in RAM, so their mappings stay.
@@ -100,7 +100,7 @@ func TestIngestEvents(t *testing.T) {
 			steps: func(e *fakeEngine) []kvevents.Event {
 				return []kvevents.Event{
 					e.store(a, 0, 3, ""), e.offload(a, 0, 1),
-					e.remove(a, 0, 1, kvbm.TierRAM), e.remove(a, 0, 1, kvbm.TierGPU), e.remove(a, 2, 3, kvbm.TierGPU),
+					e.remove(a, 0, 1, kvtier.RAM), e.remove(a, 0, 1, kvtier.GPU), e.remove(a, 2, 3, kvtier.GPU),
 				}
 			},
 			check: func(t *testing.T, s Stats) {
@@ -113,7 +113,7 @@ func TestIngestEvents(t *testing.T) {
 			name: "removing what a tier does not hold changes nothing",
 			steps: func(e *fakeEngine) []kvevents.Event {
 				ev := e.store(a, 0, 2, "")
-				rm := e.remove(a, 0, 1, kvbm.TierRAM)
+				rm := e.remove(a, 0, 1, kvtier.RAM)
 				return []kvevents.Event{ev, rm}
 			},
 			check: func(t *testing.T, s Stats) {
@@ -140,8 +140,8 @@ func TestIngestEvents(t *testing.T) {
 				// The engine holds them, but the view cannot know their
 				// hashes; the expected view leaves them out.
 				all := seqHashes(a, "")
-				delete(e.heldIn(kvbm.TierGPU), all[2])
-				delete(e.heldIn(kvbm.TierGPU), all[3])
+				delete(e.heldIn(kvtier.GPU), all[2])
+				delete(e.heldIn(kvtier.GPU), all[3])
 				return []kvevents.Event{orphan}
 			},
 			check: func(t *testing.T, s Stats) {
@@ -216,7 +216,7 @@ func TestIngestMatchesRequestHashes(t *testing.T) {
 	live(t, in, e.publish(e.store(prompt, 0, 1, ""), e.store(prompt, 1, 3, "")))
 	want := tokenizer.BlockHashes(prompt, 16)
 	slices.Sort(want)
-	if got := idx.view(testWorker, kvbm.TierGPU); !slices.Equal(got, want) {
+	if got := idx.view(testWorker, kvtier.GPU); !slices.Equal(got, want) {
 		t.Errorf("index holds %x, request hashes %x", got, want)
 	}
 }
@@ -248,7 +248,7 @@ func TestIngestExtraKeys(t *testing.T) {
 			ev.ExtraKeys = tc.extra
 			live(t, in, e.publish(ev))
 
-			got := idx.view(testWorker, kvbm.TierGPU)
+			got := idx.view(testWorker, kvtier.GPU)
 			if len(got) != tc.stored {
 				t.Fatalf("index holds %d blocks, want %d", len(got), tc.stored)
 			}
@@ -326,9 +326,9 @@ func TestIngestRecovery(t *testing.T) {
 				// buffer still had, are orphans, and 0 and 1 were dropped
 				// with everything else. B, stored after the loss, is known.
 				e.held = nil
-				e.heldIn(kvbm.TierGPU)
+				e.heldIn(kvtier.GPU)
 				for _, s := range seqHashes(seqB, "")[:2] {
-					e.held[kvbm.TierGPU][s] = true
+					e.held[kvtier.GPU][s] = true
 				}
 				return e
 			},
@@ -344,7 +344,7 @@ func TestIngestRecovery(t *testing.T) {
 				b2 := e.publish(e.store(seqB, 0, 1, ""))
 				live(t, in, b2)
 				e.held = nil
-				e.heldIn(kvbm.TierGPU)[seqHashes(seqB, "")[0]] = true
+				e.heldIn(kvtier.GPU)[seqHashes(seqB, "")[0]] = true
 				return e
 			},
 			want: Stats{Gaps: 1, Replays: 1, ReplayErrors: 1, ViewResets: 1, Batches: 2},
@@ -362,7 +362,7 @@ func TestIngestRecovery(t *testing.T) {
 				e.publish(e.store(seqB, 0, 2, "")) // missed: we were not subscribed yet
 				b1 := e.publish(e.store(seqB, 2, 3, ""))
 				live(t, in, b1)
-				live(t, in, e.publish(e.remove(seqB, 2, 3, kvbm.TierGPU)))
+				live(t, in, e.publish(e.remove(seqB, 2, 3, kvtier.GPU)))
 				return e
 			},
 			want: Stats{Restarts: 1, ViewResets: 1, Replays: 1, ReplayBatches: 2, Duplicates: 1, Batches: 8, BlocksRemoved: 1},
@@ -528,7 +528,7 @@ func TestIngestApplyAllocations(t *testing.T) {
 	in := NewIngester(IngesterConfig{WorkerID: 1, Logger: slog.New(slog.DiscardHandler)}, idx, nil)
 	e := newFakeEngine(1, 1)
 	toks := tokenRun(1, 8*16)
-	payload := encodeBatch(1, e.store(toks, 0, 8, ""), e.store(toks, 0, 2, "lora-a"), e.remove(toks, 0, 8, kvbm.TierGPU))
+	payload := encodeBatch(1, e.store(toks, 0, 8, ""), e.store(toks, 0, 2, "lora-a"), e.remove(toks, 0, 8, kvtier.GPU))
 	in.apply(0, payload) // grow buffers and the table once
 	allocs := testing.AllocsPerRun(100, func() { in.apply(0, payload) })
 	if allocs != 0 {
@@ -542,10 +542,10 @@ func TestIngestApplyAllocations(t *testing.T) {
 // countingIndex is the trivial index of the allocation test and benchmark.
 type countingIndex struct{ stored, removed, clears int }
 
-func (c *countingIndex) Store(_ router.WorkerID, _ kvbm.Tier, h []tokenizer.SeqHash) {
+func (c *countingIndex) Store(_ router.WorkerID, _ kvtier.Tier, h []tokenizer.SeqHash) {
 	c.stored += len(h)
 }
-func (c *countingIndex) Remove(_ router.WorkerID, _ kvbm.Tier, h []tokenizer.SeqHash) {
+func (c *countingIndex) Remove(_ router.WorkerID, _ kvtier.Tier, h []tokenizer.SeqHash) {
 	c.removed += len(h)
 }
 func (c *countingIndex) ClearWorker(router.WorkerID) { c.clears++ }
@@ -556,7 +556,7 @@ func (c *countingIndex) ClearWorker(router.WorkerID) { c.clears++ }
 func FuzzIngest(f *testing.F) {
 	e := newFakeEngine(1, 10)
 	toks := tokenRun(1, 4*16)
-	f.Add(uint64(0), encodeBatch(1, e.store(toks, 0, 2, ""), e.offload(toks, 0, 1)), uint64(1), encodeBatch(2, e.store(toks, 2, 4, ""), e.remove(toks, 0, 1, kvbm.TierGPU)))
+	f.Add(uint64(0), encodeBatch(1, e.store(toks, 0, 2, ""), e.offload(toks, 0, 1)), uint64(1), encodeBatch(2, e.store(toks, 2, 4, ""), e.remove(toks, 0, 1, kvtier.GPU)))
 	lora := e.store(toks, 0, 2, "lora-a")
 	lora.ExtraKeys = [][]byte{nil, []byte("\x91\xa4abcd")}
 	f.Add(uint64(5), encodeBatchAs(kvevents.FormatArray, 3, lora, e.offload(toks, 0, 1)), uint64(2), encodeBatchAs(kvevents.FormatSGLang, 4, e.store(toks, 0, 4, ""), e.clearAll()))
@@ -574,7 +574,7 @@ func FuzzIngest(f *testing.F) {
 			}
 		}
 		held := 0
-		for _, tier := range []kvbm.Tier{kvbm.TierGPU, kvbm.TierRAM, kvbm.TierDisk} {
+		for _, tier := range []kvtier.Tier{kvtier.GPU, kvtier.RAM, kvtier.Disk} {
 			held += len(idx.view(1, tier))
 		}
 		if s := in.Stats(); s.MappedBlocks > held && s.MappedBlocks > 0 {
@@ -625,7 +625,7 @@ func TestIngestSGLangSaltedBatch(t *testing.T) {
 	if s.Malformed != 0 || s.Orphans != 0 || s.BlocksStored != 3 {
 		t.Fatalf("stats %+v, want 3 blocks stored, none malformed or orphaned", s)
 	}
-	got := idx.view(testWorker, kvbm.TierGPU)
+	got := idx.view(testWorker, kvtier.GPU)
 	if _, ok := slices.BinarySearch(got, tokenizer.BlockHashes(plain, 16)[0]); !ok {
 		t.Error("the unsalted block is not indexed under its prompt's hash")
 	}
@@ -650,7 +650,7 @@ func TestIngestSGLangMedia(t *testing.T) {
 	})
 	want := tokenizer.BlockHashes(toks, 16)
 	slices.Sort(want)
-	for _, tier := range []kvbm.Tier{kvbm.TierGPU, kvbm.TierRAM, kvbm.TierDisk} {
+	for _, tier := range []kvtier.Tier{kvtier.GPU, kvtier.RAM, kvtier.Disk} {
 		if got := idx.view(testWorker, tier); !slices.Equal(got, want) {
 			t.Errorf("%v holds %x, want %x", tier, got, want)
 		}
@@ -702,10 +702,10 @@ func TestIngestVLLMOffloadedBlocks(t *testing.T) {
 	want := tokenizer.BlockHashes(toks, 16)
 	gpu := slices.Sorted(slices.Values(want))
 	ram := slices.Sorted(slices.Values(want[1:]))
-	if got := idx.view(testWorker, kvbm.TierGPU); !slices.Equal(got, gpu) {
+	if got := idx.view(testWorker, kvtier.GPU); !slices.Equal(got, gpu) {
 		t.Errorf("GPU tier holds %x, want %x", got, gpu)
 	}
-	if got := idx.view(testWorker, kvbm.TierRAM); !slices.Equal(got, ram) {
+	if got := idx.view(testWorker, kvtier.RAM); !slices.Equal(got, ram) {
 		t.Errorf("RAM tier holds %x, want %x (blocks 1 and 2)", got, ram)
 	}
 	if s := in.Stats(); s.Orphans != 0 || s.UnknownRemove != 0 || s.BlocksStored != 6 || s.BlocksRemoved != 1 {

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/kvevents"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/router"
 )
 
@@ -30,7 +30,7 @@ func newNodeRouter(t *testing.T, workers ...router.WorkerInfo) *router.Router {
 func diskCounts(t *testing.T, ix *router.Index, n int) []int {
 	t.Helper()
 	var out [router.MaxWorkers]int
-	ix.BlockCounts(kvbm.TierDisk, &out)
+	ix.BlockCounts(kvtier.Disk, &out)
 	return out[:n:n]
 }
 
@@ -87,7 +87,7 @@ func TestRemoveNodeBlocks(t *testing.T) {
 		t.Fatalf("after the eviction: disk blocks per worker %v, want %v", got, want)
 	}
 	var gpu [router.MaxWorkers]int
-	ix.BlockCounts(kvbm.TierGPU, &gpu)
+	ix.BlockCounts(kvtier.GPU, &gpu)
 	if gpu[0] != 6 || gpu[1] != 4 || gpu[2] != 6 {
 		t.Errorf("GPU blocks %v, want 6, 4, 6: an eviction from disk touches only the disk", gpu[:3])
 	}
@@ -154,7 +154,7 @@ func TestOnDiskStoredNamesTheBlocksWritten(t *testing.T) {
 	pa, pb := tokenRun(1, 6*16), tokenRun(5000, 4*16)
 	toDisk := offloadToDisk(e, pa, 0, 6)
 	orphan := offloadToDisk(e, pb, 0, 4) // pb never stored on the GPU
-	b := e.publish(e.store(pa, 0, 6, ""), e.offload(pa, 0, 6), toDisk, orphan, e.remove(pa, 0, 2, kvbm.TierGPU))
+	b := e.publish(e.store(pa, 0, 6, ""), e.offload(pa, 0, 6), toDisk, orphan, e.remove(pa, 0, 2, kvtier.GPU))
 	if err := ing.HandleLive(context.Background(), b.seq, b.payload); err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestNodeBlockPriorityThroughTables(t *testing.T) {
 	}
 	// Gone from disk and GPU, the block is no longer mapped: unknown.
 	r.RemoveNodeBlocks("n1", "m", []uint64{engineHashOf(sa[5], "")})
-	b = e.publish(e.remove(pa, 5, 6, kvbm.TierGPU))
+	b = e.publish(e.remove(pa, 5, 6, kvtier.GPU))
 	if err := in.HandleLive(context.Background(), b.seq, b.payload); err != nil {
 		t.Fatal(err)
 	}

@@ -33,8 +33,6 @@ type SubscriberConfig struct {
 	// Workers maps data-parallel rank r to its worker, Workers[r]; each
 	// rank is a worker of its own. At least one.
 	Workers []router.WorkerID
-	// BlockSize is the router's block size (default tokenizer.DefaultBlockSize).
-	BlockSize int
 	// EventFormat is the engine's payload layout
 	// (runtime.EngineKind.EventFormat); the zero value is vLLM's.
 	EventFormat kvevents.Format
@@ -158,7 +156,7 @@ func NewSubscriber(cfg SubscriberConfig, index BlockIndex) (*Subscriber, error) 
 			rs.replay = &zmqReplayer{endpoint: rep, timeout: cfg.ReplayTimeout, clock: cfg.Clock}
 			src = rs.replay
 		}
-		rs.ing = NewIngester(IngesterConfig{WorkerID: w, BlockSize: cfg.BlockSize, EventFormat: cfg.EventFormat, Logger: log, OnDiskStored: cfg.OnDiskStored}, index, src)
+		rs.ing = NewIngester(IngesterConfig{WorkerID: w, EventFormat: cfg.EventFormat, Logger: log, OnDiskStored: cfg.OnDiskStored}, index, src)
 		s.ranks = append(s.ranks, rs)
 	}
 	return s, nil

@@ -11,8 +11,8 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/hearth-llm/hearth/clock"
-	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/kvevents"
+	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/router"
 )
 
@@ -171,8 +171,8 @@ func TestSubscriberOverZMQ(t *testing.T) {
 
 	viewIs := func(e *fakeEngine) func() bool {
 		return func() bool {
-			return slices.Equal(idx.view(worker, kvbm.TierGPU), e.want(kvbm.TierGPU)) &&
-				slices.Equal(idx.view(worker, kvbm.TierRAM), e.want(kvbm.TierRAM))
+			return slices.Equal(idx.view(worker, kvtier.GPU), e.want(kvtier.GPU)) &&
+				slices.Equal(idx.view(worker, kvtier.RAM), e.want(kvtier.RAM))
 		}
 	}
 	idx.waitFor(t, "the start-up replay", viewIs(e1))
@@ -182,7 +182,7 @@ func TestSubscriberOverZMQ(t *testing.T) {
 	pub.waitSubscribed()
 	pub.publish(true, e1.store(seqA, 4, 6, ""))
 	pub.publish(false, e1.store(seqA, 6, 8, ""))
-	pub.publish(true, e1.store(seqA, 8, 10, ""), e1.remove(seqA, 0, 1, kvbm.TierGPU))
+	pub.publish(true, e1.store(seqA, 8, 10, ""), e1.remove(seqA, 0, 1, kvtier.GPU))
 	idx.waitFor(t, "recovery of the lost batch", viewIs(e1))
 	if s := sub.Stats()[0]; s.Gaps != 1 || s.Orphans != 0 || s.WorkerID != worker {
 		t.Errorf("after the gap: %+v", s)

@@ -20,7 +20,7 @@ import "math/bits"
 // grows, which bounds its cost less tightly.
 type ehTable struct {
 	slots []ehSlot
-	tiers []uint8 // bit t set: the engine holds the block in kvbm.Tier t; 0: empty slot
+	tiers []uint8 // bit t set: the engine holds the block in kvtier.Tier t; 0: empty slot
 	n     int     // live entries
 }
 

@@ -51,7 +51,7 @@ func (l *Launcher) newHandle(spec hruntime.Spec, id, image string, ports hruntim
 	log := l.logger().With("engine", spec.Name, "container", shortID(id))
 	httpClient := l.HTTPClient
 	if httpClient == nil {
-		httpClient = &http.Client{}
+		httpClient = hruntime.NewProbeClient()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &handle{

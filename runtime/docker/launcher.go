@@ -45,7 +45,7 @@ type Launcher struct {
 	// LogLines is how many of a container's log lines are kept; default
 	// 1,000.
 	LogLines int
-	// HTTPClient probes readiness; default a client of its own.
+	// HTTPClient probes readiness; default hruntime.NewProbeClient().
 	HTTPClient *http.Client
 	Logger     *slog.Logger
 

@@ -31,7 +31,7 @@ type Launcher struct {
 	// LogLines is how many of a child's output lines are kept; default
 	// 1,000.
 	LogLines int
-	// HTTPClient probes readiness; default a client of its own.
+	// HTTPClient probes readiness; default hruntime.NewProbeClient().
 	HTTPClient *http.Client
 	// Logger gets the children's output at debug level.
 	Logger *slog.Logger
@@ -97,7 +97,7 @@ func (l *Launcher) Launch(ctx context.Context, spec hruntime.Spec) (hruntime.Han
 	}
 	client := l.HTTPClient
 	if client == nil {
-		client = &http.Client{}
+		client = hruntime.NewProbeClient()
 	}
 	h := &handle{
 		cmd: cmd, model: spec.Model, endpoints: ports.Endpoints(spec.Engine), ring: ring,

@@ -1,4 +1,4 @@
-package kvbm
+package kvtier
 
 import "github.com/hearth-llm/hearth/kvevents"
 
@@ -7,37 +7,37 @@ type Tier uint8
 
 // The tiers a block can live in.
 const (
-	TierGPU  Tier = iota // device memory of the engine's GPU
-	TierRAM              // host memory (vLLM's "CPU" medium)
-	TierDisk             // local SSD
-	NumTiers = 3
+	GPU   Tier = iota // device memory of the engine's GPU
+	RAM               // host memory (vLLM's "CPU" medium)
+	Disk              // local SSD
+	Count = 3         // the number of tiers
 )
 
 // String returns the tier's name as the console shows it.
 func (t Tier) String() string {
 	switch t {
-	case TierGPU:
+	case GPU:
 		return "GPU"
-	case TierRAM:
+	case RAM:
 		return "RAM"
-	case TierDisk:
+	case Disk:
 		return "Disk"
 	}
 	return "Tier(" + string(rune('0'+t)) + ")"
 }
 
-// TierOf is the tier that holds the blocks of a KV event in medium m; ok is
+// Of is the tier that holds the blocks of a KV event in medium m; ok is
 // false for a medium no tier stands for: an unknown one, and SGLang's
 // EXTERNAL pool, which lies outside the node and which Hearth cannot load
 // from itself. Package kvevents reads the medium names engines write.
-func TierOf(m kvevents.Medium) (t Tier, ok bool) {
+func Of(m kvevents.Medium) (t Tier, ok bool) {
 	switch m {
 	case kvevents.MediumGPU:
-		return TierGPU, true
+		return GPU, true
 	case kvevents.MediumCPU:
-		return TierRAM, true
+		return RAM, true
 	case kvevents.MediumDisk:
-		return TierDisk, true
+		return Disk, true
 	}
-	return TierGPU, false
+	return GPU, false
 }
