@@ -19,7 +19,7 @@ import (
 // and its charts reaching back chartWindow (0: the defaults).
 func startUpWithConsole(t *testing.T, interval, chartWindow time.Duration) string {
 	t.Helper()
-	baseURL, _ := serveTestUp(t, simConfig(t, "2x4090", func(c *daemon.Config) { c.Speedup = 20 }), daemon.WithConsoleTiming(interval, chartWindow))
+	baseURL, _ := serveTestUp(t, upConfig(t, "--speedup", "20"), daemon.WithConsoleTiming(interval, chartWindow))
 	return baseURL
 }
 
@@ -31,7 +31,7 @@ func TestUpKeepsConsoleSettingsAcrossRestarts(t *testing.T) {
 	dataDir := t.TempDir()
 	const served = "qwen3-14b-fp8"
 
-	baseURL, stop := startUp(t, func(c *daemon.Config) { c.DataDir = dataDir })
+	baseURL, stop := startUp(t, "--data-dir", dataDir)
 	if status, _ := postForm(t, baseURL, "/console/settings", url.Values{
 		"policy": {router.PolicyKV}, "aliases": {"devstral* = " + served},
 	}); status != http.StatusOK {
@@ -61,7 +61,7 @@ func TestUpKeepsConsoleSettingsAcrossRestarts(t *testing.T) {
 	// The same data directory, the command line's default policy and
 	// alias ("*"), and a key on the command line.
 	const staticKey = "sk-from-the-command-line"
-	baseURL, _ = startUp(t, func(c *daemon.Config) { c.DataDir, c.APIKeys = dataDir, []string{staticKey} })
+	baseURL, _ = startUp(t, "--data-dir", dataDir, "--api-key", staticKey)
 	for _, tc := range []struct {
 		name, model, key string
 		wantStatus       int

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -145,5 +146,133 @@ func TestCompleteRefusesBadText(t *testing.T) {
 		if _, err := parseConfig(t, nil, args...); !errors.Is(err, ErrUsage) {
 			t.Errorf("up %q: %v, want a usage error", args, err)
 		}
+	}
+}
+
+func TestUpFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{}, // no --sim
+		{"--sim", "2x4090", "--policy", "fastest"},
+		{"--sim", "2x4090", "--speedup", "0"},
+		{"--sim", "2x4090", "--kv-offloading-size", "-1"},
+		{"--sim", "2x4090", "--alias", "claude"},
+		{"--sim", "2x4090", "--sim-tool-calls", "6-3"},
+		{"--sim", "2x4090", "--sim-tool-calls", "some"},
+	} {
+		if _, err := parseConfig(t, nil, args...); !errors.Is(err, ErrUsage) {
+			t.Errorf("hearth up %v: got %v, want a usage error", args, err)
+		}
+	}
+}
+
+func TestLogFormatFlag(t *testing.T) {
+	if _, err := parseConfig(t, nil, "--sim", "1x4090", "--log-format", "xml"); err == nil {
+		t.Error("--log-format xml accepted")
+	}
+	cfg, err := parseConfig(t, nil, "--sim", "1x4090")
+	if err != nil || cfg.LogFormat != LogFormatText {
+		t.Errorf("default log format %q (%v), want text", cfg.LogFormat, err)
+	}
+}
+
+// The daemon reads its keys from its own variable: HEARTH_API_KEY is the
+// clients' (the printed settings tell them to export it), and a daemon
+// started from a client's shell must not start requiring it.
+func TestServerKeysFromTheirOwnVariable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want []string
+	}{
+		{"nothing set", nil, nil, nil},
+		{"the clients' variable is ignored", map[string]string{"HEARTH_API_KEY": "client-key"}, nil, nil},
+		{"the server's variable, separated by commas", map[string]string{"HEARTH_SERVER_API_KEYS": "sk-a, sk-b,,", "HEARTH_API_KEY": "client-key"}, nil, []string{"sk-a", "sk-b"}},
+		{"flags and variable together", map[string]string{"HEARTH_SERVER_API_KEYS": "sk-a"}, []string{"--api-key", "sk-flag"}, []string{"sk-flag", "sk-a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := parseConfig(t, tc.env, append([]string{"--sim", "1x4090"}, tc.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(cfg.APIKeys, tc.want) {
+				t.Errorf("keys %q, want %q", cfg.APIKeys, tc.want)
+			}
+		})
+	}
+}
+
+func TestUpAgentFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--sim", "1x4090", "--agent", "aider"},
+		{"--sim", "1x4090", "--agent", "codex", "--agent-sessions", "0"},
+	} {
+		if _, err := parseConfig(t, nil, append(args, "--data-dir", t.TempDir())...); !errors.Is(err, ErrUsage) {
+			t.Errorf("up %v: %v, want a usage error", args, err)
+		}
+	}
+}
+
+// hearth up --infer-hints reaches the daemon's configuration: on by
+// default, off to compare, anything else refused.
+func TestUpInferHintsFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		off  bool
+		bad  bool
+	}{
+		{nil, false, false},
+		{[]string{"--infer-hints", "on"}, false, false},
+		{[]string{"--infer-hints", "off"}, true, false},
+		{[]string{"--infer-hints", "no"}, false, true},
+	} {
+		cfg, err := parseConfig(t, nil, append([]string{"--sim", "1x4090", "--data-dir", t.TempDir()}, tc.args...)...)
+		if tc.bad {
+			if !errors.Is(err, ErrUsage) {
+				t.Errorf("%q: error %v, want a usage error", tc.args, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if cfg.NoInferredHints != tc.off {
+			t.Errorf("%q: NoInferredHints %v, want %v", tc.args, cfg.NoInferredHints, tc.off)
+		}
+	}
+}
+
+func TestUpRefusesPlainHTTPBeyondLoopback(t *testing.T) {
+	base := []string{"--sim", "1x4090"}
+	cases := []struct {
+		name    string
+		args    []string
+		wantErr string // "" = accepted
+	}{
+		{"loopback by default", nil, ""},
+		{"loopback named", []string{"--listen", "localhost:8000"}, ""},
+		{"IPv6 loopback", []string{"--listen", "[::1]:8000"}, ""},
+		{"every address, plain", []string{"--listen", "0.0.0.0:8080"}, "--tls auto"},
+		{"empty host, plain", []string{"--listen", ":8080"}, "--tls auto"},
+		{"a LAN name, plain", []string{"--listen", "box.lan:8080"}, "--tls auto"},
+		{"every address, --tls auto", []string{"--listen", "0.0.0.0:8080", "--tls", "auto"}, ""},
+		{"every address, own certificate", []string{"--listen", "0.0.0.0:8080", "--tls-cert", "c.pem", "--tls-key", "k.pem"}, ""},
+		{"every address, --insecure-lan", []string{"--listen", "0.0.0.0:8080", "--insecure-lan"}, ""},
+		{"unknown --tls", []string{"--tls", "on"}, "unknown --tls"},
+		{"certificate without key", []string{"--tls-cert", "c.pem"}, "go together"},
+		{"auto and own certificate", []string{"--tls", "auto", "--tls-cert", "c.pem", "--tls-key", "k.pem"}, "drop"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseConfig(t, nil, append(append([]string{}, base...), tc.args...)...)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.wantErr != "" && err == nil:
+				t.Fatalf("accepted, want an error naming %q", tc.wantErr)
+			case tc.wantErr != "" && (!errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want a usage error naming %q", err, tc.wantErr)
+			}
+		})
 	}
 }

@@ -21,7 +21,7 @@ import (
 func TestLostGPUStopsItsEngine(t *testing.T) {
 	gpus := newFlakyGPUs(t, "2x4090")
 	// Round robin: with both GPUs in the router, requests take turns.
-	baseURL, _ := serveTestUp(t, simConfig(t, "2x4090", func(c *daemon.Config) { c.Policy = router.PolicyRoundRobin }), daemon.WithGPUSource(gpus), daemon.WithGPUInterval(20*time.Millisecond), daemon.WithConsoleTiming(50*time.Millisecond, 0))
+	baseURL, _ := serveTestUp(t, upConfig(t, "--policy", router.PolicyRoundRobin), daemon.WithGPUSource(gpus), daemon.WithGPUInterval(20*time.Millisecond), daemon.WithConsoleTiming(50*time.Millisecond, 0))
 
 	gpus.setLost(1, true)
 	e := waitEngine(t, baseURL, "sim/gpu1", 30*time.Second, func(e adminapi.Engine) bool { return e.State == "stopped" })
@@ -54,9 +54,7 @@ func TestLostGPUStopsItsEngine(t *testing.T) {
 // smaller memory share and KV cache than an idle one, and a note that says
 // why; the idle one gets no note.
 func TestPlanCountsOnlyFreeMemory(t *testing.T) {
-	cfg := simConfig(t, "2x4090", func(c *daemon.Config) {
-		c.EngineRuntime, c.Engine, c.Node, c.Speedup = daemon.RuntimeDocker, "vllm", "rig", 1
-	})
+	cfg := upConfig(t, "--engine-runtime", "docker", "--engine", "vllm", "--node", "rig", "--speedup", "1")
 	src, err := daemon.Discoverer(cfg.Node, cfg.Sim)
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ func TestConsoleShowsNVMLTelemetry(t *testing.T) {
 	source := nodes.NewNVMLSource(lib, "sim", procRoot)
 	t.Cleanup(func() { source.Close() })
 
-	baseURL, _ := serveTestUp(t, simConfig(t, "1x4090+1x3090", nil), daemon.WithGPUSource(source), daemon.WithGPUInterval(20*time.Millisecond), daemon.WithConsoleTiming(50*time.Millisecond, 0))
+	baseURL, _ := serveTestUp(t, upConfig(t, "--sim", "1x4090+1x3090"), daemon.WithGPUSource(source), daemon.WithGPUInterval(20*time.Millisecond), daemon.WithConsoleTiming(50*time.Millisecond, 0))
 
 	// Two cards, each with utilisation, temperature, power and memory
 	// lines of several points, and the game named under the 4090's bar.

@@ -4,12 +4,11 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/hearth-llm/hearth/adminapi"
-	"github.com/hearth-llm/hearth/daemon"
 )
 
 // TestUpServesProfilesOnlyWhenAsked: with --pprof the API serves the heap
@@ -17,9 +16,9 @@ import (
 // no profile at all.
 func TestUpServesProfilesOnlyWhenAsked(t *testing.T) {
 	for _, profile := range []bool{true, false} {
-		cfg := simConfig(t, "1x4090", func(c *daemon.Config) { c.Profile = profile })
+		cfg := upConfig(t, "--sim", "1x4090", "--pprof="+strconv.FormatBool(profile))
 		baseURL, stop := serveTestUp(t, cfg)
-		token, err := os.ReadFile(filepath.Join(cfg.DataDir, adminapi.LocalTokenFile))
+		token, err := os.ReadFile(cfg.Data().LocalToken())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,20 +12,17 @@ import (
 	"github.com/hearth-llm/hearth/daemon/daemontest"
 )
 
-// simConfig is the Config hearth up's flags give for
-// `--sim spec --speedup 100 --data-dir <temp>` with nothing else set:
-// simulated engines in the daemon, the default model of a 24 GB board and
-// the flags' defaults. edit changes it as further flags would, before
-// Complete fills in what they imply.
-func simConfig(t testing.TB, spec string, edit func(*daemon.Config)) daemon.Config {
+// upConfig is the Config hearth up's flags give for
+// `--sim 2x4090 --speedup 100 --data-dir <temp>` and then args (a flag
+// given again wins, a repeatable one adds): simulated engines in the
+// daemon, the default model of a 24 GB board and the flags' defaults.
+func upConfig(t testing.TB, args ...string) daemon.Config {
 	t.Helper()
 	cfg := daemon.Config{Version: "dev"}
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
-	if _, err := daemon.RegisterFlags(fs, &cfg, daemon.Env{}).Parse([]string{"--sim", spec, "--speedup", "100", "--data-dir", t.TempDir()}); err != nil {
+	base := []string{"--sim", "2x4090", "--speedup", "100", "--data-dir", t.TempDir()}
+	if _, err := daemon.RegisterFlags(fs, &cfg, daemon.Env{}).Parse(append(base, args...)); err != nil {
 		t.Fatal(err)
-	}
-	if edit != nil {
-		edit(&cfg)
 	}
 	if err := cfg.Complete(daemon.Env{}); err != nil {
 		t.Fatal(err)
@@ -36,11 +33,11 @@ func simConfig(t testing.TB, spec string, edit func(*daemon.Config)) daemon.Conf
 	return cfg
 }
 
-// startUp runs a daemon on two simulated 4090s, edited by edit, and
-// returns once its engines are ready.
-func startUp(t *testing.T, edit func(*daemon.Config)) (baseURL string, stop func() error) {
+// startUp runs a daemon of upConfig(args), two simulated 4090s unless
+// args say otherwise, and returns once its engines are ready.
+func startUp(t *testing.T, args ...string) (baseURL string, stop func() error) {
 	t.Helper()
-	return serveTestUp(t, simConfig(t, "2x4090", edit))
+	return serveTestUp(t, upConfig(t, args...))
 }
 
 // serveTestUp runs the daemon with cfg, and opts when set, and returns

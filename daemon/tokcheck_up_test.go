@@ -33,7 +33,7 @@ func TestUpCatchesAWrongTokenizer(t *testing.T) {
 	ids := tok.Encode(text)
 	wantAt := slices.Index(ids, tok.Encode(special)[0])
 
-	baseURL, _ := serveTestUp(t, simConfig(t, "1x4090", nil),
+	baseURL, _ := serveTestUp(t, upConfig(t, "--sim", "1x4090"),
 		daemon.WithSimTokenizer(func(t sim.Tokenizer) sim.Tokenizer { return sim.MisreadToken(t, special) }))
 
 	engines := listEngines(t, baseURL)

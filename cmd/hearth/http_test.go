@@ -8,8 +8,9 @@ import (
 	"github.com/hearth-llm/hearth/daemon/daemontest"
 )
 
-// startUpWithConsole is startUp with the console sampling every interval
-// and its charts reaching back chartWindow (0: the defaults).
+// startUpWithConsole runs hearth up on two simulated 4090s with the
+// console sampling every interval and its charts reaching back chartWindow
+// (0: the defaults).
 func startUpWithConsole(t *testing.T, interval, chartWindow time.Duration) string {
 	t.Helper()
 	baseURL, _ := serveTestUp(t, []string{"--sim", "2x4090", "--speedup", "20", "--data-dir", t.TempDir()}, daemon.WithConsoleTiming(interval, chartWindow))

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -65,17 +64,5 @@ func TestUpAgentTakesTheRecommendedLayout(t *testing.T) {
 				t.Errorf("want a line before the simulation and one with the layout:\n%s", logs.String())
 			}
 		})
-	}
-}
-
-func TestUpAgentFlagErrors(t *testing.T) {
-	env := &environment{stderr: io.Discard, getenv: func(string) string { return "" }}
-	for _, args := range [][]string{
-		{"--sim", "1x4090", "--agent", "aider"},
-		{"--sim", "1x4090", "--agent", "codex", "--agent-sessions", "0"},
-	} {
-		if _, err := parseUpFlags(env, append(args, "--data-dir", t.TempDir())); !errors.Is(err, errUsage) {
-			t.Errorf("up %v: %v, want a usage error", args, err)
-		}
 	}
 }

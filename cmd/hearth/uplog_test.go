@@ -11,8 +11,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/hearth-llm/hearth/daemon"
 )
 
 // settingsWatch is hearth up's stdout: it keeps what the log said before
@@ -126,44 +124,5 @@ func TestUpLogsJSON(t *testing.T) {
 	}
 	if bad["level"] != "WARN" || bad["status"] != 400.0 || bad["error"] == nil || bad["path"] != "/v1/chat/completions" {
 		t.Errorf("bad request: %v", bad)
-	}
-}
-
-func TestLogFormatFlag(t *testing.T) {
-	env := &environment{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
-	if _, err := parseUpFlags(env, []string{"--sim", "1x4090", "--log-format", "xml"}); err == nil {
-		t.Error("--log-format xml accepted")
-	}
-	cfg, err := parseUpFlags(env, []string{"--sim", "1x4090"})
-	if err != nil || cfg.LogFormat != daemon.LogFormatText {
-		t.Errorf("default log format %q (%v), want text", cfg.LogFormat, err)
-	}
-}
-
-// The daemon reads its keys from its own variable: HEARTH_API_KEY is the
-// clients' (the printed settings tell them to export it), and a daemon
-// started from a client's shell must not start requiring it.
-func TestServerKeysFromTheirOwnVariable(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		env  map[string]string
-		args []string
-		want []string
-	}{
-		{"nothing set", nil, nil, nil},
-		{"the clients' variable is ignored", map[string]string{"HEARTH_API_KEY": "client-key"}, nil, nil},
-		{"the server's variable, separated by commas", map[string]string{"HEARTH_SERVER_API_KEYS": "sk-a, sk-b,,", "HEARTH_API_KEY": "client-key"}, nil, []string{"sk-a", "sk-b"}},
-		{"flags and variable together", map[string]string{"HEARTH_SERVER_API_KEYS": "sk-a"}, []string{"--api-key", "sk-flag"}, []string{"sk-flag", "sk-a"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			env := &environment{stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string { return tc.env[k] }}
-			cfg, err := parseUpFlags(env, append([]string{"--sim", "1x4090"}, tc.args...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(cfg.APIKeys, tc.want) {
-				t.Errorf("keys %q, want %q", cfg.APIKeys, tc.want)
-			}
-		})
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package daemon_test
 
 import (
 	"encoding/json"
@@ -69,7 +69,7 @@ func TestSessionsReplayTheClients(t *testing.T) {
 		{"opencode", decodeChatStream, []string{"side", "turn", "turn"}},
 	} {
 		t.Run(tc.client, func(t *testing.T) {
-			files, err := filepath.Glob(filepath.Join("..", "..", "api", "testdata", "replay", tc.client, "*.json"))
+			files, err := filepath.Glob(filepath.Join("..", "api", "testdata", "replay", tc.client, "*.json"))
 			if err != nil || len(files) == 0 {
 				t.Fatalf("no replay fixtures for %s: %v", tc.client, err)
 			}
@@ -142,7 +142,7 @@ func deref[T any](p *T) any {
 func TestSessionsShowWhatAPromptChanged(t *testing.T) {
 	baseURL, _ := startUp(t)
 	send := func(name string, rewrite func(string) string) {
-		raw, err := os.ReadFile(filepath.Join("..", "..", "api", "testdata", "replay", "claude-code", name))
+		raw, err := os.ReadFile(filepath.Join("..", "api", "testdata", "replay", "claude-code", name))
 		if err != nil {
 			t.Fatal(err)
 		}
