@@ -45,10 +45,11 @@ type LayoutEvaluation struct {
 	Preset   string
 	Sessions int
 	// TotalSessions is the closed set of sessions every layout ran:
-	// EvaluationRounds × Sessions on each of the workloads of seeds Seed to
-	// Seed+EvaluationSeeds-1, the same sessions on every layout.
+	// Size.Rounds × Sessions on each of the workloads of seeds Seed to
+	// Seed+Size.Seeds-1, the same sessions on every layout.
 	TotalSessions int
 	Seed          uint64
+	Size          EvaluationSize
 	Layouts       []LayoutResult
 	// Best indexes Layouts: the recommended layout. Reason says in one
 	// line why.
@@ -94,10 +95,22 @@ const EvaluationRounds = 5
 // (docs/perf-history.md); three make it a few percent at most.
 const EvaluationSeeds = 3
 
+// EvaluationSize is how much of a client's workload EvaluateLayouts runs
+// on each layout: Seeds workloads, each of Rounds × sessions sessions.
+type EvaluationSize struct {
+	Seeds, Rounds int
+}
+
+// FullEvaluation is the size hearth plan --agent and hearth up --agent
+// recommend from (the reasons are at EvaluationRounds and
+// EvaluationSeeds). A smaller one is for tests of the wiring around an
+// evaluation: its recommendation is less sure, and it is cheaper.
+var FullEvaluation = EvaluationSize{Seeds: EvaluationSeeds, Rounds: EvaluationRounds}
+
 // EvaluateLayouts runs preset's workload at sessions concurrent sessions
 // on each candidate, on the GPU kinds gpus (one per GPU of the node, as
-// runtime/sim names them), with EvaluationSeeds seeds from seed, each until
-// its closed set of EvaluationRounds × sessions sessions has ended, and
+// runtime/sim names them), with size.Seeds seeds from seed, each until
+// its closed set of size.Rounds × sessions sessions has ended, and
 // recommends the layout with the lowest task time p50 over all those
 // sessions. A layout that finishes fewer of them (the rest ended in an
 // error) ranks after one that finishes more; layouts within 1% of each
@@ -106,21 +119,25 @@ const EvaluationSeeds = 3
 // catalog.Candidates lists them). The runs are independent and go on at
 // once, as many as GOMAXPROCS; the simulation is deterministic, so the same
 // arguments give the same evaluation.
-func EvaluateLayouts(ctx context.Context, candidates []catalog.Candidate, gpus []string, preset Preset, sessions int, seed uint64) (LayoutEvaluation, error) {
-	total := EvaluationRounds * sessions
-	ev := LayoutEvaluation{Preset: preset.Name, Sessions: sessions, TotalSessions: EvaluationSeeds * total, Seed: seed, Best: -1}
+func EvaluateLayouts(ctx context.Context, candidates []catalog.Candidate, gpus []string, preset Preset, sessions int, seed uint64, size EvaluationSize) (LayoutEvaluation, error) {
+	total := size.Rounds * sessions
+	ev := LayoutEvaluation{Preset: preset.Name, Sessions: sessions, TotalSessions: size.Seeds * total, Seed: seed, Size: size, Best: -1}
 	if len(candidates) == 0 {
 		return ev, fmt.Errorf("bench: evaluate layouts: no candidate layout fits the GPUs")
+	}
+	if size.Seeds < 1 || size.Rounds < 1 {
+		return ev, fmt.Errorf("bench: evaluate layouts: %d seeds of %d rounds: want at least one of each", size.Seeds, size.Rounds)
 	}
 	// The closed set replaces the preset's span: every session runs to its
 	// last turn.
 	preset.Agentic.TotalSessions, preset.Agentic.Duration = total, 0
-	runs := make([][EvaluationSeeds]*SimRun, len(candidates))
+	runs := make([][]*SimRun, len(candidates))
 	maxLens := make([]int, len(candidates))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, c := range candidates {
-		for k := range EvaluationSeeds {
+		runs[i] = make([]*SimRun, size.Seeds)
+		for k := range size.Seeds {
 			g.Go(func() error {
 				run, maxLen, err := runLayout(gctx, c, gpus, preset, sessions, seed+uint64(k))
 				runs[i][k] = run
@@ -135,7 +152,7 @@ func EvaluateLayouts(ctx context.Context, candidates []catalog.Candidate, gpus [
 		return ev, err
 	}
 	for i, c := range candidates {
-		ev.Layouts = append(ev.Layouts, layoutResult(c, maxLens[i], sessions, seed, runs[i][:]))
+		ev.Layouts = append(ev.Layouts, layoutResult(c, maxLens[i], sessions, seed, runs[i]))
 	}
 	for i := range ev.Layouts {
 		if ev.Best < 0 || betterLayout(ev.Layouts[i], ev.Layouts[ev.Best]) {
@@ -257,7 +274,7 @@ func layoutResult(c catalog.Candidate, maxModelLen, sessions int, seed uint64, r
 func WriteLayoutTable(w io.Writer, ev LayoutEvaluation) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "%s, %d sessions at once, %d in all over seeds %d-%d, policy %s:\n",
-		ev.Preset, ev.Sessions, ev.TotalSessions, ev.Seed, ev.Seed+EvaluationSeeds-1, EvaluationPolicy)
+		ev.Preset, ev.Sessions, ev.TotalSessions, ev.Seed, ev.Seed+uint64(ev.Size.Seeds)-1, EvaluationPolicy)
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "layout\tengines\tcontext\tsessions fit\tttft p50\tttft p90\ttask p50\tcompact/s\terrors\tdone\tout tok/s\t")
 	for i, r := range ev.Layouts {

@@ -4,16 +4,28 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hearth-llm/hearth/catalog"
 )
 
-// evaluateSmall evaluates the codex preset's layouts on one RTX 4090 at two
-// sessions: small enough for a unit test, with a YaRN layout among them.
-func evaluateSmall(t *testing.T) LayoutEvaluation {
+// codexEvaluations holds, by size, the evaluation of the codex preset's
+// layouts on one RTX 4090 at two sessions (a YaRN layout among them): the
+// simulation is deterministic, so the tests share one of each size.
+var codexEvaluations = struct {
+	sync.Mutex
+	bySize map[EvaluationSize]LayoutEvaluation
+}{bySize: map[EvaluationSize]LayoutEvaluation{}}
+
+func evaluateCodex(t *testing.T, size EvaluationSize) LayoutEvaluation {
 	t.Helper()
+	codexEvaluations.Lock()
+	defer codexEvaluations.Unlock()
+	if ev, ok := codexEvaluations.bySize[size]; ok {
+		return ev
+	}
 	board, _ := catalog.LookupGPU("rtx4090")
 	gpus := []catalog.GPUUse{{GPU: board}}
 	model, err := catalog.DefaultModel(gpus)
@@ -24,23 +36,39 @@ func evaluateSmall(t *testing.T) LayoutEvaluation {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := EvaluateLayouts(context.Background(), AgentCandidates(gpus, model), []string{"rtx4090"}, preset, 2, 1)
+	ev, err := EvaluateLayouts(context.Background(), AgentCandidates(gpus, model), []string{"rtx4090"}, preset, 2, 1, size)
 	if err != nil {
 		t.Fatal(err)
 	}
+	codexEvaluations.bySize[size] = ev
 	return ev
 }
 
+// propertiesEvaluation is the evaluation the tests of what holds for any
+// evaluation take: the full one, which the golden test makes anyway, or
+// under the race detector, which slows the simulation down ten times, one
+// of a single workload and round (the same goroutines, a ninth of the
+// work).
+func propertiesEvaluation(t *testing.T) LayoutEvaluation {
+	if raceEnabled {
+		return evaluateCodex(t, EvaluationSize{Seeds: 1, Rounds: 1})
+	}
+	return evaluateCodex(t, FullEvaluation)
+}
+
 func TestWriteLayoutTableGolden(t *testing.T) {
+	if raceEnabled {
+		t.Skip("skipping: the full evaluation takes minutes under the race detector; this golden is checked without -race")
+	}
 	var b bytes.Buffer
-	if err := WriteLayoutTable(&b, evaluateSmall(t)); err != nil {
+	if err := WriteLayoutTable(&b, evaluateCodex(t, FullEvaluation)); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "layouts-codex-1x4090.golden", b.Bytes())
 }
 
 func TestEvaluateLayoutsRecommendsTheBest(t *testing.T) {
-	ev := evaluateSmall(t)
+	ev := propertiesEvaluation(t)
 	if len(ev.Layouts) < 2 {
 		t.Fatalf("evaluated %d layouts, want several to choose from", len(ev.Layouts))
 	}
@@ -57,9 +85,9 @@ func TestEvaluateLayoutsRecommendsTheBest(t *testing.T) {
 }
 
 func TestEvaluateLayoutsRunsTheSameSessionsToTheirEnd(t *testing.T) {
-	ev := evaluateSmall(t)
-	if want := EvaluationSeeds * EvaluationRounds * 2; ev.TotalSessions != want {
-		t.Fatalf("TotalSessions = %d, want %d seeds of %d rounds of 2 sessions", ev.TotalSessions, EvaluationSeeds, EvaluationRounds)
+	ev := propertiesEvaluation(t)
+	if want := ev.Size.Seeds * ev.Size.Rounds * 2; ev.TotalSessions != want {
+		t.Fatalf("TotalSessions = %d, want %d seeds of %d rounds of 2 sessions", ev.TotalSessions, ev.Size.Seeds, ev.Size.Rounds)
 	}
 	for _, r := range ev.Layouts {
 		s := r.Summary

@@ -8,9 +8,9 @@ import (
 
 // KV cache dtypes Hearth plans with: the model's own (BF16 for every catalog
 // model, FP8 checkpoints included) and FP8, which halves the bytes of a
-// token's K and V. vLLM's --kv-cache-dtype takes both names ("fp8" is
-// fp8_e4m3 there); SGLang's has no "fp8" and takes "fp8_e4m3"
-// (KVCacheDtypeFlag).
+// token's K and V. These are vLLM's names for them ("fp8" is fp8_e4m3
+// there); an engine that spells them otherwise says so in its descriptor
+// (runtime.EngineKind.KVCacheDtypeNames).
 const (
 	KVCacheAuto = "auto"
 	KVCacheFP8  = "fp8"
@@ -30,16 +30,6 @@ func kvElementBytes(dtype string) (int, bool) {
 		return 1, true
 	}
 	return 0, false
-}
-
-// KVCacheDtypeFlag is dtype as engine kind sglang (true) or vLLM (false)
-// spells it on its --kv-cache-dtype: SGLang v0.5.19's choices are auto,
-// fp8_e5m2, fp8_e4m3, bf16, bfloat16 and fp4_e2m1, with no bare "fp8".
-func KVCacheDtypeFlag(dtype string, sglang bool) string {
-	if sglang && strings.EqualFold(dtype, KVCacheFP8) {
-		return "fp8_e4m3"
-	}
-	return dtype
 }
 
 // Layout is how engines spread one model over a node's GPUs and store its

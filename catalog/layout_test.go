@@ -45,12 +45,6 @@ func TestLayoutValidate(t *testing.T) {
 			t.Errorf("%+v: no error", bad)
 		}
 	}
-	if got := KVCacheDtypeFlag("fp8", true); got != "fp8_e4m3" {
-		t.Errorf("SGLang's fp8 = %q, want fp8_e4m3 (SGLang has no bare fp8)", got)
-	}
-	if got := KVCacheDtypeFlag("fp8", false); got != "fp8" {
-		t.Errorf("vLLM's fp8 = %q", got)
-	}
 }
 
 func TestAllReduceSeconds(t *testing.T) {

@@ -121,6 +121,32 @@ func (mem Memory) SGLangKVCacheBytes(freeBytes uint64, fraction float64) float64
 	return (float64(freeBytes)-cudaContextBytes)*fraction - mem.WeightBytes
 }
 
+// MemoryShare is how an engine's memory flag shares out a GPU: what its
+// fraction covers, and so what it leaves the KV cache. An engine kind
+// names its rule (runtime's descriptor); the planner and the performance
+// model size the cache by it.
+type MemoryShare uint8
+
+const (
+	// ShareOfTotal is vLLM's --gpu-memory-utilization: a share of the
+	// GPU's total memory holding everything the engine allocates
+	// (Memory.KVCacheBytes).
+	ShareOfTotal MemoryShare = iota
+	// ShareOfFreeStatic is SGLang's --mem-fraction-static: a share of the
+	// memory free after the CUDA context, holding the weights and the KV
+	// pool only (Memory.SGLangKVCacheBytes).
+	ShareOfFreeStatic
+)
+
+// KVCacheBytes is the memory an engine sharing the GPU by s gives its KV
+// cache on a GPU of gpuBytes at fraction.
+func (s MemoryShare) KVCacheBytes(mem Memory, gpuBytes uint64, fraction float64) float64 {
+	if s == ShareOfFreeStatic {
+		return mem.SGLangKVCacheBytes(gpuBytes, fraction)
+	}
+	return mem.KVCacheBytes(gpuBytes, fraction)
+}
+
 // KVBlocks is how many KV blocks of blockSize tokens fit in kvCacheBytes,
 // 0 when none do.
 func (mem Memory) KVBlocks(kvCacheBytes float64, blockSize int) int {

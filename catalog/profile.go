@@ -39,17 +39,16 @@ type Profile struct {
 type EngineConfig struct {
 	GPU   GPU
 	Model Model
-	// SGLang sizes the KV pool as SGLang does, from MemoryFraction as
-	// --mem-fraction-static (Memory.SGLangKVCacheBytes); false sizes it as
-	// vLLM does, from MemoryFraction as --gpu-memory-utilization
-	// (KVCacheBlocks).
-	SGLang bool
+	// Share is how the engine's memory flag shares out the GPU, which
+	// decides what MemoryFraction leaves the KV cache: the zero value is
+	// vLLM's rule, a share of the GPU's total memory.
+	Share MemoryShare
 	// BlockSize is tokens per KV block; default tokenizer.DefaultBlockSize.
 	BlockSize int
 	// MaxBatchedTokens is the token budget of one step; default
 	// DefaultMaxBatchedTokens.
 	MaxBatchedTokens int
-	// MemoryFraction is the engine's share of GPU memory (see SGLang);
+	// MemoryFraction is the engine's share of GPU memory (see Share);
 	// default DefaultMemoryFraction.
 	MemoryFraction float64
 	// NumGPUBlocks is the KV cache in blocks; 0 derives it from GPU memory.
@@ -112,11 +111,7 @@ func (e EngineConfig) Sized() EngineConfig {
 	}
 	if e.NumGPUBlocks == 0 && e.BlockSize > 0 && e.MaxBatchedTokens > 0 {
 		mem := MemoryOf(e.Model, e.Layout(), e.MaxBatchedTokens)
-		if e.SGLang {
-			e.NumGPUBlocks = mem.KVBlocks(mem.SGLangKVCacheBytes(e.GPU.MemoryBytes, e.MemoryFraction), e.BlockSize)
-		} else {
-			e.NumGPUBlocks = mem.KVBlocks(mem.KVCacheBytes(e.GPU.MemoryBytes, e.MemoryFraction), e.BlockSize)
-		}
+		e.NumGPUBlocks = mem.KVBlocks(e.Share.KVCacheBytes(mem, e.GPU.MemoryBytes, e.MemoryFraction), e.BlockSize)
 	}
 	if e.MaxModelLen == 0 {
 		e.MaxModelLen = min(e.Model.MaxModelLen, e.NumGPUBlocks*e.BlockSize)

@@ -53,7 +53,7 @@ func TestProfileOfSGLangSizesItsPool(t *testing.T) {
 	// KV pool, with no activation peak: the same 0.9 leaves it more KV.
 	base := EngineConfig{GPU: gpu(t, "rtx4090"), Model: model(t, "qwen3-14b-fp8")}
 	sglang := base
-	sglang.SGLang = true
+	sglang.Share = ShareOfFreeStatic
 	v, err := ProfileOf(base)
 	if err != nil {
 		t.Fatal(err)

@@ -41,12 +41,16 @@ func DoctorDocker(cli *client.Client) doctor.DockerSource { return dockerDoctor{
 
 // EngineImageFor is the installer's view of runtime/docker's images: the
 // image Hearth runs for a driver's CUDA version (image, when named, is run
-// whatever the driver) and what it needs.
+// whatever the driver) and what it needs; nil, which skips the comparison,
+// for a kind without images when none is named.
 func EngineImageFor(kind hruntime.Kind, image string) func(int) (string, int) {
+	if k, ok := hruntime.Lookup(kind); image == "" && (!ok || len(k.Images) == 0) {
+		return nil
+	}
 	return func(cuda int) (string, int) {
 		img := image
 		if img == "" {
-			img, _ = docker.DefaultImage(kind, cuda) // kind is vllm or sglang, which have images
+			img, _ = docker.DefaultImage(kind, cuda) // the kind has images
 		}
 		return img, docker.RequiredCUDA(img)
 	}

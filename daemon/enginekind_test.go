@@ -29,6 +29,7 @@ func init() {
 			return p, false
 		},
 		Stats:          func(map[string]*dto.MetricFamily) (hruntime.Stats, bool) { return hruntime.Stats{}, false },
+		MemoryFlag:     "--memory-share",
 		MemoryFraction: func(e catalog.EnginePlan) float64 { return e.GPUMemoryUtilization },
 	})
 }

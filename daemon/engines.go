@@ -221,27 +221,16 @@ func hostMemory() (total, available uint64, err error) {
 // tells its KV capacity: the catalog's performance model of the GPU and
 // model, which knows the boards and models Hearth knows.
 func estimateProfile(spec hruntime.Spec) (catalog.Profile, error) {
-	gpu, known := catalog.LookupGPU(spec.GPU.Kind)
-	if !known {
-		gpu, _ = catalog.LookupGPU("rtx4090") // an unknown board: size it as the common case
-	}
-	model, ok := catalog.LookupModel(spec.Model)
-	if !ok {
+	e := hruntime.EngineConfigOf(spec)
+	if e.Model.KVBytesPerToken() == 0 {
 		// A model Hearth has no figures for: the engine's own measurement
 		// will say its capacity.
 		return catalog.Profile{BlockSize: tokenizer.DefaultBlockSize, MaxModelLen: spec.MaxModelLen}, nil
 	}
-	if spec.ModelOverrides != "" {
-		if long, ok := model.WithRopeScaling(); ok {
-			model = long
-		}
+	if e.GPU.MemoryBytes == 0 {
+		e.GPU, _ = catalog.LookupGPU("rtx4090") // an unknown board: size it as the common case
 	}
-	return catalog.ProfileOf(catalog.EngineConfig{
-		GPU: gpu, Model: model, SGLang: spec.Engine == hruntime.KindSGLang,
-		NumGPUBlocks: spec.NumGPUBlocks, MaxModelLen: spec.MaxModelLen,
-		MemoryFraction: spec.GPUMemoryUtilization, CPUOffloadGiB: spec.KVOffloadingGiB,
-		TP: len(spec.GPUs()), KVCacheDtype: spec.KVCacheDtype,
-	})
+	return catalog.ProfileOf(e)
 }
 
 // newLauncher picks the engines' runtime. In-process engines get their

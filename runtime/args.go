@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
@@ -143,7 +142,7 @@ func SimEngineArgs(spec Spec, p Ports) []string {
 		args = append(args, "--tensor-parallel-size", strconv.Itoa(tp))
 	}
 	if spec.KVCacheDtype != "" {
-		args = append(args, "--kv-cache-dtype", catalog.KVCacheDtypeFlag(spec.KVCacheDtype, spec.Engine == KindSGLang))
+		args = append(args, "--kv-cache-dtype", spec.Engine.Descriptor().KVCacheDtypeFlag(spec.KVCacheDtype))
 	}
 	if spec.ModelOverrides != "" {
 		args = append(args, "--hf-overrides", spec.ModelOverrides)

@@ -71,10 +71,18 @@ type EngineKind struct {
 	PinsHostMemory bool
 
 	// MemoryFlag is the flag that sizes the engine's share of GPU memory
-	// ("--gpu-memory-utilization"), and MemoryFraction the value of it in
-	// a plan: the two engines count the share differently.
+	// ("--gpu-memory-utilization"; required), MemoryFraction the value of
+	// it in a plan, and MemoryShare what that share covers, which decides
+	// how large a KV cache it leaves (EngineConfigOf): engines count the
+	// share differently.
 	MemoryFlag     string
 	MemoryFraction func(catalog.EnginePlan) float64
+	MemoryShare    catalog.MemoryShare
+	// KVCacheDtypeNames spell the catalog's KV cache dtypes (catalog.
+	// KVCacheFP8, ...) as the engine's --kv-cache-dtype takes them, where
+	// it differs; a dtype absent from it is passed as it is
+	// (KVCacheDtypeFlag).
+	KVCacheDtypeNames map[string]string
 
 	// TokenizeChat says the engine's /tokenize takes chat messages and
 	// renders them with its own template (vLLM's TokenizeChatRequest), so
@@ -114,6 +122,15 @@ type EngineKind struct {
 func (k *EngineKind) Parsers(spec Spec) (tool, reasoning string) {
 	f := FamilyOf(spec.Model + " " + spec.ModelPath)
 	return k.ToolParsers[f], k.ReasoningParsers[f]
+}
+
+// KVCacheDtypeFlag is the catalog's KV cache dtype as the engine's
+// --kv-cache-dtype spells it.
+func (k *EngineKind) KVCacheDtypeFlag(dtype string) string {
+	if name, ok := k.KVCacheDtypeNames[strings.ToLower(dtype)]; ok {
+		return name
+	}
+	return dtype
 }
 
 // EnginePriority is an engine's priority scheduling
@@ -192,6 +209,8 @@ func Register(k *EngineKind) {
 		panic(fmt.Sprintf("runtime: engine kind %s lacks Args, MeasureProfile, Stats or MemoryFraction", k.Name))
 	case k.LivenessPath == "" || len(k.Program) == 0:
 		panic(fmt.Sprintf("runtime: engine kind %s lacks a program or a liveness path", k.Name))
+	case k.MemoryFlag == "":
+		panic(fmt.Sprintf("runtime: engine kind %s lacks the flag that sizes its memory", k.Name))
 	case len(k.Images) > 0 && k.ImageHTTPPort <= 0:
 		panic(fmt.Sprintf("runtime: engine kind %s has images but no port they serve on", k.Name))
 	}

@@ -69,8 +69,12 @@ func init() {
 		PinsHostMemory: true,
 		MemoryFlag:     "--mem-fraction-static",
 		MemoryFraction: func(e catalog.EnginePlan) float64 { return e.MemFractionStatic },
-		KVEvents:       true,
-		EventFormat:    kvevents.FormatSGLang,
+		MemoryShare:    catalog.ShareOfFreeStatic,
+		// v0.5.19's --kv-cache-dtype choices are auto, fp8_e5m2, fp8_e4m3,
+		// bf16, bfloat16 and fp4_e2m1: no bare "fp8".
+		KVCacheDtypeNames: map[string]string{catalog.KVCacheFP8: "fp8_e4m3"},
+		KVEvents:          true,
+		EventFormat:       kvevents.FormatSGLang,
 		// HiCache's "file" storage backend sits below its host tier and
 		// needs one.
 		FileTier:     func(spec Spec) bool { return sglangHostGiB(spec) > 0 },
@@ -99,8 +103,9 @@ func sglangArgs(spec Spec, p Ports) []string {
 		"--kv-events-config", kvEventsConfig(map[string]any{"publisher": "zmq"}, p),
 		"--enable-metrics",
 	}
-	args = append(args, KindSGLang.Descriptor().Priority.Flags...)
-	tool, reasoning := KindSGLang.Descriptor().Parsers(spec)
+	k := KindSGLang.Descriptor()
+	args = append(args, k.Priority.Flags...)
+	tool, reasoning := k.Parsers(spec)
 	if tool != "" {
 		args = append(args, "--tool-call-parser", tool)
 	}
@@ -111,13 +116,13 @@ func sglangArgs(spec Spec, p Ports) []string {
 		args = append(args, "--tp-size", strconv.Itoa(tp))
 	}
 	if spec.GPUMemoryUtilization > 0 {
-		args = append(args, "--mem-fraction-static", formatFloat(spec.GPUMemoryUtilization))
+		args = append(args, k.MemoryFlag, formatFloat(spec.GPUMemoryUtilization))
 	}
 	if spec.MaxModelLen > 0 {
 		args = append(args, "--context-length", strconv.Itoa(spec.MaxModelLen))
 	}
 	if spec.KVCacheDtype != "" {
-		args = append(args, "--kv-cache-dtype", catalog.KVCacheDtypeFlag(spec.KVCacheDtype, true))
+		args = append(args, "--kv-cache-dtype", k.KVCacheDtypeFlag(spec.KVCacheDtype))
 	}
 	if spec.ModelOverrides != "" {
 		args = append(args, "--json-model-override-args", spec.ModelOverrides)

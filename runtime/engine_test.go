@@ -26,7 +26,9 @@ func init() {
 			return catalog.Profile{}, false
 		},
 		Stats:          func(map[string]*dto.MetricFamily) (Stats, bool) { return Stats{}, false },
+		MemoryFlag:     "--memory",
 		MemoryFraction: func(e catalog.EnginePlan) float64 { return e.GPUMemoryUtilization },
+		MemoryShare:    catalog.ShareOfFreeStatic,
 	})
 }
 

@@ -50,6 +50,7 @@ func init() {
 		ImageHTTPPort:   8000,
 		MemoryFlag:      "--gpu-memory-utilization",
 		MemoryFraction:  func(e catalog.EnginePlan) float64 { return e.GPUMemoryUtilization },
+		MemoryShare:     catalog.ShareOfTotal,
 		TokenizeChat:    true,
 		KVEvents:        true,
 		EventFormat:     kvevents.FormatMap,
@@ -80,7 +81,8 @@ func vllmArgs(spec Spec, p Ports) []string {
 		// with a host name it would connect instead.
 		"--kv-events-config", kvEventsConfig(map[string]any{"enable_kv_cache_events": true}, p),
 	}
-	tool, reasoning := KindVLLM.Descriptor().Parsers(spec)
+	k := KindVLLM.Descriptor()
+	tool, reasoning := k.Parsers(spec)
 	if tool != "" {
 		args = append(args, "--enable-auto-tool-choice", "--tool-call-parser", tool)
 	}
@@ -91,18 +93,18 @@ func vllmArgs(spec Spec, p Ports) []string {
 		args = append(args, "--tensor-parallel-size", strconv.Itoa(tp))
 	}
 	if spec.GPUMemoryUtilization > 0 {
-		args = append(args, "--gpu-memory-utilization", formatFloat(spec.GPUMemoryUtilization))
+		args = append(args, k.MemoryFlag, formatFloat(spec.GPUMemoryUtilization))
 	}
 	if spec.MaxModelLen > 0 {
 		args = append(args, "--max-model-len", strconv.Itoa(spec.MaxModelLen))
 	}
 	if spec.KVCacheDtype != "" {
-		args = append(args, "--kv-cache-dtype", catalog.KVCacheDtypeFlag(spec.KVCacheDtype, false))
+		args = append(args, "--kv-cache-dtype", k.KVCacheDtypeFlag(spec.KVCacheDtype))
 	}
 	if spec.ModelOverrides != "" {
 		args = append(args, "--hf-overrides", spec.ModelOverrides)
 	}
-	args = append(args, KindVLLM.Descriptor().Priority.Flags...)
+	args = append(args, k.Priority.Flags...)
 	if spec.KVOffloadingGiB > 0 {
 		// The OffloadingConnector's CPU tier. v0.20.0 has no tier below it
 		// (no file-system secondary tier, no self-describing CPU events:

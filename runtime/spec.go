@@ -54,8 +54,9 @@ type Spec struct {
 
 	MaxModelLen          int     // 0: the engine's default
 	GPUMemoryUtilization float64 // 0: the engine's default
-	// KVCacheDtype is the KV cache's dtype as vLLM names it ("fp8"; the
-	// SGLang command line spells it its own way, catalog.KVCacheDtypeFlag);
+	// KVCacheDtype is the KV cache's dtype as the catalog (and vLLM) names
+	// it ("fp8"; a kind that spells it otherwise on its command line says
+	// so, EngineKind.KVCacheDtypeFlag);
 	// "": the engine's default, the model's dtype.
 	KVCacheDtype string
 	// ModelOverrides is a JSON object overriding the model's config.json

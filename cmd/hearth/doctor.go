@@ -86,13 +86,13 @@ func (cfg doctorConfig) doctor() *doctor.Doctor {
 
 func parseDoctorFlags(env *environment, args []string) (doctorConfig, error) {
 	fs := newFlagSet(env, "doctor",
-		"doctor [--json] [--deep] [--sim 2x4090] [--model M] [--engine vllm|sglang] [--image IMAGE] [--listen ADDR] [--data-dir DIR] [--kv-store-dir DIR] [--hf-cache DIR]")
+		"doctor [--json] [--deep] [--sim 2x4090] [--model M] [--engine "+strings.ReplaceAll(hruntime.KindNames(), ", ", "|")+"] [--image IMAGE] [--listen ADDR] [--data-dir DIR] [--kv-store-dir DIR] [--hf-cache DIR]")
 	var cfg doctorConfig
 	fs.BoolVar(&cfg.json, "json", false, `print {"checks": [{"name", "status", "evidence", "fix"}]}`)
 	fs.BoolVar(&cfg.deep, "deep", false, "also start a container that asks for the GPUs (from the engine image, if it is pulled)")
 	fs.StringVar(&cfg.sim, "sim", "", `check against simulated GPUs, e.g. "2x4090", as hearth up --sim takes them`)
 	fs.StringVar(&cfg.model, "model", "", "model to weigh against each GPU's free memory (default: the largest that fits the GPU)")
-	engine := fs.String("engine", "vllm", "engine whose image the CUDA check weighs: vllm or sglang")
+	engine := fs.String("engine", string(hruntime.KindVLLM), "engine whose image the CUDA check weighs: "+hruntime.KindNames())
 	fs.StringVar(&cfg.image, "image", "", "engine image, as hearth up --image takes it (default: the engine's image for the driver's CUDA)")
 	fs.StringVar(&cfg.listen, "listen", defaultListen, "the API address hearth up will listen on")
 	fs.StringVar(&cfg.dataDir, "data-dir", defaultDataDir(env.getenv), "Hearth's data directory, as hearth up --data-dir takes it")
@@ -104,10 +104,11 @@ func parseDoctorFlags(env *environment, args []string) (doctorConfig, error) {
 	if cfg.kvStore == "" {
 		cfg.kvStore = defaultKVStoreDir(cfg.dataDir)
 	}
-	cfg.engine = hruntime.Kind(*engine)
-	if cfg.engine != hruntime.KindVLLM && cfg.engine != hruntime.KindSGLang {
-		return cfg, fmt.Errorf("%w: --engine: want vllm or sglang, got %q", errUsage, *engine)
+	kind, err := hruntime.KindOf(*engine)
+	if err != nil {
+		return cfg, fmt.Errorf("%w: --engine: %w", errUsage, err)
 	}
+	cfg.engine = kind.Name
 	return cfg, nil
 }
 

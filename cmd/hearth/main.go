@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/hearth-llm/hearth/bench"
 	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/installer"
 	"github.com/hearth-llm/hearth/runtime/sim/simcli"
@@ -48,6 +49,19 @@ type environment struct {
 	// memoryLimit, when set, sets the process's soft memory limit for hearth
 	// up (daemon.Config.MemoryLimit); nil in tests, which share a process.
 	memoryLimit func(limit int64, log *slog.Logger)
+	// layoutEvaluation, when set, is the size of the layout evaluation of
+	// hearth plan --agent and hearth up --agent instead of
+	// bench.FullEvaluation: tests of their wiring set a small one.
+	layoutEvaluation *bench.EvaluationSize
+}
+
+// layoutEvaluationSize is how much of the agent client's workload hearth
+// plan --agent and hearth up --agent simulate on each layout.
+func (env *environment) layoutEvaluationSize() bench.EvaluationSize {
+	if env.layoutEvaluation != nil {
+		return *env.layoutEvaluation
+	}
+	return bench.FullEvaluation
 }
 
 // commands lists the subcommands in the order --help shows them.

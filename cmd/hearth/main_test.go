@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/hearth-llm/hearth/bench"
 )
 
 // asHearthEnv, set in the environment of this test binary, makes it the
@@ -22,15 +24,23 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// smallLayoutEvaluation is the layout evaluation of the tests of hearth
+// plan --agent's and hearth up --agent's wiring: one workload of one round,
+// a ninth of the full evaluation's simulation (bench's tests hold the full
+// one to its recommendation). On one 4090 it recommends what the full one
+// does, FP8 KV with YaRN.
+var smallLayoutEvaluation = bench.EvaluationSize{Seeds: 1, Rounds: 1}
+
 // runHearth runs the CLI in-process and returns what it printed.
 func runHearth(t *testing.T, stdin string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	env := &environment{
-		stdin:  strings.NewReader(stdin),
-		stdout: &out,
-		stderr: &errOut,
-		getenv: func(string) string { return "" },
+		stdin:            strings.NewReader(stdin),
+		stdout:           &out,
+		stderr:           &errOut,
+		getenv:           func(string) string { return "" },
+		layoutEvaluation: &smallLayoutEvaluation,
 	}
 	err = run(context.Background(), env, args)
 	return out.String(), errOut.String(), err

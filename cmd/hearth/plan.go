@@ -73,7 +73,7 @@ func runPlan(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	if cfg.agent != "" {
-		ev, err := evaluateAgentLayouts(ctx, cfg, uses, model)
+		ev, err := evaluateAgentLayouts(ctx, cfg, uses, model, env.layoutEvaluationSize())
 		if err != nil {
 			return err
 		}
@@ -104,8 +104,8 @@ func runPlan(ctx context.Context, env *environment, args []string) error {
 
 // evaluateAgentLayouts runs the agent client's preset workload on each
 // layout of model that fits the GPUs (bench.AgentCandidates) and
-// recommends one.
-func evaluateAgentLayouts(ctx context.Context, cfg planConfig, uses []catalog.GPUUse, model catalog.Model) (bench.LayoutEvaluation, error) {
+// recommends one from an evaluation of size.
+func evaluateAgentLayouts(ctx context.Context, cfg planConfig, uses []catalog.GPUUse, model catalog.Model, size bench.EvaluationSize) (bench.LayoutEvaluation, error) {
 	preset, err := bench.PresetByName(cfg.agent)
 	if err != nil {
 		return bench.LayoutEvaluation{}, err
@@ -114,7 +114,7 @@ func evaluateAgentLayouts(ctx context.Context, cfg planConfig, uses []catalog.GP
 	for i, u := range uses {
 		kinds[i] = u.GPU.Kind
 	}
-	return bench.EvaluateLayouts(ctx, bench.AgentCandidates(uses, model), kinds, preset, cfg.sessions, cfg.seed)
+	return bench.EvaluateLayouts(ctx, bench.AgentCandidates(uses, model), kinds, preset, cfg.sessions, cfg.seed, size)
 }
 
 func parsePlanFlags(env *environment, args []string) (planConfig, error) {
@@ -282,7 +282,7 @@ type agentPlanJSON struct {
 	Agent    string `json:"agent"`
 	Sessions int    `json:"sessions"`
 	// TotalSessions is the closed set of sessions every layout ran to their
-	// end: bench.EvaluationRounds × Sessions on each of the Seeds workloads
+	// end: the evaluation's rounds × Sessions on each of the Seeds workloads
 	// from seed Seed.
 	TotalSessions int               `json:"total_sessions"`
 	Seed          uint64            `json:"seed"`
@@ -317,7 +317,7 @@ type agentLayoutJSON struct {
 }
 
 func agentPlanJSONOf(model catalog.Model, ev bench.LayoutEvaluation) agentPlanJSON {
-	out := agentPlanJSON{Model: model.Name, Repo: model.Repo, Agent: ev.Preset, Sessions: ev.Sessions, TotalSessions: ev.TotalSessions, Seed: ev.Seed, Seeds: bench.EvaluationSeeds,
+	out := agentPlanJSON{Model: model.Name, Repo: model.Repo, Agent: ev.Preset, Sessions: ev.Sessions, TotalSessions: ev.TotalSessions, Seed: ev.Seed, Seeds: ev.Size.Seeds,
 		Policy: bench.EvaluationPolicy, Recommended: ev.Recommended().Candidate.Layout.String(), Reason: ev.Reason}
 	for i, r := range ev.Layouts {
 		l, s := r.Candidate.Layout, r.Summary

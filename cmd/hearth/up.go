@@ -48,7 +48,7 @@ func runUp(ctx context.Context, env *environment, args []string) error {
 	}
 	log := newLogger(env.stderr, cfg.logLevel, cfg.logFormat)
 	if cfg.agent.client != "" {
-		if err := chooseAgentLayout(ctx, &cfg, log); err != nil {
+		if err := chooseAgentLayout(ctx, &cfg, env.layoutEvaluationSize(), log); err != nil {
 			return err
 		}
 	}

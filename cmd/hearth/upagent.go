@@ -28,9 +28,9 @@ var layoutFlagNames = []string{"tp", "kv-cache-dtype", "rope-scaling"}
 
 // chooseAgentLayout discovers the GPUs hearth up serves from, evaluates the
 // layouts of its model on the client's workload as hearth plan --agent does,
-// and sets cfg's layout to the recommended one, less the fields the command
-// line set itself.
-func chooseAgentLayout(ctx context.Context, cfg *upConfig, log *slog.Logger) error {
+// (an evaluation of that size), and sets cfg's layout to the recommended
+// one, less the fields the command line set itself.
+func chooseAgentLayout(ctx context.Context, cfg *upConfig, size bench.EvaluationSize, log *slog.Logger) error {
 	d, err := nodes.NewDiscoverer(nodes.DiscoverConfig{Sim: cfg.Sim, Node: cfg.Node})
 	if err != nil {
 		return fmt.Errorf("up: --agent: %w", err)
@@ -61,9 +61,9 @@ func chooseAgentLayout(ctx context.Context, cfg *upConfig, log *slog.Logger) err
 	candidates := bench.AgentCandidates(uses, model)
 	// The simulation takes seconds to tens of seconds: say what it waits for.
 	log.Info("choosing a layout for the agent client: simulating its sessions on each layout that fits",
-		"client", cfg.agent.client, "layouts", len(candidates), "workloads", bench.EvaluationSeeds,
-		"sessions", bench.EvaluationSeeds*bench.EvaluationRounds*cfg.agent.sessions)
-	ev, err := bench.EvaluateLayouts(ctx, candidates, kinds, preset, cfg.agent.sessions, agentEvaluationSeed)
+		"client", cfg.agent.client, "layouts", len(candidates), "workloads", size.Seeds,
+		"sessions", size.Seeds*size.Rounds*cfg.agent.sessions)
+	ev, err := bench.EvaluateLayouts(ctx, candidates, kinds, preset, cfg.agent.sessions, agentEvaluationSeed, size)
 	if err != nil {
 		return fmt.Errorf("up: --agent: %w", err)
 	}

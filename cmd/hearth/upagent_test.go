@@ -21,7 +21,7 @@ func TestUpAgentTakesTheRecommendedLayout(t *testing.T) {
 	uses := []catalog.GPUUse{{GPU: board}}
 	model, _ := catalog.LookupModel("qwen3-14b-fp8")
 	preset, _ := bench.PresetByName("codex")
-	ev, err := bench.EvaluateLayouts(context.Background(), bench.AgentCandidates(uses, model), []string{"rtx4090"}, preset, 2, agentEvaluationSeed)
+	ev, err := bench.EvaluateLayouts(context.Background(), bench.AgentCandidates(uses, model), []string{"rtx4090"}, preset, 2, agentEvaluationSeed, smallLayoutEvaluation)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestUpAgentTakesTheRecommendedLayout(t *testing.T) {
 				t.Fatal(err)
 			}
 			var logs bytes.Buffer
-			if err := chooseAgentLayout(context.Background(), &cfg, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+			if err := chooseAgentLayout(context.Background(), &cfg, smallLayoutEvaluation, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
 				t.Fatal(err)
 			}
 			got := catalog.Layout{TP: cfg.TP, KVCacheDtype: cfg.KVCacheDtype, RopeScaling: cfg.RopeScaling}

@@ -166,11 +166,15 @@ func (c Config) Perf() catalog.EngineConfig {
 	model, okM := catalog.LookupModel(c.Model)
 	if !okG || !okM {
 		gpu, model = catalog.GPU{}, catalog.Model{}
-	} else if n, err := ModelContextOf(c.ModelOverrides, model.MaxModelLen); err == nil && n > 0 {
+	} else if n, err := hruntime.ModelContextOf(c.ModelOverrides, model.MaxModelLen); err == nil && n > 0 {
 		model.MaxModelLen = n
 	}
+	var share catalog.MemoryShare
+	if k, ok := hruntime.Lookup(c.Kind); ok {
+		share = k.MemoryShare
+	}
 	return catalog.EngineConfig{
-		GPU: gpu, Model: model, SGLang: c.Kind == hruntime.KindSGLang,
+		GPU: gpu, Model: model, Share: share,
 		BlockSize: c.BlockSize, MaxBatchedTokens: c.MaxNumBatchedTokens, MemoryFraction: c.GPUMemoryUtilization,
 		NumGPUBlocks: c.NumGPUBlocks, MaxModelLen: c.MaxModelLen,
 		CPUOffloadGiB: c.CPUOffloadGiB, NumCPUBlocks: c.NumCPUBlocks,
@@ -200,7 +204,7 @@ func (c Config) Validate() error {
 	case !(c.DiskGBps >= 0 && c.DiskGBps <= 1000):
 		return fmt.Errorf("%w: disk bandwidth %v GB/s not in [0, 1000]", errConfig, c.DiskGBps)
 	}
-	if _, err := ModelContextOf(c.ModelOverrides, 0); err != nil {
+	if _, err := hruntime.ModelContextOf(c.ModelOverrides, 0); err != nil {
 		return fmt.Errorf("%w: %w", errConfig, err)
 	}
 	if err := d.Perf().Validate(); err != nil {

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/hearth-llm/hearth/catalog"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
@@ -33,32 +32,25 @@ var _ hruntime.Launcher = (*Launcher)(nil)
 func (l *Launcher) Name() string { return "sim" }
 
 // ConfigOf is the simulated engine's configuration for a spec: one engine
-// over the spec's GPUs (tensor parallel over all of them), its KV cache
-// dtype as the flavour spells it, and its model overrides. An engine over
-// GPUs of several kinds runs as the weakest of them (catalog.WeakestGPU),
-// whose pace and memory its ranks keep in lockstep; as its first GPU's
-// kind where none is weakest on every figure.
+// over the spec's GPUs (tensor parallel over all of them) running as the
+// GPU the sizing picks (runtime.EngineConfigOf: the weakest of them), its
+// KV cache dtype as the flavour spells it, and its model overrides.
 func ConfigOf(spec hruntime.Spec) Config {
-	gpu := spec.GPU.Kind
-	kinds := make([]string, 0, 1+len(spec.TensorParallel))
-	for _, g := range spec.GPUs() {
-		kinds = append(kinds, g.Kind)
-	}
-	if weakest, ok := catalog.WeakestGPU(kinds); ok {
-		gpu = weakest
-	}
+	e := hruntime.EngineConfigOf(spec)
 	c := Config{
-		GPU: gpu, Model: spec.Model, NumGPUBlocks: spec.NumGPUBlocks,
-		MaxModelLen: spec.MaxModelLen, GPUMemoryUtilization: spec.GPUMemoryUtilization,
-		CPUOffloadGiB: spec.KVOffloadingGiB, Seed: spec.Seed, Kind: spec.Engine,
-		TP:             len(spec.GPUs()),
-		KVCacheDtype:   catalog.KVCacheDtypeFlag(spec.KVCacheDtype, spec.Engine == hruntime.KindSGLang),
+		GPU: e.GPU.Kind, Model: spec.Model, NumGPUBlocks: e.NumGPUBlocks,
+		MaxModelLen: e.MaxModelLen, GPUMemoryUtilization: e.MemoryFraction,
+		CPUOffloadGiB: e.CPUOffloadGiB, Seed: spec.Seed, Kind: spec.Engine,
+		TP:             e.TP,
 		ModelOverrides: spec.ModelOverrides,
 		Agent:          AgentOptions{AllowWriteTools: spec.AllowWriteTools, MinToolCalls: spec.MinToolCalls, MaxToolCalls: spec.MaxToolCalls},
 	}
-	// Priority scheduling on, as the engine's command line turns it on.
-	if k, ok := hruntime.Lookup(spec.Engine); ok && k.Priority != nil {
-		c.SchedulingPolicy, c.PriorityHigherFirst = PolicyPriority, !k.Priority.LowerFirst
+	if k, ok := hruntime.Lookup(spec.Engine); ok {
+		c.KVCacheDtype = k.KVCacheDtypeFlag(spec.KVCacheDtype)
+		// Priority scheduling on, as the engine's command line turns it on.
+		if k.Priority != nil {
+			c.SchedulingPolicy, c.PriorityHigherFirst = PolicyPriority, !k.Priority.LowerFirst
+		}
 	}
 	return c
 }

@@ -259,7 +259,7 @@ func kvCacheDtypeFlag(kind hruntime.Kind) engineFlag {
 // what is not a JSON object is refused, as both engines' json.loads does.
 func overridesFlag(name string) engineFlag {
 	return engineFlag{names: []string{name}, value: true, set: func(c *engineCommand, v string) error {
-		if _, err := sim.ModelContextOf(v, 0); err != nil {
+		if _, err := hruntime.ModelContextOf(v, 0); err != nil {
 			return fmt.Errorf("argument %s: %v", name, err)
 		}
 		c.cfg.ModelOverrides = v
