@@ -43,7 +43,8 @@ const (
 // resends its whole conversation every turn; a tokenizer session per
 // conversation reuses the tokens of the text it saw the turn before and
 // tokenizes only the new tail: about 0.1 ms instead of 2 to 3 ms for a
-// 30k-token history (docs/perf.md). Results are exactly a plain encode's.
+// 30k-token history (docs/perf-history.md, "Encoding, loading and agent
+// turns"). Results are exactly a plain encode's.
 //
 // A conversation is the request's session id and the first bytes of its
 // rendered prompt (system prompt and tools), so that the side requests a

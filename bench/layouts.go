@@ -71,7 +71,7 @@ const EvaluationRounds = 5
 // layouts are often within a few percent of each other, less than one
 // workload's task time p50 moves from seed to seed, so a recommendation
 // from one workload would be another workload's second best by up to 17%
-// (docs/perf.md); three make it a few percent at most.
+// (docs/perf-history.md); three make it a few percent at most.
 const EvaluationSeeds = 3
 
 // EvaluationSize is how much of a client's workload EvaluateLayouts runs

@@ -38,8 +38,8 @@ func (p Preset) Workload(seed uint64, sessions, maxModelLen int) (*Agentic, erro
 // template turn their recorded requests into prompts (api's
 // TestCaptureShapes measures them from the recorded sessions into
 // api/testdata/client-shapes.json; TestClientPresetsFollowCaptures holds
-// these figures to it). docs/perf.md, "Client-shaped workloads", says
-// which figure comes from which recording and what is assumed.
+// these figures to it). docs/perf-history.md, "Client-shaped workloads",
+// says which figure comes from which recording and what is assumed.
 const (
 	// Claude Code 2.1.197 (captures claude-run1, claude-run2): a first
 	// prompt of 19,839 tokens, of which the two sessions share 19,824 (the
@@ -62,7 +62,7 @@ const (
 // clientPreset is the shape every client preset shares around its own
 // prefix and task: the loop's growth per turn, its tool pauses and the
 // compaction, which the recordings (one short task each) do not measure;
-// docs/perf.md states these assumptions.
+// docs/perf-history.md states these assumptions.
 func clientPreset(client string, prefix, task int, instruction int) AgenticConfig {
 	return AgenticConfig{
 		Client:       client,

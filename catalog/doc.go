@@ -87,7 +87,8 @@
 // (1/TP of the FLOPs and weights, its share of the KV heads) plus two
 // all-reduces per layer (GPU.AllReduceSeconds: over NVLink, or through host
 // memory on boards without it, as RTX 4090s have); docs/perf.md, "Engine
-// layouts", gives the figures and their sources. An engine over GPUs of
+// layouts", gives the figures, and docs/perf-history.md, "The model", their
+// sources. An engine over GPUs of
 // several kinds (a 4090 with a 3090) runs as the weakest of them
 // (WeakestGPU): its ranks step together and share one KV cache size.
 // Candidates lists the

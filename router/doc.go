@@ -120,8 +120,8 @@
 // median is its starvation of the 3090. Pricing a block that does not fit
 // at the wait for KV room (decode time / capacity) instead of its reload
 // time lost hearth's lead on equal 4090s and did not help there.
-// docs/perf.md ("Queue order") has the frontier and what each setting
-// costs.
+// docs/perf-history.md ("Queue order") has the frontier and what each
+// setting costs.
 //
 // The defaults (QueueStretch 5, DecodeWeight 1, SaturationFraction 0.95)
 // were chosen by measuring the alternatives in the benchmark's simulation;

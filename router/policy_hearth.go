@@ -64,8 +64,8 @@ type HearthConfig struct {
 	//
 	// The session's own worker is not priced at its release rate: its
 	// context is there, and sending the turn elsewhere to recompute it
-	// cost more on the agentic workloads than the usual wait (docs/perf.md,
-	// "Router → Queue order", (§)). Its missing room costs the time its
+	// cost more on the agentic workloads than the usual wait
+	// (docs/perf-history.md, "Queue order", (§)). Its missing room costs the time its
 	// running requests take to end and free it (drainWait): each ends
 	// after its expected output tokens (Hints.OSL) at the decode seconds
 	// per expected token that the worker's ended requests took, and one

@@ -69,6 +69,6 @@
 // # Performance
 //
 // Encoding rates, load time and the cost of an agent turn with and without
-// a Session, with the commands that measure them (tokenizer_bench_test.go)
-// and what bounds each, are in docs/perf.md.
+// a Session, with the commands that measure them (tokenizer_bench_test.go),
+// are in docs/perf.md; what bounds each is in docs/perf-history.md.
 package tokenizer

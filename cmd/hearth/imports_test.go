@@ -49,6 +49,7 @@ var allowedHearthImports = map[string][]string{
 	"zmtp":       {},
 	"adminapi":   {},
 	"netguard":   {},
+	"scripts":    {},
 	"daemon":     {"adminapi", "api", "apikey", "catalog", "cluster", "console", "installer", "kvbm", "nodes", "router", "runtime", "tlsca", "tokenizer"},
 }
 
@@ -518,6 +519,7 @@ func TestCheckImport(t *testing.T) {
 		{"nobody but cmd imports the daemon", "api", module + "/daemon", false, false},
 		{"cmd imports the daemon", "cmd/hearth", module + "/daemon", true, false},
 		{"the daemon is no bench", "daemon", module + "/bench", false, false},
+		{"the test summary stands alone", "scripts/testsummary", module + "/router", false, false},
 		// What ships, apart from what tests may use.
 		{"the gateway ships without an engine", "api", module + "/runtime/sim", false, false},
 		{"the gateway's tests drive a simulated engine", "api", module + "/runtime/sim", true, true},

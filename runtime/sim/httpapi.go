@@ -201,7 +201,7 @@ type tokenStream struct {
 }
 
 func (s *Server) start(ctx context.Context, g *generation) (*tokenStream, error) {
-	arrival := s.opts.Now()
+	arrival := s.opts.Clock.Now()
 	ch, err := s.opts.Engine.Submit(ctx, &Request{ID: g.id, Prompt: g.prompt, Output: g.output, Priority: g.priority})
 	if err != nil {
 		return nil, err
@@ -221,7 +221,7 @@ func (ts *tokenStream) next() (delta string, ok bool) {
 	if !ok {
 		return ts.flush(), false
 	}
-	now := ts.s.opts.Now()
+	now := ts.s.opts.Clock.Now()
 	if ts.count == 0 {
 		ts.first = ts.s.modelled(now.Sub(ts.arrival))
 	} else {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvevents"
 )
 
@@ -54,9 +55,9 @@ type PublisherOptions struct {
 	// simulated engine's memory. The oldest batches go first, whichever
 	// bound is reached; a subscriber asking for one gone sees the gap.
 	ReplayBufferBytes int
-	// Now timestamps batches; nil means time.Now. vLLM stamps batches with
-	// wall-clock seconds since the Unix epoch.
-	Now    func() time.Time
+	// Clock timestamps batches; nil means clock.Real. vLLM stamps batches
+	// with wall-clock seconds since the Unix epoch.
+	Clock  clock.Clock
 	Logger *slog.Logger
 }
 
@@ -122,9 +123,7 @@ func NewPublisher(opts PublisherOptions) (*Publisher, error) {
 	if opts.ReplayBufferBytes <= 0 {
 		opts.ReplayBufferBytes = DefaultReplayBufferBytes
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -190,7 +189,7 @@ func (p *Publisher) PublishKVEvents(_ time.Duration, events []kvevents.Event) {
 		return
 	}
 	payload := kvevents.AppendBatch(nil, &kvevents.Batch{
-		TS:     kvevents.Timestamp(p.opts.Now()),
+		TS:     kvevents.Timestamp(p.opts.Clock.Now()),
 		DPRank: int64(p.opts.DataParallelRank), HasDPRank: true,
 		Events: events,
 	}, p.opts.Format)

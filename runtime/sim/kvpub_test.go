@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvevents"
 )
 
@@ -376,7 +377,7 @@ func TestPublisherPayload(t *testing.T) {
 		t.Run(format.String(), func(t *testing.T) {
 			p, err := NewPublisher(PublisherOptions{
 				Endpoint: "tcp://127.0.0.1:0", Format: format, DataParallelRank: 2,
-				Now: func() time.Time { return now },
+				Clock: clock.NewFake(now),
 			})
 			if err != nil {
 				t.Fatal(err)

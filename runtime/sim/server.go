@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/netguard"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -90,8 +91,8 @@ type ServerOptions struct {
 	// HealthCheckTimeout bounds the one-token generation of SGLang's
 	// /health_generate; default 20s, SGLang's SGLANG_HEALTH_CHECK_TIMEOUT.
 	HealthCheckTimeout time.Duration
-	// Now is the wall clock; nil means time.Now.
-	Now    func() time.Time
+	// Clock is the wall clock; nil means clock.Real.
+	Clock  clock.Clock
 	Logger *slog.Logger
 }
 
@@ -148,9 +149,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.HealthCheckTimeout <= 0 {
 		opts.HealthCheckTimeout = defaultHealthCheckTimeout
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -158,7 +157,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	s := &Server{
 		opts:     opts,
 		log:      log.With("component", "sim-server"),
-		created:  opts.Now().Unix(),
+		created:  opts.Clock.Now().Unix(),
 		idPrefix: rand.Uint64(),
 	}
 	s.metrics = newEngineMetrics(opts.Kind, opts.ServedModelName, cacheInfo{
