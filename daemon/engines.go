@@ -135,10 +135,7 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 // the memory that is free: when other programs' share cost the engine
 // context, note says so.
 func planMemory(spec *hruntime.Spec, cfg Config, gpus []nodes.GPU) (note string, kvBytes float64, err error) {
-	uses := make([]catalog.GPUUse, len(gpus))
-	for i, g := range gpus {
-		uses[i] = gpuUseOf(g)
-	}
+	uses := nodes.PlannerUses(gpus)
 	// Without a cache, the catalog's figures alone.
 	layout := catalog.Layout{KVCacheDtype: spec.KVCacheDtype, RopeScaling: spec.ModelOverrides != ""}
 	plan, ok, err := catalog.PlanEngineMemory(spec.ModelPath, cfg.hubDir(), uses, spec.MaxModelLen, layout)
@@ -178,11 +175,6 @@ func modelOverrides(cfg Config, model string) (string, error) {
 		return "", fmt.Errorf("%w: --rope-scaling: %s has no longer context with rope scaling", ErrUsage, m.DisplayName())
 	}
 	return js, nil
-}
-
-// gpuUseOf is a GPU as the planner sees it.
-func gpuUseOf(g nodes.GPU) catalog.GPUUse {
-	return catalog.GPUUseOf(g.Kind, g.Name, g.MemoryTotal, g.MemoryUsed)
 }
 
 // planHostRAM sizes the real engines' host-RAM KV tiers from the host's
