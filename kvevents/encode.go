@@ -106,7 +106,7 @@ func sizeBound(b *Batch) int {
 	n := 64
 	for i := range b.Events {
 		ev := &b.Events[i]
-		n += 224 + len(ev.LoRAName) + len(ev.CacheSalt) + 9*len(ev.BlockHashes) + 5*len(ev.TokenIDs)
+		n += 240 + len(ev.LoRAName) + len(ev.CacheSalt) + len(ev.ComponentType) + 9*len(ev.BlockHashes) + 5*len(ev.TokenIDs)
 		if ev.BytesHashes {
 			n += (2 + digestSize - 9) * (len(ev.BlockHashes) + 1) // and the parent
 		}
@@ -232,14 +232,19 @@ func appendEventArray(dst []byte, ev *Event) []byte {
 
 // appendEventSGLang writes SGLang's positional classes: BlockStored
 // [tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id,
-// medium], with a salted request's metadata {"cache_salt": ...} appended
-// (BlockStoredWithMetadata), BlockRemoved [tag, block_hashes, medium].
+// medium], with a component type appended when the event has one
+// (BlockStoredWithComponentType) and then a salted request's metadata
+// {"cache_salt": ...} (BlockStoredWithMetadata); BlockRemoved [tag,
+// block_hashes, medium] and its component type.
 func appendEventSGLang(dst []byte, ev *Event) []byte {
 	switch ev.Kind {
 	case BlockStored:
 		n := 7
+		if len(ev.ComponentType) > 0 {
+			n++
+		}
 		if len(ev.CacheSalt) > 0 {
-			n = 8
+			n++
 		}
 		dst = appendArrayLen(dst, n)
 		dst = appendStr(dst, "BlockStored")
@@ -249,16 +254,26 @@ func appendEventSGLang(dst []byte, ev *Event) []byte {
 		dst = appendInt(dst, int64(ev.BlockSize))
 		dst = appendLoRAID(dst, ev)
 		dst = appendStr(dst, ev.Medium.sglangName())
-		if n == 8 {
+		if len(ev.ComponentType) > 0 {
+			dst = appendOptBytes(dst, ev.ComponentType)
+		}
+		if len(ev.CacheSalt) > 0 {
 			dst = appendMapLen(dst, 1)
 			dst = appendStr(dst, "cache_salt")
 			dst = appendOptBytes(dst, ev.CacheSalt)
 		}
 	case BlockRemoved:
-		dst = appendArrayLen(dst, 3)
+		n := 3
+		if len(ev.ComponentType) > 0 {
+			n++
+		}
+		dst = appendArrayLen(dst, n)
 		dst = appendStr(dst, "BlockRemoved")
 		dst = appendHashes(dst, ev.BlockHashes, hashSigned)
 		dst = appendStr(dst, ev.Medium.sglangName())
+		if n == 4 {
+			dst = appendOptBytes(dst, ev.ComponentType)
+		}
 	default:
 		dst = appendArrayLen(dst, 1)
 		dst = appendStr(dst, ev.Kind.String())
