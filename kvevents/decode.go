@@ -331,7 +331,7 @@ func (dec *Decoder) decodeEventArray(ev *Event) error {
 	}
 	ev.Kind = kindByName(tag)
 	var order []field
-	sglang := dec.Format == FormatSGLang
+	sglang := dec.Format.SGLang()
 	switch {
 	case ev.Kind == BlockStored && sglang:
 		order = sglangStoredFields[:]

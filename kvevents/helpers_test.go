@@ -115,7 +115,7 @@ func carried(v batchView, f Format) batchView {
 		switch ev.Kind {
 		case BlockStored:
 			c = ev
-			if f == FormatSGLang {
+			if f.SGLang() {
 				// SGLang's hashes are ints.
 				c.LoRAName, c.Extra, c.Group, c.Bytes = "", nil, 0, false
 			} else {
@@ -123,7 +123,7 @@ func carried(v batchView, f Format) batchView {
 			}
 		case BlockRemoved:
 			c.Hashes, c.Medium = ev.Hashes, ev.Medium
-			if f != FormatSGLang {
+			if !f.SGLang() {
 				c.Group, c.Bytes = ev.Group, ev.Bytes
 			} else {
 				c.Component = ev.Component

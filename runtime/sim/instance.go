@@ -39,8 +39,9 @@ type InstanceOptions struct {
 	// events (and KVReplay must be empty).
 	KVEvents, KVReplay string
 	Topic              string
-	// Format is the KV-event payload layout of the vLLM flavour (default
-	// vLLM's current map form); the SGLang flavour always writes SGLang's.
+	// Format is the KV-event payload layout (default vLLM's current map
+	// form); the SGLang flavour writes one of SGLang's (positional unless
+	// FormatSGLangMap).
 	Format kvevents.Format
 	// ServedModelName is the model id clients use; default Engine.Model.
 	ServedModelName string
@@ -119,9 +120,9 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 	if opts.ModelPath == "" {
 		opts.ModelPath = opts.Engine.Model
 	}
-	if opts.Engine.Kind == hruntime.KindSGLang {
-		// SGLang has one wire layout; vLLM's releases differ, so its is
-		// chosen (Format).
+	if opts.Engine.Kind == hruntime.KindSGLang && !opts.Format.SGLang() {
+		// SGLang's layouts are its own: positional (up to v0.5.19) or map
+		// events (v0.5.23).
 		opts.Format = hruntime.KindSGLang.Descriptor().EventFormat
 	}
 	log := opts.Logger
