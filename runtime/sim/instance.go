@@ -43,6 +43,10 @@ type InstanceOptions struct {
 	// form); the SGLang flavour writes one of SGLang's (positional unless
 	// FormatSGLangMap).
 	Format kvevents.Format
+	// EngineVersion is the vLLM release the instance plays, e.g.
+	// "0.20.0": when set, it decides the event layout as that release
+	// does (VLLMEventFormat) instead of Format.
+	EngineVersion string
 	// ServedModelName is the model id clients use; default Engine.Model.
 	ServedModelName string
 	// ModelPath is what the engine was told to load (a Hugging Face
@@ -91,6 +95,9 @@ type Instance struct {
 	ln net.Listener // nil until bound
 }
 
+// EventFormat is the layout of the instance's KV events.
+func (i *Instance) EventFormat() kvevents.Format { return i.opts.Format }
+
 // NewInstance validates opts and binds the instance's ZMQ sockets and,
 // unless it binds later (see InstanceOptions.Listen), its HTTP listener, so
 // that their addresses are known before Run. A caller that never calls Run
@@ -119,6 +126,10 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 	}
 	if opts.ModelPath == "" {
 		opts.ModelPath = opts.Engine.Model
+	}
+	if opts.EngineVersion != "" && opts.Engine.Kind != hruntime.KindSGLang {
+		// The release decides its own layout.
+		opts.Format = VLLMEventFormat(opts.EngineVersion)
 	}
 	if opts.Engine.Kind == hruntime.KindSGLang && !opts.Format.SGLang() {
 		// SGLang's layouts are its own: positional (up to v0.5.19) or map
