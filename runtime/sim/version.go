@@ -8,10 +8,10 @@ import (
 )
 
 // vllmFirstMapEvents is the first vLLM release whose KV events are maps
-// tagged "type": v0.20.0 (vllm/distributed/kv_events.py at that tag)
-// declares its events with msgspec's array_like, so they go out as
-// positional arrays whose first element is the class name; map events
-// came with v0.23.0.
+// tagged "type": up to v0.22 vllm/distributed/kv_events.py declares its
+// event classes with msgspec's array_like, so they go out as positional
+// arrays whose first element is the class name; the indexed later version
+// of the file (commit not named) declares them without it, as maps.
 var vllmFirstMapEvents = [2]int{0, 23}
 
 // VLLMEventFormat is the KV-event layout the given vLLM release publishes
