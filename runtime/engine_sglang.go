@@ -77,7 +77,7 @@ func init() {
 		EventFormat:       kvevents.FormatSGLang,
 		// HiCache's "file" storage backend sits below its host tier and
 		// needs one.
-		FileTier:     func(spec Spec) bool { return sglangHostGiB(spec) > 0 },
+		FileTier:     func(spec Spec) bool { return sglangHostGB(spec) > 0 },
 		ForeignPages: true,
 		// --enable-priority-scheduling orders the waiting queue by
 		// priority, higher values first (schedule_low_priority_values_first
@@ -127,8 +127,8 @@ func sglangArgs(spec Spec, p Ports) []string {
 	if spec.ModelOverrides != "" {
 		args = append(args, "--json-model-override-args", spec.ModelOverrides)
 	}
-	if gib := sglangHostGiB(spec); gib > 0 {
-		args = append(args, "--enable-hierarchical-cache", "--hicache-size", strconv.Itoa(gib),
+	if gb := sglangHostGB(spec); gb > 0 {
+		args = append(args, "--enable-hierarchical-cache", "--hicache-size", strconv.Itoa(gb),
 			"--hicache-write-policy", "write_through")
 	}
 	if spec.UsesKVStore() {
@@ -144,13 +144,16 @@ func sglangArgs(spec Spec, p Ports) []string {
 	return append(args, spec.ExtraArgs...)
 }
 
-// sglangHostGiB is the size of HiCache's host tier for spec: SGLang's
-// --hicache-size is an argparse int (its server_args.py), which refuses a
-// fraction at start, so the planned size is floored. Under 1 GiB there is
-// no host tier: a size of 0 would make SGLang size it by --hicache-ratio
-// instead, twice the GPU pool.
-func sglangHostGiB(spec Spec) int {
-	return int(math.Floor(spec.KVOffloadingGiB))
+// sglangHostGB is --hicache-size for spec: SGLang reads it in decimal GB
+// (1e9 bytes) for each tensor-parallel rank, each rank's process
+// allocating that much pinned host memory (server_args.py; its
+// HiCache host pool), so the engine's planned host tier, in GiB for the
+// whole engine, is converted and divided by the ranks. It is an argparse
+// int, which refuses a fraction at start, so it is floored; under 1 GB a
+// rank gets no host tier: a size of 0 would make SGLang size it by
+// --hicache-ratio instead, twice the GPU pool.
+func sglangHostGB(spec Spec) int {
+	return int(math.Floor(spec.KVOffloadingGiB * (1 << 30) / 1e9 / float64(len(spec.GPUs()))))
 }
 
 // sglangStats reads SGLang's metric names.

@@ -721,10 +721,11 @@ func (c *engineCommand) finish(getenv func(string) string) error {
 }
 
 // hostTier sizes SGLang's host KV pool: --hicache-size in GB (1e9 bytes,
-// as SGLang reads it), else --hicache-ratio (default 2) times the GPU pool.
+// as SGLang reads it) for each tensor-parallel rank, else --hicache-ratio (default 2) times the GPU pool.
 func (c *engineCommand) hostTier(m catalog.Model) error {
 	if c.hicacheGB > 0 {
-		c.cfg.CPUOffloadGiB = float64(c.hicacheGB) * 1e9 / (1 << 30)
+		// Each tensor-parallel rank allocates --hicache-size GB.
+		c.cfg.CPUOffloadGiB = float64(c.hicacheGB) * 1e9 / (1 << 30) * float64(max(c.cfg.TP, 1))
 		c.serverArgs["hicache_size"] = c.hicacheGB
 		return nil
 	}
