@@ -55,7 +55,7 @@ func TestEngineArgsRoundTrip(t *testing.T) {
 		offload float64 // GiB of host tier the engine ends up with
 		dtype   string  // the KV cache dtype as the engine spells it
 	}{
-		{hruntime.KindVLLM, hruntime.KindVLLM, 8, "fp8"},                        // --kv-offloading-size is GiB
+		{hruntime.KindVLLM, hruntime.KindVLLM, 8, "fp8"},                            // --kv-offloading-size is GiB
 		{hruntime.KindSGLang, hruntime.KindSGLang, 2 * 4e9 / (1 << 30), "fp8_e4m3"}, // --hicache-size is GB per rank: 8 GiB are 4 GB on each of 2; no bare fp8
 	}
 	for _, tc := range tests {
