@@ -407,25 +407,11 @@ func (c *Console) Guard(fc *fiber.Ctx) error {
 	if write && crossSite(fc) {
 		return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "cross-site request refused"})
 	}
-	key := fc.Get("x-api-key")
-	if a := fc.Get(fiber.HeaderAuthorization); key == "" {
-		key, _ = bearerToken(a)
-	}
-	if key != "" {
-		k, err := c.keys.CheckKey(fc.UserContext(), key)
-		switch {
-		case err == nil && k.Scope == apikey.ScopeAdmin:
-			return fc.Next()
-		case err == nil:
-			return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "this key opens the inference API only; /api/v1 needs an admin key"})
+	if carried, ok, err := c.checkCredential(fc); carried {
+		if !ok {
+			return err
 		}
-		return fc.Status(fiber.StatusUnauthorized).JSON(fiber.Map{"error": "invalid API key"})
-	}
-	if token := fc.Get(LocalTokenHeader); token != "" {
-		if c.localTokenOK(fc, token) {
-			return fc.Next()
-		}
-		return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "wrong local token, or not from this machine: the daemon writes a new one at each start"})
+		return fc.Next()
 	}
 	proofMsg, proved := "", true
 	if write {
@@ -453,6 +439,57 @@ func (c *Console) Guard(fc *fiber.Ctx) error {
 		return fc.Next()
 	}
 	return fc.Status(fiber.StatusUnauthorized).JSON(fiber.Map{"error": "missing API key: /api/v1 needs an admin key (Authorization: Bearer)"})
+}
+
+// checkCredential checks the admin credential a request carries: an API
+// key (x-api-key, or Authorization, which must then be a bearer token) or
+// the local token. carried is false when it carries none; ok when it is
+// an admin key or the local token from this machine; otherwise the
+// refusal is written and err is what writing it returned.
+func (c *Console) checkCredential(fc *fiber.Ctx) (carried, ok bool, err error) {
+	refuse := func(status int, msg string) (bool, bool, error) {
+		return true, false, fc.Status(status).JSON(fiber.Map{"error": msg})
+	}
+	key := fc.Get("x-api-key")
+	if a := fc.Get(fiber.HeaderAuthorization); key == "" && a != "" {
+		var bearer bool
+		if key, bearer = bearerToken(a); !bearer {
+			return refuse(fiber.StatusUnauthorized, "the Authorization header must be Bearer and an admin API key")
+		}
+	}
+	if key != "" {
+		k, err := c.keys.CheckKey(fc.UserContext(), key)
+		switch {
+		case err == nil && k.Scope == apikey.ScopeAdmin:
+			return true, true, nil
+		case err == nil:
+			return refuse(fiber.StatusForbidden, "this key opens the inference API only; /api/v1 needs an admin key")
+		}
+		return refuse(fiber.StatusUnauthorized, "invalid API key")
+	}
+	if token := fc.Get(LocalTokenHeader); token != "" {
+		if c.localTokenOK(fc, token) {
+			return true, true, nil
+		}
+		return refuse(fiber.StatusForbidden, "wrong local token, or not from this machine: the daemon writes a new one at each start")
+	}
+	return false, false, nil
+}
+
+// RequireAdminCredential passes only a request that carries an admin API
+// key or the local token from this machine: no console session and no
+// keyless loopback path, for what shows the daemon's memory (Go's runtime
+// profiles). Refusals are JSON.
+func (c *Console) RequireAdminCredential(fc *fiber.Ctx) error {
+	carried, ok, err := c.checkCredential(fc)
+	switch {
+	case !carried:
+		return fc.Status(fiber.StatusUnauthorized).JSON(fiber.Map{"error": "this needs an admin API key (Authorization: Bearer) or the local token (" +
+			LocalTokenHeader + ", from the data directory's local-token file)"})
+	case !ok:
+		return err
+	}
+	return fc.Next()
 }
 
 // isRead reports the methods that change nothing.
