@@ -391,9 +391,10 @@ const LocalTokenHeader = "Hearth-Local-Token"
 //   - a console login, and for a state-changing request also the
 //     console's proof of origin (pageProof), since the browser sends the
 //     cookie with any site's request;
-//   - from loopback to a loopback name while the API needs no key: for
-//     reads always; for a state-changing request only while no owner's
-//     password is set and with the console's proof of origin.
+//   - for reads only, from loopback to a loopback name while the API
+//     needs no key. A state-changing request never passes on loopback
+//     alone, owner's password set or not: another local user can send
+//     the console's proof of origin as well as the console can.
 //
 // Loopback alone never proves a state-changing request: a page in the
 // user's browser posts from loopback too, with an Origin of its own or,
@@ -433,8 +434,10 @@ func (c *Console) Guard(fc *fiber.Ctx) error {
 		switch {
 		case !proved:
 			return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": proofMsg})
-		case write && c.owner.isSet():
-			return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "the owner's password is set: log in to the console, or use an admin API key or the local token"})
+		case write:
+			// Any local user can add a page's proof: loopback proves
+			// nothing about who sends a write.
+			return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "a state-changing /api/v1 request needs an admin API key, the local token the hearth command reads from the data directory, or a console login"})
 		}
 		return fc.Next()
 	}
