@@ -378,7 +378,7 @@ func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng en
 			f.console.Register(r)
 			adminapi.Mount(r, f.console.Guard, admin)
 			if cfg.Profile {
-				adminapi.MountProfiler(r, f.console.Guard)
+				adminapi.MountProfiler(r, f.console.RequireAdminCredential)
 			}
 			// A browser opening the API's address lands on the console;
 			// HEAD / (Claude Code's probe) keeps the gateway's answer.
