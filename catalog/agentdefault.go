@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -26,8 +27,9 @@ import (
 // AgentLayoutChoice is the layout DefaultAgentLayout picks and why.
 type AgentLayoutChoice struct {
 	Candidate Candidate
-	// Reason says in one line why: its context, the sessions its KV
-	// caches hold at once, and the alternative.
+	// Reason says in one line why ("for coding agents, a 131,072-token
+	// context per session and …"): its context, the sessions its KV
+	// caches hold at once, and one engine per GPU's.
 	Reason string
 	// PerGPU is the one-engine-per-GPU layout with the model's KV dtype
 	// (the layout --layout per-gpu keeps), when it fits; zero otherwise.
@@ -122,12 +124,19 @@ func (p Plan) SessionsAtOnce(tokens int) int {
 }
 
 func ruleReason(best, perGPU Candidate, c AgentClient, need int) string {
-	reason := fmt.Sprintf("%s: a %s-token context per session, KV cache for %d %s sessions of %s tokens at once",
-		best.Layout, humanize.Comma(int64(best.Plan.MaxModelLen)), best.Plan.SessionsAtOnce(need), c.Name, shortTokens(need))
+	reason := fmt.Sprintf("for coding agents, a %s-token context per session and KV cache for %s %s sessions of %s tokens at once",
+		humanize.Comma(int64(best.Plan.MaxModelLen)), countOrNone(best.Plan.SessionsAtOnce(need)), c.Name, shortTokens(need))
 	if perGPU.Plan.MaxModelLen > 0 && perGPU.Layout != best.Layout {
-		reason += fmt.Sprintf(", against one engine per GPU's %s-token context and %d", humanize.Comma(int64(perGPU.Plan.MaxModelLen)), perGPU.Plan.SessionsAtOnce(need))
+		reason += fmt.Sprintf(", where one engine per GPU gives a %s-token context and room for %s", humanize.Comma(int64(perGPU.Plan.MaxModelLen)), countOrNone(perGPU.Plan.SessionsAtOnce(need)))
 	}
 	return reason
+}
+
+func countOrNone(n int) string {
+	if n == 0 {
+		return "none"
+	}
+	return strconv.Itoa(n)
 }
 
 // shortTokens writes n tokens as "32k".

@@ -43,7 +43,7 @@ func TestDefaultAgentLayoutPicksTheEvaluatedLayouts(t *testing.T) {
 		if got.Candidate.Layout.String() != tc.want || got.Shortfall != "" {
 			t.Errorf("%v %s: %s (shortfall %q), want %s", tc.gpus, tc.client, got.Candidate.Layout, got.Shortfall, tc.want)
 		}
-		if !strings.HasPrefix(got.Reason, tc.want+": ") || !strings.Contains(got.Reason, "context") {
+		if !strings.HasPrefix(got.Reason, "for coding agents, a ") || !strings.Contains(got.Reason, "-token context per session") {
 			t.Errorf("%v %s: reason %q", tc.gpus, tc.client, got.Reason)
 		}
 	}
