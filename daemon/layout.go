@@ -175,4 +175,3 @@ func ReadServedLayout(d DataDir) (ServedLayout, error) {
 	}
 	return s, nil
 }
-
