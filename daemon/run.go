@@ -371,7 +371,7 @@ func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng en
 		deps.Cluster = newClusterConsole(node, cfg.Cluster)
 	}
 	if f.console, err = console.New(console.Config{
-		Model: cfg.Model, ContextTokens: f.contextTokens, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
+		Model: cfg.Model, ContextTokens: f.contextTokens, Layout: hw.layout.Name, LayoutReason: hw.layout.Reason, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
 		SecureCookie: cfg.ServesTLS(),
 	}, deps); err != nil {
 		return f, fmt.Errorf("up: %w", err)
