@@ -16,8 +16,9 @@ import (
 // evaluation backs the rule: on every GPU set docs/perf.md measures
 // (2x4090, 4x4090, a 4090 with a 3090, one 4090) the layout the
 // evaluation recommends for each client is the one the rule picks, and
-// bench's TestDefaultAgentLayoutIsTheEvaluated holds the two together on a
-// small evaluation. What the rule follows from: an agent's turns re-send
+// bench's TestDefaultAgentLayoutIsTheEvaluated holds the two together on
+// one 4090's evaluation (TestDefaultAgentLayoutPicksTheEvaluatedLayouts
+// here, on the recommendations docs/perf.md records). What the rule follows from: an agent's turns re-send
 // their whole history, so what decides its time is how many sessions'
 // histories the KV caches keep at once (KV cache not held is prefilled
 // again) and how often a session compacts (each compaction prefills its
