@@ -41,6 +41,9 @@ type SwapTimes struct {
 	// HostBytes is the host RAM a level-1 sleep holds: the weights of
 	// every rank.
 	HostBytes float64
+	// ResidualBytes is the GPU memory a sleeping engine keeps on each GPU:
+	// its CUDA context (and the CUDA graphs' pools, small beside it).
+	ResidualBytes float64
 }
 
 // SwapTimesOf prices the sleeps, wakes and starts of model in layout l on
@@ -60,6 +63,7 @@ func SwapTimesOf(gpu GPU, model Model, l Layout) SwapTimes {
 		ColdFromPageCache: seconds(fixedCold + pageCache + hostCopy),
 		ColdFromDisk:      seconds(fixedCold + max(disk, pageCache) + hostCopy),
 		HostBytes:         model.WeightBytes,
+		ResidualBytes:     cudaContextBytes,
 	}
 }
 
