@@ -547,7 +547,14 @@ func decodeCompletion(body []byte, models modelResolver, encode func(string) ([]
 }
 
 func (g *Gateway) handleCompletions(c *fiber.Ctx) error {
-	req, in, all, ids, err := decodeCompletion(c.Body(), g.models, g.prompts.encodeText)
+	ctx, watch := g.watcher.watch(c.Context().Conn())
+	req, in, all, ids, err := decodeCompletion(c.Body(), g.models, func(text string) ([]uint32, error) {
+		return g.prompts.encodeText(ctx, text)
+	})
+	watch.stop()
+	if ctx.Err() != nil && err != nil && errors.Is(err, ctx.Err()) {
+		return g.clientLeft(c, dialectOpenAI) // while its prompt was tokenized
+	}
 	if err != nil {
 		return writeError(c, dialectOpenAI, err)
 	}

@@ -158,7 +158,7 @@ func SimEngineArgs(spec Spec, p Ports) []string {
 		args = append(args, "--kv-offloading-size", formatFloat(spec.KVOffloadingGiB))
 	}
 	if spec.UsesKVStore() {
-		args = append(args, "--kv-store-dir", spec.KVStoreDir)
+		args = append(args, "--kv-store-dir", spec.KVStoreDir, "--kv-store-writer", spec.Name)
 	}
 	return append(args, spec.ExtraArgs...)
 }

@@ -84,6 +84,7 @@ func init() {
 		// is off by default); a request without one then goes last, so
 		// the gateway sends every request's.
 		Priority:         &EnginePriority{Flags: []string{"--enable-priority-scheduling"}},
+		SleepMode:        sglangSleep,
 		ToolParsers:      sglangToolParsers,
 		ReasoningParsers: qwen3Reasoning,
 	})

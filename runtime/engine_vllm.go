@@ -60,6 +60,7 @@ func init() {
 		// --scheduling-policy priority orders the waiting queue, and picks
 		// what to preempt, by (priority, arrival), lower values first.
 		Priority:         &EnginePriority{Flags: []string{"--scheduling-policy", "priority"}, LowerFirst: true},
+		SleepMode:        vllmSleep,
 		ToolParsers:      vllmToolParsers,
 		ReasoningParsers: qwen3Reasoning,
 	})

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvevents"
 	hruntime "github.com/hearth-llm/hearth/runtime"
@@ -74,9 +75,14 @@ type InstanceOptions struct {
 	// HealthCheckTimeout bounds SGLang's /health_generate; default 20s.
 	HealthCheckTimeout time.Duration
 	// Profile serves Go's runtime profiles (ServerOptions.Profile).
-	Profile   bool
-	Tokenizer Tokenizer // required
-	Logger    *slog.Logger
+	Profile bool
+	// SleepMode serves the kind's sleep endpoints (vLLM's
+	// --enable-sleep-mode under VLLM_SERVER_DEV_MODE=1, SGLang's
+	// --enable-memory-saver), timed by catalog.SwapTimesOf; WeightsBackup
+	// is SGLang's --enable-weights-cpu-backup (SleepOptions).
+	SleepMode, WeightsBackup bool
+	Tokenizer                Tokenizer // required
+	Logger                   *slog.Logger
 }
 
 // Instance is a simulated vLLM or SGLang server whose sockets are bound
@@ -167,7 +173,7 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 		BlockSize: inst.cfg.BlockSize, GPUMemoryUtilization: inst.cfg.GPUMemoryUtilization,
 		NumCPUBlocks: inst.cfg.NumCPUBlocks, NodeStore: inst.cfg.Store != nil, Speedup: opts.Speedup, Seed: inst.cfg.Seed, Agent: inst.cfg.Agent,
 		Kind: inst.cfg.Kind, ModelPath: opts.ModelPath, HealthCheckTimeout: opts.HealthCheckTimeout,
-		Profile: opts.Profile, Logger: log,
+		Profile: opts.Profile, Sleep: inst.sleepOptions(), Logger: log,
 	})
 	if err != nil {
 		inst.Close()
@@ -183,6 +189,25 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 		inst.server.opts.ServerInfo = inst.serverInfo()
 	}
 	return inst, nil
+}
+
+// sleepOptions are the server's sleep endpoints when asked for: the
+// catalog's swap times of the modelled model and GPU, the engine's
+// reservation of GPU memory while awake, and a reset of its prefix cache
+// when it sleeps.
+func (inst *Instance) sleepOptions() *SleepOptions {
+	if !inst.opts.SleepMode {
+		return nil
+	}
+	gpu, model := inst.core.GPU(), inst.core.Model()
+	times := catalog.SwapTimesOf(gpu, model, catalog.Layout{})
+	return &SleepOptions{
+		Times:         times,
+		AwakeBytes:    uint64(float64(gpu.MemoryBytes) * inst.cfg.GPUMemoryUtilization),
+		ResidualBytes: uint64(times.ResidualBytes),
+		WeightsBackup: inst.opts.WeightsBackup,
+		Reset:         inst.runner.Reset,
+	}
 }
 
 // bindsLate reports whether the HTTP listener is bound only once the
