@@ -19,9 +19,9 @@ import (
 // backend takes its directory.
 const SGLangFileStorageDirEnv = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
 
-// SGLang, pinned at v0.5.19: `python3 -m sglang.launch_server`, KV events in
-// its positional layout, HiCache's host tier and its "file" storage backend
-// below it.
+// SGLang, pinned at v0.5.23 (v0.5.19 still spoken to): `python3 -m
+// sglang.launch_server`, KV events as maps (positional up to v0.5.19),
+// HiCache's host tier and its "file" storage backend below it.
 func init() {
 	Register(&EngineKind{
 		Name:    KindSGLang,
@@ -61,9 +61,11 @@ func init() {
 			return p, true
 		},
 		Stats: sglangStats,
-		Images: []Image{
-			{Ref: "lmsysorg/sglang:v0.5.19", MinCUDA: 13000},
-			{Ref: "lmsysorg/sglang:v0.5.19-cu129", MinCUDA: 12090},
+		Releases: []EngineRelease{
+			// v0.5.23 publishes its KV events as maps tagged "type"
+			// (sglang#37482); v0.5.19 as positional arrays.
+			{Version: "0.5.23", Images: releaseImages(sglangImageRepo, "0.5.23"), EventFormat: kvevents.FormatSGLangMap},
+			{Version: "0.5.19", Images: releaseImages(sglangImageRepo, "0.5.19"), EventFormat: kvevents.FormatSGLang},
 		},
 		ImageHTTPPort:  30000,
 		PinsHostMemory: true,
@@ -74,7 +76,6 @@ func init() {
 		// bf16, bfloat16 and fp4_e2m1: no bare "fp8".
 		KVCacheDtypeNames: map[string]string{catalog.KVCacheFP8: "fp8_e4m3"},
 		KVEvents:          true,
-		EventFormat:       kvevents.FormatSGLang,
 		// HiCache's "file" storage backend sits below its host tier and
 		// needs one.
 		FileTier:     func(spec Spec) bool { return sglangHostGB(spec) > 0 },
@@ -89,6 +90,9 @@ func init() {
 		ReasoningParsers: qwen3Reasoning,
 	})
 }
+
+// sglangImageRepo is the repository of SGLang's images.
+const sglangImageRepo = "lmsysorg/sglang"
 
 // sglangToolParsers are SGLang's tool-call parsers by model family.
 var sglangToolParsers = map[Family]string{FamilyQwen3Coder: "qwen3_coder", FamilyQwen3Next: "qwen3_coder", FamilyQwen3: "qwen25"}

@@ -136,11 +136,11 @@ func TestDefaultImage(t *testing.T) {
 		cuda int
 		want string
 	}{
-		{hruntime.KindVLLM, 13000, "vllm/vllm-openai:v0.20.0"},
-		{hruntime.KindVLLM, 12090, "vllm/vllm-openai:v0.20.0-cu129"},
-		{hruntime.KindVLLM, 0, "vllm/vllm-openai:v0.20.0-cu129"},
-		{hruntime.KindSGLang, 13010, "lmsysorg/sglang:v0.5.19"},
-		{hruntime.KindSGLang, 12080, "lmsysorg/sglang:v0.5.19-cu129"},
+		{hruntime.KindVLLM, 13000, "vllm/vllm-openai:v0.33.0"},
+		{hruntime.KindVLLM, 12090, "vllm/vllm-openai:v0.33.0-cu129"},
+		{hruntime.KindVLLM, 0, "vllm/vllm-openai:v0.33.0-cu129"},
+		{hruntime.KindSGLang, 13010, "lmsysorg/sglang:v0.5.23"},
+		{hruntime.KindSGLang, 12080, "lmsysorg/sglang:v0.5.23-cu129"},
 	} {
 		if got, err := DefaultImage(tc.kind, tc.cuda); err != nil || got != tc.want {
 			t.Errorf("DefaultImage(%s, %d) = %q, %v; want %q", tc.kind, tc.cuda, got, err, tc.want)
@@ -160,6 +160,9 @@ func TestRequiredCUDA(t *testing.T) {
 		{"vllm/vllm-openai:v0.20.0-cu129", 12090},
 		{"lmsysorg/sglang:v0.5.19", 13000},
 		{"lmsysorg/sglang:v0.5.19-cu129", 12090},
+		{"vllm/vllm-openai:v0.33.0", 13000},
+		{"vllm/vllm-openai:v0.33.0-cu129", 12090},
+		{"lmsysorg/sglang:v0.5.23-cu129", 12090},
 		{"example.org/my-vllm:latest", 0},
 	} {
 		if got := RequiredCUDA(tc.image); got != tc.want {

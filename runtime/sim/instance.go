@@ -44,9 +44,9 @@ type InstanceOptions struct {
 	// form); the SGLang flavour writes one of SGLang's (positional unless
 	// FormatSGLangMap).
 	Format kvevents.Format
-	// EngineVersion is the vLLM release the instance plays, e.g.
+	// EngineVersion is the engine release the instance plays, e.g.
 	// "0.20.0": when set, it decides the event layout as that release
-	// does (VLLMEventFormat) instead of Format.
+	// does (runtime.EngineKind.ReleaseFor) instead of Format.
 	EngineVersion string
 	// ServedModelName is the model id clients use; default Engine.Model.
 	ServedModelName string
@@ -133,9 +133,9 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 	if opts.ModelPath == "" {
 		opts.ModelPath = opts.Engine.Model
 	}
-	if opts.EngineVersion != "" && opts.Engine.Kind != hruntime.KindSGLang {
+	if opts.EngineVersion != "" {
 		// The release decides its own layout.
-		opts.Format = VLLMEventFormat(opts.EngineVersion)
+		opts.Format = EventFormatOf(opts.Engine.Kind, opts.EngineVersion)
 	}
 	if opts.Engine.Kind == hruntime.KindSGLang && !opts.Format.SGLang() {
 		// SGLang's layouts are its own: positional (up to v0.5.19) or map
