@@ -96,6 +96,10 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 			ModelOverrides:  overrides,
 			KVOffloadingGiB: cfg.KVOffloadGiB,
 			KVStoreDir:      cfg.KVStoreDir,
+			// An --image of an engine's own repository names the release
+			// it runs, whose wire facts Hearth then speaks (and which a
+			// simulated engine plays).
+			EngineVersion:   engine.Descriptor().ImageVersion(cfg.Image),
 			Speedup:         cfg.Speedup,
 			Seed:            cfg.Seed, // equal content hashes equally in every engine, as vLLM's sha256 does
 			AllowWriteTools: cfg.SimAgent.AllowWriteTools,

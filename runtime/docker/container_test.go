@@ -60,6 +60,7 @@ func TestPlanContainerSGLangSim(t *testing.T) {
 	spec := testSpec(hruntime.KindSGLang)
 	spec.Speedup = 20
 	spec.AllowWriteTools, spec.MinToolCalls, spec.MaxToolCalls = true, 2, 5
+	spec.EngineVersion = "0.5.19"
 	p, err := planContainer(spec, planOptions{node: "rig", image: "hearth/sim-sglang:x", simImage: "sglang", noGPU: true})
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestPlanContainerSGLangSim(t *testing.T) {
 		t.Errorf("inside ports = %+v", p.inside)
 	}
 	for _, kv := range []string{"HEARTH_SIM_GPU=rtx4090", "HEARTH_SIM_SEED=7", "HEARTH_SIM_SPEEDUP=20",
-		"HEARTH_SIM_TOOL_CALLS=2-5", "HEARTH_SIM_ALLOW_WRITE_TOOLS=1"} {
+		"HEARTH_SIM_TOOL_CALLS=2-5", "HEARTH_SIM_ALLOW_WRITE_TOOLS=1", "HEARTH_SIM_ENGINE_VERSION=0.5.19"} {
 		if !slices.Contains(p.config.Env, kv) {
 			t.Errorf("env %q lacks %s", p.config.Env, kv)
 		}

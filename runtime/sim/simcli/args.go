@@ -58,6 +58,7 @@ type engineCommand struct {
 	failure                   sim.Failure
 	speedup                   float64
 	healthTimeout             time.Duration
+	engineVersion             string // the release played (runtime.EnvSimEngineVersion)
 	// serverArgs are the SGLang server arguments the simulator shows but
 	// does not model.
 	serverArgs map[string]any
@@ -699,6 +700,7 @@ func (c *engineCommand) finish(getenv func(string) string) error {
 		}
 	}
 	c.cfg.Agent.AllowWriteTools = settings.AllowWriteTools
+	c.engineVersion = settings.EngineVersion
 	if v := getenv(envSGLangHealthTimeout); v != "" && c.flavor == hruntime.KindSGLang {
 		s, err := strconv.Atoi(v)
 		if err != nil || s <= 0 {
