@@ -18,7 +18,7 @@ import (
 // layout to the one the planner recommends, less the fields the command
 // line set itself (cfg.Agent.Explicit). Run it before Run, after Complete.
 func ChooseAgentLayout(ctx context.Context, cfg *Config, ev catalog.LayoutEvaluator, log *slog.Logger) error {
-	d, err := nodes.NewDiscoverer(nodes.DiscoverConfig{Sim: cfg.Sim, Node: cfg.Node})
+	d, err := nodes.NewDiscoverer(discoverConfig(cfg.Node, cfg.Sim, hostWSL()))
 	if err != nil {
 		return fmt.Errorf("up: --agent: %w", err)
 	}

@@ -477,4 +477,7 @@ type ClusterConfig struct {
 	AdvertiseHost  string
 	AdvertiseIface string
 	MDNS           bool
+	// Peers are the NATS route URLs of nodes named by --peer
+	// (PeerRoute), dialled besides those a join or mDNS gives.
+	Peers []string
 }

@@ -171,6 +171,15 @@ func RegisterFlags(fs *flag.FlagSet, cfg *Config, env Env) *Flags {
 	fs.StringVar(&c.AdvertiseHost, "advertise-host", "", "the address peers reach this node at (default: the first LAN address of --advertise-iface or of any LAN interface)")
 	fs.StringVar(&c.AdvertiseIface, "advertise-iface", "", "the interface to announce on with mDNS and advertise (default: every LAN interface; loopback, docker0, bridges and veths only when named here)")
 	fs.BoolVar(&c.MDNS, "mdns", true, "announce this node with mDNS (_hearth._tcp) and find the cluster's peers on the LAN")
+	fs.Var(config.Repeatable(func(s string) error {
+		route, err := PeerRoute(s)
+		if err != nil {
+			return err
+		}
+		c.Peers = append(c.Peers, route)
+		return nil
+	}), "peer", "a node of this node's cluster at `HOST[:PORT]` (its cluster routes port, default "+strconv.Itoa(DefaultRoutePort)+
+		"), tried at every start and retried while it is away: the cluster forms without mDNS, where multicast does not pass (WSL2, Wi-Fi, VLANs) (repeatable; peer = [\"HOST\", …] in hearth.toml)")
 
 	// The layout for a coding-agent client.
 	fs.StringVar(&cfg.Agent.Client, "agent", "", "choose --tp, --kv-cache-dtype and --rope-scaling for this coding-agent client, as hearth plan --agent recommends them: "+

@@ -103,7 +103,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	g.Go(func() error { return front.gateway.Serve(ctx, ln) })
 	g.Go(func() error { return front.console.Run(ctx) })
 	log.Info(fmt.Sprintf("serving on %s; waiting for engines", st.baseURL), "engines", len(hw.specs))
-	g.Go(func() error { printWhenSettled(ctx, stdout, cfg.Model, st, eng, front, log); return nil })
+	g.Go(func() error { printWhenSettled(ctx, stdout, cfg.Models, st, eng, front, log); return nil })
 	err = g.Wait()
 	log.Info("stopped")
 	return err
@@ -390,7 +390,7 @@ func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng en
 			f.console.Register(r)
 			adminapi.Mount(r, f.console.Guard, admin)
 			if cfg.Profile {
-				adminapi.MountProfiler(r, f.console.Guard)
+				adminapi.MountProfiler(r, f.console.RequireAdminCredential)
 			}
 			// A browser opening the API's address lands on the console;
 			// HEAD / (Claude Code's probe) keeps the gateway's answer.
@@ -409,7 +409,7 @@ func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng en
 // finds them serving, with the CA to trust and the console's setup token
 // before them. Keys created in the console last across restarts: it asks
 // the gateway, not the command line, whether one is needed.
-func printWhenSettled(ctx context.Context, stdout io.Writer, model string, st state, eng engines, f front, log *slog.Logger) {
+func printWhenSettled(ctx context.Context, stdout io.Writer, models []string, st state, eng engines, f front, log *slog.Logger) {
 	select {
 	case <-eng.sup.Settled():
 		log.Info("engines settled", "engines", eng.sup.Summary(""))
@@ -419,7 +419,7 @@ func printWhenSettled(ctx context.Context, stdout io.Writer, model string, st st
 		if token := f.console.SetupToken(); token != "" {
 			printSetupToken(stdout, st.baseURL, token)
 		}
-		printConnectSettings(stdout, st.baseURL, model, f.contextTokens, f.gateway.KeyRequired(ctx))
+		printConnectSettings(stdout, st.baseURL, models, f.contextTokens, f.gateway.KeyRequired(ctx))
 	case <-ctx.Done():
 	}
 }
