@@ -463,6 +463,11 @@ func (g *Gateway) forward(c *fiber.Ctx, req *engineRequest, rs func(ex *exchange
 		// wording its clients act on (see writeFailure).
 		return g.writeFailure(c, req, rs, errContextOverflow(len(ids), g.cfg.ContextTokens))
 	}
+	if req.CacheSalt != "" {
+		// The engine caches a salted prompt apart: predict its blocks
+		// under the salted hashes the ingest indexes them by.
+		hashes = tokenizer.SaltedBlockHashes(ids, tokenizer.DefaultBlockSize, req.CacheSalt)
+	}
 	maxTokens := g.capMaxTokens(c, req.MaxTokens, len(ids))
 	body, err := req.body(req.Messages, maxTokens, true)
 	if err != nil {

@@ -198,3 +198,31 @@ func TestValidateKVStoreDir(t *testing.T) {
 		}
 	}
 }
+
+// TestToolParsersByExactFamily: Qwen3.5 and Qwen3-Next write XML tool
+// calls, as Qwen3-Coder does, and must not get the JSON parser the other
+// Qwen3 models get by their "qwen3" substring; they think as Qwen3 does.
+func TestToolParsersByExactFamily(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		model                   string
+		vllm, sglang, reasoning string
+	}{
+		{"Qwen/Qwen3-Coder-30B-A3B-Instruct", "qwen3_xml", "qwen3_coder", ""},
+		{"Qwen/Qwen3.5-27B", "qwen3_xml", "qwen3_coder", "qwen3"},
+		{"Qwen/Qwen3-Next-80B-A3B-Thinking", "qwen3_xml", "qwen3_coder", "qwen3"},
+		{"Qwen/Qwen3-8B", "hermes", "qwen25", "qwen3"},
+		{"meta-llama/Llama-3.1-8B-Instruct", "", "", ""},
+	} {
+		f := FamilyOf(tc.model)
+		if got := vllmToolParsers[f]; got != tc.vllm {
+			t.Errorf("%s: vLLM tool parser %q, want %q", tc.model, got, tc.vllm)
+		}
+		if got := sglangToolParsers[f]; got != tc.sglang {
+			t.Errorf("%s: SGLang tool parser %q, want %q", tc.model, got, tc.sglang)
+		}
+		if got := qwen3Reasoning[f]; got != tc.reasoning {
+			t.Errorf("%s: reasoning parser %q, want %q", tc.model, got, tc.reasoning)
+		}
+	}
+}
