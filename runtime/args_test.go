@@ -151,8 +151,8 @@ func TestTierFlags(t *testing.T) {
 		{KindSGLang, false, 0.5, store, nil, nil, false},
 		{KindVLLM, true, 0, "", nil, nil, false},
 		{KindVLLM, true, 24, "", []string{"--kv-offloading-size", "24"}, nil, false},
-		{KindVLLM, true, 24, store, []string{"--kv-offloading-size", "24", "--kv-store-dir", store}, nil, true},
-		{KindVLLM, true, 0, store, []string{"--kv-store-dir", store}, nil, true},
+		{KindVLLM, true, 24, store, []string{"--kv-offloading-size", "24", "--kv-store-dir", store, "--kv-store-writer", "gpu0"}, nil, true},
+		{KindVLLM, true, 0, store, []string{"--kv-store-dir", store, "--kv-store-writer", "gpu0"}, nil, true},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s sim=%v ram=%g store=%q", tc.engine, tc.sim, tc.ramGiB, tc.storeDir), func(t *testing.T) {

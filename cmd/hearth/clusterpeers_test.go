@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/clock/clocktest"
 )
 
 // dropMulticast makes node i's namespace drop every multicast datagram it
