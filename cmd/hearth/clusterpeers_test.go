@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/hearth-llm/hearth/clock/clocktest"
-
 	"fmt"
 	"os"
 	"path/filepath"
