@@ -66,7 +66,9 @@ func ChooseAgentLayout(ctx context.Context, cfg *Config, ev catalog.LayoutEvalua
 		cfg.RopeScaling = best.RopeScaling
 	}
 	chosen := catalog.Layout{TP: cfg.TP, KVCacheDtype: cfg.KVCacheDtype, RopeScaling: cfg.RopeScaling}
+	cfg.measured = &ServedLayout{Name: chosen.String(), Layout: chosen, Chosen: ChosenByMeasure, Reason: reason}
 	if len(explicit) > 0 {
+		cfg.measured.Reason = fmt.Sprintf("--agent %s recommended %s; --%s overrode it", cfg.Agent.Client, best, strings.Join(explicit, ", --"))
 		log.Info("layout for the agent client: explicit flags override the recommendation",
 			"client", cfg.Agent.Client, "recommended", best.String(), "overridden", "--"+strings.Join(explicit, ", --"), "layout", chosen.String())
 	} else {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/clock/clocktest"
 )
 
 // dropMulticast makes node i's namespace drop every multicast datagram it
@@ -76,13 +78,13 @@ func TestClusterFormsWithStaticPeersOnly(t *testing.T) {
 		return args
 	}
 	l.start(0, "a", dirs[0], peers(0)...)
-	waitUntil(t, "a to serve", 60*time.Second, func() bool { return l.stateOn(0, "a") == "up" })
+	clocktest.WaitFor(t, "a to serve", 60*time.Second, func() bool { return l.stateOn(0, "a") == "up" })
 	l.start(1, "b", dirs[1], append([]string{"--join", token}, peers(1)...)...)
 	l.start(2, "c", dirs[2], append([]string{"--join", token}, peers(2)...)...)
 	allUp := func(what string) {
 		t.Helper()
 		for i := range 3 {
-			waitUntil(t, fmt.Sprintf("node %d to see a, b and c up %s", i, what), 60*time.Second, func() bool {
+			clocktest.WaitFor(t, fmt.Sprintf("node %d to see a, b and c up %s", i, what), 60*time.Second, func() bool {
 				return l.stateOn(i, "a") == "up" && l.stateOn(i, "b") == "up" && l.stateOn(i, "c") == "up"
 			})
 		}
@@ -105,12 +107,12 @@ func TestClusterFormsWithStaticPeersOnly(t *testing.T) {
 	// b restarts having forgotten its peers, with one --peer: it dials
 	// that peer (as its log says) and is back in the cluster.
 	l.kill("b")
-	waitUntil(t, "a to see b down", 10*time.Second, func() bool { return l.stateOn(0, "b") == "down" })
+	clocktest.WaitFor(t, "a to see b down", 10*time.Second, func() bool { return l.stateOn(0, "b") == "down" })
 	if err := os.Remove(filepath.Join(dirs[1], "cluster", "routes.json")); err != nil {
 		t.Fatalf("b remembered no peer: %v", err)
 	}
 	l.start(1, "b", dirs[1], "--peer", l.addrs[0])
-	waitUntil(t, "b to dial a, named by --peer", 60*time.Second, func() bool {
+	clocktest.WaitFor(t, "b to dial a, named by --peer", 60*time.Second, func() bool {
 		return strings.Contains(l.logs["b"].String(), "dialling=nats-route://"+l.addrs[0]+":7422")
 	})
 	allUp("after b's restart with one --peer")
@@ -121,9 +123,9 @@ func TestClusterFormsWithStaticPeersOnly(t *testing.T) {
 	// peers it remembers (its data directory), b and c dial it again, and
 	// they route to its GPU.
 	l.kill("a")
-	waitUntil(t, "c to see a down", 10*time.Second, func() bool { return l.stateOn(2, "a") == "down" })
+	clocktest.WaitFor(t, "c to see a down", 10*time.Second, func() bool { return l.stateOn(2, "a") == "down" })
 	l.start(0, "a", dirs[0])
-	waitUntil(t, "a to dial the peers it remembers", 60*time.Second, func() bool {
+	clocktest.WaitFor(t, "a to dial the peers it remembers", 60*time.Second, func() bool {
 		log := l.logs["a"].String()
 		return strings.Contains(log, "nats-route://"+l.addrs[1]+":7422") && strings.Contains(log, "nats-route://"+l.addrs[2]+":7422")
 	})
