@@ -4,7 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
@@ -20,15 +19,15 @@ func TestPlanEnginesReleaseFromImage(t *testing.T) {
 		engine, image string
 		version       string
 		release       string
-		format        kvevents.Format
+		format        string // the layout's name (kvevents.Format.String)
 	}{
-		{"", "", "", "0.33.0", kvevents.FormatMap},
-		{"", "vllm/vllm-openai:v0.20.0", "0.20.0", "0.20.0", kvevents.FormatArray},
-		{"vllm", "vllm/vllm-openai:v0.20.0-cu129", "0.20.0", "0.20.0", kvevents.FormatArray},
-		{"vllm", "vllm/vllm-openai:v0.33.0", "0.33.0", "0.33.0", kvevents.FormatMap},
-		{"vllm", "example.org/my-vllm:v0.20.0", "", "0.33.0", kvevents.FormatMap},
-		{"sglang", "", "", "0.5.23", kvevents.FormatSGLangMap},
-		{"sglang", "lmsysorg/sglang:v0.5.19", "0.5.19", "0.5.19", kvevents.FormatSGLang},
+		{"", "", "", "0.33.0", "map"},
+		{"", "vllm/vllm-openai:v0.20.0", "0.20.0", "0.20.0", "array"},
+		{"vllm", "vllm/vllm-openai:v0.20.0-cu129", "0.20.0", "0.20.0", "array"},
+		{"vllm", "vllm/vllm-openai:v0.33.0", "0.33.0", "0.33.0", "map"},
+		{"vllm", "example.org/my-vllm:v0.20.0", "", "0.33.0", "map"},
+		{"sglang", "", "", "0.5.23", "sglang-map"},
+		{"sglang", "lmsysorg/sglang:v0.5.19", "0.5.19", "0.5.19", "sglang"},
 	} {
 		cfg := Config{Models: []string{"qwen3-8b"}, EngineRuntime: RuntimeProcess, Engine: tc.engine, Image: tc.image}
 		specs, _, err := planEngines(cfg, gpus)
@@ -37,7 +36,7 @@ func TestPlanEnginesReleaseFromImage(t *testing.T) {
 		}
 		spec := specs[0]
 		rel, known := spec.Release()
-		if spec.EngineVersion != tc.version || rel.Version != tc.release || rel.EventFormat != tc.format || !known {
+		if spec.EngineVersion != tc.version || rel.Version != tc.release || rel.EventFormat.String() != tc.format || !known {
 			t.Errorf("%s %q: version %q, release %s %v known %v; want %q, %s %v", tc.engine, tc.image,
 				spec.EngineVersion, rel.Version, rel.EventFormat, known, tc.version, tc.release, tc.format)
 		}
