@@ -396,6 +396,8 @@ func (inst *Instance) serverInfo() map[string]any {
 		"max_prefill_tokens": 16384, "schedule_policy": cfg.SchedulingPolicy,
 		"tp_size": cfg.TP, "dp_size": 1, "dtype": "auto", "kv_cache_dtype": cfg.KVCacheDtype,
 		"enable_hierarchical_cache": cfg.NumCPUBlocks > 0,
+		// The release played, as SGLang reports its own.
+		"version": playedVersion(hruntime.KindSGLang, inst.opts.EngineVersion),
 		"internal_states": []map[string]any{{
 			"last_gen_throughput": 0.0,
 			"memory_usage": map[string]any{

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"strings"
+
 	"github.com/hearth-llm/hearth/kvevents"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
@@ -22,4 +24,13 @@ func EventFormatOf(kind hruntime.Kind, version string) kvevents.Format {
 // VLLMEventFormat is EventFormatOf for vLLM.
 func VLLMEventFormat(version string) kvevents.Format {
 	return EventFormatOf(hruntime.KindVLLM, version)
+}
+
+// playedVersion is the release number an instance reports: the one it was
+// told ("v" dropped), else the kind's pinned release.
+func playedVersion(kind hruntime.Kind, version string) string {
+	if version != "" {
+		return strings.TrimPrefix(version, "v")
+	}
+	return kind.Descriptor().Pinned().Version
 }

@@ -376,6 +376,15 @@ func TestEngineImagesPlayTheRelease(t *testing.T) {
 			default:
 				t.Errorf("event %T %v", ev, ev)
 			}
+			if tc.kind == hruntime.KindSGLang {
+				want := tc.version
+				if want == "" {
+					want = hruntime.KindSGLang.Descriptor().Pinned().Version
+				}
+				if code, body := httpGet(t, ep.BaseURL+"/server_info"); code != http.StatusOK || !strings.Contains(body, `"version":"`+want+`"`) {
+					t.Errorf("/server_info: %d %s, want version %s", code, body, want)
+				}
+			}
 			proc.stop()
 		})
 	}
