@@ -51,6 +51,9 @@ type EngineKind struct {
 	// MeasureProfile asks a serving engine how much KV it holds: ok false
 	// when it tells nothing, and the caller keeps its estimate.
 	MeasureProfile func(ctx context.Context, client *http.Client, baseURL string, estimate catalog.Profile) (p catalog.Profile, ok bool)
+	// ReadVersion asks a serving engine which release it is ("0.20.0");
+	// ok false when it does not say. nil: the kind cannot be asked.
+	ReadVersion func(ctx context.Context, client *http.Client, baseURL string) (version string, ok bool)
 	// Stats reads load and cache figures from the engine's /metrics by its
 	// own metric names; ok false when its names are absent.
 	Stats func(families map[string]*dto.MetricFamily) (s Stats, ok bool)

@@ -60,6 +60,16 @@ func init() {
 			}
 			return p, true
 		},
+		// /server_info carries "version" among the server's settings.
+		ReadVersion: func(ctx context.Context, client *http.Client, baseURL string) (string, bool) {
+			var info struct {
+				Version string `json:"version"`
+			}
+			if getJSON(ctx, client, baseURL+"/server_info", &info) != nil || info.Version == "" {
+				return "", false
+			}
+			return info.Version, true
+		},
 		Stats: sglangStats,
 		Releases: []EngineRelease{
 			// v0.5.23 publishes its KV events as maps tagged "type"

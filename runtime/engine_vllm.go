@@ -39,6 +39,16 @@ func init() {
 			p.GPUBlocks, p.BlockSize = blocks, size
 			return p, true
 		},
+		// GET /version answers {"version": "0.20.0"}.
+		ReadVersion: func(ctx context.Context, client *http.Client, baseURL string) (string, bool) {
+			var v struct {
+				Version string `json:"version"`
+			}
+			if getJSON(ctx, client, baseURL+"/version", &v) != nil || v.Version == "" {
+				return "", false
+			}
+			return v.Version, true
+		},
 		Stats: vllmStats,
 		Releases: []EngineRelease{
 			{Version: "0.33.0", Images: releaseImages(vllmImageRepo, "0.33.0"), EventFormat: kvevents.FormatMap},

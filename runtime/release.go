@@ -1,7 +1,10 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"strconv"
 	"strings"
 
@@ -160,4 +163,27 @@ func compareVersions(a, b [3]int) int {
 		}
 	}
 	return 0
+}
+
+// ReleaseAtStart is the spec as the serving engine says it runs: its
+// EngineVersion the release the engine reports (EngineKind.ReadVersion),
+// which decides the wire facts Hearth speaks to it by; the spec unchanged
+// when the engine does not say. A version read that differs from the one
+// the image's tag named is logged; one newer than any Hearth knows is
+// logged by whoever speaks to the engine (Spec.Release's known).
+func ReleaseAtStart(ctx context.Context, client *http.Client, baseURL string, spec Spec, log *slog.Logger) Spec {
+	k, ok := Lookup(spec.Engine)
+	if !ok || k.ReadVersion == nil || len(k.Releases) == 0 {
+		return spec
+	}
+	version, ok := k.ReadVersion(ctx, client, baseURL)
+	if !ok {
+		return spec
+	}
+	version = strings.TrimPrefix(version, "v")
+	if spec.EngineVersion != "" && spec.EngineVersion != version {
+		log.Info("the engine reports another release than its image's tag", "tag", spec.EngineVersion, "reported", version)
+	}
+	spec.EngineVersion = version
+	return spec
 }

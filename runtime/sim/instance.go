@@ -185,6 +185,7 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 			return nil, err
 		}
 	}
+	inst.server.opts.Version = opts.EngineVersion
 	if inst.cfg.Kind == hruntime.KindSGLang {
 		inst.server.opts.ServerInfo = inst.serverInfo()
 	}

@@ -376,14 +376,16 @@ func TestEngineImagesPlayTheRelease(t *testing.T) {
 			default:
 				t.Errorf("event %T %v", ev, ev)
 			}
+			// The release it reports: vLLM's /version, SGLang's /server_info.
+			want, path := tc.version, "/version"
+			if want == "" {
+				want = tc.kind.Descriptor().Pinned().Version
+			}
 			if tc.kind == hruntime.KindSGLang {
-				want := tc.version
-				if want == "" {
-					want = hruntime.KindSGLang.Descriptor().Pinned().Version
-				}
-				if code, body := httpGet(t, ep.BaseURL+"/server_info"); code != http.StatusOK || !strings.Contains(body, `"version":"`+want+`"`) {
-					t.Errorf("/server_info: %d %s, want version %s", code, body, want)
-				}
+				path = "/server_info"
+			}
+			if code, body := httpGet(t, ep.BaseURL+path); code != http.StatusOK || !strings.Contains(body, `"version":"`+want+`"`) {
+				t.Errorf("%s: %d %s, want version %s", path, code, body, want)
 			}
 			proc.stop()
 		})
