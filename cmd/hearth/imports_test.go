@@ -50,6 +50,7 @@ var allowedHearthImports = map[string][]string{
 	"adminapi":   {},
 	"netguard":   {},
 	"scripts":    {},
+	"models":     {},
 	"daemon":     {"adminapi", "api", "apikey", "catalog", "cluster", "console", "installer", "kvbm", "nodes", "router", "runtime", "tlsca", "tokenizer"},
 }
 
