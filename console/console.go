@@ -16,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/filesystem"
 
+	"github.com/hearth-llm/hearth/agentclient"
 	"github.com/hearth-llm/hearth/apikey"
 	"github.com/hearth-llm/hearth/assets"
 	"github.com/hearth-llm/hearth/clock"
@@ -289,9 +290,9 @@ func (c *Console) apiBaseURL(fc *fiber.Ctx) string {
 func (c *Console) connectVM(fc *fiber.Ctx, createdFor, secret string) components.ConnectVM {
 	keyReq := c.keyReq(fc.UserContext())
 	vm := components.ConnectVM{BaseURL: c.apiBaseURL(fc), Model: c.cfg.Model, KeyNote: KeyNote(keyReq)}
-	for _, cl := range clients {
+	for _, cl := range agentclient.Clients {
 		s := ""
-		if cl.id == createdFor {
+		if cl.ID == createdFor {
 			s = secret
 		}
 		vm.Clients = append(vm.Clients, clientSnippetVM(c.cfg.BasePath, vm.BaseURL, c.cfg, cl, s, keyReq))
@@ -421,9 +422,9 @@ func (c *Console) handleCreateKey(fc *fiber.Ctx) error {
 		// takes effect.
 		id := "first-key"
 		if forClient {
-			id = "client-" + cl.id
+			id = "client-" + cl.ID
 		}
-		vm := c.firstKeyVM(fc, id, name, cl.id)
+		vm := c.firstKeyVM(fc, id, name, cl.ID)
 		if fc.Get("HX-Request") == "true" {
 			return c.render(fc, fiber.StatusOK, components.FirstKeyConfirm(vm))
 		}
@@ -458,7 +459,7 @@ func (c *Console) handleCreateKey(fc *fiber.Ctx) error {
 		if fc.Get("HX-Request") == "true" {
 			return c.render(fc, fiber.StatusOK, components.ClientCard(clientSnippetVM(c.cfg.BasePath, c.apiBaseURL(fc), c.cfg, cl, secret, true)))
 		}
-		return c.render(fc, fiber.StatusOK, components.Connect(c.layout(fc, "Connect", "connect", ""), c.connectVM(fc, cl.id, secret)))
+		return c.render(fc, fiber.StatusOK, components.Connect(c.layout(fc, "Connect", "connect", ""), c.connectVM(fc, cl.ID, secret)))
 	}
 	vm := c.settingsVM(ctx)
 	vm.NewKey = &components.NewKeyVM{Name: key.Name, Secret: secret}

@@ -5,13 +5,14 @@ import (
 	"io"
 	"strings"
 
+	"github.com/hearth-llm/hearth/agentclient"
 	"github.com/hearth-llm/hearth/console"
 )
 
 // printConnectSettings prints where Hearth serves and what a user pastes
-// into each coding agent to point it at Hearth: the same settings the
-// console's Connect page shows.
-func printConnectSettings(w io.Writer, baseURL, model string, contextTokens int, keyRequired bool) {
+// into each coding agent to point it at Hearth (agentclient): the same
+// settings the console's Connect page shows.
+func printConnectSettings(w io.Writer, baseURL string, models []string, contextTokens int, keyRequired bool) {
 	key := console.OpenKey
 	if keyRequired {
 		key = console.KeyPlaceholder
@@ -21,13 +22,15 @@ func printConnectSettings(w io.Writer, baseURL, model string, contextTokens int,
 		"  OpenAI API:     %[1]s/v1\n"+
 		"  Anthropic API:  %[1]s/v1/messages\n"+
 		"  Metrics:        %[1]s/metrics\n"+
-		"API key: %[3]s\n", baseURL, model, console.KeyNote(keyRequired))
-	for _, s := range console.SettingsFor(baseURL, model, key, contextTokens) {
+		"API key: %[3]s\n", baseURL, strings.Join(models, ", "), console.KeyNote(keyRequired))
+	served := agentclient.Served{BaseURL: baseURL, Key: key, Models: models, ContextTokens: contextTokens}
+	for _, s := range agentclient.Settings(served) {
 		fmt.Fprintf(w, "\n%s: %s\n%s", s.Title, s.Where, indent(s.Config))
 		if s.Env != "" {
 			fmt.Fprint(w, "\n"+indent(s.Env))
 		}
 	}
+	fmt.Fprintln(w, "\nOr start a client with these settings: hearth launch claude|codex|opencode [-- its arguments]")
 	fmt.Fprintln(w, "\nPress Ctrl-C to stop.")
 }
 

@@ -12,7 +12,7 @@ import (
 func TestPrintedSettingsTellTheKeyStory(t *testing.T) {
 	for _, required := range []bool{false, true} {
 		var out bytes.Buffer
-		printConnectSettings(&out, "http://127.0.0.1:8000", "qwen3-14b-fp8", 0, required)
+		printConnectSettings(&out, "http://127.0.0.1:8000", []string{"qwen3-14b-fp8"}, 0, required)
 		key := console.OpenKey
 		if required {
 			key = console.KeyPlaceholder

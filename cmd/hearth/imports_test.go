@@ -27,31 +27,32 @@ const module = "github.com/hearth-llm/hearth"
 // composition of hearth up, may import the console; no package but cmd
 // imports daemon.
 var allowedHearthImports = map[string][]string{
-	"api":        {"api/store", "router", "tokenizer", "apikey", "netguard"},
-	"tokenizer":  {},
-	"kvevents":   {},
-	"router":     {"tokenizer", "kvtier", "kvevents", "zmtp"},
-	"kvbm":       {},
-	"kvtier":     {"kvevents"},
-	"runtime":    {"tokenizer", "kvevents", "catalog", "netguard"},
-	"nodes":      {"catalog"},
-	"console":    {"console/components", "assets", "apikey"},
-	"bench":      {"router", "runtime", "tokenizer", "kvbm", "kvevents", "catalog"},
-	"assets":     {},
-	"installer":  {},
-	"catalog":    {"tokenizer"},
-	"clock":      {},
-	"atomicfile": {},
-	"tlsca":      {"pki"},
-	"pki":        {},
-	"apikey":     {},
-	"cluster":    {"router", "kvevents", "zmtp", "pki", "netguard"},
-	"zmtp":       {},
-	"adminapi":   {},
-	"netguard":   {},
-	"scripts":    {},
-	"models":     {},
-	"daemon":     {"adminapi", "api", "apikey", "catalog", "cluster", "console", "installer", "kvbm", "nodes", "router", "runtime", "tlsca", "tokenizer"},
+	"api":         {"api/store", "router", "tokenizer", "apikey", "netguard"},
+	"tokenizer":   {},
+	"kvevents":    {},
+	"router":      {"tokenizer", "kvtier", "kvevents", "zmtp"},
+	"kvbm":        {},
+	"kvtier":      {"kvevents"},
+	"runtime":     {"tokenizer", "kvevents", "catalog", "netguard"},
+	"nodes":       {"catalog"},
+	"console":     {"console/components", "assets", "apikey", "agentclient"},
+	"bench":       {"router", "runtime", "tokenizer", "kvbm", "kvevents", "catalog"},
+	"assets":      {},
+	"installer":   {},
+	"catalog":     {"tokenizer"},
+	"clock":       {},
+	"atomicfile":  {},
+	"tlsca":       {"pki"},
+	"pki":         {},
+	"apikey":      {},
+	"cluster":     {"router", "kvevents", "zmtp", "pki", "netguard"},
+	"zmtp":        {},
+	"adminapi":    {},
+	"agentclient": {},
+	"netguard":    {},
+	"scripts":     {},
+	"models":      {},
+	"daemon":      {"adminapi", "agentclient", "api", "apikey", "catalog", "cluster", "console", "installer", "kvbm", "nodes", "router", "runtime", "tlsca", "tokenizer"},
 }
 
 // allowedTestImports says, per top-level package, which other top-level
@@ -73,14 +74,15 @@ var allowedTestImports = map[string][]string{
 // packages, its parent included, must be listed too). A subpackage without
 // an entry follows its tree's rule and checkWithinTree.
 var subpackageImports = map[string][]string{
-	"api/store":           {"apikey"},  // knows no HTTP or client protocol shapes
-	"router/osl":          {},          // neither routes nor talks HTTP
-	"runtime/process":     {"runtime"}, // one runtime knows no other
-	"runtime/docker":      {"runtime"}, // one runtime knows no other
-	"runtime/conformance": {},          // tests only
-	"console/components":  {},          // layout, no I/O
-	"installer/doctor":    {},          // reads Hearth through its own interfaces
-	"installer/config":    {},          // knows no flag by name
+	"api/store":           {"apikey"},        // knows no HTTP or client protocol shapes
+	"router/osl":          {},                // neither routes nor talks HTTP
+	"runtime/process":     {"runtime"},       // one runtime knows no other
+	"runtime/docker":      {"runtime"},       // one runtime knows no other
+	"runtime/conformance": {},                // tests only
+	"console/components":  {},                // layout, no I/O
+	"installer/doctor":    {"installer/wsl"}, // reads Hearth through its own interfaces
+	"installer/wsl":       {},                // reads files, runs wslinfo
+	"installer/config":    {},                // knows no flag by name
 }
 
 // importedOnlyBy names top-level packages that only cmd and the packages

@@ -40,9 +40,14 @@ type InstanceOptions struct {
 	// events (and KVReplay must be empty).
 	KVEvents, KVReplay string
 	Topic              string
-	// Format is the KV-event payload layout of the vLLM flavour (default
-	// vLLM's current map form); the SGLang flavour always writes SGLang's.
+	// Format is the KV-event payload layout (default vLLM's current map
+	// form); the SGLang flavour writes one of SGLang's (positional unless
+	// FormatSGLangMap).
 	Format kvevents.Format
+	// EngineVersion is the vLLM release the instance plays, e.g.
+	// "0.20.0": when set, it decides the event layout as that release
+	// does (VLLMEventFormat) instead of Format.
+	EngineVersion string
 	// ServedModelName is the model id clients use; default Engine.Model.
 	ServedModelName string
 	// ModelPath is what the engine was told to load (a Hugging Face
@@ -96,6 +101,9 @@ type Instance struct {
 	ln net.Listener // nil until bound
 }
 
+// EventFormat is the layout of the instance's KV events.
+func (i *Instance) EventFormat() kvevents.Format { return i.opts.Format }
+
 // NewInstance validates opts and binds the instance's ZMQ sockets and,
 // unless it binds later (see InstanceOptions.Listen), its HTTP listener, so
 // that their addresses are known before Run. A caller that never calls Run
@@ -125,9 +133,13 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 	if opts.ModelPath == "" {
 		opts.ModelPath = opts.Engine.Model
 	}
-	if opts.Engine.Kind == hruntime.KindSGLang {
-		// SGLang has one wire layout; vLLM's releases differ, so its is
-		// chosen (Format).
+	if opts.EngineVersion != "" && opts.Engine.Kind != hruntime.KindSGLang {
+		// The release decides its own layout.
+		opts.Format = VLLMEventFormat(opts.EngineVersion)
+	}
+	if opts.Engine.Kind == hruntime.KindSGLang && !opts.Format.SGLang() {
+		// SGLang's layouts are its own: positional (up to v0.5.19) or map
+		// events (v0.5.23).
 		opts.Format = hruntime.KindSGLang.Descriptor().EventFormat
 	}
 	log := opts.Logger
