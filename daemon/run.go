@@ -355,6 +355,11 @@ func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng en
 	if deps.LocalToken, err = adminapi.WriteLocalToken(cfg.Data().LocalToken()); err != nil {
 		return f, fmt.Errorf("up: %w", err)
 	}
+	removeAddress, err := cfg.Data().writeAddress(cfg.Scheme(), addr)
+	if err != nil {
+		return f, fmt.Errorf("up: %w", err)
+	}
+	cleanup.push(removeAddress)
 	if node != nil {
 		deps.Cluster = newClusterConsole(node, cfg.Cluster)
 	}
