@@ -26,9 +26,8 @@
 // address.
 //
 // MountProfiler (pprof.go) serves Go's runtime profiles under /debug/pprof/
-// for a daemon started with --pprof, behind the same guard; unlike
-// /api/v1's reads it refuses a request that carries neither an admin key
-// nor the local token.
+// for a daemon started with --pprof, behind a guard that, unlike /api/v1's
+// reads, passes only a checked admin key or local token.
 //
 // This package imports no other Hearth package; only cmd and daemon
 // import it.

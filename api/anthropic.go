@@ -343,7 +343,9 @@ func (g *Gateway) handleMessages(c *fiber.Ctx) error {
 	}
 	return g.forward(c, req, func(ex *exchange) responder {
 		r := &anthropicResponder{id: newID("msg_"), model: req.ClientModel, promptTokens: ex.prompt, tool: -1}
-		r.predictedCached = min(ex.route.CachedBlocks*tokenizer.DefaultBlockSize, ex.prompt)
+		if g.revealsCache(c) { // the router's count is the same oracle as x-hearth-cached-blocks
+			r.predictedCached = min(ex.route.CachedBlocks*tokenizer.DefaultBlockSize, ex.prompt)
+		}
 		return r
 	})
 }
@@ -360,7 +362,12 @@ func (g *Gateway) handleCountTokens(c *fiber.Ctx) error {
 	if err != nil {
 		return writeError(c, dialectAnthropic, err)
 	}
-	ids, _, err := g.prompts.encode("", creq)
+	ctx, watch := g.watcher.watch(c.Context().Conn())
+	ids, _, err := g.prompts.encode(ctx, "", creq)
+	watch.stop()
+	if ctx.Err() != nil && err != nil && errors.Is(err, ctx.Err()) {
+		return g.clientLeft(c, dialectAnthropic)
+	}
 	if overflow := (*apiError)(nil); errors.As(err, &overflow) {
 		return writeError(c, dialectAnthropic, overflow)
 	} else if err != nil {

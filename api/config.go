@@ -37,6 +37,11 @@ type Config struct {
 	APIKeys []string
 	// MaxBodyBytes caps request bodies. Default 32 MiB.
 	MaxBodyBytes int
+	// MaxBodyBytesInFlight caps the body bytes of all requests being
+	// received at once (each counts as the length it announces, from its
+	// headers until it is handled); a request over it gets a 503 in its
+	// dialect without its body being read. Default 8 × MaxBodyBytes.
+	MaxBodyBytesInFlight int64
 	// MaxOutputTokens clamps a request's max_tokens; 0 = no clamp.
 	MaxOutputTokens int
 	// ContextTokens is the served model's context length; when set, max_tokens
@@ -136,6 +141,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = defaultMaxBodyBytes
+	}
+	if c.MaxBodyBytesInFlight <= 0 {
+		c.MaxBodyBytesInFlight = 8 * int64(c.MaxBodyBytes)
 	}
 	if c.RetryAfter <= 0 {
 		c.RetryAfter = defaultRetryAfter

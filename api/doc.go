@@ -61,7 +61,10 @@
 // header of every answer to a request whose model resolved.
 //
 // Every answer carries x-hearth-worker, x-hearth-cached-blocks,
-// x-hearth-tier-blocks and x-hearth-prompt-blocks. x-hearth-tier-blocks
+// x-hearth-tier-blocks and x-hearth-prompt-blocks; with API keys
+// required, the two cache counts go to admin keys only, since they tell
+// block by block whether another client's prompt starts with a guessed
+// text (docs/security.md). x-hearth-tier-blocks
 // splits the prompt blocks the worker will not compute by where they are:
 // "gpu=N,ram=N,ssd=N", its GPU prefix (the x-hearth-cached-blocks count),
 // then what it loads from host RAM, then from its node's SSD.

@@ -67,6 +67,11 @@ type engineRequest struct {
 	// Extra are further OpenAI chat fields passed to the engine untouched
 	// (seed, response_format, logprobs, ...).
 	Extra map[string]json.RawMessage
+	// CacheSalt is the request's cache_salt (OpenAI dialects), "" for
+	// none: the engine gets it in Extra, the router hashes the prompt
+	// with it (tokenizer.Hasher.WithSalt), since the engine's cache holds
+	// a salted prompt apart from every other salt's.
+	CacheSalt string
 
 	ClientStream bool
 	IncludeUsage bool // the client asked for a usage chunk (OpenAI chat)

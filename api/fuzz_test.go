@@ -81,7 +81,9 @@ func FuzzDecodeCompletion(f *testing.F) {
 	f.Add([]byte(`{"model":"m","prompt":[1,2,3]}`))
 	f.Add([]byte(`{"model":"m","prompt":["one"],"nvext":{}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		_, _, _, _, _ = decodeCompletion(body, fuzzModels, newPrompts(fakeTokenizer{}, -1, 0).encodeText)
+		_, _, _, _, _ = decodeCompletion(body, fuzzModels, func(text string) ([]uint32, error) {
+			return newPrompts(fakeTokenizer{}, -1, 0).encodeText(t.Context(), text)
+		})
 	})
 }
 

@@ -20,7 +20,6 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/valyala/fasthttp"
 
 	"github.com/hearth-llm/hearth/netguard"
 )
@@ -41,6 +40,7 @@ type Gateway struct {
 	traffic *Traffic
 	prompts *prompts
 	watcher *clientWatcher
+	gate    *bodyGate
 	open    openClients
 	osl     OutputLengths // nil: no estimates
 
@@ -70,7 +70,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		log: deps.Logger, client: newEngineClient(), models: newModelResolver(cfg),
 		closing: make(chan struct{}), keys: deps.Keys, traffic: deps.Traffic,
 		prompts: newPrompts(deps.Tokenizer, cfg.ConversationSessions, cfg.ContextTokens),
-		watcher: newClientWatcher(cfg.ClientCheck), pauses: newToolPauses(max(cfg.ConversationSessions, 64)),
+		watcher: newClientWatcher(cfg.ClientCheck), gate: newBodyGate(cfg.MaxBodyBytesInFlight), pauses: newToolPauses(max(cfg.ConversationSessions, 64)),
 		subagents: newSubagentLinks(256),
 		osl:       deps.OutputLengths,
 	}
@@ -191,15 +191,15 @@ func (g *Gateway) newApp(reg *prometheus.Registry, mount func(fiber.Router)) *fi
 		// kept one's next request) through the headers; the body gets
 		// BodyTimeout more once they are in (HeaderReceived below), and
 		// the answer none (streams).
-		ReadTimeout: g.cfg.HeaderTimeout,
-		IdleTimeout: g.cfg.IdleTimeout,
-		ErrorHandler: func(c *fiber.Ctx, err error) error {
-			return writeError(c, dialectOf(c.Path()), err)
-		},
+		ReadTimeout:  g.cfg.HeaderTimeout,
+		IdleTimeout:  g.cfg.IdleTimeout,
+		ErrorHandler: g.handleServerError,
+		// A multipart body would be read (into memory, then files) before
+		// any handler or key check; the API takes none.
+		DisablePreParseMultipartForm: true,
 	})
-	app.Server().HeaderReceived = func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
-		return fasthttp.RequestConfig{ReadTimeout: g.cfg.BodyTimeout}
-	}
+	app.Server().HeaderReceived = g.headerReceived
+	app.Use(g.releaseBody)
 	app.Use(endReadDeadline)
 	app.Use(g.logRequests)
 	app.Use(refuseAmbiguousFraming)
@@ -278,21 +278,59 @@ func (g *Gateway) authenticate(c *fiber.Ctx) error {
 		return c.Next()
 	}
 	key := requestKey(c.Get("x-api-key"), c.Get(fiber.HeaderAuthorization))
-	for _, k := range g.cfg.APIKeys {
-		if subtle.ConstantTimeCompare([]byte(key), []byte(k)) == 1 {
-			return c.Next()
-		}
-	}
-	if key != "" && g.keys != nil && g.keys.CheckKey(c.UserContext(), key) == nil {
+	if g.validKey(c.UserContext(), key) {
 		return c.Next()
 	}
 	d := dialectOf(c.Path())
 	g.metrics.observe(d, http.StatusUnauthorized, 0)
+	return writeError(c, d, keyRefusal(key))
+}
+
+// isAdminKey reports whether key is an admin key: a command-line key, or
+// a stored key AdminKeyChecker vouches for.
+func (g *Gateway) isAdminKey(ctx context.Context, key string) bool {
+	if key == "" {
+		return false
+	}
+	for _, k := range g.cfg.APIKeys {
+		if subtle.ConstantTimeCompare([]byte(key), []byte(k)) == 1 {
+			return true
+		}
+	}
+	admin, ok := g.keys.(AdminKeyChecker)
+	return ok && admin.IsAdminKey(ctx, key)
+}
+
+// revealsCache reports whether a request may be told how much of its
+// prompt the engines held (x-hearth-cached-blocks, x-hearth-tier-blocks).
+// Block by block, those counts tell whether another client's prompt
+// starts with a guessed text; with keys required, only an admin key,
+// which may read every session anyway, gets them.
+func (g *Gateway) revealsCache(c *fiber.Ctx) bool {
+	if !g.KeyRequired(c.UserContext()) {
+		return true
+	}
+	return g.isAdminKey(c.UserContext(), requestKey(c.Get("x-api-key"), c.Get(fiber.HeaderAuthorization)))
+}
+
+// validKey reports whether key opens /v1: a configured key, or one the
+// key store knows.
+func (g *Gateway) validKey(ctx context.Context, key string) bool {
+	for _, k := range g.cfg.APIKeys {
+		if subtle.ConstantTimeCompare([]byte(key), []byte(k)) == 1 {
+			return true
+		}
+	}
+	return key != "" && g.keys != nil && g.keys.CheckKey(ctx, key) == nil
+}
+
+// keyRefusal is the 401 for a request that carried key.
+func keyRefusal(key string) *apiError {
 	msg := "invalid API key"
 	if key == "" {
 		msg = "missing API key (Authorization: Bearer or x-api-key)"
 	}
-	return writeError(c, d, &apiError{Status: http.StatusUnauthorized, Message: msg})
+	return &apiError{Status: http.StatusUnauthorized, Message: msg}
 }
 
 // requestKey is the API key a request carries: x-api-key (Anthropic's
@@ -316,16 +354,8 @@ func (g *Gateway) guardMetrics(c *fiber.Ctx) error {
 	if ip := c.Context().RemoteIP(); ip != nil && ip.IsLoopback() && loopbackHost(string(c.Request().Host())) {
 		return c.Next()
 	}
-	key := requestKey(c.Get("x-api-key"), c.Get(fiber.HeaderAuthorization))
-	if key != "" {
-		for _, k := range g.cfg.APIKeys {
-			if subtle.ConstantTimeCompare([]byte(key), []byte(k)) == 1 {
-				return c.Next()
-			}
-		}
-		if admin, ok := g.keys.(AdminKeyChecker); ok && admin.IsAdminKey(c.UserContext(), key) {
-			return c.Next()
-		}
+	if g.isAdminKey(c.UserContext(), requestKey(c.Get("x-api-key"), c.Get(fiber.HeaderAuthorization))) {
+		return c.Next()
 	}
 	return c.Status(http.StatusUnauthorized).JSON(fiber.Map{"error": "/metrics from another machine needs an admin API key (Authorization: Bearer)"})
 }

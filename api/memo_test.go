@@ -129,7 +129,7 @@ func BenchmarkRequestHandling(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, _, err := p.encode("s", creq); err != nil {
+		if _, _, err := p.encode(b.Context(), "s", creq); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := req.body(req.Messages, 64, true); err != nil {

@@ -33,7 +33,11 @@ type chatCompletionRequest struct {
 	StreamOptions       *streamOptions    `json:"stream_options"`
 	ChatTemplateKwargs  map[string]any    `json:"chat_template_kwargs"`
 	PromptCacheKey      string            `json:"prompt_cache_key"`
-	Nvext               json.RawMessage   `json:"nvext"`
+	// CacheSalt isolates the request's prefix cache (vLLM and SGLang both
+	// read it); it goes to the engine as sent, and the router hashes the
+	// prompt with it.
+	CacheSalt *string         `json:"cache_salt"`
+	Nvext     json.RawMessage `json:"nvext"`
 }
 
 // chatKnownFields are read by the gateway; the rest go to the engine as sent.
@@ -89,8 +93,23 @@ func decodeChatCompletion(body []byte, models modelResolver) (*engineRequest, *c
 	if req.Tools, err = chatToolLists.get(in.Tools, func() (json.RawMessage, error) { return normaliseChatTools(in.Tools) }); err != nil {
 		return nil, nil, err
 	}
+	if req.CacheSalt, err = cacheSalt(in.CacheSalt); err != nil {
+		return nil, nil, err
+	}
 	req.Extra = unknownFields(body, chatKnownFields)
 	return req, &in, nil
+}
+
+// cacheSalt checks a request's cache_salt as the engines do: absent, or a
+// non-empty string (vLLM refuses an empty one).
+func cacheSalt(salt *string) (string, error) {
+	if salt == nil {
+		return "", nil
+	}
+	if *salt == "" {
+		return "", badRequest("cache_salt", "must be a non-empty string if provided")
+	}
+	return *salt, nil
 }
 
 // requestParsers find the fields of a request body that the gateway does
@@ -475,6 +494,7 @@ type completionRequest struct {
 	Stream         bool            `json:"stream"`
 	StreamOptions  *streamOptions  `json:"stream_options"`
 	PromptCacheKey string          `json:"prompt_cache_key"`
+	CacheSalt      *string         `json:"cache_salt"`
 	Nvext          json.RawMessage `json:"nvext"`
 }
 
@@ -520,11 +540,21 @@ func decodeCompletion(body []byte, models modelResolver, encode func(string) ([]
 		}
 		req.MaxTokens = *in.MaxTokens
 	}
+	if req.CacheSalt, err = cacheSalt(in.CacheSalt); err != nil {
+		return nil, nil, nil, nil, err
+	}
 	return req, &in, all, ids, nil
 }
 
 func (g *Gateway) handleCompletions(c *fiber.Ctx) error {
-	req, in, all, ids, err := decodeCompletion(c.Body(), g.models, g.prompts.encodeText)
+	ctx, watch := g.watcher.watch(c.Context().Conn())
+	req, in, all, ids, err := decodeCompletion(c.Body(), g.models, func(text string) ([]uint32, error) {
+		return g.prompts.encodeText(ctx, text)
+	})
+	watch.stop()
+	if ctx.Err() != nil && err != nil && errors.Is(err, ctx.Err()) {
+		return g.clientLeft(c, dialectOpenAI) // while its prompt was tokenized
+	}
 	if err != nil {
 		return writeError(c, dialectOpenAI, err)
 	}
@@ -553,5 +583,5 @@ func (g *Gateway) handleCompletions(c *fiber.Ctx) error {
 	if err != nil {
 		return writeError(c, dialectOpenAI, err)
 	}
-	return g.forwardBody(c, req, "/v1/completions", body, ids, tokenizer.BlockHashes(ids, tokenizer.DefaultBlockSize), rs)
+	return g.forwardBody(c, req, "/v1/completions", body, ids, tokenizer.SaltedBlockHashes(ids, tokenizer.DefaultBlockSize, req.CacheSalt), rs)
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"container/list"
+	"context"
 	"sync"
 
 	json "github.com/goccy/go-json"
@@ -21,6 +22,13 @@ type conversationTokenizer interface {
 // size can be looked at first; *tokenizer.Model does.
 type chatRenderer interface {
 	ApplyChatTemplate(tokenizer.ChatRequest) (string, error)
+}
+
+// contextEncoder tokenizes a request's prompt and stops, with ctx's error,
+// once the request ends; *tokenizer.Model does. A Tokenizer without it
+// encodes to the end.
+type contextEncoder interface {
+	EncodeContext(ctx context.Context, text string) ([]uint32, error)
 }
 
 // tokenBounder bounds a text's tokens from below without encoding it;
@@ -61,6 +69,7 @@ type prompts struct {
 	conv          conversationTokenizer // nil: no sessions
 	render        chatRenderer          // nil: EncodeChat renders and encodes at once
 	bound         tokenBounder          // nil: every prompt is tokenized
+	stoppable     contextEncoder        // nil: an encode runs to its end
 	max           int                   // sessions kept, least recently used evicted
 	contextTokens int                   // 0: no limit
 	large         chan struct{}
@@ -97,6 +106,7 @@ func newPrompts(tok Tokenizer, max, contextTokens int) *prompts {
 	}
 	p.render, _ = tok.(chatRenderer)
 	p.bound, _ = tok.(tokenBounder)
+	p.stoppable, _ = tok.(contextEncoder)
 	return p
 }
 
@@ -108,8 +118,10 @@ func (e errRender) Unwrap() error { return e.err }
 
 // encode renders req and returns its token ids and block hashes. A prompt
 // that cannot fit the context is an overflow *apiError, found before it
-// is tokenized; a template that fails is an errRender.
-func (p *prompts) encode(sessionID string, req tokenizer.ChatRequest) ([]uint32, []tokenizer.SeqHash, error) {
+// is tokenized; a template that fails is an errRender; a request that
+// ends (ctx, its client gone) stops the tokenization between words with
+// ctx's error.
+func (p *prompts) encode(ctx context.Context, sessionID string, req tokenizer.ChatRequest) ([]uint32, []tokenizer.SeqHash, error) {
 	if p.render == nil {
 		return p.plain(req)
 	}
@@ -120,19 +132,40 @@ func (p *prompts) encode(sessionID string, req tokenizer.ChatRequest) ([]uint32,
 	if err := p.fits(rendered); err != nil {
 		return nil, nil, err
 	}
-	defer p.turn(len(rendered))()
+	done, err := p.turn(ctx, len(rendered))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer done()
 	if p.conv == nil || sessionID == "" || len(rendered) < shapeBytes { // short: quick to encode, and no stable shape yet
-		ids := p.tok.Encode(rendered)
-		return ids, tokenizer.BlockHashes(ids, tokenizer.DefaultBlockSize), nil
+		return p.encodeHashes(ctx, rendered)
 	}
 	c := p.conversation(conversationKey{sessionID, shapeOf(rendered)})
 	if !c.mu.TryLock() {
-		ids := p.tok.Encode(rendered)
-		return ids, tokenizer.BlockHashes(ids, tokenizer.DefaultBlockSize), nil
+		return p.encodeHashes(ctx, rendered)
 	}
 	defer c.mu.Unlock()
-	ids := c.s.Encode(rendered)
+	ids, err := c.s.EncodeContext(ctx, rendered)
+	if err != nil {
+		return nil, nil, err
+	}
 	return ids, c.s.BlockHashes(), nil
+}
+
+// encodeHashes tokenizes text without a session.
+func (p *prompts) encodeHashes(ctx context.Context, text string) ([]uint32, []tokenizer.SeqHash, error) {
+	ids, err := p.encodePlain(ctx, text)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ids, tokenizer.BlockHashes(ids, tokenizer.DefaultBlockSize), nil
+}
+
+func (p *prompts) encodePlain(ctx context.Context, text string) ([]uint32, error) {
+	if p.stoppable != nil {
+		return p.stoppable.EncodeContext(ctx, text)
+	}
+	return p.tok.Encode(text), nil
 }
 
 func (p *prompts) plain(req tokenizer.ChatRequest) ([]uint32, []tokenizer.SeqHash, error) {
@@ -144,13 +177,17 @@ func (p *prompts) plain(req tokenizer.ChatRequest) ([]uint32, []tokenizer.SeqHas
 }
 
 // encodeText tokenizes a prompt given as text (the legacy completions
-// API's), refusing one that cannot fit as encode does.
-func (p *prompts) encodeText(text string) ([]uint32, error) {
+// API's), refusing one that cannot fit and stopping as encode does.
+func (p *prompts) encodeText(ctx context.Context, text string) ([]uint32, error) {
 	if err := p.fits(text); err != nil {
 		return nil, err
 	}
-	defer p.turn(len(text))()
-	return p.tok.Encode(text), nil
+	done, err := p.turn(ctx, len(text))
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return p.encodePlain(ctx, text)
 }
 
 // fits refuses a prompt whose tokens could not fit the context, however
@@ -209,14 +246,18 @@ func (p *prompts) fitsMessages(msgs []chatMessage) error {
 	return nil
 }
 
-// turn waits for a large prompt's turn to be tokenized; the function it
-// returns ends the turn.
-func (p *prompts) turn(textBytes int) func() {
+// turn waits for a large prompt's turn to be tokenized, or for ctx to
+// end; the function it returns ends the turn.
+func (p *prompts) turn(ctx context.Context, textBytes int) (func(), error) {
 	if textBytes < largePromptBytes {
-		return func() {}
+		return func() {}, nil
 	}
-	p.large <- struct{}{}
-	return func() { <-p.large }
+	select {
+	case p.large <- struct{}{}:
+		return func() { <-p.large }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // conversation returns the session of key, making it (and evicting the

@@ -41,7 +41,7 @@ func TestPromptsMatchAPlainEncodeAndReuseTheHistory(t *testing.T) {
 		// A side request under the same session id between two turns must
 		// not cost the main conversation its session.
 		for _, req := range []tokenizer.ChatRequest{main[i], side[i]} {
-			ids, hashes, err := p.encode("sess-1", req)
+			ids, hashes, err := p.encode(t.Context(), "sess-1", req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +68,7 @@ func TestPromptsEvictTheLeastRecentlyUsed(t *testing.T) {
 	p := newPrompts(qwen3(t), 2, 0)
 	req := agentTurns("Be brief. "+strings.Repeat("Answer in English. ", 200), 1)[0]
 	for _, id := range []string{"a", "b", "a", "c"} {
-		if _, _, err := p.encode(id, req); err != nil {
+		if _, _, err := p.encode(t.Context(), id, req); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,7 +92,7 @@ func TestPromptsUnderConcurrentTurns(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ids, _, err := p.encode("shared", req)
+			ids, _, err := p.encode(t.Context(), "shared", req)
 			_, want, _ := tok.EncodeChat(req)
 			if err != nil || !reflect.DeepEqual(ids, want) {
 				t.Errorf("turn %d: %v, or ids differ", i, err)
@@ -133,11 +133,11 @@ func BenchmarkPromptsAgentTurn(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				b.StopTimer()
-				if _, _, err := p.encode("s", last); err != nil { // the turn before
+				if _, _, err := p.encode(b.Context(), "s", last); err != nil { // the turn before
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				if _, _, err := p.encode("s", next); err != nil {
+				if _, _, err := p.encode(b.Context(), "s", next); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -209,8 +209,10 @@ func engineErrorMessage(r io.Reader) string {
 // setRouteHeaders tells the client where its request went.
 func (ex *exchange) setRouteHeaders(c *fiber.Ctx) {
 	c.Set("x-hearth-worker", ex.route.Worker)
-	c.Set("x-hearth-cached-blocks", strconv.Itoa(ex.route.CachedBlocks))
-	c.Set("x-hearth-tier-blocks", tierBlocksHeader(ex.route))
+	if ex.g.revealsCache(c) {
+		c.Set("x-hearth-cached-blocks", strconv.Itoa(ex.route.CachedBlocks))
+		c.Set("x-hearth-tier-blocks", tierBlocksHeader(ex.route))
+	}
 	c.Set("x-hearth-prompt-blocks", strconv.Itoa(ex.route.PromptBlocks))
 	if ex.route.Policy != "" {
 		c.Set("x-hearth-policy", ex.route.Policy)
@@ -445,7 +447,12 @@ func (g *Gateway) forward(c *fiber.Ctx, req *engineRequest, rs func(ex *exchange
 	if err != nil {
 		return writeError(c, req.Dialect, err)
 	}
-	ids, hashes, err := g.prompts.encode(req.SessionID, creq)
+	ctx, watch := g.watcher.watch(c.Context().Conn())
+	ids, hashes, err := g.prompts.encode(ctx, req.SessionID, creq)
+	watch.stop()
+	if ctx.Err() != nil && err != nil && errors.Is(err, ctx.Err()) {
+		return g.clientLeft(c, req.Dialect) // while its prompt was tokenized
+	}
 	if overflow := (*apiError)(nil); errors.As(err, &overflow) {
 		return g.writeFailure(c, req, rs, overflow) // before tokenizing: it cannot fit
 	} else if err != nil {
@@ -455,6 +462,11 @@ func (g *Gateway) forward(c *fiber.Ctx, req *engineRequest, rs func(ex *exchange
 		// Said here rather than by the engine so that every dialect gets the
 		// wording its clients act on (see writeFailure).
 		return g.writeFailure(c, req, rs, errContextOverflow(len(ids), g.cfg.ContextTokens))
+	}
+	if req.CacheSalt != "" {
+		// The engine caches a salted prompt apart: predict its blocks
+		// under the salted hashes the ingest indexes them by.
+		hashes = tokenizer.SaltedBlockHashes(ids, tokenizer.DefaultBlockSize, req.CacheSalt)
 	}
 	maxTokens := g.capMaxTokens(c, req.MaxTokens, len(ids))
 	body, err := req.body(req.Messages, maxTokens, true)
@@ -486,11 +498,7 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 	if err != nil {
 		watch.stop()
 		if errors.Is(err, errClientGone) {
-			g.metrics.clientGone.Inc()
-			g.metrics.observe(req.Dialect, statusClientGone, 0)
-			l := lineOf(c)
-			l.status, l.reason = statusClientGone, errClientGone.Error()
-			return nil // nobody to answer
+			return g.clientLeft(c, req.Dialect)
 		}
 		return g.writeFailure(c, req, rs, err)
 	}
@@ -528,6 +536,16 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 	c.Set("X-Accel-Buffering", "no")
 	ex.logLine.streamed = true
 	c.Context().SetBodyStream(&streamBody{ex: ex, r: r}, -1)
+	return nil
+}
+
+// clientLeft records a request whose client went away before an answer
+// began; there is nobody to answer.
+func (g *Gateway) clientLeft(c *fiber.Ctx, d dialect) error {
+	g.metrics.clientGone.Inc()
+	g.metrics.observe(d, statusClientGone, 0)
+	l := lineOf(c)
+	l.status, l.reason = statusClientGone, errClientGone.Error()
 	return nil
 }
 

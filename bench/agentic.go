@@ -92,6 +92,14 @@ type Compaction struct {
 	// SummaryTokens is the length of the summary, the summarisation turn's
 	// answer.
 	SummaryTokens IntRange `json:"summary_tokens"`
+	// AboveTokens, when set, is where the client compacts: after a turn
+	// whose context (its prompt and answer, and the tool result after it)
+	// passes it, as Claude Code does at the threshold its settings give
+	// (catalog.ClaudeCompactThreshold). A turn that would not fit the
+	// context below that threshold is sent anyway, as the client sends it,
+	// and the engine refuses it: a context error that ends the session.
+	// 0: the session compacts when its next turn would not fit.
+	AboveTokens int `json:"above_tokens,omitempty"`
 }
 
 // SideRequest is a one-turn request a client sends beside its loop when a
@@ -504,7 +512,21 @@ func (a *Agentic) buildCompacting(id string, steps int, r, cr *Rand) (*Session, 
 	s := &Session{ID: id, SpawnTurn: -1}
 	justCompacted := false
 	for k := range steps {
-		if len(hist)+answers[k] > limit {
+		over := len(hist)+answers[k] > limit
+		compact := over
+		if th := c.Compaction.AboveTokens; th > 0 {
+			compact = k > 0 && len(hist) > th // a first prompt has nothing to summarise
+		}
+		if over && !compact && k > 0 {
+			// The client does not compact yet and sends what the engine
+			// refuses: the session ends in a context error.
+			s.Turns = append(s.Turns, Request{
+				Session: id, Turn: len(s.Turns), Prompt: hist[:len(hist):len(hist)], Segments: segs[:len(segs):len(segs)],
+				SharedPrefix: p, OutputTokens: answers[k], Answer: appendTokens(nil, answers[k], r),
+			})
+			break
+		}
+		if compact {
 			if justCompacted || k == 0 {
 				break // not even a short history leaves room for this turn
 			}
@@ -526,6 +548,9 @@ func (a *Agentic) buildCompacting(id string, steps int, r, cr *Rand) (*Session, 
 			if len(hist)+answers[k] > limit {
 				break
 			}
+		}
+		if len(hist)+answers[k] > limit {
+			break // the first turn alone does not fit
 		}
 		justCompacted = false
 		n := len(hist)

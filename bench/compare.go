@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/runtime/sim"
 )
@@ -51,6 +52,9 @@ type Comparison struct {
 	// GPUs (0: one per GPU); KVCacheDtype their KV cache dtype ("": auto).
 	TP           int
 	KVCacheDtype string
+	// RopeScaling serves the model's YaRN context where it has one
+	// (catalog.Model.RopeScalingJSON), as hearth up --rope-scaling does.
+	RopeScaling bool
 	// Seed is the first run's seed; Runs runs use Seed, Seed+1, ... and are
 	// reported by their spread when there are several.
 	Seed uint64
@@ -228,9 +232,20 @@ func (c Comparison) runner(ctx context.Context, seed uint64) (Runner, error) {
 			storeDir = filepath.Join(os.TempDir(), "hearth-bench-kvstore")
 		}
 	}
+	engine := sim.Config{MaxModelLen: c.MaxModelLen, TP: c.TP, KVCacheDtype: c.KVCacheDtype}
+	if c.RopeScaling {
+		name := c.Model
+		if name == "" {
+			name = DefaultSimModel
+		}
+		m, ok := catalog.LookupModel(name)
+		if engine.ModelOverrides = m.RopeScalingJSON(); !ok || engine.ModelOverrides == "" {
+			return nil, &ConfigError{fmt.Errorf("--rope-scaling: %s has no longer context with rope scaling", name)}
+		}
+	}
 	s, err := NewSim(SimConfig{GPUs: c.GPUs, Model: c.Model, EventLatency: latency,
 		KVOffloadingGiB: offload, StoreDir: storeDir, DiskGBps: c.DiskGBps, RestartAt: c.RestartAt,
-		InferOSL: c.InferHints, Seed: int64(seed), Engine: sim.Config{MaxModelLen: c.MaxModelLen, TP: c.TP, KVCacheDtype: c.KVCacheDtype},
+		InferOSL: c.InferHints, Seed: int64(seed), Engine: engine,
 		InferHints: c.InferHints})
 	if err != nil {
 		return nil, &ConfigError{err}

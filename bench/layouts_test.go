@@ -126,3 +126,23 @@ func TestLayoutResultPoolsTheSeeds(t *testing.T) {
 		t.Errorf("seed %d, context %d, want 7 and 4096", s.Seed, r.MaxModelLen)
 	}
 }
+
+// TestDefaultAgentLayoutIsTheEvaluated: the layout hearth up serves by
+// rule (catalog.DefaultAgentLayout) is the one the evaluation recommends
+// for the same client and GPUs.
+func TestDefaultAgentLayoutIsTheEvaluated(t *testing.T) {
+	ev := propertiesEvaluation(t)
+	board, _ := catalog.LookupGPU("rtx4090")
+	gpus := []catalog.GPUUse{{GPU: board}}
+	model, err := catalog.DefaultModel(gpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	choice, err := catalog.DefaultAgentLayout(gpus, model, "codex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := choice.Candidate.Layout, ev.Recommended().Candidate.Layout; got != want {
+		t.Errorf("the rule serves %s, the evaluation recommends %s (%s)", got, want, ev.Reason)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hearth-llm/hearth/catalog"
 )
 
 // Preset is a named workload for a commonly published setup or for the
@@ -30,6 +32,14 @@ func (p Preset) Workload(seed uint64, sessions, maxModelLen int) (*Agentic, erro
 	cfg.Seed, cfg.Sessions = seed, sessions
 	if cfg.Compaction != nil && cfg.MaxContextTokens == 0 {
 		cfg.MaxContextTokens = maxModelLen
+	}
+	if cfg.Compaction != nil && cfg.Client == catalog.ClaudeCodeID && cfg.MaxContextTokens > 0 {
+		// Claude Code compacts where the settings Hearth prints make it:
+		// CLAUDE_CODE_AUTO_COMPACT_WINDOW and the output cap for the
+		// served context, less its own buffer.
+		cp := *cfg.Compaction
+		cp.AboveTokens = catalog.ClaudeCompactThreshold(cfg.MaxContextTokens)
+		cfg.Compaction = &cp
 	}
 	return NewAgentic(cfg)
 }

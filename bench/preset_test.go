@@ -141,8 +141,19 @@ func checkSharedPrefix(t *testing.T, w *Agentic, prefix int) {
 // a summarisation turn asks about the history so far, and the turn after
 // it starts afresh from the shared prefix and the summary.
 func TestCompactionKeepsPromptsWithinContext(t *testing.T) {
-	const limit = 29856 // Qwen3-14B-FP8 on one RTX 4090
-	p, _ := PresetByName("claude-code")
+	for _, tc := range []struct {
+		preset string
+		limit  int
+	}{
+		{"codex", 29856},       // Qwen3-14B-FP8 on one RTX 4090: compacts when a turn would not fit
+		{"claude-code", 59712}, // with FP8 KV and YaRN: compacts at its threshold
+	} {
+		t.Run(tc.preset, func(t *testing.T) { testCompactionWithinContext(t, tc.preset, tc.limit) })
+	}
+}
+
+func testCompactionWithinContext(t *testing.T, preset string, limit int) {
+	p, _ := PresetByName(preset)
 	w, err := p.Workload(3, 4, limit)
 	if err != nil {
 		t.Fatal(err)
@@ -196,6 +207,60 @@ func TestCompactionKeepsPromptsWithinContext(t *testing.T) {
 	}
 	if over == 0 {
 		t.Error("without compaction every turn fits too: the test proves nothing")
+	}
+}
+
+// TestClaudeCodeCompactsAtItsThreshold: the Claude Code preset compacts
+// where the printed settings make the client compact
+// (catalog.ClaudeCompactThreshold of the served context), not where the
+// context ends; a client told a window past the context (Claude Code's
+// default for a model it does not know) sends what does not fit instead.
+func TestClaudeCodeCompactsAtItsThreshold(t *testing.T) {
+	const limit = 59712
+	threshold := catalog.ClaudeCompactThreshold(limit)
+	p, _ := PresetByName("claude-code")
+	w, err := p.Workload(3, 4, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compactions := 0
+	for i := range 40 {
+		s := w.Session(i)
+		for k, req := range s.Turns {
+			if req.Compaction {
+				compactions++
+				// Its prompt is the history, cut where it would not fit
+				// with the summary, and the instruction.
+				history := len(req.Prompt) - len(w.instruction)
+				if history <= threshold && len(req.Prompt)+req.OutputTokens < limit {
+					t.Fatalf("%s: compacted a %d-token history, below the threshold %d", req.ID(), history, threshold)
+				}
+				continue
+			}
+			if k > 0 && !s.Turns[k-1].Compaction && len(req.Prompt) > threshold {
+				t.Fatalf("%s: a %d-token prompt past the threshold %d, not compacted", req.ID(), len(req.Prompt), threshold)
+			}
+		}
+	}
+	if compactions == 0 {
+		t.Fatal("no session compacted")
+	}
+	// Told a 200,000-token window, Claude Code compacts only near 167k.
+	cfg := p.Agentic
+	cfg.Seed, cfg.Sessions, cfg.MaxContextTokens = 3, 4, limit
+	cp := *cfg.Compaction
+	cp.AboveTokens = 200000 - 20000 - 13000
+	cfg.Compaction = &cp
+	unknown := newAgentic(t, cfg)
+	over := 0
+	for i := range 40 {
+		turns := unknown.Session(i).Turns
+		if last := turns[len(turns)-1]; len(last.Prompt)+last.OutputTokens > limit {
+			over++
+		}
+	}
+	if over == 0 {
+		t.Error("no session sent a turn past the context: a client with the wrong window would")
 	}
 }
 

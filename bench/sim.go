@@ -261,7 +261,7 @@ func (s *Sim) Describe() string {
 	var b strings.Builder
 	engines := s.cfg.engineGPUs()
 	fmt.Fprintf(&b, "simulated %d engines, %s", len(engines), s.cfg.Model)
-	if l := (catalog.Layout{TP: s.cfg.Engine.TP, KVCacheDtype: s.cfg.Engine.KVCacheDtype}); l.TPSize() > 1 || l.FP8KV() {
+	if l := (catalog.Layout{TP: s.cfg.Engine.TP, KVCacheDtype: s.cfg.Engine.KVCacheDtype, RopeScaling: s.cfg.Engine.ModelOverrides != ""}); l.TPSize() > 1 || l.FP8KV() || l.RopeScaling {
 		fmt.Fprintf(&b, " (%s)", l)
 	}
 	b.WriteString(":")

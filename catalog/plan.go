@@ -258,6 +258,10 @@ type NotFitError struct {
 	ContextTokens int
 	// CloseOthers says it fits once the other programs let go of the GPU.
 	CloseOthers bool
+	// TryFP8KV says it fits with an FP8 KV cache (--kv-cache-dtype fp8),
+	// which halves the cache's bytes per token: offered only when the
+	// weights fit and the cache is what is short.
+	TryFP8KV bool
 	// TryModel is the largest catalog model that fits the GPU, "" for
 	// none; TryTP a tensor parallel size that fits on as many such GPUs,
 	// 0 for none.
@@ -293,6 +297,9 @@ func (e *NotFitError) Error() string {
 	var fixes []string
 	if e.CloseOthers {
 		fixes = append(fixes, "close them")
+	}
+	if e.TryFP8KV {
+		fixes = append(fixes, "--kv-cache-dtype "+KVCacheFP8)
 	}
 	if e.TryModel != "" {
 		fixes = append(fixes, "try "+e.TryModel)
@@ -338,6 +345,9 @@ func notFit(m Model, e EnginePlan, l Layout, batched, requested int) *NotFitErro
 	use := GPUUse{GPU: g.GPU, UsedBytes: g.UsedBytes}
 	if roundGiB(float64(g.UsedBytes)) > 0 { // the sentence names them
 		err.CloseOthers = fitsOn(m, GPUUse{GPU: g.GPU}, l, batched, minCtx)
+	}
+	if !err.WeightsOnly && !l.FP8KV() {
+		err.TryFP8KV = fitsOn(m, use, Layout{TP: l.TP, KVCacheDtype: KVCacheFP8, RopeScaling: l.RopeScaling}, batched, minCtx)
 	}
 	if alt, ok := largestFitting(use, l, batched, requested, func(o Model) bool {
 		return o.Name != m.Name && o.WeightBytes < m.WeightBytes

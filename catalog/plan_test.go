@@ -187,6 +187,12 @@ func TestPlanEnginesDoesNotFit(t *testing.T) {
 				"try qwen3-8b-fp8, or --tp 2 on two GPUs",
 		},
 		{
+			name: "an FP8 KV cache makes room for a turn",
+			req:  PlanRequest{GPUs: []GPUUse{{GPU: rtx4090, UsedBytes: 9 * gib / 2}}, Model: q14},
+			want: "Qwen3-14B-FP8 needs 22 GB for weights and a 12,288-token context; an RTX 4090 has 24 GB, 5 GB of it used by other programs: " +
+				"close them, --kv-cache-dtype fp8, try qwen3-8b-fp8, or --tp 2 on two GPUs",
+		},
+		{
 			name: "the smallest GPU of several is named",
 			req:  PlanRequest{GPUs: []GPUUse{{GPU: rtx4090}, {GPU: rtx3080}}, Model: q8fp8},
 			want: "Qwen3-8B-FP8 needs 13 GB for weights and a 12,288-token context; an RTX 3080 has 10 GB: " +

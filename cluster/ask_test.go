@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/clock"
+	"github.com/hearth-llm/hearth/clock/clocktest"
 	"github.com/hearth-llm/hearth/router"
 )
 
@@ -50,7 +51,7 @@ func askAsync(t *testing.T, cfg AskConfig) (codes chan string, done chan askOutc
 func pendingRequest(t *testing.T, n *Node) JoinRequest {
 	t.Helper()
 	var req JoinRequest
-	waitFor(t, "the request to reach the owner", 10*time.Second, func() bool {
+	clocktest.WaitFor(t, "the request to reach the owner", 10*time.Second, func() bool {
 		reqs := n.JoinRequests()
 		if len(reqs) == 1 {
 			req = reqs[0]

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/clock/clocktest"
 	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -62,7 +63,7 @@ func BenchmarkKVEventPropagation(b *testing.B) {
 	}
 	tokens := make([]uint32, 16)
 	// Warm up: the ZMQ subscription is up once a block gets through.
-	waitFor(b, "the first block to reach a", 5*time.Second, func() bool {
+	clocktest.WaitFor(b, "the first block to reach a", 5*time.Second, func() bool {
 		tokens[0]++
 		pub.publishStored(tokens)
 		time.Sleep(10 * time.Millisecond)
@@ -139,7 +140,7 @@ func benchCluster(b *testing.B) ([3]*Node, [3]*router.Router) {
 		}
 		nodes[i+1], routers[i+1] = testNode(b, res.Identity, name, res.Routes)
 	}
-	waitFor(b, "three nodes up", 10*time.Second, func() bool {
+	clocktest.WaitFor(b, "three nodes up", 10*time.Second, func() bool {
 		return stateOf(nodes[0], nodes[2].id.NodeID()) == StateUp && stateOf(nodes[2], nodes[0].id.NodeID()) == StateUp
 	})
 	return nodes, routers

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,8 +17,10 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+	"github.com/nats-io/nats.go"
 
 	"github.com/hearth-llm/hearth/clock"
+	"github.com/hearth-llm/hearth/clock/clocktest"
 	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/router"
@@ -50,23 +53,12 @@ func testNodeClock(t testing.TB, id *Identity, name string, routes []string, clk
 	return n, rt
 }
 
-func waitFor(t testing.TB, what string, d time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitWorker waits until rt routes to the worker called name and returns
 // its id.
 func waitWorker(t testing.TB, rt *router.Router, name string) router.WorkerID {
 	t.Helper()
 	var id router.WorkerID
-	waitFor(t, "the router to have "+name, 5*time.Second, func() bool {
+	clocktest.WaitFor(t, "the router to have "+name, 5*time.Second, func() bool {
 		var ok bool
 		id, ok = rt.WorkerByName(name)
 		return ok
@@ -132,7 +124,7 @@ func testClusterNamed(t *testing.T, clk clock.Clock, beat func(), names [3]strin
 // not nil) between looks: where a test's clock makes heartbeats.
 func waitAllUp(t testing.TB, d time.Duration, beat func(), nodes ...*Node) {
 	t.Helper()
-	waitFor(t, "every node to see every node up", d, func() bool {
+	clocktest.WaitFor(t, "every node to see every node up", d, func() bool {
 		if beat != nil {
 			beat()
 		}
@@ -287,7 +279,7 @@ func TestClusterRoutesRemoteEngines(t *testing.T) {
 	}
 	hashes := tokenizer.BlockHashes(tokens, 16)
 	id, _ := routers[0].WorkerByName("c/gpu0")
-	waitFor(t, "a's index to hold c's block", 5*time.Second, func() bool {
+	clocktest.WaitFor(t, "a's index to hold c's block", 5*time.Second, func() bool {
 		pub.publishStored(tokens)
 		var out [router.MaxWorkers]int
 		routers[0].Index().Match(hashes, kvtier.GPU, &out)
@@ -296,7 +288,7 @@ func TestClusterRoutesRemoteEngines(t *testing.T) {
 
 	// The engine withdrawn: it leaves a's routing.
 	withdraw()
-	waitFor(t, "c/gpu0 to leave a's router", 5*time.Second, func() bool {
+	clocktest.WaitFor(t, "c/gpu0 to leave a's router", 5*time.Second, func() bool {
 		_, ok := routers[0].WorkerByName("c/gpu0")
 		return !ok
 	})
@@ -348,19 +340,26 @@ func TestWithdrawnEngineLeavesNoBlocks(t *testing.T) {
 			time.Sleep(50 * time.Microsecond)
 		}
 	}()
-	waitFor(t, "c's blocks to stream into a's index", 5*time.Second, func() bool {
+	clocktest.WaitFor(t, "c's blocks to stream into a's index", 5*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return holds(published) > 10
 	})
 	withdraw()
-	waitFor(t, "c/gpu0 to leave a's router", 5*time.Second, func() bool {
+	clocktest.WaitFor(t, "c/gpu0 to leave a's router", 5*time.Second, func() bool {
 		_, ok := routers[0].WorkerByName("c/gpu0")
 		return !ok
 	})
 	close(stop)
 	<-stopped
-	time.Sleep(100 * time.Millisecond) // whatever was on its way has landed
+	// Whatever c sent is on a's side once a round trip on c's connection,
+	// then one on a's, has returned: the server answers a PING after the
+	// messages before it.
+	for _, n := range []*Node{c, nodes[0]} {
+		if err := n.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if n := holds(published); n != 0 {
 		t.Fatalf("a's index holds %d blocks of the withdrawn worker", n)
 	}
@@ -380,7 +379,7 @@ func TestRevokedNodeIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cBase string
-	waitFor(t, "c to route to a/gpu0 and b to c/gpu0", 5*time.Second, func() bool {
+	clocktest.WaitFor(t, "c to route to a/gpu0 and b to c/gpu0", 5*time.Second, func() bool {
 		_, okB := routers[1].WorkerByName("c/gpu0")
 		for _, w := range routers[2].Workers() {
 			if w.Info.Name == "a/gpu0" {
@@ -396,10 +395,10 @@ func TestRevokedNodeIsRefused(t *testing.T) {
 	if err := b.Revoke(c.id.NodeID()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "every node to see c revoked", 2*time.Second, func() bool {
+	clocktest.WaitFor(t, "every node to see c revoked", 2*time.Second, func() bool {
 		return stateOf(a, c.id.NodeID()) == StateRevoked && stateOf(b, c.id.NodeID()) == StateRevoked
 	})
-	waitFor(t, "c/gpu0 out of a's and b's routing", 2*time.Second, func() bool {
+	clocktest.WaitFor(t, "c/gpu0 out of a's and b's routing", 2*time.Second, func() bool {
 		_, okA := routers[0].WorkerByName("c/gpu0")
 		_, okB := routers[1].WorkerByName("c/gpu0")
 		return !okA && !okB
@@ -413,12 +412,14 @@ func TestRevokedNodeIsRefused(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("a revoked certificate opened a's proxy: %d", resp.StatusCode)
 	}
-	// A heartbeat c still sends changes nothing.
-	c.mu.Lock()
-	c.selfGone = false
-	c.mu.Unlock()
-	c.publishHeartbeat()
-	time.Sleep(200 * time.Millisecond)
+	// A heartbeat c still sends changes nothing: a's handler is given it
+	// directly, so that the check follows its handling, not a guess at
+	// how long the delivery takes.
+	hb, err := json.Marshal(c.heartbeat())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.onHeartbeat(&nats.Msg{Data: hb})
 	if stateOf(a, c.id.NodeID()) != StateRevoked {
 		t.Fatal("a heartbeat of a revoked node brought it back")
 	}
@@ -476,10 +477,10 @@ func TestDeadNodeLeavesRouting(t *testing.T) {
 	if _, err := c.AddLocalEngine(LocalEngine{Worker: router.WorkerInfo{Name: "c/gpu0", BaseURL: engine.URL, Model: "m"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a to route to c/gpu0", 5*time.Second, func() bool { _, ok := routers[0].WorkerByName("c/gpu0"); return ok })
+	clocktest.WaitFor(t, "a to route to c/gpu0", 5*time.Second, func() bool { _, ok := routers[0].WorkerByName("c/gpu0"); return ok })
 	killed := time.Now()
 	c.Close()
-	waitFor(t, "c/gpu0 to leave a's routing", 7*time.Second, func() bool { _, ok := routers[0].WorkerByName("c/gpu0"); return !ok })
+	clocktest.WaitFor(t, "c/gpu0 to leave a's routing", 7*time.Second, func() bool { _, ok := routers[0].WorkerByName("c/gpu0"); return !ok })
 	took := time.Since(killed)
 	if took < SuspectAfter {
 		t.Fatalf("c left routing after %v, before it could be judged down", took)
@@ -619,7 +620,7 @@ func TestRelayedGapIsReplayedFromTheOwningNode(t *testing.T) {
 	}
 	// Live batches until one gets through (the relay's subscription is up).
 	n := uint32(1)
-	waitFor(t, "a live batch to reach a", 5*time.Second, func() bool {
+	clocktest.WaitFor(t, "a live batch to reach a", 5*time.Second, func() bool {
 		tokens, h := block(n)
 		pub.publishStored(tokens)
 		n++
@@ -630,7 +631,7 @@ func TestRelayedGapIsReplayedFromTheOwningNode(t *testing.T) {
 	pub.keepOnly(lostTokens) // numbered and kept for replay, never sent live
 	nextTokens, nextHashes := block(1001)
 	pub.publishStored(nextTokens)
-	waitFor(t, "the lost batch to be replayed into a's index", 5*time.Second, func() bool {
+	clocktest.WaitFor(t, "the lost batch to be replayed into a's index", 5*time.Second, func() bool {
 		return held(lostHashes) && held(nextHashes)
 	})
 }
@@ -640,15 +641,15 @@ func TestRelayedGapIsReplayedFromTheOwningNode(t *testing.T) {
 func TestRestartedNodeRejoinsFromKnownRoutes(t *testing.T) {
 	nodes, _ := testCluster(t)
 	a, b := nodes[0], nodes[1]
-	waitFor(t, "b to remember its peers' routes", 5*time.Second, func() bool { return len(KnownRoutes(b.id.Dir)) >= 2 })
+	clocktest.WaitFor(t, "b to remember its peers' routes", 5*time.Second, func() bool { return len(KnownRoutes(b.id.Dir)) >= 2 })
 	b.Close()
-	waitFor(t, "a to see b down", 7*time.Second, func() bool { return stateOf(a, b.id.NodeID()) == StateDown })
+	clocktest.WaitFor(t, "a to see b down", 7*time.Second, func() bool { return stateOf(a, b.id.NodeID()) == StateDown })
 	id, err := Load(b.id.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	again, _ := testNode(t, id, "b", KnownRoutes(id.Dir))
-	waitFor(t, "a to see b up again", 10*time.Second, func() bool { return stateOf(a, again.id.NodeID()) == StateUp })
+	clocktest.WaitFor(t, "a to see b up again", 10*time.Second, func() bool { return stateOf(a, again.id.NodeID()) == StateUp })
 	for _, m := range again.Members() {
 		if m.NodeID == a.id.NodeID() && m.State != StateUp {
 			t.Fatalf("the restarted b sees a %s", m.State)
@@ -661,7 +662,7 @@ func TestRestartedNodeRejoinsFromKnownRoutes(t *testing.T) {
 func workerURL(t testing.TB, rt *router.Router, name string) string {
 	t.Helper()
 	var base string
-	waitFor(t, "the router to have "+name, 5*time.Second, func() bool {
+	clocktest.WaitFor(t, "the router to have "+name, 5*time.Second, func() bool {
 		for _, w := range rt.Workers() {
 			if w.Info.Name == name {
 				base = w.Info.BaseURL

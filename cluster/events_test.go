@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/clock/clocktest"
 	"github.com/hearth-llm/hearth/router"
 )
 
@@ -104,22 +105,22 @@ func TestEngineChangesReachPeersBeforeTheNextHeartbeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a and b to route to c's new engine", 5*time.Second, func() bool {
+	clocktest.WaitFor(t, "a and b to route to c's new engine", 5*time.Second, func() bool {
 		return hasWorker(routers[0], "c/gpu0") && hasWorker(routers[1], "c/gpu0")
 	})
 
 	setLocalEngineState(c, "c/gpu0", EngineRestarting)
-	waitFor(t, "c's restarting engine to leave a's routing", 5*time.Second, func() bool { return !hasWorker(routers[0], "c/gpu0") })
+	clocktest.WaitFor(t, "c's restarting engine to leave a's routing", 5*time.Second, func() bool { return !hasWorker(routers[0], "c/gpu0") })
 	for _, m := range a.Members() {
 		if m.NodeID == c.id.NodeID() && (len(m.Engines) != 1 || m.Engines[0].State != EngineRestarting) {
 			t.Fatalf("a's view of c's engines while one restarts: %+v", m.Engines)
 		}
 	}
 	setLocalEngineState(c, "c/gpu0", EngineReady)
-	waitFor(t, "c's engine to come back to a's routing when ready", 5*time.Second, func() bool { return hasWorker(routers[0], "c/gpu0") })
+	clocktest.WaitFor(t, "c's engine to come back to a's routing when ready", 5*time.Second, func() bool { return hasWorker(routers[0], "c/gpu0") })
 
 	withdraw()
-	waitFor(t, "c's removed engine to leave a's and b's routing", 5*time.Second, func() bool {
+	clocktest.WaitFor(t, "c's removed engine to leave a's and b's routing", 5*time.Second, func() bool {
 		return !hasWorker(routers[0], "c/gpu0") && !hasWorker(routers[1], "c/gpu0")
 	})
 	if got := clk.heartbeats(); got != beats {
@@ -131,7 +132,7 @@ func TestEngineChangesReachPeersBeforeTheNextHeartbeat(t *testing.T) {
 	if _, err := c.AddLocalEngine(LocalEngine{Worker: router.WorkerInfo{Name: "c/gpu1", BaseURL: engine.URL, Model: "m"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a to route to c/gpu1", 5*time.Second, func() bool { return hasWorker(routers[0], "c/gpu1") })
+	clocktest.WaitFor(t, "a to route to c/gpu1", 5*time.Second, func() bool { return hasWorker(routers[0], "c/gpu1") })
 	a.members.mu.Lock()
 	a.members.nodes[c.id.NodeID()].Engines, a.members.nodes[c.id.NodeID()].EngineGen = nil, 0
 	a.members.mu.Unlock()
@@ -140,7 +141,7 @@ func TestEngineChangesReachPeersBeforeTheNextHeartbeat(t *testing.T) {
 		t.Fatal("a still routes to an engine it no longer knows of")
 	}
 	clk.fire(HeartbeatEvery)
-	waitFor(t, "c's heartbeat to bring c/gpu1 back to a", 5*time.Second, func() bool { return hasWorker(routers[0], "c/gpu1") })
+	clocktest.WaitFor(t, "c's heartbeat to bring c/gpu1 back to a", 5*time.Second, func() bool { return hasWorker(routers[0], "c/gpu1") })
 }
 
 // An engine event and a heartbeat arrive on different subscriptions and
@@ -185,7 +186,7 @@ func TestRoutersShareTheirLoad(t *testing.T) {
 	if _, err := c.AddLocalEngine(LocalEngine{Worker: info}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a and b to route to c/gpu0", 5*time.Second, func() bool {
+	clocktest.WaitFor(t, "a and b to route to c/gpu0", 5*time.Second, func() bool {
 		return hasWorker(routers[0], "c/gpu0") && hasWorker(routers[1], "c/gpu0")
 	})
 	peer := func(rt *router.Router) router.PeerLoad {
@@ -201,7 +202,7 @@ func TestRoutersShareTheirLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "b's and c's routers to count a's two requests on c/gpu0", 5*time.Second, func() bool {
+	clocktest.WaitFor(t, "b's and c's routers to count a's two requests on c/gpu0", 5*time.Second, func() bool {
 		return peer(routers[1]).Running == 2 && peer(routers[2]).Running == 2 && peer(routers[2]).PendingPrefillTokens == 2000
 	})
 	if own := peer(routers[0]); own != (router.PeerLoad{}) {
@@ -209,7 +210,7 @@ func TestRoutersShareTheirLoad(t *testing.T) {
 	}
 	routers[0].Free("p")
 	routers[0].Free("q")
-	waitFor(t, "b's and c's routers to see a's load gone", 5*time.Second, func() bool {
+	clocktest.WaitFor(t, "b's and c's routers to see a's load gone", 5*time.Second, func() bool {
 		return peer(routers[1]) == (router.PeerLoad{}) && peer(routers[2]) == (router.PeerLoad{})
 	})
 }

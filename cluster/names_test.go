@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/clock/clocktest"
 	"github.com/hearth-llm/hearth/router"
 )
 
@@ -32,7 +33,7 @@ func TestNodesWithOneHostNameKeepTheirGPUsApart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "a's router to have three workers", 5*time.Second, func() bool { return len(routers[0].Workers()) == 3 })
+	clocktest.WaitFor(t, "a's router to have three workers", 5*time.Second, func() bool { return len(routers[0].Workers()) == 3 })
 	// Let a few more heartbeats pass: the names must stay apart for good.
 	time.Sleep(300 * time.Millisecond)
 	names := map[string]bool{}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hearth-llm/hearth/clock/clocktest"
 )
 
 // TestRevocationRotatesTheJoinSecret: after a node is revoked, whoever
@@ -25,9 +27,9 @@ func TestRevocationRotatesTheJoinSecret(t *testing.T) {
 	if err := b.Revoke(c.id.NodeID()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a to see c revoked", 2*time.Second, func() bool { return stateOf(a, c.id.NodeID()) == StateRevoked })
+	clocktest.WaitFor(t, "a to see c revoked", 2*time.Second, func() bool { return stateOf(a, c.id.NodeID()) == StateRevoked })
 	var fresh Token
-	waitFor(t, "a's token to change", 2*time.Second, func() bool {
+	clocktest.WaitFor(t, "a's token to change", 2*time.Second, func() bool {
 		fresh, err = a.id.Token([]string{a.ProxyAddr()})
 		return err == nil && fresh.String() != old.String()
 	})

@@ -143,15 +143,18 @@ func (c *Console) clientOf(fc *fiber.Ctx) string {
 	return "unknown"
 }
 
-// throttled answers 429 when the client must wait before trying again.
-func (c *Console) throttled(fc *fiber.Ctx, page func(msg string) templ.Component) (bool, error) {
-	wait := c.limiter.wait(c.clientOf(fc))
-	if wait <= 0 {
-		return false, nil
+// beginAttempt counts a login or setup attempt of the request's client
+// before its secret is checked (loginLimiter.begin). When the client must
+// wait it answers 429 and returns a nil end.
+func (c *Console) beginAttempt(fc *fiber.Ctx, page func(msg string) templ.Component) (end func(loginOutcome), client string, err error) {
+	client = c.clientOf(fc)
+	end, wait := c.limiter.begin(client)
+	if end != nil {
+		return end, client, nil
 	}
 	secs := int((wait + time.Second - 1) / time.Second)
 	fc.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
-	return true, c.render(fc, fiber.StatusTooManyRequests, page(fmt.Sprintf("Too many failed attempts: try again in %d s.", secs)))
+	return nil, client, c.render(fc, fiber.StatusTooManyRequests, page(fmt.Sprintf("Too many failed attempts, or another attempt from your address in progress: try again in %d s.", secs)))
 }
 
 func (c *Console) handleLogin(fc *fiber.Ctx) error {
@@ -160,22 +163,23 @@ func (c *Console) handleLogin(fc *fiber.Ctx) error {
 		return fc.Redirect(c.cfg.BasePath+"/", fiber.StatusSeeOther)
 	}
 	page := func(msg string) templ.Component { return c.loginPage(fc, msg) }
-	if stop, err := c.throttled(fc, page); stop {
+	end, client, err := c.beginAttempt(fc, page)
+	if end == nil {
 		return err
 	}
-	client := c.clientOf(fc)
 	if c.owner.isSet() {
 		ok, err := checkPassword(c.owner.passwordDigest(), fc.FormValue("password"))
 		if err != nil {
+			end(loginUncounted)
 			c.log.Error("checking the owner's password", "error", err)
 			return c.render(fc, fiber.StatusInternalServerError, page("Cannot check the password: the stored one is damaged."))
 		}
 		if !ok {
-			c.limiter.failed(client)
+			end(loginFailed)
 			c.log.Warn("console login failed", "client", client)
 			return c.render(fc, fiber.StatusUnauthorized, page("Wrong password."))
 		}
-		c.limiter.succeeded(client)
+		end(loginSucceeded)
 		c.startLogin(fc, ownerLogin)
 		return fc.Redirect(c.cfg.BasePath+"/", fiber.StatusSeeOther)
 	}
@@ -184,20 +188,21 @@ func (c *Console) handleLogin(fc *fiber.Ctx) error {
 		msg := "That key is not valid."
 		status := fiber.StatusUnauthorized
 		if !errors.Is(err, ErrNoSuchKey) {
+			end(loginUncounted)
 			c.log.Warn("checking a console login", "error", err)
 			msg, status = "Cannot check keys right now.", fiber.StatusInternalServerError
 		} else {
-			c.limiter.failed(client)
+			end(loginFailed)
 		}
 		return c.render(fc, status, page(msg))
 	}
 	if key.Scope != apikey.ScopeAdmin {
 		// A client's key sits in its configuration on some laptop; it
 		// must not also open the console, which makes more keys.
-		c.limiter.failed(client)
+		end(loginFailed)
 		return c.render(fc, fiber.StatusForbidden, page("That is an inference key: the console opens with an admin key."))
 	}
-	c.limiter.succeeded(client)
+	end(loginSucceeded)
 	c.startLogin(fc, key.ID)
 	return fc.Redirect(c.cfg.BasePath+"/", fiber.StatusSeeOther)
 }
@@ -220,31 +225,35 @@ func (c *Console) handleSetup(fc *fiber.Ctx) error {
 		return fc.Redirect(c.cfg.BasePath+"/login", fiber.StatusSeeOther)
 	}
 	page := func(msg string) templ.Component { return c.setupPage(fc, msg) }
-	if stop, err := c.throttled(fc, page); stop {
+	end, client, err := c.beginAttempt(fc, page)
+	if end == nil {
 		return err
 	}
-	client := c.clientOf(fc)
 	if !c.owner.checkToken(strings.TrimSpace(fc.FormValue("token"))) {
-		c.limiter.failed(client)
+		end(loginFailed)
 		c.log.Warn("console setup with a wrong token", "client", client)
 		return c.render(fc, fiber.StatusUnauthorized, page("That setup token is not the one hearth up printed."))
 	}
 	password := fc.FormValue("password")
 	if msg := validNewPassword(password, fc.FormValue("confirm")); msg != "" {
+		end(loginUncounted)
 		return c.render(fc, fiber.StatusBadRequest, page(msg))
 	}
 	digest, err := hashPassword(password, c.passwordIterations)
 	if err != nil {
+		end(loginUncounted)
 		return err
 	}
 	switch err := c.owner.set(fc.UserContext(), digest); {
 	case errors.Is(err, errOwnerExists):
+		end(loginUncounted)
 		return fc.Redirect(c.cfg.BasePath+"/login", fiber.StatusSeeOther)
 	case err != nil:
+		end(loginUncounted)
 		c.log.Error("saving the owner's password", "error", err)
 		return c.render(fc, fiber.StatusInternalServerError, page("Cannot save the password."))
 	}
-	c.limiter.succeeded(client)
+	end(loginSucceeded)
 	c.log.Info("console owner's password set", "client", client)
 	c.logins.clear()
 	c.startLogin(fc, ownerLogin)
@@ -382,9 +391,10 @@ const LocalTokenHeader = "Hearth-Local-Token"
 //   - a console login, and for a state-changing request also the
 //     console's proof of origin (pageProof), since the browser sends the
 //     cookie with any site's request;
-//   - from loopback to a loopback name while the API needs no key: for
-//     reads always; for a state-changing request only while no owner's
-//     password is set and with the console's proof of origin.
+//   - for reads only, from loopback to a loopback name while the API
+//     needs no key. A state-changing request never passes on loopback
+//     alone, owner's password set or not: another local user can send
+//     the console's proof of origin as well as the console can.
 //
 // Loopback alone never proves a state-changing request: a page in the
 // user's browser posts from loopback too, with an Origin of its own or,
@@ -398,25 +408,11 @@ func (c *Console) Guard(fc *fiber.Ctx) error {
 	if write && crossSite(fc) {
 		return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "cross-site request refused"})
 	}
-	key := fc.Get("x-api-key")
-	if a := fc.Get(fiber.HeaderAuthorization); key == "" {
-		key, _ = bearerToken(a)
-	}
-	if key != "" {
-		k, err := c.keys.CheckKey(fc.UserContext(), key)
-		switch {
-		case err == nil && k.Scope == apikey.ScopeAdmin:
-			return fc.Next()
-		case err == nil:
-			return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "this key opens the inference API only; /api/v1 needs an admin key"})
+	if carried, ok, err := c.checkCredential(fc); carried {
+		if !ok {
+			return err
 		}
-		return fc.Status(fiber.StatusUnauthorized).JSON(fiber.Map{"error": "invalid API key"})
-	}
-	if token := fc.Get(LocalTokenHeader); token != "" {
-		if c.localTokenOK(fc, token) {
-			return fc.Next()
-		}
-		return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "wrong local token, or not from this machine: the daemon writes a new one at each start"})
+		return fc.Next()
 	}
 	proofMsg, proved := "", true
 	if write {
@@ -438,12 +434,65 @@ func (c *Console) Guard(fc *fiber.Ctx) error {
 		switch {
 		case !proved:
 			return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": proofMsg})
-		case write && c.owner.isSet():
-			return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "the owner's password is set: log in to the console, or use an admin API key or the local token"})
+		case write:
+			// Any local user can add a page's proof: loopback proves
+			// nothing about who sends a write.
+			return fc.Status(fiber.StatusForbidden).JSON(fiber.Map{"error": "a state-changing /api/v1 request needs an admin API key, the local token the hearth command reads from the data directory, or a console login"})
 		}
 		return fc.Next()
 	}
 	return fc.Status(fiber.StatusUnauthorized).JSON(fiber.Map{"error": "missing API key: /api/v1 needs an admin key (Authorization: Bearer)"})
+}
+
+// checkCredential checks the admin credential a request carries: an API
+// key (x-api-key, or Authorization, which must then be a bearer token) or
+// the local token. carried is false when it carries none; ok when it is
+// an admin key or the local token from this machine; otherwise the
+// refusal is written and err is what writing it returned.
+func (c *Console) checkCredential(fc *fiber.Ctx) (carried, ok bool, err error) {
+	refuse := func(status int, msg string) (bool, bool, error) {
+		return true, false, fc.Status(status).JSON(fiber.Map{"error": msg})
+	}
+	key := fc.Get("x-api-key")
+	if a := fc.Get(fiber.HeaderAuthorization); key == "" && a != "" {
+		var bearer bool
+		if key, bearer = bearerToken(a); !bearer {
+			return refuse(fiber.StatusUnauthorized, "the Authorization header must be Bearer and an admin API key")
+		}
+	}
+	if key != "" {
+		k, err := c.keys.CheckKey(fc.UserContext(), key)
+		switch {
+		case err == nil && k.Scope == apikey.ScopeAdmin:
+			return true, true, nil
+		case err == nil:
+			return refuse(fiber.StatusForbidden, "this key opens the inference API only; /api/v1 needs an admin key")
+		}
+		return refuse(fiber.StatusUnauthorized, "invalid API key")
+	}
+	if token := fc.Get(LocalTokenHeader); token != "" {
+		if c.localTokenOK(fc, token) {
+			return true, true, nil
+		}
+		return refuse(fiber.StatusForbidden, "wrong local token, or not from this machine: the daemon writes a new one at each start")
+	}
+	return false, false, nil
+}
+
+// RequireAdminCredential passes only a request that carries an admin API
+// key or the local token from this machine: no console session and no
+// keyless loopback path, for what shows the daemon's memory (Go's runtime
+// profiles). Refusals are JSON.
+func (c *Console) RequireAdminCredential(fc *fiber.Ctx) error {
+	carried, ok, err := c.checkCredential(fc)
+	switch {
+	case !carried:
+		return fc.Status(fiber.StatusUnauthorized).JSON(fiber.Map{"error": "this needs an admin API key (Authorization: Bearer) or the local token (" +
+			LocalTokenHeader + ", from the data directory's local-token file)"})
+	case !ok:
+		return err
+	}
+	return fc.Next()
 }
 
 // isRead reports the methods that change nothing.

@@ -28,6 +28,11 @@ type Config struct {
 	// settings tell the clients, so they compact their history before the
 	// engine refuses it. 0 leaves it out.
 	ContextTokens int
+	// Layout names the engines' layout ("tp2, fp8 KV, yarn") and
+	// LayoutReason says why it was chosen; the Overview shows them. Empty
+	// leaves them out.
+	Layout       string
+	LayoutReason string
 
 	// Interval is how often sources are sampled and pages pushed. Default 2s.
 	Interval time.Duration

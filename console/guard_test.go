@@ -63,8 +63,10 @@ func TestGuardRefusesCrossSiteWrites(t *testing.T) {
 			{"cross-site page", "POST", crossSite, false, "", http.StatusForbidden, "cross-site"},
 			{"other origin", "POST", map[string]string{"Origin": "http://evil.example"}, false, "", http.StatusForbidden, "cross-origin"},
 			{"no proof at all", "POST", nil, false, "", http.StatusForbidden, "local token"},
-			{"the console's page", "POST", sameOrigin, false, "", http.StatusOK, "left"},
-			{"the console's htmx", "POST", map[string]string{"HX-Request": "true"}, false, "", http.StatusOK, "left"},
+			// Another local user can send a page's proof as well as a page
+			// can: without a login, a key or the local token, no write.
+			{"a same-origin proof without a login", "POST", sameOrigin, false, "", http.StatusForbidden, "admin API key"},
+			{"an htmx proof without a login", "POST", map[string]string{"HX-Request": "true"}, false, "", http.StatusForbidden, "admin API key"},
 			{"the local token", "POST", map[string]string{LocalTokenHeader: localToken}, false, "", http.StatusOK, "left"},
 			{"a wrong local token", "POST", map[string]string{LocalTokenHeader: localToken + "x"}, false, "", http.StatusForbidden, "local token"},
 			{"the local token from another host", "POST", map[string]string{LocalTokenHeader: localToken, "Host": "192.168.1.5:8080"}, false, "192.168.1.20", http.StatusForbidden, ""},

@@ -14,7 +14,7 @@ import (
 
 // overviewVM computes the overview page from a snapshot.
 func overviewVM(cfg Config, snap *snapshot) components.OverviewVM {
-	vm := components.OverviewVM{Totals: totalsVM(cfg, snap)}
+	vm := components.OverviewVM{Totals: totalsVM(cfg, snap), Layout: cfg.Layout, LayoutReason: cfg.LayoutReason}
 	if snap.enginesErr != nil {
 		vm.Err = "Cannot read the engines: " + snap.enginesErr.Error()
 	}

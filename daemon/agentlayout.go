@@ -18,7 +18,7 @@ import (
 // layout to the one the planner recommends, less the fields the command
 // line set itself (cfg.Agent.Explicit). Run it before Run, after Complete.
 func ChooseAgentLayout(ctx context.Context, cfg *Config, ev catalog.LayoutEvaluator, log *slog.Logger) error {
-	d, err := nodes.NewDiscoverer(nodes.DiscoverConfig{Sim: cfg.Sim, Node: cfg.Node})
+	d, err := nodes.NewDiscoverer(discoverConfig(cfg.Node, cfg.Sim, hostWSL()))
 	if err != nil {
 		return fmt.Errorf("up: --agent: %w", err)
 	}
@@ -60,7 +60,9 @@ func ChooseAgentLayout(ctx context.Context, cfg *Config, ev catalog.LayoutEvalua
 		cfg.RopeScaling = best.RopeScaling
 	}
 	chosen := catalog.Layout{TP: cfg.TP, KVCacheDtype: cfg.KVCacheDtype, RopeScaling: cfg.RopeScaling}
+	cfg.measured = &ServedLayout{Name: chosen.String(), Layout: chosen, Chosen: ChosenByMeasure, Reason: reason}
 	if len(explicit) > 0 {
+		cfg.measured.Reason = fmt.Sprintf("--agent %s recommended %s; --%s overrode it", cfg.Agent.Client, best, strings.Join(explicit, ", --"))
 		log.Info("layout for the agent client: explicit flags override the recommendation",
 			"client", cfg.Agent.Client, "recommended", best.String(), "overridden", "--"+strings.Join(explicit, ", --"), "layout", chosen.String())
 	} else {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/clock/clocktest"
 	"github.com/hearth-llm/hearth/cluster"
 	"github.com/hearth-llm/hearth/console"
 )
@@ -57,7 +58,7 @@ func TestClusterConsoleOfRealNodes(t *testing.T) {
 	ctx := context.Background()
 
 	var cl console.Cluster
-	waitUntil(t, "a to list both nodes up", 10*time.Second, func() bool {
+	clocktest.WaitFor(t, "a to list both nodes up", 10*time.Second, func() bool {
 		cl, err = srcA.Cluster(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -183,17 +184,5 @@ func TestTokenAddrs(t *testing.T) {
 		if err != nil || port != strconv.Itoa(7555) || net.ParseIP(host) == nil {
 			t.Errorf("LAN address %q", a)
 		}
-	}
-}
-
-// waitUntil polls ok until it holds, failing the test after d.
-func waitUntil(t *testing.T, what string, d time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

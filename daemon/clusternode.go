@@ -89,7 +89,11 @@ func startClusterNode(ctx context.Context, cfg Config, rt *router.Router, gpus [
 		// has done its work.
 		log.Info("this node already belongs to a cluster: --ask-join is ignored", "cluster", id.ClusterID())
 	}
-	// Besides the join's route: the peers' routes seen before a restart.
+	// Besides the join's route: the peers named by --peer, and those seen
+	// before a restart (kept in the cluster directory), so that the
+	// cluster forms and heals where mDNS does not reach. Explicit routes
+	// are redialled for as long as their node is away.
+	routes = append(routes, c.Peers...)
 	routes = append(routes, cluster.KnownRoutes(dir)...)
 	inventory := make([]cluster.GPUInfo, len(gpus))
 	for i, g := range gpus {
@@ -109,7 +113,8 @@ func startClusterNode(ctx context.Context, cfg Config, rt *router.Router, gpus [
 	if err != nil {
 		return nil, fmt.Errorf("up: %w", err)
 	}
-	log.Info("cluster plane up", "cluster", id.ClusterID(), "node_id", id.NodeID(), "cluster_port", node.ProxyAddr(), "routes", node.RouteURL())
+	log.Info("cluster plane up", "cluster", id.ClusterID(), "node_id", id.NodeID(), "cluster_port", node.ProxyAddr(), "routes", node.RouteURL(),
+		"dialling", strings.Join(routes, ","))
 	if c.MDNS {
 		go func() {
 			err := cluster.RunMDNS(ctx, cluster.MDNSConfig{
@@ -121,6 +126,26 @@ func startClusterNode(ctx context.Context, cfg Config, rt *router.Router, gpus [
 		}()
 	}
 	return node, nil
+}
+
+// PeerRoute is the NATS route URL of a node named by --peer: HOST or
+// HOST:PORT (an IPv6 address in brackets when it has a port), the port
+// being its cluster routes port (DefaultRoutePort when left out).
+func PeerRoute(peer string) (string, error) {
+	host, port := strings.TrimSpace(peer), strconv.Itoa(DefaultRoutePort)
+	if h, p, err := net.SplitHostPort(host); err == nil {
+		host, port = h, p
+	} else if strings.Count(host, ":") == 1 {
+		return "", fmt.Errorf("--peer %q: %w", peer, err)
+	}
+	host = strings.Trim(host, "[]")
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("--peer %q: the port must be a number from 1 to 65535", peer)
+	}
+	if host == "" || strings.ContainsAny(host, "/?#@ \t") {
+		return "", fmt.Errorf("--peer %q: want HOST or HOST:PORT", peer)
+	}
+	return "nats-route://" + net.JoinHostPort(host, port), nil
 }
 
 // askJoin asks the node named by --ask-join (or the one inviting node

@@ -114,6 +114,10 @@ type Config struct {
 	// (--rope-scaling; Qwen3: 131,072 tokens).
 	RopeScaling bool
 	MaxModelLen int
+	// Layout is --layout: LayoutAgent (the default) or LayoutPerGPU,
+	// the layout served when no explicit layout flag is given
+	// (chooseLayout).
+	Layout      string
 	StopTimeout time.Duration
 	// EngineArgs are appended to every engine's command line.
 	EngineArgs []string
@@ -149,6 +153,10 @@ type Config struct {
 	Version string
 	// ProgressOut shows image pulls as bars when it is a terminal.
 	ProgressOut io.Writer
+
+	// measured is the layout hearth up --agent measured and chose
+	// (ChooseAgentLayout); nil otherwise.
+	measured *ServedLayout
 
 	// cmdline is the command line's text that Complete turns into the
 	// fields above (RegisterFlags).
@@ -216,6 +224,12 @@ func (cfg *Config) Complete(env Env) error {
 				cfg.Agent.Explicit = append(cfg.Agent.Explicit, name)
 			}
 		}
+	}
+	if cfg.Layout == "" {
+		cfg.Layout = LayoutAgent
+	}
+	if !slices.Contains(LayoutNames(), cfg.Layout) {
+		return fmt.Errorf("%w: --layout %q: want %s", ErrUsage, cfg.Layout, strings.Join(LayoutNames(), " or "))
 	}
 	if cfg.EngineRuntime == "" {
 		cfg.EngineRuntime = RuntimeSim
@@ -463,4 +477,7 @@ type ClusterConfig struct {
 	AdvertiseHost  string
 	AdvertiseIface string
 	MDNS           bool
+	// Peers are the NATS route URLs of nodes named by --peer
+	// (PeerRoute), dialled besides those a join or mDNS gives.
+	Peers []string
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/installer/doctor"
+	"github.com/hearth-llm/hearth/installer/wsl"
 	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/docker"
@@ -55,6 +56,11 @@ type DoctorConfig struct {
 	// Tokenizers reads the engines' tokenizer self-checks (nil: those of
 	// a daemon serving at Addr on this machine, unless Serving).
 	Tokenizers doctor.TokenizerSource
+	// WSL is what the host is of WSL2 (nil: this machine, wsl.Detect);
+	// ClusterPorts the cluster's TCP ports its networking fixes open
+	// (nil: the default cluster and route ports).
+	WSL          *wsl.Facts
+	ClusterPorts []int
 }
 
 // NewDoctor builds hearth doctor's checks of c. The returned func closes
@@ -72,7 +78,15 @@ func NewDoctor(c DoctorConfig) (*doctor.Doctor, func()) {
 	if c.Tokenizers == nil && !c.Serving {
 		c.Tokenizers = runningTokenizers{listen: c.Addr, data: c.DataDir}
 	}
+	if c.WSL == nil {
+		host := hostWSL()
+		c.WSL = &host
+	}
+	if c.ClusterPorts == nil {
+		c.ClusterPorts = []int{DefaultClusterPort, DefaultRoutePort}
+	}
 	doc := &doctor.Doctor{
+		WSL: c.WSL, ClusterPorts: c.ClusterPorts,
 		GPUs:        nodeGPUSource{discoverer: c.GPUs, engines: c.Engines},
 		Fitter:      planFitter{model: c.Model, hub: hub},
 		EngineImage: EngineImageFor(engine, c.Image),
@@ -233,7 +247,7 @@ func (d dockerDoctor) Info(ctx context.Context) (doctor.DockerInfo, error) {
 	if err != nil {
 		return doctor.DockerInfo{}, err
 	}
-	info := doctor.DockerInfo{ServerVersion: ver.Version, APIVersion: ver.APIVersion, CDISpecDirs: res.Info.CDISpecDirs}
+	info := doctor.DockerInfo{ServerVersion: ver.Version, APIVersion: ver.APIVersion, CDISpecDirs: res.Info.CDISpecDirs, OperatingSystem: res.Info.OperatingSystem}
 	for name := range res.Info.Runtimes {
 		info.Runtimes = append(info.Runtimes, name)
 	}

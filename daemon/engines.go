@@ -21,8 +21,8 @@ import (
 	"github.com/hearth-llm/hearth/tokenizer"
 )
 
-// Plan is the engines Run would start with cfg: the GPUs it reads, and one
-// engine per GPU (per cfg.TP GPUs). notes holds, by engine name, why an
+// Plan is the engines Run would start with cfg: the GPUs it reads, the
+// layout for them (chooseLayout), and one engine per GPU (per cfg.TP GPUs). notes holds, by engine name, why an
 // engine got less than its GPUs could give it.
 func Plan(ctx context.Context, cfg Config, opts ...Option) (specs []hruntime.Spec, notes map[string]string, err error) {
 	for _, o := range opts {
@@ -38,6 +38,9 @@ func Plan(ctx context.Context, cfg Config, opts ...Option) (specs []hruntime.Spe
 	inv, discoverErr := src.Discover(ctx)
 	gpus, err := selectGPUs(cfg, inv, discoverErr, slog.New(slog.DiscardHandler))
 	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := chooseLayout(&cfg, gpus); err != nil {
 		return nil, nil, err
 	}
 	return planEngines(cfg, gpus)

@@ -79,6 +79,9 @@ type commandLine struct {
 	joinFile   string
 	inferHints string
 	verbose    bool
+	// layoutGiven names the explicit layout flags set anywhere: the
+	// command line, the environment or the configuration file.
+	layoutGiven []string
 	// set names the flags given on the command line (not those from the
 	// environment or the configuration file).
 	set map[string]bool
@@ -114,7 +117,8 @@ func RegisterFlags(fs *flag.FlagSet, cfg *Config, env Env) *Flags {
 		cfg.EngineArgs = append(cfg.EngineArgs, s)
 		return nil
 	}), "engine-arg", "an argument appended to every engine's command line (repeatable)")
-	fs.IntVar(&cfg.MaxModelLen, "max-model-len", 0, "context length of each engine (0: the engine's default)")
+	fs.IntVar(&cfg.MaxModelLen, "max-model-len", 0, "context length of each engine (0: the longest the layout's KV cache holds, up to the model's)")
+	fs.StringVar(&cfg.Layout, "layout", LayoutAgent, "the engines' layout when no --tp, --kv-cache-dtype, --rope-scaling or --max-model-len is given: agent (the layout for coding agents: tensor parallelism, FP8 KV and YaRN where they give the agents' sessions more room) or per-gpu (one engine per GPU with the model's KV dtype)")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", 30*time.Second, "how long a stopping engine may take before it is killed")
 	fs.StringVar(&cl.models, "model", "", "served model ("+strings.Join(sim.ModelNames(), ", ")+" when simulated; default: the largest that fits the smallest GPU, qwen3-14b-fp8 on 24 GB); several, separated by commas, are served by the GPUs in turn")
 	fs.Float64Var(&cfg.Speedup, "speedup", 1, "run the simulated GPUs this many times faster than real time")
@@ -167,6 +171,15 @@ func RegisterFlags(fs *flag.FlagSet, cfg *Config, env Env) *Flags {
 	fs.StringVar(&c.AdvertiseHost, "advertise-host", "", "the address peers reach this node at (default: the first LAN address of --advertise-iface or of any LAN interface)")
 	fs.StringVar(&c.AdvertiseIface, "advertise-iface", "", "the interface to announce on with mDNS and advertise (default: every LAN interface; loopback, docker0, bridges and veths only when named here)")
 	fs.BoolVar(&c.MDNS, "mdns", true, "announce this node with mDNS (_hearth._tcp) and find the cluster's peers on the LAN")
+	fs.Var(config.Repeatable(func(s string) error {
+		route, err := PeerRoute(s)
+		if err != nil {
+			return err
+		}
+		c.Peers = append(c.Peers, route)
+		return nil
+	}), "peer", "a node of this node's cluster at `HOST[:PORT]` (its cluster routes port, default "+strconv.Itoa(DefaultRoutePort)+
+		"), tried at every start and retried while it is away: the cluster forms without mDNS, where multicast does not pass (WSL2, Wi-Fi, VLANs) (repeatable; peer = [\"HOST\", …] in hearth.toml)")
 
 	// The layout for a coding-agent client.
 	fs.StringVar(&cfg.Agent.Client, "agent", "", "choose --tp, --kv-cache-dtype and --rope-scaling for this coding-agent client, as hearth plan --agent recommends them: "+
@@ -222,6 +235,11 @@ func (f *Flags) Parse(args []string) (Settings, error) {
 	if err != nil {
 		return Settings{}, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
+	given := map[string]bool{}
+	for _, s := range settings {
+		given[s.Name] = s.Source != config.SourceDefault
+	}
+	cl.layoutGiven = layoutGivenIn(func(name string) bool { return given[name] })
 	if err := simOverridesFileEngine(f.fs, settings, f.env); err != nil {
 		return Settings{}, err
 	}

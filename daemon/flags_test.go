@@ -114,6 +114,13 @@ func TestCompleteFillsWhatTheFlagsImply(t *testing.T) {
 			}
 			return ""
 		}},
+		{"static peers, each a route", home, []string{"--sim", "1x4090", "--peer", "10.0.0.2", "--peer", "rig-b:7500", "--peer", "[fd00::3]"}, func(c Config) string {
+			want := "nats-route://10.0.0.2:7422,nats-route://rig-b:7500,nats-route://[fd00::3]:7422"
+			if strings.Join(c.Cluster.Peers, ",") != want {
+				return fmt.Sprintf("peers %v, want %s", c.Cluster.Peers, want)
+			}
+			return ""
+		}},
 		{"the agent's explicit layout flags", home, []string{"--sim", "1x4090", "--agent", "codex", "--tp", "1", "--rope-scaling"}, func(c Config) string {
 			if c.Agent.Client != "codex" || c.Agent.Sessions != 4 || strings.Join(c.Agent.Explicit, ",") != "tp,rope-scaling" {
 				return fmt.Sprintf("agent %+v", c.Agent)

@@ -41,7 +41,8 @@ type fleet struct {
 
 // storeWrites is what the fleet needs of the node store (kvbm.NodeStore).
 type storeWrites interface {
-	Written(space string, hashes []uint64)
+	AddWriter(name string) error
+	Written(writer, space string, hashes []uint64)
 }
 
 // liveEngine is an engine in service.
@@ -175,11 +176,16 @@ func (f *fleet) workerName(id router.WorkerID) string {
 
 // diskStored is what a simulated engine's KV events of medium DISK tell the
 // node store: the blocks it wrote to its space, by the file names they
-// have there. nil for other engines, or without a store.
+// have there, each credited to the engine's write grant, which it gets
+// here (the engine, started with --kv-store-writer, writes nothing until
+// then). nil for other engines, or without a store.
 func (f *fleet) diskStored(spec hruntime.Spec) func([]uint64) {
 	if f.store == nil || !spec.Simulated || !spec.UsesKVStore() {
 		return nil
 	}
-	space := StoreSpace(sim.ConfigOf(spec))
-	return func(hashes []uint64) { f.store.Written(space, hashes) }
+	if err := f.store.AddWriter(spec.Name); err != nil {
+		f.log.Warn("granting the engine a write budget in the node KV store", "engine", spec.Name, "err", err)
+	}
+	space, name := StoreSpace(sim.ConfigOf(spec)), spec.Name
+	return func(hashes []uint64) { f.store.Written(name, space, hashes) }
 }

@@ -38,7 +38,7 @@ func gpuSourceOf(cfg Config) (nodes.Discoverer, error) {
 // cannot be reached is not an error here: the discoverer answers every
 // reading with why, and its reader decides whether it can do without.
 func Discoverer(node, sim string) (nodes.Discoverer, error) {
-	d, err := nodes.NewDiscoverer(nodes.DiscoverConfig{Node: node, Sim: sim})
+	d, err := nodes.NewDiscoverer(discoverConfig(node, sim, hostWSL()))
 	switch {
 	case err != nil && sim != "":
 		return nil, err

@@ -48,13 +48,16 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	defer cleanup.run()
 	cleanup.push(func() { ln.Close() }) // the gateway closes it too; a second close is harmless
 
-	hw, err := planStage(ctx, cfg, &cleanup, log)
+	hw, err := planStage(ctx, &cfg, &cleanup, log)
 	if err != nil {
 		return err
 	}
 	cfg.cudaVersion = hw.cudaVersion
 	if err := cfg.Data().prepare(); err != nil {
 		return fmt.Errorf("up: data dir: %w", err)
+	}
+	if err := writeServedLayout(cfg.Data(), hw.layout); err != nil {
+		return err
 	}
 	log.Info(fmt.Sprintf("starting: %d engines loading…", len(hw.specs)), "sim", cfg.Sim, "engine", cfg.Engine, "engine_runtime", cfg.EngineRuntime, "engines", len(hw.specs),
 		"listen", ln.Addr().String(), "policy", cfg.Policy, "model", cfg.Model, "data_dir", cfg.DataDir,
@@ -117,14 +120,17 @@ type hardware struct {
 	specs       []hruntime.Spec
 	planNotes   map[string]string
 	cudaVersion int
+	// layout is the layout served and why.
+	layout ServedLayout
 }
 
-// planStage reads the GPUs and plans which engines run where. The
-// sampler reads the GPUs from the same source later on.
-func planStage(ctx context.Context, cfg Config, cleanup *cleanupStack, log *slog.Logger) (hardware, error) {
+// planStage reads the GPUs, sets cfg's layout for them (chooseLayout) and
+// plans which engines run where. The sampler reads the GPUs from the same
+// source later on.
+func planStage(ctx context.Context, cfg *Config, cleanup *cleanupStack, log *slog.Logger) (hardware, error) {
 	var hw hardware
 	var err error
-	if hw.source, err = gpuSourceOf(cfg); err != nil {
+	if hw.source, err = gpuSourceOf(*cfg); err != nil {
 		return hw, err
 	}
 	if c, ok := hw.source.(io.Closer); ok {
@@ -132,17 +138,23 @@ func planStage(ctx context.Context, cfg Config, cleanup *cleanupStack, log *slog
 	}
 	inv, discoverErr := hw.source.Discover(ctx)
 	hw.discoverErr = discoverErr
-	if hw.gpus, err = selectGPUs(cfg, inv, discoverErr, log); err != nil {
+	if hw.gpus, err = selectGPUs(*cfg, inv, discoverErr, log); err != nil {
 		return hw, err
 	}
 	if cfg.EngineRuntime == RuntimeDocker && cfg.Sim == "" {
 		hw.gpus = withoutOwnEngines(ctx, cfg.Node, hw.gpus, log)
 	}
-	if hw.specs, hw.planNotes, err = planEngines(cfg, hw.gpus); err != nil {
+	layout, err := chooseLayout(cfg, hw.gpus)
+	if err != nil {
 		return hw, err
 	}
-	if short := contextShortfall(hw.specs); short != "" {
-		log.Warn(short)
+	if hw.specs, hw.planNotes, err = planEngines(*cfg, hw.gpus); err != nil {
+		return hw, err
+	}
+	hw.layout = layout.withContext(hw.specs[0].Estimate.MaxModelLen, contextShortfall(hw.specs))
+	log.Info(hw.layout.Line())
+	if hw.layout.Shortfall != "" {
+		log.Warn(hw.layout.Shortfall)
 	}
 	if cfg.EngineRuntime == RuntimeDocker {
 		hw.cudaVersion = inv.Host.CUDADriverVersion
@@ -364,7 +376,7 @@ func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng en
 		deps.Cluster = newClusterConsole(node, cfg.Cluster)
 	}
 	if f.console, err = console.New(console.Config{
-		Model: cfg.Model, ContextTokens: f.contextTokens, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
+		Model: cfg.Model, ContextTokens: f.contextTokens, Layout: hw.layout.Name, LayoutReason: hw.layout.Reason, Interval: cfg.consoleInterval, ChartWindow: cfg.consoleChartWindow,
 		SecureCookie: cfg.ServesTLS(),
 	}, deps); err != nil {
 		return f, fmt.Errorf("up: %w", err)
@@ -383,7 +395,7 @@ func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng en
 			f.console.Register(r)
 			adminapi.Mount(r, f.console.Guard, admin)
 			if cfg.Profile {
-				adminapi.MountProfiler(r, f.console.Guard)
+				adminapi.MountProfiler(r, f.console.RequireAdminCredential)
 			}
 			// A browser opening the API's address lands on the console;
 			// HEAD / (Claude Code's probe) keeps the gateway's answer.

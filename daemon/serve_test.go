@@ -13,14 +13,15 @@ import (
 )
 
 // upConfig is the Config hearth up's flags give for
-// `--sim 2x4090 --speedup 100 --data-dir <temp>` and then args (a flag
+// `--sim 2x4090 --speedup 100 --data-dir <temp> --layout per-gpu` (the
+// layout the tests of a running daemon were written for) and then args (a flag
 // given again wins, a repeatable one adds): simulated engines in the
 // daemon, the default model of a 24 GB board and the flags' defaults.
 func upConfig(t testing.TB, args ...string) daemon.Config {
 	t.Helper()
 	cfg := daemon.Config{Version: "dev"}
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
-	base := []string{"--sim", "2x4090", "--speedup", "100", "--data-dir", t.TempDir()}
+	base := []string{"--sim", "2x4090", "--speedup", "100", "--data-dir", t.TempDir(), "--layout", daemon.LayoutPerGPU}
 	if _, err := daemon.RegisterFlags(fs, &cfg, daemon.Env{}).Parse(append(base, args...)); err != nil {
 		t.Fatal(err)
 	}

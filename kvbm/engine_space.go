@@ -18,12 +18,17 @@ import (
 // stored: the daemon holds the node's capacity (NodeStore), told of each
 // block written by the engine's KV events. Its methods are safe for
 // concurrent use.
-type EngineSpace struct{ sp *Space }
+type EngineSpace struct {
+	sp     *Space
+	budget *writeBudget // nil: writes unbounded
+}
 
 // OpenEngineSpace opens the node store under dir in an engine process
 // and returns the named space (SpaceName) of the engine's blocks. It reads
-// nothing of what the store holds.
-func OpenEngineSpace(dir, space string, log *slog.Logger) (*EngineSpace, error) {
+// nothing of what the store holds. A writer (the engine's name, as the
+// daemon's NodeStore.AddWriter knows it) bounds its writes by the grant the
+// daemon publishes for it (see grantsDir); "" writes unbounded.
+func OpenEngineSpace(dir, space, writer string, log *slog.Logger) (*EngineSpace, error) {
 	if dir == "" {
 		return nil, errors.New("kvbm: node KV store: no directory")
 	}
@@ -35,7 +40,11 @@ func OpenEngineSpace(dir, space string, log *slog.Logger) (*EngineSpace, error) 
 		s.log = slog.Default()
 	}
 	s.lru.init(s.capacity)
-	return &EngineSpace{sp: s.Space(space)}, nil
+	e := &EngineSpace{sp: s.Space(space)}
+	if writer != "" {
+		e.budget = newWriteBudget(dir, writer)
+	}
+	return e, nil
 }
 
 // Has reports whether the block's file is there, of at least a header.
@@ -80,7 +89,8 @@ func (e *EngineSpace) Load(hash uint64, size int64) error {
 }
 
 // Store writes a sparse block of size bytes through a temp file renamed
-// into place, unless a file of that size is there already.
+// into place, unless a file of that size is there already. A writer past
+// its grant writes nothing: ErrNoGrant.
 func (e *EngineSpace) Store(hash uint64, size int64) error {
 	if size < 0 || size > MaxBlockBytes {
 		return fmt.Errorf("%w: %d bytes", ErrTooLarge, size)
@@ -88,6 +98,14 @@ func (e *EngineSpace) Store(hash uint64, size int64) error {
 	if fi, err := os.Stat(e.sp.path(hash)); err == nil && fi.Mode().IsRegular() && fi.Size() == HeaderSize+size {
 		return nil
 	}
-	_, err := e.sp.writeBlock(hash, size, nil)
-	return err
+	if e.budget != nil && !e.budget.take(HeaderSize+size) {
+		return ErrNoGrant
+	}
+	if _, err := e.sp.writeBlock(hash, size, nil); err != nil {
+		if e.budget != nil {
+			e.budget.giveBack()
+		}
+		return err
+	}
+	return nil
 }

@@ -22,9 +22,9 @@ func openTestNodeStore(t *testing.T, dir string, capacity int64, clk clock.Clock
 	return n
 }
 
-func openTestEngineSpace(t *testing.T, dir, space string) *EngineSpace {
+func openTestEngineSpace(t *testing.T, dir, space, writer string) *EngineSpace {
 	t.Helper()
-	e, err := OpenEngineSpace(dir, space, slog.New(slog.DiscardHandler))
+	e, err := OpenEngineSpace(dir, space, writer, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestNodeStoreHoldsItsCapacityWithoutWalking(t *testing.T) {
 	n.TellEvictions(evicted.record)
 	var es [engines]*EngineSpace
 	for i := range es {
-		es[i] = openTestEngineSpace(t, dir, space)
+		es[i] = openTestEngineSpace(t, dir, space, "")
 	}
 
 	next := uint64(1)
@@ -70,7 +70,7 @@ func TestNodeStoreHoldsItsCapacityWithoutWalking(t *testing.T) {
 				}
 				hashes = append(hashes, h)
 			}
-			n.Written(space, hashes)
+			n.Written("", space, hashes)
 		}
 		if err := n.takeWritten(context.Background()); err != nil {
 			t.Fatal(err)
@@ -109,7 +109,7 @@ func TestNodeStoreKeepsRoomForUnannouncedWrites(t *testing.T) {
 	n := openTestNodeStore(t, dir, capBlocks*blockBytes, clk)
 	var es [engines]*EngineSpace
 	for i := range es {
-		es[i] = openTestEngineSpace(t, dir, space)
+		es[i] = openTestEngineSpace(t, dir, space, "")
 	}
 	next := uint64(1)
 	write := func(e *EngineSpace, blocks int) []uint64 {
@@ -133,7 +133,7 @@ func TestNodeStoreKeepsRoomForUnannouncedWrites(t *testing.T) {
 			t.Fatalf("step %d: %d block files on disk before the engines announced them, capacity %d blocks", step, files, capBlocks)
 		}
 		for _, hashes := range announced {
-			n.Written(space, hashes)
+			n.Written("", space, hashes)
 		}
 		if err := n.takeWritten(context.Background()); err != nil {
 			t.Fatal(err)
@@ -143,7 +143,7 @@ func TestNodeStoreKeepsRoomForUnannouncedWrites(t *testing.T) {
 	// A pause, then one block a step: the room kept is one step's.
 	for range 40 {
 		clk.Advance(2 * writeReserveWindow)
-		n.Written(space, write(es[0], 1))
+		n.Written("", space, write(es[0], 1))
 		if err := n.takeWritten(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +159,7 @@ func TestNodeStoreRunTakesInAnnouncedBlocks(t *testing.T) {
 	const space, payload = "vllm-m-b16", 100
 	dir := t.TempDir()
 	n := openTestNodeStore(t, dir, 4*(HeaderSize+payload), clock.NewFake(time.Unix(1_700_000_000, 0)))
-	e := openTestEngineSpace(t, dir, space)
+	e := openTestEngineSpace(t, dir, space, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
@@ -170,7 +170,7 @@ func TestNodeStoreRunTakesInAnnouncedBlocks(t *testing.T) {
 		}
 		hashes = append(hashes, h)
 	}
-	n.Written(space, hashes)
+	n.Written("", space, hashes)
 	deadline := time.Now().Add(10 * time.Second)
 	for countBlockFiles(t, dir) > 2 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
@@ -193,13 +193,13 @@ func TestNodeStoreWrittenOverflowWalks(t *testing.T) {
 	const space, payload = "vllm-m-b16", 100
 	dir := t.TempDir()
 	n := openTestNodeStore(t, dir, 4*(HeaderSize+payload), clock.NewFake(time.Unix(1_700_000_000, 0)))
-	e := openTestEngineSpace(t, dir, space)
+	e := openTestEngineSpace(t, dir, space, "")
 	for h := uint64(1); h <= 10; h++ {
 		if err := e.Store(h, payload); err != nil {
 			t.Fatal(err)
 		}
 	}
-	n.Written(space, make([]uint64, maxPendingWrites+1))
+	n.Written("", space, make([]uint64, maxPendingWrites+1))
 	if err := n.takeWritten(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -261,13 +261,13 @@ func TestEngineSpaceKeepsNoCatalog(t *testing.T) {
 	const space, payload = "vllm-m-b16", 100
 	dir := t.TempDir()
 	n := openTestNodeStore(t, dir, 2*(HeaderSize+payload), nil)
-	e := openTestEngineSpace(t, dir, space)
+	e := openTestEngineSpace(t, dir, space, "")
 	for h := uint64(1); h <= 3; h++ {
 		if err := e.Store(h, payload); err != nil {
 			t.Fatal(err)
 		}
 	}
-	n.Written(space, []uint64{1, 2, 3})
+	n.Written("", space, []uint64{1, 2, 3})
 	if err := n.takeWritten(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -313,4 +313,127 @@ func countBlockFiles(t *testing.T, dir string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestNodeStoreGrantsBoundAStepsWrites: four engines each write a step of
+// up to 512 blocks before they announce any of it, as the engines' KV
+// events do. Holding each writer to its grant keeps the files on disk
+// within the capacity at every moment between announcements; without
+// grants the first step alone wrote 2,048 blocks into a store of 256. The
+// writers still get their blocks written: a refused block is written at
+// a later step.
+func TestNodeStoreGrantsBoundAStepsWrites(t *testing.T) {
+	t.Parallel()
+	const (
+		space      = "vllm-m-b16"
+		payload    = 4096
+		blockBytes = HeaderSize + payload
+		capBlocks  = 256
+		engines    = 4
+		perStep    = 512
+		steps      = 12
+	)
+	dir := t.TempDir()
+	n := openTestNodeStore(t, dir, capBlocks*blockBytes, clock.NewFake(time.Unix(1_700_000_000, 0)))
+	var es [engines]*EngineSpace
+	names := [engines]string{"e0", "e1", "e2", "e3"}
+	for i := range es {
+		if err := n.AddWriter(names[i]); err != nil {
+			t.Fatal(err)
+		}
+		es[i] = openTestEngineSpace(t, dir, space, names[i])
+	}
+	next := [engines]uint64{}
+	written := 0
+	for step := range steps {
+		announced := make([][]uint64, engines)
+		for i, e := range es {
+			for range perStep {
+				h := uint64(i+1)<<56 | next[i]
+				err := e.Store(h, payload)
+				if errors.Is(err, ErrNoGrant) {
+					break // the step's other blocks wait for a later step
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				next[i]++
+				written++
+				announced[i] = append(announced[i], h)
+			}
+			if files := countBlockFiles(t, dir); files > capBlocks {
+				t.Fatalf("step %d, engine %d: %d block files on disk before the engines announced them, capacity %d blocks",
+					step, i, files, capBlocks)
+			}
+		}
+		for i, hashes := range announced {
+			n.Written(names[i], space, hashes)
+		}
+		if err := n.takeWritten(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each writer's grant is capBlocks/8/4 = 8 blocks a step.
+	if want := steps * engines * capBlocks / grantShare / engines; written < want {
+		t.Errorf("%d blocks written over %d steps, want at least %d (every grant used)", written, steps, want)
+	}
+	if files := countBlockFiles(t, dir); files < capBlocks-capBlocks/grantShare-engines {
+		t.Errorf("%d block files at the end: the store keeps more room than its writers' grants", files)
+	}
+}
+
+// TestEngineSpaceWithoutGrantWritesNothing: a writer whose daemon has not
+// granted it a budget writes nothing; once granted it writes its budget,
+// and a daemon that starts counting again (restarted) leaves the writer's
+// unannounced blocks counted.
+func TestEngineSpaceWithoutGrantWritesNothing(t *testing.T) {
+	t.Parallel()
+	const space, payload = "vllm-m-b16", 100
+	dir := t.TempDir()
+	e := openTestEngineSpace(t, dir, space, "e0")
+	if err := e.Store(1, payload); !errors.Is(err, ErrNoGrant) {
+		t.Fatalf("Store before any grant: %v, want ErrNoGrant", err)
+	}
+	if err := writeGrant(dir, "e0", grant{announced: 0, budget: 2 * (HeaderSize + payload)}); err != nil {
+		t.Fatal(err)
+	}
+	for h := uint64(1); h <= 2; h++ {
+		if err := e.Store(h, payload); err != nil {
+			t.Fatalf("Store %d within the grant: %v", h, err)
+		}
+	}
+	if err := e.Store(3, payload); !errors.Is(err, ErrNoGrant) {
+		t.Fatalf("Store past the grant: %v, want ErrNoGrant", err)
+	}
+	if err := writeGrant(dir, "e0", grant{announced: 1, budget: 2 * (HeaderSize + payload)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Store(3, payload); err != nil {
+		t.Fatalf("Store after one block was taken in: %v", err)
+	}
+	// A daemon counting from zero: two blocks are still outstanding.
+	if err := writeGrant(dir, "e0", grant{announced: 0, budget: 2 * (HeaderSize + payload)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Store(4, payload); !errors.Is(err, ErrNoGrant) {
+		t.Fatalf("Store after the daemon's count went down: %v, want ErrNoGrant", err)
+	}
+}
+
+func FuzzParseGrant(f *testing.F) {
+	f.Add(grant{announced: 12, budget: 4096}.encode())
+	f.Add([]byte("hearth-kv-grant 1\nannounced -1\nbudget 3\n"))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		g, err := parseGrant(b)
+		if err != nil {
+			return
+		}
+		if g.announced < 0 || g.budget < 0 {
+			t.Fatalf("negative grant %+v from %q", g, b)
+		}
+		if again, err := parseGrant(g.encode()); err != nil || again != g {
+			t.Fatalf("grant %+v encodes to %q, parsed as %+v, %v", g, g.encode(), again, err)
+		}
+	})
 }

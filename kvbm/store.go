@@ -760,18 +760,15 @@ func (sp *Space) Load(hash uint64, size int64) error {
 // write-through of a simulated engine, which has no KV bytes to write.
 func (sp *Space) Store(hash uint64, size int64) error { return sp.Put(hash, size, nil) }
 
-// Written enters blocks another process says it wrote to the space (an
+// takeIn enters blocks another process says it wrote to the space (an
 // engine's KV events of medium DISK name each block it stores), so that
 // the store holds them to its capacity without walking the directory:
-// each block the catalog lacks is looked up by its name (one stat), entered
-// at probation's most recent end, and the store then evicts until as many
-// bytes again as it took in, plus reserve, fit under its capacity (that
-// room at most half the capacity): writers announce a block only after
-// writing it, so room is kept for what they write before they next say.
-// A block whose file is not there, or not a regular file of at least a
-// header, is skipped: a later Rescan enters it if it appears. It returns
-// the bytes taken in.
-func (s *Store) Written(space string, hashes []uint64, reserve int64) int64 {
+// each block the catalog lacks is looked up by its name (one stat) and
+// entered at probation's most recent end. It evicts nothing (makeRoom
+// does). A block whose file is not there, or not a regular file of at
+// least a header, is skipped: a later Rescan enters it if it appears. It
+// returns the bytes taken in.
+func (s *Store) takeIn(space string, hashes []uint64) int64 {
 	sp := s.Space(space)
 	type found struct {
 		hash        uint64
@@ -801,6 +798,10 @@ func (s *Store) Written(space string, hashes []uint64, reserve int64) int64 {
 		return 0
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0
+	}
 	var taken int64
 	for _, f := range fresh {
 		if sp.blocks[f.hash] == nil {
@@ -809,8 +810,18 @@ func (s *Store) Written(space string, hashes []uint64, reserve int64) int64 {
 			taken += e.bytes()
 		}
 	}
-	victims := s.evictLocked(min(taken+reserve, s.capacity/2))
+	return taken
+}
+
+// makeRoom evicts until the store's blocks and room more bytes fit in its
+// capacity; room is at most half the capacity.
+func (s *Store) makeRoom(room int64) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	victims := s.evictLocked(min(room, s.capacity/2))
 	s.mu.Unlock()
 	s.dropFiles(victims)
-	return taken
 }

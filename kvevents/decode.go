@@ -220,6 +220,13 @@ const (
 	fieldExtraKeys
 	fieldGroupIdx
 	fieldMetadata
+	fieldCacheSalt
+	fieldComponentType
+	// fieldSGLangTail is the position after SGLang's base fields, where
+	// its wire extensions put a component type (a string) or a salted
+	// request's metadata (a map): the value's type says which. A salted
+	// event with a component type has its metadata one further.
+	fieldSGLangTail
 )
 
 func (f field) String() string {
@@ -244,6 +251,12 @@ func (f field) String() string {
 		return "group_idx"
 	case fieldMetadata:
 		return "metadata"
+	case fieldCacheSalt:
+		return "cache_salt"
+	case fieldComponentType:
+		return "component_type"
+	case fieldSGLangTail:
+		return "extension"
 	}
 	return "unknown field"
 }
@@ -252,8 +265,12 @@ func (f field) String() string {
 // engine's class order; msgspec leaves trailing defaults out, so an event may
 // end early. vLLM's BlockStored goes on after medium with lora_name,
 // extra_keys and group_idx. SGLang's shares vLLM's first six fields; its
-// BlockStoredWithMetadata (a salted request's blocks, same tag) adds a
-// keyword-only metadata struct, which msgspec places after them.
+// wire extensions (same tags) append fields after them:
+// BlockStoredWithMetadata a salted request's metadata struct (a map), and
+// with --enable-kv-events-component-types BlockStoredWithComponentType and
+// BlockRemovedWithComponentType a component type string (sgl-project/sglang,
+// python/sglang/srt/disaggregation/kv_events.py, v0.5.23). Positions past
+// the base fields are read by the type of their value.
 var (
 	vllmStoredFields = [...]field{
 		fieldBlockHashes, fieldParent, fieldTokens, fieldBlockSize,
@@ -262,9 +279,9 @@ var (
 	vllmRemovedFields  = [...]field{fieldBlockHashes, fieldMedium, fieldGroupIdx}
 	sglangStoredFields = [...]field{
 		fieldBlockHashes, fieldParent, fieldTokens, fieldBlockSize,
-		fieldLoRAID, fieldMedium, fieldMetadata,
+		fieldLoRAID, fieldMedium, fieldSGLangTail, fieldMetadata,
 	}
-	sglangRemovedFields = [...]field{fieldBlockHashes, fieldMedium}
+	sglangRemovedFields = [...]field{fieldBlockHashes, fieldMedium, fieldSGLangTail}
 )
 
 func fieldByName(name []byte) field {
@@ -287,6 +304,12 @@ func fieldByName(name []byte) field {
 		return fieldExtraKeys
 	case "group_idx":
 		return fieldGroupIdx
+	case "metadata":
+		return fieldMetadata
+	case "cache_salt":
+		return fieldCacheSalt
+	case "component_type":
+		return fieldComponentType
 	}
 	return fieldSkip
 }
@@ -308,7 +331,7 @@ func (dec *Decoder) decodeEventArray(ev *Event) error {
 	}
 	ev.Kind = kindByName(tag)
 	var order []field
-	sglang := dec.Format == FormatSGLang
+	sglang := dec.Format.SGLang()
 	switch {
 	case ev.Kind == BlockStored && sglang:
 		order = sglangStoredFields[:]
@@ -413,7 +436,27 @@ func (dec *Decoder) decodeField(ev *Event, f field) error {
 	case fieldGroupIdx:
 		ev.GroupIdx, err = dec.d.DecodeInt64() // nil decodes as 0
 	case fieldMetadata:
-		ev.CacheSalt, err = dec.metadata()
+		var salt []byte
+		salt, err = dec.metadata()
+		if len(salt) > 0 {
+			ev.CacheSalt = salt
+		}
+	case fieldCacheSalt:
+		ev.CacheSalt, err = dec.optStr()
+	case fieldComponentType:
+		ev.ComponentType, err = dec.optStr()
+	case fieldSGLangTail:
+		c, perr := dec.d.PeekCode()
+		switch {
+		case perr != nil:
+			err = perr
+		case isMapCode(c):
+			return dec.decodeField(ev, fieldMetadata)
+		case msgpcode.IsString(c) || msgpcode.IsBin(c) || c == msgpcode.Nil:
+			return dec.decodeField(ev, fieldComponentType)
+		default:
+			err = fmt.Errorf("unexpected code=%x", c)
+		}
 	default:
 		err = dec.skip()
 	}

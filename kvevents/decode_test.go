@@ -57,6 +57,27 @@ func TestDecodeGoldenVectors(t *testing.T) {
 			}},
 		},
 		{
+			// SGLang's map events: the salt at the top level or nested,
+			// session_id known and not needed.
+			name: "sglang_map_salted", format: FormatSGLang,
+			want: batchView{TS: math.Float64bits(7), HasDPRank: true, Events: []eventView{
+				{Kind: BlockStored, Hashes: []uint64{42}, Tokens: []uint32{5, 6}, BlockSize: 2, Salt: "alice"},
+				{Kind: BlockStored, Hashes: []uint64{43}, Parent: 42, HasParent: true, Tokens: []uint32{7, 8}, BlockSize: 2, Salt: "bob"},
+				{Kind: BlockRemoved, Hashes: []uint64{42}, Medium: MediumCPU},
+			}},
+		},
+		{
+			// A component type string at position 7 (and 3 of a removal),
+			// before a salted event's metadata.
+			name: "sglang_component_type", format: FormatSGLang,
+			want: batchView{TS: math.Float64bits(8), HasDPRank: true, Events: []eventView{
+				{Kind: BlockStored, Hashes: []uint64{42}, Tokens: []uint32{5, 6}, BlockSize: 2, Component: "full"},
+				{Kind: BlockStored, Hashes: []uint64{43}, Tokens: []uint32{5, 6}, BlockSize: 2, Component: "swa"},
+				{Kind: BlockStored, Hashes: []uint64{44}, Tokens: []uint32{7, 8}, BlockSize: 2, Component: "full", Salt: "alice"},
+				{Kind: BlockRemoved, Hashes: []uint64{43}, Component: "swa"},
+			}},
+		},
+		{
 			// EAGLE's token pairs: each page's own tokens are the firsts.
 			name: "sglang_eagle", format: FormatSGLang,
 			want: batchView{TS: math.Float64bits(6), HasDPRank: true, Events: []eventView{

@@ -29,10 +29,16 @@
 //     classes it does not know (KindUnknown).
 //   - SGLang's positional classes, read when Decoder.Format is
 //     FormatSGLang: BlockStored [tag, block_hashes, parent_block_hash,
-//     token_ids, block_size, lora_id, medium] and, for a salted request
-//     (BlockStoredWithMetadata, same tag), a metadata map
-//     {"cache_salt": ...} after medium, where vLLM has lora_name (hence a
-//     Format per engine); BlockRemoved [tag, block_hashes, medium].
+//     token_ids, block_size, lora_id, medium], then its wire extensions
+//     (same tag): with --enable-kv-events-component-types a component
+//     type string ("full", "swa", "mamba"), and for a salted request
+//     (BlockStoredWithMetadata) a metadata map {"cache_salt": ...}, where
+//     vLLM has lora_name (hence a Format per engine); BlockRemoved [tag,
+//     block_hashes, medium, component_type?].
+//   - SGLang's map events (v0.5.23) name the same fields and carry a
+//     salted request's "cache_salt" (and "session_id") at the top level;
+//     a nested "metadata" map is read too. Event.CacheSalt holds the salt
+//     and Event.ComponentType the component, whichever form sent them.
 //
 // Block hashes are the engine's own ids and become uint64 keys. An int
 // keeps its 64-bit two's complement pattern: vLLM's uint64 hashes of 2^63 or

@@ -26,7 +26,15 @@ const (
 	// lora_name, extra keys or group), its medium names, and block hashes
 	// as signed int64s.
 	FormatSGLang
+	// FormatSGLangMap is SGLang v0.5.23's map events: the batch an array
+	// [ts, events, attn_dp_rank], each event a map tagged "type" with
+	// SGLang's fields, a salted request's "cache_salt" at the top level
+	// and a "component_type" when the engine labels components.
+	FormatSGLangMap
 )
+
+// SGLang reports whether f is one of SGLang's layouts.
+func (f Format) SGLang() bool { return f == FormatSGLang || f == FormatSGLangMap }
 
 // String returns the name ParseFormat accepts.
 func (f Format) String() string {
@@ -37,11 +45,14 @@ func (f Format) String() string {
 		return "map-batch"
 	case FormatSGLang:
 		return "sglang"
+	case FormatSGLangMap:
+		return "sglang-map"
 	}
 	return "map"
 }
 
-// ParseFormat parses "map" (or ""), "array", "map-batch" or "sglang".
+// ParseFormat parses "map" (or ""), "array", "map-batch", "sglang" or
+// "sglang-map".
 func ParseFormat(s string) (Format, error) {
 	switch s {
 	case "map", "":
@@ -52,8 +63,10 @@ func ParseFormat(s string) (Format, error) {
 		return FormatMapBatch, nil
 	case "sglang":
 		return FormatSGLang, nil
+	case "sglang-map":
+		return FormatSGLangMap, nil
 	}
-	return 0, fmt.Errorf("kvevents: unknown format %q (want map, array, map-batch or sglang)", s)
+	return 0, fmt.Errorf("kvevents: unknown format %q (want map, array, map-batch, sglang or sglang-map)", s)
 }
 
 // AppendBatch appends the msgpack encoding of b in format f to dst and
@@ -88,6 +101,8 @@ func AppendBatch(dst []byte, b *Batch, f Format) []byte {
 			dst = appendEventArray(dst, ev)
 		case FormatSGLang:
 			dst = appendEventSGLang(dst, ev)
+		case FormatSGLangMap:
+			dst = appendEventSGLangMap(dst, ev)
 		default:
 			dst = appendEventMap(dst, ev)
 		}
@@ -106,7 +121,7 @@ func sizeBound(b *Batch) int {
 	n := 64
 	for i := range b.Events {
 		ev := &b.Events[i]
-		n += 224 + len(ev.LoRAName) + len(ev.CacheSalt) + 9*len(ev.BlockHashes) + 5*len(ev.TokenIDs)
+		n += 240 + len(ev.LoRAName) + len(ev.CacheSalt) + len(ev.ComponentType) + 9*len(ev.BlockHashes) + 5*len(ev.TokenIDs)
 		if ev.BytesHashes {
 			n += (2 + digestSize - 9) * (len(ev.BlockHashes) + 1) // and the parent
 		}
@@ -232,14 +247,19 @@ func appendEventArray(dst []byte, ev *Event) []byte {
 
 // appendEventSGLang writes SGLang's positional classes: BlockStored
 // [tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id,
-// medium], with a salted request's metadata {"cache_salt": ...} appended
-// (BlockStoredWithMetadata), BlockRemoved [tag, block_hashes, medium].
+// medium], with a component type appended when the event has one
+// (BlockStoredWithComponentType) and then a salted request's metadata
+// {"cache_salt": ...} (BlockStoredWithMetadata); BlockRemoved [tag,
+// block_hashes, medium] and its component type.
 func appendEventSGLang(dst []byte, ev *Event) []byte {
 	switch ev.Kind {
 	case BlockStored:
 		n := 7
+		if len(ev.ComponentType) > 0 {
+			n++
+		}
 		if len(ev.CacheSalt) > 0 {
-			n = 8
+			n++
 		}
 		dst = appendArrayLen(dst, n)
 		dst = appendStr(dst, "BlockStored")
@@ -249,18 +269,88 @@ func appendEventSGLang(dst []byte, ev *Event) []byte {
 		dst = appendInt(dst, int64(ev.BlockSize))
 		dst = appendLoRAID(dst, ev)
 		dst = appendStr(dst, ev.Medium.sglangName())
-		if n == 8 {
+		if len(ev.ComponentType) > 0 {
+			dst = appendOptBytes(dst, ev.ComponentType)
+		}
+		if len(ev.CacheSalt) > 0 {
 			dst = appendMapLen(dst, 1)
 			dst = appendStr(dst, "cache_salt")
 			dst = appendOptBytes(dst, ev.CacheSalt)
 		}
 	case BlockRemoved:
-		dst = appendArrayLen(dst, 3)
+		n := 3
+		if len(ev.ComponentType) > 0 {
+			n++
+		}
+		dst = appendArrayLen(dst, n)
 		dst = appendStr(dst, "BlockRemoved")
 		dst = appendHashes(dst, ev.BlockHashes, hashSigned)
 		dst = appendStr(dst, ev.Medium.sglangName())
+		if n == 4 {
+			dst = appendOptBytes(dst, ev.ComponentType)
+		}
 	default:
 		dst = appendArrayLen(dst, 1)
+		dst = appendStr(dst, ev.Kind.String())
+	}
+	return dst
+}
+
+// appendEventSGLangMap writes SGLang's map events: the fields of its
+// classes by name, medium in SGLang's names, hashes as signed ints, and
+// cache_salt and component_type only when the event has them.
+func appendEventSGLangMap(dst []byte, ev *Event) []byte {
+	switch ev.Kind {
+	case BlockStored:
+		n := 7
+		if len(ev.CacheSalt) > 0 {
+			n++
+		}
+		if len(ev.ComponentType) > 0 {
+			n++
+		}
+		dst = appendMapLen(dst, n)
+		dst = appendStr(dst, "type")
+		dst = appendStr(dst, "BlockStored")
+		dst = appendStr(dst, "block_hashes")
+		dst = appendHashes(dst, ev.BlockHashes, hashSigned)
+		dst = appendStr(dst, "parent_block_hash")
+		dst = appendParent(dst, ev, hashSigned)
+		dst = appendStr(dst, "token_ids")
+		dst = appendTokens(dst, ev.TokenIDs)
+		dst = appendStr(dst, "block_size")
+		dst = appendInt(dst, int64(ev.BlockSize))
+		dst = appendStr(dst, "lora_id")
+		dst = appendLoRAID(dst, ev)
+		dst = appendStr(dst, "medium")
+		dst = appendStr(dst, ev.Medium.sglangName())
+		if len(ev.CacheSalt) > 0 {
+			dst = appendStr(dst, "cache_salt")
+			dst = appendOptBytes(dst, ev.CacheSalt)
+		}
+		if len(ev.ComponentType) > 0 {
+			dst = appendStr(dst, "component_type")
+			dst = appendOptBytes(dst, ev.ComponentType)
+		}
+	case BlockRemoved:
+		n := 3
+		if len(ev.ComponentType) > 0 {
+			n++
+		}
+		dst = appendMapLen(dst, n)
+		dst = appendStr(dst, "type")
+		dst = appendStr(dst, "BlockRemoved")
+		dst = appendStr(dst, "block_hashes")
+		dst = appendHashes(dst, ev.BlockHashes, hashSigned)
+		dst = appendStr(dst, "medium")
+		dst = appendStr(dst, ev.Medium.sglangName())
+		if n == 4 {
+			dst = appendStr(dst, "component_type")
+			dst = appendOptBytes(dst, ev.ComponentType)
+		}
+	default:
+		dst = appendMapLen(dst, 1)
+		dst = appendStr(dst, "type")
 		dst = appendStr(dst, ev.Kind.String())
 	}
 	return dst

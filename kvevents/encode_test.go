@@ -18,7 +18,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the generated payloads in testdata/encode")
 
-var allFormats = []Format{FormatMap, FormatArray, FormatMapBatch, FormatSGLang}
+var allFormats = []Format{FormatMap, FormatArray, FormatMapBatch, FormatSGLang, FormatSGLangMap}
 
 // goldenBatch exercises every field and the integer widths that matter: a
 // hash of 2^63 and one that is negative as an int64, a parent, a LoRA

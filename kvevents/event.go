@@ -170,6 +170,12 @@ type Event struct {
 	// SGLang's block hashes cover the salt, so a salted block is not the
 	// block of an unsalted prompt with the same tokens.
 	CacheSalt []byte
+	// ComponentType is the KV-cache component SGLang labels the blocks
+	// with when started with --enable-kv-events-component-types: "full"
+	// (full attention), "swa" (sliding window), "mamba" (a state
+	// checkpoint); empty when the engine sends none. Only full-attention
+	// blocks decide prefix reuse.
+	ComponentType []byte
 }
 
 // reset empties ev for decoding, keeping its buffers.

@@ -68,6 +68,7 @@ type eventView struct {
 	Group     int64
 	Extra     []string // hex of each block's extra keys
 	Salt      string
+	Component string
 }
 
 type batchView struct {
@@ -82,6 +83,7 @@ func viewOf(ev *Event) eventView {
 		Kind: ev.Kind, Bytes: ev.BytesHashes, Parent: ev.ParentBlockHash, HasParent: ev.HasParent, BlockSize: ev.BlockSize,
 		LoRAID: ev.LoRAID, HasLoRAID: ev.HasLoRAID, LoRAName: string(ev.LoRAName),
 		Medium: ev.Medium, Group: ev.GroupIdx, Salt: string(ev.CacheSalt),
+		Component: string(ev.ComponentType),
 	}
 	if len(ev.BlockHashes) > 0 {
 		v.Hashes = append([]uint64{}, ev.BlockHashes...)
@@ -113,16 +115,18 @@ func carried(v batchView, f Format) batchView {
 		switch ev.Kind {
 		case BlockStored:
 			c = ev
-			if f == FormatSGLang {
+			if f.SGLang() {
 				// SGLang's hashes are ints.
 				c.LoRAName, c.Extra, c.Group, c.Bytes = "", nil, 0, false
 			} else {
-				c.Salt = ""
+				c.Salt, c.Component = "", ""
 			}
 		case BlockRemoved:
 			c.Hashes, c.Medium = ev.Hashes, ev.Medium
-			if f != FormatSGLang {
+			if !f.SGLang() {
 				c.Group, c.Bytes = ev.Group, ev.Bytes
+			} else {
+				c.Component = ev.Component
 			}
 		}
 		out.Events = append(out.Events, c)

@@ -8,6 +8,14 @@
 // tries again. A server whose accept loop gives up on such an error (as
 // fasthttp's does) would otherwise stop serving for good.
 //
+// One client address (an IP) holds at most MaxConnsPerAddr of them (a
+// quarter by default): a connection beyond that is closed once accepted,
+// so that one client cannot take every slot from the others. While an
+// address holds three quarters of its share, or the listener three
+// quarters of its slots, the read deadlines set on that address's
+// connections are cut to CrowdedTimeout, so that kept-idle and slow
+// connections give their slots back sooner.
+//
 // The timeouts that close silent and idle connections are set on each
 // server: fasthttp's (the API gateway sets them from its Config) or
 // net/http's, through Server and BodyDeadline. Headers, and the TLS

@@ -188,6 +188,7 @@ func TestFullDuplexReturnsOnlyOnceNoBodyReadIsInFlight(t *testing.T) {
 		watched []*watchedBody
 	)
 	returned := make(chan error, 1)
+	copied := make(chan struct{}) // the goroutine reading the body ended
 	outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b := &watchedBody{ReadCloser: r.Body, read: make(chan struct{})}
 		mu.Lock()
@@ -195,7 +196,10 @@ func TestFullDuplexReturnsOnlyOnceNoBodyReadIsInFlight(t *testing.T) {
 		mu.Unlock()
 		r.Body = b
 		FullDuplex(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			go io.Copy(io.Discard, r.Body)
+			go func() {
+				defer close(copied)
+				io.Copy(io.Discard, r.Body)
+			}()
 			<-b.read // the goroutine's next read waits for the rest
 			w.WriteHeader(http.StatusAccepted)
 		})).ServeHTTP(w, r)
@@ -228,7 +232,13 @@ func TestFullDuplexReturnsOnlyOnceNoBodyReadIsInFlight(t *testing.T) {
 	if err := <-returned; err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	// The goroutine left reading the body is the only reader: once it
+	// ended, no read can come late.
+	select {
+	case <-copied:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the goroutine reading the body never ended")
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if n := watched[0].late.Load(); n > 0 {

@@ -17,7 +17,7 @@ func TestAcceptWaitsForAFreeSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := Listen(inner, Config{MaxConns: 2, Logger: quiet()})
+	ln := Listen(inner, Config{MaxConns: 2, MaxConnsPerAddr: -1, Logger: quiet()})
 	defer ln.Close()
 	for range 3 {
 		c, err := net.Dial("tcp", ln.Addr().String())

@@ -61,7 +61,10 @@ type Family string
 // The model families Hearth names parsers for.
 const (
 	FamilyQwen3Coder Family = "qwen3-coder" // tool calls as XML
-	FamilyQwen3      Family = "qwen3"       // tool calls as JSON in <tool_call> tags
+	// FamilyQwen3Next is Qwen3.5 and Qwen3-Next: tool calls as XML, as
+	// the Coder writes them, and thinking in <think> tags as Qwen3 does.
+	FamilyQwen3Next Family = "qwen3-next"
+	FamilyQwen3     Family = "qwen3" // tool calls as JSON in <tool_call> tags
 )
 
 // FamilyOf picks a model's family from its name.
@@ -70,6 +73,10 @@ func FamilyOf(model string) Family {
 	switch {
 	case strings.Contains(m, "qwen3-coder"):
 		return FamilyQwen3Coder
+	case strings.Contains(m, "qwen3.5"), strings.Contains(m, "qwen3_5"), strings.Contains(m, "qwen3-next"):
+		// Matched before "qwen3": their XML tool calls would come back
+		// as empty tool_calls through the JSON parser.
+		return FamilyQwen3Next
 	case strings.Contains(m, "qwen3"):
 		return FamilyQwen3
 	}
@@ -78,7 +85,7 @@ func FamilyOf(model string) Family {
 
 // qwen3Reasoning is both engines' reasoning parser: the Qwen3 models but
 // the Coder think in <think> tags.
-var qwen3Reasoning = map[Family]string{FamilyQwen3: "qwen3"}
+var qwen3Reasoning = map[Family]string{FamilyQwen3: "qwen3", FamilyQwen3Next: "qwen3"}
 
 // EngineArgs returns the command line of the engine a spec names, program
 // and all, as a native install runs it (`vllm serve …`, `python3 -m
@@ -151,7 +158,7 @@ func SimEngineArgs(spec Spec, p Ports) []string {
 		args = append(args, "--kv-offloading-size", formatFloat(spec.KVOffloadingGiB))
 	}
 	if spec.UsesKVStore() {
-		args = append(args, "--kv-store-dir", spec.KVStoreDir)
+		args = append(args, "--kv-store-dir", spec.KVStoreDir, "--kv-store-writer", spec.Name)
 	}
 	return append(args, spec.ExtraArgs...)
 }

@@ -151,8 +151,8 @@ func TestTierFlags(t *testing.T) {
 		{KindSGLang, false, 0.5, store, nil, nil, false},
 		{KindVLLM, true, 0, "", nil, nil, false},
 		{KindVLLM, true, 24, "", []string{"--kv-offloading-size", "24"}, nil, false},
-		{KindVLLM, true, 24, store, []string{"--kv-offloading-size", "24", "--kv-store-dir", store}, nil, true},
-		{KindVLLM, true, 0, store, []string{"--kv-store-dir", store}, nil, true},
+		{KindVLLM, true, 24, store, []string{"--kv-offloading-size", "24", "--kv-store-dir", store, "--kv-store-writer", "gpu0"}, nil, true},
+		{KindVLLM, true, 0, store, []string{"--kv-store-dir", store, "--kv-store-writer", "gpu0"}, nil, true},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s sim=%v ram=%g store=%q", tc.engine, tc.sim, tc.ramGiB, tc.storeDir), func(t *testing.T) {
@@ -195,6 +195,34 @@ func TestValidateKVStoreDir(t *testing.T) {
 		err := Spec{Name: "gpu0", Engine: KindSGLang, Model: "m", KVStoreDir: tc.dir}.Validate()
 		if (err == nil) != tc.ok {
 			t.Errorf("Validate with KVStoreDir %q: %v", tc.dir, err)
+		}
+	}
+}
+
+// TestToolParsersByExactFamily: Qwen3.5 and Qwen3-Next write XML tool
+// calls, as Qwen3-Coder does, and must not get the JSON parser the other
+// Qwen3 models get by their "qwen3" substring; they think as Qwen3 does.
+func TestToolParsersByExactFamily(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		model                   string
+		vllm, sglang, reasoning string
+	}{
+		{"Qwen/Qwen3-Coder-30B-A3B-Instruct", "qwen3_xml", "qwen3_coder", ""},
+		{"Qwen/Qwen3.5-27B", "qwen3_xml", "qwen3_coder", "qwen3"},
+		{"Qwen/Qwen3-Next-80B-A3B-Thinking", "qwen3_xml", "qwen3_coder", "qwen3"},
+		{"Qwen/Qwen3-8B", "hermes", "qwen25", "qwen3"},
+		{"meta-llama/Llama-3.1-8B-Instruct", "", "", ""},
+	} {
+		f := FamilyOf(tc.model)
+		if got := vllmToolParsers[f]; got != tc.vllm {
+			t.Errorf("%s: vLLM tool parser %q, want %q", tc.model, got, tc.vllm)
+		}
+		if got := sglangToolParsers[f]; got != tc.sglang {
+			t.Errorf("%s: SGLang tool parser %q, want %q", tc.model, got, tc.sglang)
+		}
+		if got := qwen3Reasoning[f]; got != tc.reasoning {
+			t.Errorf("%s: reasoning parser %q, want %q", tc.model, got, tc.reasoning)
 		}
 	}
 }

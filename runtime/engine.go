@@ -110,6 +110,10 @@ type EngineKind struct {
 	// "priority" field of a request; nil when it cannot. Args turns it on.
 	Priority *EnginePriority
 
+	// SleepMode is how the engine releases its GPU memory and takes it
+	// back without a restart (Sleep, Wake); nil when it cannot.
+	SleepMode *EngineSleep
+
 	// ToolParsers and ReasoningParsers name the engine's tool-call and
 	// reasoning parsers by model family (FamilyOf); a family absent from
 	// ToolParsers gets no tool parsing, from ReasoningParsers no reasoning

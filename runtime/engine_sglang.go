@@ -84,13 +84,14 @@ func init() {
 		// is off by default); a request without one then goes last, so
 		// the gateway sends every request's.
 		Priority:         &EnginePriority{Flags: []string{"--enable-priority-scheduling"}},
+		SleepMode:        sglangSleep,
 		ToolParsers:      sglangToolParsers,
 		ReasoningParsers: qwen3Reasoning,
 	})
 }
 
 // sglangToolParsers are SGLang's tool-call parsers by model family.
-var sglangToolParsers = map[Family]string{FamilyQwen3Coder: "qwen3_coder", FamilyQwen3: "qwen25"}
+var sglangToolParsers = map[Family]string{FamilyQwen3Coder: "qwen3_coder", FamilyQwen3Next: "qwen3_coder", FamilyQwen3: "qwen25"}
 
 // sglangArgs are the arguments after `python3 -m sglang.launch_server`.
 // SGLang's publisher defaults to none, so it is named; page size 16 gives one

@@ -60,14 +60,16 @@ func init() {
 		// --scheduling-policy priority orders the waiting queue, and picks
 		// what to preempt, by (priority, arrival), lower values first.
 		Priority:         &EnginePriority{Flags: []string{"--scheduling-policy", "priority"}, LowerFirst: true},
+		SleepMode:        vllmSleep,
 		ToolParsers:      vllmToolParsers,
 		ReasoningParsers: qwen3Reasoning,
 	})
 }
 
-// vllmToolParsers are vLLM's tool-call parsers: Qwen3-Coder writes its
-// tool calls as XML, the other Qwen3 models as JSON in <tool_call> tags.
-var vllmToolParsers = map[Family]string{FamilyQwen3Coder: "qwen3_xml", FamilyQwen3: "hermes"}
+// vllmToolParsers are vLLM's tool-call parsers: Qwen3-Coder, Qwen3.5 and
+// Qwen3-Next write their tool calls as XML, the other Qwen3 models as JSON
+// in <tool_call> tags.
+var vllmToolParsers = map[Family]string{FamilyQwen3Coder: "qwen3_xml", FamilyQwen3Next: "qwen3_xml", FamilyQwen3: "hermes"}
 
 // vllmArgs are the arguments after `vllm serve`: the model first, then KV
 // events on (with a replay socket), block size 16, tool-call and reasoning

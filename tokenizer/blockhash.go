@@ -27,6 +27,41 @@ type SeqHash uint64
 // for the base model; use NewHasher for a LoRA adapter.
 type Hasher struct {
 	seed uint64
+	// salt is SaltKey of the request's cache_salt, 0 for none.
+	salt uint64
+}
+
+// WithSalt returns h hashing for requests with the given cache_salt ("" for
+// none). Both engines isolate a salted request's KV from every other
+// salt's: vLLM puts the salt in the extra keys of a request's first block
+// (vllm/v1/core/kv_cache_utils.py, generate_block_hash_extra_keys), so
+// every block chained after it differs; SGLang keys its radix tree by salt
+// and hashes it into every page. Hearth mixes it into the first block's
+// local hash (MixSalt), which the chain carries to every later block, so
+// that a salted prompt has one set of sequence hashes whichever engine
+// stored it. Blocks continuing a parent are hashed as usual: the parent's
+// sequence hash already carries the salt.
+func (h Hasher) WithSalt(salt string) Hasher {
+	h.salt = 0
+	if salt != "" {
+		h.salt = SaltKey([]byte(salt))
+	}
+	return h
+}
+
+// SaltKey is what a cache_salt mixes into the local hash of a sequence's
+// first block: never 0, so that a salt always changes the hash.
+func SaltKey(salt []byte) uint64 {
+	return xxh3.HashSeed(salt, 0x6b76_7361_6c74) | 1 // "kvsalt"
+}
+
+// MixSalt returns the local hash of a sequence's first block for a request
+// with the given cache_salt; an empty salt leaves it unchanged.
+func MixSalt(local uint64, salt []byte) uint64 {
+	if len(salt) == 0 {
+		return local
+	}
+	return local ^ SaltKey(salt)
 }
 
 // NewHasher returns a Hasher for blocks computed with the named LoRA adapter
@@ -83,7 +118,7 @@ func (h Hasher) AppendBlockHashes(dst []SeqHash, parent *SeqHash, tokens []uint3
 		local := h.LocalHash(tokens[i : i+blockSize])
 		var s SeqHash
 		if parent == nil {
-			s = SeqHash(local)
+			s = SeqHash(local ^ h.salt)
 		} else {
 			s = Chain(*parent, local)
 		}
@@ -100,4 +135,15 @@ func BlockHashes(tokens []uint32, blockSize int) []SeqHash {
 		blockSize = DefaultBlockSize
 	}
 	return Hasher{}.AppendBlockHashes(make([]SeqHash, 0, len(tokens)/blockSize), nil, tokens, blockSize)
+}
+
+// SaltedBlockHashes returns the sequence hashes of every full block of
+// tokens for a request with the given cache_salt (Hasher.WithSalt), hashed
+// for the base model; an empty salt gives BlockHashes.
+func SaltedBlockHashes(tokens []uint32, blockSize int, salt string) []SeqHash {
+	if blockSize <= 0 {
+		blockSize = DefaultBlockSize
+	}
+	h := Hasher{}.WithSalt(salt)
+	return h.AppendBlockHashes(make([]SeqHash, 0, len(tokens)/blockSize), nil, tokens, blockSize)
 }

@@ -20,6 +20,7 @@ type bpe struct {
 	start, end   []uint32            // id -> its raw bytes, arena[start:end]
 	vocab        map[uint64]uint32   // xxh3 of raw bytes -> id
 	merges       map[uint64]mergeRes // left<<32|right -> result
+	rankResult   []uint32            // rank -> the id its merge makes
 	ignoreMerges bool
 	maxID        uint32
 	cache        wordCache
@@ -130,6 +131,7 @@ func newBPE(rawVocab, rawMerges []byte, ignoreMerges bool) (*bpe, error) {
 		if _, dup := m.merges[key]; !dup {
 			m.merges[key] = mergeRes{rank: rank, id: res}
 		}
+		m.rankResult = append(m.rankResult, res)
 		rank++
 		return nil
 	})
@@ -192,53 +194,183 @@ func (m *bpe) encodeWord(dst []uint32, word string) []uint32 {
 }
 
 // merge applies merges by rank, lowest first and leftmost among equals,
-// which is the order Hugging Face's BPE produces.
+// which is the order Hugging Face's BPE produces. As Hugging Face's Word
+// does, the word is a linked list of parts and the candidate merges wait in
+// a priority queue ordered by (rank, position): each merge costs O(log n),
+// so a word of n bytes (a minified file, a base64 blob, a run of one
+// character) takes O(n log n) rather than the O(n^2) of rescanning the word
+// for its best pair after every merge. A queued merge whose parts have
+// since changed is skipped when it comes up.
 func (m *bpe) merge(dst []uint32, word string) []uint32 {
-	var symBuf [maxCachedWord]uint32
-	var rankBuf [maxCachedWord]mergeRes
-	var syms []uint32
-	var ranks []mergeRes
+	var partBuf [maxCachedWord]part
+	var queueBuf [2 * maxCachedWord]pendingMerge // at most 2n pending at once: each merge pops one, pushes up to two
+	var parts []part
 	if len(word) <= maxCachedWord {
-		syms, ranks = symBuf[:len(word)], rankBuf[:len(word)]
+		parts = partBuf[:len(word)]
 	} else {
-		syms, ranks = make([]uint32, len(word)), make([]mergeRes, len(word))
+		parts = make([]part, len(word))
 	}
-	for i := 0; i < len(word); i++ {
-		syms[i] = m.byteID[word[i]]
+	for i := range parts {
+		parts[i] = part{id: m.byteID[word[i]], prev: int32(i) - 1, next: int32(i) + 1}
 	}
-	const none = ^uint32(0)
-	pairRank := func(l, r uint32) mergeRes {
-		if res, ok := m.merges[uint64(l)<<32|uint64(r)]; ok {
-			return res
+	parts[len(parts)-1].next = -1
+	q := mergeQueue(queueBuf[:0])
+	if len(word) > len(queueBuf) {
+		q = make(mergeQueue, 0, len(word))
+	}
+	for i := 0; i+1 < len(parts); i++ {
+		if res, ok := m.merges[uint64(parts[i].id)<<32|uint64(parts[i+1].id)]; ok {
+			q = q[:len(q)+1] // the queue holds n entries or more
+			q[len(q)-1] = pendingMerge{order: orderOf(res.rank, int32(i)), left: parts[i].id, right: parts[i+1].id}
 		}
-		return mergeRes{rank: none}
 	}
-	n := len(syms)
-	for i := 0; i+1 < n; i++ {
-		ranks[i] = pairRank(syms[i], syms[i+1])
-	}
-	for n > 1 {
-		best, at := none, -1
-		for i := 0; i+1 < n; i++ {
-			if ranks[i].rank < best {
-				best, at = ranks[i].rank, i
+	q.init()
+	for len(q) > 0 {
+		var c pendingMerge
+		c, q = q.pop()
+		pos := int32(c.order)
+		at := &parts[pos]
+		if at.id != c.left || at.next < 0 || parts[at.next].id != c.right {
+			continue // stale: a part of this pair merged with another first
+		}
+		gone := &parts[at.next]
+		gone.id = removedPart
+		at.id, at.next = m.rankResult[c.order>>32], gone.next
+		if at.next >= 0 {
+			parts[at.next].prev = pos
+		}
+		if at.prev >= 0 {
+			l := parts[at.prev].id
+			if res, ok := m.merges[uint64(l)<<32|uint64(at.id)]; ok {
+				q = q.push(pendingMerge{order: orderOf(res.rank, at.prev), left: l, right: at.id})
 			}
 		}
-		if at < 0 {
-			break
-		}
-		syms[at] = ranks[at].id
-		copy(syms[at+1:n-1], syms[at+2:n])
-		copy(ranks[at+1:n-1], ranks[at+2:n])
-		n--
-		if at > 0 {
-			ranks[at-1] = pairRank(syms[at-1], syms[at])
-		}
-		if at+1 < n {
-			ranks[at] = pairRank(syms[at], syms[at+1])
+		if at.next >= 0 {
+			r := parts[at.next].id
+			if res, ok := m.merges[uint64(at.id)<<32|uint64(r)]; ok {
+				q = q.push(pendingMerge{order: orderOf(res.rank, pos), left: at.id, right: r})
+			}
 		}
 	}
-	return append(dst, syms[:n]...)
+	for i := int32(0); i >= 0; i = parts[i].next {
+		dst = append(dst, parts[i].id)
+	}
+	return dst
+}
+
+// part is one token of a word being merged, linked to its neighbours by
+// index (-1: none). A part merged into its left neighbour holds removedPart.
+type part struct {
+	id         uint32
+	prev, next int32
+}
+
+// removedPart is no token's id.
+const removedPart = ^uint32(0)
+
+// pendingMerge is a merge of the part at a position and its next
+// neighbour, valid while they still hold left and right. order is the
+// merge's rank and then its position, so that one comparison orders two
+// merges; the rank also names the merge's result (rankResult), which keeps
+// an entry at 16 bytes.
+type pendingMerge struct {
+	order       uint64
+	left, right uint32
+}
+
+func orderOf(rank uint32, pos int32) uint64 { return uint64(rank)<<32 | uint64(uint32(pos)) }
+
+// mergeQueue is a 4-ary min-heap of pending merges: a long word's queue
+// outgrows the CPU's caches, and four children side by side take half the
+// levels of a binary heap and fewer cache lines. It is written out rather
+// than through container/heap so that pushes and pops do not box.
+type mergeQueue []pendingMerge
+
+// init orders a queue filled by append, in O(n).
+func (q mergeQueue) init() {
+	for i := (len(q) - 2) / 4; i >= 0; i-- {
+		q.down(i)
+	}
+}
+
+// push adds x. It grows the queue itself, not through append, so that a
+// short word's queue stays on the stack.
+func (q mergeQueue) push(x pendingMerge) mergeQueue {
+	if len(q) == cap(q) {
+		q = append(make(mergeQueue, 0, 2*cap(q)+16), q...)
+	}
+	h := q[:len(q)+1]
+	h[len(q)] = x
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 4
+		if h[i].order >= h[p].order {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+	return h
+}
+
+// pop takes the first merge out. The last entry, which moves into the
+// hole, came from the bottom and most likely belongs near it: the hole goes
+// down to a leaf first, by the smallest children alone, and the entry
+// climbs back from there, which saves a comparison a level.
+func (q mergeQueue) pop() (pendingMerge, mergeQueue) {
+	top := q[0]
+	n := len(q) - 1
+	last := q[n]
+	h := q[:n]
+	if n == 0 {
+		return top, h
+	}
+	i := 0
+	for {
+		first := 4*i + 1
+		if first >= n {
+			break
+		}
+		best := first
+		for c := first + 1; c < min(first+4, n); c++ {
+			if h[c].order < h[best].order {
+				best = c
+			}
+		}
+		h[i] = h[best]
+		i = best
+	}
+	for i > 0 {
+		p := (i - 1) / 4
+		if last.order >= h[p].order {
+			break
+		}
+		h[i] = h[p]
+		i = p
+	}
+	h[i] = last
+	return top, h
+}
+
+func (q mergeQueue) down(i int) {
+	n := len(q)
+	for {
+		first := 4*i + 1
+		if first >= n {
+			return
+		}
+		best := first
+		for c := first + 1; c < min(first+4, n); c++ {
+			if q[c].order < q[best].order {
+				best = c
+			}
+		}
+		if q[best].order >= q[i].order {
+			return
+		}
+		q[i], q[best] = q[best], q[i]
+		i = best
+	}
 }
 
 // wordCache remembers the ids of recent words. It is sharded so that many

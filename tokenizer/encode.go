@@ -1,8 +1,51 @@
 package tokenizer
 
 import (
+	"context"
+
 	"golang.org/x/text/unicode/norm"
 )
+
+// EncodeContext is Encode for a request: it looks at ctx between words
+// and, once ctx is done, stops and returns ctx's error, so that a client
+// that hangs up stops its prompt's tokenization. A single word is never
+// cut: the merge of the longest takes O(n log n) (BenchmarkMergeLongWord).
+func (m *Model) EncodeContext(ctx context.Context, text string) ([]uint32, error) {
+	st := &stopper{done: ctx.Done()}
+	ids := m.encodeAppend(make([]uint32, 0, len(text)/3+4), text, 0, nil, st)
+	if st.stopped {
+		return nil, ctx.Err()
+	}
+	return ids, nil
+}
+
+// stopper tells an encoding to stop once done is closed. It looks at done
+// once every stopCheckBytes of words, not at every word: most words are a
+// few bytes long, and a look costs more than merging one. A nil *stopper
+// never stops.
+type stopper struct {
+	done    <-chan struct{}
+	since   int
+	stopped bool
+}
+
+const stopCheckBytes = 16 << 10
+
+// after counts n bytes encoded and reports whether to stop.
+func (s *stopper) after(n int) bool {
+	if s == nil || s.done == nil {
+		return false
+	}
+	if s.since += n; s.since >= stopCheckBytes {
+		s.since = 0
+		select {
+		case <-s.done:
+			s.stopped = true
+		default:
+		}
+	}
+	return s.stopped
+}
 
 // checkpoint is a place in a text where tokenization may restart: the
 // tokens before offset are final as long as the text before peek is
@@ -15,8 +58,9 @@ type checkpoint struct {
 
 // encodeAppend tokenizes text and appends its ids to dst. base is the offset
 // of text within a larger string, for checkpoints; cps, when not nil,
-// receives the checkpoints found (offsets shifted by base).
-func (m *Model) encodeAppend(dst []uint32, text string, base int, cps *[]checkpoint) []uint32 {
+// receives the checkpoints found (offsets shifted by base). When st stops
+// it, what dst holds is incomplete (st.stopped).
+func (m *Model) encodeAppend(dst []uint32, text string, base int, cps *[]checkpoint, st *stopper) []uint32 {
 	maxAdded := m.added.maxLen
 	for pos := 0; pos < len(text); {
 		start, end, id, found := m.added.find(text, pos)
@@ -24,8 +68,8 @@ func (m *Model) encodeAppend(dst []uint32, text string, base int, cps *[]checkpo
 		if found {
 			segEnd = start
 		}
-		dst = m.encodeSegment(dst, text[pos:segEnd], base+pos, segEnd == len(text), maxAdded, cps)
-		if !found {
+		dst = m.encodeSegment(dst, text[pos:segEnd], base+pos, segEnd == len(text), maxAdded, cps, st)
+		if !found || (st != nil && st.stopped) {
 			break
 		}
 		dst = append(dst, id)
@@ -41,7 +85,7 @@ func (m *Model) encodeAppend(dst []uint32, text string, base int, cps *[]checkpo
 
 // encodeSegment tokenizes text between added tokens. atEnd says the segment
 // runs to the end of the whole text (nothing after it was seen).
-func (m *Model) encodeSegment(dst []uint32, seg string, base int, atEnd bool, maxAdded int, cps *[]checkpoint) []uint32 {
+func (m *Model) encodeSegment(dst []uint32, seg string, base int, atEnd bool, maxAdded int, cps *[]checkpoint, st *stopper) []uint32 {
 	if seg == "" {
 		return dst
 	}
@@ -62,6 +106,9 @@ func (m *Model) encodeSegment(dst []uint32, seg string, base int, atEnd bool, ma
 		for i := 0; i < len(normalized); {
 			end, peek := sc.next(normalized, i)
 			dst = m.bpe.encodeWord(dst, normalized[i:end])
+			if st.after(end - i) {
+				return dst
+			}
 			i = end
 			if cps != nil && end < len(normalized) && normalized[end] < 0x80 {
 				p := base + peek
@@ -76,7 +123,10 @@ func (m *Model) encodeSegment(dst []uint32, seg string, base int, atEnd bool, ma
 		return dst
 	}
 	m.pre.split(normalized, func(start, end, _ int) {
-		dst = m.bpe.encodeWord(dst, normalized[start:end])
+		if st == nil || !st.stopped { // the split runs on; the words are no longer merged
+			dst = m.bpe.encodeWord(dst, normalized[start:end])
+			st.after(end - start)
+		}
 	})
 	return dst
 }

@@ -384,7 +384,7 @@ func (m *Model) VocabSize() int { return m.vocabSize }
 // add_special_tokens=false: added and special tokens written in the text are
 // matched, nothing is prepended or appended.
 func (m *Model) Encode(text string) []uint32 {
-	return m.encodeAppend(make([]uint32, 0, len(text)/3+4), text, 0, nil)
+	return m.encodeAppend(make([]uint32, 0, len(text)/3+4), text, 0, nil, nil)
 }
 
 // Decode turns ids back into text, special tokens included. Ids outside the

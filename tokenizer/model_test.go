@@ -14,7 +14,7 @@ import (
 
 // tinyTokenizerJSON builds a byte-level BPE tokenizer.json over all 256
 // bytes plus the merges given, in either of the two merge formats.
-func tinyTokenizerJSON(t *testing.T, pairMerges bool, merges [][2]string, extra map[string]string) []byte {
+func tinyTokenizerJSON(t testing.TB, pairMerges bool, merges [][2]string, extra map[string]string) []byte {
 	t.Helper()
 	var vocab []string
 	id := 0

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"context"
 	"slices"
 	"sort"
 )
@@ -32,8 +33,21 @@ func (m *Model) NewSession() *Session {
 // Encode returns the ids of rendered, exactly as Model.Encode would, reusing
 // the work of the previous call where the texts agree.
 func (s *Session) Encode(rendered string) []uint32 {
-	s.encode(rendered)
+	s.encode(rendered, nil)
 	return slices.Clone(s.ids)
+}
+
+// EncodeContext is Encode for a request: once ctx is done it stops between
+// words and returns ctx's error (Model.EncodeContext), and the session
+// forgets its conversation, so that the next turn encodes it whole.
+func (s *Session) EncodeContext(ctx context.Context, rendered string) ([]uint32, error) {
+	st := &stopper{done: ctx.Done()}
+	s.encode(rendered, st)
+	if st.stopped {
+		*s = Session{model: s.model, blockSize: s.blockSize}
+		return nil, ctx.Err()
+	}
+	return slices.Clone(s.ids), nil
 }
 
 // EncodeChat renders req and encodes it through the session.
@@ -53,7 +67,7 @@ func (s *Session) BlockHashes() []SeqHash { return slices.Clone(s.hashes) }
 // previous one instead of tokenizing them again.
 func (s *Session) Reused() int { return s.reused }
 
-func (s *Session) encode(rendered string) {
+func (s *Session) encode(rendered string, st *stopper) {
 	common := commonPrefix(s.text, rendered)
 	if common == len(s.text) && common == len(rendered) && s.text != "" {
 		s.reused = len(s.ids)
@@ -82,8 +96,11 @@ func (s *Session) encode(rendered string) {
 	s.reused = keep
 
 	fresh := s.scratch[:0]
-	s.ids = s.model.encodeAppend(s.ids, rendered[offset:], offset, &fresh)
+	s.ids = s.model.encodeAppend(s.ids, rendered[offset:], offset, &fresh, st)
 	s.scratch = fresh
+	if st != nil && st.stopped {
+		return // the caller forgets the session
+	}
 	peek := 0
 	if len(s.cps) > 0 {
 		peek = s.cps[len(s.cps)-1].peek

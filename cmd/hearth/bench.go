@@ -11,6 +11,7 @@ import (
 
 	"github.com/hearth-llm/hearth/bench"
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
@@ -51,6 +52,11 @@ type benchFlags struct {
 	runs          int
 	tp            int
 	kvCacheDtype  string
+	ropeScaling   bool
+	layout        string
+	// layoutGiven is whether a flag or the preset set the layout itself
+	// (--tp, --kv-cache-dtype, --rope-scaling, --max-model-len).
+	layoutGiven bool
 }
 
 // runBench compares routing policies on an agentic workload or a trace,
@@ -123,11 +129,49 @@ func (f *benchFlags) run(ctx context.Context, env *environment) error {
 		for _, g := range gpus {
 			c.GPUs = append(c.GPUs, g.Kind)
 		}
+		if err := f.chooseLayout(&c, gpus, env.stdout); err != nil {
+			return err
+		}
 	}
 	if f.kind == "trace" {
 		return bench.RunTrace(ctx, c, bench.TraceConfig{Path: f.trace, Speed: f.speed, Limit: f.limit, Duration: f.duration})
 	}
 	return bench.RunAgentic(ctx, c, agentic, levels)
+}
+
+// chooseLayout sets a simulation's layout as hearth up chooses it: without
+// layout flags (or a preset's context), --layout agent (the default) runs
+// the layout for coding agents (catalog.DefaultAgentLayout, for the
+// preset's client, else Claude Code) and says so in one line; --layout
+// per-gpu one engine per GPU.
+func (f *benchFlags) chooseLayout(c *bench.Comparison, gpus []nodes.GPU, out io.Writer) error {
+	c.RopeScaling = f.ropeScaling
+	if f.layoutGiven || f.layout == daemon.LayoutPerGPU || c.MaxModelLen > 0 {
+		return nil
+	}
+	name := f.model
+	if name == "" {
+		name = bench.DefaultSimModel
+	}
+	model, ok := catalog.LookupModel(name)
+	if !ok {
+		return fmt.Errorf("%w: --model %q is not simulated", errUsage, name)
+	}
+	client := catalog.ClaudeCodeID
+	if p, ok := bench.LookupPreset(f.workload); ok && p.Agentic.Client != "" {
+		client = p.Agentic.Client
+	}
+	choice, err := catalog.DefaultAgentLayout(nodes.PlannerUses(gpus), model, client)
+	if err != nil {
+		return err
+	}
+	l := choice.Candidate.Layout
+	c.TP, c.KVCacheDtype, c.RopeScaling = l.TPSize(), l.KVCacheDtypeOrAuto(), l.RopeScaling
+	fmt.Fprintf(out, "layout %s (%s), as hearth up serves it; --layout per-gpu for one engine per GPU\n", l, choice.Reason)
+	if choice.Shortfall != "" {
+		fmt.Fprintln(out, choice.Shortfall)
+	}
+	return nil
 }
 
 func printBenchUsage(w io.Writer) {
@@ -177,6 +221,8 @@ func parseBenchFlags(env *environment, kind string, args []string) (*benchFlags,
 	fs.IntVar(&f.maxModelLen, "max-model-len", 0, "every simulated engine's max_model_len, as vLLM's (default: the preset's, else the model's capped by the KV cache)")
 	fs.IntVar(&f.tp, "tp", 1, "simulated GPUs per engine: one tensor-parallel engine per N GPUs of --sim")
 	fs.StringVar(&f.kvCacheDtype, "kv-cache-dtype", catalog.KVCacheAuto, "simulated engines' KV cache dtype: auto or fp8 (half the bytes per token)")
+	fs.BoolVar(&f.ropeScaling, "rope-scaling", false, "simulated engines serve the model's YaRN context where it has one (Qwen3: 131,072 tokens)")
+	fs.StringVar(&f.layout, "layout", daemon.LayoutAgent, "the simulated engines' layout without --tp, --kv-cache-dtype, --rope-scaling or --max-model-len, as hearth up's: agent (the layout for coding agents hearth up serves by default) or per-gpu (one engine per GPU)")
 	fs.IntVar(&f.runs, "runs", 1, "repeat every run with this many seeds (--seed, --seed+1, ...) and report the spread")
 	fs.StringVar(&f.plotPath, "plot", "", "also write a chart of TTFT, slowest turn TTFT and task time to FILE.svg")
 	if err := parseFlags(fs, args); err != nil {
@@ -229,10 +275,17 @@ func (f *benchFlags) check(set map[string]bool) error {
 	if f.tp < 1 {
 		return fmt.Errorf("%w: --tp must be at least 1", errUsage)
 	}
+	if !slices.Contains(daemon.LayoutNames(), f.layout) {
+		return fmt.Errorf("%w: --layout %q: want %s", errUsage, f.layout, strings.Join(daemon.LayoutNames(), " or "))
+	}
+	f.layoutGiven = set["tp"] || set["kv-cache-dtype"] || set["rope-scaling"] || set["max-model-len"]
+	if f.layoutGiven && set["layout"] {
+		return fmt.Errorf("%w: --layout chooses the layout that --tp, --kv-cache-dtype, --rope-scaling and --max-model-len give: keep one or the other", errUsage)
+	}
 	if err := (catalog.Layout{KVCacheDtype: f.kvCacheDtype}).Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	for _, name := range []string{"event-latency", "kv-offloading-size", "max-model-len", "kvbm", "kv-store-dir", "disk-gbps", "restart-at", "tp", "kv-cache-dtype", "infer-hints"} {
+	for _, name := range []string{"event-latency", "kv-offloading-size", "max-model-len", "kvbm", "kv-store-dir", "disk-gbps", "restart-at", "tp", "kv-cache-dtype", "rope-scaling", "layout", "infer-hints"} {
 		if f.target != "" && set[name] {
 			return fmt.Errorf("%w: --%s applies to a simulation only", errUsage, name)
 		}

@@ -73,7 +73,7 @@ func TestBenchAgenticSimulated(t *testing.T) {
 	jsonPath, plotPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.svg")
 	out, errOut, err := runHearth(t, "", "bench", "agentic", "--sim", "2x4090", "--sessions", "1,2",
 		"--total-sessions", "2", "--steps", "2", "--prefix-tokens", "500", "--tool-pause", "const:10ms",
-		"--seed", "3", "--json", jsonPath, "--plot", plotPath)
+		"--seed", "3", "--json", jsonPath, "--plot", plotPath, "--layout", "per-gpu")
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, errOut)
 	}
@@ -149,7 +149,9 @@ func TestBenchClientPreset(t *testing.T) {
 	if err := json.Unmarshal(raw, &report); err != nil {
 		t.Fatal(err)
 	}
-	if report.Workload.Client != "claude-code" || report.Workload.MaxContext != 29856 || len(report.Runs) != 1 {
+	// The layout hearth up serves agents by default on one 4090: FP8 KV
+	// and YaRN, a 59,712-token context.
+	if report.Workload.Client != "claude-code" || report.Workload.MaxContext != 59712 || len(report.Runs) != 1 {
 		t.Fatalf("report: %+v", report)
 	}
 	if r := report.Runs[0]; r.Errors != 0 || r.Compactions == 0 || r.PerSession != float64(r.Compactions)/2 {
@@ -235,7 +237,7 @@ func TestBenchOffloadingFlag(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errOut, err := runHearth(t, "", "bench", "agentic", "--sim", "1x4090", "--sessions", "1",
 				"--total-sessions", "1", "--steps", "2", "--prefix-tokens", "500", "--tool-pause", "const:10ms",
-				"--policies", "kv", "--kv-offloading-size", tt.size)
+				"--policies", "kv", "--kv-offloading-size", tt.size, "--layout", "per-gpu")
 			if err != nil {
 				t.Fatalf("bench: %v\n%s", err, errOut)
 			}

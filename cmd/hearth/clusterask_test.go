@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/adminapi"
+	"github.com/hearth-llm/hearth/clock/clocktest"
 	"github.com/hearth-llm/hearth/cluster"
 	"github.com/hearth-llm/hearth/daemon"
 )
@@ -50,7 +51,7 @@ func askingDaemon(t *testing.T, args []string) (base string, log *syncBuffer, do
 func oneJoinRequest(t *testing.T, base string) adminapi.JoinRequest {
 	t.Helper()
 	var got adminapi.JoinRequestList
-	waitUntil(t, "a join request on "+base, 15*time.Second, func() bool {
+	clocktest.WaitFor(t, "a join request on "+base, 15*time.Second, func() bool {
 		resp, err := http.Get(base + "/api/v1/cluster/join-requests")
 		if err != nil {
 			t.Fatal(err)
@@ -116,7 +117,7 @@ func TestAskJoinThroughTheAPI(t *testing.T) {
 	if req.Name != "b" || req.Address != "127.0.0.1" {
 		t.Fatalf("request: %+v", req)
 	}
-	waitUntil(t, "b to log the code the owner sees", 5*time.Second, func() bool {
+	clocktest.WaitFor(t, "b to log the code the owner sees", 5*time.Second, func() bool {
 		return strings.Contains(logB.String(), "waiting for the owner to accept code "+req.Code+" on the console of a")
 	})
 	out, err := runCLI(t, "cluster", "requests", "--addr", baseA)
@@ -126,7 +127,7 @@ func TestAskJoinThroughTheAPI(t *testing.T) {
 	if out, err := runCLI(t, "cluster", "accept", req.ID, "--addr", baseA, "--data-dir", dirA); err != nil || !strings.Contains(out, req.ID) {
 		t.Fatalf("hearth cluster accept: %v\n%s", err, out)
 	}
-	waitUntil(t, "a to list b up", 20*time.Second, func() bool {
+	clocktest.WaitFor(t, "a to list b up", 20*time.Second, func() bool {
 		for _, n := range getNodes(t, baseA).Nodes {
 			if n.Name == "b" && n.State == "up" && len(n.Engines) == 1 {
 				return true

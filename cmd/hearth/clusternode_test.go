@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/adminapi"
+	"github.com/hearth-llm/hearth/clock/clocktest"
 	"github.com/hearth-llm/hearth/cluster"
 	"github.com/hearth-llm/hearth/daemon"
 )
@@ -97,17 +98,6 @@ func getNodes(t *testing.T, base string) adminapi.NodeList {
 		t.Fatal(err)
 	}
 	return a
-}
-
-func waitUntil(t *testing.T, what string, d time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // clusterChat sends one short chat turn and returns the worker that served it
@@ -223,7 +213,7 @@ func TestDaemonsFormACluster(t *testing.T) {
 	baseC, stopC := serveTestUp(t, append(common, "--node", "c", "--data-dir", t.TempDir(), "--cluster-listen", "127.0.0.1:0", "--join", token))
 
 	for _, base := range []string{baseA, baseB, baseC} {
-		waitUntil(t, base+" to see three nodes up with an engine each", 10*time.Second, func() bool {
+		clocktest.WaitFor(t, base+" to see three nodes up with an engine each", 10*time.Second, func() bool {
 			a := getNodes(t, base)
 			up := 0
 			for _, n := range a.Nodes {
@@ -260,11 +250,11 @@ func TestDaemonsFormACluster(t *testing.T) {
 	// prompt to c again, with its blocks cached.
 	long := strings.Repeat("The cluster relays KV events between nodes. ", 60)
 	var first string
-	waitUntil(t, "a turn served by c/gpu0", 5*time.Second, func() bool {
+	clocktest.WaitFor(t, "a turn served by c/gpu0", 5*time.Second, func() bool {
 		first, _ = clusterChat(t, baseA, "round_robin", long)
 		return first == "c/gpu0"
 	})
-	waitUntil(t, "a's router to learn c's cached blocks", 5*time.Second, func() bool {
+	clocktest.WaitFor(t, "a's router to learn c's cached blocks", 5*time.Second, func() bool {
 		w, cached := clusterChat(t, baseA, "kv", long)
 		return w == "c/gpu0" && cached > 0
 	})
@@ -311,7 +301,7 @@ func TestDaemonsFormACluster(t *testing.T) {
 		t.Fatalf("revoke: %v %v", err, resp.Status)
 	}
 	resp.Body.Close()
-	waitUntil(t, "b to see c revoked", 2*time.Second, func() bool {
+	clocktest.WaitFor(t, "b to see c revoked", 2*time.Second, func() bool {
 		for _, n := range getNodes(t, baseB).Nodes {
 			if n.ID == idC {
 				return n.State == "revoked"
@@ -344,7 +334,7 @@ func TestDaemonsFormACluster(t *testing.T) {
 	if err := run(context.Background(), envLeave, []string{"cluster", "leave", "--addr", baseB, "--data-dir", dirB}); err != nil {
 		t.Fatalf("hearth cluster leave: %v", err)
 	}
-	waitUntil(t, "a to see b revoked after it left", 2*time.Second, func() bool {
+	clocktest.WaitFor(t, "a to see b revoked after it left", 2*time.Second, func() bool {
 		for _, n := range getNodes(t, baseA).Nodes {
 			if n.ID == idB {
 				return n.State == "revoked"

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/adminapi"
+	"github.com/hearth-llm/hearth/clock/clocktest"
 	"github.com/hearth-llm/hearth/cluster"
 )
 
@@ -247,7 +248,7 @@ func TestClusterInNetworkNamespaces(t *testing.T) {
 		t.Fatalf("the token names no LAN address:\n%s", out)
 	}
 	l.start(0, "a", dirs[0])
-	waitUntil(t, "a to serve", 60*time.Second, func() bool { return l.stateOn(0, "a") == "up" })
+	clocktest.WaitFor(t, "a to serve", 60*time.Second, func() bool { return l.stateOn(0, "a") == "up" })
 
 	// A wrong token: refused, and the joiner keeps no identity.
 	tok, err := cluster.ParseToken(token)
@@ -269,12 +270,12 @@ func TestClusterInNetworkNamespaces(t *testing.T) {
 	// in flight when the test kills c.
 	l.start(2, "c", dirs[2], "--join", token, "--speedup", "1")
 	for i := range 3 {
-		waitUntil(t, fmt.Sprintf("node %d to see a, b and c up", i), 60*time.Second, func() bool {
+		clocktest.WaitFor(t, fmt.Sprintf("node %d to see a, b and c up", i), 60*time.Second, func() bool {
 			return l.stateOn(i, "a") == "up" && l.stateOn(i, "b") == "up" && l.stateOn(i, "c") == "up"
 		})
 	}
 	// Real multicast: c's mDNS browse found its peers' announcements.
-	waitUntil(t, "c to find a peer by mDNS", 30*time.Second, func() bool {
+	clocktest.WaitFor(t, "c to find a peer by mDNS", 30*time.Second, func() bool {
 		return strings.Contains(l.logs["c"].String(), "mdns: peer found")
 	})
 
@@ -337,9 +338,9 @@ func TestClusterInNetworkNamespaces(t *testing.T) {
 		t.Fatalf("link down: %v %s", err, out)
 	}
 	down := time.Now()
-	waitUntil(t, "a to see c down", 8*time.Second, func() bool { return l.stateOn(0, "c") == "down" })
+	clocktest.WaitFor(t, "a to see c down", 8*time.Second, func() bool { return l.stateOn(0, "c") == "down" })
 	t.Logf("c judged down by a %v after its link went down", time.Since(down).Round(10*time.Millisecond))
-	waitUntil(t, "c to see a and b down", 8*time.Second, func() bool { return l.stateOn(2, "a") == "down" && l.stateOn(2, "b") == "down" })
+	clocktest.WaitFor(t, "c to see a and b down", 8*time.Second, func() bool { return l.stateOn(2, "a") == "down" && l.stateOn(2, "b") == "down" })
 	t.Logf("a and b judged down by c %v after its link went down", time.Since(down).Round(10*time.Millisecond))
 	seen := map[string]bool{}
 	for i := range 4 {
@@ -362,11 +363,11 @@ func TestClusterInNetworkNamespaces(t *testing.T) {
 	}
 	l.run(2, "ip", "route", "add", "224.0.0.0/4", "dev", "lan0")
 	up := time.Now()
-	waitUntil(t, "a to see c up again and c to see a and b up", 30*time.Second, func() bool {
+	clocktest.WaitFor(t, "a to see c up again and c to see a and b up", 30*time.Second, func() bool {
 		return l.stateOn(0, "c") == "up" && l.stateOn(2, "a") == "up" && l.stateOn(2, "b") == "up"
 	})
 	t.Logf("views merged %v after c's link returned", time.Since(up).Round(10*time.Millisecond))
-	waitUntil(t, "a turn to a to be served by c again", 20*time.Second, func() bool {
+	clocktest.WaitFor(t, "a turn to a to be served by c again", 20*time.Second, func() bool {
 		return l.chat(0, fmt.Sprintf("after the partition %d", time.Now().UnixNano())) == "c/gpu0"
 	})
 
@@ -385,7 +386,7 @@ func TestClusterInNetworkNamespaces(t *testing.T) {
 		dialect := []string{"openai", "anthropic"}[i%2]
 		o, w := l.stream(0, dialect, fmt.Sprintf("a long answer %d", i))
 		flights = append(flights, flight{dialect, o, w})
-		waitUntil(t, "a stream to start", 10*time.Second, func() bool { return streamWorker(o.String()) != "" })
+		clocktest.WaitFor(t, "a stream to start", 10*time.Second, func() bool { return streamWorker(o.String()) != "" })
 		if streamWorker(o.String()) == "c/gpu0" {
 			onCNow[dialect] = true
 		}
@@ -429,7 +430,7 @@ func TestClusterInNetworkNamespaces(t *testing.T) {
 	if onC == 0 {
 		t.Fatal("none of the streams in flight was on c: the test proves nothing")
 	}
-	waitUntil(t, "a to see c down after kill -9", 7*time.Second, func() bool { return l.stateOn(0, "c") == "down" })
+	clocktest.WaitFor(t, "a to see c down after kill -9", 7*time.Second, func() bool { return l.stateOn(0, "c") == "down" })
 	t.Logf("c down %v after kill -9", time.Since(killed).Round(10*time.Millisecond))
 	for i := range 4 {
 		if w := l.chat(0, fmt.Sprintf("after the kill %d", i)); w == "c/gpu0" {
@@ -447,7 +448,7 @@ func TestClusterInNetworkNamespaces(t *testing.T) {
 	if out, err := l.run(0, l.bin, "cluster", "revoke", idB, "--data-dir", dirs[0]); err != nil {
 		t.Fatalf("hearth cluster revoke: %v %s", err, out)
 	}
-	waitUntil(t, "a to see b revoked", 3*time.Second, func() bool { return l.stateOn(0, "b") == "revoked" })
+	clocktest.WaitFor(t, "a to see b revoked", 3*time.Second, func() bool { return l.stateOn(0, "b") == "revoked" })
 	time.Sleep(300 * time.Millisecond)
 	for i := range 4 {
 		if w := l.chat(0, fmt.Sprintf("after revoking b %d", i)); w == "b/gpu0" {

@@ -331,8 +331,9 @@ func TestPlanLayoutFlags(t *testing.T) {
 			}
 		}
 	}
-	// Without the flags the command lines stay as they were.
-	specs = plan("--sim", "1x4090", "--engine-runtime", "docker", "--engine", "vllm")
+	// One engine per GPU, the layout before the one for agents, keeps the
+	// command lines as they were.
+	specs = plan("--sim", "1x4090", "--engine-runtime", "docker", "--engine", "vllm", "--layout", "per-gpu")
 	if args := strings.Join(hruntime.KindVLLM.Descriptor().Args(specs[0], hruntime.Ports{}), " "); strings.Contains(args, "--kv-cache-dtype") ||
 		strings.Contains(args, "--hf-overrides") {
 		t.Errorf("default vLLM args: %s", args)

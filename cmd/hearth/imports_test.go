@@ -73,14 +73,15 @@ var allowedTestImports = map[string][]string{
 // packages, its parent included, must be listed too). A subpackage without
 // an entry follows its tree's rule and checkWithinTree.
 var subpackageImports = map[string][]string{
-	"api/store":           {"apikey"},  // knows no HTTP or client protocol shapes
-	"router/osl":          {},          // neither routes nor talks HTTP
-	"runtime/process":     {"runtime"}, // one runtime knows no other
-	"runtime/docker":      {"runtime"}, // one runtime knows no other
-	"runtime/conformance": {},          // tests only
-	"console/components":  {},          // layout, no I/O
-	"installer/doctor":    {},          // reads Hearth through its own interfaces
-	"installer/config":    {},          // knows no flag by name
+	"api/store":           {"apikey"},        // knows no HTTP or client protocol shapes
+	"router/osl":          {},                // neither routes nor talks HTTP
+	"runtime/process":     {"runtime"},       // one runtime knows no other
+	"runtime/docker":      {"runtime"},       // one runtime knows no other
+	"runtime/conformance": {},                // tests only
+	"console/components":  {},                // layout, no I/O
+	"installer/doctor":    {"installer/wsl"}, // reads Hearth through its own interfaces
+	"installer/wsl":       {},                // reads files, runs wslinfo
+	"installer/config":    {},                // knows no flag by name
 }
 
 // importedOnlyBy names top-level packages that only cmd and the packages

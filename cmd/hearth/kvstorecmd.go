@@ -76,7 +76,7 @@ func runKVStore(ctx context.Context, env *environment, args []string) error {
 
 // openEngineStore opens the node store in an engine process and returns
 // its space for the engine's blocks: engines of one flavour and model hash
-// blocks alike and share it.
-func openEngineStore(dir string, cfg sim.Config, log *slog.Logger) (*kvbm.EngineSpace, error) {
-	return kvbm.OpenEngineSpace(dir, daemon.StoreSpace(cfg), log)
+// blocks alike and share it. writer names the engine's write grant.
+func openEngineStore(dir string, cfg sim.Config, writer string, log *slog.Logger) (*kvbm.EngineSpace, error) {
+	return kvbm.OpenEngineSpace(dir, daemon.StoreSpace(cfg), writer, log)
 }

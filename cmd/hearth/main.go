@@ -86,7 +86,7 @@ func main() {
 	// Under a real engine's name (an image's vllm or python3), the binary
 	// is that engine, simulated.
 	if prog, ok := simcli.Program(os.Args[0]); ok {
-		code := simcli.RunProgram(ctx, simEngineEnv(env), prog, os.Args[1:])
+		code := simcli.RunProgram(ctx, simEngineEnv(env, ""), prog, os.Args[1:])
 		stop()
 		os.Exit(code)
 	}

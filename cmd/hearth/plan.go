@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
 
 	"github.com/hearth-llm/hearth/bench"
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/nodes"
 )
 
@@ -29,6 +32,11 @@ type planConfig struct {
 	agent    string
 	sessions int
 	seed     uint64
+	// layoutMode is --layout: daemon.LayoutAgent or LayoutPerGPU, the
+	// layout planned when layoutGiven is false (no --tp, --kv-cache-dtype,
+	// --rope-scaling or --max-model-len).
+	layoutMode  string
+	layoutGiven bool
 }
 
 // layout is the layout the flags ask for.
@@ -78,6 +86,9 @@ func runPlan(ctx context.Context, env *environment, args []string) error {
 		fmt.Fprintf(env.stdout, "%s (%s), layouts for %s\n", model.Name, model.Repo, cfg.agent)
 		return bench.WriteLayoutTable(env.stdout, ev)
 	}
+	if err := cfg.chooseLayout(uses, model, env.stdout); err != nil {
+		return err
+	}
 	if model, err = catalog.ApplyLayout(model, cfg.layout()); err != nil {
 		return err
 	}
@@ -97,6 +108,33 @@ func runPlan(ctx context.Context, env *environment, args []string) error {
 		return enc.Encode(out)
 	}
 	return out.WriteText(env.stdout)
+}
+
+// chooseLayout sets the layout to plan as hearth up chooses it: without
+// layout flags, --layout agent (the default) plans the layout for coding
+// agents (catalog.DefaultAgentLayout, for Claude Code) and says why in a
+// line before the text report; a model that fits no layout at all is
+// planned one engine per GPU, whose error says the fix.
+func (c *planConfig) chooseLayout(uses []catalog.GPUUse, model catalog.Model, out io.Writer) error {
+	if c.layoutGiven || c.layoutMode == daemon.LayoutPerGPU {
+		return nil
+	}
+	choice, err := catalog.DefaultAgentLayout(uses, model, catalog.ClaudeCodeID)
+	if errors.Is(err, catalog.ErrNoAgentLayout) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	l := choice.Candidate.Layout
+	c.tp, c.kvCacheDtype, c.ropeScaling = l.TPSize(), l.KVCacheDtypeOrAuto(), l.RopeScaling
+	if !c.json {
+		fmt.Fprintf(out, "layout %s, %s; --layout per-gpu plans one engine per GPU\n", l, choice.Reason)
+		if choice.Shortfall != "" {
+			fmt.Fprintln(out, choice.Shortfall)
+		}
+	}
+	return nil
 }
 
 func parsePlanFlags(env *environment, args []string) (planConfig, error) {
@@ -119,11 +157,17 @@ func parsePlanFlags(env *environment, args []string) (planConfig, error) {
 		strings.Join(bench.ClientPresetNames(), ", "))
 	fs.IntVar(&cfg.sessions, "sessions", 4, fmt.Sprintf("with --agent: the client's sessions at once (each layout runs %d times as many in all, to their end, on each of %d workloads)", bench.EvaluationRounds, bench.EvaluationSeeds))
 	fs.Uint64Var(&cfg.seed, "seed", catalog.AgentEvaluationSeed, fmt.Sprintf("with --agent: the seed of the first of the %d simulated workloads (hearth up --agent uses the default)", bench.EvaluationSeeds))
+	fs.StringVar(&cfg.layoutMode, "layout", daemon.LayoutAgent, "the layout to plan without --tp, --kv-cache-dtype, --rope-scaling or --max-model-len, as hearth up serves it: agent (the layout for coding agents) or per-gpu (one engine per GPU)")
 	if err := parseFlags(fs, args); err != nil {
 		return cfg, err
 	}
 	set := flagsSet(fs)
+	cfg.layoutGiven = set["tp"] || set["kv-cache-dtype"] || set["rope-scaling"] || set["max-model-len"]
 	switch {
+	case !slices.Contains(daemon.LayoutNames(), cfg.layoutMode):
+		return cfg, fmt.Errorf("%w: --layout %q: want %s", errUsage, cfg.layoutMode, strings.Join(daemon.LayoutNames(), " or "))
+	case set["layout"] && (cfg.layoutGiven || cfg.agent != ""):
+		return cfg, fmt.Errorf("%w: --layout goes without --agent, --tp, --kv-cache-dtype, --rope-scaling and --max-model-len, which set the layout themselves", errUsage)
 	case cfg.agent != "" && !slices.Contains(bench.ClientPresetNames(), cfg.agent):
 		return cfg, fmt.Errorf("%w: --agent %q: want one of %s", errUsage, cfg.agent, strings.Join(bench.ClientPresetNames(), ", "))
 	case cfg.agent != "" && (set["tp"] || set["kv-cache-dtype"] || set["rope-scaling"] || set["max-model-len"]):

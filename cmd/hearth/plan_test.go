@@ -23,8 +23,9 @@ func TestPlanGolden(t *testing.T) {
 		golden string
 		args   []string
 	}{
-		{"rtx4090-qwen3-14b-fp8.txt", []string{"--gpu", "rtx4090", "--model", "qwen3-14b-fp8"}},
-		{"4090-and-3090-with-a-game-default-model.txt", []string{"--sim", "1x4090+1x3090", "--used-gb", "4"}},
+		{"rtx4090-qwen3-14b-fp8.txt", []string{"--gpu", "rtx4090", "--model", "qwen3-14b-fp8", "--layout", "per-gpu"}},
+		{"4090-and-3090-with-a-game-default-model.txt", []string{"--sim", "1x4090+1x3090", "--used-gb", "4", "--layout", "per-gpu"}},
+		{"2x4090-default-layout.txt", []string{"--sim", "2x4090"}},
 		{"2x4090-qwen3-32b-fp8-tp2.json", []string{"--sim", "2x4090", "--model", "Qwen/Qwen3-32B-FP8", "--tp", "2", "--json"}},
 		{"2x4090-qwen3-14b-fp8-tp2-fp8-yarn.txt", []string{"--sim", "2x4090", "--tp", "2", "--kv-cache-dtype", "fp8", "--rope-scaling"}},
 		{"rtx4090-coder-context.json", []string{"--gpu", "rtx4090,rtx4090", "--model", "qwen3-coder-30b-a3b-fp8", "--tp", "2",

@@ -318,7 +318,7 @@ func TestDaemonTakesItsEnginesWithIt(t *testing.T) {
 			addr := ln.Addr().String()
 			ln.Close()
 			daemon := exec.Command(exe, "up", "--sim", "2x4090", "--engine-runtime", "process", "--speedup", "50",
-				"--listen", addr, "--data-dir", t.TempDir(), "--stop-timeout", "5s")
+				"--listen", addr, "--data-dir", t.TempDir(), "--stop-timeout", "5s", "--layout", "per-gpu")
 			daemon.Env = append(os.Environ(), asHearthEnv+"=1")
 			stdout, err := daemon.StdoutPipe()
 			if err != nil {

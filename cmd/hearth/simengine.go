@@ -25,6 +25,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	kvReplay := fs.String("kv-replay", "", "ZMQ ROUTER address answering KV-event replay requests (needs --kv-events)")
 	kvFormat := fs.String("kv-events-format", "map", "KV event layout: map (map events in an array batch), array (older vLLM, SGLang) or map-batch (vLLM main: the batch a map too)")
 	kvTopic := fs.String("kv-events-topic", "kv-events", "topic frame of every KV-event message")
+	engineVersion := fs.String("engine-version", "", "vLLM release played, e.g. 0.20.0: its KV-event layout replaces --kv-events-format (positional before 0.23, maps since)")
 	gpu := fs.String("gpu", "rtx4090", "modelled GPU: "+strings.Join(sim.GPUNames(), ", "))
 	model := fs.String("model", "qwen3-14b-fp8", "modelled model: "+strings.Join(sim.ModelNames(), ", "))
 	servedName := fs.String("served-model-name", "", "model id clients use (default: --model)")
@@ -39,6 +40,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	seed := fs.Int64("seed", 0, "seed of block hashes and answer texts")
 	offloadGiB := fs.Float64("kv-offloading-size", 0, "host RAM for offloaded KV blocks in GiB, vLLM's native offloading (0: off)")
 	storeDir := fs.String("kv-store-dir", "", "the node's SSD KV store, shared with the node's other engines: blocks are written through to it and loaded from it instead of recomputed (empty: none)")
+	storeWriter := fs.String("kv-store-writer", "", "the engine's name in the node store's write grants (hearth up's engine name): writes wait for the daemon's grant (empty: writes unbounded)")
 	diskGBps := fs.Float64("disk-gbps", catalog.DefaultDiskGBps, "read bandwidth of the KV store's disk in GB/s")
 	flavorName := fs.String("flavor", "vllm", "engine simulated: vllm or sglang (SGLang's hashes, events, metrics and health endpoints)")
 	startup := fs.Duration("simulate-startup", 0, "how long the simulated start-up (weights, KV cache, CUDA graphs) takes")
@@ -87,21 +89,21 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	return simcli.Serve(ctx, simEngineEnv(env), *storeDir, sim.InstanceOptions{
+	return simcli.Serve(ctx, simEngineEnv(env, *storeWriter), *storeDir, sim.InstanceOptions{
 		Engine: cfg, Listen: *listen, KVEvents: *kvEvents, KVReplay: *kvReplay, Topic: *kvTopic,
-		Format: format, ServedModelName: *servedName, Speedup: *speedup,
+		Format: format, EngineVersion: *engineVersion, ServedModelName: *servedName, Speedup: *speedup,
 		Logger:       newLogger(env.stderr, slog.LevelInfo, daemon.LogFormatText),
 		StartupDelay: *startup, Failure: fail, Console: env.stdout, Profile: *profile,
 	})
 }
 
 // simEngineEnv is what the simulated engine gets from the process: its
-// output, its environment and the node store.
-func simEngineEnv(env *environment) simcli.Env {
+// output, its environment and the node store, written as writer.
+func simEngineEnv(env *environment, writer string) simcli.Env {
 	return simcli.Env{
 		Stdout: env.stdout, Stderr: env.stderr, Getenv: env.getenv,
 		OpenStore: func(dir string, cfg sim.Config, log *slog.Logger) (sim.NodeStore, io.Closer, error) {
-			space, err := openEngineStore(dir, cfg, log)
+			space, err := openEngineStore(dir, cfg, writer, log)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/kvevents"
 	"github.com/hearth-llm/hearth/kvtier"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/router/ingest"
@@ -116,60 +118,10 @@ func (s *signalIndex) ClearWorker(w router.WorkerID) {
 func TestEventsFeedRouter(t *testing.T) {
 	for _, flavor := range []hruntime.Kind{hruntime.KindVLLM, hruntime.KindSGLang} {
 		t.Run(string(flavor), func(t *testing.T) {
-			inst, err := sim.NewInstance(sim.InstanceOptions{
-				Engine: sim.Config{GPU: "rtx4090", Model: "qwen3-8b", NumGPUBlocks: 256, MaxModelLen: 2048, Kind: flavor}, Listen: "127.0.0.1:0", KVEvents: "tcp://127.0.0.1:0",
-				KVReplay: "tcp://127.0.0.1:0", Topic: "kv-events", ServedModelName: "qwen3-sim", Speedup: 1000,
-				Tokenizer: byteTokenizer{},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			base := inst.BaseURL()
-			runCtx, stopRun := context.WithCancel(context.Background())
-			runDone := make(chan error, 1)
-			go func() { runDone <- inst.Run(runCtx) }()
-			defer func() {
-				stopRun()
-				if err := <-runDone; err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			}()
-			if err := hruntime.WaitReady(context.Background(), http.DefaultClient, base, "qwen3-sim", nil); err != nil {
-				t.Fatal(err)
-			}
+			base, idx, sub := startSimFeedingRouter(t, flavor, 0)
+			const worker = simWorker
 
-			const worker router.WorkerID = 3
-			idx := &signalIndex{Index: router.NewIndex(1 << 16), changed: make(chan struct{}, 1)}
-			sub, err := ingest.NewSubscriber(ingest.SubscriberConfig{
-				Endpoint: inst.KVEventsEndpoint(), ReplayEndpoint: inst.KVReplayEndpoint(), Topic: "kv-events",
-				Workers: []router.WorkerID{worker}, MinBackoff: time.Millisecond,
-			}, idx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			subDone := make(chan error, 1)
-			go func() { subDone <- sub.Run(ctx) }()
-			defer func() {
-				cancel()
-				if err := <-subDone; err != nil {
-					t.Errorf("subscriber: %v", err)
-				}
-			}()
-
-			tokenize := func(msgs []map[string]string) []uint32 {
-				raw, _ := json.Marshal(map[string]any{"model": "qwen3-sim", "messages": msgs})
-				resp, err := http.Post(base+"/tokenize", "application/json", bytes.NewReader(raw))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				var out struct{ Tokens []uint32 }
-				if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-					t.Fatal(err)
-				}
-				return out.Tokens
-			}
+			tokenize := func(msgs []map[string]string) []uint32 { return simTokenize(t, base, msgs) }
 			matched := func(tokens []uint32) int {
 				var out [router.MaxWorkers]int
 				idx.Match(tokenizer.BlockHashes(tokens, 16), kvtier.GPU, &out)
@@ -198,6 +150,141 @@ func TestEventsFeedRouter(t *testing.T) {
 					predicted, got.PromptTokensDetails.CachedTokens)
 			}
 			if s := sub.Stats()[0]; s.Malformed != 0 || s.Orphans != 0 || s.Skipped != 0 {
+				t.Errorf("ingest %+v", s)
+			}
+		})
+	}
+}
+
+// simWorker is the worker id of the simulated engine in these tests.
+const simWorker router.WorkerID = 3
+
+// startSimFeedingRouter runs a simulated engine of the given flavour
+// publishing KV events in format (0: the flavour's default) and a
+// subscriber feeding a router index from them, both stopped at the end of
+// the test. It returns the engine's base URL, the index and the subscriber.
+func startSimFeedingRouter(t *testing.T, flavor hruntime.Kind, format kvevents.Format) (string, *signalIndex, *ingest.Subscriber) {
+	t.Helper()
+	inst, err := sim.NewInstance(sim.InstanceOptions{
+		Engine: sim.Config{GPU: "rtx4090", Model: "qwen3-8b", NumGPUBlocks: 256, MaxModelLen: 2048, Kind: flavor}, Listen: "127.0.0.1:0", KVEvents: "tcp://127.0.0.1:0",
+		KVReplay: "tcp://127.0.0.1:0", Topic: "kv-events", ServedModelName: "qwen3-sim", Speedup: 1000,
+		Tokenizer: byteTokenizer{}, Format: format,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := inst.BaseURL()
+	runCtx, stopRun := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- inst.Run(runCtx) }()
+	t.Cleanup(func() {
+		stopRun()
+		if err := <-runDone; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	if err := hruntime.WaitReady(context.Background(), http.DefaultClient, base, "qwen3-sim", nil); err != nil {
+		t.Fatal(err)
+	}
+	eventFormat := format
+	if flavor == hruntime.KindSGLang && !format.SGLang() {
+		eventFormat = kvevents.FormatSGLang
+	}
+	idx := &signalIndex{Index: router.NewIndex(1 << 16), changed: make(chan struct{}, 1)}
+	sub, err := ingest.NewSubscriber(ingest.SubscriberConfig{
+		Endpoint: inst.KVEventsEndpoint(), ReplayEndpoint: inst.KVReplayEndpoint(), Topic: "kv-events",
+		Workers: []router.WorkerID{simWorker}, MinBackoff: time.Millisecond, EventFormat: eventFormat,
+	}, idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	subDone := make(chan error, 1)
+	go func() { subDone <- sub.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-subDone; err != nil {
+			t.Errorf("subscriber: %v", err)
+		}
+	})
+	return base, idx, sub
+}
+
+// simTokenize returns the prompt tokens the engine renders for msgs.
+func simTokenize(t *testing.T, base string, msgs []map[string]string) []uint32 {
+	t.Helper()
+	raw, _ := json.Marshal(map[string]any{"model": "qwen3-sim", "messages": msgs})
+	resp, err := http.Post(base+"/tokenize", "application/json", bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct{ Tokens []uint32 }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Tokens
+}
+
+// TestSaltedEventsFeedRouter: a salted conversation on either engine, in
+// each of its event forms, is indexed under the hashes the router gives
+// the same prompt with the same cache_salt: the salted repeat is predicted
+// cached as the engine then serves it, and the same prompt without the
+// salt is predicted cached nowhere, as the engine serves it nothing.
+func TestSaltedEventsFeedRouter(t *testing.T) {
+	for _, tc := range []struct {
+		flavor hruntime.Kind
+		format kvevents.Format
+	}{
+		{hruntime.KindVLLM, kvevents.FormatMap},
+		{hruntime.KindVLLM, kvevents.FormatArray},
+		{hruntime.KindSGLang, kvevents.FormatSGLang},
+		{hruntime.KindSGLang, kvevents.FormatSGLangMap},
+	} {
+		t.Run(string(tc.flavor)+"/"+tc.format.String(), func(t *testing.T) {
+			base, idx, sub := startSimFeedingRouter(t, tc.flavor, tc.format)
+			matched := func(hashes []tokenizer.SeqHash) int {
+				var out [router.MaxWorkers]int
+				idx.Match(hashes, kvtier.GPU, &out)
+				return out[simWorker]
+			}
+			chat := func(msgs []map[string]string, salt string) int {
+				body := map[string]any{"model": "qwen3-sim", "messages": msgs, "max_tokens": 3}
+				if salt != "" {
+					body["cache_salt"] = salt
+				}
+				return postChat(t, base+"/v1/chat/completions", body).PromptTokensDetails.CachedTokens
+			}
+			turn1 := []map[string]string{{"role": "system", "content": strings.Repeat("Tenant A's private rules. ", 10)},
+				{"role": "user", "content": "Summarise the incident report."}}
+			chat(turn1, "tenant-a")
+			prompt1 := simTokenize(t, base, turn1)
+			salted1 := tokenizer.SaltedBlockHashes(prompt1, 16, "tenant-a")
+			deadline := time.After(ingestGuard)
+			for matched(salted1) < len(salted1) {
+				select {
+				case <-idx.changed:
+				case <-deadline:
+					t.Fatalf("the router matches %d of the salted prompt's %d blocks; ingest %+v",
+						matched(salted1), len(salted1), sub.Stats())
+				}
+			}
+
+			turn2 := append(slices.Clone(turn1), map[string]string{"role": "assistant", "content": "Done."},
+				map[string]string{"role": "user", "content": "Now list the actions."})
+			prompt2 := simTokenize(t, base, turn2)
+			if n := matched(tokenizer.BlockHashes(prompt2, 16)); n != 0 {
+				t.Errorf("the unsalted prompt is predicted %d blocks cached from salted blocks", n)
+			}
+			if got := chat(turn2, ""); got != 0 {
+				t.Errorf("the engine served the unsalted prompt %d cached tokens", got)
+			}
+			predicted := matched(tokenizer.SaltedBlockHashes(prompt2, 16, "tenant-a"))
+			got := chat(turn2, "tenant-a")
+			if predicted == 0 || got != predicted*16 {
+				t.Errorf("router predicted %d blocks of the salted repeat, the engine served %d cached tokens", predicted, got)
+			}
+			if s := sub.Stats()[0]; s.Malformed != 0 || s.Orphans != 0 {
 				t.Errorf("ingest %+v", s)
 			}
 		})

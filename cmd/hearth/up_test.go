@@ -21,7 +21,9 @@ func serveTestUp(t testing.TB, args []string, opts ...daemon.Option) (baseURL st
 		t.Fatal(err)
 	}
 	env := &environment{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
-	cfg, err := parseUpFlags(env, args)
+	// The tests of a running daemon keep the layout they were written
+	// for, one engine per GPU, unless args ask for another.
+	cfg, err := parseUpFlags(env, append([]string{"--layout", daemon.LayoutPerGPU}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func TestUpLogsJSON(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- runUp(ctx, env, []string{"--sim", "2x4090", "--speedup", "100", "--data-dir", t.TempDir(),
-			"--listen", addr, "--log-format", "json"})
+			"--listen", addr, "--log-format", "json", "--layout", "per-gpu"})
 	}()
 	select {
 	case <-stdout.printed:

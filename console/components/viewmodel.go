@@ -22,6 +22,10 @@ type OverviewVM struct {
 	// daemon has no store source. StoresErr says the source failed.
 	Stores    []StoreCard
 	StoresErr string
+	// Layout is the engines' layout and LayoutReason why it runs; empty
+	// when not known.
+	Layout       string
+	LayoutReason string
 }
 
 // Totals are the cluster figures above the GPU cards.

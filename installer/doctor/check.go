@@ -160,6 +160,9 @@ type DockerInfo struct {
 	// devices it found ("nvidia.com/gpu=0"; API 1.50 and newer).
 	CDISpecDirs []string
 	CDIDevices  []string
+	// OperatingSystem is what the engine says it runs on ("Docker
+	// Desktop", "Debian GNU/Linux 13 (trixie)").
+	OperatingSystem string
 }
 
 // permissionDenied reports whether err says the Docker socket refused

@@ -10,7 +10,14 @@
 // of checks into the command's exit status: 0 when all pass, 1 when any
 // fails, 2 for warnings only.
 //
-// The package imports no other Hearth package. It reads the GPUs, the
+// On WSL2 (Doctor.WSL, from package installer/wsl, the one Hearth package
+// it imports: it reads files only) it adds the checks of a gaming rig:
+// the Windows driver's libraries, the networking mode (NAT fails, with the
+// Windows-side commands as its fix), the Hyper-V firewall, systemd and
+// the pinned-memory limit; it warns for a cache or KV tier on a Windows
+// drive, and accepts Docker Desktop's GPU support.
+//
+// It imports no other Hearth package. It reads the GPUs, the
 // Docker Engine and the planned model through the small interfaces it
 // declares (GPUSource, DockerSource, Fitter); package daemon writes the
 // adapters over nodes, the moby client and catalog. What it reads of a GPU

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/hearth-llm/hearth/installer/wsl"
 )
 
 // Defaults of the Doctor's thresholds.
@@ -58,6 +60,13 @@ type Doctor struct {
 	DeepImage   string
 	DeepCommand []string
 
+	// WSL is what wsl.Detect found of the host; nil or not WSL2 adds no
+	// WSL check. ClusterPorts are the cluster's TCP ports (joins and the
+	// engine proxy, the NATS routes), which the WSL networking fixes open
+	// beside the API's.
+	WSL          *wsl.Facts
+	ClusterPorts []int
+
 	// Tokenizers reads a running daemon's engines' start-up self-checks
 	// of their tokenization, one check each; nil adds none.
 	Tokenizers TokenizerSource
@@ -69,8 +78,9 @@ type Doctor struct {
 // Check runs every check and returns them in a fixed order: driver, NVML,
 // CUDA, each GPU's memory, Docker, the NVIDIA container runtime, the GPU in
 // a container (Deep only), disk for the cache and the KV tier, host RAM,
-// the API port, multicast and the data directory; then each engine's
-// tokenizer, when a daemon runs (Tokenizers).
+// the API port, multicast and the data directory; on WSL2 the WSL checks
+// (wsl2, its networking, firewall, systemd and pinned memory); then each
+// engine's tokenizer, when a daemon runs (Tokenizers).
 func (d *Doctor) Check(ctx context.Context) []Check {
 	var checks []Check
 	facts, gpuErr := d.gpuFacts(ctx)
@@ -82,7 +92,7 @@ func (d *Doctor) Check(ctx context.Context) []Check {
 	if d.Docker != nil {
 		info, dockerErr = d.Docker.Info(ctx)
 	}
-	checks = append(checks, checkDocker(info, dockerErr), checkNVIDIARuntime(info, dockerErr))
+	checks = append(checks, checkDocker(info, dockerErr), d.checkNVIDIARuntime(info, dockerErr))
 	if d.Deep {
 		checks = append(checks, d.checkDeep(ctx, facts, dockerErr))
 	}
@@ -92,15 +102,20 @@ func (d *Doctor) Check(ctx context.Context) []Check {
 		sys = HostSystem{}
 	}
 	checks = append(checks,
-		checkDisk(sys, CheckHFCacheDisk, d.HFCacheDir, orDefault(d.MinCacheFree, DefaultMinCacheFree),
-			"free space there, or point HF_HOME at a larger disk (a 14B FP8 model takes about 16 GB)"),
-		checkDisk(sys, CheckKVDisk, d.KVDir, orDefault(d.MinKVFree, DefaultMinKVFree),
-			"free space there, or move Hearth's data directory (hearth up --data-dir) to a larger SSD"),
+		d.checkDisk(sys, CheckHFCacheDisk, d.HFCacheDir, orDefault(d.MinCacheFree, DefaultMinCacheFree),
+			"free space there, or point HF_HOME at a larger disk (a 14B FP8 model takes about 16 GB)",
+			"weights there are read over 9P, a few times slower than WSL's own disk: export HF_HOME=$HOME/.cache/huggingface (on the WSL ext4 disk) and move the models there"),
+		d.checkDisk(sys, CheckKVDisk, d.KVDir, orDefault(d.MinKVFree, DefaultMinKVFree),
+			"free space there, or move Hearth's data directory (hearth up --data-dir) to a larger SSD",
+			"the SSD KV tier there goes over 9P: keep Hearth's data directory on WSL's own disk (hearth up --data-dir ~/.local/share/hearth)"),
 		checkRAM(sys, orDefault(d.MinRAM, DefaultMinRAM)),
 		d.checkPort(sys),
-		checkMulticast(sys),
+		d.checkMulticast(sys),
 		checkDataDir(sys, d.DataDir),
 	)
+	if d.WSL != nil && d.WSL.WSL2 {
+		checks = append(checks, d.wslChecks()...)
+	}
 	return append(checks, d.checkTokenizers(ctx)...)
 }
 
@@ -240,9 +255,16 @@ func checkDocker(info DockerInfo, err error) Check {
 	return pass(CheckDocker, fmt.Sprintf("Docker Engine %s (API %s)", info.ServerVersion, info.APIVersion))
 }
 
-func checkNVIDIARuntime(info DockerInfo, err error) Check {
+func (d *Doctor) checkNVIDIARuntime(info DockerInfo, err error) Check {
 	if err != nil {
 		return fail(CheckNVIDIARuntime, "the Docker Engine does not answer, so its runtimes are unknown", "fix the docker check first")
+	}
+	onWSL := d.WSL != nil && d.WSL.WSL2
+	if onWSL && strings.Contains(info.OperatingSystem, "Docker Desktop") {
+		// Docker Desktop's WSL 2 engine passes the GPUs (GPU
+		// paravirtualization) to containers that ask with --gpus, as
+		// Hearth's do, without a runtime of its own.
+		return pass(CheckNVIDIARuntime, "Docker Desktop's WSL 2 engine passes the GPUs to containers (--gpus)")
 	}
 	if slices.Contains(info.Runtimes, "nvidia") {
 		return pass(CheckNVIDIARuntime, "the nvidia runtime is registered with Docker")
@@ -260,6 +282,10 @@ func checkNVIDIARuntime(info DockerInfo, err error) Check {
 	evidence := "no nvidia runtime (runtimes: " + strings.Join(runtimes, ", ") + ") and no NVIDIA CDI device"
 	if len(info.CDISpecDirs) > 0 {
 		evidence += " in " + strings.Join(info.CDISpecDirs, ", ")
+	}
+	if onWSL {
+		return fail(CheckNVIDIARuntime, evidence, "install nvidia-container-toolkit inside the distribution (NVIDIA's CUDA on WSL guide; the driver stays the Windows one), then: "+
+			"sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker; or use Docker Desktop with its WSL 2 engine and this distribution's WSL integration on")
 	}
 	return fail(CheckNVIDIARuntime, evidence, fixNVIDIARuntime)
 }
@@ -294,7 +320,9 @@ func (d *Doctor) checkDeep(ctx context.Context, f GPUFacts, dockerErr error) Che
 	return pass(CheckDeepGPU, image+" sees: "+oneLine(out))
 }
 
-func checkDisk(sys System, name, dir string, minFree uint64, fix string) Check {
+// checkDisk warns when dir has less than minFree bytes free, and on WSL2
+// when it lies on a Windows drive (wslFix says what to do then).
+func (d *Doctor) checkDisk(sys System, name, dir string, minFree uint64, fix, wslFix string) Check {
 	if dir == "" {
 		return warn(name, "no directory to check (HOME is not set)", "set HOME, or HF_HOME and hearth up --data-dir")
 	}
@@ -302,6 +330,8 @@ func checkDisk(sys System, name, dir string, minFree uint64, fix string) Check {
 	switch {
 	case err != nil:
 		return warn(name, oneLine(err.Error()), "check that "+dir+" or a parent of it can be read")
+	case d.windowsDrive(dir):
+		return warn(name, fmt.Sprintf("%s is on a Windows drive (%s free), read at 90-250 MB/s from WSL", dir, gib(free)), wslFix)
 	case free < minFree:
 		return warn(name, fmt.Sprintf("%s free at %s, under %s", gib(free), dir, gib(minFree)), fix)
 	}
@@ -334,9 +364,12 @@ func (d *Doctor) checkPort(sys System) Check {
 	return pass(CheckAPIPort, d.Addr+" is free")
 }
 
-func checkMulticast(sys System) Check {
+func (d *Doctor) checkMulticast(sys System) Check {
 	names, err := sys.MulticastInterfaces()
 	switch {
+	case d.WSL != nil && d.WSL.WSL2 && d.WSL.NetworkingMode != wsl.Mirrored:
+		return warn(CheckMulticast, "mDNS does not cross WSL's NAT: this node finds no peer on the LAN by itself",
+			"name the cluster's nodes: hearth up --peer HOST (and peer = [\"HOST\"] in hearth.toml); see the wsl2 networking check")
 	case len(names) == 0 && err != nil:
 		return warn(CheckMulticast, oneLine(err.Error()), "LAN discovery needs a multicast interface; one machine alone does not")
 	case len(names) == 0:

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"math"
@@ -444,11 +445,19 @@ func (in *Ingester) usable(ev *kvevents.Event) (kvtier.Tier, bool) {
 		return 0, false
 	}
 	tier, ok := kvtier.Of(ev.Medium)
-	if !ok || ev.GroupIdx != 0 {
+	if !ok || ev.GroupIdx != 0 || !fullAttention(ev.ComponentType) {
 		in.stats.skipped.Add(1)
 		return 0, false
 	}
 	return tier, true
+}
+
+// fullAttention reports whether SGLang's component type (empty when it
+// sends none) names full-attention blocks, the only ones whose hashes are
+// a prompt's prefix: sliding-window pages and Mamba state checkpoints are
+// not.
+func fullAttention(componentType []byte) bool {
+	return len(componentType) == 0 || bytes.EqualFold(componentType, []byte("full"))
 }
 
 func (in *Ingester) applyStored(ev *kvevents.Event) {
@@ -514,15 +523,17 @@ func (in *Ingester) applyStored(ev *kvevents.Event) {
 	h := in.hasherFor(ev.LoRAName)
 	for i, eh := range ev.BlockHashes {
 		local := h.LocalHash(ev.TokenIDs[i*bs : (i+1)*bs])
+		first := i == 0 && !ev.HasParent
 		if len(ev.ExtraKeys) > 0 {
-			local = mixExtraKeys(local, ev.ExtraKeys[i], ev.LoRAName)
-		}
-		if len(ev.CacheSalt) > 0 {
-			local = mixCacheSalt(local, ev.CacheSalt)
+			local = mixExtraKeys(local, ev.ExtraKeys[i], ev.LoRAName, first)
 		}
 		var s tokenizer.SeqHash
-		if i == 0 && !ev.HasParent {
-			s = tokenizer.SeqHash(local)
+		if first {
+			// A salt is mixed into a sequence's first block only, as the
+			// router hashes a salted prompt (tokenizer.Hasher.WithSalt);
+			// the chain carries it to the blocks after, whose SGLang
+			// events repeat it.
+			s = tokenizer.SeqHash(tokenizer.MixSalt(local, ev.CacheSalt))
 		} else {
 			s = tokenizer.Chain(parent, local)
 		}
@@ -611,52 +622,61 @@ func (in *Ingester) hasherFor(name []byte) tokenizer.Hasher {
 }
 
 // mixExtraKeys folds a block's extra keys (raw msgpack) into its local hash.
-// vLLM lists, per block, what besides the tokens its own hash covered:
-// multimodal input hashes, the cache salt, prompt-embedding hashes, the
-// LoRA name. Blocks whose KV depends on more than their tokens must not
-// match a text request with the same (placeholder) tokens, so they get a
-// hash no request produces. The LoRA name alone is already in the hasher's
-// seed and changes nothing.
-func mixExtraKeys(local uint64, raw, loraName []byte) uint64 {
-	if kvExtraKeysTrivial(raw, loraName) {
+// vLLM lists, per block, what besides the tokens its own hash covered, in
+// this order (vllm/v1/core/kv_cache_utils.py, generate_block_hash_extra_keys,
+// v0.20.0): the LoRA name, multimodal input hashes, the cache salt (first
+// block only), prompt-embedding hashes. The LoRA name alone is already in
+// the hasher's seed and changes nothing; a sequence's first block whose keys
+// are its LoRA name and one more string holds a cache salt, mixed in as the
+// router mixes a request's (tokenizer.MixSalt). Blocks whose KV depends on
+// anything else (images, prompt embeddings) must not match a text request
+// with the same (placeholder) tokens, so they get a hash no request
+// produces.
+func mixExtraKeys(local uint64, raw, loraName []byte, first bool) uint64 {
+	strs, ok := extraKeyStrings(raw)
+	if ok && len(strs) > 0 && len(loraName) > 0 && string(strs[0]) == string(loraName) {
+		strs = strs[1:]
+	}
+	switch {
+	case ok && len(strs) == 0:
 		return local
+	case ok && len(strs) == 1 && first:
+		return tokenizer.MixSalt(local, strs[0])
 	}
 	return local ^ xxh3.HashSeed(raw, 0x6b76_6578_7472_61) // "kvextra"
 }
 
-// mixCacheSalt folds an SGLang request's cache_salt into a block's local
-// hash. SGLang's own block hashes cover the salt, so a salted block serves
-// only prompts with the same salt; the router hashes prompts without one,
-// so a salted block is indexed under a hash no prompt produces. It still
-// counts as cached on the worker, and its engine hash stays mapped, so
-// that the blocks stored after it and its removal are known.
-func mixCacheSalt(local uint64, salt []byte) uint64 {
-	return local ^ xxh3.HashSeed(salt, 0x6b76_7361_6c74) // "kvsalt"
-}
-
-// kvExtraKeysTrivial reports whether one block's encoded extra keys are nil,
-// empty, or hold nothing but the LoRA name.
-func kvExtraKeysTrivial(raw, loraName []byte) bool {
-	if len(raw) == 0 {
-		return true
+// extraKeyStrings reads one block's extra keys when they are nil or an
+// array of strings (at most 4), in place; ok is false for anything else.
+func extraKeyStrings(raw []byte) (strs [][]byte, ok bool) {
+	if len(raw) == 0 || raw[0] == 0xc0 {
+		return nil, true
 	}
-	switch {
-	case raw[0] == 0xc0 || raw[0] == 0x90: // nil, []
-		return true
-	case raw[0] != 0x91 || len(raw) < 2: // not a one-element array
-		return false
+	if raw[0] < 0x90 || raw[0] > 0x94 {
+		return nil, false
 	}
-	s := raw[1:]
-	var n int
-	switch {
-	case s[0] >= 0xa0 && s[0] <= 0xbf:
-		n, s = int(s[0]&0x1f), s[1:]
-	case s[0] == 0xd9 && len(s) >= 2:
-		n, s = int(s[1]), s[2:]
-	default:
-		return false
+	n, s := int(raw[0]&0x0f), raw[1:]
+	for range n {
+		if len(s) == 0 {
+			return nil, false
+		}
+		var l int
+		switch c := s[0]; {
+		case c >= 0xa0 && c <= 0xbf:
+			l, s = int(c&0x1f), s[1:]
+		case c == 0xd9 && len(s) >= 2:
+			l, s = int(s[1]), s[2:]
+		case c == 0xda && len(s) >= 3:
+			l, s = int(s[1])<<8|int(s[2]), s[3:]
+		default:
+			return nil, false
+		}
+		if l > len(s) {
+			return nil, false
+		}
+		strs, s = append(strs, s[:l]), s[l:]
 	}
-	return len(loraName) > 0 && n == len(s) && string(s) == string(loraName)
+	return strs, len(s) == 0
 }
 
 // SeqHashOf is the sequence hash of the block the worker's engine names

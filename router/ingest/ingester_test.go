@@ -733,3 +733,125 @@ func TestIngesterKeepsNoLargeDecodeBuffers(t *testing.T) {
 		t.Errorf("stored %d blocks, want 8194", s.BlocksStored)
 	}
 }
+
+// ingestPayload applies one payload to a new ingester reading the given
+// layout.
+func ingestPayload(t *testing.T, idx *fakeIndex, format kvevents.Format, batch any) *Ingester {
+	t.Helper()
+	payload, err := msgpack.Marshal(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := NewIngester(IngesterConfig{WorkerID: testWorker, EventFormat: format, Logger: testLogger(t)}, idx, nil)
+	if err := in.HandleLive(t.Context(), 0, payload); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// TestIngestSaltedBlocksAsTheRouterHashes: a salted request's blocks, in
+// each form an engine sends them, are indexed under the hashes the router
+// gives the same prompt with the same cache_salt
+// (tokenizer.SaltedBlockHashes), never under the unsalted prompt's. The
+// events are plain values in the engines' field order:
+//   - SGLang positional (sgl-project/sglang python/sglang/srt/disaggregation/
+//     kv_events.py, v0.5.19 and v0.5.23): BlockStoredWithMetadata, its
+//     metadata map after medium, on every page of the request;
+//   - SGLang map events (v0.5.23): "cache_salt" at the top level, with
+//     "session_id";
+//   - vLLM (vllm/v1/core/kv_cache_utils.py generate_block_hash_extra_keys,
+//     v0.20.0 and v0.33.0's untagged form): the salt in the extra keys of
+//     the request's first block only, after the LoRA name when there is one.
+func TestIngestSaltedBlocksAsTheRouterHashes(t *testing.T) {
+	t.Parallel()
+	toks := tokenRun(100, 48)
+	b0, b1, b2 := toks[:16], toks[16:32], toks[32:]
+	tests := []struct {
+		name   string
+		format kvevents.Format
+		batch  any
+		lora   string
+	}{
+		{"sglang positional", kvevents.FormatSGLang, []any{5.0, []any{
+			[]any{"BlockStored", []int64{-7, 8}, nil, toks[:32], 16, nil, "GPU", map[string]any{"cache_salt": "alice"}},
+			[]any{"BlockStored", []int64{9}, int64(8), b2, 16, nil, "GPU", map[string]any{"cache_salt": "alice"}},
+		}, 0}, ""},
+		{"sglang map", kvevents.FormatSGLang, []any{5.0, []any{
+			map[string]any{"type": "BlockStored", "block_hashes": []int64{-7, 8}, "parent_block_hash": nil,
+				"token_ids": toks[:32], "block_size": 16, "lora_id": nil, "medium": "GPU",
+				"cache_salt": "alice", "session_id": "conv-1"},
+			map[string]any{"type": "BlockStored", "block_hashes": []int64{9}, "parent_block_hash": 8,
+				"token_ids": b2, "block_size": 16, "lora_id": nil, "medium": "GPU",
+				"cache_salt": "alice", "session_id": "conv-1"},
+		}, 0}, ""},
+		{"vllm array", kvevents.FormatArray, []any{5.0, []any{
+			// [tag, block_hashes, parent, token_ids, block_size, lora_id, medium, lora_name, extra_keys]
+			[]any{"BlockStored", []uint64{1, 2}, nil, toks[:32], 16, nil, "GPU", nil, []any{[]any{"alice"}, nil}},
+			[]any{"BlockStored", []uint64{3}, uint64(2), b2, 16, nil, "GPU", nil, []any{nil}},
+		}, 0}, ""},
+		{"vllm map with lora", kvevents.FormatMap, []any{5.0, []any{
+			map[string]any{"type": "BlockStored", "block_hashes": []uint64{1}, "parent_block_hash": nil,
+				"token_ids": b0, "block_size": 16, "lora_id": 1, "medium": "GPU", "lora_name": "ad",
+				"extra_keys": []any{[]any{"ad", "alice"}}},
+			map[string]any{"type": "BlockStored", "block_hashes": []uint64{2, 3}, "parent_block_hash": 1,
+				"token_ids": append(slices.Clone(b1), b2...), "block_size": 16, "lora_id": 1, "medium": "GPU", "lora_name": "ad",
+				"extra_keys": []any{[]any{"ad"}, []any{"ad"}}},
+		}, 0}, "ad"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			idx := newFakeIndex()
+			in := ingestPayload(t, idx, tc.format, tc.batch)
+			if s := in.Stats(); s.BlocksStored != 3 || s.Malformed != 0 || s.Orphans != 0 {
+				t.Fatalf("stats %+v, want 3 blocks stored", s)
+			}
+			h := tokenizer.NewHasher(tc.lora)
+			want := h.WithSalt("alice").AppendBlockHashes(nil, nil, toks, 16)
+			unsalted := h.AppendBlockHashes(nil, nil, toks, 16)
+			got := idx.view(testWorker, kvtier.GPU)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("indexed %x\nwant the salted prompt's %x", got, want)
+			}
+			for _, u := range unsalted {
+				if _, ok := slices.BinarySearch(got, u); ok {
+					t.Errorf("unsalted prompt's block %x indexed from salted blocks", u)
+				}
+			}
+		})
+	}
+}
+
+// TestIngestSGLangComponentTypes: with --enable-kv-events-component-types
+// SGLang appends a component type string to its positional events
+// (BlockStoredWithComponentType at position 7, before a salted request's
+// metadata; BlockRemovedWithComponentType at position 3; sgl-project/sglang
+// python/sglang/srt/disaggregation/kv_events.py, v0.5.23). The batch is
+// applied whole: full-attention pages are indexed, sliding-window pages and
+// Mamba checkpoints skipped, and a full page's removal applied.
+func TestIngestSGLangComponentTypes(t *testing.T) {
+	t.Parallel()
+	full, swa, salted := tokenRun(100, 16), tokenRun(200, 16), tokenRun(300, 16)
+	idx := newFakeIndex()
+	in := ingestSGLang(t, idx, []any{
+		[]any{"BlockStored", []int64{1}, nil, full, 16, nil, "GPU", "full"},
+		[]any{"BlockStored", []int64{2}, nil, swa, 16, nil, "GPU", "swa"},
+		[]any{"BlockStored", []int64{3}, nil, swa, 16, nil, "GPU", "mamba"},
+		[]any{"BlockStored", []int64{4}, nil, salted, 16, nil, "GPU", "full", map[string]any{"cache_salt": "alice"}},
+		[]any{"BlockRemoved", []int64{2}, "GPU", "swa"},
+		[]any{"BlockStored", []int64{5}, nil, full, 16, nil, "CPU_PINNED", "full"},
+		[]any{"BlockRemoved", []int64{5}, "CPU_PINNED", "full"},
+	})
+	s := in.Stats()
+	if s.Malformed != 0 || s.BlocksStored != 3 || s.Skipped != 3 {
+		t.Fatalf("stats %+v, want 3 blocks stored, 3 events skipped, none malformed", s)
+	}
+	want := []tokenizer.SeqHash{tokenizer.BlockHashes(full, 16)[0], tokenizer.SaltedBlockHashes(salted, 16, "alice")[0]}
+	slices.Sort(want)
+	if got := idx.view(testWorker, kvtier.GPU); !slices.Equal(got, want) {
+		t.Errorf("GPU holds %x, want %x", got, want)
+	}
+	if got := idx.view(testWorker, kvtier.RAM); len(got) != 0 {
+		t.Errorf("RAM holds %x after its removal", got)
+	}
+}

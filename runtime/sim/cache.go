@@ -228,3 +228,34 @@ func chainHash(parent uint64, tokens []uint32) uint64 {
 	}
 	return h
 }
+
+// chainSalt is the parent a salted request's first block chains from: the
+// salt takes part in that block's hash as vLLM's first-block extra key does.
+func chainSalt(root uint64, salt []byte) uint64 {
+	h := root
+	for _, c := range salt {
+		h = (h ^ uint64(c)) * fnvPrime
+	}
+	return h
+}
+
+// vllmSaltExtraKeys is the extra_keys of a BlockStored of a salted
+// request's first n blocks: ("salt",) for the first block, the only one
+// whose hash covers it (vllm/v1/core/kv_cache_utils.py,
+// generate_block_hash_extra_keys), None for the others.
+func vllmSaltExtraKeys(salt []byte, n int) [][]byte {
+	first := make([]byte, 0, len(salt)+4)
+	first = append(first, 0x91) // a tuple of one
+	switch {
+	case len(salt) < 32:
+		first = append(first, 0xa0|byte(len(salt)))
+	case len(salt) < 256:
+		first = append(first, 0xd9, byte(len(salt)))
+	default:
+		first = append(first, 0xda, byte(len(salt)>>8), byte(len(salt)))
+	}
+	first = append(first, salt...)
+	keys := make([][]byte, n)
+	keys[0] = first
+	return keys
+}

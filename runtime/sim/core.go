@@ -89,6 +89,7 @@ type request struct {
 	outputLen int
 	priority  int
 	stop      bool
+	salt      []byte // cache_salt; nil for none
 	arrival   uint64
 	addedAt   time.Duration // engine time of Add
 	queueTime time.Duration // addedAt until first scheduled
@@ -210,6 +211,9 @@ func (c *Core) Add(now time.Duration, r *Request) error {
 		blocks:       make([]int32, 0, maxBlocks),
 		hashes:       make([]uint64, 0, maxBlocks),
 		cachedTokens: -1,
+	}
+	if r.CacheSalt != "" {
+		req.salt = []byte(r.CacheSalt)
 	}
 	if c.cfg.Kind == hruntime.KindSGLang {
 		req.digests = make([][sha256.Size]byte, 0, maxBlocks)

@@ -55,6 +55,13 @@ func sglangPageDigest(prior *[sha256.Size]byte, tokens []uint32, buf []byte) ([s
 	return sha256.Sum256(buf), buf
 }
 
+// sglangSaltDigest is what a salted request's first page chains on: SGLang
+// keys its radix tree by the salt and hashes it into the request's pages,
+// so that they differ from every other salt's.
+func sglangSaltDigest(salt []byte) [sha256.Size]byte {
+	return sha256.Sum256(append([]byte("sglang-cache-salt\x00"), salt...))
+}
+
 // sglangBlockID is the id of a page in SGLang's KV events.
 func sglangBlockID(digest *[sha256.Size]byte) uint64 {
 	return binary.BigEndian.Uint64(digest[:8])

@@ -33,6 +33,7 @@ type chatCompletionRequest struct {
 	MaxTokens           *int64          `json:"max_tokens"`
 	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
 	Priority            int             `json:"priority"`
+	CacheSalt           *string         `json:"cache_salt"`
 	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
 	ChatTemplateKwargs  map[string]any  `json:"chat_template_kwargs"`
 }
@@ -44,6 +45,7 @@ type completionRequest struct {
 	StreamOptions *streamOptions  `json:"stream_options"`
 	MaxTokens     *int64          `json:"max_tokens"`
 	Priority      int             `json:"priority"`
+	CacheSalt     *string         `json:"cache_salt"`
 }
 
 type detokenizeRequest struct {
@@ -139,6 +141,19 @@ type generation struct {
 	limited  bool // the answer was cut at the token limit
 	tools    bool // parse tool calls out of the text
 	priority int
+	salt     string // cache_salt
+}
+
+// requestSalt reads a request's cache_salt, which both engines accept:
+// absent, or a non-empty string (vLLM's protocol refuses an empty one).
+func requestSalt(salt *string) (string, error) {
+	if salt == nil {
+		return "", nil
+	}
+	if *salt == "" {
+		return "", badRequest("Parameter 'cache_salt' must be a non-empty string if provided.")
+	}
+	return *salt, nil
 }
 
 // checkModel rejects a model name the server does not serve, as vLLM does.
@@ -202,7 +217,7 @@ type tokenStream struct {
 
 func (s *Server) start(ctx context.Context, g *generation) (*tokenStream, error) {
 	arrival := s.opts.Clock.Now()
-	ch, err := s.opts.Engine.Submit(ctx, &Request{ID: g.id, Prompt: g.prompt, Output: g.output, Priority: g.priority})
+	ch, err := s.opts.Engine.Submit(ctx, &Request{ID: g.id, Prompt: g.prompt, Output: g.output, Priority: g.priority, CacheSalt: g.salt})
 	if err != nil {
 		return nil, err
 	}
@@ -422,7 +437,11 @@ func (s *Server) prepareChat(req *chatCompletionRequest) (*generation, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &generation{id: s.requestID("chatcmpl"), prompt: prompt, priority: req.Priority, tools: len(tools) > 0 && choice != "none"}
+	salt, err := requestSalt(req.CacheSalt)
+	if err != nil {
+		return nil, err
+	}
+	g := &generation{id: s.requestID("chatcmpl"), prompt: prompt, priority: req.Priority, salt: salt, tools: len(tools) > 0 && choice != "none"}
 	conv := readConversation(agentMessages(msgs))
 	spec := answerSpec{
 		Seed:         seedFor(s.opts.Seed, prompt),
@@ -661,7 +680,12 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	g := &generation{id: s.requestID("cmpl"), prompt: prompt, priority: req.Priority}
+	salt, err := requestSalt(req.CacheSalt)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	g := &generation{id: s.requestID("cmpl"), prompt: prompt, priority: req.Priority, salt: salt}
 	maxTokens := req.MaxTokens
 	if maxTokens == nil {
 		def := int64(min(completionDefaultMaxTokens, max(1, s.opts.MaxModelLen-len(prompt))))

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvevents"
 	hruntime "github.com/hearth-llm/hearth/runtime"
@@ -39,9 +40,14 @@ type InstanceOptions struct {
 	// events (and KVReplay must be empty).
 	KVEvents, KVReplay string
 	Topic              string
-	// Format is the KV-event payload layout of the vLLM flavour (default
-	// vLLM's current map form); the SGLang flavour always writes SGLang's.
+	// Format is the KV-event payload layout (default vLLM's current map
+	// form); the SGLang flavour writes one of SGLang's (positional unless
+	// FormatSGLangMap).
 	Format kvevents.Format
+	// EngineVersion is the vLLM release the instance plays, e.g.
+	// "0.20.0": when set, it decides the event layout as that release
+	// does (VLLMEventFormat) instead of Format.
+	EngineVersion string
 	// ServedModelName is the model id clients use; default Engine.Model.
 	ServedModelName string
 	// ModelPath is what the engine was told to load (a Hugging Face
@@ -69,9 +75,14 @@ type InstanceOptions struct {
 	// HealthCheckTimeout bounds SGLang's /health_generate; default 20s.
 	HealthCheckTimeout time.Duration
 	// Profile serves Go's runtime profiles (ServerOptions.Profile).
-	Profile   bool
-	Tokenizer Tokenizer // required
-	Logger    *slog.Logger
+	Profile bool
+	// SleepMode serves the kind's sleep endpoints (vLLM's
+	// --enable-sleep-mode under VLLM_SERVER_DEV_MODE=1, SGLang's
+	// --enable-memory-saver), timed by catalog.SwapTimesOf; WeightsBackup
+	// is SGLang's --enable-weights-cpu-backup (SleepOptions).
+	SleepMode, WeightsBackup bool
+	Tokenizer                Tokenizer // required
+	Logger                   *slog.Logger
 }
 
 // Instance is a simulated vLLM or SGLang server whose sockets are bound
@@ -89,6 +100,9 @@ type Instance struct {
 	mu sync.Mutex
 	ln net.Listener // nil until bound
 }
+
+// EventFormat is the layout of the instance's KV events.
+func (i *Instance) EventFormat() kvevents.Format { return i.opts.Format }
 
 // NewInstance validates opts and binds the instance's ZMQ sockets and,
 // unless it binds later (see InstanceOptions.Listen), its HTTP listener, so
@@ -119,9 +133,13 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 	if opts.ModelPath == "" {
 		opts.ModelPath = opts.Engine.Model
 	}
-	if opts.Engine.Kind == hruntime.KindSGLang {
-		// SGLang has one wire layout; vLLM's releases differ, so its is
-		// chosen (Format).
+	if opts.EngineVersion != "" && opts.Engine.Kind != hruntime.KindSGLang {
+		// The release decides its own layout.
+		opts.Format = VLLMEventFormat(opts.EngineVersion)
+	}
+	if opts.Engine.Kind == hruntime.KindSGLang && !opts.Format.SGLang() {
+		// SGLang's layouts are its own: positional (up to v0.5.19) or map
+		// events (v0.5.23).
 		opts.Format = hruntime.KindSGLang.Descriptor().EventFormat
 	}
 	log := opts.Logger
@@ -155,7 +173,7 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 		BlockSize: inst.cfg.BlockSize, GPUMemoryUtilization: inst.cfg.GPUMemoryUtilization,
 		NumCPUBlocks: inst.cfg.NumCPUBlocks, NodeStore: inst.cfg.Store != nil, Speedup: opts.Speedup, Seed: inst.cfg.Seed, Agent: inst.cfg.Agent,
 		Kind: inst.cfg.Kind, ModelPath: opts.ModelPath, HealthCheckTimeout: opts.HealthCheckTimeout,
-		Profile: opts.Profile, Logger: log,
+		Profile: opts.Profile, Sleep: inst.sleepOptions(), Logger: log,
 	})
 	if err != nil {
 		inst.Close()
@@ -171,6 +189,25 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 		inst.server.opts.ServerInfo = inst.serverInfo()
 	}
 	return inst, nil
+}
+
+// sleepOptions are the server's sleep endpoints when asked for: the
+// catalog's swap times of the modelled model and GPU, the engine's
+// reservation of GPU memory while awake, and a reset of its prefix cache
+// when it sleeps.
+func (inst *Instance) sleepOptions() *SleepOptions {
+	if !inst.opts.SleepMode {
+		return nil
+	}
+	gpu, model := inst.core.GPU(), inst.core.Model()
+	times := catalog.SwapTimesOf(gpu, model, catalog.Layout{})
+	return &SleepOptions{
+		Times:         times,
+		AwakeBytes:    uint64(float64(gpu.MemoryBytes) * inst.cfg.GPUMemoryUtilization),
+		ResidualBytes: uint64(times.ResidualBytes),
+		WeightsBackup: inst.opts.WeightsBackup,
+		Reset:         inst.runner.Reset,
+	}
 }
 
 // bindsLate reports whether the HTTP listener is bound only once the

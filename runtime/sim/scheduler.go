@@ -295,6 +295,9 @@ func (c *Core) blockHash(r *request, i int) uint64 {
 			var prior *[sha256.Size]byte
 			if j > 0 {
 				prior = &r.digests[j-1]
+			} else if r.salt != nil {
+				ns := sglangSaltDigest(r.salt)
+				prior = &ns
 			}
 			var d [sha256.Size]byte
 			d, c.hashBuf = sglangPageDigest(prior, page, c.hashBuf)
@@ -305,6 +308,9 @@ func (c *Core) blockHash(r *request, i int) uint64 {
 		parent := c.root
 		if j > 0 {
 			parent = r.hashes[j-1]
+		} else if r.salt != nil {
+			// vLLM hashes a salt with the first block's extra keys.
+			parent = chainSalt(parent, r.salt)
 		}
 		r.hashes = append(r.hashes, chainHash(parent, page))
 	}
@@ -370,6 +376,13 @@ func (c *Core) storeFullBlocks(r *request, full int) {
 		}
 		if runStart > 0 {
 			ev.ParentBlockHash, ev.HasParent = r.hashes[runStart-1], true
+		}
+		if r.salt != nil {
+			if perBlock {
+				ev.CacheSalt = r.salt // SGLang: every page of the request
+			} else if runStart == 0 {
+				ev.ExtraKeys = vllmSaltExtraKeys(r.salt, end)
+			}
 		}
 		c.events = append(c.events, ev)
 		runStart = -1

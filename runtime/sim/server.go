@@ -91,6 +91,9 @@ type ServerOptions struct {
 	// HealthCheckTimeout bounds the one-token generation of SGLang's
 	// /health_generate; default 20s, SGLang's SGLANG_HEALTH_CHECK_TIMEOUT.
 	HealthCheckTimeout time.Duration
+	// Sleep turns on the sleep endpoints of the kind (SleepOptions); nil:
+	// the engine was started without sleep mode.
+	Sleep *SleepOptions
 	// Clock is the wall clock; nil means clock.Real.
 	Clock  clock.Clock
 	Logger *slog.Logger
@@ -116,6 +119,7 @@ type Server struct {
 	starting atomic.Bool
 	nextID   atomic.Uint64
 	idPrefix uint64
+	sleep    *sleeper // nil without sleep mode
 }
 
 // maxBodyBytes bounds a request body. Coding agents send prompts of a few
@@ -183,6 +187,10 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		// SGLang's one tokenize handler answers both paths.
 		mux.HandleFunc("POST /v1/tokenize", s.handleTokenize)
 	}
+	if opts.Sleep != nil {
+		s.sleep = newSleeper(*opts.Sleep)
+		s.registerSleep(mux)
+	}
 	if opts.Profile {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -207,6 +215,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, &apiError{status: http.StatusServiceUnavailable, message: "the server is starting"})
 			return
 		}
+	}
+	if s.sleep != nil && protectedPaths[r.URL.Path] {
+		ctx, done, err := s.sleep.admit(r.Context())
+		if err != nil {
+			s.writeError(w, err)
+			return
+		}
+		defer done()
+		r = r.WithContext(ctx)
 	}
 	s.mux.ServeHTTP(w, r)
 }

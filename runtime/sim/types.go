@@ -22,6 +22,12 @@ type Request struct {
 	// StopAtEnd marks the last Output token as an end-of-sequence token: the
 	// request then finishes with reason "stop" instead of "length".
 	StopAtEnd bool
+	// CacheSalt is the request's cache_salt, "" for none: its blocks are
+	// cached apart from every other salt's. vLLM hashes it into the first
+	// block's extra keys and lists it there in the BlockStored event;
+	// SGLang keys its radix tree by it, hashes it into its pages and
+	// names it in each BlockStored.
+	CacheSalt string
 }
 
 // TokenOutput is one token produced by a scheduler step.

@@ -1,0 +1,251 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+)
+
+// The layout hearth up serves coding agents with unless told otherwise:
+// a rule in closed form over what the planner computes of each candidate,
+// so that a start does not pay the simulation RecommendLayout ranks. The
+// evaluation backs the rule: on every GPU set docs/perf.md measures
+// (2x4090, 4x4090, a 4090 with a 3090, one 4090) the layout the
+// evaluation recommends for each client is the one the rule picks, and
+// bench's TestDefaultAgentLayoutIsTheEvaluated holds the two together on
+// one 4090's evaluation (TestDefaultAgentLayoutPicksTheEvaluatedLayouts
+// here, on the recommendations docs/perf.md records). What the rule follows from: an agent's turns re-send
+// their whole history, so what decides its time is how many sessions'
+// histories the KV caches keep at once (KV cache not held is prefilled
+// again) and how often a session compacts (each compaction prefills its
+// whole history once more and starts the next turn from scratch); the
+// tensor-parallel step costs less than either on the boards measured.
+
+// AgentLayoutChoice is the layout DefaultAgentLayout picks and why.
+type AgentLayoutChoice struct {
+	Candidate Candidate
+	// Reason says in one line why ("for coding agents, a 131,072-token
+	// context per session and …"): its context, the sessions its KV
+	// caches hold at once, and one engine per GPU's.
+	Reason string
+	// PerGPU is the one-engine-per-GPU layout with the model's KV dtype
+	// (the layout --layout per-gpu keeps), when it fits; zero otherwise.
+	PerGPU Candidate
+	// Shortfall, when not empty, says that no layout gives Client's
+	// sessions the room they need (its first prompt and an agent turn),
+	// and what would: a smaller model, FP8 KV, another GPU. Candidate is
+	// then the best of those that fit.
+	Shortfall string
+}
+
+// ErrNoAgentLayout is what DefaultAgentLayout returns when no layout of
+// the model fits the GPUs at all.
+var ErrNoAgentLayout = errors.New("no layout fits")
+
+// DefaultAgentLayout picks the layout of model on gpus (one node) that
+// serves client's sessions (an AgentClients ID) best by rule: of the
+// candidates whose context holds the client's first prompt and an agent
+// turn (AgentTurnTokens), the one whose KV caches hold the most tokens in
+// all (the most sessions' histories kept at once), then the one with the
+// longest context (the fewest compactions), then the simplest, as
+// Candidates orders them. It takes microseconds: hearth up and hearth bench
+// call it on every start; hearth plan --agent measures the layouts.
+func DefaultAgentLayout(gpus []GPUUse, model Model, client string) (AgentLayoutChoice, error) {
+	c, ok := lookupAgentClient(client)
+	if !ok {
+		return AgentLayoutChoice{}, fmt.Errorf("catalog: unknown agent client %q (known: %s)", client, strings.Join(AgentClientIDs(), ", "))
+	}
+	candidates := AgentCandidates(gpus, model)
+	if len(candidates) == 0 {
+		return AgentLayoutChoice{}, fmt.Errorf("%w: %s fits none of the layouts of %d GPUs%s", ErrNoAgentLayout, model.DisplayName(), len(gpus), smallerModelHint(gpus, model))
+	}
+	var choice AgentLayoutChoice
+	if i := slices.IndexFunc(candidates, func(c Candidate) bool { return c.Layout == (Layout{TP: 1, KVCacheDtype: KVCacheAuto}) }); i >= 0 {
+		choice.PerGPU = candidates[i]
+	}
+	need := c.ContextNeeded()
+	var roomy []Candidate
+	for _, cand := range candidates {
+		if cand.Plan.MaxModelLen >= need {
+			roomy = append(roomy, cand)
+		}
+	}
+	pool := roomy
+	if len(roomy) == 0 {
+		pool = candidates
+		choice.Shortfall = fmt.Sprintf("no layout of %s on these GPUs gives %s's sessions the %s-token context they need (its %s-token first prompt, a turn and room to compact; the longest is %s tokens): %s",
+			model.DisplayName(), c.Name, humanize.Comma(int64(need)), humanize.Comma(int64(c.FirstPromptTokens)),
+			humanize.Comma(int64(longestContext(candidates))), roomHint(gpus, model, need))
+	}
+	best := pool[0]
+	for _, cand := range pool[1:] {
+		if betterByRule(cand, best) {
+			best = cand
+		}
+	}
+	choice.Candidate = best
+	choice.Reason = ruleReason(best, choice.PerGPU, c, c.FirstPromptTokens+AgentTurnTokens)
+	return choice, nil
+}
+
+// betterByRule reports whether a ranks before b in DefaultAgentLayout:
+// more KV tokens in all, then a longer context; ties keep the earlier
+// (simpler) candidate.
+func betterByRule(a, b Candidate) bool {
+	if ka, kb := a.Plan.TotalKVTokens(), b.Plan.TotalKVTokens(); ka != kb {
+		return ka > kb
+	}
+	return a.Plan.MaxModelLen > b.Plan.MaxModelLen
+}
+
+// TotalKVTokens is the KV cache of all p's engines together, in tokens.
+func (p Plan) TotalKVTokens() int {
+	n := 0
+	for _, e := range p.Engines {
+		n += e.KVTokens
+	}
+	return n
+}
+
+// SessionsAtOnce is how many sessions of tokens each p's engines hold in
+// their KV caches at once, summed over the engines.
+func (p Plan) SessionsAtOnce(tokens int) int {
+	if tokens <= 0 {
+		return 0
+	}
+	n := 0
+	for _, e := range p.Engines {
+		n += e.KVTokens / tokens
+	}
+	return n
+}
+
+func ruleReason(best, perGPU Candidate, c AgentClient, need int) string {
+	reason := fmt.Sprintf("for coding agents, a %s-token context per session and KV cache for %s %s sessions of %s tokens at once",
+		humanize.Comma(int64(best.Plan.MaxModelLen)), countOrNone(best.Plan.SessionsAtOnce(need)), c.Name, shortTokens(need))
+	if perGPU.Plan.MaxModelLen > 0 && perGPU.Layout != best.Layout {
+		reason += fmt.Sprintf(", where one engine per GPU gives a %s-token context and room for %s", humanize.Comma(int64(perGPU.Plan.MaxModelLen)), countOrNone(perGPU.Plan.SessionsAtOnce(need)))
+	}
+	return reason
+}
+
+func countOrNone(n int) string {
+	if n == 0 {
+		return "none"
+	}
+	return strconv.Itoa(n)
+}
+
+// shortTokens writes n tokens as "32k".
+func shortTokens(n int) string { return fmt.Sprintf("%dk", (n+512)/1024) }
+
+func longestContext(cs []Candidate) int {
+	n := 0
+	for _, c := range cs {
+		n = max(n, c.Plan.MaxModelLen)
+	}
+	return n
+}
+
+// roomHint says what would give an agent's sessions need tokens of
+// context: a smaller catalog model whose layouts do, or a GPU with more
+// memory.
+func roomHint(gpus []GPUUse, model Model, need int) string {
+	for _, m := range models {
+		if m.WeightBytes >= model.WeightBytes || m.Name == model.Name {
+			continue
+		}
+		if longestContext(AgentCandidates(gpus, m)) >= need {
+			return fmt.Sprintf("a smaller model does (--model %s), or a GPU with more memory", m.Name)
+		}
+	}
+	return "a GPU with more memory, or more GPUs for a longer tensor-parallel context"
+}
+
+// smallerModelHint names the largest catalog model that fits gpus, when
+// it is not model.
+func smallerModelHint(gpus []GPUUse, model Model) string {
+	m, err := DefaultModel(gpus)
+	if err != nil || m.Name == model.Name {
+		return ": a GPU with more memory would"
+	}
+	return fmt.Sprintf(": a smaller model would (--model %s), or a GPU with more memory", m.Name)
+}
+
+// ContextNeeded is the shortest context that serves c's sessions without
+// a compaction after every turn: its first prompt and an agent turn
+// (AgentTurnTokens), and for Claude Code the room its compaction keeps
+// below the context (ClaudeCompactThreshold).
+func (c AgentClient) ContextNeeded() int {
+	n := c.FirstPromptTokens + AgentTurnTokens
+	if c.ID == ClaudeCodeID {
+		n += ClaudeCompactReserveTokens + maxAgentOutputTokens + claudeCompactBuffer
+	}
+	return n
+}
+
+// ClaudeCodeID is Claude Code's AgentClient ID.
+const ClaudeCodeID = "claude-code"
+
+func lookupAgentClient(id string) (AgentClient, bool) {
+	i := slices.IndexFunc(AgentClients, func(c AgentClient) bool { return c.ID == id })
+	if i < 0 {
+		return AgentClient{}, false
+	}
+	return AgentClients[i], true
+}
+
+// Context limits told to the agent clients: what Hearth reserves of the
+// served context, the output cap, and where Claude Code compacts.
+//
+// Claude Code's auto-compaction (2.1.x) works on a window that defaults to
+// the model's context as it knows it, 200,000 tokens for a model it does
+// not know; CLAUDE_CODE_AUTO_COMPACT_WINDOW sets it ("the context capacity
+// in tokens used for auto-compaction calculations", capped at the model's
+// window: code.claude.com/docs/en/env-vars). It compacts once a turn's
+// context passes the window less the room it keeps for the summary's
+// output, min(its max output tokens, 20,000), less a buffer of 13,000
+// tokens (services/compact/autoCompact.ts: MAX_OUTPUT_TOKENS_FOR_SUMMARY,
+// AUTOCOMPACT_BUFFER_TOKENS), which its docs call about 95% of a large
+// window.
+const (
+	// ClaudeCompactReserveTokens is what Hearth keeps of the served
+	// context out of Claude Code's compaction window: the client counts
+	// the messages after its last response by estimate, not with the
+	// served model's tokenizer, and a short count must not carry a
+	// request past the engine's context.
+	ClaudeCompactReserveTokens = 2048
+	// claudeSummaryOutputCap and claudeCompactBuffer are Claude Code's.
+	claudeSummaryOutputCap = 20000
+	claudeCompactBuffer    = 13000
+	// maxAgentOutputTokens caps the output budget told to clients.
+	maxAgentOutputTokens = 8192
+)
+
+// AgentOutputTokens is the output cap the agent clients are told for a
+// served context of contextTokens (a quarter of it, at most 8,192), so
+// that every client leaves the same room for its history.
+func AgentOutputTokens(contextTokens int) int {
+	return max(min(maxAgentOutputTokens, contextTokens/4), 0)
+}
+
+// ClaudeCompactWindow is CLAUDE_CODE_AUTO_COMPACT_WINDOW for a served
+// context of servedContext tokens: the context less
+// ClaudeCompactReserveTokens (0 for a context too short for any).
+func ClaudeCompactWindow(servedContext int) int {
+	return max(servedContext-ClaudeCompactReserveTokens, 0)
+}
+
+// ClaudeCompactThreshold is the context at which Claude Code compacts a
+// session on a served context of servedContext tokens, told the window
+// ClaudeCompactWindow and the output cap AgentOutputTokens: the window
+// less min(output cap, 20,000) less 13,000. A turn whose context passes
+// it is followed by a compaction before the next.
+func ClaudeCompactThreshold(servedContext int) int {
+	w := ClaudeCompactWindow(servedContext)
+	return max(w-min(AgentOutputTokens(servedContext), claudeSummaryOutputCap)-claudeCompactBuffer, 0)
+}
