@@ -48,7 +48,7 @@ var allowedHearthImports = map[string][]string{
 	"cluster":     {"router", "kvevents", "zmtp", "pki", "netguard"},
 	"zmtp":        {},
 	"adminapi":    {},
-	"agentclient": {},
+	"agentclient": {"catalog"},
 	"netguard":    {},
 	"scripts":     {},
 	"daemon":      {"adminapi", "agentclient", "api", "apikey", "catalog", "cluster", "console", "installer", "kvbm", "nodes", "router", "runtime", "tlsca", "tokenizer"},

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/hearth-llm/hearth/agentclient"
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/daemon"
 )
@@ -75,5 +76,5 @@ func contextNote(s agentclient.Served) string {
 	if s.ContextTokens == 0 {
 		return "the daemon did not say its context length"
 	}
-	return fmt.Sprintf("%d-token context, %d-token output cap", s.ContextTokens, agentclient.OutputTokens(s.ContextTokens))
+	return fmt.Sprintf("%d-token context, %d-token output cap", s.ContextTokens, catalog.AgentOutputTokens(s.ContextTokens))
 }
