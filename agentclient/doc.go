@@ -13,10 +13,8 @@
 // same settings without touching the user's own configuration: Claude
 // Code through its environment, Codex through -c overrides on its command
 // line, OpenCode through OPENCODE_CONFIG_CONTENT. The limits are the
-// served context (the engines' max_model_len) and the output cap, and
-// Claude Code's compaction window and threshold: catalog's
-// AgentOutputTokens, ClaudeCompactWindow and ClaudeCompactThreshold, the
-// same the planner sizes layouts by and the benchmark compacts at.
+// served context (the engines' max_model_len) and OutputTokens; Claude
+// Code's compaction window is ClaudeCodeCompactWindow.
 //
 // Sources, read at these versions:
 //   - Claude Code's environment variables and model tiers:
@@ -32,5 +30,5 @@
 //     packages/opencode/src/flag/flag.ts at 01a6ccf and config.ts
 //     (OPENCODE_CONFIG_CONTENT, merged over every configuration file).
 //
-// Of Hearth's packages it imports only catalog, for those limits.
+// This package imports no other Hearth package.
 package agentclient

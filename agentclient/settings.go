@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-
-	"github.com/hearth-llm/hearth/catalog"
 )
 
 // Served is what a Hearth daemon serves, as its clients must be told.
@@ -37,6 +35,38 @@ func (s Served) Model() string {
 // from (and hearth launch, like hearth's other commands, reads it too).
 const KeyEnv = "HEARTH_API_KEY"
 
+// OutputTokens is the output cap every client is told for a context of
+// contextTokens: a quarter of the context, at most 8192, so that the
+// clients leave the same room for history. The gateway lowers a request's
+// max_tokens to the room its prompt leaves in any case; the cap is what a
+// client keeps free of history when it decides to compact.
+func OutputTokens(contextTokens int) int { return min(8192, contextTokens/4) }
+
+// Claude Code's own compaction rule, which CLAUDE_CODE_AUTO_COMPACT_WINDOW
+// feeds: it compacts once the conversation passes the window less the
+// output it reserves (its output cap, at most claudeCodeSummaryTokens, the
+// longest summary it asks for) less claudeCodeCompactBuffer.
+const (
+	claudeCodeSummaryTokens = 20000
+	claudeCodeCompactBuffer = 13000
+)
+
+// ClaudeCodeCompactWindow is CLAUDE_CODE_AUTO_COMPACT_WINDOW for a served
+// context of contextTokens: the whole context. Hearth keeps none of it
+// back, since the gateway lowers max_tokens to what a prompt leaves and
+// Claude Code reserves its output and its buffer below the window itself
+// (ClaudeCodeCompactThreshold). Claude Code takes the value as the context
+// of a model it does not know, instead of 200,000 tokens.
+func ClaudeCodeCompactWindow(contextTokens int) int { return contextTokens }
+
+// ClaudeCodeCompactThreshold is the conversation length past which Claude
+// Code, given ClaudeCodeCompactWindow and OutputTokens of contextTokens,
+// compacts its history; 0 when the context is too short for any.
+func ClaudeCodeCompactThreshold(contextTokens int) int {
+	window := ClaudeCodeCompactWindow(contextTokens)
+	return max(0, window-min(OutputTokens(contextTokens), claudeCodeSummaryTokens)-claudeCodeCompactBuffer)
+}
+
 // Var is one environment variable.
 type Var struct{ Name, Value string }
 
@@ -60,8 +90,8 @@ func ClaudeCodeEnv(s Served) []Var {
 	}
 	if s.ContextTokens > 0 {
 		env = append(env,
-			Var{"CLAUDE_CODE_AUTO_COMPACT_WINDOW", strconv.Itoa(catalog.ClaudeCompactWindow(s.ContextTokens))},
-			Var{"CLAUDE_CODE_MAX_OUTPUT_TOKENS", strconv.Itoa(catalog.AgentOutputTokens(s.ContextTokens))})
+			Var{"CLAUDE_CODE_AUTO_COMPACT_WINDOW", strconv.Itoa(ClaudeCodeCompactWindow(s.ContextTokens))},
+			Var{"CLAUDE_CODE_MAX_OUTPUT_TOKENS", strconv.Itoa(OutputTokens(s.ContextTokens))})
 	}
 	// Auto-update checks, telemetry, error reports and /bug.
 	return append(env, Var{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"})
@@ -90,7 +120,7 @@ func codexSettings(s Served) (top, provider []codexSetting) {
 		// (model_catalog_json, a file of Codex's own model entries).
 		top = append(top,
 			codexSetting{"model_context_window", strconv.Itoa(s.ContextTokens)},
-			codexSetting{"model_max_output_tokens", strconv.Itoa(catalog.AgentOutputTokens(s.ContextTokens))})
+			codexSetting{"model_max_output_tokens", strconv.Itoa(OutputTokens(s.ContextTokens))})
 	}
 	provider = []codexSetting{
 		{"name", tomlString("Hearth")},
@@ -165,7 +195,7 @@ func OpenCodeConfig(s Served, apiKey string) string {
 	}
 	model := modelEntry{Name: s.Model()}
 	if s.ContextTokens > 0 {
-		model.Limit = &limit{Context: s.ContextTokens, Output: catalog.AgentOutputTokens(s.ContextTokens)}
+		model.Limit = &limit{Context: s.ContextTokens, Output: OutputTokens(s.ContextTokens)}
 	}
 	cfg := struct {
 		Schema   string              `json:"$schema"`
@@ -251,7 +281,7 @@ func SettingsOf(c Client, s Served) Setting {
 			b.WriteString("export " + v.Name + "=" + ShellQuote(v.Value) + "\n")
 		}
 		if s.ContextTokens > 0 {
-			b.WriteString("# Claude Code compacts its history past " + strconv.Itoa(catalog.ClaudeCompactThreshold(s.ContextTokens)) +
+			b.WriteString("# Claude Code compacts its history past " + strconv.Itoa(ClaudeCodeCompactThreshold(s.ContextTokens)) +
 				" of these " + strconv.Itoa(s.ContextTokens) + " tokens.\n")
 		}
 		set.Config = b.String()

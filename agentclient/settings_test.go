@@ -6,13 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/BurntSushi/toml"
-
-	"github.com/hearth-llm/hearth/catalog"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
@@ -84,7 +81,7 @@ func TestClaudeCodeEnvTellsContextAndTiers(t *testing.T) {
 		"ANTHROPIC_DEFAULT_HAIKU_MODEL":            "Qwen/Qwen3-14B-FP8",
 		"ANTHROPIC_SMALL_FAST_MODEL":               "Qwen/Qwen3-14B-FP8",
 		"CLAUDE_CODE_SUBAGENT_MODEL":               "Qwen/Qwen3-14B-FP8",
-		"CLAUDE_CODE_AUTO_COMPACT_WINDOW":          strconv.Itoa(40960 - catalog.ClaudeCompactReserveTokens),
+		"CLAUDE_CODE_AUTO_COMPACT_WINDOW":          "40960",
 		"CLAUDE_CODE_MAX_OUTPUT_TOKENS":            "8192",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
 	} {
@@ -96,6 +93,21 @@ func TestClaudeCodeEnvTellsContextAndTiers(t *testing.T) {
 	for _, name := range []string{"CLAUDE_CODE_AUTO_COMPACT_WINDOW", "CLAUDE_CODE_MAX_OUTPUT_TOKENS"} {
 		if v, ok := envValue(unknown, name); ok {
 			t.Errorf("with the context unknown %s = %q, want it unset", name, v)
+		}
+	}
+}
+
+// Claude Code compacts past the window less its output cap (at most the
+// 20,000 of a summary) less its 13,000-token buffer.
+func TestClaudeCodeCompactThreshold(t *testing.T) {
+	for _, tc := range []struct{ context, want int }{
+		{40960, 40960 - 8192 - 13000},
+		{131072, 131072 - 8192 - 13000},
+		{29856, 29856 - 7464 - 13000},
+		{16000, 0},
+	} {
+		if got := ClaudeCodeCompactThreshold(tc.context); got != tc.want {
+			t.Errorf("ClaudeCodeCompactThreshold(%d) = %d, want %d", tc.context, got, tc.want)
 		}
 	}
 }

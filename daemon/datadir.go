@@ -2,14 +2,10 @@ package daemon
 
 import (
 	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/hearth-llm/hearth/adminapi"
-	"github.com/hearth-llm/hearth/atomicfile"
 	"github.com/hearth-llm/hearth/cluster"
 	"github.com/hearth-llm/hearth/tlsca"
 )
@@ -68,36 +64,10 @@ func (d DataDir) KVStore() string { return d.join("kvstore") }
 // start, and the command line on its machine reads (adminapi).
 func (d DataDir) LocalToken() string { return d.join(adminapi.LocalTokenFile) }
 
-// Address is the file the daemon writes its API's URL to at each start, as
-// a client on this machine reaches it (LocalAddr), and removes when it
-// stops; hearth launch reads it (ReadAddress).
-func (d DataDir) Address() string { return d.join("address") }
-
-// ReadAddress returns the URL a running daemon wrote to Address; "" when
-// there is none (no daemon ran with this data directory, or it stopped).
-func (d DataDir) ReadAddress() (string, error) {
-	b, err := os.ReadFile(d.Address())
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("the daemon's address: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
-// writeAddress writes the URL of the API listening at listen, served over
-// scheme, to Address, and returns what removes it.
-func (d DataDir) writeAddress(scheme, listen string) (remove func(), err error) {
-	local, err := LocalAddr(listen)
-	if err != nil {
-		return nil, err
-	}
-	if err := atomicfile.Write(d.Address(), []byte(scheme+"://"+local+"\n"), 0o600); err != nil {
-		return nil, fmt.Errorf("the daemon's address: %w", err)
-	}
-	return func() { _ = os.Remove(d.Address()) }, nil
-}
+// LocalAddr is the file the daemon writes, at each start beside its local
+// token, the base URL a client on its machine reaches it at: the command
+// line sends the token there alone.
+func (d DataDir) LocalAddr() string { return d.join("local-addr") }
 
 func (d DataDir) join(name string) string { return filepath.Join(string(d), name) }
 

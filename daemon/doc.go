@@ -27,7 +27,7 @@
 // The command line reaches a running daemon through localclient.go and
 // served.go: the admin API's client (AdminClient), and for hearth launch
 // the daemon's address (DaemonAddr, from the file Run writes under the data
-// directory, DataDir.Address) and what its API serves (AskServed: the
+// directory, DataDir.LocalAddr) and what its API serves (AskServed: the
 // models and served context of GET /v1/models, as agentclient tells the
 // coding agents; hearth up prints the same settings when its engines
 // settle).

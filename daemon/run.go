@@ -367,11 +367,9 @@ func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng en
 	if deps.LocalToken, err = adminapi.WriteLocalToken(cfg.Data().LocalToken()); err != nil {
 		return f, fmt.Errorf("up: %w", err)
 	}
-	removeAddress, err := cfg.Data().writeAddress(cfg.Scheme(), addr)
-	if err != nil {
+	if err := writeLocalAddr(cfg.Data(), cfg.localBaseURL(addr)); err != nil {
 		return f, fmt.Errorf("up: %w", err)
 	}
-	cleanup.push(removeAddress)
 	if node != nil {
 		deps.Cluster = newClusterConsole(node, cfg.Cluster)
 	}

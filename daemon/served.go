@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/hearth-llm/hearth/adminapi"
@@ -22,14 +24,21 @@ const DefaultAddr = "http://127.0.0.1:8000"
 var ErrKeyRefused = errors.New("the API refused the key")
 
 // DaemonAddr is the daemon's URL for the command line: addr when set,
-// else what the daemon running with data wrote there, else DefaultAddr.
+// else the one the daemon running with data recorded (DataDir.LocalAddr),
+// else DefaultAddr.
 func DaemonAddr(addr string, data DataDir) (string, error) {
 	if addr != "" {
 		return addr, nil
 	}
-	written, err := data.ReadAddress()
-	if err != nil || written != "" {
-		return written, err
+	b, err := os.ReadFile(data.LocalAddr())
+	if errors.Is(err, fs.ErrNotExist) {
+		return DefaultAddr, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("the daemon's address: %w", err)
+	}
+	if recorded := strings.TrimSpace(string(b)); recorded != "" {
+		return recorded, nil
 	}
 	return DefaultAddr, nil
 }

@@ -11,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/hearth-llm/hearth/agentclient"
-	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/daemon"
 )
@@ -76,5 +75,5 @@ func contextNote(s agentclient.Served) string {
 	if s.ContextTokens == 0 {
 		return "the daemon did not say its context length"
 	}
-	return fmt.Sprintf("%d-token context, %d-token output cap", s.ContextTokens, catalog.AgentOutputTokens(s.ContextTokens))
+	return fmt.Sprintf("%d-token context, %d-token output cap", s.ContextTokens, agentclient.OutputTokens(s.ContextTokens))
 }

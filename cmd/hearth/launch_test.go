@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/hearth-llm/hearth/agentclient"
-	"github.com/hearth-llm/hearth/catalog"
 )
 
 // launchContext is the context the daemon of the launch tests serves:
@@ -111,7 +110,7 @@ func TestLaunch(t *testing.T) {
 }
 
 func testLaunchStartsEachClient(t *testing.T, dataDir, baseURL, path string) {
-	wantOutput := strconv.Itoa(catalog.AgentOutputTokens(launchContext))
+	wantOutput := strconv.Itoa(agentclient.OutputTokens(launchContext))
 	for _, tc := range []struct {
 		client string
 		check  func(t *testing.T, rec standInRecord)
@@ -120,7 +119,7 @@ func testLaunchStartsEachClient(t *testing.T, dataDir, baseURL, path string) {
 			for name, want := range map[string]string{
 				"ANTHROPIC_BASE_URL":              baseURL,
 				"ANTHROPIC_AUTH_TOKEN":            launchKey,
-				"CLAUDE_CODE_AUTO_COMPACT_WINDOW": strconv.Itoa(catalog.ClaudeCompactWindow(launchContext)),
+				"CLAUDE_CODE_AUTO_COMPACT_WINDOW": strconv.Itoa(agentclient.ClaudeCodeCompactWindow(launchContext)),
 				"CLAUDE_CODE_MAX_OUTPUT_TOKENS":   wantOutput,
 			} {
 				if rec.Env[name] != want {
@@ -163,8 +162,8 @@ func testLaunchStartsEachClient(t *testing.T, dataDir, baseURL, path string) {
 			if n := len(rec.Args); n < 3 || !slices.Equal(rec.Args[n-3:], []string{"--exit", "7", "list the files"}) {
 				t.Errorf("the client got arguments %q, want the user's last", rec.Args)
 			}
-			if rec.Answer == "" || rec.MaxTokens != catalog.AgentOutputTokens(launchContext) {
-				t.Errorf("answer %q with max tokens %d, want an answer with %d", rec.Answer, rec.MaxTokens, catalog.AgentOutputTokens(launchContext))
+			if rec.Answer == "" || rec.MaxTokens != agentclient.OutputTokens(launchContext) {
+				t.Errorf("answer %q with max tokens %d, want an answer with %d", rec.Answer, rec.MaxTokens, agentclient.OutputTokens(launchContext))
 			}
 			tc.check(t, rec)
 		})
