@@ -51,6 +51,7 @@ var allowedHearthImports = map[string][]string{
 	"agentclient": {},
 	"netguard":    {},
 	"scripts":     {},
+	"models":      {},
 	"daemon":      {"adminapi", "agentclient", "api", "apikey", "catalog", "cluster", "console", "installer", "kvbm", "nodes", "router", "runtime", "tlsca", "tokenizer"},
 }
 
