@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -145,7 +146,13 @@ func PeerRoute(peer string) (string, error) {
 	if host == "" || strings.ContainsAny(host, "/?#@ \t") {
 		return "", fmt.Errorf("--peer %q: want HOST or HOST:PORT", peer)
 	}
-	return "nats-route://" + net.JoinHostPort(host, port), nil
+	// The route must read back as this host: that refuses what a URL
+	// cannot carry ("%", "a:b:c").
+	route := "nats-route://" + net.JoinHostPort(host, port)
+	if u, err := url.Parse(route); err != nil || u.Hostname() != host {
+		return "", fmt.Errorf("--peer %q: want HOST, HOST:PORT or [IPv6]:PORT", peer)
+	}
+	return route, nil
 }
 
 // askJoin asks the node named by --ask-join (or the one inviting node
