@@ -100,6 +100,9 @@ func decodeMessages(body []byte, models modelResolver, needMaxTokens bool) (*eng
 	if len(in.Messages) == 0 {
 		return nil, nil, badRequest("messages", "must be a non-empty array")
 	}
+	if err := boundMessages(len(in.Messages), "messages"); err != nil {
+		return nil, nil, err
+	}
 	system, err := anthropicText(in.System, "system", true)
 	if err != nil {
 		return nil, nil, err
@@ -355,7 +358,7 @@ func (g *Gateway) handleCountTokens(c *fiber.Ctx) error {
 	if err != nil {
 		return writeError(c, dialectAnthropic, err)
 	}
-	if err := g.prompts.fitsMessages(req.Messages); err != nil {
+	if err := g.prompts.fitsChat(req.Messages, req.Tools); err != nil {
 		return writeError(c, dialectAnthropic, err)
 	}
 	creq, err := req.chatRequest()

@@ -83,6 +83,9 @@ func decodeChatCompletion(body []byte, models modelResolver) (*engineRequest, *c
 	if req.Stop, err = decodeStop(in.Stop, "stop"); err != nil {
 		return nil, nil, err
 	}
+	if err := boundMessages(len(in.Messages), "messages"); err != nil {
+		return nil, nil, err
+	}
 	for i, raw := range in.Messages {
 		m, err := normaliseChatMessage(raw, fmt.Sprintf("messages[%d]", i))
 		if err != nil {

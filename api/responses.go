@@ -200,6 +200,9 @@ func (t *responsesTranslation) appendInput(history []chatMessage) error {
 	if err := decodeStrict(raw, &items, "input"); err != nil {
 		return err
 	}
+	if err := boundMessages(len(items), "input"); err != nil {
+		return err
+	}
 	var pending *chatMessage // the assistant turn being assembled
 	flush := func() {
 		if pending != nil {
