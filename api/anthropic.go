@@ -117,6 +117,9 @@ func decodeMessages(body []byte, models modelResolver, needMaxTokens bool) (*eng
 		}
 		req.Messages = append(req.Messages, msgs...)
 	}
+	if err := boundToolsBytes(len(in.Tools)); err != nil {
+		return nil, nil, err
+	}
 	tools, err := anthropicToolLists.get(in.Tools, func() (convertedTools, error) { return convertAnthropicTools(in.Tools) })
 	if err != nil {
 		return nil, nil, err
@@ -278,6 +281,9 @@ func translateAnthropicMessage(m anthropicMessage, field string) ([]chatMessage,
 		case "image":
 			if b.Source == nil {
 				return nil, badRequest(bf+".source", "required")
+			}
+			if n := len(b.Source.URL) + len(b.Source.Data); n > maxImageBytes {
+				return nil, imageTooLarge(bf, n)
 			}
 			url := b.Source.URL
 			if b.Source.Type == "base64" {

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"fmt"
+
 	json "github.com/goccy/go-json"
 )
 
@@ -62,8 +64,8 @@ func boundChat(msgs []chatMessage, tools json.RawMessage, counting bool) (chatSh
 		return shape, err
 	}
 	if !isNullJSON(tools) {
-		if len(tools) > maxToolsBytes {
-			return shape, badRequestf("tools", "the tools take %d bytes; at most %d are accepted", len(tools), maxToolsBytes)
+		if err := boundToolsBytes(len(tools)); err != nil {
+			return shape, err
 		}
 		var defs []toolDefinition
 		if err := json.Unmarshal(tools, &defs); err != nil {
@@ -105,7 +107,7 @@ func boundChat(msgs []chatMessage, tools json.RawMessage, counting bool) (chatSh
 			}
 			for _, p := range list {
 				if len(p.ImageURL) > maxImageBytes {
-					return shape, badRequestf("messages", "message %d: an image of %d bytes; at most %d bytes (base64 included) are accepted per image", i, len(p.ImageURL), maxImageBytes)
+					return shape, imageTooLarge(fmt.Sprintf("messages[%d]", i), len(p.ImageURL))
 				}
 				if counted && p.Type == "text" {
 					shape.texts = append(shape.texts, p.Text)
@@ -124,4 +126,18 @@ func boundMessages(n int, field string) error {
 		return badRequestf(field, "%d messages; a request may hold at most %d", n, maxChatMessages)
 	}
 	return nil
+}
+
+// boundToolsBytes refuses tools whose JSON takes more than maxToolsBytes;
+// the decoders call it before they convert the tools.
+func boundToolsBytes(n int) error {
+	if n > maxToolsBytes {
+		return badRequestf("tools", "the tools take %d bytes; at most %d are accepted", n, maxToolsBytes)
+	}
+	return nil
+}
+
+// imageTooLarge refuses an image of n bytes (its URL or base64 data) in field.
+func imageTooLarge(field string, n int) error {
+	return badRequestf(field, "an image of %d bytes; at most %d bytes (base64 included) are accepted per image", n, maxImageBytes)
 }

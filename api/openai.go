@@ -93,6 +93,9 @@ func decodeChatCompletion(body []byte, models modelResolver) (*engineRequest, *c
 		}
 		req.Messages = append(req.Messages, m)
 	}
+	if err := boundToolsBytes(len(in.Tools)); err != nil {
+		return nil, nil, err
+	}
 	if req.Tools, err = chatToolLists.get(in.Tools, func() (json.RawMessage, error) { return normaliseChatTools(in.Tools) }); err != nil {
 		return nil, nil, err
 	}
