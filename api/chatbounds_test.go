@@ -159,3 +159,33 @@ func TestChatFitsCountsToolsAndEveryMessage(t *testing.T) {
 			[]string{"context_length_exceeded"}},
 	})
 }
+
+// The bounds read content parts and tools from the client; what they count
+// against the context must never exceed what a template renders: with the
+// fake template (one token per byte, every text whole), a chat's counted
+// tokens are at most its rendered length.
+func FuzzBoundChat(f *testing.F) {
+	f.Add([]byte(`{"model":"m","tools":[{"type":"function","function":{"name":"t","description":"d\u00e9"}}],"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"x"}}]},{"role":"tool","tool_call_id":"c","content":"r"}]}`))
+	f.Add([]byte(`{"model":"m","messages":[{"role":"system","content":"s"},{"role":"assistant","content":"x"},{"role":"user","content":"\ud800"}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, _, err := decodeChatCompletion(body, fuzzModels)
+		if err != nil {
+			return
+		}
+		shape, err := boundChat(req.Messages, req.Tools, true)
+		if err != nil {
+			return
+		}
+		rendered, err := (fakeTokenizer{}).ApplyChatTemplate(mustChatRequest(t, req.Messages, req.Tools))
+		if err != nil {
+			return
+		}
+		n := shape.rendered
+		for _, text := range shape.texts {
+			n += max(len(text)-1, 0)
+		}
+		if n > len(rendered) {
+			t.Fatalf("%d tokens counted before rendering, %d rendered", n, len(rendered))
+		}
+	})
+}
