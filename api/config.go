@@ -10,6 +10,7 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -329,5 +330,14 @@ func (r modelResolver) resolve(name string) (string, error) {
 			return t.aliases[p], nil
 		}
 	}
-	return "", &apiError{Status: http.StatusNotFound, Param: "model", Message: fmt.Sprintf("model %q is not served here and no alias applies", name)}
+	return "", errModelNotFound(name, t.served)
+}
+
+// errModelNotFound is the 404 for a name neither served nor aliased. It
+// lists the served models, sorted, so that the client's user can pick one
+// (or add an alias) without reading the daemon's configuration.
+func errModelNotFound(name string, served map[string]bool) *apiError {
+	return &apiError{Status: http.StatusNotFound, Param: "model",
+		Message: fmt.Sprintf("model %q is not served here and no alias applies; served models: %s",
+			name, strings.Join(slices.Sorted(maps.Keys(served)), ", "))}
 }

@@ -44,7 +44,7 @@
 //
 //	POST /v1/chat/completions   OpenAI chat; engine chunks pass through, renamed (below)
 //	POST /v1/completions        OpenAI legacy completions (string or token-id prompt)
-//	GET  /v1/models             the served models
+//	GET  /v1/models             the served models, with the served context (max_model_len)
 //	POST /v1/responses          OpenAI Responses, translated to chat and back
 //	POST /v1/messages           Anthropic Messages (also ?beta=true)
 //	POST /v1/messages/count_tokens

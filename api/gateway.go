@@ -399,19 +399,25 @@ func loopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// handleModels lists the served models. Each carries the served context
+// in max_model_len, as vLLM's model card does
+// (vllm/entrypoints/openai/protocol.py, ModelCard), so that a client
+// (hearth launch) learns the limits it is to be told with the key it will
+// use.
 func (g *Gateway) handleModels(c *fiber.Ctx) error {
 	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
+		ID          string `json:"id"`
+		Object      string `json:"object"`
+		Created     int64  `json:"created"`
+		OwnedBy     string `json:"owned_by"`
+		MaxModelLen int    `json:"max_model_len,omitempty"`
 	}
 	out := struct {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{Object: "list"}
 	for _, m := range g.cfg.Models {
-		out.Data = append(out.Data, model{ID: m, Object: "model", OwnedBy: "hearth"})
+		out.Data = append(out.Data, model{ID: m, Object: "model", OwnedBy: "hearth", MaxModelLen: g.cfg.ContextTokens})
 	}
 	return c.JSON(out)
 }

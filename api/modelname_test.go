@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -113,5 +114,28 @@ func TestChatChunkRenamed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// GET /v1/models lists the served models with the served context, as
+// vLLM's max_model_len, and leaves it out while the context is unknown.
+func TestModelsCarryTheServedContext(t *testing.T) {
+	for _, tc := range []struct {
+		context int
+		want    string
+	}{
+		{40960, `{"object":"list","data":[{"id":"` + servedModel + `","object":"model","created":0,"owned_by":"hearth","max_model_len":40960}]}`},
+		{0, `{"object":"list","data":[{"id":"` + servedModel + `","object":"model","created":0,"owned_by":"hearth"}]}`},
+	} {
+		h := startGateway(t, nil, withConfig(func(c *Config) { c.ContextTokens = tc.context }))
+		resp, err := http.Get(h.url + "/v1/models")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(b) != tc.want {
+			t.Errorf("context %d: %d %s, want %s", tc.context, resp.StatusCode, b, tc.want)
+		}
 	}
 }

@@ -160,6 +160,7 @@ func TestAnthropicSDKErrors(t *testing.T) {
 	}{
 		{"wrong key", "sk-bad", nil, http.StatusUnauthorized, "authentication_error", "API key"},
 		{"unknown model", "sk-good", func(p *anthropic.MessageNewParams) { p.Model = "llama-2-7b" }, http.StatusNotFound, "not_found_error", "llama-2-7b"},
+		{"unknown model names the served ones", "sk-good", func(p *anthropic.MessageNewParams) { p.Model = "llama-2-7b" }, http.StatusNotFound, "not_found_error", "served models: " + servedModel},
 		{"tool_use from the user", "sk-good", func(p *anthropic.MessageNewParams) {
 			p.Messages = []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewToolUseBlock("toolu_1", map[string]any{}, "Bash"))}
 		}, http.StatusBadRequest, "invalid_request_error", "messages[0].content[0].type"},

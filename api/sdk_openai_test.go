@@ -102,6 +102,8 @@ func TestOpenAIChatSDKErrors(t *testing.T) {
 			http.StatusUnauthorized, "API key"},
 		{"unknown model", "sk-good", openai.ChatCompletionNewParams{Model: "llama-2-7b", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}},
 			http.StatusNotFound, "llama-2-7b"},
+		{"unknown model names the served ones", "sk-good", openai.ChatCompletionNewParams{Model: "llama-2-7b", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}},
+			http.StatusNotFound, "served models: " + servedModel},
 		{"no messages", "sk-good", openai.ChatCompletionNewParams{Model: "gpt-5.5", Messages: []openai.ChatCompletionMessageParamUnion{}},
 			http.StatusBadRequest, "messages"},
 	} {

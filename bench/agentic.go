@@ -95,7 +95,7 @@ type Compaction struct {
 	// AboveTokens, when set, is where the client compacts: after a turn
 	// whose context (its prompt and answer, and the tool result after it)
 	// passes it, as Claude Code does at the threshold its settings give
-	// (catalog.ClaudeCompactThreshold). A turn that would not fit the
+	// (agentclient.ClaudeCodeCompactThreshold). A turn that would not fit the
 	// context below that threshold is sent anyway, as the client sends it,
 	// and the engine refuses it: a context error that ends the session.
 	// 0: the session compacts when its next turn would not fit.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hearth-llm/hearth/agentclient"
 	"github.com/hearth-llm/hearth/catalog"
 )
 
@@ -38,7 +39,7 @@ func (p Preset) Workload(seed uint64, sessions, maxModelLen int) (*Agentic, erro
 		// CLAUDE_CODE_AUTO_COMPACT_WINDOW and the output cap for the
 		// served context, less its own buffer.
 		cp := *cfg.Compaction
-		cp.AboveTokens = catalog.ClaudeCompactThreshold(cfg.MaxContextTokens)
+		cp.AboveTokens = agentclient.ClaudeCodeCompactThreshold(cfg.MaxContextTokens)
 		cfg.Compaction = &cp
 	}
 	return NewAgentic(cfg)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth-llm/hearth/agentclient"
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/router"
 )
@@ -212,12 +213,12 @@ func testCompactionWithinContext(t *testing.T, preset string, limit int) {
 
 // TestClaudeCodeCompactsAtItsThreshold: the Claude Code preset compacts
 // where the printed settings make the client compact
-// (catalog.ClaudeCompactThreshold of the served context), not where the
+// (agentclient.ClaudeCodeCompactThreshold of the served context), not where the
 // context ends; a client told a window past the context (Claude Code's
 // default for a model it does not know) sends what does not fit instead.
 func TestClaudeCodeCompactsAtItsThreshold(t *testing.T) {
 	const limit = 59712
-	threshold := catalog.ClaudeCompactThreshold(limit)
+	threshold := agentclient.ClaudeCodeCompactThreshold(limit)
 	p, _ := PresetByName("claude-code")
 	w, err := p.Workload(3, 4, limit)
 	if err != nil {

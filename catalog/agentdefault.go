@@ -179,11 +179,11 @@ func smallerModelHint(gpus []GPUUse, model Model) string {
 // ContextNeeded is the shortest context that serves c's sessions without
 // a compaction after every turn: its first prompt and an agent turn
 // (AgentTurnTokens), and for Claude Code the room its compaction keeps
-// below the context (ClaudeCompactThreshold).
+// below the context (claudeCompactRoom).
 func (c AgentClient) ContextNeeded() int {
 	n := c.FirstPromptTokens + AgentTurnTokens
 	if c.ID == ClaudeCodeID {
-		n += ClaudeCompactReserveTokens + maxAgentOutputTokens + claudeCompactBuffer
+		n += claudeCompactRoom
 	}
 	return n
 }
@@ -199,53 +199,8 @@ func lookupAgentClient(id string) (AgentClient, bool) {
 	return AgentClients[i], true
 }
 
-// Context limits told to the agent clients: what Hearth reserves of the
-// served context, the output cap, and where Claude Code compacts.
-//
-// Claude Code's auto-compaction (2.1.x) works on a window that defaults to
-// the model's context as it knows it, 200,000 tokens for a model it does
-// not know; CLAUDE_CODE_AUTO_COMPACT_WINDOW sets it ("the context capacity
-// in tokens used for auto-compaction calculations", capped at the model's
-// window: code.claude.com/docs/en/env-vars). It compacts once a turn's
-// context passes the window less the room it keeps for the summary's
-// output, min(its max output tokens, 20,000), less a buffer of 13,000
-// tokens (services/compact/autoCompact.ts: MAX_OUTPUT_TOKENS_FOR_SUMMARY,
-// AUTOCOMPACT_BUFFER_TOKENS), which its docs call about 95% of a large
-// window.
-const (
-	// ClaudeCompactReserveTokens is what Hearth keeps of the served
-	// context out of Claude Code's compaction window: the client counts
-	// the messages after its last response by estimate, not with the
-	// served model's tokenizer, and a short count must not carry a
-	// request past the engine's context.
-	ClaudeCompactReserveTokens = 2048
-	// claudeSummaryOutputCap and claudeCompactBuffer are Claude Code's.
-	claudeSummaryOutputCap = 20000
-	claudeCompactBuffer    = 13000
-	// maxAgentOutputTokens caps the output budget told to clients.
-	maxAgentOutputTokens = 8192
-)
-
-// AgentOutputTokens is the output cap the agent clients are told for a
-// served context of contextTokens (a quarter of it, at most 8,192), so
-// that every client leaves the same room for its history.
-func AgentOutputTokens(contextTokens int) int {
-	return max(min(maxAgentOutputTokens, contextTokens/4), 0)
-}
-
-// ClaudeCompactWindow is CLAUDE_CODE_AUTO_COMPACT_WINDOW for a served
-// context of servedContext tokens: the context less
-// ClaudeCompactReserveTokens (0 for a context too short for any).
-func ClaudeCompactWindow(servedContext int) int {
-	return max(servedContext-ClaudeCompactReserveTokens, 0)
-}
-
-// ClaudeCompactThreshold is the context at which Claude Code compacts a
-// session on a served context of servedContext tokens, told the window
-// ClaudeCompactWindow and the output cap AgentOutputTokens: the window
-// less min(output cap, 20,000) less 13,000. A turn whose context passes
-// it is followed by a compaction before the next.
-func ClaudeCompactThreshold(servedContext int) int {
-	w := ClaudeCompactWindow(servedContext)
-	return max(w-min(AgentOutputTokens(servedContext), claudeSummaryOutputCap)-claudeCompactBuffer, 0)
-}
+// claudeCompactRoom is what Claude Code keeps below its context to
+// compact (agentclient.ClaudeCodeCompactThreshold: its output cap, at most
+// 8,192 as Hearth tells it, and a buffer of 13,000 tokens); the planner
+// counts it as room Claude Code's sessions need.
+const claudeCompactRoom = 8192 + 13000

@@ -76,26 +76,3 @@ func TestDefaultAgentLayoutSaysWhatWouldFit(t *testing.T) {
 		t.Error("an unknown client was taken")
 	}
 }
-
-func TestClaudeCompactThreshold(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ served, window, threshold int }{
-		// 131,072 - 2,048 = 129,024; less 8,192 of output and 13,000.
-		{131072, 129024, 107832},
-		{40960, 38912, 17720},
-		{1000, 0, 0},
-	} {
-		if w := ClaudeCompactWindow(tc.served); w != tc.window {
-			t.Errorf("window(%d) = %d, want %d", tc.served, w, tc.window)
-		}
-		if th := ClaudeCompactThreshold(tc.served); th != tc.threshold {
-			t.Errorf("threshold(%d) = %d, want %d", tc.served, th, tc.threshold)
-		}
-	}
-	// The smallest context the rule counts as enough for Claude Code
-	// compacts only after its first prompt and a turn.
-	c, _ := lookupAgentClient(ClaudeCodeID)
-	if th := ClaudeCompactThreshold(c.ContextNeeded()); th < c.FirstPromptTokens+AgentTurnTokens {
-		t.Errorf("at %d tokens Claude Code compacts at %d, before its first prompt and a turn", c.ContextNeeded(), th)
-	}
-}

@@ -132,3 +132,17 @@ func recommendationReason(ms []LayoutMeasure, bestIndex int) string {
 	}
 	return reason
 }
+
+// WithoutTP keeps the candidates of one engine per GPU. Under WSL2,
+// tensor parallelism over several GPUs has hung in reported cases (NCCL
+// between GPUs through the Windows driver), so the planner does not choose
+// it there unless asked (--tp).
+func WithoutTP(candidates []Candidate) []Candidate {
+	var out []Candidate
+	for _, c := range candidates {
+		if c.Layout.TPSize() == 1 {
+			out = append(out, c)
+		}
+	}
+	return out
+}

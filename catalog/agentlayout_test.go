@@ -57,3 +57,12 @@ func TestAgentCandidatesLeaveOutYaRNThatAddsNoContext(t *testing.T) {
 		}
 	}
 }
+
+func TestWithoutTP(t *testing.T) {
+	t.Parallel()
+	in := []Candidate{{Layout: Layout{TP: 1}}, {Layout: Layout{TP: 2}}, {Layout: Layout{}}, {Layout: Layout{TP: 2, RopeScaling: true}}}
+	got := WithoutTP(in)
+	if len(got) != 2 || got[0].Layout.TPSize() != 1 || got[1].Layout.TPSize() != 1 {
+		t.Errorf("WithoutTP = %+v, want the two one-GPU layouts", got)
+	}
+}

@@ -121,3 +121,35 @@ func (e EnginePlan) KVCacheBytes() float64 {
 func gbString(bytes float64) string {
 	return fmt.Sprintf("%.1f GB", bytes/gib)
 }
+
+// CapHostTiers shrinks host-RAM KV tiers whose sum exceeds limit bytes,
+// the host memory that can be pinned (under WSL2 about half the VM's:
+// vLLM and SGLang keep their host tiers in pinned memory), each in
+// proportion to its size, whole GiB, with a Note saying why. limit 0
+// leaves the tiers as they are.
+func CapHostTiers(tiers []HostTier, limit uint64) []HostTier {
+	var sum float64
+	for _, t := range tiers {
+		sum += t.GiB
+	}
+	capGiB := float64(limit) / gib
+	if limit == 0 || sum <= capGiB {
+		return tiers
+	}
+	out := make([]HostTier, len(tiers))
+	for i, t := range tiers {
+		out[i] = t
+		if t.GiB == 0 {
+			continue
+		}
+		out[i].GiB = math.Floor(t.GiB * capGiB / sum)
+		note := fmt.Sprintf("host-RAM KV tier capped at %s of the %s this host can pin (WSL2 pins about half its memory)",
+			gbString(out[i].GiB*gib), gbString(float64(limit)))
+		if out[i].GiB < minHostTierBytes/gib {
+			out[i].GiB = 0
+			note = "no host-RAM KV tier: " + gbString(float64(limit)) + " of pinnable memory (WSL2 pins about half its memory) leaves too little"
+		}
+		out[i].Note = note
+	}
+	return out
+}

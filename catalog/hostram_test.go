@@ -94,3 +94,24 @@ func TestEnginePlanKVCacheBytes(t *testing.T) {
 		t.Errorf("KVCacheBytes() = %g, want %g", got, want)
 	}
 }
+
+func TestCapHostTiersToPinnedMemory(t *testing.T) {
+	t.Parallel()
+	tiers := []HostTier{{GiB: 20}, {GiB: 10}, {GiB: 0, Note: "none"}}
+	if got := CapHostTiers(tiers, 0); got[0].GiB != 20 || got[1].GiB != 10 {
+		t.Errorf("no limit: %+v", got)
+	}
+	if got := CapHostTiers(tiers, 40<<30); got[0].GiB != 20 || got[0].Note != "" {
+		t.Errorf("under the limit: %+v", got)
+	}
+	got := CapHostTiers(tiers, 15<<30)
+	if got[0].GiB != 10 || got[1].GiB != 5 || got[2].GiB != 0 || got[2].Note != "none" {
+		t.Fatalf("capped at 15 GiB: %+v, want 10 and 5", got)
+	}
+	if !strings.Contains(got[0].Note, "can pin") || tiers[0].GiB != 20 {
+		t.Errorf("note %q, input %+v", got[0].Note, tiers[0])
+	}
+	if got := CapHostTiers([]HostTier{{GiB: 8}, {GiB: 8}}, 1<<30); got[0].GiB != 0 || !strings.Contains(got[0].Note, "no host-RAM KV tier") {
+		t.Errorf("too little to pin: %+v", got)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"sort"
 	"sync"
 	"time"
@@ -50,6 +51,9 @@ const (
 	// askHold is how long a wait is held before the inviter answers
 	// "still pending" and the joiner asks again.
 	askHold = 25 * time.Second
+	// maxAsksPerPrefix undecided requests from one network (askPrefix),
+	// so that a range of addresses cannot take every slot.
+	maxAsksPerPrefix = 4
 	// askPerAddr requests per askWindow from one source address.
 	askPerAddr  = 3
 	askWindow   = time.Minute
@@ -231,6 +235,23 @@ func (a *asks) prune(now time.Time) {
 	}
 }
 
+// askPrefix is the network a source address counts against: its /24 for
+// IPv4, its /64 for IPv6 (one host's usual share); an address that does
+// not parse is its own.
+func askPrefix(addr string) string {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	ip = ip.Unmap()
+	bits := 64
+	if ip.Is4() {
+		bits = 24
+	}
+	p, _ := ip.Prefix(bits)
+	return p.String()
+}
+
 // add takes a new request from addr, or refuses it (ErrTooManyAsks).
 func (a *asks) add(now time.Time, addr string, req askRequest, csr *x509.CertificateRequest) (string, error) {
 	pub, err := x509.MarshalPKIXPublicKey(csr.PublicKey)
@@ -249,11 +270,18 @@ func (a *asks) add(now time.Time, addr string, req askRequest, csr *x509.Certifi
 	if _, known := a.byAddr[addr]; !known && len(a.byAddr) >= maxAskAddrs {
 		return "", fmt.Errorf("%w: too many addresses asking", ErrTooManyAsks)
 	}
-	undecided := 0
+	undecided, fromPrefix := 0, 0
+	prefix := askPrefix(addr)
 	for _, p := range a.pending {
 		if p.state == askPending {
 			undecided++
+			if askPrefix(p.req.Address) == prefix {
+				fromPrefix++
+			}
 		}
+	}
+	if fromPrefix >= maxAsksPerPrefix {
+		return "", fmt.Errorf("%w: %d requests are pending from %s: the owner decides or clears them first", ErrTooManyAsks, fromPrefix, prefix)
 	}
 	if undecided >= maxPendingAsks {
 		return "", fmt.Errorf("%w: %d requests are pending", ErrTooManyAsks, undecided)

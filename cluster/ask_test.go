@@ -335,11 +335,12 @@ func TestAskJoinLimits(t *testing.T) {
 	}
 	body := askBody(t, "x")
 	for i := range maxPendingAsks {
-		if status, msg := postAsk(t, a.ProxyAddr(), fmt.Sprintf("127.0.0.%d", 2+i), body); status != http.StatusOK {
+		// Each from a network of its own (maxAsksPerPrefix).
+		if status, msg := postAsk(t, a.ProxyAddr(), fmt.Sprintf("127.0.%d.2", 2+i), body); status != http.StatusOK {
 			t.Fatalf("request %d: %d %s", i+1, status, msg)
 		}
 	}
-	status, msg := postAsk(t, a.ProxyAddr(), "127.0.0.100", body)
+	status, msg := postAsk(t, a.ProxyAddr(), "127.0.100.2", body)
 	if status != http.StatusTooManyRequests || !strings.Contains(msg, "16 requests are pending") {
 		t.Fatalf("request 17: %d %q, want 429 and 16 pending", status, msg)
 	}
@@ -442,4 +443,32 @@ func FuzzAskRequest(f *testing.F) {
 			t.Fatalf("accepted id %q", id)
 		}
 	})
+}
+
+// TestAskJoinLimitsPerPrefix: one network (a /24, a /64) holds at most
+// maxAsksPerPrefix undecided requests, however many addresses it asks
+// from, so a range of addresses cannot fill every slot and keep a real
+// joiner out; another network still asks.
+func TestAskJoinLimitsPerPrefix(t *testing.T) {
+	t.Parallel()
+	_, csr, err := parseAskRequest(askBody(t, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a asks
+	now := time.Unix(1_700_000_000, 0)
+	for _, network := range []string{"10.0.0.%d", "2001:db8:0:1::%d"} {
+		for i := range maxAsksPerPrefix {
+			if _, err := a.add(now, fmt.Sprintf(network, 2+i), askRequest{Name: "x"}, csr); err != nil {
+				t.Fatalf("%s: request %d: %v", network, i+1, err)
+			}
+		}
+		_, err := a.add(now, fmt.Sprintf(network, 99), askRequest{Name: "x"}, csr)
+		if !errors.Is(err, ErrTooManyAsks) || !strings.Contains(err.Error(), "pending from") {
+			t.Fatalf("%s: request %d from the same network: %v, want ErrTooManyAsks", network, maxAsksPerPrefix+1, err)
+		}
+	}
+	if _, err := a.add(now, "10.0.1.2", askRequest{Name: "real"}, csr); err != nil {
+		t.Fatalf("a joiner from another network: %v", err)
+	}
 }

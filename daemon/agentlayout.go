@@ -37,6 +37,12 @@ func ChooseAgentLayout(ctx context.Context, cfg *Config, ev catalog.LayoutEvalua
 		GPUs: nodes.PlannerUses(inv.GPUs), Model: model, Client: cfg.Agent.Client, Sessions: cfg.Agent.Sessions, Seed: catalog.AgentEvaluationSeed,
 	}
 	candidates := catalog.AgentCandidates(req.GPUs, model)
+	if host := hostWSL(); host.WSL2 && !slices.Contains(cfg.Agent.Explicit, "tp") && len(req.GPUs) > 1 {
+		if one := catalog.WithoutTP(candidates); len(one) > 0 {
+			candidates = one
+			log.Warn("WSL2: one engine per GPU, no tensor parallelism across GPUs, which has hung under WSL2; --tp 2 tries it", "kernel", host.KernelRelease)
+		}
+	}
 	if len(candidates) == 0 {
 		return fmt.Errorf("up: --agent: no layout of %s fits the GPUs", model.Name)
 	}

@@ -64,6 +64,11 @@ func (d DataDir) KVStore() string { return d.join("kvstore") }
 // start, and the command line on its machine reads (adminapi).
 func (d DataDir) LocalToken() string { return d.join(adminapi.LocalTokenFile) }
 
+// LocalAddr is the file the daemon writes, at each start beside its local
+// token, the base URL a client on its machine reaches it at: the command
+// line sends the token there alone.
+func (d DataDir) LocalAddr() string { return d.join("local-addr") }
+
 func (d DataDir) join(name string) string { return filepath.Join(string(d), name) }
 
 // prepare creates the data directory, or narrows one that exists, to its

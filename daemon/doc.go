@@ -24,6 +24,14 @@
 // interface the console declares; NewDoctor builds hearth doctor's checks
 // for the command and for the console's Health page alike.
 //
+// The command line reaches a running daemon through localclient.go and
+// served.go: the admin API's client (AdminClient), and for hearth launch
+// the daemon's address (DaemonAddr, from the file Run writes under the data
+// directory, DataDir.LocalAddr) and what its API serves (AskServed: the
+// models and served context of GET /v1/models, as agentclient tells the
+// coding agents; hearth up prints the same settings when its engines
+// settle).
+//
 // It owns no concept of its own beyond that wiring and its configuration:
 // engine planning and the layout recommender are catalog's (hearth up
 // --agent hands ChooseAgentLayout the evaluator the planner declares),

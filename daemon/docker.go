@@ -29,8 +29,13 @@ func newDockerLauncher(ctx context.Context, cfg Config, progress func(string, do
 		NoGPU: cfg.GPURuntime == "none", HFToken: cfg.HFToken, Progress: progress,
 		Logger: log.With("component", "engine"),
 	}
-	if cfg.Sim != "" && cfg.Image == "" {
-		l.Image = docker.SimImage(hruntime.Kind(cfg.Engine), cfg.Version)
+	// Simulated GPUs run the simulated image; an --image of the engine's
+	// own repository then names the release it plays (Spec.EngineVersion),
+	// since the real image could find no GPU.
+	kind := hruntime.Kind(cfg.Engine)
+	k, known := hruntime.Lookup(kind)
+	if cfg.Sim != "" && (cfg.Image == "" || known && k.ImageVersion(cfg.Image) != "") {
+		l.Image = docker.SimImage(kind, cfg.Version)
 		l.NoPull = true // Hearth's own images are built here, never pulled
 		if err := ensureSimImage(ctx, cli, hruntime.Kind(cfg.Engine), l.Image, cfg.hearthBinary, log); err != nil {
 			cli.Close()

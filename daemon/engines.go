@@ -12,6 +12,7 @@ import (
 
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/installer/doctor"
+	"github.com/hearth-llm/hearth/installer/wsl"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
@@ -96,6 +97,10 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 			ModelOverrides:  overrides,
 			KVOffloadingGiB: cfg.KVOffloadGiB,
 			KVStoreDir:      cfg.KVStoreDir,
+			// An --image of an engine's own repository names the release
+			// it runs, whose wire facts Hearth then speaks (and which a
+			// simulated engine plays).
+			EngineVersion:   engine.Descriptor().ImageVersion(cfg.Image),
 			Speedup:         cfg.Speedup,
 			Seed:            cfg.Seed, // equal content hashes equally in every engine, as vLLM's sha256 does
 			AllowWriteTools: cfg.SimAgent.AllowWriteTools,
@@ -114,9 +119,11 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 		}
 		specs[i] = spec
 	}
+	host := hostWSL()
 	if cfg.KVOffloadAuto && len(kvBytes) == len(specs) && !slices.Contains(kvBytes, 0) {
-		planHostRAM(specs, kvBytes, notes)
+		planHostRAM(specs, kvBytes, notes, host.PinnedLimit())
 	}
+	wslEngineEnv(specs, host)
 	for i := range specs {
 		spec := specs[i]
 		estimate, err := estimateProfile(spec)
@@ -183,14 +190,15 @@ func modelOverrides(cfg Config, model string) (string, error) {
 // planHostRAM sizes the real engines' host-RAM KV tiers from the host's
 // memory (catalog.PlanHostTiers: headroom for the system, never more than
 // is free). A note says when a tier came out smaller than its GPU's KV
-// cache, or none fitted. Memory that cannot be read leaves the flag's
-// default.
-func planHostRAM(specs []hruntime.Spec, kvBytes []float64, notes map[string]string) {
+// cache, or none fitted. Under WSL2 the tiers together stay within what
+// the host can pin (pinnedLimit; 0: no such limit). Memory that cannot be
+// read leaves the flag's default.
+func planHostRAM(specs []hruntime.Spec, kvBytes []float64, notes map[string]string, pinnedLimit uint64) {
 	total, available, err := hostMemory()
 	if err != nil {
 		return
 	}
-	for i, tier := range catalog.PlanHostTiers(total, available, kvBytes) {
+	for i, tier := range catalog.CapHostTiers(catalog.PlanHostTiers(total, available, kvBytes), pinnedLimit) {
 		specs[i].KVOffloadingGiB = tier.GiB
 		if tier.Note == "" {
 			continue
@@ -199,6 +207,22 @@ func planHostRAM(specs []hruntime.Spec, kvBytes []float64, notes map[string]stri
 			notes[specs[i].Name] += "; "
 		}
 		notes[specs[i].Name] += tier.Note
+	}
+}
+
+// wslEngineEnv gives real vLLM engines on a WSL2 host the variable under
+// which vLLM pins host memory there: without it vLLM leaves pinning off
+// under WSL (Platform.is_pin_memory_available), and its V1 model runner's
+// buffers, which need pinned memory, fail to start ("UVA is not
+// available"); the host-RAM tier is sized to the pinned limit instead.
+func wslEngineEnv(specs []hruntime.Spec, host wsl.Facts) {
+	if !host.WSL2 {
+		return
+	}
+	for i := range specs {
+		if specs[i].Engine == hruntime.KindVLLM && !specs[i].Simulated {
+			specs[i].Env = append(specs[i].Env, wsl.PinMemoryEnv+"=1")
+		}
 	}
 }
 

@@ -179,7 +179,7 @@ func RegisterFlags(fs *flag.FlagSet, cfg *Config, env Env) *Flags {
 		c.Peers = append(c.Peers, route)
 		return nil
 	}), "peer", "a node of this node's cluster at `HOST[:PORT]` (its cluster routes port, default "+strconv.Itoa(DefaultRoutePort)+
-		"), tried at every start and retried while it is away: the cluster forms without mDNS, where multicast does not pass (WSL2, Wi-Fi, VLANs) (repeatable; peer = [\"HOST\", …] in hearth.toml)")
+		"), tried at every start and retried while it is away: the cluster forms without mDNS, where multicast does not pass (WSL2, Wi-Fi, VLANs) (repeatable; in hearth.toml, a list of them)")
 
 	// The layout for a coding-agent client.
 	fs.StringVar(&cfg.Agent.Client, "agent", "", "choose --tp, --kv-cache-dtype and --rope-scaling for this coding-agent client, as hearth plan --agent recommends them: "+

@@ -69,6 +69,11 @@ func newFleet(rt *router.Router, log *slog.Logger) *fleet {
 func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), error) {
 	name, p := e.Spec.Name, e.Profile
 	kvEvents, kvReplay := e.Endpoints.KVEvents, e.Endpoints.KVReplay
+	release, known := e.Spec.Release()
+	if !known {
+		f.log.Warn("engine release newer than any Hearth knows: spoken to as the pinned release",
+			"engine", name, "version", e.Spec.EngineVersion, "pinned", release.Version)
+	}
 	if e.Tokenizer.State == hruntime.TokenizerDiffers {
 		kvEvents, kvReplay = "", ""
 	}
@@ -99,7 +104,7 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 			Endpoint:       kvEvents,
 			ReplayEndpoint: kvReplay,
 			Topic:          e.Endpoints.Topic,
-			EventFormat:    e.Spec.Engine.Descriptor().EventFormat,
+			EventFormat:    release.EventFormat,
 			Workers:        []router.WorkerID{id},
 			Logger:         f.log.With("worker", name),
 			OnDiskStored:   f.diskStored(e.Spec),
@@ -122,7 +127,7 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 	if f.cluster != nil {
 		w, err := f.cluster.AddLocalEngine(cluster.LocalEngine{
 			Worker: info, KVEvents: kvEvents, KVReplay: kvReplay, Topic: e.Endpoints.Topic,
-			EventFormat: e.Spec.Engine.Descriptor().EventFormat,
+			EventFormat: release.EventFormat,
 		})
 		if err != nil {
 			f.log.Warn("engine not offered to the cluster", "engine", name, "error", err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/hearth-llm/hearth/agentclient"
 	"github.com/hearth-llm/hearth/atomicfile"
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/nodes"
@@ -59,8 +60,9 @@ type ServedLayout struct {
 	Shortfall string `json:"shortfall,omitempty"`
 	// ContextTokens is the context each session is served (every engine's
 	// max_model_len); OutputTokens the output cap clients are told
-	// (catalog.AgentOutputTokens); ClaudeCompactWindow Claude Code's
-	// CLAUDE_CODE_AUTO_COMPACT_WINDOW for it (catalog.ClaudeCompactWindow).
+	// (agentclient.OutputTokens); ClaudeCompactWindow Claude Code's
+	// CLAUDE_CODE_AUTO_COMPACT_WINDOW for it
+	// (agentclient.ClaudeCodeCompactWindow).
 	ContextTokens       int `json:"context_tokens"`
 	OutputTokens        int `json:"output_tokens"`
 	ClaudeCompactWindow int `json:"claude_compact_window"`
@@ -80,8 +82,8 @@ func (s ServedLayout) Line() string {
 // one already.
 func (s ServedLayout) withContext(contextTokens int, shortfall string) ServedLayout {
 	s.ContextTokens = contextTokens
-	s.OutputTokens = catalog.AgentOutputTokens(contextTokens)
-	s.ClaudeCompactWindow = catalog.ClaudeCompactWindow(contextTokens)
+	s.OutputTokens = agentclient.OutputTokens(contextTokens)
+	s.ClaudeCompactWindow = agentclient.ClaudeCodeCompactWindow(contextTokens)
 	if s.Shortfall == "" {
 		s.Shortfall = shortfall
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hearth-llm/hearth/agentclient"
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/nodes"
 )
@@ -88,7 +89,7 @@ func TestPlanServesTheAgentLayout(t *testing.T) {
 		t.Errorf("context %d, want at least 64k", n)
 	}
 	s := ServedLayout{Name: "tp2, fp8 KV, yarn"}.withContext(specs[0].Estimate.MaxModelLen, contextShortfall(specs))
-	if s.ClaudeCompactWindow != catalog.ClaudeCompactWindow(s.ContextTokens) || s.OutputTokens != catalog.AgentOutputTokens(s.ContextTokens) || s.Shortfall != "" {
+	if s.ClaudeCompactWindow != agentclient.ClaudeCodeCompactWindow(s.ContextTokens) || s.OutputTokens != agentclient.OutputTokens(s.ContextTokens) || s.Shortfall != "" {
 		t.Errorf("served %+v", s)
 	}
 }
@@ -97,7 +98,7 @@ func TestServedLayoutRoundTrips(t *testing.T) {
 	t.Parallel()
 	d := DataDir(t.TempDir())
 	want := ServedLayout{Name: "tp2, fp8 KV, yarn", Layout: catalog.Layout{TP: 2, KVCacheDtype: "fp8", RopeScaling: true},
-		Chosen: ChosenByRule, Reason: "why", ContextTokens: 131072, OutputTokens: 8192, ClaudeCompactWindow: 129024}
+		Chosen: ChosenByRule, Reason: "why", ContextTokens: 131072, OutputTokens: 8192, ClaudeCompactWindow: 131072}
 	if _, err := ReadServedLayout(d); err == nil {
 		t.Error("read a layout no daemon wrote")
 	}

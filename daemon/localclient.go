@@ -13,15 +13,18 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/adminapi"
+	"github.com/hearth-llm/hearth/atomicfile"
 	"github.com/hearth-llm/hearth/installer/doctor"
 )
 
 // AdminClient is the admin API's client of the daemon at addr (its base
 // URL) with the data directory data, as the command line uses it: with
 // key, else no key; over https it trusts Hearth's own CA there besides the
-// system's roots, and on this machine without a key it sends the
-// daemon's local token, which proves that its user, not a web page, asks
-// (it is never sent elsewhere).
+// system's roots, and without a key it sends the daemon's local token,
+// which proves that its user, not a web page, asks, when addr is the
+// loopback address the daemon recorded beside the token (DataDir.LocalAddr):
+// never to another host, nor to another port of this one, where another
+// local user could listen.
 func AdminClient(addr, key string, data DataDir) (*adminapi.Client, error) {
 	hc := http.DefaultClient
 	if strings.HasPrefix(addr, "https://") {
@@ -34,7 +37,7 @@ func AdminClient(addr, key string, data DataDir) (*adminapi.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: --addr: %v", ErrUsage, err)
 	}
-	if key == "" && loopbackURL(addr) {
+	if key == "" && loopbackURL(addr) && isLocalAddr(data, addr) {
 		token, err := adminapi.ReadLocalToken(data.LocalToken())
 		if err != nil {
 			return nil, err
@@ -42,6 +45,46 @@ func AdminClient(addr, key string, data DataDir) (*adminapi.Client, error) {
 		c.SetLocalToken(token)
 	}
 	return c, nil
+}
+
+// isLocalAddr reports whether addr is the address the daemon of data
+// recorded (writeLocalAddr): same scheme, host and port. Another local
+// user may listen on any other loopback port; no record, no match.
+func isLocalAddr(data DataDir, addr string) bool {
+	b, err := os.ReadFile(data.LocalAddr())
+	if err != nil {
+		return false
+	}
+	want, err := url.Parse(strings.TrimSpace(string(b)))
+	if err != nil {
+		return false
+	}
+	got, err := url.Parse(addr)
+	if err != nil {
+		return false
+	}
+	return strings.EqualFold(got.Scheme, want.Scheme) && strings.EqualFold(got.Hostname(), want.Hostname()) &&
+		urlPort(got) == urlPort(want)
+}
+
+// urlPort is a URL's port, the scheme's default when it names none.
+func urlPort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
+}
+
+// writeLocalAddr records base, the URL at which the command line on this
+// machine reaches the daemon, beside its local token (DataDir.LocalAddr).
+func writeLocalAddr(data DataDir, base string) error {
+	if err := atomicfile.Write(data.LocalAddr(), []byte(base+"\n"), 0o600); err != nil {
+		return fmt.Errorf("the daemon's local address: %w", err)
+	}
+	return nil
 }
 
 // loopbackURL reports an address on this machine.
@@ -131,4 +174,13 @@ func (d runningTokenizers) EngineTokenizers(ctx context.Context) ([]doctor.Engin
 		}
 	}
 	return out, nil
+}
+
+// localBaseURL is the base URL at which a client on this machine reaches
+// the daemon listening on addr (LocalAddr, in the daemon's scheme).
+func (cfg Config) localBaseURL(addr string) string {
+	if local, err := LocalAddr(addr); err == nil {
+		addr = local
+	}
+	return cfg.Scheme() + "://" + addr
 }

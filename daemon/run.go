@@ -367,6 +367,9 @@ func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng en
 	if deps.LocalToken, err = adminapi.WriteLocalToken(cfg.Data().LocalToken()); err != nil {
 		return f, fmt.Errorf("up: %w", err)
 	}
+	if err := writeLocalAddr(cfg.Data(), cfg.localBaseURL(addr)); err != nil {
+		return f, fmt.Errorf("up: %w", err)
+	}
 	if node != nil {
 		deps.Cluster = newClusterConsole(node, cfg.Cluster)
 	}

@@ -51,7 +51,11 @@
 // stays within its capacity. SGLang's own pages (ForeignSpace) are held
 // apart and are not weighed. The daemon holds
 // the node's capacity (NodeStore): engines announce each block they write
-// through their KV events, so the store evicts as fast as they write and
+// through their KV events, and write no more than a grant the daemon
+// publishes for each of them (grant.go) before it has taken in what they
+// announced, so the blocks written and not yet announced fit in the room
+// the store keeps (an eighth of its capacity); the store evicts as fast as
+// they write and
 // walks the directory only to reconcile, once a minute, and turns OnEvict's
 // reports into KV events for the router. An engine process keeps no
 // catalog (EngineSpace): it asks the files whether a block is there, as

@@ -32,7 +32,9 @@ func OpenEngineSpace(dir, space, writer string, log *slog.Logger) (*EngineSpace,
 	if dir == "" {
 		return nil, errors.New("kvbm: node KV store: no directory")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The daemon's store narrows the root's mode; an engine, maybe
+	// another user in a container, only creates it when missing.
+	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("kvbm: node KV store: %w", err)
 	}
 	s := &Store{root: dir, capacity: EngineStoreCapacity, clock: clock.Real{}, log: log, spaces: map[string]*Space{}}

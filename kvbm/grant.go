@@ -96,12 +96,12 @@ func parseGrant(b []byte) (grant, error) {
 // daemon's counts with it.
 func writeGrant(root, writer string, g grant) error {
 	dir := filepath.Join(root, grantsDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return fmt.Errorf("kvbm: grant: %w", err)
 	}
 	path := grantPath(root, writer)
 	tmp := filepath.Join(dir, "."+filepath.Base(path)+"."+strconv.FormatUint(rand.Uint64(), 36)+".tmp")
-	if err := os.WriteFile(tmp, g.encode(), 0o600); err != nil {
+	if err := os.WriteFile(tmp, g.encode(), fileMode); err != nil {
 		return fmt.Errorf("kvbm: grant: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

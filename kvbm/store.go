@@ -147,8 +147,8 @@ func OpenStore(cfg StoreConfig) (*Store, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("kvbm: StoreConfig.Dir is empty")
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("kvbm: create store dir: %w", err)
+	if err := makePrivateRoot(cfg.Dir); err != nil {
+		return nil, err
 	}
 	capacity := cfg.CapacityBytes
 	if capacity == 0 {
@@ -178,6 +178,25 @@ func OpenStore(cfg StoreConfig) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// The store holds the KV of every user's prompts: its directories and
+// block files are its owner's alone, wherever it lives.
+const (
+	dirMode  fs.FileMode = 0o700
+	fileMode fs.FileMode = 0o600
+)
+
+// makePrivateRoot creates the store's root, or narrows an existing one,
+// to dirMode.
+func makePrivateRoot(dir string) error {
+	if err := os.MkdirAll(dir, dirMode); err != nil {
+		return fmt.Errorf("kvbm: create store dir: %w", err)
+	}
+	if err := os.Chmod(dir, dirMode); err != nil {
+		return fmt.Errorf("kvbm: store dir: %w", err)
+	}
+	return nil
 }
 
 // Capacity is the bytes the store keeps its blocks under.
@@ -337,7 +356,7 @@ func (sp *Space) writeBlock(hash uint64, size int64, payload []byte) (int64, err
 	dir := sp.shardDir(hash)
 	f, tmp, err := createTemp(dir, hash)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err = os.MkdirAll(dir, 0o755); err == nil {
+		if err = os.MkdirAll(dir, dirMode); err == nil {
 			f, tmp, err = createTemp(dir, hash)
 		}
 	}
@@ -364,7 +383,7 @@ func createTemp(dir string, hash uint64) (*os.File, string, error) {
 	for range 10 {
 		name := filepath.Join(dir, "."+strconv.FormatUint(hash, 16)+"."+strconv.Itoa(os.Getpid())+"."+
 			strconv.FormatUint(rand.Uint64(), 36)+".tmp")
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, fileMode)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}

@@ -127,6 +127,9 @@ func SimEngineArgs(spec Spec, p Ports) []string {
 	if spec.GPU.Kind != "" {
 		args = append(args, "--gpu", spec.GPU.Kind)
 	}
+	if spec.EngineVersion != "" {
+		args = append(args, "--engine-version", spec.EngineVersion)
+	}
 	if spec.Speedup > 0 {
 		args = append(args, "--speedup", formatFloat(spec.Speedup))
 	}

@@ -41,7 +41,7 @@ func TestEngineArgs(t *testing.T) {
 			`python3 -m sglang.launch_server --model-path Qwen/Qwen3-14B-FP8 --served-model-name qwen3-14b-fp8 --host 127.0.0.1 --port 8100 --page-size 16 ` +
 				`--kv-events-config {"endpoint":"tcp://*:5557","publisher":"zmq","replay_endpoint":"tcp://*:5558","topic":"kv-events"} --enable-metrics ` +
 				`--enable-priority-scheduling --tool-call-parser qwen25 --reasoning-parser qwen3 --mem-fraction-static 0.9 --context-length 32768 ` +
-				`--enable-hierarchical-cache --hicache-size 32 --hicache-write-policy write_through`},
+				`--enable-hierarchical-cache --hicache-size 34 --hicache-write-policy write_through`},
 		{"sim", func(s Spec) Spec {
 			s.Simulated, s.Model, s.GPU.Kind, s.Speedup, s.Seed = true, "qwen3-8b", "rtx3090", 20, 7
 			return s
@@ -134,9 +134,10 @@ func TestTierFlags(t *testing.T) {
 		{KindVLLM, false, 24, store, []string{"--kv-offloading-size", "24", "--kv-offloading-backend", "native"}, nil, false},
 		{KindVLLM, false, 0, store, nil, nil, false},
 		{KindSGLang, false, 0, "", nil, nil, false},
-		{KindSGLang, false, 24, "", []string{"--enable-hierarchical-cache", "--hicache-size", "24",
+		// --hicache-size is decimal GB: 24 GiB are 25.8 GB.
+		{KindSGLang, false, 24, "", []string{"--enable-hierarchical-cache", "--hicache-size", "25",
 			"--hicache-write-policy", "write_through"}, nil, false},
-		{KindSGLang, false, 24, store, []string{"--enable-hierarchical-cache", "--hicache-size", "24",
+		{KindSGLang, false, 24, store, []string{"--enable-hierarchical-cache", "--hicache-size", "25",
 			"--hicache-write-policy", "write_through",
 			"--hicache-storage-backend", "file", "--hicache-storage-prefetch-policy", "timeout"},
 			[]string{"SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR=" + store}, true},
@@ -144,7 +145,7 @@ func TestTierFlags(t *testing.T) {
 		{KindSGLang, false, 0, store, nil, nil, false},
 		// SGLang's --hicache-size is an argparse int (server_args.py): a
 		// fraction would stop it at start, so the size is floored ...
-		{KindSGLang, false, 12.5, "", []string{"--enable-hierarchical-cache", "--hicache-size", "12",
+		{KindSGLang, false, 12.5, "", []string{"--enable-hierarchical-cache", "--hicache-size", "13",
 			"--hicache-write-policy", "write_through"}, nil, false},
 		// ... and under 1 GiB there is no host tier (0 would be "use the
 		// ratio", twice the GPU pool), so no store either.
@@ -223,6 +224,29 @@ func TestToolParsersByExactFamily(t *testing.T) {
 		}
 		if got := qwen3Reasoning[f]; got != tc.reasoning {
 			t.Errorf("%s: reasoning parser %q, want %q", tc.model, got, tc.reasoning)
+		}
+	}
+}
+
+// TestHiCacheSizePerRank: SGLang allocates --hicache-size, in decimal GB,
+// in each tensor-parallel rank's process (server_args.py), so the engine's
+// planned host tier is converted from GiB and shared out between the
+// ranks, floored to SGLang's int; a share under 1 GB is no host tier.
+func TestHiCacheSizePerRank(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		gib  float64
+		tp   int
+		want int
+	}{
+		{24, 1, 25}, {24, 2, 12}, {24, 4, 6}, {64, 8, 8}, {1.5, 2, 0}, {0.9, 1, 0},
+	} {
+		spec := Spec{Engine: KindSGLang, KVOffloadingGiB: tc.gib}
+		for range tc.tp - 1 {
+			spec.TensorParallel = append(spec.TensorParallel, GPU{})
+		}
+		if got := sglangHostGB(spec); got != tc.want {
+			t.Errorf("%v GiB over %d ranks: --hicache-size %d, want %d", tc.gib, tc.tp, got, tc.want)
 		}
 	}
 }

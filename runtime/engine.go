@@ -51,13 +51,22 @@ type EngineKind struct {
 	// MeasureProfile asks a serving engine how much KV it holds: ok false
 	// when it tells nothing, and the caller keeps its estimate.
 	MeasureProfile func(ctx context.Context, client *http.Client, baseURL string, estimate catalog.Profile) (p catalog.Profile, ok bool)
+	// ReadVersion asks a serving engine which release it is ("0.20.0");
+	// ok false when it does not say. nil: the kind cannot be asked.
+	ReadVersion func(ctx context.Context, client *http.Client, baseURL string) (version string, ok bool)
 	// Stats reads load and cache figures from the engine's /metrics by its
 	// own metric names; ok false when its names are absent.
 	Stats func(families map[string]*dto.MetricFamily) (s Stats, ok bool)
 
-	// Images are the engine's container images, newest CUDA first: the
-	// Docker runtime runs the first whose MinCUDA the driver meets, else
-	// the last.
+	// Releases are the engine's releases whose facts Hearth knows, newest
+	// (the pinned one) first: each where a fact on the wire changed, so
+	// that an engine of an older release (an --image with its tag) is
+	// spoken to as that release speaks (ReleaseFor).
+	Releases []EngineRelease
+	// Images are the pinned release's container images, newest CUDA
+	// first: the Docker runtime runs the first whose MinCUDA the driver
+	// meets, else the last. Register takes them from Releases[0] when the
+	// kind lists releases.
 	Images []Image
 	// ImageEntrypoint says the images' entrypoint is Program, so that a
 	// container is given Args alone (vLLM's); otherwise it is given the
@@ -92,8 +101,10 @@ type EngineKind struct {
 	TokenizeChat bool
 
 	// KVEvents says whether the engine publishes KV events, and EventFormat
-	// their wire layout. A kind without them is routed on predicted
-	// caches (its Endpoints carry no KV-event addresses).
+	// the pinned release's wire layout (Register takes it from
+	// Releases[0]; an older release's is its EngineRelease's). A kind
+	// without them is routed on predicted caches (its Endpoints carry no
+	// KV-event addresses).
 	KVEvents    bool
 	EventFormat kvevents.Format
 
@@ -215,8 +226,15 @@ func Register(k *EngineKind) {
 		panic(fmt.Sprintf("runtime: engine kind %s lacks a program or a liveness path", k.Name))
 	case k.MemoryFlag == "":
 		panic(fmt.Sprintf("runtime: engine kind %s lacks the flag that sizes its memory", k.Name))
-	case len(k.Images) > 0 && k.ImageHTTPPort <= 0:
+	case len(k.Releases) > 0 && checkReleases(k) != nil:
+		panic(fmt.Sprintf("runtime: engine kind %s: %v", k.Name, checkReleases(k)))
+	case len(k.Releases) > 0 && len(k.Images) > 0:
+		panic(fmt.Sprintf("runtime: engine kind %s lists releases: its images are the pinned release's", k.Name))
+	case (len(k.Images) > 0 || len(k.Releases) > 0 && len(k.Releases[0].Images) > 0) && k.ImageHTTPPort <= 0:
 		panic(fmt.Sprintf("runtime: engine kind %s has images but no port they serve on", k.Name))
+	}
+	if len(k.Releases) > 0 {
+		k.Images, k.EventFormat = k.Releases[0].Images, k.Releases[0].EventFormat
 	}
 	registry.Lock()
 	defer registry.Unlock()

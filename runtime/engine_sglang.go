@@ -19,9 +19,9 @@ import (
 // backend takes its directory.
 const SGLangFileStorageDirEnv = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
 
-// SGLang, pinned at v0.5.19: `python3 -m sglang.launch_server`, KV events in
-// its positional layout, HiCache's host tier and its "file" storage backend
-// below it.
+// SGLang, pinned at v0.5.23 (v0.5.19 still spoken to): `python3 -m
+// sglang.launch_server`, KV events as maps (positional up to v0.5.19),
+// HiCache's host tier and its "file" storage backend below it.
 func init() {
 	Register(&EngineKind{
 		Name:    KindSGLang,
@@ -60,10 +60,22 @@ func init() {
 			}
 			return p, true
 		},
+		// /server_info carries "version" among the server's settings.
+		ReadVersion: func(ctx context.Context, client *http.Client, baseURL string) (string, bool) {
+			var info struct {
+				Version string `json:"version"`
+			}
+			if getJSON(ctx, client, baseURL+"/server_info", &info) != nil || info.Version == "" {
+				return "", false
+			}
+			return info.Version, true
+		},
 		Stats: sglangStats,
-		Images: []Image{
-			{Ref: "lmsysorg/sglang:v0.5.19", MinCUDA: 13000},
-			{Ref: "lmsysorg/sglang:v0.5.19-cu129", MinCUDA: 12090},
+		Releases: []EngineRelease{
+			// v0.5.23 publishes its KV events as maps tagged "type"
+			// (sglang#37482); v0.5.19 as positional arrays.
+			{Version: "0.5.23", Images: releaseImages(sglangImageRepo, "0.5.23"), EventFormat: kvevents.FormatSGLangMap},
+			{Version: "0.5.19", Images: releaseImages(sglangImageRepo, "0.5.19"), EventFormat: kvevents.FormatSGLang},
 		},
 		ImageHTTPPort:  30000,
 		PinsHostMemory: true,
@@ -74,10 +86,9 @@ func init() {
 		// bf16, bfloat16 and fp4_e2m1: no bare "fp8".
 		KVCacheDtypeNames: map[string]string{catalog.KVCacheFP8: "fp8_e4m3"},
 		KVEvents:          true,
-		EventFormat:       kvevents.FormatSGLang,
 		// HiCache's "file" storage backend sits below its host tier and
 		// needs one.
-		FileTier:     func(spec Spec) bool { return sglangHostGiB(spec) > 0 },
+		FileTier:     func(spec Spec) bool { return sglangHostGB(spec) > 0 },
 		ForeignPages: true,
 		// --enable-priority-scheduling orders the waiting queue by
 		// priority, higher values first (schedule_low_priority_values_first
@@ -89,6 +100,9 @@ func init() {
 		ReasoningParsers: qwen3Reasoning,
 	})
 }
+
+// sglangImageRepo is the repository of SGLang's images.
+const sglangImageRepo = "lmsysorg/sglang"
 
 // sglangToolParsers are SGLang's tool-call parsers by model family.
 var sglangToolParsers = map[Family]string{FamilyQwen3Coder: "qwen3_coder", FamilyQwen3Next: "qwen3_coder", FamilyQwen3: "qwen25"}
@@ -128,8 +142,8 @@ func sglangArgs(spec Spec, p Ports) []string {
 	if spec.ModelOverrides != "" {
 		args = append(args, "--json-model-override-args", spec.ModelOverrides)
 	}
-	if gib := sglangHostGiB(spec); gib > 0 {
-		args = append(args, "--enable-hierarchical-cache", "--hicache-size", strconv.Itoa(gib),
+	if gb := sglangHostGB(spec); gb > 0 {
+		args = append(args, "--enable-hierarchical-cache", "--hicache-size", strconv.Itoa(gb),
 			"--hicache-write-policy", "write_through")
 	}
 	if spec.UsesKVStore() {
@@ -145,13 +159,16 @@ func sglangArgs(spec Spec, p Ports) []string {
 	return append(args, spec.ExtraArgs...)
 }
 
-// sglangHostGiB is the size of HiCache's host tier for spec: SGLang's
-// --hicache-size is an argparse int (its server_args.py), which refuses a
-// fraction at start, so the planned size is floored. Under 1 GiB there is
-// no host tier: a size of 0 would make SGLang size it by --hicache-ratio
-// instead, twice the GPU pool.
-func sglangHostGiB(spec Spec) int {
-	return int(math.Floor(spec.KVOffloadingGiB))
+// sglangHostGB is --hicache-size for spec: SGLang reads it in decimal GB
+// (1e9 bytes) for each tensor-parallel rank, each rank's process
+// allocating that much pinned host memory (server_args.py; its
+// HiCache host pool), so the engine's planned host tier, in GiB for the
+// whole engine, is converted and divided by the ranks. It is an argparse
+// int, which refuses a fraction at start, so it is floored; under 1 GB a
+// rank gets no host tier: a size of 0 would make SGLang size it by
+// --hicache-ratio instead, twice the GPU pool.
+func sglangHostGB(spec Spec) int {
+	return int(math.Floor(spec.KVOffloadingGiB * (1 << 30) / 1e9 / float64(len(spec.GPUs()))))
 }
 
 // sglangStats reads SGLang's metric names.

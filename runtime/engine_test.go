@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/kvevents"
 )
 
 // testKindNoEvents is a kind registered by the tests alone: an engine that
@@ -93,15 +94,86 @@ func TestEndpointsFollowKVEvents(t *testing.T) {
 func TestImages(t *testing.T) {
 	vllm := KindVLLM.Descriptor()
 	for cuda, want := range map[int]string{
-		0: "vllm/vllm-openai:v0.20.0-cu129", 12080: "vllm/vllm-openai:v0.20.0-cu129",
-		12090: "vllm/vllm-openai:v0.20.0-cu129", 13000: "vllm/vllm-openai:v0.20.0", 13010: "vllm/vllm-openai:v0.20.0",
+		0: "vllm/vllm-openai:v0.33.0-cu129", 12080: "vllm/vllm-openai:v0.33.0-cu129",
+		12090: "vllm/vllm-openai:v0.33.0-cu129", 13000: "vllm/vllm-openai:v0.33.0", 13010: "vllm/vllm-openai:v0.33.0",
 	} {
 		if got, ok := vllm.Image(cuda); !ok || got != want {
 			t.Errorf("Image(%d) = %q, want %q", cuda, got, want)
 		}
 	}
+	sglang := KindSGLang.Descriptor()
+	for cuda, want := range map[int]string{0: "lmsysorg/sglang:v0.5.23-cu129", 13000: "lmsysorg/sglang:v0.5.23"} {
+		if got, ok := sglang.Image(cuda); !ok || got != want {
+			t.Errorf("sglang Image(%d) = %q, want %q", cuda, got, want)
+		}
+	}
 	if _, ok := testKindNoEvents.Descriptor().Image(13000); ok {
 		t.Error("a kind without images has one")
+	}
+}
+
+// TestReleaseFor: a version gets the facts of the newest listed release
+// not newer than it; a newer or unreadable one the pinned release's, and
+// known false, so that the caller logs it.
+func TestReleaseFor(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind    Kind
+		version string
+		release string
+		format  kvevents.Format
+		known   bool
+	}{
+		{KindVLLM, "", "0.33.0", kvevents.FormatMap, true},
+		{KindVLLM, "0.33.0", "0.33.0", kvevents.FormatMap, true},
+		{KindVLLM, "v0.20.0", "0.20.0", kvevents.FormatArray, true},
+		{KindVLLM, "0.22.1", "0.20.0", kvevents.FormatArray, true},
+		{KindVLLM, "0.23.0", "0.23.0", kvevents.FormatMap, true},
+		{KindVLLM, "0.28.2", "0.23.0", kvevents.FormatMap, true},
+		{KindVLLM, "0.18.0", "0.20.0", kvevents.FormatArray, true},
+		{KindVLLM, "0.34.0", "0.33.0", kvevents.FormatMap, false},
+		{KindVLLM, "1.0.0rc1", "0.33.0", kvevents.FormatMap, false},
+		{KindVLLM, "nightly", "0.33.0", kvevents.FormatMap, false},
+		{KindSGLang, "", "0.5.23", kvevents.FormatSGLangMap, true},
+		{KindSGLang, "0.5.19", "0.5.19", kvevents.FormatSGLang, true},
+		{KindSGLang, "0.5.21", "0.5.19", kvevents.FormatSGLang, true},
+		{KindSGLang, "v0.5.23.post1", "0.5.23", kvevents.FormatSGLangMap, true},
+		{KindSGLang, "0.6.0", "0.5.23", kvevents.FormatSGLangMap, false},
+	} {
+		rel, known := tc.kind.Descriptor().ReleaseFor(tc.version)
+		if rel.Version != tc.release || rel.EventFormat != tc.format || known != tc.known {
+			t.Errorf("%s ReleaseFor(%q) = %s %v known %v; want %s %v known %v",
+				tc.kind, tc.version, rel.Version, rel.EventFormat, known, tc.release, tc.format, tc.known)
+		}
+	}
+}
+
+// TestImageVersion: the release is read from the tag of the kind's own
+// repository (a registry mirror included); another repository's tag, a
+// digest or "latest" names none.
+func TestImageVersion(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind  Kind
+		image string
+		want  string
+	}{
+		{KindVLLM, "vllm/vllm-openai:v0.20.0", "0.20.0"},
+		{KindVLLM, "vllm/vllm-openai:v0.20.0-cu129", "0.20.0"},
+		{KindVLLM, "docker.io/vllm/vllm-openai:v0.33.0", "0.33.0"},
+		{KindVLLM, "registry.lan:5000/vllm/vllm-openai:v0.22.1", "0.22.1"},
+		{KindVLLM, "vllm/vllm-openai:latest", ""},
+		{KindVLLM, "vllm/vllm-openai", ""},
+		{KindVLLM, "vllm/vllm-openai@sha256:0123", ""},
+		{KindVLLM, "hearth/sim-vllm:0.4.0", ""},
+		{KindVLLM, "lmsysorg/sglang:v0.5.19", ""},
+		{KindSGLang, "lmsysorg/sglang:v0.5.19-cu129", "0.5.19"},
+		{KindSGLang, "lmsysorg/sglang:v0.5.23", "0.5.23"},
+		{KindSGLang, "registry.lan:5000/lmsysorg/sglang", ""},
+	} {
+		if got := tc.kind.Descriptor().ImageVersion(tc.image); got != tc.want {
+			t.Errorf("%s ImageVersion(%q) = %q, want %q", tc.kind, tc.image, got, tc.want)
+		}
 	}
 }
 

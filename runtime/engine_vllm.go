@@ -13,8 +13,9 @@ import (
 	"github.com/hearth-llm/hearth/kvevents"
 )
 
-// vLLM, pinned at v0.20.0: `vllm serve MODEL`, KV events in its map layout,
-// a host-RAM tier (the OffloadingConnector) and no file-system tier.
+// vLLM, pinned at v0.33.0 (v0.20.0 still spoken to): `vllm serve MODEL`, KV
+// events as maps (positional arrays before v0.23), a host-RAM tier (the
+// OffloadingConnector).
 func init() {
 	Register(&EngineKind{
 		Name:         KindVLLM,
@@ -38,13 +39,24 @@ func init() {
 			p.GPUBlocks, p.BlockSize = blocks, size
 			return p, true
 		},
+		// GET /version answers {"version": "0.20.0"}.
+		ReadVersion: func(ctx context.Context, client *http.Client, baseURL string) (string, bool) {
+			var v struct {
+				Version string `json:"version"`
+			}
+			if getJSON(ctx, client, baseURL+"/version", &v) != nil || v.Version == "" {
+				return "", false
+			}
+			return v.Version, true
+		},
 		Stats: vllmStats,
-		// Both projects build their default tags for CUDA 13 (an R580
-		// driver or newer) and publish CUDA 12.9 builds with a -cu129
-		// suffix, which run on more drivers.
-		Images: []Image{
-			{Ref: "vllm/vllm-openai:v0.20.0", MinCUDA: 13000},
-			{Ref: "vllm/vllm-openai:v0.20.0-cu129", MinCUDA: 12090},
+		Releases: []EngineRelease{
+			{Version: "0.33.0", Images: releaseImages(vllmImageRepo, "0.33.0"), EventFormat: kvevents.FormatMap},
+			// From v0.23 vllm/distributed/kv_events.py declares its events
+			// as maps tagged "type"; up to v0.22 they are array_like,
+			// positional arrays tagged by class name.
+			{Version: "0.23.0", Images: releaseImages(vllmImageRepo, "0.23.0"), EventFormat: kvevents.FormatMap},
+			{Version: "0.20.0", Images: releaseImages(vllmImageRepo, "0.20.0"), EventFormat: kvevents.FormatArray},
 		},
 		ImageEntrypoint: true, // the image's entrypoint is `vllm serve`
 		ImageHTTPPort:   8000,
@@ -53,9 +65,8 @@ func init() {
 		MemoryShare:     catalog.ShareOfTotal,
 		TokenizeChat:    true,
 		KVEvents:        true,
-		EventFormat:     kvevents.FormatMap,
-		// v0.20.0 has no file-system tier (its tiered offloading came in
-		// v0.22.0, docs/engine-tiers.md), so KVStoreDir gives vLLM nothing.
+		// Hearth does not give vLLM a file-system tier (docs/engine-tiers.md),
+		// so KVStoreDir gives vLLM nothing.
 		FileTier: nil,
 		// --scheduling-policy priority orders the waiting queue, and picks
 		// what to preempt, by (priority, arrival), lower values first.
@@ -65,6 +76,9 @@ func init() {
 		ReasoningParsers: qwen3Reasoning,
 	})
 }
+
+// vllmImageRepo is the repository of vLLM's images.
+const vllmImageRepo = "vllm/vllm-openai"
 
 // vllmToolParsers are vLLM's tool-call parsers: Qwen3-Coder, Qwen3.5 and
 // Qwen3-Next write their tool calls as XML, the other Qwen3 models as JSON
@@ -108,9 +122,9 @@ func vllmArgs(spec Spec, p Ports) []string {
 	}
 	args = append(args, k.Priority.Flags...)
 	if spec.KVOffloadingGiB > 0 {
-		// The OffloadingConnector's CPU tier. v0.20.0 has no tier below it
-		// (no file-system secondary tier, no self-describing CPU events:
-		// docs/engine-tiers.md), so KVStoreDir gives vLLM nothing.
+		// The OffloadingConnector's CPU tier. Hearth puts no tier below it
+		// (v0.20.0 has none; docs/engine-tiers.md), so KVStoreDir gives
+		// vLLM nothing.
 		args = append(args, "--kv-offloading-size", formatFloat(spec.KVOffloadingGiB), "--kv-offloading-backend", "native")
 	}
 	return append(args, spec.ExtraArgs...)

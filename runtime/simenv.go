@@ -11,12 +11,13 @@ import (
 // in the environment: the Docker runtime writes them (SimSettings.Env) and
 // the simulated engine reads them (ParseSimEnv).
 const (
-	EnvSimGPU          = "HEARTH_SIM_GPU"               // modelled GPU kind; default rtx4090
-	EnvSimSpeedup      = "HEARTH_SIM_SPEEDUP"           // modelled GPU runs this many times real time; default 1
-	EnvSimSeed         = "HEARTH_SIM_SEED"              // seed of the answers (and vLLM's block hashes); default 0
-	EnvSimNumGPUBlocks = "HEARTH_SIM_NUM_GPU_BLOCKS"    // KV cache blocks; default derived from GPU memory
-	EnvSimToolCalls    = "HEARTH_SIM_TOOL_CALLS"        // tool calls per task, N or N-M; default 3-6
-	EnvSimWriting      = "HEARTH_SIM_ALLOW_WRITE_TOOLS" // 1: the model may call tools that write
+	EnvSimGPU           = "HEARTH_SIM_GPU"               // modelled GPU kind; default rtx4090
+	EnvSimSpeedup       = "HEARTH_SIM_SPEEDUP"           // modelled GPU runs this many times real time; default 1
+	EnvSimSeed          = "HEARTH_SIM_SEED"              // seed of the answers (and vLLM's block hashes); default 0
+	EnvSimNumGPUBlocks  = "HEARTH_SIM_NUM_GPU_BLOCKS"    // KV cache blocks; default derived from GPU memory
+	EnvSimToolCalls     = "HEARTH_SIM_TOOL_CALLS"        // tool calls per task, N or N-M; default 3-6
+	EnvSimWriting       = "HEARTH_SIM_ALLOW_WRITE_TOOLS" // 1: the model may call tools that write
+	EnvSimEngineVersion = "HEARTH_SIM_ENGINE_VERSION"    // engine release played (Spec.EngineVersion); default the pinned one
 )
 
 // SimSettings are a simulated engine's settings beyond the real command
@@ -30,6 +31,8 @@ type SimSettings struct {
 	// ("N-M"); "" for the default.
 	ToolCalls       string
 	AllowWriteTools bool
+	// EngineVersion is the engine release played; "" for the pinned one.
+	EngineVersion string
 }
 
 // SimSettingsOf are a spec's simulated settings.
@@ -37,6 +40,7 @@ func SimSettingsOf(spec Spec) SimSettings {
 	return SimSettings{
 		GPU: spec.GPU.Kind, Speedup: spec.Speedup, Seed: spec.Seed, NumGPUBlocks: spec.NumGPUBlocks,
 		ToolCalls: ToolCallsFlag(spec), AllowWriteTools: spec.AllowWriteTools,
+		EngineVersion: spec.EngineVersion,
 	}
 }
 
@@ -56,6 +60,9 @@ func (s SimSettings) Env() []string {
 	if s.AllowWriteTools {
 		env = append(env, EnvSimWriting+"=1")
 	}
+	if s.EngineVersion != "" {
+		env = append(env, EnvSimEngineVersion+"="+s.EngineVersion)
+	}
 	return env
 }
 
@@ -63,7 +70,7 @@ func (s SimSettings) Env() []string {
 // (rtx4090) and the speed-up (1) defaulted. ToolCalls is returned as
 // written, for the simulator's parser.
 func ParseSimEnv(getenv func(string) string) (SimSettings, error) {
-	s := SimSettings{GPU: "rtx4090", Speedup: 1, ToolCalls: getenv(EnvSimToolCalls)}
+	s := SimSettings{GPU: "rtx4090", Speedup: 1, ToolCalls: getenv(EnvSimToolCalls), EngineVersion: getenv(EnvSimEngineVersion)}
 	if v := getenv(EnvSimGPU); v != "" {
 		s.GPU = v
 	}

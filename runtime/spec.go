@@ -73,6 +73,11 @@ type Spec struct {
 	// an absolute path. Not every pinned engine release has such a tier
 	// (UsesKVStore says which do; docs/engine-tiers.md why).
 	KVStoreDir string
+	// EngineVersion is the engine release the spec runs ("0.20.0"), read
+	// from an --image tag (EngineKind.ImageVersion); "": the kind's pinned
+	// release. It decides the release's wire facts (Release) and is passed
+	// to a simulated engine, which plays that release.
+	EngineVersion string
 
 	// Simulated engines only: run the modelled GPU this many times faster
 	// than real time, seed its answers, override its KV size (0: derive).
@@ -213,4 +218,17 @@ type Identity struct {
 	PID       int    // process runtime
 	Container string // docker runtime
 	Image     string // docker runtime: the image it runs
+}
+
+// Release is the engine release whose facts hold for the spec (its
+// EngineVersion's, the pinned one's when empty); known is false when the
+// version is newer than any Hearth lists, or unreadable, and the pinned
+// release's facts stand in (the caller logs it). A kind that lists no
+// releases has the zero release with its own EventFormat.
+func (s Spec) Release() (r EngineRelease, known bool) {
+	k := s.Engine.Descriptor()
+	if len(k.Releases) == 0 {
+		return EngineRelease{EventFormat: k.EventFormat}, true
+	}
+	return k.ReleaseFor(s.EngineVersion)
 }

@@ -578,10 +578,11 @@ func (s *Supervisor) runOnce(ctx context.Context, e *supervised, log *slog.Logge
 		return 0, fmt.Errorf("not ready: %w", err)
 	}
 	profile := MeasureProfile(ctx, s.cfg.HTTPClient, ep.BaseURL, e.Spec.Engine, e.Spec.Estimate)
+	spec := ReleaseAtStart(ctx, s.cfg.HTTPClient, ep.BaseURL, e.Spec, log)
 	check := s.checkTokenizer(ctx, e.Spec, ep.BaseURL, log)
 	attachCtx, cancelAttach := context.WithCancel(ctx)
 	defer cancelAttach()
-	detach, err := s.cfg.Attacher.Attach(attachCtx, ReadyEngine{Spec: e.Spec, Runtime: e.Launcher.Name(), Endpoints: ep, Profile: profile, Tokenizer: check})
+	detach, err := s.cfg.Attacher.Attach(attachCtx, ReadyEngine{Spec: spec, Runtime: e.Launcher.Name(), Endpoints: ep, Profile: profile, Tokenizer: check})
 	if err != nil {
 		stop()
 		return 0, fmt.Errorf("attach: %w", err)

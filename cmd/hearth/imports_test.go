@@ -36,7 +36,7 @@ var allowedHearthImports = map[string][]string{
 	"runtime":     {"tokenizer", "kvevents", "catalog", "netguard"},
 	"nodes":       {"catalog"},
 	"console":     {"console/components", "assets", "apikey", "agentclient"},
-	"bench":       {"router", "runtime", "tokenizer", "kvbm", "kvevents", "catalog"},
+	"bench":       {"router", "runtime", "tokenizer", "kvbm", "kvevents", "catalog", "agentclient"},
 	"assets":      {},
 	"installer":   {},
 	"catalog":     {"tokenizer"},
@@ -51,6 +51,7 @@ var allowedHearthImports = map[string][]string{
 	"agentclient": {},
 	"netguard":    {},
 	"scripts":     {},
+	"models":      {},
 	"daemon":      {"adminapi", "agentclient", "api", "apikey", "catalog", "cluster", "console", "installer", "kvbm", "nodes", "router", "runtime", "tlsca", "tokenizer"},
 }
 

@@ -56,6 +56,7 @@ type environment struct {
 func commands() []command {
 	return []command{
 		{"up", "serve coding agents: engines, KV-aware router and the OpenAI/Anthropic API", runUp},
+		{"launch", "start Claude Code, Codex or OpenCode against the running daemon, with its served context", runLaunch},
 		{"config", "print the effective configuration of hearth up and where each value comes from", runConfig},
 		{"install", "install Hearth as a systemd service (root): binary, user, config, data directory, unit", runInstall},
 		{"upgrade", "replace the installed binary, restart the service, roll back if it is not healthy", runUpgrade},

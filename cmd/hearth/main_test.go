@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,6 +18,11 @@ import (
 const asHearthEnv = "HEARTH_TEST_AS_HEARTH"
 
 func TestMain(m *testing.M) {
+	// Under a coding agent's name, it stands in for that client
+	// (standin_test.go), whatever else its environment says.
+	if name := filepath.Base(os.Args[0]); standInClients[name] != nil {
+		os.Exit(runStandIn(name))
+	}
 	if os.Getenv(asHearthEnv) == "1" {
 		main() // exits on error
 		os.Exit(0)

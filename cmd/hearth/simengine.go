@@ -25,7 +25,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	kvReplay := fs.String("kv-replay", "", "ZMQ ROUTER address answering KV-event replay requests (needs --kv-events)")
 	kvFormat := fs.String("kv-events-format", "map", "KV event layout: map (map events in an array batch), array (older vLLM, SGLang) or map-batch (vLLM main: the batch a map too)")
 	kvTopic := fs.String("kv-events-topic", "kv-events", "topic frame of every KV-event message")
-	engineVersion := fs.String("engine-version", "", "vLLM release played, e.g. 0.20.0: its KV-event layout replaces --kv-events-format (positional before 0.23, maps since)")
+	engineVersion := fs.String("engine-version", "", "engine release played, e.g. 0.20.0 (vLLM) or 0.5.19 (SGLang): its KV-event layout replaces --kv-events-format (vLLM positional before 0.23, SGLang up to 0.5.19; maps since)")
 	gpu := fs.String("gpu", "rtx4090", "modelled GPU: "+strings.Join(sim.GPUNames(), ", "))
 	model := fs.String("model", "qwen3-14b-fp8", "modelled model: "+strings.Join(sim.ModelNames(), ", "))
 	servedName := fs.String("served-model-name", "", "model id clients use (default: --model)")

@@ -60,6 +60,7 @@ func TestPlanContainerSGLangSim(t *testing.T) {
 	spec := testSpec(hruntime.KindSGLang)
 	spec.Speedup = 20
 	spec.AllowWriteTools, spec.MinToolCalls, spec.MaxToolCalls = true, 2, 5
+	spec.EngineVersion = "0.5.19"
 	p, err := planContainer(spec, planOptions{node: "rig", image: "hearth/sim-sglang:x", simImage: "sglang", noGPU: true})
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestPlanContainerSGLangSim(t *testing.T) {
 		t.Errorf("inside ports = %+v", p.inside)
 	}
 	for _, kv := range []string{"HEARTH_SIM_GPU=rtx4090", "HEARTH_SIM_SEED=7", "HEARTH_SIM_SPEEDUP=20",
-		"HEARTH_SIM_TOOL_CALLS=2-5", "HEARTH_SIM_ALLOW_WRITE_TOOLS=1"} {
+		"HEARTH_SIM_TOOL_CALLS=2-5", "HEARTH_SIM_ALLOW_WRITE_TOOLS=1", "HEARTH_SIM_ENGINE_VERSION=0.5.19"} {
 		if !slices.Contains(p.config.Env, kv) {
 			t.Errorf("env %q lacks %s", p.config.Env, kv)
 		}
@@ -136,11 +137,11 @@ func TestDefaultImage(t *testing.T) {
 		cuda int
 		want string
 	}{
-		{hruntime.KindVLLM, 13000, "vllm/vllm-openai:v0.20.0"},
-		{hruntime.KindVLLM, 12090, "vllm/vllm-openai:v0.20.0-cu129"},
-		{hruntime.KindVLLM, 0, "vllm/vllm-openai:v0.20.0-cu129"},
-		{hruntime.KindSGLang, 13010, "lmsysorg/sglang:v0.5.19"},
-		{hruntime.KindSGLang, 12080, "lmsysorg/sglang:v0.5.19-cu129"},
+		{hruntime.KindVLLM, 13000, "vllm/vllm-openai:v0.33.0"},
+		{hruntime.KindVLLM, 12090, "vllm/vllm-openai:v0.33.0-cu129"},
+		{hruntime.KindVLLM, 0, "vllm/vllm-openai:v0.33.0-cu129"},
+		{hruntime.KindSGLang, 13010, "lmsysorg/sglang:v0.5.23"},
+		{hruntime.KindSGLang, 12080, "lmsysorg/sglang:v0.5.23-cu129"},
 	} {
 		if got, err := DefaultImage(tc.kind, tc.cuda); err != nil || got != tc.want {
 			t.Errorf("DefaultImage(%s, %d) = %q, %v; want %q", tc.kind, tc.cuda, got, err, tc.want)
@@ -160,6 +161,9 @@ func TestRequiredCUDA(t *testing.T) {
 		{"vllm/vllm-openai:v0.20.0-cu129", 12090},
 		{"lmsysorg/sglang:v0.5.19", 13000},
 		{"lmsysorg/sglang:v0.5.19-cu129", 12090},
+		{"vllm/vllm-openai:v0.33.0", 13000},
+		{"vllm/vllm-openai:v0.33.0-cu129", 12090},
+		{"lmsysorg/sglang:v0.5.23-cu129", 12090},
 		{"example.org/my-vllm:latest", 0},
 	} {
 		if got := RequiredCUDA(tc.image); got != tc.want {

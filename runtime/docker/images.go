@@ -2,6 +2,7 @@ package docker
 
 import (
 	"fmt"
+	"slices"
 
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
@@ -21,10 +22,14 @@ func DefaultImage(kind hruntime.Kind, cudaVersion int) (string, error) {
 }
 
 // RequiredCUDA is the oldest CUDA version (NVML's encoding) a driver must
-// run for image, 0 for an image no kind pins.
+// run for image, 0 for an image of no release a kind lists.
 func RequiredCUDA(image string) int {
 	for _, k := range hruntime.Kinds() {
-		for _, img := range k.Images {
+		images := slices.Clone(k.Images)
+		for _, rel := range k.Releases {
+			images = append(images, rel.Images...)
+		}
+		for _, img := range images {
 			if img.Ref == image {
 				return img.MinCUDA
 			}

@@ -44,9 +44,9 @@ type InstanceOptions struct {
 	// form); the SGLang flavour writes one of SGLang's (positional unless
 	// FormatSGLangMap).
 	Format kvevents.Format
-	// EngineVersion is the vLLM release the instance plays, e.g.
+	// EngineVersion is the engine release the instance plays, e.g.
 	// "0.20.0": when set, it decides the event layout as that release
-	// does (VLLMEventFormat) instead of Format.
+	// does (runtime.EngineKind.ReleaseFor) instead of Format.
 	EngineVersion string
 	// ServedModelName is the model id clients use; default Engine.Model.
 	ServedModelName string
@@ -133,9 +133,9 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 	if opts.ModelPath == "" {
 		opts.ModelPath = opts.Engine.Model
 	}
-	if opts.EngineVersion != "" && opts.Engine.Kind != hruntime.KindSGLang {
+	if opts.EngineVersion != "" {
 		// The release decides its own layout.
-		opts.Format = VLLMEventFormat(opts.EngineVersion)
+		opts.Format = EventFormatOf(opts.Engine.Kind, opts.EngineVersion)
 	}
 	if opts.Engine.Kind == hruntime.KindSGLang && !opts.Format.SGLang() {
 		// SGLang's layouts are its own: positional (up to v0.5.19) or map
@@ -185,6 +185,7 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 			return nil, err
 		}
 	}
+	inst.server.opts.Version = opts.EngineVersion
 	if inst.cfg.Kind == hruntime.KindSGLang {
 		inst.server.opts.ServerInfo = inst.serverInfo()
 	}
@@ -396,6 +397,8 @@ func (inst *Instance) serverInfo() map[string]any {
 		"max_prefill_tokens": 16384, "schedule_policy": cfg.SchedulingPolicy,
 		"tp_size": cfg.TP, "dp_size": 1, "dtype": "auto", "kv_cache_dtype": cfg.KVCacheDtype,
 		"enable_hierarchical_cache": cfg.NumCPUBlocks > 0,
+		// The release played, as SGLang reports its own.
+		"version": playedVersion(hruntime.KindSGLang, inst.opts.EngineVersion),
 		"internal_states": []map[string]any{{
 			"last_gen_throughput": 0.0,
 			"memory_usage": map[string]any{

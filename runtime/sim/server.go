@@ -88,6 +88,9 @@ type ServerOptions struct {
 	// server arguments and scheduler info); the fields the server knows
 	// itself are added to them.
 	ServerInfo map[string]any
+	// Version is the release the server reports as its own (vLLM's
+	// /version); "": the kind's pinned release.
+	Version string
 	// HealthCheckTimeout bounds the one-token generation of SGLang's
 	// /health_generate; default 20s, SGLang's SGLANG_HEALTH_CHECK_TIMEOUT.
 	HealthCheckTimeout time.Duration
@@ -179,6 +182,9 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
 	mux.Handle("GET /metrics", s.metrics.handler())
+	if opts.Kind != hruntime.KindSGLang {
+		mux.HandleFunc("GET /version", s.handleVersion)
+	}
 	if opts.Kind == hruntime.KindSGLang {
 		mux.HandleFunc("GET /health_generate", s.handleHealthGenerate)
 		mux.HandleFunc("GET /server_info", s.handleServerInfo)
@@ -399,4 +405,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 // requestID returns a fresh id with the given prefix ("chatcmpl", "cmpl").
 func (s *Server) requestID(prefix string) string {
 	return fmt.Sprintf("%s-%016x%08x", prefix, s.idPrefix, s.nextID.Add(1))
+}
+
+// handleVersion answers vLLM's /version: {"version": release}.
+func (s *Server) handleVersion(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"version": playedVersion(hruntime.KindVLLM, s.opts.Version)})
 }

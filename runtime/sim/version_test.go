@@ -12,7 +12,8 @@ import (
 // release it plays publishes: v0.20.0's events are msgspec array_like
 // structs, positional (vllm/distributed/kv_events.py at v0.20.0); map
 // events tagged "type" from v0.23.0 on, v0.33.0 included; a version it
-// cannot read is taken as a newer one.
+// cannot read is taken as a newer one. The simulated SGLang likewise:
+// positional at v0.5.19, maps at v0.5.23.
 func TestVLLMEventFormatByRelease(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -34,9 +35,14 @@ func TestVLLMEventFormatByRelease(t *testing.T) {
 	for _, tc := range []struct {
 		version string
 		want    kvevents.Format
-	}{{"0.20.0", kvevents.FormatArray}, {"0.33.0", kvevents.FormatMap}} {
+		kind    hruntime.Kind
+	}{
+		{"0.20.0", kvevents.FormatArray, hruntime.KindVLLM}, {"0.33.0", kvevents.FormatMap, hruntime.KindVLLM},
+		{"0.5.19", kvevents.FormatSGLang, hruntime.KindSGLang}, {"v0.5.23", kvevents.FormatSGLangMap, hruntime.KindSGLang},
+		{"0.5.30", kvevents.FormatSGLangMap, hruntime.KindSGLang},
+	} {
 		inst, err := sim.NewInstance(sim.InstanceOptions{
-			Engine: sim.Config{GPU: "rtx4090", Model: "qwen3-8b", NumGPUBlocks: 64, MaxModelLen: 1024, Kind: hruntime.KindVLLM},
+			Engine: sim.Config{GPU: "rtx4090", Model: "qwen3-8b", NumGPUBlocks: 64, MaxModelLen: 1024, Kind: tc.kind},
 			Listen: "127.0.0.1:0", KVEvents: "tcp://127.0.0.1:0", Tokenizer: byteTok{},
 			EngineVersion: tc.version, Format: kvevents.FormatMapBatch,
 		})
@@ -44,7 +50,7 @@ func TestVLLMEventFormatByRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := inst.EventFormat(); got != tc.want {
-			t.Errorf("instance at %s publishes %v, want %v", tc.version, got, tc.want)
+			t.Errorf("%s instance at %s publishes %v, want %v", tc.kind, tc.version, got, tc.want)
 		}
 		inst.Close()
 	}

@@ -58,6 +58,7 @@ type engineCommand struct {
 	failure                   sim.Failure
 	speedup                   float64
 	healthTimeout             time.Duration
+	engineVersion             string // the release played (runtime.EnvSimEngineVersion)
 	// serverArgs are the SGLang server arguments the simulator shows but
 	// does not model.
 	serverArgs map[string]any
@@ -699,6 +700,7 @@ func (c *engineCommand) finish(getenv func(string) string) error {
 		}
 	}
 	c.cfg.Agent.AllowWriteTools = settings.AllowWriteTools
+	c.engineVersion = settings.EngineVersion
 	if v := getenv(envSGLangHealthTimeout); v != "" && c.flavor == hruntime.KindSGLang {
 		s, err := strconv.Atoi(v)
 		if err != nil || s <= 0 {
@@ -721,10 +723,11 @@ func (c *engineCommand) finish(getenv func(string) string) error {
 }
 
 // hostTier sizes SGLang's host KV pool: --hicache-size in GB (1e9 bytes,
-// as SGLang reads it), else --hicache-ratio (default 2) times the GPU pool.
+// as SGLang reads it) for each tensor-parallel rank, else --hicache-ratio (default 2) times the GPU pool.
 func (c *engineCommand) hostTier(m catalog.Model) error {
 	if c.hicacheGB > 0 {
-		c.cfg.CPUOffloadGiB = float64(c.hicacheGB) * 1e9 / (1 << 30)
+		// Each tensor-parallel rank allocates --hicache-size GB.
+		c.cfg.CPUOffloadGiB = float64(c.hicacheGB) * 1e9 / (1 << 30) * float64(max(c.cfg.TP, 1))
 		c.serverArgs["hicache_size"] = c.hicacheGB
 		return nil
 	}

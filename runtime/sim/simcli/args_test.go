@@ -39,7 +39,7 @@ func parseEngine(t *testing.T, argv []string, env map[string]string) (*engineCom
 func TestEngineArgsRoundTrip(t *testing.T) {
 	ports := hruntime.Ports{Host: "0.0.0.0", HTTP: 8123, KVEvents: 5601, Replay: 5602}
 	env := map[string]string{hruntime.EnvSimGPU: "h100", hruntime.EnvSimSpeedup: "25", hruntime.EnvSimSeed: "42", hruntime.EnvSimNumGPUBlocks: "3000",
-		hruntime.EnvSimToolCalls: "2-4", hruntime.EnvSimWriting: "1"}
+		hruntime.EnvSimToolCalls: "2-4", hruntime.EnvSimWriting: "1", hruntime.EnvSimEngineVersion: "0.20.0"}
 	rope := `{"max_position_embeddings":131072,"rope_scaling":{"rope_type":"yarn","factor":4,"original_max_position_embeddings":32768}}`
 	base := hruntime.Spec{
 		Name: "gpu0", Model: "qwen3-14b-fp8", ModelPath: "Qwen/Qwen3-14B-FP8",
@@ -55,8 +55,8 @@ func TestEngineArgsRoundTrip(t *testing.T) {
 		offload float64 // GiB of host tier the engine ends up with
 		dtype   string  // the KV cache dtype as the engine spells it
 	}{
-		{hruntime.KindVLLM, hruntime.KindVLLM, 8, "fp8"},                        // --kv-offloading-size is GiB
-		{hruntime.KindSGLang, hruntime.KindSGLang, 8e9 / (1 << 30), "fp8_e4m3"}, // --hicache-size is GB; no bare fp8
+		{hruntime.KindVLLM, hruntime.KindVLLM, 8, "fp8"},                            // --kv-offloading-size is GiB
+		{hruntime.KindSGLang, hruntime.KindSGLang, 2 * 4e9 / (1 << 30), "fp8_e4m3"}, // --hicache-size is GB per rank: 8 GiB are 4 GB on each of 2; no bare fp8
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.kind), func(t *testing.T) {
@@ -81,6 +81,9 @@ func TestEngineArgsRoundTrip(t *testing.T) {
 				c.modelPath != "Qwen/Qwen3-14B-FP8" || c.speedup != 25 {
 				t.Errorf("flavor %v, listen %s, served %s, model path %s, speedup %v", c.flavor, c.listen(), c.served,
 					c.modelPath, c.speedup)
+			}
+			if c.engineVersion != "0.20.0" {
+				t.Errorf("engine version %q, want the environment's 0.20.0", c.engineVersion)
 			}
 			if c.kvEvents != "tcp://*:5601" || c.kvReplay != "tcp://*:5602" || c.topic != hruntime.KVEventsTopic {
 				t.Errorf("KV events %s, replay %s, topic %s", c.kvEvents, c.kvReplay, c.topic)

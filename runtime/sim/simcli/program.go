@@ -136,7 +136,7 @@ func RunProgram(ctx context.Context, env Env, prog string, args []string) int {
 		Engine: cmd.cfg, Listen: cmd.listen(), KVEvents: cmd.kvEvents, KVReplay: cmd.kvReplay, Topic: cmd.topic,
 		ServedModelName: cmd.served, ModelPath: cmd.modelPath, Speedup: cmd.speedup,
 		StartupDelay: cmd.startupDelay, Failure: cmd.failure, Console: out, ServerArgs: cmd.serverArgs,
-		HealthCheckTimeout: cmd.healthTimeout, Tokenizer: tok,
+		HealthCheckTimeout: cmd.healthTimeout, Tokenizer: tok, EngineVersion: cmd.engineVersion,
 		// Only trouble goes to the log; the engine's lines are its output.
 		Logger: warnLogger(env.Stderr),
 	})

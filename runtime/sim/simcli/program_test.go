@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/hearth-llm/hearth/kvevents"
 	hruntime "github.com/hearth-llm/hearth/runtime"
@@ -189,6 +190,17 @@ func freePorts(t *testing.T, n int) []int {
 // and only batches published after that reach it.
 func firstKVBatch(t *testing.T, endpoint, topic, baseURL, model string) kvevents.Batch {
 	t.Helper()
+	var b kvevents.Batch
+	var dec kvevents.Decoder
+	if err := dec.Decode(firstKVPayload(t, endpoint, topic, baseURL, model), &b); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	return b
+}
+
+// firstKVPayload is firstKVBatch's payload as it came, undecoded.
+func firstKVPayload(t *testing.T, endpoint, topic, baseURL, model string) []byte {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sub := zmq4.NewSub(ctx)
@@ -217,12 +229,7 @@ func firstKVBatch(t *testing.T, endpoint, topic, baseURL, model string) kvevents
 			if len(msg.Frames) != 3 || string(msg.Frames[0]) != topic {
 				t.Fatalf("KV event message frames %q", msg.Frames)
 			}
-			var b kvevents.Batch
-			var dec kvevents.Decoder
-			if err := dec.Decode(msg.Frames[2], &b); err != nil {
-				t.Fatalf("decode: %v", err)
-			}
-			return b
+			return msg.Frames[2]
 		case <-time.After(200 * time.Millisecond): // not subscribed yet: publish more
 		case <-deadline:
 			t.Fatal("no KV event batch reached the subscriber")
@@ -312,6 +319,75 @@ func TestEngineImagesEntrypoints(t *testing.T) {
 			if !strings.Contains(proc.text(), "Application shutdown complete.") {
 				t.Error("no shutdown lines after SIGTERM")
 			}
+		})
+	}
+}
+
+// TestEngineImagesPlayTheRelease: a simulated image told a release (the
+// environment the Docker runtime writes for a spec whose --image names
+// it) publishes that release's KV-event form on the wire: vLLM v0.20.0 and
+// SGLang v0.5.19 positional arrays tagged by class name, the pinned v0.33.0
+// and v0.5.23 maps tagged "type".
+func TestEngineImagesPlayTheRelease(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		kind    hruntime.Kind
+		version string
+		maps    bool
+	}{
+		{hruntime.KindVLLM, "0.20.0", false},
+		{hruntime.KindVLLM, "", true},
+		{hruntime.KindSGLang, "0.5.19", false},
+		{hruntime.KindSGLang, "0.5.23", true},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.kind)+"@"+tc.version, func(t *testing.T) {
+			t.Parallel()
+			p := freePorts(t, 3)
+			ports := hruntime.Ports{Host: "127.0.0.1", HTTP: p[0], KVEvents: p[1], Replay: p[2]}
+			spec := hruntime.Spec{Name: "gpu0", Engine: tc.kind, Model: "qwen3-8b", ModelPath: "Qwen/Qwen3-8B",
+				MaxModelLen: 4096, EngineVersion: tc.version}
+			argv := hruntime.EngineArgs(spec, ports, "")
+			proc := startEngineProc(t, engineBinary(t, argv[0]), argv[1:], hruntime.SimSettingsOf(spec).Env()...)
+			ep := ports.Endpoints(tc.kind)
+			ctx, cancel := context.WithTimeout(context.Background(), engineHangGuard)
+			defer cancel()
+			if err := hruntime.WaitReady(ctx, http.DefaultClient, ep.BaseURL, "qwen3-8b", proc.exited); err != nil {
+				t.Fatalf("WaitReady: %v", err)
+			}
+			payload := firstKVPayload(t, ep.KVEvents, ep.Topic, ep.BaseURL, "qwen3-8b")
+			var batch []msgpack.RawMessage
+			if err := msgpack.Unmarshal(payload, &batch); err != nil || len(batch) < 2 {
+				t.Fatalf("batch %x: %v", payload, err)
+			}
+			var events []any
+			if err := msgpack.Unmarshal(batch[1], &events); err != nil || len(events) == 0 {
+				t.Fatalf("events %x: %v", []byte(batch[1]), err)
+			}
+			switch ev := events[0].(type) {
+			case map[string]any:
+				if !tc.maps || ev["type"] == nil {
+					t.Errorf("release %q published a map event %v", tc.version, ev)
+				}
+			case []any:
+				if name, _ := ev[0].(string); tc.maps || name == "" {
+					t.Errorf("release %q published a positional event %v", tc.version, ev)
+				}
+			default:
+				t.Errorf("event %T %v", ev, ev)
+			}
+			// The release it reports: vLLM's /version, SGLang's /server_info.
+			want, path := tc.version, "/version"
+			if want == "" {
+				want = tc.kind.Descriptor().Pinned().Version
+			}
+			if tc.kind == hruntime.KindSGLang {
+				path = "/server_info"
+			}
+			if code, body := httpGet(t, ep.BaseURL+path); code != http.StatusOK || !strings.Contains(body, `"version":"`+want+`"`) {
+				t.Errorf("%s: %d %s, want version %s", path, code, body, want)
+			}
+			proc.stop()
 		})
 	}
 }

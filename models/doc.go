@@ -1,0 +1,21 @@
+// Package models decides which of the configured models are resident on
+// the GPUs when more are configured than fit at once (docs/models.md).
+//
+// A Manager holds every configured model with its state (on disk, loading,
+// resident, sleeping) and the GPU memory it needs. Acquire brings a model
+// in for a request, evicting others while what is resident would not
+// leave room, and counts the request until its Release. Eviction takes the
+// least recently used model first, weighed by what bringing it back costs
+// (a model that reloads in a second goes before one that takes half a
+// minute), and never takes a pinned model, one with requests in flight,
+// or one whose agent session is in a tool pause younger than the model's
+// keep-alive: the next turn of an agent's loop must not pay a swap. An
+// evicted model sleeps where its engine can (Mover.Sleep) and stops
+// otherwise. Run puts models idle past their keep-alive to sleep and loads
+// the preloaded ones at start.
+//
+// The package owns the policy only: it moves engines through the Mover
+// its caller gives (the daemon's supervisor and the engines' sleep
+// endpoints), reads time from an injected clock, and imports no other
+// Hearth package but clock.
+package models

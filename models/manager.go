@@ -1,0 +1,383 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hearth-llm/hearth/clock"
+)
+
+// State is where a configured model is.
+type State string
+
+const (
+	OnDisk   State = "on disk"
+	Loading  State = "loading"
+	Resident State = "resident"
+	Sleeping State = "sleeping"
+	// Unloading is a model being put to sleep or stopped.
+	Unloading State = "unloading"
+)
+
+// DefaultKeepAlive is how long a model stays resident after its last
+// request: long enough for an agent's tool call (a build, a test run) and
+// the user reading the answer, so that the loop does not pay a swap.
+const DefaultKeepAlive = 30 * time.Minute
+
+// Model is one configured model.
+type Model struct {
+	Name string
+	// Bytes is the GPU memory the model holds while resident.
+	Bytes uint64
+	// Wake and Cold are how long bringing it back takes from sleep and
+	// from disk (catalog.SwapTimesOf); CanSleep says its engine sleeps.
+	Wake, Cold time.Duration
+	CanSleep   bool
+	// Pinned models are never evicted; Preload ones load at start.
+	Pinned, Preload bool
+	// KeepAlive is how long it stays resident idle; 0: DefaultKeepAlive.
+	KeepAlive time.Duration
+}
+
+// Mover moves engines: the Manager's caller implements it.
+type Mover interface {
+	// Load starts the model's engine, or wakes it when it sleeps.
+	Load(ctx context.Context, name string, asleep bool) error
+	// Sleep puts the engine to sleep; Stop stops it.
+	Sleep(ctx context.Context, name string) error
+	Stop(ctx context.Context, name string) error
+}
+
+// ErrTooBig is Acquire's error for a model larger than the capacity.
+var ErrTooBig = errors.New("models: the model does not fit the GPUs even alone")
+
+// ErrBusy is Acquire's error when every resident model that would have to
+// go is protected (pinned, busy or in a tool pause) past the wait.
+var ErrBusy = errors.New("models: no resident model can make room now")
+
+type entry struct {
+	Model
+	state     State
+	inFlight  int
+	lastUsed  time.Time
+	toolPause time.Time // when a session on it entered a tool pause; zero: none
+	loaded    chan struct{}
+	loadErr   error
+}
+
+// Options configure a Manager.
+type Options struct {
+	// Capacity is the GPU memory the models share.
+	Capacity uint64
+	Models   []Model
+	Mover    Mover
+	Clock    clock.Clock
+}
+
+// Manager keeps at most what fits resident.
+type Manager struct {
+	capacity uint64
+	mover    Mover
+	clock    clock.Clock
+
+	mu      sync.Mutex
+	models  map[string]*entry
+	changed chan struct{} // closed and replaced on every release
+	// waitingForRoom, when set (tests), is called each time an Acquire
+	// starts waiting for protected models to let go.
+	waitingForRoom func()
+}
+
+// New checks opts.
+func New(opts Options) (*Manager, error) {
+	if opts.Mover == nil {
+		return nil, errors.New("models: no mover")
+	}
+	m := &Manager{capacity: opts.Capacity, mover: opts.Mover, clock: clock.Or(opts.Clock),
+		models: map[string]*entry{}, changed: make(chan struct{})}
+	for _, mod := range opts.Models {
+		if _, dup := m.models[mod.Name]; dup {
+			return nil, fmt.Errorf("models: %q configured twice", mod.Name)
+		}
+		if mod.KeepAlive <= 0 {
+			mod.KeepAlive = DefaultKeepAlive
+		}
+		m.models[mod.Name] = &entry{Model: mod, state: OnDisk}
+	}
+	return m, nil
+}
+
+// Status is one model's state, for /v1/models and the console.
+type Status struct {
+	Name     string
+	State    State
+	InFlight int
+	Pinned   bool
+}
+
+// Statuses lists every configured model, by name.
+func (m *Manager) Statuses() []Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Status
+	for _, e := range m.models {
+		out = append(out, Status{Name: e.Name, State: e.state, InFlight: e.inFlight, Pinned: e.Pinned})
+	}
+	slices.SortFunc(out, func(a, b Status) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// ToolPause records that a session on model name ended its turn in a tool
+// call: until its next request (Acquire), or its keep-alive passes, the
+// model is not evicted.
+func (m *Manager) ToolPause(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.models[name]; ok {
+		e.toolPause = m.clock.Now()
+	}
+}
+
+// Acquire makes model name resident and counts one request on it; the
+// caller calls the returned release when the request ends. It waits while
+// the models that would have to go are busy, until ctx ends.
+func (m *Manager) Acquire(ctx context.Context, name string) (release func(), err error) {
+	for {
+		m.mu.Lock()
+		e, ok := m.models[name]
+		if !ok {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("models: %q is not configured", name)
+		}
+		if e.Bytes > m.capacity {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("%w: %s needs %d bytes of %d", ErrTooBig, name, e.Bytes, m.capacity)
+		}
+		switch e.state {
+		case Resident:
+			e.inFlight++
+			e.lastUsed, e.toolPause = m.clock.Now(), time.Time{}
+			m.mu.Unlock()
+			return m.releaser(e), nil
+		case Loading:
+			loaded := e.loaded
+			m.mu.Unlock()
+			select {
+			case <-loaded:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			continue
+		case Unloading:
+			changed := m.changed
+			m.mu.Unlock()
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		victims, ok := m.victimsLocked(e.Bytes)
+		if !ok {
+			changed, hook := m.changed, m.waitingForRoom
+			m.mu.Unlock()
+			if hook != nil {
+				hook()
+			}
+			select {
+			case <-changed:
+			case <-m.clock.After(time.Second): // keep-alives and tool pauses expire
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
+			}
+			continue
+		}
+		asleep := e.state == Sleeping
+		e.state, e.loaded, e.loadErr = Loading, make(chan struct{}), nil
+		for _, v := range victims {
+			v.state = Unloading // counts as held until it is gone
+		}
+		m.mu.Unlock()
+		err := m.swap(ctx, e, asleep, victims)
+		m.mu.Lock()
+		close(e.loaded)
+		if err != nil {
+			e.state, e.loadErr = OnDisk, err
+			m.notifyLocked()
+			m.mu.Unlock()
+			return nil, err
+		}
+		m.mu.Unlock()
+	}
+}
+
+// swap evicts the victims (sleep where they can, stop otherwise) and
+// loads e.
+func (m *Manager) swap(ctx context.Context, e *entry, asleep bool, victims []*entry) error {
+	for _, v := range victims {
+		next := OnDisk
+		if v.CanSleep && m.mover.Sleep(ctx, v.Name) == nil {
+			next = Sleeping
+		} else if err := m.mover.Stop(ctx, v.Name); err != nil {
+			m.setState(v, Resident)
+			return fmt.Errorf("models: evicting %s: %w", v.Name, err)
+		}
+		m.setState(v, next)
+	}
+	if err := m.mover.Load(ctx, e.Name, asleep); err != nil {
+		return fmt.Errorf("models: loading %s: %w", e.Name, err)
+	}
+	m.setState(e, Resident)
+	return nil
+}
+
+func (m *Manager) setState(e *entry, s State) {
+	m.mu.Lock()
+	e.state = s
+	m.notifyLocked()
+	m.mu.Unlock()
+}
+
+// notifyLocked wakes the Acquires waiting for room.
+func (m *Manager) notifyLocked() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+func (m *Manager) releaser(e *entry) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			m.mu.Lock()
+			e.inFlight--
+			e.lastUsed = m.clock.Now()
+			m.notifyLocked()
+			m.mu.Unlock()
+		})
+	}
+}
+
+// protectedLocked says whether e may not be evicted now.
+func (m *Manager) protectedLocked(e *entry, now time.Time) bool {
+	return e.Pinned || e.inFlight > 0 ||
+		(!e.toolPause.IsZero() && now.Sub(e.toolPause) < e.KeepAlive)
+}
+
+// victimsLocked picks the resident models to evict so that need bytes
+// fit, or false when the unprotected ones are not enough. Cheapest first:
+// the model idle longest, its idle time divided by what reloading it
+// costs, so that of two idle as long the one quicker to bring back goes.
+func (m *Manager) victimsLocked(need uint64) ([]*entry, bool) {
+	now := m.clock.Now()
+	var held uint64
+	var candidates []*entry
+	for _, e := range m.models {
+		if e.state == Resident || e.state == Loading || e.state == Unloading {
+			held += e.Bytes
+			if e.state == Resident && !m.protectedLocked(e, now) {
+				candidates = append(candidates, e)
+			}
+		}
+	}
+	if held+need <= m.capacity {
+		return nil, true
+	}
+	score := func(e *entry) float64 {
+		reload := e.Cold
+		if e.CanSleep {
+			reload = e.Wake
+		}
+		return now.Sub(e.lastUsed).Seconds() / max(reload.Seconds(), 0.001)
+	}
+	slices.SortFunc(candidates, func(a, b *entry) int {
+		sa, sb := score(a), score(b)
+		switch {
+		case sa > sb:
+			return -1
+		case sa < sb:
+			return 1
+		}
+		return 0
+	})
+	var victims []*entry
+	for _, v := range candidates {
+		if held+need <= m.capacity {
+			break
+		}
+		victims = append(victims, v)
+		held -= v.Bytes
+	}
+	return victims, held+need <= m.capacity
+}
+
+// Run loads the preloaded models, then, every tick, sleeps (or stops)
+// resident models idle past their keep-alive that are not pinned, until
+// ctx ends.
+func (m *Manager) Run(ctx context.Context) error {
+	for _, name := range m.preloads() {
+		release, err := m.Acquire(ctx, name)
+		if err != nil {
+			return fmt.Errorf("models: preloading %s: %w", name, err)
+		}
+		release()
+	}
+	tick, stop := m.clock.NewTicker(10 * time.Second)
+	defer stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick:
+			m.expire(ctx)
+		}
+	}
+}
+
+func (m *Manager) preloads() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var names []string
+	for _, e := range m.models {
+		if e.Preload || e.Pinned {
+			names = append(names, e.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// expire evicts the models idle past their keep-alive.
+func (m *Manager) expire(ctx context.Context) {
+	m.mu.Lock()
+	now := m.clock.Now()
+	var idle []*entry
+	for _, e := range m.models {
+		if e.state == Resident && !m.protectedLocked(e, now) && now.Sub(e.lastUsed) >= e.KeepAlive {
+			e.state = Unloading
+			idle = append(idle, e)
+		}
+	}
+	m.mu.Unlock()
+	for _, e := range idle {
+		next := OnDisk
+		if e.CanSleep && m.mover.Sleep(ctx, e.Name) == nil {
+			next = Sleeping
+		} else if err := m.mover.Stop(ctx, e.Name); err != nil {
+			next = Resident
+		}
+		m.setState(e, next)
+	}
+}
