@@ -100,6 +100,9 @@ func decodeMessages(body []byte, models modelResolver, needMaxTokens bool) (*eng
 	if len(in.Messages) == 0 {
 		return nil, nil, badRequest("messages", "must be a non-empty array")
 	}
+	if err := boundMessages(len(in.Messages), "messages"); err != nil {
+		return nil, nil, err
+	}
 	system, err := anthropicText(in.System, "system", true)
 	if err != nil {
 		return nil, nil, err
@@ -113,6 +116,9 @@ func decodeMessages(body []byte, models modelResolver, needMaxTokens bool) (*eng
 			return nil, nil, err
 		}
 		req.Messages = append(req.Messages, msgs...)
+	}
+	if err := boundToolsBytes(len(in.Tools)); err != nil {
+		return nil, nil, err
 	}
 	tools, err := anthropicToolLists.get(in.Tools, func() (convertedTools, error) { return convertAnthropicTools(in.Tools) })
 	if err != nil {
@@ -276,6 +282,9 @@ func translateAnthropicMessage(m anthropicMessage, field string) ([]chatMessage,
 			if b.Source == nil {
 				return nil, badRequest(bf+".source", "required")
 			}
+			if n := len(b.Source.URL) + len(b.Source.Data); n > maxImageBytes {
+				return nil, imageTooLarge(bf, n)
+			}
 			url := b.Source.URL
 			if b.Source.Type == "base64" {
 				url = "data:" + b.Source.MediaType + ";base64," + b.Source.Data
@@ -355,7 +364,7 @@ func (g *Gateway) handleCountTokens(c *fiber.Ctx) error {
 	if err != nil {
 		return writeError(c, dialectAnthropic, err)
 	}
-	if err := g.prompts.fitsMessages(req.Messages); err != nil {
+	if err := g.prompts.fitsChat(req.Messages, req.Tools); err != nil {
 		return writeError(c, dialectAnthropic, err)
 	}
 	creq, err := req.chatRequest()

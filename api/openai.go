@@ -83,12 +83,18 @@ func decodeChatCompletion(body []byte, models modelResolver) (*engineRequest, *c
 	if req.Stop, err = decodeStop(in.Stop, "stop"); err != nil {
 		return nil, nil, err
 	}
+	if err := boundMessages(len(in.Messages), "messages"); err != nil {
+		return nil, nil, err
+	}
 	for i, raw := range in.Messages {
 		m, err := normaliseChatMessage(raw, fmt.Sprintf("messages[%d]", i))
 		if err != nil {
 			return nil, nil, err
 		}
 		req.Messages = append(req.Messages, m)
+	}
+	if err := boundToolsBytes(len(in.Tools)); err != nil {
+		return nil, nil, err
 	}
 	if req.Tools, err = chatToolLists.get(in.Tools, func() (json.RawMessage, error) { return normaliseChatTools(in.Tools) }); err != nil {
 		return nil, nil, err

@@ -202,46 +202,26 @@ func (p *prompts) fits(text string) error {
 	return nil
 }
 
-// fitsMessages refuses, before the chat is rendered (which copies it
-// several times), messages whose text alone cannot fit the context. The
-// text content of every message but the assistant's appears whole in a
-// rendered prompt; a template may drop parts of the assistant's (earlier turns'
-// reasoning), which therefore do not count. Each part's bound is lowered
-// by two tokens: one for the rounding, one for a token that the joined
-// text could share across the parts' seam.
-func (p *prompts) fitsMessages(msgs []chatMessage) error {
-	if p.contextTokens <= 0 || p.bound == nil {
-		return nil
+// fitsChat refuses, before the chat is rendered (which copies it several
+// times), a chat whose parts exceed their bounds (boundChat), or whose
+// tools, messages and text alone cannot fit the context. Every counted
+// message renders at least one token of its own, and each text that
+// appears whole in the rendered prompt at least its MinTokens less one
+// for the rounding: that bound is one of bytes per token, so the texts'
+// bytes add up whatever tokens the rendered prompt joins across their
+// seams.
+func (p *prompts) fitsChat(msgs []chatMessage, tools json.RawMessage) error {
+	counting := p.contextTokens > 0 && p.bound != nil
+	shape, err := boundChat(msgs, tools, counting)
+	if err != nil || !counting {
+		return err
 	}
-	size := 0
-	for _, m := range msgs {
-		if m.Role != "assistant" {
-			size += len(m.Content)
-		}
+	n := shape.rendered
+	for _, text := range shape.texts {
+		n += max(p.bound.MinTokens(text)-1, 0)
 	}
-	if size < p.contextTokens { // JSON is never shorter than its text
-		return nil
-	}
-	n := 0
-	count := func(text string) {
-		if len(text) >= p.contextTokens/8 { // short parts cannot matter
-			n += max(p.bound.MinTokens(text)-2, 0)
-		}
-	}
-	for _, m := range msgs {
-		if m.Role == "assistant" || len(m.Content) == 0 {
-			continue
-		}
-		// Only a content that is a string: how a template renders a list
-		// of parts is its own affair (the rendered check below catches
-		// those before they are tokenized).
-		var text string
-		if m.Content[0] == '"' && json.Unmarshal(m.Content, &text) == nil {
-			count(text)
-		}
-		if n >= p.contextTokens {
-			return errContextOverflow(n, p.contextTokens)
-		}
+	if n >= p.contextTokens {
+		return errContextOverflow(n, p.contextTokens)
 	}
 	return nil
 }

@@ -440,8 +440,8 @@ type responder interface {
 // forward sends req to a worker and answers the client through rs.
 func (g *Gateway) forward(c *fiber.Ctx, req *engineRequest, rs func(ex *exchange) responder) error {
 	noteRequest(c, req)
-	if overflow := g.prompts.fitsMessages(req.Messages); overflow != nil {
-		return g.writeFailure(c, req, rs, overflow) // before rendering: it cannot fit
+	if overflow := g.prompts.fitsChat(req.Messages, req.Tools); overflow != nil {
+		return g.writeFailure(c, req, rs, overflow) // before rendering: too large, or it cannot fit
 	}
 	creq, err := req.chatRequest()
 	if err != nil {

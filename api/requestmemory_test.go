@@ -61,21 +61,36 @@ func TestRequestMemory(t *testing.T) {
 	for i := range random {
 		random[i] = byte(' ' + rnd.IntN(95)) // printable ASCII: the most tokens per byte a text gets
 	}
+	message := func(text string) []byte {
+		content, _ := json.Marshal(text)
+		return []byte(fmt.Sprintf(`{"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":%s}]}`, content))
+	}
+	// Requests whose parts are each small but many, or one part too large
+	// for any template (chatbounds.go).
+	tools := make([]string, 240_000)
+	for i := range tools {
+		tools[i] = fmt.Sprintf(`{"name":"tool_%d","description":"reads a file of the project and returns its text","input_schema":{"type":"object"}}`, i)
+	}
+	image := strings.Repeat("QUFB", 30e6/4)
 	prompts := []struct {
 		name string
-		text string
+		body []byte
 	}{
-		{"30 MB of code, refused untokenized", repeat(string(code), 30e6)},
-		{"the largest code prompt that reaches the tokenizer", repeat(string(code), contextTokens*tok.MaxTokenBytes()-4096)},
-		{"as large, random printable ASCII", string(random)},
-		{"an agent turn of 30k tokens", repeat(string(code), 30000*3)},
+		{"30 MB of code, refused untokenized", message(repeat(string(code), 30e6))},
+		{"the largest code prompt that reaches the tokenizer", message(repeat(string(code), contextTokens*tok.MaxTokenBytes()-4096))},
+		{"as large, random printable ASCII", message(string(random))},
+		{"an agent turn of 30k tokens", message(repeat(string(code), 30000*3))},
+		{"240k tools", []byte(`{"model":"claude-x","max_tokens":10,"tools":[` + strings.Join(tools, ",") + `],"messages":[{"role":"user","content":"hi"}]}`)},
+		{"a million one-letter messages", []byte(`{"model":"claude-x","max_tokens":10,"messages":[` +
+			strings.TrimSuffix(strings.Repeat(`{"role":"user","content":"a"},`, 1e6), ",") + `]}`)},
+		{"a 30 MB base64 image", []byte(`{"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` +
+			image + `"}}]}]}`)},
 	}
 	if os.Getenv("HEARTH_MEASURE") == "first" {
 		prompts = prompts[:1]
 	}
 	for _, p := range prompts {
-		content, _ := json.Marshal(p.text)
-		body := []byte(fmt.Sprintf(`{"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":%s}]}`, content))
+		body := p.body
 		var before, after runtime.MemStats
 		runtime.GC()
 		old := debug.SetGCPercent(-1)

@@ -200,6 +200,9 @@ func (t *responsesTranslation) appendInput(history []chatMessage) error {
 	if err := decodeStrict(raw, &items, "input"); err != nil {
 		return err
 	}
+	if err := boundMessages(len(items), "input"); err != nil {
+		return err
+	}
 	var pending *chatMessage // the assistant turn being assembled
 	flush := func() {
 		if pending != nil {
@@ -326,6 +329,9 @@ func responsesContent(raw json.RawMessage, field string) (json.RawMessage, error
 			texts = append(texts, p.Text)
 			out = append(out, map[string]any{"type": "text", "text": p.Text})
 		case "input_image":
+			if len(p.ImageURL) > maxImageBytes {
+				return nil, imageTooLarge(field, len(p.ImageURL))
+			}
 			var url string
 			if json.Unmarshal(p.ImageURL, &url) != nil {
 				continue
