@@ -46,6 +46,18 @@ type AgentLayoutChoice struct {
 // the model fits the GPUs at all.
 var ErrNoAgentLayout = errors.New("no layout fits")
 
+// Layouts hearth up, plan and bench choose between without explicit
+// layout flags (--layout): the one for coding agents (DefaultAgentLayout),
+// the default, or one engine per GPU with the model's KV dtype, the
+// layout before agents came first.
+const (
+	LayoutAgent  = "agent"
+	LayoutPerGPU = "per-gpu"
+)
+
+// LayoutNames lists --layout's values.
+func LayoutNames() []string { return []string{LayoutAgent, LayoutPerGPU} }
+
 // DefaultAgentLayout picks the layout of model on gpus (one node) that
 // serves client's sessions (an AgentClients ID) best by rule: of the
 // candidates whose context holds the client's first prompt and an agent

@@ -15,16 +15,14 @@ import (
 )
 
 // Layouts hearth up chooses between without explicit layout flags
-// (--layout): the one for coding agents (catalog.DefaultAgentLayout), the
-// default, or one engine per GPU with the model's KV dtype, the layout
-// before agents came first.
+// (--layout): catalog's names, which plan and bench share.
 const (
-	LayoutAgent  = "agent"
-	LayoutPerGPU = "per-gpu"
+	LayoutAgent  = catalog.LayoutAgent
+	LayoutPerGPU = catalog.LayoutPerGPU
 )
 
 // LayoutNames lists --layout's values.
-func LayoutNames() []string { return []string{LayoutAgent, LayoutPerGPU} }
+func LayoutNames() []string { return catalog.LayoutNames() }
 
 // explicitLayoutFlags are the flags that set the layout themselves: with
 // any of them given (command line, environment or configuration file),
