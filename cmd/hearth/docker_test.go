@@ -249,7 +249,9 @@ func TestRealEnginesGetThePlan(t *testing.T) {
 			t.Errorf("%s engine: the plan's context %d exceeds the KV cache of %d blocks", engine, s.MaxModelLen, s.Estimate.GPUBlocks)
 		}
 	}
-	cfg, err := parseUpFlags(env, []string{"--sim", "1x4090", "--engine-runtime", "docker", "--model", "Qwen/Qwen3-32B-FP8"})
+	// One engine per GPU: the plan's own sentence (the agent layout says
+	// what would fit before the plan runs).
+	cfg, err := parseUpFlags(env, []string{"--sim", "1x4090", "--engine-runtime", "docker", "--model", "Qwen/Qwen3-32B-FP8", "--layout", "per-gpu"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +269,7 @@ func TestDockerNodeStoreSurvivesEngineRestarts(t *testing.T) {
 	cli := dockertest.Client(t)
 	node := dockertest.Node(t, cli)
 	store := filepath.Join(t.TempDir(), "kvstore")
-	baseURL, _ := dockerUp(t, cli, node, "2x4090", hruntime.KindSGLang, "--kvbm", "ram+ssd", "--kv-store-dir", store)
+	baseURL, _ := dockerUp(t, cli, node, "2x4090", hruntime.KindSGLang, "--kvbm", "ram+ssd", "--kv-store-dir", store, "--kv-store-size", "64")
 	history := []string{strings.Repeat("You are a coding agent. Read the repository before you edit it. ", 300)}
 	first := chatTurn(t, baseURL, history)
 	if n := countBlocks(t, store); n*16 < first.prompt*9/10 {

@@ -38,7 +38,7 @@ func TestNodeStoreSurvivesEngineRestarts(t *testing.T) {
 		t.Run(tc.tiers, func(t *testing.T) {
 			store := filepath.Join(t.TempDir(), "kvstore")
 			baseURL, stop := serveTestUp(t, []string{"--sim", "2x4090", "--engine-runtime", "process", "--speedup", "20",
-				"--data-dir", t.TempDir(), "--kvbm", tc.tiers, "--kv-store-dir", store, "--stop-timeout", "10s"}, daemon.WithHearthBinary(exe), daemon.WithBackoff(hruntime.Backoff{Initial: 100 * time.Millisecond}))
+				"--data-dir", t.TempDir(), "--kvbm", tc.tiers, "--kv-store-dir", store, "--kv-store-size", "64", "--stop-timeout", "10s"}, daemon.WithHearthBinary(exe), daemon.WithBackoff(hruntime.Backoff{Initial: 100 * time.Millisecond}))
 			defer stop()
 
 			history := []string{strings.Repeat("You are a coding agent. Read the repository before you edit it. ", 300)}
@@ -46,6 +46,9 @@ func TestNodeStoreSurvivesEngineRestarts(t *testing.T) {
 			if first.prompt < 3000 {
 				t.Fatalf("turn 1 has %d prompt tokens; the test needs a long prefix", first.prompt)
 			}
+			// The store's capacity (its files are sparse) gives each
+			// engine a write budget above a step's blocks: with less, the
+			// blocks over the budget wait for the engine's next step.
 			if tc.tiers == kvbm.TiersRAMSSD {
 				if n := countBlocks(t, store); n*16 < first.prompt*9/10 {
 					t.Fatalf("the store holds %d blocks after a %d-token prompt", n, first.prompt)
