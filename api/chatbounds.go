@@ -1,9 +1,8 @@
 package api
 
 import (
+	"encoding/json" // not goccy's, which reads past a short string's end to unescape it (checkptr stops it under -race)
 	"fmt"
-
-	json "github.com/goccy/go-json"
 )
 
 // A chat's parts are bounded before its template is rendered: rendering
