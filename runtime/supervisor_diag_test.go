@@ -196,6 +196,7 @@ func TestSupervisorLogsAfterFollowsRuns(t *testing.T) {
 			t.Fatal("LogsAfter found an engine that does not exist")
 		}
 		h := <-l.launched
+		synctest.Wait() // the supervisor has taken in the launch it returned
 		writeLines(t, h.ring, "one", "two")
 		page, ok := s.LogsAfter("gpu0", LogCursor{})
 		if !ok || !slices.Equal(page.Lines, []string{"one", "two"}) || page.NewRun {
@@ -217,6 +218,7 @@ func TestSupervisorLogsAfterFollowsRuns(t *testing.T) {
 		// and reads the new run from its start.
 		h.die(errors.New("exit status 1"))
 		h2 := <-l.launched
+		synctest.Wait()
 		<-page.Relaunched
 		writeLines(t, h2.ring, "again")
 		page, _ = s.LogsAfter("gpu0", page.Next)
@@ -232,6 +234,7 @@ func TestSupervisorLogsAfterReadsAnUnfollowableLogOncePerRun(t *testing.T) {
 		s := newTestSupervisor(t, l, &fakeAttacher{}, healthyEngine{})
 		go s.Run(t.Context())
 		<-l.launched
+		synctest.Wait() // the supervisor has taken in the launch it returned
 		page, _ := s.LogsAfter("gpu0", LogCursor{})
 		if !slices.Equal(page.Lines, []string{"hello"}) || page.More != nil {
 			t.Fatalf("first page %+v, want the whole log and no More", page)
