@@ -210,18 +210,18 @@ func planHostRAM(specs []hruntime.Spec, kvBytes []float64, notes map[string]stri
 	}
 }
 
-// wslEngineEnv gives real vLLM engines on a WSL2 host the variable under
-// which vLLM pins host memory there: without it vLLM leaves pinning off
-// under WSL (Platform.is_pin_memory_available), and its V1 model runner's
-// buffers, which need pinned memory, fail to start ("UVA is not
-// available"); the host-RAM tier is sized to the pinned limit instead.
+// wslEngineEnv gives real engines on a WSL2 host the environment their
+// kind needs there (EngineKind.WSLEnv).
 func wslEngineEnv(specs []hruntime.Spec, host wsl.Facts) {
 	if !host.WSL2 {
 		return
 	}
 	for i := range specs {
-		if specs[i].Engine == hruntime.KindVLLM && !specs[i].Simulated {
-			specs[i].Env = append(specs[i].Env, wsl.PinMemoryEnv+"=1")
+		if specs[i].Simulated {
+			continue
+		}
+		if kind, ok := hruntime.Lookup(specs[i].Engine); ok {
+			specs[i].Env = append(specs[i].Env, kind.WSLEnv...)
 		}
 	}
 }

@@ -45,6 +45,10 @@ type EngineKind struct {
 	// KEY=VALUE; nil for none. The launchers add it before Spec.Env, which
 	// may override it.
 	Env func(spec Spec) []string
+	// WSLEnv is the environment the engine needs on a WSL2 host, where the
+	// Windows driver serves the GPU: KEY=VALUE, added to a real engine's
+	// Spec.Env by the planner there; nil for none.
+	WSLEnv []string
 
 	// LivenessPath is what a serving engine is probed at, "/health".
 	LivenessPath string

@@ -18,9 +18,15 @@ import (
 // OffloadingConnector).
 func init() {
 	Register(&EngineKind{
-		Name:         KindVLLM,
-		Program:      []string{"vllm", "serve"},
-		Args:         vllmArgs,
+		Name:    KindVLLM,
+		Program: []string{"vllm", "serve"},
+		Args:    vllmArgs,
+		// Under WSL vLLM leaves pinned host memory off unless told
+		// (vllm/platforms/interface.py, is_pin_memory_available), and its V1
+		// model runner's buffers, which need it, fail ("UVA is not
+		// available"): Hearth sizes the host tier to the pinnable limit and
+		// turns pinning on.
+		WSLEnv:       []string{"VLLM_WSL2_ENABLE_PIN_MEMORY=1"},
 		LivenessPath: "/health",
 		MeasureProfile: func(ctx context.Context, client *http.Client, baseURL string, p catalog.Profile) (catalog.Profile, bool) {
 			families, err := scrape(ctx, client, baseURL)
