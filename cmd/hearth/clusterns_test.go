@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -56,14 +57,38 @@ func (l *netnsLab) ip(args ...string) {
 	}
 }
 
+// namespaceHearth builds the hearth binary the namespaces run, once per
+// test process (the labs of parallel tests share it), and returns its path.
+func namespaceHearth(t *testing.T) string {
+	t.Helper()
+	nsBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "hearth-netns-")
+		if err != nil {
+			nsBuild.err = err
+			return
+		}
+		nsBuild.path = filepath.Join(dir, "hearth")
+		if out, err := exec.Command("go", "build", "-o", nsBuild.path, ".").CombinedOutput(); err != nil {
+			nsBuild.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if nsBuild.err != nil {
+		t.Fatal(nsBuild.err)
+	}
+	return nsBuild.path
+}
+
+var nsBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
 func newNetnsLab(t *testing.T, n int) *netnsLab {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	l := &netnsLab{t: t, prefix: "hc" + hex.EncodeToString(b), procs: map[string]*exec.Cmd{}, logs: map[string]*syncBuffer{}}
-	l.bin = filepath.Join(t.TempDir(), "hearth")
-	if out, err := exec.Command("go", "build", "-o", l.bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	l.bin = namespaceHearth(t)
 	br := l.prefix + "br"
 	l.ip("netns", "add", br)
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", br).Run() })
@@ -230,7 +255,9 @@ func lastLines(s string, n int) string {
 // finish, and c's engine leaves routing within 5 s of its last heartbeat;
 // a revoked node is refused by the others.
 func TestClusterInNetworkNamespaces(t *testing.T) {
+	skipUnderRaceForChildBinaries(t)
 	requireNetns(t)
+	t.Parallel()
 	l := newNetnsLab(t, 3)
 	defer func() {
 		if t.Failed() {

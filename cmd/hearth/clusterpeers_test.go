@@ -47,10 +47,12 @@ func (l *netnsLab) multicastDropped(i int) string {
 // any flag naming a peer, dials the peers it remembers (its data
 // directory), is dialled again by the others, and serves their turns.
 func TestClusterFormsWithStaticPeersOnly(t *testing.T) {
+	skipUnderRaceForChildBinaries(t)
 	requireNetns(t)
 	if _, err := os.Stat("/usr/sbin/nft"); err != nil {
 		t.Skip("skipping: nft is not installed")
 	}
+	t.Parallel()
 	l := newNetnsLab(t, 3)
 	defer func() {
 		if t.Failed() {

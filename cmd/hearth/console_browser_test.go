@@ -70,6 +70,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if chromium == "" {
 		t.Skip("console browser test: chromium not installed; scripts/test installs it")
 	}
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("console browser test: runs live agent sessions; skipped with -short")
 	}

@@ -40,6 +40,7 @@ func dockerUp(t *testing.T, cli *client.Client, node, sim string, flavor hruntim
 // container, and traffic returns to it.
 func TestDockerEnginesServeAndSurviveAKill(t *testing.T) {
 	cli := dockertest.Client(t)
+	t.Parallel()
 	node := dockertest.Node(t, cli)
 	// Slow enough that 2,000-token streams still run when the kill lands.
 	baseURL, stop := dockerUp(t, cli, node, "2x4090", hruntime.KindVLLM, "--speedup", "1")
@@ -97,6 +98,7 @@ func TestDockerEnginesServeAndSurviveAKill(t *testing.T) {
 // IDs, no restart); a daemon stopped without it takes them down.
 func TestDockerKeepEnginesAndAdoption(t *testing.T) {
 	cli := dockertest.Client(t)
+	t.Parallel()
 	node := dockertest.Node(t, cli)
 	baseURL, stop := dockerUp(t, cli, node, "1x4090", hruntime.KindVLLM, "--keep-engines")
 	first := listEngines(t, baseURL)[0]
@@ -129,6 +131,7 @@ func TestDockerKeepEnginesAndAdoption(t *testing.T) {
 // prompt is routed as cached).
 func TestDockerSGLangFlavour(t *testing.T) {
 	cli := dockertest.Client(t)
+	t.Parallel()
 	node := dockertest.Node(t, cli)
 	baseURL, _ := dockerUp(t, cli, node, "1x4090", hruntime.KindSGLang)
 	e := listEngines(t, baseURL)[0]
@@ -213,6 +216,7 @@ func TestPlanTensorParallelEngines(t *testing.T) {
 // engines API says why and what to do.
 func TestDockerEngineOutOfMemoryIsDiagnosed(t *testing.T) {
 	cli := dockertest.Client(t)
+	t.Parallel()
 	node := dockertest.Node(t, cli)
 	baseURL, _ := dockerUp(t, cli, node, "1x4090", hruntime.KindVLLM,
 		"--engine-arg=--simulate-failure", "--engine-arg=oom")
@@ -267,6 +271,7 @@ func TestRealEnginesGetThePlan(t *testing.T) {
 // prefix from the store instead of recomputing it.
 func TestDockerNodeStoreSurvivesEngineRestarts(t *testing.T) {
 	cli := dockertest.Client(t)
+	t.Parallel()
 	node := dockertest.Node(t, cli)
 	store := filepath.Join(t.TempDir(), "kvstore")
 	baseURL, _ := dockerUp(t, cli, node, "2x4090", hruntime.KindSGLang, "--kvbm", "ram+ssd", "--kv-store-dir", store, "--kv-store-size", "64")

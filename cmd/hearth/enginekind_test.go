@@ -69,6 +69,7 @@ func init() {
 // TestNewEngineKindNeedsNoOtherEdit launches, sizes and checks the kind
 // registered above.
 func TestNewEngineKindNeedsNoOtherEdit(t *testing.T) {
+	t.Parallel()
 	spec := hruntime.Spec{
 		Name: "toy/gpu0", Engine: kindToy, Model: "qwen3-8b",
 		GPU:                  hruntime.GPU{Index: 0, Kind: "rtx4090"},

@@ -26,7 +26,7 @@ func TestNodeStoreSurvivesEngineRestarts(t *testing.T) {
 	if err != nil {
 		t.Skipf("skipping: no path to this test binary to run engines with: %v", err)
 	}
-	t.Setenv(asHearthEnv, "1") // the engines are this binary as hearth sim-engine
+	t.Parallel()
 	for _, tc := range []struct {
 		tiers     string
 		minCached float64 // share of turn 1's prompt the next turn finds cached
@@ -38,7 +38,8 @@ func TestNodeStoreSurvivesEngineRestarts(t *testing.T) {
 		t.Run(tc.tiers, func(t *testing.T) {
 			store := filepath.Join(t.TempDir(), "kvstore")
 			baseURL, stop := serveTestUp(t, []string{"--sim", "2x4090", "--engine-runtime", "process", "--speedup", "20",
-				"--data-dir", t.TempDir(), "--kvbm", tc.tiers, "--kv-store-dir", store, "--kv-store-size", "64", "--stop-timeout", "10s"}, daemon.WithHearthBinary(exe), daemon.WithBackoff(hruntime.Backoff{Initial: 100 * time.Millisecond}))
+				"--data-dir", t.TempDir(), "--kvbm", tc.tiers, "--kv-store-dir", store, "--kv-store-size", "64", "--stop-timeout", "10s"}, daemon.WithHearthBinary(exe), daemon.WithBackoff(hruntime.Backoff{Initial: 100 * time.Millisecond}),
+				daemon.WithSpecHook(asHearthEngine))
 			defer stop()
 
 			history := []string{strings.Repeat("You are a coding agent. Read the repository before you edit it. ", 300)}

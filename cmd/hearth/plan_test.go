@@ -19,6 +19,7 @@ import (
 var updateGolden = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 func TestPlanGolden(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		golden string
 		args   []string

@@ -239,7 +239,7 @@ func TestEngineFailingAtStartIsGivenUpOn(t *testing.T) {
 	if err != nil {
 		t.Skipf("skipping: no path to this test binary to run engines with: %v", err)
 	}
-	t.Setenv(asHearthEnv, "1")
+	t.Parallel()
 	oom := []string{"/bin/sh", "-c", "echo 'loading weights'; echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB' >&2; exit 1"}
 	for _, tc := range []struct {
 		name    string
@@ -252,6 +252,7 @@ func TestEngineFailingAtStartIsGivenUpOn(t *testing.T) {
 			baseURL, _ := serveTestUp(t, []string{"--sim", "2x4090", "--engine-runtime", "process", "--speedup", "50",
 				"--data-dir", t.TempDir()}, daemon.WithHearthBinary(exe), daemon.WithBackoff(hruntime.Backoff{Initial: 10 * time.Millisecond}),
 				daemon.WithSpecHook(func(s *hruntime.Spec) {
+					asHearthEngine(s)
 					if tc.failing[s.Name] {
 						s.Command = oom
 					}
@@ -312,6 +313,7 @@ func TestDaemonTakesItsEnginesWithIt(t *testing.T) {
 	if err != nil {
 		t.Skipf("skipping: no path to this test binary to run the daemon with: %v", err)
 	}
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -379,6 +381,11 @@ func TestDaemonTakesItsEnginesWithIt(t *testing.T) {
 		})
 	}
 }
+
+// asHearthEngine makes an engine of the process runtime this test binary
+// playing hearth sim-engine, through the engine's own environment (a
+// daemon.WithSpecHook), so that the test may run in parallel.
+func asHearthEngine(s *hruntime.Spec) { s.Env = append(s.Env, asHearthEnv+"=1") }
 
 // Shared with the other tests of a running daemon.
 var (

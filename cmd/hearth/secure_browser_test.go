@@ -85,6 +85,7 @@ func TestConsoleOwnerInBrowser(t *testing.T) {
 	if chromium == "" {
 		t.Skip("console owner browser test: chromium not installed; scripts/test installs it")
 	}
+	t.Parallel()
 	baseURL, printed := startUpPrinting(t)
 	m := setupTokenLine.FindStringSubmatch(printed)
 	if m == nil {

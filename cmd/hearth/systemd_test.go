@@ -35,6 +35,8 @@ func TestInstallOnRealSystemd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipped in -short: boots systemd in a container")
 	}
+	skipUnderRaceForChildBinaries(t)
+	t.Parallel()
 	dockerCLI := needDockerCLI(t)
 	image := systemdImage(t, dockerCLI)
 	bin := dockertest.StaticHearth(t)

@@ -17,6 +17,7 @@ import (
 // plan --agent's recommendation, and explicit layout flags to overriding
 // it field by field with a log line that says so.
 func TestUpAgentTakesTheRecommendedLayout(t *testing.T) {
+	t.Parallel()
 	board, _ := catalog.LookupGPU("rtx4090")
 	uses := []catalog.GPUUse{{GPU: board}}
 	model, _ := catalog.LookupModel("qwen3-14b-fp8")
