@@ -143,15 +143,18 @@ func (c *Console) clientOf(fc *fiber.Ctx) string {
 	return "unknown"
 }
 
-// throttled answers 429 when the client must wait before trying again.
-func (c *Console) throttled(fc *fiber.Ctx, page func(msg string) templ.Component) (bool, error) {
-	wait := c.limiter.wait(c.clientOf(fc))
-	if wait <= 0 {
-		return false, nil
+// beginAttempt counts a login or setup attempt of the request's client
+// before its secret is checked (loginLimiter.begin). When the client must
+// wait it answers 429 and returns a nil end.
+func (c *Console) beginAttempt(fc *fiber.Ctx, page func(msg string) templ.Component) (end func(loginOutcome), client string, err error) {
+	client = c.clientOf(fc)
+	end, wait := c.limiter.begin(client)
+	if end != nil {
+		return end, client, nil
 	}
 	secs := int((wait + time.Second - 1) / time.Second)
 	fc.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
-	return true, c.render(fc, fiber.StatusTooManyRequests, page(fmt.Sprintf("Too many failed attempts: try again in %d s.", secs)))
+	return nil, client, c.render(fc, fiber.StatusTooManyRequests, page(fmt.Sprintf("Too many failed attempts, or another attempt from your address in progress: try again in %d s.", secs)))
 }
 
 func (c *Console) handleLogin(fc *fiber.Ctx) error {
@@ -160,22 +163,23 @@ func (c *Console) handleLogin(fc *fiber.Ctx) error {
 		return fc.Redirect(c.cfg.BasePath+"/", fiber.StatusSeeOther)
 	}
 	page := func(msg string) templ.Component { return c.loginPage(fc, msg) }
-	if stop, err := c.throttled(fc, page); stop {
+	end, client, err := c.beginAttempt(fc, page)
+	if end == nil {
 		return err
 	}
-	client := c.clientOf(fc)
 	if c.owner.isSet() {
 		ok, err := checkPassword(c.owner.passwordDigest(), fc.FormValue("password"))
 		if err != nil {
+			end(loginUncounted)
 			c.log.Error("checking the owner's password", "error", err)
 			return c.render(fc, fiber.StatusInternalServerError, page("Cannot check the password: the stored one is damaged."))
 		}
 		if !ok {
-			c.limiter.failed(client)
+			end(loginFailed)
 			c.log.Warn("console login failed", "client", client)
 			return c.render(fc, fiber.StatusUnauthorized, page("Wrong password."))
 		}
-		c.limiter.succeeded(client)
+		end(loginSucceeded)
 		c.startLogin(fc, ownerLogin)
 		return fc.Redirect(c.cfg.BasePath+"/", fiber.StatusSeeOther)
 	}
@@ -184,20 +188,21 @@ func (c *Console) handleLogin(fc *fiber.Ctx) error {
 		msg := "That key is not valid."
 		status := fiber.StatusUnauthorized
 		if !errors.Is(err, ErrNoSuchKey) {
+			end(loginUncounted)
 			c.log.Warn("checking a console login", "error", err)
 			msg, status = "Cannot check keys right now.", fiber.StatusInternalServerError
 		} else {
-			c.limiter.failed(client)
+			end(loginFailed)
 		}
 		return c.render(fc, status, page(msg))
 	}
 	if key.Scope != apikey.ScopeAdmin {
 		// A client's key sits in its configuration on some laptop; it
 		// must not also open the console, which makes more keys.
-		c.limiter.failed(client)
+		end(loginFailed)
 		return c.render(fc, fiber.StatusForbidden, page("That is an inference key: the console opens with an admin key."))
 	}
-	c.limiter.succeeded(client)
+	end(loginSucceeded)
 	c.startLogin(fc, key.ID)
 	return fc.Redirect(c.cfg.BasePath+"/", fiber.StatusSeeOther)
 }
@@ -220,31 +225,35 @@ func (c *Console) handleSetup(fc *fiber.Ctx) error {
 		return fc.Redirect(c.cfg.BasePath+"/login", fiber.StatusSeeOther)
 	}
 	page := func(msg string) templ.Component { return c.setupPage(fc, msg) }
-	if stop, err := c.throttled(fc, page); stop {
+	end, client, err := c.beginAttempt(fc, page)
+	if end == nil {
 		return err
 	}
-	client := c.clientOf(fc)
 	if !c.owner.checkToken(strings.TrimSpace(fc.FormValue("token"))) {
-		c.limiter.failed(client)
+		end(loginFailed)
 		c.log.Warn("console setup with a wrong token", "client", client)
 		return c.render(fc, fiber.StatusUnauthorized, page("That setup token is not the one hearth up printed."))
 	}
 	password := fc.FormValue("password")
 	if msg := validNewPassword(password, fc.FormValue("confirm")); msg != "" {
+		end(loginUncounted)
 		return c.render(fc, fiber.StatusBadRequest, page(msg))
 	}
 	digest, err := hashPassword(password, c.passwordIterations)
 	if err != nil {
+		end(loginUncounted)
 		return err
 	}
 	switch err := c.owner.set(fc.UserContext(), digest); {
 	case errors.Is(err, errOwnerExists):
+		end(loginUncounted)
 		return fc.Redirect(c.cfg.BasePath+"/login", fiber.StatusSeeOther)
 	case err != nil:
+		end(loginUncounted)
 		c.log.Error("saving the owner's password", "error", err)
 		return c.render(fc, fiber.StatusInternalServerError, page("Cannot save the password."))
 	}
-	c.limiter.succeeded(client)
+	end(loginSucceeded)
 	c.log.Info("console owner's password set", "client", client)
 	c.logins.clear()
 	c.startLogin(fc, ownerLogin)

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -185,17 +186,104 @@ func TestLoginLimiterGlobalCap(t *testing.T) {
 	// Many addresses, one failure each: the global cap stops them all.
 	for i := range l.globalFailures {
 		client := net.IPv4(10, 0, byte(i/256), byte(i%256)).String()
-		if d := l.wait(client); d != 0 {
+		end, d := l.begin(client)
+		if end == nil {
 			t.Fatalf("failure %d waited %v before the cap", i, d)
 		}
-		l.failed(client)
+		end(loginFailed)
 	}
-	if d := l.wait("10.9.9.9"); d != l.globalWindow {
+	if end, d := l.begin("10.9.9.9"); end != nil || d != l.globalWindow {
 		t.Fatalf("a fresh client at the cap waits %v, want %v", d, l.globalWindow)
 	}
 	clk.Advance(l.globalWindow)
-	if d := l.wait("10.9.9.9"); d != 0 {
+	if end, d := l.begin("10.9.9.9"); end == nil {
 		t.Fatalf("after the window: wait %v", d)
+	}
+}
+
+// TestLoginWaitRunsFromTheAnswer: an attempt is counted when it begins,
+// but the wait its failure earns starts when it is answered, so a check
+// slower than the wait does not use the wait up; while it runs, the
+// client's other attempts are refused as in flight.
+func TestLoginWaitRunsFromTheAnswer(t *testing.T) {
+	clk := newFakeClock(t0)
+	l := newLoginLimiter(clk)
+	const client = "10.0.0.9"
+	for i := range l.freeFailures {
+		end, d := l.begin(client)
+		if end == nil {
+			t.Fatalf("free failure %d waited %v", i+1, d)
+		}
+		end(loginFailed)
+	}
+	end, d := l.begin(client)
+	if end == nil {
+		t.Fatalf("the first failure past the free ones waited %v before it began", d)
+	}
+	if again, _ := l.begin(client); again != nil {
+		t.Fatal("a second attempt began while the first was being checked")
+	}
+	slowCheck := 3 * l.baseDelay
+	clk.Advance(slowCheck)
+	end(loginFailed)
+	if again, d := l.begin(client); again != nil || d != l.baseDelay {
+		t.Fatalf("right after the answer of a check that took %v: began %v, wait %v; want no attempt and %v", slowCheck, again != nil, d, l.baseDelay)
+	}
+	clk.Advance(l.baseDelay)
+	if again, d := l.begin(client); again == nil {
+		t.Fatalf("once the wait from the answer passed: wait %v", d)
+	}
+}
+
+// TestLoginParallelGuessesFromOneAddress: 101 wrong passwords sent at
+// once from one address are counted before they are checked and checked
+// one at a time, so only the free failures' worth are checked at all,
+// and the owner's password from another address then logs in. Before,
+// all 101 were checked and their failures passed the global cap: the
+// owner got 429.
+func TestLoginParallelGuessesFromOneAddress(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, withKeyRequired(false), withOwner())
+	// The real count (about 0.2 s a check): the guesses overlap as they
+	// do against the daemon. Before, all 101 were checked and the owner
+	// got 429; now at most the free failures and one more are.
+	h.c.passwordIterations = passwordIterations
+	setUpOwner(t, h, "correct horse battery")
+	h.c.peerIP = func(fc *fiber.Ctx) net.IP { return net.ParseIP(fc.Get("X-Test-Peer")) }
+	const guesses = 101
+	statuses := make(chan int, guesses)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range guesses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			resp, _ := h.do(t, request{method: "POST", path: "/console/login", form: url.Values{"password": {"guess"}},
+				header: map[string]string{"X-Test-Peer": "10.0.0.66"}})
+			statuses <- resp.StatusCode
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(statuses)
+	checked := 0
+	for s := range statuses {
+		switch s {
+		case http.StatusUnauthorized:
+			checked++
+		case http.StatusTooManyRequests:
+		default:
+			t.Errorf("a guess got status %d", s)
+		}
+	}
+	if checked > h.c.limiter.freeFailures+1 {
+		t.Errorf("%d of %d parallel guesses from one address were checked, want at most %d", checked, guesses, h.c.limiter.freeFailures+1)
+	}
+	resp, _ := h.do(t, request{method: "POST", path: "/console/login", form: url.Values{"password": {"correct horse battery"}},
+		header: map[string]string{"X-Test-Peer": "10.0.0.7"}})
+	if resp.StatusCode != http.StatusSeeOther || sessionCookie(resp) == nil {
+		t.Fatalf("the owner from another address after the guesses: status %d, want 303 and a session", resp.StatusCode)
 	}
 }
 
@@ -272,7 +360,7 @@ func FuzzLoginForm(f *testing.F) {
 		}
 		// Keep the limiter from turning every later input into a 429
 		// that would test nothing.
-		h.c.limiter.succeeded(h.peer.String())
+		h.c.limiter.forget(h.peer.String())
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
@@ -170,6 +171,7 @@ type Config struct {
 	gpuSource          nodes.Discoverer
 	consoleInterval    time.Duration
 	consoleChartWindow time.Duration
+	consoleClock       clock.Clock // nil: real time
 	gpuInterval        time.Duration
 	// cudaVersion is the driver's, read at start; it picks engine images.
 	cudaVersion int

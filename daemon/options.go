@@ -3,6 +3,7 @@ package daemon
 import (
 	"time"
 
+	"github.com/hearth-llm/hearth/clock"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
 )
@@ -29,6 +30,11 @@ func WithSpecHook(f func(*hruntime.Spec)) Option { return func(c *Config) { c.tw
 func WithConsoleTiming(interval, chartWindow time.Duration) Option {
 	return func(c *Config) { c.consoleInterval, c.consoleChartWindow = interval, chartWindow }
 }
+
+// WithConsoleClock gives the console a clock of its own: its login
+// limiter's waits, its logins' lifetimes and its hub's ticks follow clk
+// (a clock.Fake holds a wait open for as long as a test needs).
+func WithConsoleClock(clk clock.Clock) Option { return func(c *Config) { c.consoleClock = clk } }
 
 // WithSimTokenizer has in-process simulated engines tokenize with what
 // wrap makes of Hearth's tokenizer (sim.MisreadToken: a wrong one, for the

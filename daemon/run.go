@@ -357,6 +357,7 @@ func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng en
 		Keyless:     keyless,
 		Owner:       st.db,
 		Logger:      log,
+		Clock:       cfg.consoleClock,
 	}
 	if kvStore != nil {
 		deps.KVStores = kvStores{kvStore}

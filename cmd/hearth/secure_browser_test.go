@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/hearth-llm/hearth/clock"
+	"github.com/hearth-llm/hearth/daemon"
 )
 
 // printedOutput records what hearth up prints and tells when the client
@@ -45,7 +48,7 @@ func (p *printedOutput) String() string {
 
 // startUpPrinting runs hearth up on loopback and returns its base URL and
 // what it printed once its engines are ready.
-func startUpPrinting(t *testing.T, args ...string) (baseURL, printed string) {
+func startUpPrinting(t *testing.T, args []string, opts ...daemon.Option) (baseURL, printed string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -59,7 +62,7 @@ func startUpPrinting(t *testing.T, args ...string) (baseURL, printed string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &printedOutput{ready: make(chan struct{})}
 	done := make(chan error, 1)
-	go func() { done <- serveUp(ctx, out, slog.New(slog.DiscardHandler), cfg, ln) }()
+	go func() { done <- serveUp(ctx, out, slog.New(slog.DiscardHandler), cfg, ln, opts...) }()
 	select {
 	case <-out.ready:
 	case err := <-done:
@@ -79,14 +82,18 @@ var setupTokenLine = regexp.MustCompile(`setup token: (\S+)`)
 
 // TestConsoleOwnerInBrowser drives the console's owner login in headless
 // Chromium: the first-run setup with the printed token, logout, login, a
-// cross-site form refused, and password guessing slowed down.
+// cross-site form refused, and password guessing slowed down. The
+// console's clock is a fake that moves only when the test moves it, so
+// that a login wait lasts until the test ends it, however slow the
+// browser.
 func TestConsoleOwnerInBrowser(t *testing.T) {
 	chromium := findChromium()
 	if chromium == "" {
 		t.Skip("console owner browser test: chromium not installed; scripts/test installs it")
 	}
 	t.Parallel()
-	baseURL, printed := startUpPrinting(t)
+	consoleClock := clock.NewFake(time.Now())
+	baseURL, printed := startUpPrinting(t, nil, daemon.WithConsoleClock(consoleClock))
 	m := setupTokenLine.FindStringSubmatch(printed)
 	if m == nil {
 		t.Fatalf("hearth up printed no setup token:\n%s", printed)
@@ -220,6 +227,10 @@ func TestConsoleOwnerInBrowser(t *testing.T) {
 		// Even the right password waits now.
 		fill(t, "form[action$='/login']", map[string]string{"password": password})
 		wait(t, "the right password refused during the wait", `(() => { const p = document.querySelector('.problem'); return (`+fresh+` && p && p.textContent.includes('Too many')) ? 'yes' : ''; })()`)
+		// Once the wait has passed, it opens the console.
+		consoleClock.Advance(time.Minute)
+		fill(t, "form[action$='/login']", map[string]string{"password": password})
+		wait(t, "the overview, logged in after the wait", `(`+fresh+` && location.pathname === '/console/' && document.querySelector('form.logout')) ? 'yes' : ''`)
 	})
 }
 

@@ -18,7 +18,7 @@ import (
 // prints the CA's fingerprint and each client's trust setting, and the
 // console's session cookie is Secure.
 func TestUpTLSPrintsTrustAndSecuresTheCookie(t *testing.T) {
-	baseURL, printed := startUpPrinting(t, "--tls", "auto")
+	baseURL, printed := startUpPrinting(t, []string{"--tls", "auto"})
 	caPath := regexp.MustCompile(`CA certificate: (\S+)`).FindStringSubmatch(printed)
 	if caPath == nil {
 		t.Fatalf("no CA path printed:\n%s", printed)
