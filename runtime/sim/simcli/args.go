@@ -59,6 +59,7 @@ type engineCommand struct {
 	speedup                   float64
 	healthTimeout             time.Duration
 	engineVersion             string // the release played (runtime.EnvSimEngineVersion)
+	kvEventFault              string // a fault the KV events play (runtime.EnvSimKVEvents)
 	// serverArgs are the SGLang server arguments the simulator shows but
 	// does not model.
 	serverArgs map[string]any
@@ -700,7 +701,7 @@ func (c *engineCommand) finish(getenv func(string) string) error {
 		}
 	}
 	c.cfg.Agent.AllowWriteTools = settings.AllowWriteTools
-	c.engineVersion = settings.EngineVersion
+	c.engineVersion, c.kvEventFault = settings.EngineVersion, settings.KVEventFault
 	if v := getenv(envSGLangHealthTimeout); v != "" && c.flavor == hruntime.KindSGLang {
 		s, err := strconv.Atoi(v)
 		if err != nil || s <= 0 {
