@@ -155,7 +155,8 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 	if opts.KVEvents != "" {
 		p, err := NewPublisher(PublisherOptions{
 			Endpoint: opts.KVEvents, ReplayEndpoint: opts.KVReplay, Topic: opts.Topic,
-			Format: opts.Format, Fault: opts.KVEventFault, Logger: log,
+			Format: opts.Format, SpecKinds: namesSpecKinds(opts.Engine.Kind, opts.EngineVersion, opts.Format),
+			Fault: opts.KVEventFault, Logger: log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("sim instance: %w", err)

@@ -60,6 +60,10 @@ type PublisherOptions struct {
 	// Clock timestamps batches; nil means clock.Real. vLLM stamps batches
 	// with wall-clock seconds since the Unix epoch.
 	Clock clock.Clock
+	// SpecKinds names every stored block's KV-cache group kind
+	// ("full_attention": the simulator models full attention alone), as
+	// the releases whose EngineRelease.SpecKinds is set do.
+	SpecKinds bool
 	// Fault, one of runtime.SimKVEventFaults, publishes events Hearth
 	// cannot follow, for tests of its KV-event self-check; "" publishes
 	// them as Format says.
@@ -193,6 +197,9 @@ func (p *Publisher) Dropped() int64 { return p.dropped.Load() }
 func (p *Publisher) PublishKVEvents(_ time.Duration, events []kvevents.Event) {
 	if len(events) == 0 || p.opts.Fault == hruntime.SimKVEventsNone {
 		return
+	}
+	if p.opts.SpecKinds {
+		events = withSpecKinds(events)
 	}
 	if p.opts.Fault == hruntime.SimKVEventsWrongHashSeed {
 		events = reseedParents(events)
@@ -351,4 +358,19 @@ func appendUnknownLayout(b *kvevents.Batch) []byte {
 		panic(fmt.Sprintf("sim: encoding a batch: %v", err)) // plain values always encode
 	}
 	return payload
+}
+
+// fullAttention is the kind of KV cache the simulator models.
+var fullAttention = []byte("full_attention")
+
+// withSpecKinds returns events with every BlockStored naming its group's
+// kind (PublisherOptions.SpecKinds). events is not modified.
+func withSpecKinds(events []kvevents.Event) []kvevents.Event {
+	out := slices.Clone(events)
+	for i := range out {
+		if out[i].Kind == kvevents.BlockStored && len(out[i].SpecKind) == 0 {
+			out[i].SpecKind = fullAttention
+		}
+	}
+	return out
 }
