@@ -31,6 +31,10 @@ type Env struct {
 	// engine's name writes its file tier in that engine's own layout, as
 	// SGLang's HiCacheFile does (sim.SGLangFileStore).
 	OpenStore func(dir string, cfg sim.Config, log *slog.Logger) (sim.NodeStore, io.Closer, error)
+	// MemAvailable is the host memory available now, in bytes, which the
+	// simulated SGLang weighs its HiCache host pool against as SGLang
+	// does; nil reads /proc/meminfo's MemAvailable.
+	MemAvailable func() (uint64, error)
 }
 
 // Program reports whether the binary runs under a real engine's name (the
@@ -113,6 +117,10 @@ func RunProgram(ctx context.Context, env Env, prog string, args []string) int {
 		return 1
 	}
 	if err := cmd.cfg.Validate(); err != nil {
+		fmt.Fprintf(out, "ValueError: %v\n", err)
+		return 1
+	}
+	if err := cmd.checkHostMemory(env.MemAvailable); err != nil {
 		fmt.Fprintf(out, "ValueError: %v\n", err)
 		return 1
 	}
