@@ -46,6 +46,38 @@ type Engine struct {
 	// Tokenizer is the start-up self-check of the engine's tokenization
 	// against Hearth's; absent until the engine was ready once.
 	Tokenizer *TokenizerCheck `json:"tokenizer,omitempty"`
+	// KVEvents is the start-up check of the engine's KV events against the
+	// blocks Hearth predicts for a probe prompt; absent when none ran
+	// (the engine publishes none, or its tokenization already differs).
+	KVEvents *KVEventsCheck `json:"kv_events,omitempty"`
+}
+
+// KVEventsCheck is what the KV-event self-check found when the engine
+// became ready: State "match", "differs" (then FirstDifference, the first
+// probe block not matched, and Cause, what the events said instead; the
+// engine is routed on predicted caches) or "unchecked" (then Detail says
+// why). Matched of Blocks probe blocks were named as Hearth predicts.
+// Summary says it in one sentence.
+type KVEventsCheck struct {
+	State           string `json:"state"`
+	Matched         int    `json:"matched"`
+	Blocks          int    `json:"blocks"`
+	FirstDifference *int   `json:"first_difference,omitempty"`
+	Cause           string `json:"cause,omitempty"`
+	Detail          string `json:"detail,omitempty"`
+	Summary         string `json:"summary"`
+}
+
+// Text is the check as a table cell: "12/12", "0/12", "unchecked"; "-"
+// for none.
+func (c *KVEventsCheck) Text() string {
+	switch {
+	case c == nil:
+		return "-"
+	case c.State == "unchecked":
+		return c.State
+	}
+	return fmt.Sprintf("%d/%d", c.Matched, c.Blocks)
 }
 
 // TokenizerCheck is what the self-check found when the engine became

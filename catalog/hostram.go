@@ -46,14 +46,17 @@ type HostTier struct {
 
 // PlanHostTiers sizes the host-RAM KV tier of each engine of a node from
 // the node's total RAM and the RAM available now (MemAvailable), both in
-// bytes, and each engine's KV cache on its GPUs in bytes (all its ranks
-// together: EnginePlan.KVCacheBytes). The result has one HostTier per
-// engine, in order.
+// bytes, the most RAM any of the engines keeps free when it allocates its
+// tier (keepFree, bytes: an engine that refuses to start otherwise, as
+// SGLang keeps 10 GiB; 0: none), and each engine's KV cache on its GPUs in
+// bytes (all its ranks together: EnginePlan.KVCacheBytes). The result has
+// one HostTier per engine, in order.
 //
 // The tiers share what is left once the OS and page cache keep their
 // headroom (the larger of 8 GiB and a quarter of the total), what is
-// available now keeps some slack (the larger of 4 GiB and a tenth of the
-// total), and each engine's processes have their allowance (4 GiB):
+// available now keeps some slack (the larger of 4 GiB, a tenth of the
+// total and keepFree), and each engine's processes have their allowance
+// (4 GiB):
 //
 //	budget = min(total − headroom, available − slack) − engines × 4 GiB
 //
@@ -63,14 +66,16 @@ type HostTier struct {
 // the GPU evicts push out the ones the tier holds before they are used again;
 // a tier the budget cannot make that large is sized all the same, with a Note
 // saying so. A share under 1 GiB is 0, with a Note.
-func PlanHostTiers(totalBytes, availableBytes uint64, gpuKVBytes []float64) []HostTier {
+func PlanHostTiers(totalBytes, availableBytes, keepFree uint64, gpuKVBytes []float64) []HostTier {
 	tiers := make([]HostTier, len(gpuKVBytes))
 	if len(gpuKVBytes) == 0 {
 		return tiers
 	}
 	total, available := float64(totalBytes), float64(availableBytes)
 	headroom := max(hostHeadroomMinBytes, hostHeadroomShare*total)
-	slack := max(hostSlackMinBytes, hostSlackShare*total)
+	// The last engine to allocate sees every other tier taken: with its
+	// own, they must leave keepFree of what is available now.
+	slack := max(hostSlackMinBytes, hostSlackShare*total, float64(keepFree))
 	budget := min(total-headroom, available-slack) - float64(len(gpuKVBytes))*engineProcessBytes
 
 	var kvSum float64

@@ -9,37 +9,44 @@ func TestPlanHostTiers(t *testing.T) {
 	cases := []struct {
 		name             string
 		total, available uint64
+		keepFree         uint64
 		gpuKV            []float64
 		wantGiB          []float64
 		wantNote         []string // a word each note holds; "" for none
 	}{
-		{"no engines", 64 * gib, 60 * gib, nil, []float64{}, []string{}},
+		{"no engines", 64 * gib, 60 * gib, 0, nil, []float64{}, []string{}},
 		// headroom 16, slack 6.4: min(48, 53.6) - 2 x 4 = 40, halved.
-		{"idle 64 GB box, two engines", 64 * gib, 60 * gib, []float64{10 * gib, 10 * gib},
+		{"idle 64 GB box, two engines", 64 * gib, 60 * gib, 0, []float64{10 * gib, 10 * gib},
 			[]float64{20, 20}, []string{"", ""}},
 		// min(48, 20 - 6.4) - 8 = 5.6: 2.8 each, floored to 2, below 10.
-		{"busy 64 GB box", 64 * gib, 20 * gib, []float64{10 * gib, 10 * gib},
+		{"busy 64 GB box", 64 * gib, 20 * gib, 0, []float64{10 * gib, 10 * gib},
 			[]float64{2, 2}, []string{"churn", "churn"}},
 		// headroom 8, slack 4: min(8, 10) - 4 = 4, below the GPU's 10.
-		{"16 GB box", 16 * gib, 14 * gib, []float64{10 * gib},
+		{"16 GB box", 16 * gib, 14 * gib, 0, []float64{10 * gib},
 			[]float64{4}, []string{"churn"}},
 		// min(8, 4) - 8 < 0.
-		{"nothing left", 16 * gib, 8 * gib, []float64{10 * gib, 10 * gib},
+		{"nothing left", 16 * gib, 8 * gib, 0, []float64{10 * gib, 10 * gib},
 			[]float64{0, 0}, []string{"too little", "too little"}},
 		// headroom 64, slack 25.6: min(192, 224.4) - 8 = 184, split 3:1.
-		{"proportional to GPU KV", 256 * gib, 250 * gib, []float64{30 * gib, 10 * gib},
+		{"proportional to GPU KV", 256 * gib, 250 * gib, 0, []float64{30 * gib, 10 * gib},
 			[]float64{138, 46}, []string{"", ""}},
 		// min(48, 53.6) - 4 = 44, all of it.
-		{"GPU KV unknown", 64 * gib, 60 * gib, []float64{0}, []float64{44}, []string{""}},
-		{"one engine without GPU KV", 64 * gib, 60 * gib, []float64{10 * gib, 0},
+		{"GPU KV unknown", 64 * gib, 60 * gib, 0, []float64{0}, []float64{44}, []string{""}},
+		{"one engine without GPU KV", 64 * gib, 60 * gib, 0, []float64{10 * gib, 0},
 			[]float64{40, 0}, []string{"", "no KV cache"}},
+		// An engine that keeps 10 GiB free (SGLang): min(48, 50 - 10) - 4
+		// = 36, where the slack of 6.4 alone would give 39 and SGLang would
+		// refuse it (39 > 50 - 4 - 10).
+		{"keeps 10 GiB free", 64 * gib, 50 * gib, 10 * gib, []float64{0}, []float64{36}, []string{""}},
+		// ... and on a busy box: min(48, 20 - 10) - 4 = 6, not 9.
+		{"busy box, keeps 10 GiB free", 64 * gib, 20 * gib, 10 * gib, []float64{10 * gib}, []float64{6}, []string{"churn"}},
 		// min(8, 7.5 - 4) - 4 = -0.5.
-		{"share under 1 GB", 16 * gib, 7.5 * gib, []float64{10 * gib},
+		{"share under 1 GB", 16 * gib, 7.5 * gib, 0, []float64{10 * gib},
 			[]float64{0}, []string{"too little"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := PlanHostTiers(tc.total, tc.available, tc.gpuKV)
+			got := PlanHostTiers(tc.total, tc.available, tc.keepFree, tc.gpuKV)
 			if len(got) != len(tc.wantGiB) {
 				t.Fatalf("%d tiers, want %d", len(got), len(tc.wantGiB))
 			}
@@ -68,7 +75,7 @@ func TestPlanHostTiersNeverOvercommits(t *testing.T) {
 					kv[i] = float64(i+1) * 3 * gib
 				}
 				var sum float64
-				for _, tier := range PlanHostTiers(total, available, kv) {
+				for _, tier := range PlanHostTiers(total, available, 0, kv) {
 					if tier.GiB < 0 || tier.GiB != float64(int(tier.GiB)) {
 						t.Fatalf("total %d GiB, %d%% available, %d engines: tier %g GiB", total/gib, availPct, n, tier.GiB)
 					}

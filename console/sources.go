@@ -97,6 +97,12 @@ type Engine struct {
 	// and that its model is routed on predicted caches) or could not run;
 	// "" when it agreed or none ran.
 	TokenizerNote string
+	// KVEventsNote says, in one sentence, that the engine's start-up
+	// KV-event self-check found its events not naming the probe's blocks
+	// as Hearth predicts (how many matched, the first difference, and that
+	// it is routed on predicted caches) or could not run; "" when they
+	// matched or none ran.
+	KVEventsNote string
 
 	// KV cache, in blocks (sim.Stats / vLLM num_gpu_blocks).
 	TotalBlocks      int

@@ -269,6 +269,7 @@ func gpuCardVM(cfg Config, e Engine, w workerView) components.GPUCard {
 		Diagnosis:     e.Diagnosis,
 		PlanNote:      e.PlanNote,
 		TokenizerNote: e.TokenizerNote,
+		KVEventsNote:  e.KVEventsNote,
 		Err:           e.Err,
 	}
 	if e.LoadPhase != "" && e.LoadProgress >= 0 {

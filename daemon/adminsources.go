@@ -75,6 +75,7 @@ func adminEngineOf(st hruntime.Status) adminapi.Engine {
 		Since: st.Since.UTC(), KVBlocks: st.Profile.GPUBlocks,
 	}
 	e.Tokenizer = adminTokenizerOf(st.Tokenizer)
+	e.KVEvents = adminKVEventsOf(st.KVEvents)
 	if len(st.TensorParallel) > 0 { // one engine over several GPUs
 		e.GPUs = []int{st.GPU.Index}
 		for _, g := range st.TensorParallel {
@@ -208,6 +209,20 @@ func kindJSON(st hruntime.Status) string {
 		return "sim"
 	}
 	return string(st.Engine)
+}
+
+// adminKVEventsOf is the KV-event self-check as the API shows it; nil
+// when none ran.
+func adminKVEventsOf(c hruntime.KVEventsCheck) *adminapi.KVEventsCheck {
+	if c.State == hruntime.KVEventsNotChecked {
+		return nil
+	}
+	out := &adminapi.KVEventsCheck{State: string(c.State), Matched: c.Matched, Blocks: c.Blocks, Cause: c.Cause, Detail: c.Detail, Summary: c.String()}
+	if c.State == hruntime.KVEventsDiffer {
+		at := c.FirstDifference
+		out.FirstDifference = &at
+	}
+	return out
 }
 
 // adminTokenizerOf is the self-check as the API shows it; nil when none

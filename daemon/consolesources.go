@@ -51,6 +51,9 @@ func (s engineSource) Engines(ctx context.Context) ([]console.Engine, error) {
 		if st.Tokenizer.State == hruntime.TokenizerDiffers || st.Tokenizer.State == hruntime.TokenizerUnchecked {
 			out[i].TokenizerNote = st.Tokenizer.String()
 		}
+		if st.KVEvents.State == hruntime.KVEventsDiffer || st.KVEvents.State == hruntime.KVEventsUnchecked {
+			out[i].KVEventsNote = st.KVEvents.String()
+		}
 		if st.State != hruntime.StateReady && s.logs != nil {
 			lines, _ := s.logs(st.Name)
 			out[i].LogTail = hruntime.Tail(lines, 10)

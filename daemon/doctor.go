@@ -53,14 +53,22 @@ type DoctorConfig struct {
 	Serving bool
 	// Deep also starts a container that asks for the GPUs.
 	Deep bool
-	// Tokenizers reads the engines' tokenizer self-checks (nil: those of
-	// a daemon serving at Addr on this machine, unless Serving).
-	Tokenizers doctor.TokenizerSource
+	// SelfChecks reads the engines' start-up self-checks, of their
+	// tokenization and their KV events (nil: those of a daemon serving at
+	// Addr on this machine, unless Serving).
+	SelfChecks EngineSelfChecks
 	// WSL is what the host is of WSL2 (nil: this machine, wsl.Detect);
 	// ClusterPorts the cluster's TCP ports its networking fixes open
 	// (nil: the default cluster and route ports).
 	WSL          *wsl.Facts
 	ClusterPorts []int
+}
+
+// EngineSelfChecks reads the start-up self-checks of a daemon's engines:
+// their tokenization and their KV events, one doctor check each.
+type EngineSelfChecks interface {
+	doctor.TokenizerSource
+	doctor.KVEventsSource
 }
 
 // NewDoctor builds hearth doctor's checks of c. The returned func closes
@@ -75,8 +83,8 @@ func NewDoctor(c DoctorConfig) (*doctor.Doctor, func()) {
 		kvDir = c.DataDir.KVStore()
 	}
 	hub := catalog.HFHubDir(c.HFCache)
-	if c.Tokenizers == nil && !c.Serving {
-		c.Tokenizers = runningTokenizers{listen: c.Addr, data: c.DataDir}
+	if c.SelfChecks == nil && !c.Serving {
+		c.SelfChecks = runningSelfChecks{listen: c.Addr, data: c.DataDir}
 	}
 	if c.WSL == nil {
 		host := hostWSL()
@@ -93,7 +101,7 @@ func NewDoctor(c DoctorConfig) (*doctor.Doctor, func()) {
 		HFCacheDir:  c.HFCache, KVDir: kvDir, DataDir: string(c.DataDir),
 		Addr: c.Addr, Serving: c.Serving,
 		Deep: c.Deep, DeepImage: c.Image,
-		Tokenizers: c.Tokenizers,
+		Tokenizers: c.SelfChecks, KVEvents: c.SelfChecks,
 	}
 	cli, err := client.New(client.FromEnv)
 	if err != nil {

@@ -189,7 +189,8 @@ func modelOverrides(cfg Config, model string) (string, error) {
 
 // planHostRAM sizes the real engines' host-RAM KV tiers from the host's
 // memory (catalog.PlanHostTiers: headroom for the system, never more than
-// is free). A note says when a tier came out smaller than its GPU's KV
+// is free, and what an engine keeps free when it allocates its tier,
+// EngineKind.HostTierKeepFree). A note says when a tier came out smaller than its GPU's KV
 // cache, or none fitted. Under WSL2 the tiers together stay within what
 // the host can pin (pinnedLimit; 0: no such limit). Memory that cannot be
 // read leaves the flag's default.
@@ -198,7 +199,13 @@ func planHostRAM(specs []hruntime.Spec, kvBytes []float64, notes map[string]stri
 	if err != nil {
 		return
 	}
-	for i, tier := range catalog.CapHostTiers(catalog.PlanHostTiers(total, available, kvBytes), pinnedLimit) {
+	var keepFree uint64
+	for _, s := range specs {
+		if k, ok := hruntime.Lookup(s.Engine); ok {
+			keepFree = max(keepFree, k.HostTierKeepFree)
+		}
+	}
+	for i, tier := range catalog.CapHostTiers(catalog.PlanHostTiers(total, available, keepFree, kvBytes), pinnedLimit) {
 		specs[i].KVOffloadingGiB = tier.GiB
 		if tier.Note == "" {
 			continue

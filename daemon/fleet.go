@@ -65,7 +65,9 @@ func newFleet(rt *router.Router, log *slog.Logger) *fleet {
 // self-check) has its KV events ignored: their token ids hash to blocks no
 // request of Hearth's tokenization would find. It is routed as an engine
 // without events, on the caches Hearth predicts from the prompts it sent
-// there.
+// there. So is an engine whose KV events do not name the blocks of the
+// supervisor's probe as Hearth predicts (the KV-event self-check): the
+// index would hold blocks no request finds, or none.
 func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), error) {
 	name, p := e.Spec.Name, e.Profile
 	kvEvents, kvReplay := e.Endpoints.KVEvents, e.Endpoints.KVReplay
@@ -74,7 +76,7 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 		f.log.Warn("engine release newer than any Hearth knows: spoken to as the pinned release",
 			"engine", name, "version", e.Spec.EngineVersion, "pinned", release.Version)
 	}
-	if e.Tokenizer.State == hruntime.TokenizerDiffers {
+	if e.Tokenizer.State == hruntime.TokenizerDiffers || e.KVEvents.State == hruntime.KVEventsDiffer {
 		kvEvents, kvReplay = "", ""
 	}
 	info := router.WorkerInfo{

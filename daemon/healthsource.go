@@ -67,7 +67,7 @@ func newHealthSource(cfg Config, gpus nodes.Discoverer, engines func(context.Con
 	}
 	doc, closeDocker := NewDoctor(DoctorConfig{
 		GPUs: gpus, Engines: engines, Model: cfg.Model, HFCache: cfg.HFCache, Engine: kind, Image: cfg.Image,
-		DataDir: cfg.Data(), KVStoreDir: cfg.KVStoreDir, Addr: addr, Serving: true, Tokenizers: tokenizerChecks(statuses),
+		DataDir: cfg.Data(), KVStoreDir: cfg.KVStoreDir, Addr: addr, Serving: true, SelfChecks: statusSelfChecks(statuses),
 	})
 	return &healthSource{doctor: doc}, closeDocker
 }
@@ -94,11 +94,22 @@ func engineIdentities(sup *hruntime.Supervisor) func(context.Context) []hruntime
 	}
 }
 
-// tokenizerChecks are the engines' start-up self-checks of their
-// tokenization as the Health page's doctor weighs them.
-type tokenizerChecks func() []hruntime.Status
+// statusSelfChecks are the engines' start-up self-checks of their
+// tokenization and their KV events as the Health page's doctor weighs
+// them.
+type statusSelfChecks func() []hruntime.Status
 
-func (f tokenizerChecks) EngineTokenizers(context.Context) ([]doctor.EngineTokenizer, error) {
+func (f statusSelfChecks) EngineKVEvents(context.Context) ([]doctor.EngineKVEvents, error) {
+	var out []doctor.EngineKVEvents
+	for _, st := range f() {
+		if st.KVEvents.State != hruntime.KVEventsNotChecked {
+			out = append(out, doctor.EngineKVEvents{Engine: st.Name, State: string(st.KVEvents.State), Summary: st.KVEvents.String()})
+		}
+	}
+	return out, nil
+}
+
+func (f statusSelfChecks) EngineTokenizers(context.Context) ([]doctor.EngineTokenizer, error) {
 	var out []doctor.EngineTokenizer
 	for _, st := range f() {
 		if st.Tokenizer.State != hruntime.TokenizerNotChecked {

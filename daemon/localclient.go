@@ -144,15 +144,15 @@ func (cfg Config) LocalHealth(path func(string) string) (string, *http.Client, e
 	return "https://" + addr + "/health", client, nil
 }
 
-// runningTokenizers reads the engines' tokenizer self-checks of a daemon
+// runningSelfChecks reads the engines' start-up self-checks of a daemon
 // serving plain HTTP at listen on this machine, through the admin API and
 // the daemon's local token; no daemon there, no checks.
-type runningTokenizers struct {
+type runningSelfChecks struct {
 	listen string
 	data   DataDir
 }
 
-func (d runningTokenizers) EngineTokenizers(ctx context.Context) ([]doctor.EngineTokenizer, error) {
+func (d runningSelfChecks) engines(ctx context.Context) ([]adminapi.Engine, error) {
 	addr, err := LocalAddr(d.listen)
 	if err != nil {
 		return nil, err
@@ -167,8 +167,30 @@ func (d runningTokenizers) EngineTokenizers(ctx context.Context) ([]doctor.Engin
 	if err != nil {
 		return nil, err
 	}
+	return list.Engines, nil
+}
+
+func (d runningSelfChecks) EngineKVEvents(ctx context.Context) ([]doctor.EngineKVEvents, error) {
+	engines, err := d.engines(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []doctor.EngineKVEvents
+	for _, e := range engines {
+		if e.KVEvents != nil {
+			out = append(out, doctor.EngineKVEvents{Engine: e.Name, State: e.KVEvents.State, Summary: e.KVEvents.Summary})
+		}
+	}
+	return out, nil
+}
+
+func (d runningSelfChecks) EngineTokenizers(ctx context.Context) ([]doctor.EngineTokenizer, error) {
+	engines, err := d.engines(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []doctor.EngineTokenizer
-	for _, e := range list.Engines {
+	for _, e := range engines {
 		if e.Tokenizer != nil {
 			out = append(out, doctor.EngineTokenizer{Engine: e.Name, State: e.Tokenizer.State, Summary: e.Tokenizer.Summary})
 		}

@@ -18,9 +18,13 @@ import (
 
 func noEngines(context.Context) []hruntime.Identity { return nil }
 
-type noTokenizers struct{}
+type noSelfChecks struct{}
 
-func (noTokenizers) EngineTokenizers(context.Context) ([]doctor.EngineTokenizer, error) {
+func (noSelfChecks) EngineTokenizers(context.Context) ([]doctor.EngineTokenizer, error) {
+	return nil, nil
+}
+
+func (noSelfChecks) EngineKVEvents(context.Context) ([]doctor.EngineKVEvents, error) {
 	return nil, nil
 }
 
@@ -53,7 +57,7 @@ func TestDoctorInAFakeWSL2Root(t *testing.T) {
 	doc, closeDocker := NewDoctor(DoctorConfig{
 		GPUs: gpus, Engines: noEngines, Model: "Qwen/Qwen3-14B-FP8", HFCache: filepath.Join(dir, "hf"),
 		DataDir: DataDir(filepath.Join(dir, "data")), Addr: "127.0.0.1:8000", Serving: true,
-		Tokenizers: noTokenizers{}, WSL: &facts,
+		SelfChecks: noSelfChecks{}, WSL: &facts,
 	})
 	defer closeDocker()
 	doc.Docker = nil // the host's Docker Engine is not the rig's

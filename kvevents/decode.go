@@ -222,6 +222,8 @@ const (
 	fieldMetadata
 	fieldCacheSalt
 	fieldComponentType
+	fieldSpecKind
+	fieldSlidingWindow
 	// fieldSGLangTail is the position after SGLang's base fields, where
 	// its wire extensions put a component type (a string) or a salted
 	// request's metadata (a map): the value's type says which. A salted
@@ -255,6 +257,10 @@ func (f field) String() string {
 		return "cache_salt"
 	case fieldComponentType:
 		return "component_type"
+	case fieldSpecKind:
+		return "kv_cache_spec_kind"
+	case fieldSlidingWindow:
+		return "kv_cache_spec_sliding_window"
 	case fieldSGLangTail:
 		return "extension"
 	}
@@ -275,6 +281,7 @@ var (
 	vllmStoredFields = [...]field{
 		fieldBlockHashes, fieldParent, fieldTokens, fieldBlockSize,
 		fieldLoRAID, fieldMedium, fieldLoRAName, fieldExtraKeys, fieldGroupIdx,
+		fieldSpecKind, fieldSlidingWindow,
 	}
 	vllmRemovedFields  = [...]field{fieldBlockHashes, fieldMedium, fieldGroupIdx}
 	sglangStoredFields = [...]field{
@@ -310,6 +317,10 @@ func fieldByName(name []byte) field {
 		return fieldCacheSalt
 	case "component_type":
 		return fieldComponentType
+	case "kv_cache_spec_kind":
+		return fieldSpecKind
+	case "kv_cache_spec_sliding_window":
+		return fieldSlidingWindow
 	}
 	return fieldSkip
 }
@@ -445,6 +456,10 @@ func (dec *Decoder) decodeField(ev *Event, f field) error {
 		ev.CacheSalt, err = dec.optStr()
 	case fieldComponentType:
 		ev.ComponentType, err = dec.optStr()
+	case fieldSpecKind:
+		ev.SpecKind, err = dec.optStr()
+	case fieldSlidingWindow:
+		ev.SlidingWindow, err = dec.d.DecodeInt64() // nil decodes as 0
 	case fieldSGLangTail:
 		c, perr := dec.d.PeekCode()
 		switch {

@@ -91,7 +91,7 @@ func TestDecodeGoldenVectors(t *testing.T) {
 				{
 					Kind: BlockStored, Hashes: []uint64{neg(-100), 127}, Parent: 255, HasParent: true,
 					Tokens: []uint32{1, 2, 3, 4}, BlockSize: 2, LoRAName: "my-lora", LoRAID: 5, HasLoRAID: true,
-					Medium: MediumCPU, Extra: []string{"c0", "91a76d792d6c6f7261"},
+					Medium: MediumCPU, Extra: []string{"c0", "91a76d792d6c6f7261"}, SpecKind: "full_attention",
 				},
 				{Kind: BlockRemoved, Hashes: []uint64{neg(-100)}, Medium: MediumCPU, Group: 1},
 			}},
@@ -101,7 +101,7 @@ func TestDecodeGoldenVectors(t *testing.T) {
 			want: batchView{TS: math.Float64bits(3), DPRank: 1, HasDPRank: true, Events: []eventView{{
 				Kind:   BlockStored,
 				Hashes: []uint64{0xdeadbeef}, Parent: 0xcafe, HasParent: true, Bytes: true,
-				Tokens: []uint32{10, 11}, BlockSize: 2,
+				Tokens: []uint32{10, 11}, BlockSize: 2, SpecKind: "GPU",
 			}}},
 		},
 		{

@@ -24,6 +24,8 @@
 //     kv_cache_spec_kind, kv_cache_spec_sliding_window, ...]
 //     BlockRemoved: [tag, block_hashes, medium, group_idx]
 //     AllBlocksCleared: [tag]
+//     Event.SpecKind and Event.SlidingWindow hold the last two (vLLM names
+//     its KV-cache group's kind there since about v0.33).
 //     Trailing fields may be missing (msgspec omits defaults); fields the
 //     Decoder does not know, in either form, are skipped, and so are
 //     classes it does not know (KindUnknown).

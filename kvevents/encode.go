@@ -121,7 +121,7 @@ func sizeBound(b *Batch) int {
 	n := 64
 	for i := range b.Events {
 		ev := &b.Events[i]
-		n += 240 + len(ev.LoRAName) + len(ev.CacheSalt) + len(ev.ComponentType) + 9*len(ev.BlockHashes) + 5*len(ev.TokenIDs)
+		n += 300 + len(ev.LoRAName) + len(ev.CacheSalt) + len(ev.ComponentType) + len(ev.SpecKind) + 9*len(ev.BlockHashes) + 5*len(ev.TokenIDs)
 		if ev.BytesHashes {
 			n += (2 + digestSize - 9) * (len(ev.BlockHashes) + 1) // and the parent
 		}
@@ -143,6 +143,12 @@ func appendEventMap(dst []byte, ev *Event) []byte {
 			n++
 		}
 		if ev.GroupIdx != 0 {
+			n++
+		}
+		if len(ev.SpecKind) > 0 {
+			n++
+		}
+		if ev.SlidingWindow != 0 {
 			n++
 		}
 		dst = appendMapLen(dst, n)
@@ -170,6 +176,14 @@ func appendEventMap(dst []byte, ev *Event) []byte {
 			dst = appendStr(dst, "group_idx")
 			dst = appendInt(dst, ev.GroupIdx)
 		}
+		if len(ev.SpecKind) > 0 {
+			dst = appendStr(dst, "kv_cache_spec_kind")
+			dst = appendStr(dst, string(ev.SpecKind))
+		}
+		if ev.SlidingWindow != 0 {
+			dst = appendStr(dst, "kv_cache_spec_sliding_window")
+			dst = appendInt(dst, ev.SlidingWindow)
+		}
 	case BlockRemoved:
 		n := 3
 		if ev.GroupIdx != 0 {
@@ -196,12 +210,15 @@ func appendEventMap(dst []byte, ev *Event) []byte {
 
 // appendEventArray writes the positional form. A field with a default can
 // only be left out when every field after it is, so a group_idx forces an
-// extra_keys (nil) before it.
+// extra_keys (nil) before it, and a spec kind or window both, and each
+// other.
 func appendEventArray(dst []byte, ev *Event) []byte {
 	switch ev.Kind {
 	case BlockStored:
 		n := 8
 		switch {
+		case len(ev.SpecKind) > 0 || ev.SlidingWindow != 0:
+			n = 12
 		case ev.GroupIdx != 0:
 			n = 10
 		case len(ev.ExtraKeys) > 0:
@@ -223,8 +240,16 @@ func appendEventArray(dst []byte, ev *Event) []byte {
 				dst = append(dst, 0xc0)
 			}
 		}
-		if n == 10 {
+		if n >= 10 {
 			dst = appendInt(dst, ev.GroupIdx)
+		}
+		if n == 12 {
+			dst = appendOptBytes(dst, ev.SpecKind)
+			if ev.SlidingWindow != 0 {
+				dst = appendInt(dst, ev.SlidingWindow)
+			} else {
+				dst = append(dst, 0xc0)
+			}
 		}
 	case BlockRemoved:
 		n := 3

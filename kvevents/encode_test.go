@@ -373,3 +373,25 @@ func eventFields(t *testing.T, raw any) map[string]any {
 	}
 	return m
 }
+
+// TestSpecKindRoundTrip: the KV-cache group's kind and window of vLLM's
+// stored blocks survive each vLLM layout both ways, with a group before
+// them and without.
+func TestSpecKindRoundTrip(t *testing.T) {
+	b := &Batch{TS: 2.5, Events: []Event{
+		{Kind: BlockStored, BlockHashes: []uint64{1}, TokenIDs: []uint32{1, 2}, BlockSize: 2, Medium: MediumGPU,
+			GroupIdx: 1, SpecKind: []byte("sliding_window"), SlidingWindow: 128},
+		{Kind: BlockStored, BlockHashes: []uint64{2}, TokenIDs: []uint32{3, 4}, BlockSize: 2, Medium: MediumGPU,
+			SpecKind: []byte("full_attention")},
+	}}
+	for _, f := range []Format{FormatMap, FormatArray, FormatMapBatch} {
+		var got Batch
+		dec := Decoder{Format: f}
+		if err := dec.Decode(AppendBatch(nil, b, f), &got); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if g, w := batchViewOf(&got), batchViewOf(b); !reflect.DeepEqual(g, w) {
+			t.Errorf("%s: decoded %+v, want %+v", f, g, w)
+		}
+	}
+}

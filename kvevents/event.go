@@ -160,6 +160,13 @@ type Event struct {
 	Medium   Medium
 	// GroupIdx is the KV-cache group of hybrid models; 0 when absent.
 	GroupIdx int64
+	// SpecKind is the kind of KV cache the group holds, as vLLM's stored
+	// blocks name it (kv_cache_spec_kind: "full_attention",
+	// "mla_attention", "sliding_window", "mamba", …), and SlidingWindow
+	// its window in tokens (kv_cache_spec_sliding_window); empty and 0
+	// when the event says nothing (older releases).
+	SpecKind      []byte
+	SlidingWindow int64
 	// ExtraKeys holds, per block, the raw msgpack of what besides its
 	// tokens the engine's block hash covered (multimodal hashes, cache
 	// salt, LoRA name). Empty when the event carries none; an empty entry

@@ -69,6 +69,8 @@ type eventView struct {
 	Extra     []string // hex of each block's extra keys
 	Salt      string
 	Component string
+	SpecKind  string
+	Window    int64
 }
 
 type batchView struct {
@@ -83,7 +85,7 @@ func viewOf(ev *Event) eventView {
 		Kind: ev.Kind, Bytes: ev.BytesHashes, Parent: ev.ParentBlockHash, HasParent: ev.HasParent, BlockSize: ev.BlockSize,
 		LoRAID: ev.LoRAID, HasLoRAID: ev.HasLoRAID, LoRAName: string(ev.LoRAName),
 		Medium: ev.Medium, Group: ev.GroupIdx, Salt: string(ev.CacheSalt),
-		Component: string(ev.ComponentType),
+		Component: string(ev.ComponentType), SpecKind: string(ev.SpecKind), Window: ev.SlidingWindow,
 	}
 	if len(ev.BlockHashes) > 0 {
 		v.Hashes = append([]uint64{}, ev.BlockHashes...)
@@ -117,7 +119,7 @@ func carried(v batchView, f Format) batchView {
 			c = ev
 			if f.SGLang() {
 				// SGLang's hashes are ints.
-				c.LoRAName, c.Extra, c.Group, c.Bytes = "", nil, 0, false
+				c.LoRAName, c.Extra, c.Group, c.Bytes, c.SpecKind, c.Window = "", nil, 0, false, "", 0
 			} else {
 				c.Salt, c.Component = "", ""
 			}

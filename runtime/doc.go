@@ -45,6 +45,14 @@
 //   - An engine's log can be followed as it grows (LogsAfter) when its
 //     Handle is a LogFollower; the process runtime's is.
 //
+// Once an engine serves, and before it is put into service, two
+// self-checks run: its /tokenize against Hearth's tokenizer
+// (CheckTokenizer), then its KV events against the blocks Hearth predicts
+// for a probe prompt of its own (CheckKVEvents, over the KVEventTap the
+// daemon gives: this package opens no ZMQ socket). Either finding a
+// difference puts the engine into service routed on predicted caches
+// (ReadyEngine.Tokenizer, ReadyEngine.KVEvents), and says so in its Status.
+//
 // The profile of an engine (KV capacity, prefill speed, host tier) is
 // measured from the engine where it tells (vLLM's vllm:cache_config_info,
 // SGLang's /server_info) and otherwise taken from the Spec's estimate.

@@ -112,6 +112,12 @@ type EngineKind struct {
 	KVEvents    bool
 	EventFormat kvevents.Format
 
+	// HostTierKeepFree is the host RAM, in bytes, the engine keeps free
+	// when each of its processes allocates its share of the host-RAM KV
+	// tier: it refuses to start when the share exceeds MemAvailable less
+	// this. The planner keeps it free (catalog.PlanHostTiers); 0: none.
+	HostTierKeepFree uint64
+
 	// FileTier says whether the engine's pinned release puts the node's
 	// SSD KV store (Spec.KVStoreDir) in a tier of its own for this spec;
 	// nil: it has no such tier.

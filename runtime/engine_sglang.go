@@ -15,6 +15,10 @@ import (
 	"github.com/hearth-llm/hearth/kvevents"
 )
 
+// SGLangHostKeepFree is the host RAM SGLang keeps free of its HiCache
+// host pool (EngineKind.HostTierKeepFree): 10 GiB.
+const SGLangHostKeepFree = 10 << 30
+
 // SGLangFileStorageDirEnv is the variable from which SGLang's HiCache file
 // backend takes its directory.
 const SGLangFileStorageDirEnv = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
@@ -86,6 +90,12 @@ func init() {
 		// bf16, bfloat16 and fp4_e2m1: no bare "fp8".
 		KVCacheDtypeNames: map[string]string{catalog.KVCacheFP8: "fp8_e4m3"},
 		KVEvents:          true,
+		// HostKVCache refuses a host pool larger than MemAvailable less
+		// HICACHE_HOST_MEMORY_RESERVE_BYTES, 10 GiB, in each process
+		// (python/sglang/srt/mem_cache/pool_host/base.py at
+		// 712c06178f7f56e9f8d10b011ff4312f1270f8cf, untagged; the check
+		// was read there, not at v0.5.23).
+		HostTierKeepFree: SGLangHostKeepFree,
 		// HiCache's "file" storage backend sits below its host tier and
 		// needs one.
 		FileTier:     func(spec Spec) bool { return sglangHostGB(spec) > 0 },

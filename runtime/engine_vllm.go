@@ -57,7 +57,11 @@ func init() {
 		},
 		Stats: vllmStats,
 		Releases: []EngineRelease{
-			{Version: "0.33.0", Images: releaseImages(vllmImageRepo, "0.33.0"), EventFormat: kvevents.FormatMap},
+			// BlockStored names its group's kv_cache_spec_kind and
+			// kv_cache_spec_sliding_window after group_idx
+			// (vllm/distributed/kv_events.py, read at the untagged
+			// 0181ea3173e53eea8cf04a86891488e3dc89bb34; taken as v0.33.0's).
+			{Version: "0.33.0", Images: releaseImages(vllmImageRepo, "0.33.0"), EventFormat: kvevents.FormatMap, SpecKinds: true},
 			// From v0.23 vllm/distributed/kv_events.py declares its events
 			// as maps tagged "type"; up to v0.22 they are array_like,
 			// positional arrays tagged by class name.

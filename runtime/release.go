@@ -24,6 +24,11 @@ type EngineRelease struct {
 	Images []Image
 	// EventFormat is the wire layout of the release's KV events.
 	EventFormat kvevents.Format
+	// SpecKinds: the release's stored-block events name the kind of their
+	// KV-cache group and its window (kv_cache_spec_kind,
+	// kv_cache_spec_sliding_window), which the router prefers over taking
+	// group 0 for full attention.
+	SpecKinds bool
 }
 
 // releaseImages are a release's two images: both projects build their

@@ -3,7 +3,9 @@ package runtime
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // The simulated images' settings that no real command line has a place
@@ -18,7 +20,28 @@ const (
 	EnvSimToolCalls     = "HEARTH_SIM_TOOL_CALLS"        // tool calls per task, N or N-M; default 3-6
 	EnvSimWriting       = "HEARTH_SIM_ALLOW_WRITE_TOOLS" // 1: the model may call tools that write
 	EnvSimEngineVersion = "HEARTH_SIM_ENGINE_VERSION"    // engine release played (Spec.EngineVersion); default the pinned one
+	EnvSimKVEvents      = "HEARTH_SIM_KV_EVENTS"         // a fault of the KV events (SimKVEventFaults); default none, events as the release publishes them
 )
+
+// The faults a simulated engine's KV events can play (EnvSimKVEvents), each
+// a way an engine's events could stop naming blocks as Hearth predicts:
+// what the start-up KV-event self-check (CheckKVEvents) is there to catch.
+const (
+	// SimKVEventsWrongHashSeed names each event's parent block by a hash
+	// under another seed than the one of the blocks the engine stored, as
+	// an engine whose processes hash with different seeds would: the
+	// chain from one request's blocks to the next's does not link.
+	SimKVEventsWrongHashSeed = "wrong-hash-seed"
+	// SimKVEventsUnknownLayout publishes positional events with their
+	// fields in an order no release uses.
+	SimKVEventsUnknownLayout = "unknown-layout"
+	// SimKVEventsNone publishes no events at all, on an endpoint that
+	// accepts subscribers.
+	SimKVEventsNone = "none"
+)
+
+// SimKVEventFaults are the values EnvSimKVEvents takes.
+var SimKVEventFaults = []string{SimKVEventsWrongHashSeed, SimKVEventsUnknownLayout, SimKVEventsNone}
 
 // SimSettings are a simulated engine's settings beyond the real command
 // line; zero values are the defaults.
@@ -33,6 +56,9 @@ type SimSettings struct {
 	AllowWriteTools bool
 	// EngineVersion is the engine release played; "" for the pinned one.
 	EngineVersion string
+	// KVEventFault is one of SimKVEventFaults; "" publishes the events as
+	// the release does.
+	KVEventFault string
 }
 
 // SimSettingsOf are a spec's simulated settings.
@@ -63,6 +89,9 @@ func (s SimSettings) Env() []string {
 	if s.EngineVersion != "" {
 		env = append(env, EnvSimEngineVersion+"="+s.EngineVersion)
 	}
+	if s.KVEventFault != "" {
+		env = append(env, EnvSimKVEvents+"="+s.KVEventFault)
+	}
 	return env
 }
 
@@ -71,6 +100,12 @@ func (s SimSettings) Env() []string {
 // written, for the simulator's parser.
 func ParseSimEnv(getenv func(string) string) (SimSettings, error) {
 	s := SimSettings{GPU: "rtx4090", Speedup: 1, ToolCalls: getenv(EnvSimToolCalls), EngineVersion: getenv(EnvSimEngineVersion)}
+	if v := getenv(EnvSimKVEvents); v != "" {
+		if !slices.Contains(SimKVEventFaults, v) {
+			return s, fmt.Errorf("%s=%q: want one of %s", EnvSimKVEvents, v, strings.Join(SimKVEventFaults, ", "))
+		}
+		s.KVEventFault = v
+	}
 	if v := getenv(EnvSimGPU); v != "" {
 		s.GPU = v
 	}

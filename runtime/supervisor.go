@@ -43,6 +43,9 @@ type ReadyEngine struct {
 	Profile   catalog.Profile
 	// Tokenizer is what the start-up self-check found (tokcheck.go).
 	Tokenizer TokenizerCheck
+	// KVEvents is what the start-up KV-event self-check found
+	// (kvcheck.go); an engine that differs is routed on predicted caches.
+	KVEvents KVEventsCheck
 }
 
 // Attacher puts a serving engine into service (the router, the gateway) and
@@ -94,6 +97,12 @@ type SupervisorConfig struct {
 	// self-check of every engine that becomes ready (CheckTokenizer); nil,
 	// or a nil result, checks nothing.
 	Tokenizer func(Spec) ChatTokenizer
+	// KVEventTap subscribes to an engine's KV events for the KV-event
+	// self-check (CheckKVEvents) of every engine that becomes ready and
+	// publishes them; nil checks nothing. KVCheckWait bounds the check's
+	// wait for the probe's events; default DefaultKVCheckWait.
+	KVEventTap  KVEventTap
+	KVCheckWait time.Duration
 	// HTTPClient talks to engines; default NewProbeClient().
 	HTTPClient *http.Client
 	Logger     *slog.Logger
@@ -115,6 +124,7 @@ func (c *SupervisorConfig) setDefaults() {
 	def(&c.DownloadReadyTimeout, max(20*time.Minute, c.ReadyTimeout))
 	def(&c.StopTimeout, 30*time.Second)
 	def(&c.Liveness, 5*time.Second)
+	def(&c.KVCheckWait, DefaultKVCheckWait)
 	if c.Backoff.MaxStartFailures <= 0 {
 		c.Backoff.MaxStartFailures = 5
 	}
@@ -160,8 +170,10 @@ type Status struct {
 	Load    LoadState
 	Since   time.Time       // when it entered State
 	Profile catalog.Profile // as measured once ready
-	// Tokenizer is the self-check of the engine's last ready run.
+	// Tokenizer is the self-check of the engine's last ready run, and
+	// KVEvents its KV-event self-check.
 	Tokenizer TokenizerCheck
+	KVEvents  KVEventsCheck
 }
 
 // Supervisor starts every engine and keeps it running. See the package
@@ -580,16 +592,18 @@ func (s *Supervisor) runOnce(ctx context.Context, e *supervised, log *slog.Logge
 	profile := MeasureProfile(ctx, s.cfg.HTTPClient, ep.BaseURL, e.Spec.Engine, e.Spec.Estimate)
 	spec := ReleaseAtStart(ctx, s.cfg.HTTPClient, ep.BaseURL, e.Spec, log)
 	check := s.checkTokenizer(ctx, e.Spec, ep.BaseURL, log)
+	kvCheck := s.checkKVEvents(ctx, spec, ep, check, log)
 	attachCtx, cancelAttach := context.WithCancel(ctx)
 	defer cancelAttach()
-	detach, err := s.cfg.Attacher.Attach(attachCtx, ReadyEngine{Spec: spec, Runtime: e.Launcher.Name(), Endpoints: ep, Profile: profile, Tokenizer: check})
+	detach, err := s.cfg.Attacher.Attach(attachCtx, ReadyEngine{Spec: spec, Runtime: e.Launcher.Name(), Endpoints: ep, Profile: profile,
+		Tokenizer: check, KVEvents: kvCheck})
 	if err != nil {
 		stop()
 		return 0, fmt.Errorf("attach: %w", err)
 	}
 	readyAt := time.Now()
 	e.set(StateReady, func(st *Status) {
-		st.Profile, st.Tokenizer, st.LastError, st.Diagnosis = profile, check, "", Diagnosis{}
+		st.Profile, st.Tokenizer, st.KVEvents, st.LastError, st.Diagnosis = profile, check, kvCheck, "", Diagnosis{}
 	})
 	log.Info("engine ready", "gpu_blocks", profile.GPUBlocks, "measured", profile.Measured)
 

@@ -83,7 +83,7 @@ func runEngines(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tRUNTIME\tKIND\tMODEL\tGPU\tSTATE\tPID/CONTAINER\tRESTARTS\tSINCE\tTOKENIZER\tLAST ERROR")
+	fmt.Fprintln(tw, "NAME\tRUNTIME\tKIND\tMODEL\tGPU\tSTATE\tPID/CONTAINER\tRESTARTS\tSINCE\tTOKENIZER\tKV EVENTS\tLAST ERROR")
 	for _, e := range list.Engines {
 		pid := "-"
 		switch {
@@ -92,17 +92,23 @@ func runEngines(ctx context.Context, env *environment, args []string) error {
 		case e.Container != "":
 			pid = e.Container
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Name, e.Runtime, e.Kind, e.Model, gpuList(e),
-			stateText(e), pid, e.Restarts, e.Since.Local().Format(time.TimeOnly), e.Tokenizer.Text(), e.LastError)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", e.Name, e.Runtime, e.Kind, e.Model, gpuList(e),
+			stateText(e), pid, e.Restarts, e.Since.Local().Format(time.TimeOnly), e.Tokenizer.Text(), e.KVEvents.Text(), e.LastError)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	// A tokenizer that differs from Hearth's silently costs every
-	// predicted cache hit: say it in full under the table.
+	// A tokenizer that differs from Hearth's, or KV events Hearth cannot
+	// follow, silently cost every predicted cache hit: say it in full
+	// under the table.
 	for _, e := range list.Engines {
 		if e.Tokenizer != nil && e.Tokenizer.State != string(hruntime.TokenizerAgrees) {
 			if _, err := fmt.Fprintf(env.stdout, "%s: %s\n", e.Name, e.Tokenizer.Summary); err != nil {
+				return err
+			}
+		}
+		if e.KVEvents != nil && e.KVEvents.State != string(hruntime.KVEventsMatch) {
+			if _, err := fmt.Fprintf(env.stdout, "%s: %s\n", e.Name, e.KVEvents.Summary); err != nil {
 				return err
 			}
 		}

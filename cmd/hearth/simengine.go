@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/daemon"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/runtime/sim/simcli"
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -25,6 +27,8 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	kvReplay := fs.String("kv-replay", "", "ZMQ ROUTER address answering KV-event replay requests (needs --kv-events)")
 	kvFormat := fs.String("kv-events-format", "map", "KV event layout: map (map events in an array batch), array (older vLLM, SGLang) or map-batch (vLLM main: the batch a map too)")
 	kvTopic := fs.String("kv-events-topic", "kv-events", "topic frame of every KV-event message")
+	kvFault := fs.String("kv-events-fault", env.getenv(hruntime.EnvSimKVEvents), "publish KV events Hearth cannot match, for tests of its start-up KV-event self-check: "+
+		strings.Join(hruntime.SimKVEventFaults, ", ")+" (default $"+hruntime.EnvSimKVEvents+"; empty: as the engine release does)")
 	engineVersion := fs.String("engine-version", "", "engine release played, e.g. 0.20.0 (vLLM) or 0.5.19 (SGLang): its KV-event layout replaces --kv-events-format (vLLM positional before 0.23, SGLang up to 0.5.19; maps since)")
 	gpu := fs.String("gpu", "rtx4090", "modelled GPU: "+strings.Join(sim.GPUNames(), ", "))
 	model := fs.String("model", "qwen3-14b-fp8", "modelled model: "+strings.Join(sim.ModelNames(), ", "))
@@ -70,6 +74,9 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	if *kvFault != "" && !slices.Contains(hruntime.SimKVEventFaults, *kvFault) {
+		return fmt.Errorf("%w: --kv-events-fault %q: want one of %s", errUsage, *kvFault, strings.Join(hruntime.SimKVEventFaults, ", "))
+	}
 	if *kvReplay != "" && *kvEvents == "" {
 		return fmt.Errorf("%w: --kv-replay needs --kv-events", errUsage)
 	}
@@ -91,7 +98,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	}
 	return simcli.Serve(ctx, simEngineEnv(env, *storeWriter), *storeDir, sim.InstanceOptions{
 		Engine: cfg, Listen: *listen, KVEvents: *kvEvents, KVReplay: *kvReplay, Topic: *kvTopic,
-		Format: format, EngineVersion: *engineVersion, ServedModelName: *servedName, Speedup: *speedup,
+		Format: format, EngineVersion: *engineVersion, KVEventFault: *kvFault, ServedModelName: *servedName, Speedup: *speedup,
 		Logger:       newLogger(env.stderr, slog.LevelInfo, daemon.LogFormatText),
 		StartupDelay: *startup, Failure: fail, Console: env.stdout, Profile: *profile,
 	})

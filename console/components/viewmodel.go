@@ -73,6 +73,7 @@ type GPUCard struct {
 	TelemetryKnown bool
 	PlanNote       string // why the engine got a smaller plan; "" when it did not
 	TokenizerNote  string // the engine tokenizes differently from Hearth, or was not checked; "" when it agrees
+	KVEventsNote   string // the engine's KV events do not name the probe's blocks as Hearth predicts, or were not checked; "" when they match
 	Lost           bool   // the driver lost the GPU
 	LostText       string // "GPU lost: <driver error>"
 	KV             KVBar

@@ -70,6 +70,9 @@ type Doctor struct {
 	// Tokenizers reads a running daemon's engines' start-up self-checks
 	// of their tokenization, one check each; nil adds none.
 	Tokenizers TokenizerSource
+	// KVEvents reads their start-up KV-event self-checks, one check
+	// each; nil adds none.
+	KVEvents KVEventsSource
 	// Thresholds under which free space and memory warn; 0 takes the
 	// defaults above.
 	MinCacheFree, MinKVFree, MinRAM uint64
@@ -80,7 +83,8 @@ type Doctor struct {
 // a container (Deep only), disk for the cache and the KV tier, host RAM,
 // the API port, multicast and the data directory; on WSL2 the WSL checks
 // (wsl2, its networking, firewall, systemd and pinned memory); then each
-// engine's tokenizer, when a daemon runs (Tokenizers).
+// engine's tokenizer and KV events, when a daemon runs (Tokenizers,
+// KVEvents).
 func (d *Doctor) Check(ctx context.Context) []Check {
 	var checks []Check
 	facts, gpuErr := d.gpuFacts(ctx)
@@ -116,7 +120,8 @@ func (d *Doctor) Check(ctx context.Context) []Check {
 	if d.WSL != nil && d.WSL.WSL2 {
 		checks = append(checks, d.wslChecks()...)
 	}
-	return append(checks, d.checkTokenizers(ctx)...)
+	checks = append(checks, d.checkTokenizers(ctx)...)
+	return append(checks, d.checkKVEvents(ctx)...)
 }
 
 func orDefault(v, def uint64) uint64 {

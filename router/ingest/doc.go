@@ -9,6 +9,8 @@
 // cluster feeds it batches that peers relay over NATS, the benchmark's
 // simulation feeds it in virtual time. A Subscriber is the network side
 // for local engines: one Ingester per data-parallel rank, fed over ZMQ. A
+// Tap is one bare subscription whose batches go to a reader that judges
+// them itself (the start-up KV-event self-check, runtime.CheckKVEvents). A
 // Collector exports every ingester's counters to Prometheus.
 //
 // It must not make routing decisions or read the router's state beyond

@@ -111,6 +111,10 @@ type Ingester struct {
 	table   ehTable
 	scratch []tokenizer.SeqHash
 
+	// groupKinds remembers, by KV-cache group, whether its blocks are a
+	// prompt's prefix, as the engine's stored events named its kind.
+	groupKinds map[int64]bool
+
 	// Hashers by LoRA name, so that an event does not hash its adapter's
 	// name again. Bounded: cleared when it reaches kvMaxHashers names.
 	hashers map[string]tokenizer.Hasher
@@ -432,9 +436,13 @@ func (in *Ingester) applyEvent(ev *kvevents.Event) {
 }
 
 // usable reports whether an event is about blocks the index tracks, and in
-// which tier. Hybrid models report each KV-cache group separately; group 0
-// holds the full-attention layers whose blocks decide prefix reuse, so the
-// others are skipped.
+// which tier. Hybrid models report each KV-cache group separately, and only
+// the full-attention layers' blocks decide prefix reuse: an event that
+// names its group's kind (vLLM's kv_cache_spec_kind, SGLang's component
+// type) is kept by that kind, whatever its group; one that does not is
+// kept in group 0, where vLLM puts full attention when it has any, unless
+// a stored event named that group's kind before: vLLM's removals carry the
+// group alone.
 func (in *Ingester) usable(ev *kvevents.Event) (kvtier.Tier, bool) {
 	if ev.Medium == kvevents.MediumExternal {
 		// A pool outside the node (SGLang's EXTERNAL, e.g. Mooncake): the
@@ -445,7 +453,7 @@ func (in *Ingester) usable(ev *kvevents.Event) (kvtier.Tier, bool) {
 		return 0, false
 	}
 	tier, ok := kvtier.Of(ev.Medium)
-	if !ok || ev.GroupIdx != 0 || !fullAttention(ev.ComponentType) {
+	if !ok || !fullAttention(ev.ComponentType) || !in.prefixGroup(ev) {
 		in.stats.skipped.Add(1)
 		return 0, false
 	}
@@ -459,6 +467,41 @@ func (in *Ingester) usable(ev *kvevents.Event) (kvtier.Tier, bool) {
 func fullAttention(componentType []byte) bool {
 	return len(componentType) == 0 || bytes.EqualFold(componentType, []byte("full"))
 }
+
+// prefixGroup reports whether the event's KV-cache group holds blocks whose
+// hashes are a prompt's prefix. vLLM's kinds (vllm/v1/kv_cache_interface.py,
+// KVCacheSpecKind): full attention, MLA and attention with sink tokens
+// keep every block of a prompt; sliding-window and chunked-local attention
+// drop blocks out of their window, Mamba keeps states, not token blocks,
+// and encoder-only and cross attention do not cache the prompt's tokens. A
+// full-attention kind with a window (a sliding window served as full
+// attention without the hybrid allocator) still stores every block. A
+// group's kind, once named, is remembered for the events that do not name
+// it (vLLM's BlockRemoved).
+func (in *Ingester) prefixGroup(ev *kvevents.Event) bool {
+	if len(ev.SpecKind) == 0 {
+		if prefix, named := in.groupKinds[ev.GroupIdx]; named {
+			return prefix
+		}
+		return ev.GroupIdx == 0
+	}
+	var prefix bool
+	switch string(ev.SpecKind) {
+	case "full_attention", "mla_attention", "sink_full_attention":
+		prefix = true
+	}
+	if _, named := in.groupKinds[ev.GroupIdx]; !named && len(in.groupKinds) < maxKVGroups {
+		if in.groupKinds == nil {
+			in.groupKinds = map[int64]bool{}
+		}
+		in.groupKinds[ev.GroupIdx] = prefix
+	}
+	return prefix
+}
+
+// maxKVGroups bounds the groups whose kind an ingester remembers: a model
+// has a handful.
+const maxKVGroups = 64
 
 func (in *Ingester) applyStored(ev *kvevents.Event) {
 	tier, ok := in.usable(ev)

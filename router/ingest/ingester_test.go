@@ -855,3 +855,52 @@ func TestIngestSGLangComponentTypes(t *testing.T) {
 		t.Errorf("RAM holds %x after its removal", got)
 	}
 }
+
+// TestIngestVLLMSpecKinds: vLLM's stored blocks name their KV-cache
+// group's kind and window (BlockStored's kv_cache_spec_kind and
+// kv_cache_spec_sliding_window after group_idx; vllm-project/vllm
+// vllm/distributed/kv_events.py at 0181ea3173e53eea8cf04a86891488e3dc89bb34,
+// untagged), its removals the group alone. A hybrid model whose
+// sliding-window layers are group 0 and full attention group 1: the
+// full-attention blocks are indexed and their removal applied, the
+// sliding-window blocks skipped, in the map and the positional forms.
+func TestIngestVLLMSpecKinds(t *testing.T) {
+	t.Parallel()
+	toks := tokenRun(500, 32)
+	tests := []struct {
+		name   string
+		format kvevents.Format
+		events []any
+	}{
+		{"map", kvevents.FormatMap, []any{
+			map[string]any{"type": "BlockStored", "block_hashes": []uint64{1, 2}, "parent_block_hash": nil, "token_ids": toks,
+				"block_size": 16, "lora_id": nil, "medium": "GPU", "lora_name": nil, "group_idx": 0,
+				"kv_cache_spec_kind": "sliding_window", "kv_cache_spec_sliding_window": 128},
+			map[string]any{"type": "BlockStored", "block_hashes": []uint64{11, 12}, "parent_block_hash": nil, "token_ids": toks,
+				"block_size": 16, "lora_id": nil, "medium": "GPU", "lora_name": nil, "group_idx": 1,
+				"kv_cache_spec_kind": "full_attention"},
+			map[string]any{"type": "BlockRemoved", "block_hashes": []uint64{11}, "medium": "GPU", "group_idx": 1},
+			map[string]any{"type": "BlockRemoved", "block_hashes": []uint64{2}, "medium": "GPU"},
+		}},
+		{"positional", kvevents.FormatArray, []any{
+			[]any{"BlockStored", []uint64{1, 2}, nil, toks, 16, nil, "GPU", nil, nil, 0, "sliding_window", 128},
+			[]any{"BlockStored", []uint64{11, 12}, nil, toks, 16, nil, "GPU", nil, nil, 1, "full_attention"},
+			[]any{"BlockRemoved", []uint64{11}, "GPU", 1},
+			[]any{"BlockRemoved", []uint64{2}, "GPU"},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			idx := newFakeIndex()
+			in := ingestPayload(t, idx, tc.format, []any{5.0, tc.events, 0})
+			s := in.Stats()
+			if s.Malformed != 0 || s.BlocksStored != 2 || s.BlocksRemoved != 1 || s.Skipped != 2 {
+				t.Fatalf("stats %+v, want the full-attention group's 2 blocks stored and 1 removed, the sliding window's 2 events skipped", s)
+			}
+			want := tokenizer.BlockHashes(toks, 16)[1:]
+			if got := idx.view(testWorker, kvtier.GPU); !slices.Equal(got, want) {
+				t.Errorf("GPU holds %x, want the second full-attention block %x", got, want)
+			}
+		})
+	}
+}

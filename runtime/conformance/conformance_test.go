@@ -152,6 +152,25 @@ func run(t *testing.T, e engine) {
 		checkKVEvents(t, client, e)
 	})
 
+	t.Run("kv event self-check", func(t *testing.T) {
+		if e.events == "" {
+			t.Skip("no KV-event endpoint given (HEARTH_CONFORMANCE_EVENTS)")
+		}
+		stream, err := dialEvents(t.Context(), e.events, e.topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The self-check Hearth runs when an engine becomes ready.
+		c := hruntime.CheckKVEvents(t.Context(), client, hruntime.KVProbe{
+			BaseURL: e.baseURL, Model: e.model, Events: stream, Format: e.kind.Descriptor().EventFormat,
+			Tokens:    hruntime.KVProbeTokens(e.tok, fmt.Sprint(time.Now().UnixNano()), hruntime.KVProbeBlocks, e.blockSize),
+			BlockSize: e.blockSize, Split: hruntime.KVProbeSplit, Wait: hruntime.DefaultKVCheckWait,
+		})
+		if c.State != hruntime.KVEventsMatch {
+			t.Fatal(c.String())
+		}
+	})
+
 	t.Run("metrics", func(t *testing.T) {
 		s, err := hruntime.ScrapeStats(t.Context(), client, e.baseURL)
 		if err != nil {
@@ -249,6 +268,33 @@ func checkKVEvents(t *testing.T, client *http.Client, e engine) {
 		}
 	}
 }
+
+// eventStream is the engine's KV events over one ZMTP subscription, as
+// the daemon's tap (router/ingest.DialTap) reads them.
+type eventStream struct{ conn *zmtp.Conn }
+
+func dialEvents(ctx context.Context, endpoint, topic string) (hruntime.KVEventStream, error) {
+	conn, err := zmtp.Dial(ctx, endpoint, zmq4.Sub)
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.Send(append([]byte{1}, topic...)); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return eventStream{conn}, nil
+}
+
+func (s eventStream) Next() ([]byte, error) {
+	frames, err := s.conn.Recv()
+	if err != nil {
+		return nil, err
+	}
+	_, payload, err := kvevents.ParseMessage(frames)
+	return payload, err
+}
+
+func (s eventStream) Close() error { return s.conn.Close() }
 
 // chainCovering returns the tokens of a chain of stored blocks, first block
 // without a parent, that spells prompt; nil while none does.

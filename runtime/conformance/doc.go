@@ -8,8 +8,10 @@
 // self-check's sample conversations (runtime.CheckTokenizer); that one chat
 // request's KV events arrive on its publisher and their BlockStored token
 // ids are the prompt's full blocks, so that the router's hashes of them
-// (tokenizer.BlockHashes) are the hashes of Hearth's tokenization; and that
-// its /metrics parse by its kind's metric names (runtime.ScrapeStats).
+// (tokenizer.BlockHashes) are the hashes of Hearth's tokenization; that
+// the start-up KV-event self-check (runtime.CheckKVEvents: a probe in two
+// requests, its blocks chained by the engine's parent hashes) matches every
+// probe block; and that its /metrics parse by its kind's metric names (runtime.ScrapeStats).
 //
 // It runs against both simulated kinds (vLLM and SGLang, in-process, real
 // HTTP and ZMQ) in every test run, and against a real engine when

@@ -48,6 +48,9 @@ type InstanceOptions struct {
 	// "0.20.0": when set, it decides the event layout as that release
 	// does (runtime.EngineKind.ReleaseFor) instead of Format.
 	EngineVersion string
+	// KVEventFault, one of runtime.SimKVEventFaults, has the publisher
+	// play a fault of the events; "" for none.
+	KVEventFault string
 	// ServedModelName is the model id clients use; default Engine.Model.
 	ServedModelName string
 	// ModelPath is what the engine was told to load (a Hugging Face
@@ -152,7 +155,8 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 	if opts.KVEvents != "" {
 		p, err := NewPublisher(PublisherOptions{
 			Endpoint: opts.KVEvents, ReplayEndpoint: opts.KVReplay, Topic: opts.Topic,
-			Format: opts.Format, Logger: log,
+			Format: opts.Format, SpecKinds: namesSpecKinds(opts.Engine.Kind, opts.EngineVersion, opts.Format),
+			Fault: opts.KVEventFault, Logger: log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("sim instance: %w", err)

@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvevents"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // ParseEventFormat parses the name of a KV-event payload format:
@@ -57,7 +59,15 @@ type PublisherOptions struct {
 	ReplayBufferBytes int
 	// Clock timestamps batches; nil means clock.Real. vLLM stamps batches
 	// with wall-clock seconds since the Unix epoch.
-	Clock  clock.Clock
+	Clock clock.Clock
+	// SpecKinds names every stored block's KV-cache group kind
+	// ("full_attention": the simulator models full attention alone), as
+	// the releases whose EngineRelease.SpecKinds is set do.
+	SpecKinds bool
+	// Fault, one of runtime.SimKVEventFaults, publishes events Hearth
+	// cannot follow, for tests of its KV-event self-check; "" publishes
+	// them as Format says.
+	Fault  string
 	Logger *slog.Logger
 }
 
@@ -185,14 +195,26 @@ func (p *Publisher) Dropped() int64 { return p.dropped.Load() }
 // PublishKVEvents encodes one batch, gives it the next sequence number, keeps
 // it for replay and queues it for sending. It never blocks on the network.
 func (p *Publisher) PublishKVEvents(_ time.Duration, events []kvevents.Event) {
-	if len(events) == 0 {
+	if len(events) == 0 || p.opts.Fault == hruntime.SimKVEventsNone {
 		return
 	}
-	payload := kvevents.AppendBatch(nil, &kvevents.Batch{
+	if p.opts.SpecKinds {
+		events = withSpecKinds(events)
+	}
+	if p.opts.Fault == hruntime.SimKVEventsWrongHashSeed {
+		events = reseedParents(events)
+	}
+	batch := &kvevents.Batch{
 		TS:     kvevents.Timestamp(p.opts.Clock.Now()),
 		DPRank: int64(p.opts.DataParallelRank), HasDPRank: true,
 		Events: events,
-	}, p.opts.Format)
+	}
+	var payload []byte
+	if p.opts.Fault == hruntime.SimKVEventsUnknownLayout {
+		payload = appendUnknownLayout(batch)
+	} else {
+		payload = kvevents.AppendBatch(nil, batch, p.opts.Format)
+	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -296,4 +318,59 @@ func (p *Publisher) replayFrom(start uint64) []publishedBatch {
 	kept := p.replayable[p.head:]
 	i, _ := slices.BinarySearchFunc(kept, start, func(b publishedBatch, seq uint64) int { return cmp.Compare(b.seq, seq) })
 	return slices.Clone(kept[i:])
+}
+
+// reseedParents returns events with every BlockStored parent hash mixed
+// with another seed than the blocks' own hashes (runtime.SimKVEventsWrongHashSeed):
+// a parent then names no block the engine stored. events is not modified.
+func reseedParents(events []kvevents.Event) []kvevents.Event {
+	out := slices.Clone(events)
+	for i := range out {
+		if out[i].Kind == kvevents.BlockStored && out[i].HasParent {
+			out[i].ParentBlockHash = chainSalt(out[i].ParentBlockHash, []byte("another seed"))
+		}
+	}
+	return out
+}
+
+// appendUnknownLayout encodes a batch with positional events whose fields
+// come in reverse order (runtime.SimKVEventsUnknownLayout), a layout no
+// release of either engine publishes: a BlockStored is [tag, medium,
+// block_size, token_ids, parent_block_hash, block_hashes].
+func appendUnknownLayout(b *kvevents.Batch) []byte {
+	events := make([]any, 0, len(b.Events))
+	for _, ev := range b.Events {
+		switch ev.Kind {
+		case kvevents.BlockStored:
+			var parent any
+			if ev.HasParent {
+				parent = ev.ParentBlockHash
+			}
+			events = append(events, []any{"BlockStored", ev.Medium.String(), ev.BlockSize, ev.TokenIDs, parent, ev.BlockHashes})
+		case kvevents.BlockRemoved:
+			events = append(events, []any{"BlockRemoved", ev.Medium.String(), ev.BlockHashes})
+		default:
+			events = append(events, []any{ev.Kind.String()})
+		}
+	}
+	payload, err := msgpack.Marshal([]any{b.TS, events, b.DPRank})
+	if err != nil {
+		panic(fmt.Sprintf("sim: encoding a batch: %v", err)) // plain values always encode
+	}
+	return payload
+}
+
+// fullAttention is the kind of KV cache the simulator models.
+var fullAttention = []byte("full_attention")
+
+// withSpecKinds returns events with every BlockStored naming its group's
+// kind (PublisherOptions.SpecKinds). events is not modified.
+func withSpecKinds(events []kvevents.Event) []kvevents.Event {
+	out := slices.Clone(events)
+	for i := range out {
+		if out[i].Kind == kvevents.BlockStored && len(out[i].SpecKind) == 0 {
+			out[i].SpecKind = fullAttention
+		}
+	}
+	return out
 }

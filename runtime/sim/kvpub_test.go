@@ -13,6 +13,7 @@ import (
 
 	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvevents"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // cacheMirror is what a router keeps per engine: the set of block hashes the
@@ -404,5 +405,50 @@ func TestPublisherPayload(t *testing.T) {
 				t.Errorf("batch ts %v rank %d/%v, %d events", b.TS, b.DPRank, b.HasDPRank, len(b.Events))
 			}
 		})
+	}
+}
+
+// TestSpecKindsByRelease: the simulated vLLM at v0.33.0 names each stored
+// block's KV-cache group kind, full attention, in its map events; at
+// v0.20.0 (positional), and SGLang at v0.5.23, it names none; nor does a
+// v0.33.0 told to publish another layout.
+func TestSpecKindsByRelease(t *testing.T) {
+	for _, tc := range []struct {
+		kind    hruntime.Kind
+		version string
+		format  kvevents.Format // 0: the release's
+		want    string
+	}{
+		{hruntime.KindVLLM, "0.33.0", 0, "full_attention"},
+		{hruntime.KindVLLM, "", 0, "full_attention"},
+		{hruntime.KindVLLM, "0.33.0", kvevents.FormatMapBatch, ""},
+		{hruntime.KindVLLM, "0.20.0", 0, ""},
+		{hruntime.KindSGLang, "0.5.23", 0, ""},
+	} {
+		format := EventFormatOf(tc.kind, tc.version)
+		if tc.format != 0 {
+			format = tc.format
+		}
+		p, err := NewPublisher(PublisherOptions{
+			Endpoint: "tcp://127.0.0.1:0", Format: format, SpecKinds: namesSpecKinds(tc.kind, tc.version, format),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		p.PublishKVEvents(0, []kvevents.Event{
+			{Kind: kvevents.BlockStored, BlockHashes: []uint64{5}, TokenIDs: make([]uint32, 16), BlockSize: 16, Medium: kvevents.MediumGPU},
+			{Kind: kvevents.BlockRemoved, BlockHashes: []uint64{5}, Medium: kvevents.MediumGPU},
+		})
+		dec := kvevents.Decoder{Format: format}
+		var b kvevents.Batch
+		if err := dec.Decode(p.replayFrom(0)[0].payload, &b); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(b.Events[0].SpecKind); got != tc.want || len(b.Events[1].SpecKind) != 0 {
+			t.Errorf("%s %q in %v: stored block of kind %q, want %q", tc.kind, tc.version, format, got, tc.want)
+		}
+		p.Run(ctx) // closes the sockets
 	}
 }

@@ -34,3 +34,14 @@ func playedVersion(kind hruntime.Kind, version string) string {
 	}
 	return kind.Descriptor().Pinned().Version
 }
+
+// namesSpecKinds reports whether the instance's events name their KV-cache
+// group's kind: when the release it plays does (EngineRelease.SpecKinds)
+// and it publishes in that release's layout, not one a test chose.
+func namesSpecKinds(kind hruntime.Kind, version string, format kvevents.Format) bool {
+	if kind == "" {
+		kind = hruntime.KindVLLM
+	}
+	rel, _ := kind.Descriptor().ReleaseFor(version)
+	return rel.SpecKinds && format == rel.EventFormat
+}

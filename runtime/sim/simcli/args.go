@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -59,6 +60,7 @@ type engineCommand struct {
 	speedup                   float64
 	healthTimeout             time.Duration
 	engineVersion             string // the release played (runtime.EnvSimEngineVersion)
+	kvEventFault              string // a fault the KV events play (runtime.EnvSimKVEvents)
 	// serverArgs are the SGLang server arguments the simulator shows but
 	// does not model.
 	serverArgs map[string]any
@@ -700,7 +702,7 @@ func (c *engineCommand) finish(getenv func(string) string) error {
 		}
 	}
 	c.cfg.Agent.AllowWriteTools = settings.AllowWriteTools
-	c.engineVersion = settings.EngineVersion
+	c.engineVersion, c.kvEventFault = settings.EngineVersion, settings.KVEventFault
 	if v := getenv(envSGLangHealthTimeout); v != "" && c.flavor == hruntime.KindSGLang {
 		s, err := strconv.Atoi(v)
 		if err != nil || s <= 0 {
@@ -757,3 +759,48 @@ func (c *engineCommand) hostTier(m catalog.Model) error {
 
 // listen is the HTTP address: the host as given ("" for every interface).
 func (c *engineCommand) listen() string { return net.JoinHostPort(c.host, strconv.Itoa(c.port)) }
+
+// checkHostMemory refuses a HiCache host pool as SGLang's HostKVCache does
+// (python/sglang/srt/mem_cache/pool_host/base.py at
+// 712c06178f7f56e9f8d10b011ff4312f1270f8cf, untagged): each tensor-parallel
+// rank's process allocates --hicache-size GB and fails when that exceeds
+// MemAvailable less 10 GiB (HICACHE_HOST_MEMORY_RESERVE_BYTES). The ranks
+// are taken to allocate one after another, so the last one sees the
+// others' pools taken. Memory that cannot be read is not weighed.
+func (c *engineCommand) checkHostMemory(memAvailable func() (uint64, error)) error {
+	if c.flavor != hruntime.KindSGLang || !c.hierarchical || c.hicacheGB <= 0 {
+		return nil
+	}
+	if memAvailable == nil {
+		memAvailable = procMemAvailable
+	}
+	available, err := memAvailable()
+	if err != nil {
+		return nil
+	}
+	perRank := float64(c.hicacheGB) * 1e9
+	free := float64(available) - hruntime.SGLangHostKeepFree - float64(max(c.cfg.TP, 1)-1)*perRank
+	if perRank > free {
+		return fmt.Errorf("Not enough host memory available. Requesting %.2f GB but only have %.2f GB free. "+
+			"Please reduce the size of the hierarchical cache.", perRank/1e9, free/1e9)
+	}
+	return nil
+}
+
+// procMemAvailable reads MemAvailable from /proc/meminfo, in bytes.
+func procMemAvailable() (uint64, error) {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/meminfo: %w", err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, errors.New("/proc/meminfo: no MemAvailable")
+}

@@ -2,6 +2,7 @@ package simcli
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -261,5 +262,48 @@ func TestPriorityOrderFlags(t *testing.T) {
 		if c.cfg.SchedulingPolicy != tc.policy || c.cfg.PriorityHigherFirst != tc.higherFirst {
 			t.Errorf("%q: policy %q higher first %v, want %q %v", tc.argv, c.cfg.SchedulingPolicy, c.cfg.PriorityHigherFirst, tc.policy, tc.higherFirst)
 		}
+	}
+}
+
+// TestSGLangHostMemoryGuard: the simulated SGLang refuses a HiCache host
+// pool as SGLang's HostKVCache does: each rank's --hicache-size GB must fit
+// MemAvailable less 10 GiB, the ranks taking theirs one after another;
+// vLLM, and SGLang without --hicache-size, are not weighed.
+func TestSGLangHostMemoryGuard(t *testing.T) {
+	sglang := func(gb, tp int) []string {
+		return []string{"python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B",
+			"--tp-size", strconv.Itoa(tp), "--enable-hierarchical-cache", "--hicache-size", strconv.Itoa(gb)}
+	}
+	tests := []struct {
+		name      string
+		argv      []string
+		available uint64
+		refused   string // "" for accepted
+	}{
+		// 17 GiB less 10 GiB is 7.52 GB: one rank's 4 GB fits.
+		{"one rank fits", sglang(4, 1), 17 << 30, ""},
+		// The second rank finds 7.52 - 4 = 3.52 GB free.
+		{"second rank does not", sglang(4, 2), 17 << 30, "Requesting 4.00 GB but only have 3.52 GB free"},
+		// 20 GiB: 21.47 - 10.74 - 4 = 6.74 GB for the second.
+		{"both ranks fit", sglang(4, 2), 20 << 30, ""},
+		{"under the reserve", sglang(1, 1), 10 << 30, "Requesting 1.00 GB but only have 0.00 GB free"},
+		{"no hicache size", []string{"python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B",
+			"--enable-hierarchical-cache"}, 1 << 30, ""},
+		{"vllm", []string{"vllm", "serve", "Qwen/Qwen3-8B", "--kv-offloading-size", "64", "--kv-offloading-backend", "native"}, 1 << 30, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseEngine(t, tc.argv, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.checkHostMemory(func() (uint64, error) { return tc.available, nil })
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), "Not enough host memory available. "+tc.refused)):
+				t.Errorf("error %v, want one saying %q", err, tc.refused)
+			}
+		})
 	}
 }

@@ -31,6 +31,10 @@ type Env struct {
 	// engine's name writes its file tier in that engine's own layout, as
 	// SGLang's HiCacheFile does (sim.SGLangFileStore).
 	OpenStore func(dir string, cfg sim.Config, log *slog.Logger) (sim.NodeStore, io.Closer, error)
+	// MemAvailable is the host memory available now, in bytes, which the
+	// simulated SGLang weighs its HiCache host pool against as SGLang
+	// does; nil reads /proc/meminfo's MemAvailable.
+	MemAvailable func() (uint64, error)
 }
 
 // Program reports whether the binary runs under a real engine's name (the
@@ -116,6 +120,10 @@ func RunProgram(ctx context.Context, env Env, prog string, args []string) int {
 		fmt.Fprintf(out, "ValueError: %v\n", err)
 		return 1
 	}
+	if err := cmd.checkHostMemory(env.MemAvailable); err != nil {
+		fmt.Fprintf(out, "ValueError: %v\n", err)
+		return 1
+	}
 	// The model's own tokenizer, from the Hugging Face cache the engine
 	// reads, as the real engine loads it.
 	tok, err := catalog.LoadTokenizer(cmd.modelPath, catalog.HFCacheDir(env.Getenv))
@@ -137,6 +145,7 @@ func RunProgram(ctx context.Context, env Env, prog string, args []string) int {
 		ServedModelName: cmd.served, ModelPath: cmd.modelPath, Speedup: cmd.speedup,
 		StartupDelay: cmd.startupDelay, Failure: cmd.failure, Console: out, ServerArgs: cmd.serverArgs,
 		HealthCheckTimeout: cmd.healthTimeout, Tokenizer: tok, EngineVersion: cmd.engineVersion,
+		KVEventFault: cmd.kvEventFault,
 		// Only trouble goes to the log; the engine's lines are its output.
 		Logger: warnLogger(env.Stderr),
 	})

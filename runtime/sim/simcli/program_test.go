@@ -466,6 +466,9 @@ func TestEngineEntrypointsFail(t *testing.T) {
 			"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"},
 		{"sglang oom", "python3", []string{"-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--port", "0",
 			"--simulate-failure", "oom"}, 1, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"},
+		// No machine has 100,000 GB to spare: SGLang's guard refuses it.
+		{"sglang host pool over host memory", "python3", []string{"-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--port", "0",
+			"--enable-hierarchical-cache", "--hicache-size", "100000"}, 1, "ValueError: Not enough host memory available. Requesting 100000.00 GB"},
 		{"sglang exit", "sglang", []string{"serve", "Qwen/Qwen3-8B", "--port", "0", "--simulate-failure", "exit"}, 1,
 			"Received sigquit from a child process."},
 		{"vllm unknown flag", "vllm", []string{"serve", "Qwen/Qwen3-8B", "--frobnicate"}, 2,
