@@ -43,6 +43,9 @@ type Heartbeat struct {
 	// EngineGen numbers the latest change of Engines (see EngineEvent).
 	EngineGen uint64    `json:"engine_gen,omitempty"`
 	Revoked   []Revoked `json:"revoked,omitempty"`
+	// Drained, when not empty, says why the node takes no new requests
+	// (Node.SetDrained): its engines stay in its peers' routers, drained.
+	Drained string `json:"drained,omitempty"`
 }
 
 // GPUInfo is one GPU of a node's inventory.
@@ -81,6 +84,9 @@ type EngineInfo struct {
 type Workers interface {
 	AddWorker(router.WorkerInfo) (router.WorkerID, error)
 	RemoveWorker(router.WorkerID)
+	// SetDrained keeps a drained node's engines out of new requests
+	// while other workers can take them.
+	SetDrained(id router.WorkerID, drained bool) bool
 	Index() *router.Index
 }
 
@@ -154,6 +160,7 @@ type Node struct {
 	remote      map[string]*remoteEngine // by incarnation
 	selfGone    bool
 	engineGen   uint64 // the latest change of local engines (EngineEvent.Gen)
+	drained     string // why this node is drained; "" while it serves
 
 	asks asks // join requests waiting for the owner (ask.go)
 
@@ -535,6 +542,7 @@ func (n *Node) heartbeat() Heartbeat {
 		hb.Engines = append(hb.Engines, e)
 	}
 	hb.EngineGen = n.engineGen
+	hb.Drained = n.drained
 	n.mu.Unlock()
 	sortEngines(hb.Engines)
 	return hb
@@ -649,6 +657,20 @@ func (n *Node) Leave() error {
 	err := n.nc.FlushTimeout(5 * time.Second)
 	n.applyRevocations(list)
 	return err
+}
+
+// SetDrained drains this node (reason says why, for the peers' and the
+// console's view) or, with reason "", returns it to routing. The peers
+// hear of it at once: a heartbeat goes out now rather than at the next
+// tick. Draining the local router's own workers is the caller's.
+func (n *Node) SetDrained(reason string) {
+	n.mu.Lock()
+	changed := n.drained != reason
+	n.drained = reason
+	n.mu.Unlock()
+	if changed {
+		n.publishHeartbeat()
+	}
 }
 
 // Members lists every node this node has heard of, itself included.
