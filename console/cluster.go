@@ -97,7 +97,7 @@ func clusterNodeVM(cfg Config, n ClusterNode, now time.Time) components.ClusterN
 	}
 	v := components.ClusterNodeVM{
 		DOMID: domID("node-", n.ID), ID: n.ID, Name: name, Address: n.Address, State: n.State, StateClass: nodeStateClass(n.State),
-		Self: n.Self, GPUs: n.GPUs,
+		Self: n.Self, GPUs: n.GPUs, Drained: n.Drained,
 		// A revoked node stays revoked, and a node does not revoke itself
 		// here: hearth cluster leave does that, on the node.
 		CanRevoke: !n.Self && n.State != NodeRevoked,

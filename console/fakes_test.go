@@ -353,7 +353,8 @@ func threeNodes(now time.Time) *fakeCluster {
 				GPUs:    []string{"RTX 4090 24 GiB"},
 				Engines: []ClusterEngine{{Worker: "rig0/gpu0", Model: "qwen3-14b-fp8", Running: 2}}},
 			{ID: "n-up", Name: "rig1", Address: "192.168.1.11:7443", State: NodeUp, LastSeen: now.Add(-1500 * time.Millisecond),
-				GPUs: []string{"RTX 4090 24 GiB", "RTX 4090 24 GiB"},
+				Drained: "drained (GPU taken by another program)",
+				GPUs:    []string{"RTX 4090 24 GiB", "RTX 4090 24 GiB"},
 				Engines: []ClusterEngine{
 					{Worker: "rig1/gpu0", Model: "qwen3-14b-fp8", Running: 1},
 					{Worker: "rig1/gpu1", Model: "qwen3-14b-fp8", Running: 0},

@@ -421,6 +421,9 @@ type ClusterNode struct {
 	// LastSeen is when this node last heard from it, on its own clock;
 	// zero when never (a node known only from the revocation list).
 	LastSeen time.Time
+	// Drained, when not empty, says why the node takes no new requests:
+	// "drained (manual)", "drained (GPU taken by another program)".
+	Drained string
 }
 
 // ClusterEngine is one engine in service on a node.

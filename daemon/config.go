@@ -171,6 +171,7 @@ type Config struct {
 	consoleInterval    time.Duration
 	consoleChartWindow time.Duration
 	gpuInterval        time.Duration
+	gpuTaken           *GPUTakenPolicy // nil: DefaultGPUTakenPolicy
 	// cudaVersion is the driver's, read at start; it picks engine images.
 	cudaVersion int
 }

@@ -482,6 +482,7 @@ type ClusterNodeVM struct {
 	Engines    []ClusterEngineVM
 	CanRevoke  bool // a peer not revoked yet
 	RevokeURL  string
+	Drained    string // "drained (manual)"; "" while it takes requests
 }
 
 // ClusterEngineVM is one engine on a node's card.
