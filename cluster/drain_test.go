@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -69,5 +70,43 @@ func TestDrainedNodeIsDrainedInPeersRouters(t *testing.T) {
 		d0, ok0 := drainedIn(routers[0], "c/gpu0")
 		d1, ok1 := drainedIn(routers[0], "c/gpu1")
 		return ok0 && ok1 && !d0 && !d1
+	})
+}
+
+// TestHeartbeatSaysWhereRequestsWait: a node's heartbeat carries the
+// requests its router holds waiting for KV room and, per engine, whether
+// its router finds the engine's KV cache full; a peer sees both.
+func TestHeartbeatSaysWhereRequestsWait(t *testing.T) {
+	nodes, _ := testCluster(t)
+	a := nodes[0]
+	tok, err := a.id.Token([]string{a.ProxyAddr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Join(context.Background(), t.TempDir(), "c2", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{
+		Identity: res.Identity, Name: "c2", ClusterListen: "127.0.0.1:0", RouteListen: "127.0.0.1:0", Routes: res.Routes, Logger: quietLog(),
+		Running: func(name string) (int, bool) { return 5, name == "c/gpu0" },
+		Queued:  func() int { return 3 },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	engine := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer engine.Close()
+	if _, err := c.AddLocalEngine(LocalEngine{Worker: router.WorkerInfo{Name: "c/gpu0", BaseURL: engine.URL, Model: "m", CapacityBlocks: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	clocktest.WaitFor(t, "a to hear c's queue and its full engine", 5*time.Second, func() bool {
+		for _, m := range a.Members() {
+			if m.NodeID == c.id.NodeID() {
+				return m.Queued == 3 && len(m.Engines) == 1 && m.Engines[0].Full && m.Engines[0].Running == 5
+			}
+		}
+		return false
 	})
 }

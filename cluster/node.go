@@ -46,6 +46,9 @@ type Heartbeat struct {
 	// Drained, when not empty, says why the node takes no new requests
 	// (Node.SetDrained): its engines stay in its peers' routers, drained.
 	Drained string `json:"drained,omitempty"`
+	// Queued is how many requests the node's router holds waiting for KV
+	// room: every worker of their model was full when they came.
+	Queued int `json:"queued,omitempty"`
 }
 
 // GPUInfo is one GPU of a node's inventory.
@@ -75,6 +78,9 @@ type EngineInfo struct {
 	// (kvevents.ParseFormat); empty from nodes that predate it: vLLM's.
 	EventFormat string `json:"event_format,omitempty"`
 	Running     int    `json:"running"` // requests the owner's router has on it
+	// Full says the owner's router finds the engine's KV cache full: the
+	// blocks its requests hold reach the router's saturation share.
+	Full bool `json:"full,omitempty"`
 	// State is EngineReady, EngineRestarting or EngineStopped; only a
 	// ready engine is routable.
 	State string `json:"state,omitempty"`
@@ -118,8 +124,11 @@ type Config struct {
 	// GPUs reports this node's GPUs for the heartbeat; nil: none.
 	GPUs func() []GPUInfo
 	// Running reports how many requests the local router has on a worker
-	// (by name); nil: zero.
-	Running func(name string) int
+	// (by name) and whether its KV cache is full; nil: zero, not full.
+	Running func(name string) (running int, full bool)
+	// Queued reports how many requests the local router holds waiting for
+	// KV room; nil: none.
+	Queued func() int
 	// Load is the local router for load sharing: its own load on every
 	// worker goes to the peers (hearth.<cluster>.load) and theirs comes
 	// back into it; nil shares none.
@@ -533,11 +542,14 @@ func (n *Node) heartbeat() Heartbeat {
 	if n.cfg.GPUs != nil {
 		hb.GPUs = n.cfg.GPUs()
 	}
+	if n.cfg.Queued != nil {
+		hb.Queued = n.cfg.Queued()
+	}
 	n.mu.Lock()
 	for _, l := range n.local {
 		e := l.info
 		if n.cfg.Running != nil {
-			e.Running = n.cfg.Running(e.Name)
+			e.Running, e.Full = n.cfg.Running(e.Name)
 		}
 		hb.Engines = append(hb.Engines, e)
 	}
