@@ -111,6 +111,27 @@ func (c *Client) Nodes(ctx context.Context) (NodeList, error) {
 	return v, err
 }
 
+// NodeDrain is GET /api/v1/node: whether this node takes new requests.
+func (c *Client) NodeDrain(ctx context.Context) (NodeDrain, error) {
+	var v NodeDrain
+	raw, err := c.getJSON(ctx, "/api/v1/node", &v)
+	v.Raw = raw
+	return v, err
+}
+
+// Drain is POST /api/v1/node/drain, or /api/v1/node/undrain with undo:
+// the node's drain by hand begins or ends.
+func (c *Client) Drain(ctx context.Context, undo bool) (NodeDrain, error) {
+	path := "/api/v1/node/drain"
+	if undo {
+		path = "/api/v1/node/undrain"
+	}
+	var v NodeDrain
+	raw, err := c.call(ctx, http.MethodPost, path, &v)
+	v.Raw = raw
+	return v, err
+}
+
 // JoinRequests is GET /api/v1/cluster/join-requests.
 func (c *Client) JoinRequests(ctx context.Context) (JoinRequestList, error) {
 	var v JoinRequestList

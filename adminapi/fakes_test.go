@@ -117,3 +117,31 @@ func (f *fakeCluster) do(op string) error {
 }
 
 var errFlush = errors.New("cluster: nats: flush timeout")
+
+// fakeDrain is a node's drain: by hand, and for a GPU taken when gpuTaken
+// says by what.
+type fakeDrain struct {
+	manual   bool
+	gpuTaken string
+}
+
+func (d *fakeDrain) Drain() NodeDrain {
+	out := NodeDrain{Manual: d.manual, GPUTaken: d.gpuTaken != "", TakenBy: d.gpuTaken}
+	out.Drained = out.Manual || out.GPUTaken
+	switch {
+	case out.Manual && out.GPUTaken:
+		out.Text = "drained (manual; GPU taken by another program)"
+	case out.Manual:
+		out.Text = "drained (manual)"
+	case out.GPUTaken:
+		out.Text = "drained (GPU taken by another program)"
+	default:
+		out.Text = "serving"
+	}
+	return out
+}
+
+func (d *fakeDrain) SetManual(drained bool) NodeDrain {
+	d.manual = drained
+	return d.Drain()
+}

@@ -26,6 +26,29 @@ func mount(r fiber.Router, guard fiber.Handler, src Sources, logs logStream) {
 		return c.JSON(SessionList{Sessions: nonNil(src.Sessions.Sessions())})
 	})
 	mountCluster(r, guard, src.Cluster)
+	mountDrain(r, guard, src.Drain)
+}
+
+func mountDrain(r fiber.Router, guard fiber.Handler, d Drain) {
+	noDrain := func() error { return fiber.NewError(fiber.StatusNotFound, "this daemon cannot be drained") }
+	r.Get("/api/v1/node", guard, func(c *fiber.Ctx) error {
+		if d == nil {
+			return noDrain()
+		}
+		return c.JSON(d.Drain())
+	})
+	r.Post("/api/v1/node/drain", guard, func(c *fiber.Ctx) error {
+		if d == nil {
+			return noDrain()
+		}
+		return c.JSON(d.SetManual(true))
+	})
+	r.Post("/api/v1/node/undrain", guard, func(c *fiber.Ctx) error {
+		if d == nil {
+			return noDrain()
+		}
+		return c.JSON(d.SetManual(false))
+	})
 }
 
 // noCluster answers an operation on a node that belongs to no cluster.

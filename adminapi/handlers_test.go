@@ -50,7 +50,7 @@ func sampleCluster() *fakeCluster {
 			{ID: "n-a", Name: "a", Address: "10.0.0.1:7443", State: "up", Self: true,
 				GPUs:    []NodeGPU{{Index: 0, Name: "RTX 4090", MemoryMiB: 24564}},
 				Engines: []NodeEngine{{Name: "a/gpu0", Model: "qwen3-14b-fp8", Incarnation: "i1", URL: "https://10.0.0.1:7443/engines/gpu0", CapacityBlocks: 900, Running: 1, State: "ready"}}},
-			{ID: "n-b", Name: "b", Address: "10.0.0.2:7443", State: "lost", LastSeen: timep(t0)}, // no GPUs nor engines: []
+			{ID: "n-b", Name: "b", Address: "10.0.0.2:7443", State: "lost", LastSeen: timep(t0), Drained: "manual"}, // no GPUs nor engines: []
 		}},
 		requests: JoinRequestList{Cluster: "c-1234", CanInvite: true, Requests: []JoinRequest{
 			{ID: "r1", Name: "c", Address: "10.0.0.3", Code: "123456", Received: t0},
@@ -68,7 +68,7 @@ func testApp(src Sources) *fiber.App {
 // shapes are the API's contract with scripts and the command line.
 func TestAnswers(t *testing.T) {
 	engines := &fakeEngines{list: sampleEngines, logs: map[string][]string{"rig/gpu0": {"INFO loading", "INFO capturing"}, "rig/gpu1": nil}}
-	full := Sources{Engines: engines, Sessions: sampleSessions, Cluster: sampleCluster()}
+	full := Sources{Engines: engines, Sessions: sampleSessions, Cluster: sampleCluster(), Drain: &fakeDrain{gpuTaken: "game.exe holds 8.0 GiB of GPU 0"}}
 	alone := Sources{Engines: &fakeEngines{}, Sessions: fakeSessions(nil)}
 	withErr := func(err error) Sources {
 		cl := sampleCluster()
@@ -106,6 +106,11 @@ func TestAnswers(t *testing.T) {
 		{"leave without telling the cluster", "POST", "/api/v1/cluster/leave", Sources{Engines: engines, Sessions: sampleSessions, Cluster: warned}},
 		{"leave keeps the identity", "POST", "/api/v1/cluster/leave", withErr(errors.New("cluster: remove cluster/node.pem: permission denied"))},
 		{"leave without a cluster", "POST", "/api/v1/cluster/leave", alone},
+		{"node", "GET", "/api/v1/node", full},
+		{"drain", "POST", "/api/v1/node/drain", full},
+		{"undrain: the taken GPU keeps it drained", "POST", "/api/v1/node/undrain", full},
+		{"node of a daemon that cannot drain", "GET", "/api/v1/node", alone},
+		{"drain a daemon that cannot drain", "POST", "/api/v1/node/drain", alone},
 	}
 	var out strings.Builder
 	for _, tc := range cases {
@@ -140,13 +145,13 @@ func TestGuardKeepsEveryRoute(t *testing.T) {
 	app := fiber.New()
 	var routes []fiber.Route
 	deny := func(c *fiber.Ctx) error { return c.Status(http.StatusUnauthorized).SendString("no key") }
-	src := Sources{Engines: &fakeEngines{list: sampleEngines}, Sessions: sampleSessions, Cluster: sampleCluster()}
+	src := Sources{Engines: &fakeEngines{list: sampleEngines}, Sessions: sampleSessions, Cluster: sampleCluster(), Drain: &fakeDrain{}}
 	Mount(app, deny, src)
 	for _, r := range app.GetRoutes(true) {
 		routes = append(routes, r)
 	}
-	if len(routes) < 9 {
-		t.Fatalf("%d routes mounted, want the API's 9", len(routes))
+	if len(routes) < 12 {
+		t.Fatalf("%d routes mounted, want the API's 12", len(routes))
 	}
 	for _, r := range routes {
 		path := strings.NewReplacer(":name", "rig", ":id", "x").Replace(r.Path)

@@ -9,6 +9,17 @@ type Sources struct {
 	// Cluster is nil when the node belongs to no cluster: the nodes and
 	// join requests are then empty lists and the operations answer 409.
 	Cluster Cluster
+	// Drain is this node's drain; nil answers 404 on /api/v1/node.
+	Drain Drain
+}
+
+// Drain is whether this node takes new requests.
+type Drain interface {
+	// Drain returns the node's drain as it stands.
+	Drain() NodeDrain
+	// SetManual drains the node by hand (true) or ends that drain
+	// (false; a drain for a taken GPU holds on) and returns the drain.
+	SetManual(drained bool) NodeDrain
 }
 
 // Engines are the daemon's supervised engines.

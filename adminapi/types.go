@@ -177,6 +177,9 @@ type Node struct {
 	GPUs     []NodeGPU    `json:"gpus"`
 	Engines  []NodeEngine `json:"engines"`
 	LastSeen *time.Time   `json:"last_seen,omitempty"`
+	// Drained, when not empty, says why the node takes no new requests:
+	// "manual", "GPU taken by another program", or both.
+	Drained string `json:"drained,omitempty"`
 }
 
 // NodeGPU is one GPU of a node.
@@ -202,6 +205,20 @@ type NodeEngine struct {
 	Approximate         bool    `json:"approximate,omitempty"`
 	Running             int     `json:"running"` // requests the owner's router has on it
 	State               string  `json:"state,omitempty"`
+}
+
+// NodeDrain is GET /api/v1/node and the answer of POST
+// /api/v1/node/drain and /api/v1/node/undrain: whether this node takes new
+// requests. Drained is set while either reason holds: Manual (hearth node
+// drain) or GPUTaken (another program holds the GPU's memory; TakenBy says
+// which, and how much). Text says it in the words hearth node prints.
+type NodeDrain struct {
+	Drained  bool   `json:"drained"`
+	Manual   bool   `json:"manual"`
+	GPUTaken bool   `json:"gpu_taken"`
+	TakenBy  string `json:"taken_by,omitempty"`
+	Text     string `json:"text"`
+	Raw      []byte `json:"-"` // as EngineList.Raw
 }
 
 // JoinRequestList is GET /api/v1/cluster/join-requests. CanInvite is

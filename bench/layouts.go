@@ -344,3 +344,10 @@ func WriteLayoutTable(w io.Writer, ev LayoutEvaluation) error {
 	}
 	return nil
 }
+
+// EvaluateCandidates evaluates the given candidates, a subset of
+// catalog.AgentCandidates chosen by the caller (the layouts a cluster of
+// rigs can serve), on the workload of req.Client's preset.
+func (e LayoutEvaluator) EvaluateCandidates(ctx context.Context, req catalog.AgentLayoutRequest, candidates []catalog.Candidate) (LayoutEvaluation, error) {
+	return e.evaluate(ctx, req, candidates)
+}

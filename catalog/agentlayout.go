@@ -146,3 +146,34 @@ func WithoutTP(candidates []Candidate) []Candidate {
 	}
 	return out
 }
+
+// SmallerModel is the alternative to model for a GPU too small for the
+// sessions wanted: the largest catalog model of its family with fewer
+// parameters, FP8 before BF16 at the same size (half the weights' bytes,
+// more room for KV); false when the family has none.
+func SmallerModel(model Model) (Model, bool) {
+	var best Model
+	found := false
+	for _, m := range models {
+		if m.Family != model.Family || m.Params >= model.Params {
+			continue
+		}
+		if !found || m.Params > best.Params || m.Params == best.Params && m.FP8 && !best.FP8 {
+			best, found = m, true
+		}
+	}
+	return best, found
+}
+
+// OnRigs keeps the candidates a cluster of identical machines of perRig
+// GPUs each can serve: an engine's tensor-parallel group never spans two
+// machines, so its size must divide perRig.
+func OnRigs(candidates []Candidate, perRig int) []Candidate {
+	var out []Candidate
+	for _, c := range candidates {
+		if tp := c.Layout.TPSize(); tp <= perRig && perRig%tp == 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -1,6 +1,9 @@
 package catalog
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestBetterLayoutRanks(t *testing.T) {
 	run := func(taskMs, compactions float64, finished int) LayoutMeasure {
@@ -65,4 +68,54 @@ func TestWithoutTP(t *testing.T) {
 	if len(got) != 2 || got[0].Layout.TPSize() != 1 || got[1].Layout.TPSize() != 1 {
 		t.Errorf("WithoutTP = %+v, want the two one-GPU layouts", got)
 	}
+}
+
+// TestSmallerModel: the next smaller model of the family, FP8 first; none
+// below the smallest or for a family of one.
+func TestSmallerModel(t *testing.T) {
+	for _, tc := range []struct{ model, want string }{
+		{"qwen3-14b-fp8", "qwen3-8b-fp8"},
+		{"qwen3-32b-fp8", "qwen3-14b-fp8"},
+		{"qwen3-8b-fp8", "qwen3-4b-fp8"},
+		{"qwen3-4b-fp8", ""},
+		{"llama-3.1-8b-instruct", ""},
+	} {
+		m, ok := LookupModel(tc.model)
+		if !ok {
+			t.Fatalf("no model %s in the catalog", tc.model)
+		}
+		got, found := SmallerModel(m)
+		if found != (tc.want != "") || found && got.Name != tc.want {
+			t.Errorf("SmallerModel(%s) = %s, %v; want %q", tc.model, got.Name, found, tc.want)
+		}
+	}
+}
+
+// TestOnRigs: single-GPU rigs keep one engine per GPU; two-GPU rigs keep
+// TP 2 too, never TP 4 across two of them.
+func TestOnRigs(t *testing.T) {
+	m, _ := LookupModel("qwen3-14b-fp8")
+	four := []GPUUse{{GPU: mustGPU(t, "rtx4090")}, {GPU: mustGPU(t, "rtx4090")}, {GPU: mustGPU(t, "rtx4090")}, {GPU: mustGPU(t, "rtx4090")}}
+	all := AgentCandidates(four, m)
+	for perRig, allowed := range map[int][]int{1: {1}, 2: {1, 2}, 4: {1, 2, 4}} {
+		seen := map[int]bool{}
+		for _, c := range OnRigs(all, perRig) {
+			seen[c.Layout.TPSize()] = true
+			if !slices.Contains(allowed, c.Layout.TPSize()) {
+				t.Errorf("rigs of %d GPUs: kept %s", perRig, c.Layout)
+			}
+		}
+		if !seen[1] {
+			t.Errorf("rigs of %d GPUs: no one-engine-per-GPU layout kept", perRig)
+		}
+	}
+}
+
+func mustGPU(t *testing.T, kind string) GPU {
+	t.Helper()
+	g, ok := LookupGPU(kind)
+	if !ok {
+		t.Fatalf("no GPU %s in the catalog", kind)
+	}
+	return g
 }

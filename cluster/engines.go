@@ -278,6 +278,10 @@ type remoteEngine struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// drained is what the worker's drain was last set to: its node's
+	// (Heartbeat.Drained). Read and written under Node.mu.
+	drained bool
+
 	// ingestMu is held while the ingester syncs and while it applies a
 	// batch; closed, under it, tells a batch still queued in the
 	// subscription that the worker is gone.
@@ -311,6 +315,7 @@ func (n *Node) reconcile() {
 	n.reconcileMu.Lock()
 	defer n.reconcileMu.Unlock()
 	want := map[string]Member{}
+	drained := map[string]bool{} // by node id
 	wantInfo := map[string]EngineInfo{}
 	wantName := map[string]string{}
 	members := n.members.list()
@@ -319,6 +324,7 @@ func (n *Node) reconcile() {
 		if m.NodeID == n.id.NodeID() || !m.State.Routable() {
 			continue
 		}
+		drained[m.NodeID] = m.Drained != ""
 		for _, e := range m.Engines {
 			if routableEngine(e.State) {
 				want[e.Incarnation], wantInfo[e.Incarnation] = m, e
@@ -337,13 +343,29 @@ func (n *Node) reconcile() {
 		}
 	}
 	var add []string
+	type drainChange struct {
+		r       *remoteEngine
+		drained bool
+	}
+	var redrain []drainChange
 	for inc := range want {
-		if _, ok := n.remote[inc]; !ok {
+		r, ok := n.remote[inc]
+		if !ok {
 			add = append(add, inc)
+		} else if r.drained != drained[r.nodeID] {
+			r.drained = drained[r.nodeID]
+			redrain = append(redrain, drainChange{r, r.drained})
 		}
 	}
 	closed := n.isStopped()
 	n.mu.Unlock()
+	for _, c := range redrain {
+		if n.cfg.Workers == nil {
+			break
+		}
+		n.log.Info("cluster: remote engine drain changed", "engine", c.r.name, "node", c.r.nodeID, "drained", c.drained)
+		n.cfg.Workers.SetDrained(c.r.worker, c.drained)
+	}
 	for _, r := range drop {
 		n.log.Info("cluster: remote engine leaves routing", "engine", r.info.Name, "node", r.nodeID)
 		r.close(n)
@@ -358,6 +380,10 @@ func (n *Node) reconcile() {
 		if err != nil {
 			n.log.Warn("cluster: remote engine not routable", "engine", e.Name, "node", m.NodeID, "error", err)
 			continue
+		}
+		if drained[m.NodeID] {
+			r.drained = true
+			n.cfg.Workers.SetDrained(r.worker, true)
 		}
 		n.mu.Lock()
 		if _, dup := n.remote[inc]; dup || n.isStopped() {

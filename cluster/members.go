@@ -63,7 +63,7 @@ func (m *membership) seen(hb Heartbeat, now time.Time) (changed bool) {
 		// An engine event overtook this heartbeat: its list is older.
 		hb.Engines, hb.EngineGen = cur.Engines, cur.EngineGen
 	}
-	changed = cur.State == StateDown || !sameEngines(cur.Engines, hb.Engines)
+	changed = cur.State == StateDown || !sameEngines(cur.Engines, hb.Engines) || cur.Drained != hb.Drained
 	cur.Heartbeat, cur.LastSeen, cur.State = hb, now, StateUp
 	return changed
 }

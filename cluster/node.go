@@ -43,6 +43,12 @@ type Heartbeat struct {
 	// EngineGen numbers the latest change of Engines (see EngineEvent).
 	EngineGen uint64    `json:"engine_gen,omitempty"`
 	Revoked   []Revoked `json:"revoked,omitempty"`
+	// Drained, when not empty, says why the node takes no new requests
+	// (Node.SetDrained): its engines stay in its peers' routers, drained.
+	Drained string `json:"drained,omitempty"`
+	// Queued is how many requests the node's router holds waiting for KV
+	// room: every worker of their model was full when they came.
+	Queued int `json:"queued,omitempty"`
 }
 
 // GPUInfo is one GPU of a node's inventory.
@@ -72,6 +78,9 @@ type EngineInfo struct {
 	// (kvevents.ParseFormat); empty from nodes that predate it: vLLM's.
 	EventFormat string `json:"event_format,omitempty"`
 	Running     int    `json:"running"` // requests the owner's router has on it
+	// Full says the owner's router finds the engine's KV cache full: the
+	// blocks its requests hold reach the router's saturation share.
+	Full bool `json:"full,omitempty"`
 	// State is EngineReady, EngineRestarting or EngineStopped; only a
 	// ready engine is routable.
 	State string `json:"state,omitempty"`
@@ -81,6 +90,9 @@ type EngineInfo struct {
 type Workers interface {
 	AddWorker(router.WorkerInfo) (router.WorkerID, error)
 	RemoveWorker(router.WorkerID)
+	// SetDrained keeps a drained node's engines out of new requests
+	// while other workers can take them.
+	SetDrained(id router.WorkerID, drained bool) bool
 	Index() *router.Index
 }
 
@@ -112,8 +124,11 @@ type Config struct {
 	// GPUs reports this node's GPUs for the heartbeat; nil: none.
 	GPUs func() []GPUInfo
 	// Running reports how many requests the local router has on a worker
-	// (by name); nil: zero.
-	Running func(name string) int
+	// (by name) and whether its KV cache is full; nil: zero, not full.
+	Running func(name string) (running int, full bool)
+	// Queued reports how many requests the local router holds waiting for
+	// KV room; nil: none.
+	Queued func() int
 	// Load is the local router for load sharing: its own load on every
 	// worker goes to the peers (hearth.<cluster>.load) and theirs comes
 	// back into it; nil shares none.
@@ -154,6 +169,7 @@ type Node struct {
 	remote      map[string]*remoteEngine // by incarnation
 	selfGone    bool
 	engineGen   uint64 // the latest change of local engines (EngineEvent.Gen)
+	drained     string // why this node is drained; "" while it serves
 
 	asks asks // join requests waiting for the owner (ask.go)
 
@@ -526,15 +542,19 @@ func (n *Node) heartbeat() Heartbeat {
 	if n.cfg.GPUs != nil {
 		hb.GPUs = n.cfg.GPUs()
 	}
+	if n.cfg.Queued != nil {
+		hb.Queued = n.cfg.Queued()
+	}
 	n.mu.Lock()
 	for _, l := range n.local {
 		e := l.info
 		if n.cfg.Running != nil {
-			e.Running = n.cfg.Running(e.Name)
+			e.Running, e.Full = n.cfg.Running(e.Name)
 		}
 		hb.Engines = append(hb.Engines, e)
 	}
 	hb.EngineGen = n.engineGen
+	hb.Drained = n.drained
 	n.mu.Unlock()
 	sortEngines(hb.Engines)
 	return hb
@@ -649,6 +669,20 @@ func (n *Node) Leave() error {
 	err := n.nc.FlushTimeout(5 * time.Second)
 	n.applyRevocations(list)
 	return err
+}
+
+// SetDrained drains this node (reason says why, for the peers' and the
+// console's view) or, with reason "", returns it to routing. The peers
+// hear of it at once: a heartbeat goes out now rather than at the next
+// tick. Draining the local router's own workers is the caller's.
+func (n *Node) SetDrained(reason string) {
+	n.mu.Lock()
+	changed := n.drained != reason
+	n.drained = reason
+	n.mu.Unlock()
+	if changed {
+		n.publishHeartbeat()
+	}
 }
 
 // Members lists every node this node has heard of, itself included.

@@ -97,7 +97,7 @@ func clusterNodeVM(cfg Config, n ClusterNode, now time.Time) components.ClusterN
 	}
 	v := components.ClusterNodeVM{
 		DOMID: domID("node-", n.ID), ID: n.ID, Name: name, Address: n.Address, State: n.State, StateClass: nodeStateClass(n.State),
-		Self: n.Self, GPUs: n.GPUs,
+		Self: n.Self, GPUs: n.GPUs, Drained: n.Drained, Queued: queuedText(n.Queued),
 		// A revoked node stays revoked, and a node does not revoke itself
 		// here: hearth cluster leave does that, on the node.
 		CanRevoke: !n.Self && n.State != NodeRevoked,
@@ -112,7 +112,7 @@ func clusterNodeVM(cfg Config, n ClusterNode, now time.Time) components.ClusterN
 		v.Seen = "last seen " + fmtSeen(now.Sub(n.LastSeen))
 	}
 	for _, e := range n.Engines {
-		v.Engines = append(v.Engines, components.ClusterEngineVM{Worker: e.Worker, Model: e.Model, Running: e.Running})
+		v.Engines = append(v.Engines, components.ClusterEngineVM{Worker: e.Worker, Model: e.Model, Running: e.Running, Full: e.Full})
 	}
 	return v
 }
@@ -356,4 +356,16 @@ func (c *Console) handleJoin(accept bool) fiber.Handler {
 		}
 		return c.clusterAnswer(fc, fiber.StatusOK, "Rejected "+who+": it gets no certificate.", "")
 	}
+}
+
+// queuedText says how many requests wait in a node's router for KV room;
+// "" when none do.
+func queuedText(n int) string {
+	switch {
+	case n <= 0:
+		return ""
+	case n == 1:
+		return "1 request waits for KV room"
+	}
+	return strconv.Itoa(n) + " requests wait for KV room"
 }

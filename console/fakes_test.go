@@ -349,11 +349,12 @@ func threeNodes(now time.Time) *fakeCluster {
 		Nodes: []ClusterNode{
 			{ID: "n-down", Name: "rig2", Address: "192.168.1.12:7443", State: NodeDown, LastSeen: now.Add(-42 * time.Second),
 				GPUs: []string{"RTX 3090 24 GiB"}, Engines: nil},
-			{ID: "n-self", Name: "rig0", Address: "192.168.1.10:7443", State: NodeUp, Self: true, LastSeen: now,
+			{ID: "n-self", Name: "rig0", Address: "192.168.1.10:7443", State: NodeUp, Self: true, LastSeen: now, Queued: 3,
 				GPUs:    []string{"RTX 4090 24 GiB"},
-				Engines: []ClusterEngine{{Worker: "rig0/gpu0", Model: "qwen3-14b-fp8", Running: 2}}},
+				Engines: []ClusterEngine{{Worker: "rig0/gpu0", Model: "qwen3-14b-fp8", Running: 2, Full: true}}},
 			{ID: "n-up", Name: "rig1", Address: "192.168.1.11:7443", State: NodeUp, LastSeen: now.Add(-1500 * time.Millisecond),
-				GPUs: []string{"RTX 4090 24 GiB", "RTX 4090 24 GiB"},
+				Drained: "drained (GPU taken by another program)",
+				GPUs:    []string{"RTX 4090 24 GiB", "RTX 4090 24 GiB"},
 				Engines: []ClusterEngine{
 					{Worker: "rig1/gpu0", Model: "qwen3-14b-fp8", Running: 1},
 					{Worker: "rig1/gpu1", Model: "qwen3-14b-fp8", Running: 0},

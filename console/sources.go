@@ -427,6 +427,12 @@ type ClusterNode struct {
 	// LastSeen is when this node last heard from it, on its own clock;
 	// zero when never (a node known only from the revocation list).
 	LastSeen time.Time
+	// Drained, when not empty, says why the node takes no new requests:
+	// "drained (manual)", "drained (GPU taken by another program)".
+	Drained string
+	// Queued is how many requests wait in the node's router for KV room
+	// (every engine of their model full).
+	Queued int
 }
 
 // ClusterEngine is one engine in service on a node.
@@ -434,6 +440,9 @@ type ClusterEngine struct {
 	Worker  string // the router's name for it; a peer's engines are "node/gpuN"
 	Model   string
 	Running int // requests its owner's router has on it
+	// Full says its owner's router finds its KV cache full: requests
+	// sent to its owner wait for room, or go elsewhere.
+	Full bool
 }
 
 // JoinRequest is a node that asked to join the cluster. Code is a short

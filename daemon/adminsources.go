@@ -139,7 +139,7 @@ func (a clusterAdmin) Nodes() adminapi.NodeList {
 	list := adminapi.NodeList{Cluster: a.node.Identity().ClusterID(), NodeID: self}
 	for _, m := range a.node.Members() {
 		n := adminapi.Node{ID: m.NodeID, Name: m.Name, Address: m.Proxy, State: string(m.State), Self: m.NodeID == self,
-			GPUs: make([]adminapi.NodeGPU, len(m.GPUs)), Engines: make([]adminapi.NodeEngine, len(m.Engines))}
+			GPUs: make([]adminapi.NodeGPU, len(m.GPUs)), Engines: make([]adminapi.NodeEngine, len(m.Engines)), Drained: DrainText(m.Drained)}
 		for i, g := range m.GPUs {
 			n.GPUs[i] = nodeGPUOf(g)
 		}

@@ -77,7 +77,7 @@ func (s clusterConsole) Cluster(context.Context) (console.Cluster, error) {
 // or the node's id for node where names clash); this node's own, their
 // local names.
 func clusterNodeOf(m cluster.Member, self bool, workerName func(cluster.Member, cluster.EngineInfo) string) console.ClusterNode {
-	n := console.ClusterNode{ID: m.NodeID, Name: m.Name, Address: m.Proxy, State: string(m.State), Self: self, LastSeen: m.LastSeen}
+	n := console.ClusterNode{ID: m.NodeID, Name: m.Name, Address: m.Proxy, State: string(m.State), Self: self, LastSeen: m.LastSeen, Drained: DrainText(m.Drained), Queued: m.Queued}
 	for _, g := range m.GPUs {
 		n.GPUs = append(n.GPUs, gpuLabel(g))
 	}
@@ -86,7 +86,7 @@ func clusterNodeOf(m cluster.Member, self bool, workerName func(cluster.Member, 
 		if !self {
 			worker = workerName(m, e)
 		}
-		n.Engines = append(n.Engines, console.ClusterEngine{Worker: worker, Model: e.Model, Running: e.Running})
+		n.Engines = append(n.Engines, console.ClusterEngine{Worker: worker, Model: e.Model, Running: e.Running, Full: e.Full})
 	}
 	return n
 }

@@ -104,7 +104,8 @@ func startClusterNode(ctx context.Context, cfg Config, rt *router.Router, gpus [
 		Identity: id, Name: cfg.Node, ClusterListen: c.Listen, RouteListen: c.RouteListen, AdvertiseHost: c.host(),
 		Routes: routes, APIAddr: cfg.Listen, Version: cfg.Version, Workers: rt, Load: rt,
 		GPUs:    func() []cluster.GPUInfo { return inventory },
-		Running: func(name string) int { return runningOn(rt, name) },
+		Running: func(name string) (int, bool) { return runningOn(rt, name) },
+		Queued:  rt.QueueLen,
 		OnSelfRevoked: func(n *cluster.Node) {
 			log.Error("this node's cluster certificate was revoked: it leaves the cluster")
 			n.Close()
@@ -186,13 +187,15 @@ func askJoin(ctx context.Context, c ClusterConfig, dir, name string, log *slog.L
 // askBrowse is how long --ask-join auto listens for clusters on mDNS.
 const askBrowse = 5 * time.Second
 
-func runningOn(rt *router.Router, name string) int {
+// runningOn is what the router has running on the worker called name
+// and whether it finds the worker's KV cache full.
+func runningOn(rt *router.Router, name string) (running int, full bool) {
 	for _, w := range rt.Workers() {
 		if w.Info.Name == name {
-			return w.ActiveRequests
+			return w.ActiveRequests, w.Saturated
 		}
 	}
-	return 0
+	return 0, false
 }
 
 func portOf(addr string) int {

@@ -173,6 +173,7 @@ type Config struct {
 	consoleChartWindow time.Duration
 	consoleClock       clock.Clock // nil: real time
 	gpuInterval        time.Duration
+	gpuTaken           *GPUTakenPolicy // nil: DefaultGPUTakenPolicy
 	// cudaVersion is the driver's, read at start; it picks engine images.
 	cudaVersion int
 }

@@ -37,6 +37,8 @@ type fleet struct {
 
 	mu   sync.Mutex
 	live map[string]*liveEngine // by engine name
+	// drained drains every engine's worker, those attached later too.
+	drained bool
 }
 
 // storeWrites is what the fleet needs of the node store (kvbm.NodeStore).
@@ -139,6 +141,9 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 	}
 	f.mu.Lock()
 	f.live[name] = &liveEngine{id: id, sub: sub}
+	if f.drained {
+		f.rt.SetDrained(id, true)
+	}
 	f.mu.Unlock()
 	return func() {
 		withdraw()
@@ -153,6 +158,17 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 		delete(f.live, name)
 		f.mu.Unlock()
 	}, nil
+}
+
+// setDrained drains the workers of every engine in service, and of
+// those put into service while it holds, or returns them to routing.
+func (f *fleet) setDrained(drained bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.drained = drained
+	for _, e := range f.live {
+		f.rt.SetDrained(e.id, drained)
+	}
 }
 
 // ingestStats lists the KV-event ingest counters of every engine in

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/clock"
+	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 	"github.com/hearth-llm/hearth/runtime/sim"
 )
@@ -42,3 +43,14 @@ func WithConsoleClock(clk clock.Clock) Option { return func(c *Config) { c.conso
 func WithSimTokenizer(wrap func(sim.Tokenizer) sim.Tokenizer) Option {
 	return func(c *Config) { c.simTokenizer = wrap }
 }
+
+// WithGPUSource reads the GPUs from d instead of the simulated list or the
+// driver: a test's GPUs, whose memory another program takes.
+func WithGPUSource(d nodes.Discoverer) Option { return func(c *Config) { c.gpuSource = d } }
+
+// WithGPUInterval reads the GPUs this often (default: every 2 s).
+func WithGPUInterval(d time.Duration) Option { return func(c *Config) { c.gpuInterval = d } }
+
+// WithGPUTakenPolicy sets when another program's memory on a GPU drains
+// the node and when its release ends the drain (DefaultGPUTakenPolicy).
+func WithGPUTakenPolicy(p GPUTakenPolicy) Option { return func(c *Config) { c.gpuTaken = &p } }

@@ -82,7 +82,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 		cleanup.push(node.Close)
 		rs.fleet.cluster = node
 	}
-	eng, err := startEngines(ctx, cfg, hw, rs, kvStore, &cleanup, log)
+	eng, err := startEngines(ctx, cfg, hw, rs, kvStore, node, &cleanup, log)
 	if err != nil {
 		return err
 	}
@@ -282,12 +282,14 @@ type engines struct {
 	sup      *hruntime.Supervisor
 	sampler  *nodes.Sampler
 	statuses func() []hruntime.Status
+	drain    *drainer
 }
 
 // startEngines builds the engines' launcher and their supervisor, with
 // the fleet as what attaches ready engines, and the sampler: a GPU lost
-// stops its engines, and its return starts them again.
-func startEngines(ctx context.Context, cfg Config, hw hardware, rs routing, kvStore *kvbm.NodeStore, cleanup *cleanupStack, log *slog.Logger) (engines, error) {
+// stops its engines, and its return starts them again; memory another
+// program takes of a GPU drains the node (node nil: no cluster to tell).
+func startEngines(ctx context.Context, cfg Config, hw hardware, rs routing, kvStore *kvbm.NodeStore, node *cluster.Node, cleanup *cleanupStack, log *slog.Logger) (engines, error) {
 	var eng engines
 	pulls := newPullBoard(cfg.ProgressOut, log)
 	launcher, closeLauncher, err := newLauncher(ctx, cfg, rs.tok, kvStore, pulls.set, log)
@@ -316,8 +318,19 @@ func startEngines(ctx context.Context, cfg Config, hw hardware, rs routing, kvSt
 		return eng, fmt.Errorf("up: %w", err)
 	}
 	watch := gpuWatch{specs: hw.specs, sup: eng.sup}
+	var peers drainPeers
+	if node != nil { // a nil *cluster.Node in the interface would not read as nil
+		peers = node
+	}
+	policy := DefaultGPUTakenPolicy
+	if cfg.gpuTaken != nil {
+		policy = *cfg.gpuTaken
+	}
+	identities := engineIdentities(eng.sup)
+	eng.drain = newDrainer(rs.fleet, peers, hw.specs, hw.gpus, func() []hruntime.Identity { return identities(ctx) }, policy, nil, log.With("component", "drain"))
 	eng.sampler = nodes.NewSampler(nodes.SamplerConfig{
 		Source: hw.source, Interval: cfg.gpuInterval, Logger: log.With("component", "gpus"), OnLost: watch.lost, OnFound: watch.found,
+		OnReading: eng.drain.observe,
 	})
 	if _, err := eng.sampler.Sample(ctx); err != nil && hw.discoverErr == nil {
 		log.Warn("reading the GPUs", "err", err)
@@ -384,6 +397,7 @@ func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng en
 		return f, fmt.Errorf("up: %w", err)
 	}
 	admin := AdminSources(eng.statuses, eng.sup, traffic, rs.tok.Decode, node, cfg.Data().Cluster())
+	admin.Drain = eng.drain
 	routes := &gatewayRouter{rt: rs.router, defaultPolicy: st.settings.Policy, whyNoWorker: eng.sup.Summary}
 	f.gateway, err = api.New(api.Config{
 		Addr: addr, Models: cfg.Models, ContextTokens: f.contextTokens,

@@ -23,6 +23,10 @@ type SamplerConfig struct {
 	// GPU that was lost reads fine again. Either may be nil.
 	OnLost  func(GPU)
 	OnFound func(GPU)
+	// OnReading, when set, is given every reading, from the goroutine
+	// that sampled it, after the lost and found events: the drain
+	// watches the memory other programs take by it.
+	OnReading func(Inventory)
 }
 
 // Sampler reads a Discoverer every interval and keeps the latest inventory
@@ -103,6 +107,9 @@ func (s *Sampler) Sample(ctx context.Context) (Inventory, error) {
 		if s.cfg.OnFound != nil {
 			s.cfg.OnFound(g)
 		}
+	}
+	if s.cfg.OnReading != nil {
+		s.cfg.OnReading(inv.Copy())
 	}
 	return inv, err
 }

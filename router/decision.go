@@ -108,12 +108,13 @@ func (l *decisionLog) last(n int) []Decision {
 }
 
 // candidatesLocked lists the workers a request may go to: all but the
-// excluded ones, or all when that would leave none.
+// excluded and the drained ones; when that leaves none, all but the
+// excluded; when that leaves none, all.
 func (r *Router) candidatesLocked(exclude []WorkerID, model string) []Candidate {
 	cands := make([]Candidate, 0, len(r.order))
-	for pass := 0; pass < 2 && len(cands) == 0; pass++ {
+	for pass := 0; pass < 3 && len(cands) == 0; pass++ {
 		for _, id := range r.order {
-			if !r.servesLocked(id, model) || pass == 0 && slices.Contains(exclude, id) {
+			if !r.servesLocked(id, model) || pass < 2 && slices.Contains(exclude, id) || pass == 0 && r.workers[id].drained {
 				continue
 			}
 			aw := &r.active.workers[id]

@@ -22,6 +22,10 @@
 // reported expire after Config.ActiveTTL, checked lazily on each call, so
 // there is no background goroutine.
 //
+// A drained worker (SetDrained: its node's owner took the GPU back) is no
+// candidate for new requests while another worker of the model is not
+// drained; it keeps its index and running requests (drain.go).
+//
 // # Policies
 //
 // A policy is a Policy registered by name (RegisterPolicy), one file each

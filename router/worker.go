@@ -80,6 +80,9 @@ type workerState struct {
 	// were; see noteDecode.
 	decodeLog  float64
 	decodeSeen int
+	// drained keeps the worker out of new requests' candidates while
+	// others can take them (SetDrained).
+	drained bool
 }
 
 // decodeWeight is the weight of the newest request in decodeLog.
@@ -332,11 +335,11 @@ func (r *Router) saturatedLocked(id WorkerID) bool {
 	return capacity > 0 && float64(aw.blocks()) >= r.cfg.SaturationFraction*float64(capacity)
 }
 
-// allSaturatedLocked reports whether every live worker of a model is
-// saturated.
+// allSaturatedLocked reports whether every live worker of a model that
+// may take a request (routableLocked) is saturated.
 func (r *Router) allSaturatedLocked(model string) bool {
 	for _, id := range r.order {
-		if r.servesLocked(id, model) && !r.saturatedLocked(id) {
+		if r.routableLocked(id, model) && !r.saturatedLocked(id) {
 			return false
 		}
 	}
@@ -379,6 +382,8 @@ type WorkerLoad struct {
 	RAMBlocks            int // every block the index holds in the worker's host-RAM tier
 	PausedSessionBlocks  int
 	Saturated            bool
+	// Drained is true while the worker takes no new requests (SetDrained).
+	Drained bool
 	// Peer is the load other router replicas reported on the worker
 	// (SetPeerLoad); the fields above are this replica's own.
 	Peer PeerLoad
@@ -406,6 +411,7 @@ func (r *Router) Workers() []WorkerLoad {
 			RAMBlocks:            ram[id],
 			PausedSessionBlocks:  ws.pausedBlocks,
 			Saturated:            r.saturatedLocked(id),
+			Drained:              ws.drained,
 		})
 	}
 	return out

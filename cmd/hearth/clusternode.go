@@ -94,7 +94,11 @@ func runCluster(ctx context.Context, env *environment, args []string) error {
 			if n.Self {
 				id += " (this)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", id, n.Name, n.Address, n.State, len(n.GPUs), strings.Join(names, ","), seen)
+			state := n.State
+			if n.Drained != "" {
+				state += ", " + n.Drained
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", id, n.Name, n.Address, state, len(n.GPUs), strings.Join(names, ","), seen)
 		}
 		return tw.Flush()
 	case "revoke":

@@ -70,6 +70,7 @@ func commands() []command {
 		{"engines", "list the engines of a running daemon and their states", runEngines},
 		{"kvstore", "list the node's SSD KV store, or remove a model's blocks from it", runKVStore},
 		{"cluster", "join machines into one cluster: token, status, revoke, leave, requests, accept, reject", runCluster},
+		{"node", "drain this node (its sessions move to other nodes; a game can have the GPU) or show its drain", runNode},
 		{"logs", "print an engine's last output lines", runLogs},
 		{"sim-engine", "run one simulated vLLM or SGLang server (HTTP API, metrics, ZMQ KV events)", runSimEngine},
 		{"sim-image", "build the Docker images of the simulated engines (hearth sim-image build)", runSimImage},

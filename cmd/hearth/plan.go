@@ -32,6 +32,9 @@ type planConfig struct {
 	agent    string
 	sessions int
 	seed     uint64
+	// rigs, above 1, plans for a cluster of that many machines, each with
+	// the GPUs named (planRigs).
+	rigs int
 	// layoutMode is --layout: daemon.LayoutAgent or LayoutPerGPU, the
 	// layout planned when layoutGiven is false (no --tp, --kv-cache-dtype,
 	// --rope-scaling or --max-model-len).
@@ -70,6 +73,9 @@ func runPlan(ctx context.Context, env *environment, args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if cfg.agent != "" && cfg.rigs > 1 {
+		return planRigs(ctx, env, cfg, uses, model)
 	}
 	if cfg.agent != "" {
 		ev, err := env.layouts.Evaluate(ctx, catalog.AgentLayoutRequest{
@@ -140,7 +146,7 @@ func (c *planConfig) chooseLayout(uses []catalog.GPUUse, model catalog.Model, ou
 func parsePlanFlags(env *environment, args []string) (planConfig, error) {
 	fs := newFlagSet(env, "plan",
 		"plan [--model M] (--gpu rtx4090[,rtx3090...] | --sim 2x4090) [--tp N] [--kv-cache-dtype auto|fp8] [--rope-scaling] [--max-model-len N] [--used-gb X] [--hf-cache DIR] [--json]\n"+
-			"       hearth plan --agent claude-code|opencode|codex [--sessions N] [--seed N] [--model M] (--gpu ... | --sim 2x4090) [--json]")
+			"       hearth plan --agent claude-code|opencode|codex [--sessions N] [--seed N] [--model M] (--gpu ... | --sim 2x4090) [--rigs N] [--json]")
 	var cfg planConfig
 	fs.StringVar(&cfg.model, "model", "", "model: a catalog name ("+strings.Join(catalog.ModelNames(), ", ")+
 		") or a Hugging Face repository id in the cache (default: the largest that fits the smallest GPU)")
@@ -157,6 +163,7 @@ func parsePlanFlags(env *environment, args []string) (planConfig, error) {
 		strings.Join(bench.ClientPresetNames(), ", "))
 	fs.IntVar(&cfg.sessions, "sessions", 4, fmt.Sprintf("with --agent: the client's sessions at once (each layout runs %d times as many in all, to their end, on each of %d workloads)", bench.EvaluationRounds, bench.EvaluationSeeds))
 	fs.Uint64Var(&cfg.seed, "seed", catalog.AgentEvaluationSeed, fmt.Sprintf("with --agent: the seed of the first of the %d simulated workloads (hearth up --agent uses the default)", bench.EvaluationSeeds))
+	fs.IntVar(&cfg.rigs, "rigs", 1, "with --agent: plan for a cluster of this many machines, each with the GPUs named (--sim 1x4090 --rigs 4: four single-4090 gaming rigs), and say what each holds")
 	fs.StringVar(&cfg.layoutMode, "layout", daemon.LayoutAgent, "the layout to plan without --tp, --kv-cache-dtype, --rope-scaling or --max-model-len, as hearth up serves it: agent (the layout for coding agents) or per-gpu (one engine per GPU)")
 	if err := parseFlags(fs, args); err != nil {
 		return cfg, err
@@ -172,8 +179,12 @@ func parsePlanFlags(env *environment, args []string) (planConfig, error) {
 		return cfg, fmt.Errorf("%w: --agent %q: want one of %s", errUsage, cfg.agent, strings.Join(bench.ClientPresetNames(), ", "))
 	case cfg.agent != "" && (set["tp"] || set["kv-cache-dtype"] || set["rope-scaling"] || set["max-model-len"]):
 		return cfg, fmt.Errorf("%w: --agent evaluates the layouts itself: leave out --tp, --kv-cache-dtype, --rope-scaling and --max-model-len", errUsage)
-	case cfg.agent == "" && (set["sessions"] || set["seed"]):
-		return cfg, fmt.Errorf("%w: --sessions and --seed go with --agent", errUsage)
+	case cfg.agent == "" && (set["sessions"] || set["seed"] || set["rigs"]):
+		return cfg, fmt.Errorf("%w: --sessions, --seed and --rigs go with --agent", errUsage)
+	case cfg.rigs < 1 || cfg.rigs > 16:
+		return cfg, fmt.Errorf("%w: --rigs %d: want 1 to 16", errUsage, cfg.rigs)
+	case cfg.rigs > 1 && cfg.json:
+		return cfg, fmt.Errorf("%w: --rigs prints text only", errUsage)
 	case cfg.agent != "" && (cfg.sessions < 1 || cfg.sessions > 64):
 		return cfg, fmt.Errorf("%w: --sessions %d: want 1 to 64", errUsage, cfg.sessions)
 	case *gpuList == "" && *sim == "":

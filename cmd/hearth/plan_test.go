@@ -33,6 +33,7 @@ func TestPlanGolden(t *testing.T) {
 			"--max-model-len", "65536", "--json"}},
 		{"agent-codex-1x4090.txt", []string{"--agent", "codex", "--sim", "1x4090", "--sessions", "2"}},
 		{"agent-codex-1x4090.agent.json", []string{"--agent", "codex", "--sim", "1x4090", "--sessions", "2", "--json"}},
+		{"agent-claude-code-4-rigs-1x4090.txt", []string{"--agent", "claude-code", "--sim", "1x4090", "--rigs", "4", "--sessions", "4"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
@@ -119,6 +120,8 @@ func TestPlanFailures(t *testing.T) {
 		{name: "unknown agent", args: []string{"--sim", "1x4090", "--agent", "aider"}, usage: true, message: "claude-code, codex, opencode"},
 		{name: "agent with a layout", args: []string{"--sim", "2x4090", "--agent", "codex", "--tp", "2"}, usage: true, message: "--agent evaluates the layouts itself"},
 		{name: "sessions without agent", args: []string{"--sim", "1x4090", "--sessions", "2"}, usage: true, message: "go with --agent"},
+		{name: "rigs without agent", args: []string{"--sim", "1x4090", "--rigs", "4"}, usage: true, message: "go with --agent"},
+		{name: "no rigs", args: []string{"--sim", "1x4090", "--agent", "codex", "--rigs", "0"}, usage: true, message: "--rigs 0"},
 		{name: "agent without sessions", args: []string{"--sim", "1x4090", "--agent", "codex", "--sessions", "0"}, usage: true, message: "--sessions"},
 		{name: "stray argument", args: []string{"--gpu", "rtx4090", "extra"}, usage: true, message: "extra"},
 	}

@@ -483,6 +483,8 @@ type ClusterNodeVM struct {
 	Engines    []ClusterEngineVM
 	CanRevoke  bool // a peer not revoked yet
 	RevokeURL  string
+	Drained    string // "drained (manual)"; "" while it takes requests
+	Queued     string // "3 requests wait for KV room"; "" when none do
 }
 
 // ClusterEngineVM is one engine on a node's card.
@@ -490,6 +492,7 @@ type ClusterEngineVM struct {
 	Worker  string
 	Model   string
 	Running int
+	Full    bool // its KV cache is full
 }
 
 // JoinRequestVM is a node waiting for the owner's answer.
