@@ -20,18 +20,37 @@ type Invocation struct {
 // settings from the environment; Codex takes them as -c overrides, which
 // outrank config.toml for that run; OpenCode merges OPENCODE_CONFIG_CONTENT
 // over every configuration file it reads.
+//
+// With Served.CAFile each is also told to trust Hearth's CA, beside its own
+// roots: Claude Code and OpenCode run on Node.js or Bun, which add the
+// certificates of NODE_EXTRA_CA_CERTS (Claude Code's documentation,
+// "Enterprise network configuration", custom CA certificates); Codex
+// reads CODEX_CA_CERTIFICATE before SSL_CERT_FILE and adds it to its
+// client's roots (openai/codex, codex-rs/codex-client/src/custom_ca.rs).
+// SSL_CERT_FILE is not set: it would replace the system roots of every
+// OpenSSL program the client runs as a tool.
 func InvocationOf(c Client, s Served) Invocation {
+	var inv Invocation
 	switch c.ID {
 	case "claude-code":
 		// A key for Anthropic's API would go to Hearth in x-api-key, next
 		// to the token, and Claude Code would ask whether to use it.
-		return Invocation{Env: ClaudeCodeEnv(s), Unset: []string{"ANTHROPIC_API_KEY"}}
+		inv = Invocation{Env: ClaudeCodeEnv(s), Unset: []string{"ANTHROPIC_API_KEY"}}
 	case "codex":
-		return Invocation{Args: CodexOverrides(s), Env: []Var{{KeyEnv, s.Key}}}
+		inv = Invocation{Args: CodexOverrides(s), Env: []Var{{KeyEnv, s.Key}}}
 	case "opencode":
-		return Invocation{Env: []Var{{"OPENCODE_CONFIG_CONTENT", OpenCodeConfig(s, s.Key)}, {KeyEnv, s.Key}}}
+		inv = Invocation{Env: []Var{{"OPENCODE_CONFIG_CONTENT", OpenCodeConfig(s, s.Key)}, {KeyEnv, s.Key}}}
+	default:
+		return inv
 	}
-	return Invocation{}
+	if s.CAFile != "" {
+		name := "NODE_EXTRA_CA_CERTS"
+		if c.ID == "codex" {
+			name = "CODEX_CA_CERTIFICATE"
+		}
+		inv.Env = append(inv.Env, Var{name, s.CAFile})
+	}
+	return inv
 }
 
 // Environ is environ ("NAME=value" entries) with inv's variables set and

@@ -21,6 +21,10 @@ type Served struct {
 	// when unknown: then no limit is set and each client keeps its own
 	// guess.
 	ContextTokens int
+	// CAFile is the certificate of the CA that issued the daemon's
+	// certificate when it serves HTTPS (hearth up --tls auto), which the
+	// client must trust; "" when the client's own roots do.
+	CAFile string
 }
 
 // Model is the served model every client and every tier of it names.

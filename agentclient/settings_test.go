@@ -189,3 +189,21 @@ func TestEnvironSetsOverTheUsers(t *testing.T) {
 		t.Errorf("Environ = %q, want %q", got, want)
 	}
 }
+
+// Over HTTPS each client is told to trust Hearth's CA in the variable it
+// reads; over HTTP none is set.
+func TestInvocationTrustsTheCA(t *testing.T) {
+	tls := served
+	tls.BaseURL, tls.CAFile = "https://hearth.local:8000", "/data/tls/ca.pem"
+	for cmd, want := range map[string]string{"claude": "NODE_EXTRA_CA_CERTS", "opencode": "NODE_EXTRA_CA_CERTS", "codex": "CODEX_CA_CERTIFICATE"} {
+		c, _ := ClientByCommand(cmd)
+		if got, ok := envValue(InvocationOf(c, tls).Env, want); !ok || got != tls.CAFile {
+			t.Errorf("%s over https: %s = %q (set %v), want %q", cmd, want, got, ok, tls.CAFile)
+		}
+		for _, v := range InvocationOf(c, served).Env {
+			if v.Name == "NODE_EXTRA_CA_CERTS" || v.Name == "CODEX_CA_CERTIFICATE" || v.Name == "SSL_CERT_FILE" {
+				t.Errorf("%s over http sets %s", cmd, v.Name)
+			}
+		}
+	}
+}

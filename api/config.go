@@ -93,6 +93,9 @@ type Config struct {
 	// first (SGLang); -1 negated, lower first (vLLM). Every request then
 	// carries the field, a turn's 0 included.
 	EnginePriority int
+	// HotPrefixes, when set, is told every session's first prompt and
+	// gives the prefixes WarmEngine prefills on a starting engine.
+	HotPrefixes HotPrefixes
 }
 
 // Deps are the gateway's collaborators.

@@ -473,6 +473,7 @@ func (g *Gateway) forward(c *fiber.Ctx, req *engineRequest, rs func(ex *exchange
 	if err != nil {
 		return writeError(c, req.Dialect, err)
 	}
+	g.observeFirstPrompt(req, ids)
 	return g.forwardBody(c, req, "/v1/chat/completions", body, ids, hashes, rs)
 }
 

@@ -45,6 +45,9 @@ type Comparison struct {
 	// live run reports the gateway's output length estimates from its
 	// x-hearth-osl header whatever it says.
 	InferHints bool
+	// WarmStart is SimConfig.WarmStart: the simulated engines start with
+	// the prefixes learned from earlier sessions prefilled.
+	WarmStart bool
 	// MaxModelLen is every simulated engine's max_model_len (0: the
 	// model's).
 	MaxModelLen int
@@ -246,7 +249,7 @@ func (c Comparison) runner(ctx context.Context, seed uint64) (Runner, error) {
 	s, err := NewSim(SimConfig{GPUs: c.GPUs, Model: c.Model, EventLatency: latency,
 		KVOffloadingGiB: offload, StoreDir: storeDir, DiskGBps: c.DiskGBps, RestartAt: c.RestartAt,
 		InferOSL: c.InferHints, Seed: int64(seed), Engine: engine,
-		InferHints: c.InferHints})
+		InferHints: c.InferHints, WarmStart: c.WarmStart})
 	if err != nil {
 		return nil, &ConfigError{err}
 	}

@@ -83,6 +83,7 @@ type des struct {
 	prefilled PrefillCounts
 
 	results      []Result
+	warmed       int // prefixes prefilled before the start (WarmStart)
 	queued       int
 	maxQueue     int
 	eventBatches int64
@@ -281,6 +282,12 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 		r.AttachIngester(id, e.ingester)
 		d.engines = append(d.engines, e)
 		d.byID[id] = e
+	}
+	if a, ok := w.(*Agentic); ok && cfg.WarmStart {
+		if err := d.warmBeforeStart(learnEarlierPrefixes(a, cfg.Model)); err != nil {
+			d.close()
+			return nil, err
+		}
 	}
 	return d, nil
 }

@@ -95,7 +95,10 @@
 // also does the gateway's prefill in the tool pause (desprefill.go): sent
 // straight to the engine that wrote the answer, at background priority,
 // cancelled by the session's next turn, and counted apart from the
-// requests (RunSummary.ToolPausePrefill).
+// requests (RunSummary.ToolPausePrefill). With SimConfig.WarmStart the
+// engines start with what a router/warm Learner learned from two sessions
+// of an earlier run prefilled, before time zero, as the daemon warms an
+// engine it puts into service (deswarm.go).
 //
 // Live (live.go) sends the workload to an OpenAI-compatible server as
 // streaming chat completions in real time, one goroutine per request in

@@ -44,6 +44,7 @@ type Flags struct {
 	restartAt     time.Duration
 	jsonPath      string
 	inferHints    string // --infer-hints
+	warmStart     string // --warm-start
 	plotPath      string
 	workload      string
 	maxModelLen   int
@@ -88,6 +89,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.restartAt, "restart-at", 0, "restart every simulated engine at this time into a run (their GPU and RAM caches lost, the node store kept), and report what the next turns loaded")
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report as JSON to FILE")
 	fs.StringVar(&f.inferHints, "infer-hints", "on", "on or off, as hearth up's: side requests after the sessions' turns in the router's queue, engines scheduling by priority, a prefill of the next prompt in each tool pause, each request's output length estimated from the answers before it and its error reported (simulated)")
+	fs.StringVar(&f.warmStart, "warm-start", "off", "on or off: the simulated engines start with the prefixes that two sessions of an earlier run shared prefilled, as an engine starts that Hearth warms with the prefixes it learned (agentic, simulated)")
 	fs.StringVar(&f.workload, "preset", "", "agentic preset: "+strings.Join(PresetNames(), ", ")+
 		"; flags set override its fields; a client's (claude-code, codex, opencode) compacts its sessions to fit the engines' context")
 	fs.StringVar(&f.workload, "workload", "", "the older name of --preset")
@@ -130,7 +132,7 @@ func (f *Flags) Prepare(set map[string]bool, out, progress io.Writer) (Run, erro
 		EventLatency: f.eventLatency, KVOffloadingGiB: f.offloadGiB, Tiers: f.tiers, StoreDir: f.storeDir,
 		DiskGBps: f.diskGBps, RestartAt: f.restartAt, MaxModelLen: f.maxModelLen, TP: f.tp, KVCacheDtype: f.kvCacheDtype,
 		RopeScaling: f.ropeScaling, Seed: f.seed, Runs: f.runs, JSONPath: f.jsonPath, PlotPath: f.plotPath, Out: out, Progress: progress,
-		InferHints: f.inferHints != "off"}, Model: f.model, Client: catalog.ClaudeCodeID}
+		InferHints: f.inferHints != "off", WarmStart: f.warmStart == "on"}, Model: f.model, Client: catalog.ClaudeCodeID}
 	c := &r.Comparison
 	var err error
 	if c.Policies, err = f.policyList(live); err != nil {
@@ -205,6 +207,9 @@ func (f *Flags) check(set map[string]bool) error {
 	}
 	if f.inferHints != "on" && f.inferHints != "off" {
 		return configErrorf("--infer-hints %q: want on or off", f.inferHints)
+	}
+	if f.warmStart != "on" && f.warmStart != "off" {
+		return configErrorf("--warm-start %q: want on or off", f.warmStart)
 	}
 	if f.runs < 1 || f.runs > 100 {
 		return configErrorf("--runs %d out of [1, 100]", f.runs)

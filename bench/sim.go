@@ -88,6 +88,15 @@ type SimConfig struct {
 	// Logger receives the router's and ingest's diagnostics (default:
 	// discard).
 	Logger *slog.Logger
+	// WarmStart prefills, on every engine before a run's first request, the
+	// hot prefixes that a router/warm Learner learned from the first
+	// prompts of two sessions of an earlier run of the agentic workload
+	// (sessions numbered after the run's own, so their tasks differ): what
+	// a daemon that has served the client before warms its engines with
+	// at start (desWarm). The prefill is part of the engines' start-up,
+	// which the simulation does not time: it ends before time zero. A
+	// first run, or one with a client never seen, starts cold as without.
+	WarmStart bool
 }
 
 // DefaultKVOffloadingGiB is the host RAM each simulated engine offloads KV

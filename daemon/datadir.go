@@ -69,6 +69,10 @@ func (d DataDir) LocalToken() string { return d.join(adminapi.LocalTokenFile) }
 // line sends the token there alone.
 func (d DataDir) LocalAddr() string { return d.join("local-addr") }
 
+// HotPrefixes is the file of the prompt prefixes agent sessions shared
+// (router/warm), which warm the engines of the next start.
+func (d DataDir) HotPrefixes() string { return d.join("hot-prefixes") }
+
 func (d DataDir) join(name string) string { return filepath.Join(string(d), name) }
 
 // prepare creates the data directory, or narrows one that exists, to its

@@ -39,6 +39,10 @@ type fleet struct {
 	live map[string]*liveEngine // by engine name
 	// drained drains every engine's worker, those attached later too.
 	drained bool
+	// warm prefills the hot prefixes of a model on an engine put into
+	// service (api.Gateway.WarmEngine); nil: none. Set once the gateway
+	// exists, under mu.
+	warm func(ctx context.Context, baseURL, model string) (int, error)
 }
 
 // storeWrites is what the fleet needs of the node store (kvbm.NodeStore).
@@ -51,6 +55,35 @@ type storeWrites interface {
 type liveEngine struct {
 	id  router.WorkerID
 	sub *ingest.Subscriber
+	// ctx ends when the engine leaves service; baseURL and model are
+	// where it serves what, for its warm-up.
+	ctx            context.Context
+	baseURL, model string
+}
+
+// setWarm makes warm the warm-up of every engine put into service from
+// now on and starts it on those in service already (engines may be ready
+// before the gateway that warms them exists).
+func (f *fleet) setWarm(warm func(ctx context.Context, baseURL, model string) (int, error)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.warm = warm
+	for name, le := range f.live {
+		go f.warmEngine(name, le, warm)
+	}
+}
+
+// warmEngine prefills the hot prefixes on an engine in service: in
+// service already, so that a session that comes meanwhile is served and
+// shares the prefill's computation in the engine's prefix cache.
+func (f *fleet) warmEngine(name string, le *liveEngine, warm func(ctx context.Context, baseURL, model string) (int, error)) {
+	n, err := warm(le.ctx, le.baseURL, le.model)
+	switch {
+	case err != nil && le.ctx.Err() == nil:
+		f.log.Warn("engine not warmed", "engine", name, "prefixes", n, "error", err)
+	case n > 0:
+		f.log.Info("engine warmed with the prefixes sessions shared", "engine", name, "prefixes", n)
+	}
 }
 
 var _ hruntime.Attacher = (*fleet)(nil)
@@ -139,10 +172,14 @@ func (f *fleet) Attach(ctx context.Context, e hruntime.ReadyEngine) (func(), err
 			withdraw = w
 		}
 	}
+	le := &liveEngine{id: id, sub: sub, ctx: ctx, baseURL: info.BaseURL, model: info.Model}
 	f.mu.Lock()
-	f.live[name] = &liveEngine{id: id, sub: sub}
+	f.live[name] = le
 	if f.drained {
 		f.rt.SetDrained(id, true)
+	}
+	if f.warm != nil {
+		go f.warmEngine(name, le, f.warm)
 	}
 	f.mu.Unlock()
 	return func() {

@@ -403,6 +403,7 @@ func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng en
 		Addr: addr, Models: cfg.Models, ContextTokens: f.contextTokens,
 		TLS:             st.tls, // above the gateway's connection cap
 		NoInferredHints: cfg.NoInferredHints, EnginePriority: enginePriority(hw.specs),
+		HotPrefixes: loadHotPrefixes(cfg.Data().HotPrefixes(), log.With("component", "hot-prefixes")),
 	}, api.Deps{
 		Router: routes, Tokenizer: rs.tok, Store: st.db, Registry: rs.registry, Logger: log,
 		Keys: apiKeys{keys}, Models: st.models, Traffic: traffic,
@@ -422,6 +423,7 @@ func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng en
 		return f, fmt.Errorf("up: %w", err)
 	}
 	keyless.gw = f.gateway
+	rs.fleet.setWarm(f.gateway.WarmEngine)
 	return f, nil
 }
 

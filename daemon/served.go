@@ -57,6 +57,7 @@ func AskServed(ctx context.Context, addr, key string, data DataDir) (agentclient
 		if hc, err = adminapi.HTTPClientTrusting(data.TLSCA()); err != nil {
 			return served, err
 		}
+		served.CAFile = data.TLSCA()
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, addr+"/v1/models", nil)
 	if err != nil {

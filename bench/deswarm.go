@@ -1,0 +1,69 @@
+package bench
+
+import (
+	"container/heap"
+	"fmt"
+	"time"
+
+	"github.com/hearth-llm/hearth/router/warm"
+	"github.com/hearth-llm/hearth/runtime/sim"
+)
+
+// Warm start (SimConfig.WarmStart): a daemon that has served a client
+// before remembers the prefixes its sessions share (router/warm) and
+// prefills them on an engine that has just started, before the first
+// session after the start needs them. The simulation learns them the
+// daemon's way, with a warm.Learner told the first prompts of sessions,
+// here two sessions of an earlier run of the same workload, and prefills
+// them during the engines' start-up.
+
+// earlierSession numbers the sessions an earlier run is taken to have
+// served: far beyond any run's own, so their tasks are not the run's.
+const earlierSession = 1 << 30
+
+// warmLead is how long before time zero the start-up's prefill begins; a
+// prefill that would not end by time zero is an error, not a head start
+// that the run's figures hide.
+const warmLead = 10 * time.Minute
+
+// learnEarlierPrefixes returns what a Learner learned from the first
+// prompts of two earlier sessions of a.
+func learnEarlierPrefixes(a *Agentic, model string) [][]uint32 {
+	l := warm.New(warm.Config{})
+	for i := range 2 {
+		s := a.Session(earlierSession + i)
+		l.Observe(model, s.Turns[0].Prompt)
+	}
+	return l.Hot(model)
+}
+
+// warmBeforeStart prefills prefixes on every engine before time zero, as
+// the daemon's start-up does, and hands the engines' KV events to the
+// router, so that both start where a warmed engine starts.
+func (d *des) warmBeforeStart(prefixes [][]uint32) error {
+	if len(prefixes) == 0 {
+		return nil
+	}
+	for _, e := range d.engines {
+		now := -warmLead
+		for i, p := range prefixes {
+			if err := e.core.Add(now, &sim.Request{ID: fmt.Sprintf("warm-%d", i), Prompt: p, Output: d.fill(1)}); err != nil {
+				return fmt.Errorf("bench: sim: warm start: %w", err)
+			}
+		}
+		for e.core.HasWork() {
+			now += e.core.Step(now).Duration
+		}
+		if now > 0 {
+			return fmt.Errorf("bench: sim: warm start: the prefill would end %v after time zero", now)
+		}
+		d.warmed += len(prefixes)
+	}
+	for len(d.events.items) > 0 && d.events.items[0].at <= 0 {
+		ev := heap.Pop(&d.events).(desEvent)
+		if ev.kind == evDeliver {
+			d.deliver(ev)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package bench
+
+import (
+	"context"
+	"testing"
+
+	"github.com/hearth-llm/hearth/router"
+)
+
+// TestWarmStartSessionsFindThePrefixCached: with WarmStart, what two
+// earlier sessions shared (the workload's 2,000-token prefix, in whole
+// blocks) is learned and prefilled on both engines before time zero, so
+// that the sessions starting together find it cached and the router
+// predicts it; without, the first of them computes it.
+func TestWarmStartSessionsFindThePrefixCached(t *testing.T) {
+	w := smallAgentic(t, 3, 4)
+	if got := learnEarlierPrefixes(w, DefaultSimModel); len(got) != 1 || len(got[0]) != 2000/16*16 {
+		t.Fatalf("learned %d prefixes (first %d tokens); want the 1,984 tokens of whole blocks the sessions share", len(got), len(firstOr(got)))
+	}
+	firstTurns := func(warm bool) (cold int, predicted int, warmed int) {
+		s := newTestSim(t, SimConfig{GPUs: []string{"rtx4090", "rtx4090"}, WarmStart: warm})
+		d, err := s.newDES(w, router.PolicyHearth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.close()
+		if err := d.run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range d.results {
+			if r.Turn != 0 || r.Err != nil {
+				continue
+			}
+			if r.CachedTokens < 1984 {
+				cold++
+			}
+			if r.PredictedCachedTokens >= 1984 {
+				predicted++
+			}
+		}
+		return cold, predicted, d.warmed
+	}
+	cold, _, warmed := firstTurns(false)
+	if cold == 0 || warmed != 0 {
+		t.Fatalf("without warm start: %d first prompts computed the prefix, %d prefixes warmed; want some and none", cold, warmed)
+	}
+	cold, predicted, warmed := firstTurns(true)
+	if cold != 0 || warmed != 2 {
+		t.Errorf("with warm start: %d first prompts computed the prefix, %d prefixes warmed; want none and one per engine", cold, warmed)
+	}
+	if predicted == 0 {
+		t.Error("with warm start the router predicted no first prompt's prefix cached: the prefill's KV events did not reach it")
+	}
+}
+
+func firstOr(ps [][]uint32) []uint32 {
+	if len(ps) == 0 {
+		return nil
+	}
+	return ps[0]
+}
