@@ -11,8 +11,10 @@
 // or one whose agent session is in a tool pause younger than the model's
 // keep-alive: the next turn of an agent's loop must not pay a swap. An
 // evicted model sleeps where its engine can (Mover.Sleep) and stops
-// otherwise. Run puts models idle past their keep-alive to sleep and loads
-// the preloaded ones at start.
+// otherwise. A swap, once begun, finishes even when the request that
+// started it gives up. Run puts models idle past their keep-alive to sleep
+// and loads the preloaded ones at start (Preloaded says when it has);
+// Load, Unload and Pin are the operator's (hearth models).
 //
 // The package owns the policy only: it moves engines through the Mover
 // its caller gives (the daemon's supervisor and the engines' sleep

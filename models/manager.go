@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -76,6 +77,9 @@ type Options struct {
 	Models   []Model
 	Mover    Mover
 	Clock    clock.Clock
+	// Log receives what goes wrong off a request's path (a preload that
+	// failed); nil discards it.
+	Log *slog.Logger
 }
 
 // Manager keeps at most what fits resident.
@@ -83,6 +87,11 @@ type Manager struct {
 	capacity uint64
 	mover    Mover
 	clock    clock.Clock
+	log      *slog.Logger
+
+	// preloaded is closed once Run has loaded (or failed to load) the
+	// pinned and preloaded models.
+	preloaded chan struct{}
 
 	mu      sync.Mutex
 	models  map[string]*entry
@@ -97,8 +106,11 @@ func New(opts Options) (*Manager, error) {
 	if opts.Mover == nil {
 		return nil, errors.New("models: no mover")
 	}
-	m := &Manager{capacity: opts.Capacity, mover: opts.Mover, clock: clock.Or(opts.Clock),
-		models: map[string]*entry{}, changed: make(chan struct{})}
+	m := &Manager{capacity: opts.Capacity, mover: opts.Mover, clock: clock.Or(opts.Clock), log: opts.Log,
+		models: map[string]*entry{}, changed: make(chan struct{}), preloaded: make(chan struct{})}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
 	for _, mod := range opts.Models {
 		if _, dup := m.models[mod.Name]; dup {
 			return nil, fmt.Errorf("models: %q configured twice", mod.Name)
@@ -211,16 +223,29 @@ func (m *Manager) Acquire(ctx context.Context, name string) (release func(), err
 			v.state = Unloading // counts as held until it is gone
 		}
 		m.mu.Unlock()
-		err := m.swap(ctx, e, asleep, victims)
-		m.mu.Lock()
-		close(e.loaded)
-		if err != nil {
-			e.state, e.loadErr = OnDisk, err
-			m.notifyLocked()
+		// The swap goes on when the request that started it gives up:
+		// an engine left half asleep or half loaded would serve no one,
+		// and the next request for the model finds it loaded.
+		swapped := make(chan error, 1)
+		go func() {
+			err := m.swap(context.WithoutCancel(ctx), e, asleep, victims)
+			m.mu.Lock()
+			close(e.loaded)
+			if err != nil {
+				e.state, e.loadErr = OnDisk, err
+				m.notifyLocked()
+			}
 			m.mu.Unlock()
-			return nil, err
+			swapped <- err
+		}()
+		select {
+		case err := <-swapped:
+			if err != nil {
+				return nil, err
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %s is still loading: %w", ErrBusy, name, ctx.Err())
 		}
-		m.mu.Unlock()
 	}
 }
 
@@ -323,16 +348,15 @@ func (m *Manager) victimsLocked(need uint64) ([]*entry, bool) {
 	return victims, held+need <= m.capacity
 }
 
-// Run loads the preloaded models, then, every tick, sleeps (or stops)
+// Run loads the preloaded models (one that fails stays on disk, logged),
+// then, every tick, sleeps (or stops)
 // resident models idle past their keep-alive that are not pinned, until
 // ctx ends.
 func (m *Manager) Run(ctx context.Context) error {
-	for _, name := range m.preloads() {
-		release, err := m.Acquire(ctx, name)
-		if err != nil {
-			return fmt.Errorf("models: preloading %s: %w", name, err)
-		}
-		release()
+	err := m.preload(ctx)
+	close(m.preloaded)
+	if err != nil {
+		return nil // ctx ended
 	}
 	tick, stop := m.clock.NewTicker(10 * time.Second)
 	defer stop()
@@ -344,6 +368,29 @@ func (m *Manager) Run(ctx context.Context) error {
 			m.expire(ctx)
 		}
 	}
+}
+
+// Preloaded is closed once Run has brought in the pinned and preloaded
+// models, or failed to.
+func (m *Manager) Preloaded() <-chan struct{} { return m.preloaded }
+
+// preload loads the pinned and preloaded models; it fails only when ctx
+// ends.
+func (m *Manager) preload(ctx context.Context) error {
+	for _, name := range m.preloads() {
+		release, err := m.Acquire(ctx, name)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// The model stays on disk and loads on its next request, which
+			// gets the error again if it persists; the others still serve.
+			m.log.Warn("preloading a model failed", "model", name, "error", err)
+			continue
+		}
+		release()
+	}
+	return nil
 }
 
 func (m *Manager) preloads() []string {
@@ -380,4 +427,58 @@ func (m *Manager) expire(ctx context.Context) {
 		}
 		m.setState(e, next)
 	}
+}
+
+// Load makes model name resident, as a request would, without holding it.
+func (m *Manager) Load(ctx context.Context, name string) error {
+	release, err := m.Acquire(ctx, name)
+	if err != nil {
+		return err
+	}
+	release()
+	return nil
+}
+
+// Unload puts a resident model away now (to sleep where its engine can),
+// keep-alive or tool pause notwithstanding; a model with requests in
+// flight, or a pinned one, is refused with ErrBusy. A model that is not
+// resident is left as it is.
+func (m *Manager) Unload(ctx context.Context, name string) error {
+	m.mu.Lock()
+	e, ok := m.models[name]
+	switch {
+	case !ok:
+		m.mu.Unlock()
+		return fmt.Errorf("models: %q is not configured", name)
+	case e.state != Resident:
+		m.mu.Unlock()
+		return nil
+	case e.Pinned || e.inFlight > 0:
+		m.mu.Unlock()
+		return fmt.Errorf("%w: %s is pinned or serving requests", ErrBusy, name)
+	}
+	e.state = Unloading
+	m.mu.Unlock()
+	next := OnDisk
+	if e.CanSleep && m.mover.Sleep(ctx, e.Name) == nil {
+		next = Sleeping
+	} else if err := m.mover.Stop(ctx, e.Name); err != nil {
+		m.setState(e, Resident)
+		return fmt.Errorf("models: unloading %s: %w", name, err)
+	}
+	m.setState(e, next)
+	return nil
+}
+
+// Pin pins model name (never evicted) or unpins it.
+func (m *Manager) Pin(name string, pinned bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.models[name]
+	if !ok {
+		return fmt.Errorf("models: %q is not configured", name)
+	}
+	e.Pinned = pinned
+	m.notifyLocked() // an unpinned model may make room for a waiting one
+	return nil
 }

@@ -261,3 +261,41 @@ func TestAcquireRefusesWhatCannotFit(t *testing.T) {
 		t.Error("a model configured twice was accepted")
 	}
 }
+
+func TestUnloadAndPin(t *testing.T) {
+	t.Parallel()
+	m, f, _ := twoOn4090(t, nil)
+	if err := m.Load(t.Context(), "coder"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Pin("coder", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Unload(t.Context(), "coder"); !errors.Is(err, ErrBusy) {
+		t.Errorf("unloading a pinned model: %v, want ErrBusy", err)
+	}
+	release, err := m.Acquire(t.Context(), "coder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Pin("coder", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Unload(t.Context(), "coder"); !errors.Is(err, ErrBusy) {
+		t.Errorf("unloading a model serving a request: %v, want ErrBusy", err)
+	}
+	release()
+	m.ToolPause("coder") // an explicit unload overrides the pause
+	if err := m.Unload(t.Context(), "coder"); err != nil {
+		t.Fatal(err)
+	}
+	if s := stateOf(m, "coder"); s != Sleeping {
+		t.Errorf("coder %s after unload, want sleeping", s)
+	}
+	if err := m.Pin("nope", true); err == nil {
+		t.Error("pinned a model not configured")
+	}
+	if moves, _ := f.got(); !slices.Equal(moves, []string{"start coder", "sleep coder"}) {
+		t.Errorf("moves %q", moves)
+	}
+}

@@ -450,6 +450,26 @@ func (ix *Index) ClearWorker(w WorkerID) {
 	}
 }
 
+// ClearWorkerTier forgets what worker w holds in tier and keeps its other
+// tiers: an engine that drops its GPU cache (vLLM's AllBlocksCleared,
+// which its GPU block pool sends on a prefix-cache reset and a sleep)
+// still holds the blocks it offloaded to host RAM and its node's disk.
+func (ix *Index) ClearWorkerTier(w WorkerID, tier kvtier.Tier) {
+	if w >= MaxWorkers || tier >= kvtier.Count {
+		ix.rejected.Add(1)
+		return
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	bit := uint64(1) << w
+	for _, h := range ix.workers[w].hashes {
+		if i := ix.lookup(normKey(h)); i >= 0 {
+			ix.clearBits(i, tier, bit)
+		}
+	}
+	ix.maybeCompact(w)
+}
+
 // maybeCompact drops stale hashes from w's list once they are a fifth of
 // it, so the list costs at most about 10 bytes per live block. A compaction
 // walks the list once and follows at least live/4 removals: O(1) amortized.

@@ -387,3 +387,32 @@ func TestU64TableMatchesMap(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexClearWorkerTier: a worker whose GPU cache is reset keeps what it
+// holds in host RAM and on disk; other workers keep their GPU blocks.
+func TestIndexClearWorkerTier(t *testing.T) {
+	ix := NewIndex(0)
+	h := []tokenizer.SeqHash{10, 11, 12, 13}
+	ix.Store(0, kvtier.GPU, h)
+	ix.Store(0, kvtier.RAM, h[:2])
+	ix.Store(0, kvtier.Disk, h[:3])
+	ix.Store(1, kvtier.GPU, h[:1])
+	ix.ClearWorkerTier(0, kvtier.GPU)
+	for _, tc := range []struct {
+		tier kvtier.Tier
+		want [2]int
+	}{
+		{kvtier.GPU, [2]int{0, 1}},
+		{kvtier.RAM, [2]int{2, 0}},
+		{kvtier.Disk, [2]int{3, 0}},
+	} {
+		var got [MaxWorkers]int
+		ix.Match(h, tc.tier, &got)
+		if got[0] != tc.want[0] || got[1] != tc.want[1] {
+			t.Errorf("tier %v after worker 0's GPU was cleared: workers match %d and %d blocks, want %v", tc.tier, got[0], got[1], tc.want)
+		}
+	}
+	if st := ix.Stats(); st.Entries != 2+3+1 {
+		t.Errorf("%d entries, want 6", st.Entries)
+	}
+}

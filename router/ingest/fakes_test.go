@@ -80,6 +80,14 @@ func (f *fakeIndex) ClearWorker(w router.WorkerID) {
 	f.notify()
 }
 
+func (f *fakeIndex) ClearWorkerTier(w router.WorkerID, t kvtier.Tier) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.held[w], t)
+	f.clears++
+	f.notify()
+}
+
 // view returns the sorted hashes worker w holds in tier t.
 func (f *fakeIndex) view(w router.WorkerID, t kvtier.Tier) []tokenizer.SeqHash {
 	f.mu.Lock()
@@ -215,8 +223,10 @@ func (e *fakeEngine) remove(tokens []uint32, from, to int, tier kvtier.Tier) kve
 	return ev
 }
 
+// clearAll is vLLM's AllBlocksCleared: its GPU cache is reset, what it
+// offloaded stays.
 func (e *fakeEngine) clearAll() kvevents.Event {
-	e.held = map[kvtier.Tier]map[tokenizer.SeqHash]bool{}
+	delete(e.held, kvtier.GPU)
 	return kvevents.Event{Kind: kvevents.AllBlocksCleared}
 }
 

@@ -22,6 +22,8 @@ type BlockIndex interface {
 	Store(w router.WorkerID, tier kvtier.Tier, hashes []tokenizer.SeqHash) // blocks now held (a chain, parent first)
 	Remove(w router.WorkerID, tier kvtier.Tier, hashes []tokenizer.SeqHash)
 	ClearWorker(w router.WorkerID) // drop everything the worker holds
+	// ClearWorkerTier drops what the worker holds in one tier.
+	ClearWorkerTier(w router.WorkerID, tier kvtier.Tier)
 }
 
 var (
@@ -427,8 +429,15 @@ func (in *Ingester) applyEvent(ev *kvevents.Event) {
 	case kvevents.BlockRemoved:
 		in.applyRemoved(ev)
 	case kvevents.AllBlocksCleared:
+		// vLLM's GPU block pool sends it (vllm/v1/core/block_pool.py,
+		// reset_prefix_cache, also on a sleep): the GPU cache is gone, the
+		// blocks offloaded below it are not.
 		in.stats.events.Add(1)
-		in.index.ClearWorker(in.worker)
+		tier, ok := kvtier.Of(ev.Medium)
+		if !ok {
+			tier = kvtier.GPU
+		}
+		in.index.ClearWorkerTier(in.worker, tier)
 		in.table.reset()
 	default:
 		in.stats.skipped.Add(1)

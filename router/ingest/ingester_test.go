@@ -548,7 +548,8 @@ func (c *countingIndex) Store(_ router.WorkerID, _ kvtier.Tier, h []tokenizer.Se
 func (c *countingIndex) Remove(_ router.WorkerID, _ kvtier.Tier, h []tokenizer.SeqHash) {
 	c.removed += len(h)
 }
-func (c *countingIndex) ClearWorker(router.WorkerID) { c.clears++ }
+func (c *countingIndex) ClearWorker(router.WorkerID)                  { c.clears++ }
+func (c *countingIndex) ClearWorkerTier(router.WorkerID, kvtier.Tier) { c.clears++ }
 
 // FuzzIngest feeds arbitrary payloads, with arbitrary sequence numbers, to
 // an ingester: nothing may panic, and the mapping never holds more blocks
