@@ -46,6 +46,8 @@ func (l *netnsLab) multicastDropped(i int) string {
 // its peers comes back with one --peer; the first node, restarted without
 // any flag naming a peer, dials the peers it remembers (its data
 // directory), is dialled again by the others, and serves their turns.
+// After forming and after each restart, every node routes to the GPUs of
+// both others.
 func TestClusterFormsWithStaticPeersOnly(t *testing.T) {
 	skipUnderRaceForChildBinaries(t)
 	requireNetns(t)
@@ -103,8 +105,22 @@ func TestClusterFormsWithStaticPeersOnly(t *testing.T) {
 		}
 		t.Fatalf("node %d's turns were served by %v; want %v among them", i, served, want)
 	}
-	servedOn(0, "b/gpu0", "c/gpu0")
-	servedOn(2, "sim/gpu0", "a/gpu0")
+	// everyRoute checks that each node's turns reach the GPUs of both
+	// others (a node calls its own "sim/gpu0", a peer's "name/gpu0").
+	everyRoute := func() {
+		t.Helper()
+		for i := range 3 {
+			var others []string
+			for j, name := range []string{"a", "b", "c"} {
+				if j != i {
+					others = append(others, name+"/gpu0")
+				}
+			}
+			servedOn(i, others...)
+		}
+	}
+	everyRoute()
+	servedOn(2, "sim/gpu0")
 
 	// b restarts having forgotten its peers, with one --peer: it dials
 	// that peer (as its log says) and is back in the cluster.
@@ -118,8 +134,7 @@ func TestClusterFormsWithStaticPeersOnly(t *testing.T) {
 		return strings.Contains(l.logs["b"].String(), "dialling=nats-route://"+l.addrs[0]+":7422")
 	})
 	allUp("after b's restart with one --peer")
-	servedOn(0, "b/gpu0")
-	servedOn(1, "a/gpu0", "c/gpu0")
+	everyRoute()
 
 	// a, the first node, restarts with no flag naming a peer: it dials the
 	// peers it remembers (its data directory), b and c dial it again, and
@@ -132,8 +147,7 @@ func TestClusterFormsWithStaticPeersOnly(t *testing.T) {
 		return strings.Contains(log, "nats-route://"+l.addrs[1]+":7422") && strings.Contains(log, "nats-route://"+l.addrs[2]+":7422")
 	})
 	allUp("after a's restart from its remembered peers")
-	servedOn(2, "a/gpu0")
-	servedOn(0, "b/gpu0", "c/gpu0")
+	everyRoute()
 
 	for i, name := range []string{"a", "b", "c"} {
 		if strings.Contains(l.logs[name].String(), "mdns: peer found") {
