@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -29,32 +27,11 @@ func TestMain(m *testing.M) {
 		main() // exits on error
 		os.Exit(0)
 	}
-	flag.Parse()
-	parallelEndToEnd()
 	code := m.Run()
 	if nsBuild.path != "" {
 		os.RemoveAll(filepath.Dir(nsBuild.path))
 	}
 	os.Exit(code)
-}
-
-// endToEndParallel is how many of the tests that call t.Parallel run at
-// once unless -parallel says otherwise. Those are the end-to-end tests:
-// daemons, engines, containers and browsers that the test mostly waits
-// for (starts, heartbeats, stop timeouts), so more of them than there are
-// cores keeps the cores busy. Tests that count goroutines or file
-// descriptors, or set the environment, stay sequential and run alone
-// before them.
-const endToEndParallel = 4
-
-func parallelEndToEnd() {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		if err := flag.Set("test.parallel", strconv.Itoa(endToEndParallel)); err != nil {
-			panic(err)
-		}
-	}
 }
 
 // skipUnderRaceForChildBinaries skips a test under -race whose every Hearth

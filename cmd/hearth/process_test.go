@@ -329,8 +329,9 @@ func TestDaemonTakesItsEnginesWithIt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var stderr bytes.Buffer
-			daemon.Stderr = &stderr
+			// Read on failure while the daemon still writes to it.
+			stderr := &syncBuffer{}
+			daemon.Stderr = stderr
 			if err := daemon.Start(); err != nil {
 				t.Fatal(err)
 			}
