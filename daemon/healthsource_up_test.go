@@ -17,7 +17,7 @@ func TestUpServesTheHealthPage(t *testing.T) {
 	}
 	text := html.UnescapeString(body)
 	for _, want := range []string{"simulated GPUs: no driver needed", "Hearth serves the API on", "gpu 1 memory", "Check again",
-		"tokenizer: ", "the engine's tokenizer agrees with Hearth's"} {
+		"tokenizer: ", "the engine's tokenizer agrees with Hearth's", "kv events: ", "KV events: 12 of 12 probe blocks matched"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("Health page lacks %q", want)
 		}

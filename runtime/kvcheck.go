@@ -114,9 +114,9 @@ const (
 	KVProbeSplit  = 4
 )
 
-// DefaultKVCheckWait is how long the check waits for the probe's events
-// after the engine answered it: an engine publishes a step's events as the
-// step ends, well within it.
+// DefaultKVCheckWait bounds each of the check's two waits (KVProbe.Wait):
+// an engine publishes a step's events as the step ends, well within it,
+// so only an engine whose events never come waits it out, twice.
 const DefaultKVCheckWait = 10 * time.Second
 
 // KVProbeTokens is a probe prompt of blocks blocks of blockSize tokens in
