@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"os"
 	"testing"
 	"time"
 )
@@ -53,4 +54,36 @@ func TestParseWakeMAC(t *testing.T) {
 			t.Errorf("ParseWakeMAC(%q): %v, want ok %v", tc.in, err, tc.ok)
 		}
 	}
+}
+
+// TestWakeBroadcastInANamespace: the magic packet sent to the LAN's
+// directed broadcast, as --wake-addr names it, is seen by a listener on
+// the Wake-on-LAN port of that LAN. The test runs itself again in a
+// network namespace of its own, on one end of a veth pair, so that the
+// broadcast leaves nothing of the machine's; it skips without root.
+func TestWakeBroadcastInANamespace(t *testing.T) {
+	const ifc = "lan0"
+	if os.Getenv(netnsChildEnv) == "" {
+		runInOwnNetns(t, ifc, "10.79.0.1/24")
+		return
+	}
+	ln, err := net.ListenPacket("udp4", ":9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	mac, _ := ParseWakeMAC("a8:a1:59:00:00:02")
+	if err := Wake(context.Background(), mac, "10.79.0.255:9"); err != nil {
+		t.Fatal(err)
+	}
+	_ = ln.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 512)
+	n, from, err := ln.ReadFrom(buf)
+	if err != nil {
+		t.Fatalf("no packet seen on the LAN: %v", err)
+	}
+	if !bytes.Equal(buf[:n], MagicPacket(mac)) {
+		t.Errorf("packet %x from %s, want the magic packet", buf[:n], from)
+	}
+	t.Logf("magic packet of %d bytes seen from %s", n, from)
 }
