@@ -483,4 +483,8 @@ type ClusterConfig struct {
 	// Peers are the NATS route URLs of nodes named by --peer
 	// (PeerRoute), dialled besides those a join or mDNS gives.
 	Peers []string
+	// Wake are the MAC addresses of sleeping rigs (--wake) woken by a
+	// Wake-on-LAN packet to WakeAddr while requests wait for KV room.
+	Wake     []string
+	WakeAddr string
 }

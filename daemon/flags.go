@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/cluster"
 	"github.com/hearth-llm/hearth/installer"
 	"github.com/hearth-llm/hearth/installer/config"
 	"github.com/hearth-llm/hearth/kvbm"
@@ -180,6 +181,15 @@ func RegisterFlags(fs *flag.FlagSet, cfg *Config, env Env) *Flags {
 		return nil
 	}), "peer", "a node of this node's cluster at `HOST[:PORT]` (its cluster routes port, default "+strconv.Itoa(DefaultRoutePort)+
 		"), tried at every start and retried while it is away: the cluster forms without mDNS, where multicast does not pass (WSL2, Wi-Fi, VLANs) (repeatable; in hearth.toml, a list of them)")
+	fs.Var(config.Repeatable(func(s string) error {
+		mac, err := cluster.ParseWakeMAC(s)
+		if err != nil {
+			return err
+		}
+		c.Wake = append(c.Wake, mac.String())
+		return nil
+	}), "wake", "the `MAC` address of a rig that sleeps: while requests wait for KV room here, a Wake-on-LAN packet wakes it, at most every 2 minutes (repeatable; in hearth.toml, a list of them)")
+	fs.StringVar(&c.WakeAddr, "wake-addr", cluster.DefaultWakeAddr, "where --wake's packets go: the LAN's broadcast `HOST:PORT` (a directed broadcast such as 192.168.1.255:9 where the limited one does not leave the machine)")
 
 	// The layout for a coding-agent client.
 	fs.StringVar(&cfg.Agent.Client, "agent", "", "choose --tp, --kv-cache-dtype and --rope-scaling for this coding-agent client, as hearth plan --agent recommends them: "+

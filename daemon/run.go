@@ -102,6 +102,9 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	})
 	g.Go(func() error { return front.gateway.Serve(ctx, ln) })
 	g.Go(func() error { return front.console.Run(ctx) })
+	if w := newWaker(cfg.Cluster, rs.router.QueueLen, nil, log.With("component", "wake")); w != nil {
+		g.Go(func() error { return w.Run(ctx) })
+	}
 	log.Info(fmt.Sprintf("serving on %s; waiting for engines", st.baseURL), "engines", len(hw.specs))
 	g.Go(func() error { printWhenSettled(ctx, stdout, cfg.Models, st, eng, front, log); return nil })
 	err = g.Wait()
