@@ -40,8 +40,9 @@ func (g *Gateway) observeFirstPrompt(req *engineRequest, ids []uint32) {
 // prefix of the model (Config.HotPrefixes), one after the other, as
 // one-token completions of the prompt's token ids at background priority:
 // the sessions that start after an engine's start find the prefix they
-// share cached instead of each waiting for its computation. It returns how
-// many the engine took; the first failure ends it (the engine went away,
+// share cached instead of each waiting for its computation. A prefix that
+// does not fit the served context (Config.ContextTokens) is skipped. It
+// returns how many the engine took; the first failure ends it (the engine went away,
 // or ctx ended), and a failed warm-up costs nothing but its own time.
 func (g *Gateway) WarmEngine(ctx context.Context, baseURL, model string) (int, error) {
 	if g.cfg.HotPrefixes == nil {
@@ -49,6 +50,9 @@ func (g *Gateway) WarmEngine(ctx context.Context, baseURL, model string) (int, e
 	}
 	done := 0
 	for _, p := range g.cfg.HotPrefixes.Hot(model) {
+		if g.cfg.ContextTokens > 0 && len(p) >= g.cfg.ContextTokens {
+			continue // learned under a longer context than the engines serve now
+		}
 		body, err := json.Marshal(completionPrefill{Model: model, Prompt: p, MaxTokens: 1,
 			Priority: g.enginePriority(PriorityBackground)})
 		if err != nil {

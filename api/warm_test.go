@@ -79,3 +79,24 @@ func firstOr(ps [][]uint32) []uint32 {
 	}
 	return ps[0]
 }
+
+// A hot prefix learned under a longer context than the engines serve now
+// is not sent: the engine would refuse it.
+func TestWarmEngineSkipsPrefixesBeyondTheContext(t *testing.T) {
+	learner := learnerPrefixes{warm.New(warm.Config{})}
+	long := make([]uint32, 4096)
+	for i := range long {
+		long[i] = uint32(i)
+	}
+	learner.Observe(servedModel, append(slices.Clone(long), 1, 2, 3))
+	learner.Observe(servedModel, append(slices.Clone(long), 4, 5, 6))
+	engine := newFakeEngine(t)
+	h := startGateway(t, newFakeRouter(Route{Worker: "w", BaseURL: engine.srv.URL}), func(cfg *Config, _ *Deps) {
+		cfg.HotPrefixes = learner
+		cfg.ContextTokens = 4096
+	})
+	n, err := h.gw.WarmEngine(context.Background(), engine.srv.URL, servedModel)
+	if n != 0 || err != nil || len(engine.requests()) != 0 {
+		t.Errorf("WarmEngine of a 4,096-token prefix for a 4,096-token context: %d sent, %v, %d requests at the engine; want none", n, err, len(engine.requests()))
+	}
+}

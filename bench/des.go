@@ -15,6 +15,7 @@ import (
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/router/ingest"
 	"github.com/hearth-llm/hearth/router/osl"
+	"github.com/hearth-llm/hearth/router/warm"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -82,8 +83,12 @@ type des struct {
 	deadlines []*prefill
 	prefilled PrefillCounts
 
-	results      []Result
-	warmed       int // prefixes prefilled before the start (WarmStart)
+	results []Result
+	// learner learns the sessions' shared prefixes as the gateway does
+	// (WarmStart; nil without); warmed counts the prefixes prefilled on
+	// the engines, at the start and after a restart.
+	learner      *warm.Learner
+	warmed       int
 	queued       int
 	maxQueue     int
 	eventBatches int64
@@ -284,7 +289,8 @@ func (s *Sim) newDES(w Workload, policy string) (*des, error) {
 		d.byID[id] = e
 	}
 	if a, ok := w.(*Agentic); ok && cfg.WarmStart {
-		if err := d.warmBeforeStart(learnEarlierPrefixes(a, cfg.Model)); err != nil {
+		d.learner = learnEarlierPrefixes(a, cfg.Model)
+		if err := d.warmBeforeStart(d.learner.Hot(cfg.Model)); err != nil {
 			d.close()
 			return nil, err
 		}
@@ -450,6 +456,7 @@ func (d *des) arrive(req *Request) {
 	if p := d.pauses[req.Session]; p != nil && !req.Side {
 		d.cancelPrefill(p)
 	}
+	d.observeFirstPrompt(req)
 	f := &flight{req: req, hashes: tokenizer.BlockHashes(req.Prompt, tokenizer.DefaultBlockSize)}
 	d.inflight[req.ID()] = f
 	rr := &router.Request{ID: req.ID(), Hashes: f.hashes, PromptTokens: len(req.Prompt)}
@@ -668,6 +675,7 @@ func (d *des) restartEngines() {
 		d.deliver(desEvent{engine: e, batchSeq: e.nextSeq, payload: payload, published: d.now})
 		e.nextSeq++
 	}
+	d.warmAfterRestart()
 	d.restarting, d.restarted = false, true
 	held := d.held
 	d.held = nil

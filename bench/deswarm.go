@@ -26,15 +26,50 @@ const earlierSession = 1 << 30
 // that the run's figures hide.
 const warmLead = 10 * time.Minute
 
-// learnEarlierPrefixes returns what a Learner learned from the first
-// prompts of two earlier sessions of a.
-func learnEarlierPrefixes(a *Agentic, model string) [][]uint32 {
+// learnEarlierPrefixes returns a Learner told the first prompts of two
+// earlier sessions of a.
+func learnEarlierPrefixes(a *Agentic, model string) *warm.Learner {
 	l := warm.New(warm.Config{})
 	for i := range 2 {
 		s := a.Session(earlierSession + i)
 		l.Observe(model, s.Turns[0].Prompt)
 	}
-	return l.Hot(model)
+	return l
+}
+
+// observeFirstPrompt tells the learner of a session's first prompt, by
+// the gateway's rule: a turn with no answer of the model in it yet (a
+// subagent's first prompt holds its parent's answers).
+func (d *des) observeFirstPrompt(req *Request) {
+	if d.learner == nil || req.Side {
+		return
+	}
+	for _, sg := range req.Segments {
+		if sg.Role == RoleAssistant {
+			return
+		}
+	}
+	d.learner.Observe(d.cfg.Model, req.Prompt)
+}
+
+// warmAfterRestart sends the hot prefixes to every restarted engine before
+// the requests held for the restart, as the daemon warms an engine it puts
+// back into service; the turns that follow share the prefill's computation
+// in the engine's prefix cache. The prefills are nobody's requests: their
+// outputs are dropped.
+func (d *des) warmAfterRestart() {
+	if d.learner == nil {
+		return
+	}
+	hot := d.learner.Hot(d.cfg.Model)
+	for _, e := range d.engines {
+		for i, p := range hot {
+			id := fmt.Sprintf("warm-restart-%d", i)
+			if err := e.core.Add(d.now, &sim.Request{ID: id, Prompt: p, Output: d.fill(1)}); err == nil {
+				d.warmed++
+			}
+		}
+	}
 }
 
 // warmBeforeStart prefills prefixes on every engine before time zero, as

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/hearth-llm/hearth/router"
 )
@@ -14,7 +15,7 @@ import (
 // predicts it; without, the first of them computes it.
 func TestWarmStartSessionsFindThePrefixCached(t *testing.T) {
 	w := smallAgentic(t, 3, 4)
-	if got := learnEarlierPrefixes(w, DefaultSimModel); len(got) != 1 || len(got[0]) != 2000/16*16 {
+	if got := learnEarlierPrefixes(w, DefaultSimModel).Hot(DefaultSimModel); len(got) != 1 || len(got[0]) != 2000/16*16 {
 		t.Fatalf("learned %d prefixes (first %d tokens); want the 1,984 tokens of whole blocks the sessions share", len(got), len(firstOr(got)))
 	}
 	firstTurns := func(warm bool) (cold int, predicted int, warmed int) {
@@ -58,4 +59,40 @@ func firstOr(ps [][]uint32) []uint32 {
 		return nil
 	}
 	return ps[0]
+}
+
+// TestWarmStartAfterARestart: after every engine restarts mid-run, the
+// engines get the prefix the run's own first prompts shared again before
+// the held turns, so that no turn after the restart computes it; without
+// a warm start the first of them does.
+func TestWarmStartAfterARestart(t *testing.T) {
+	at := 40 * time.Second
+	run := func(warm bool) (cold int, warmed int) {
+		s := newTestSim(t, SimConfig{GPUs: []string{"rtx4090", "rtx4090"}, RestartAt: at, WarmStart: warm})
+		d, err := s.newDES(smallAgentic(t, 7, 8), router.PolicyHearth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.close()
+		if err := d.run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if !d.restarted {
+			t.Fatal("the engines did not restart")
+		}
+		for _, r := range d.results {
+			if r.Sent >= at && r.Err == nil && !r.Side && r.CachedTokens < 1984 {
+				cold++
+			}
+		}
+		return cold, d.warmed
+	}
+	cold, _ := run(false)
+	if cold == 0 {
+		t.Fatal("without warm start every turn after the restart found the prefix cached: the restart lost nothing?")
+	}
+	cold, warmed := run(true)
+	if cold != 0 || warmed != 4 {
+		t.Errorf("with warm start %d turns after the restart computed the prefix and %d prefixes were warmed; want none, and one per engine at the start and after the restart", cold, warmed)
+	}
 }

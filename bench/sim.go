@@ -93,9 +93,12 @@ type SimConfig struct {
 	// prompts of two sessions of an earlier run of the agentic workload
 	// (sessions numbered after the run's own, so their tasks differ): what
 	// a daemon that has served the client before warms its engines with
-	// at start (desWarm). The prefill is part of the engines' start-up,
+	// at start (deswarm.go). The prefill is part of the engines' start-up,
 	// which the simulation does not time: it ends before time zero. A
 	// first run, or one with a client never seen, starts cold as without.
+	// The Learner goes on learning from the run's own first prompts, as
+	// the gateway does, and after RestartAt every engine is sent what it
+	// knows then, before the requests held for the restart.
 	WarmStart bool
 }
 

@@ -76,6 +76,7 @@ var allowedTestImports = map[string][]string{
 var subpackageImports = map[string][]string{
 	"api/store":           {"apikey"},        // knows no HTTP or client protocol shapes
 	"router/osl":          {},                // neither routes nor talks HTTP
+	"router/warm":         {},                // learns prefixes; no I/O
 	"runtime/process":     {"runtime"},       // one runtime knows no other
 	"runtime/docker":      {"runtime"},       // one runtime knows no other
 	"runtime/conformance": {},                // tests only

@@ -26,7 +26,8 @@
 // is forgotten), Config.MaxPrefixes hot prefixes per model (the least
 // recently seen goes), Config.MaxTokens tokens per prefix and per
 // remembered prompt; memory is at most MaxModels × (Recent + MaxPrefixes) ×
-// MaxTokens × 4 bytes (4 MiB with the defaults).
+// MaxTokens × 4 bytes (16 MiB with the defaults; a model's
+// first prompts of 20k tokens, as Claude Code's, take 0.6 MiB).
 //
 // MarshalBinary writes the hot prefixes (not the recent prompts) and
 // UnmarshalBinary reads them back: the caller stores them (the daemon,
