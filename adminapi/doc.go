@@ -1,6 +1,6 @@
 // Package adminapi is the daemon's admin HTTP API (/api/v1/…) and its one
-// client: the engines and their logs, the agent sessions, and the cluster's
-// nodes and join requests.
+// client: the engines and their logs, the agent sessions, the models
+// served on demand, and the cluster's nodes and join requests.
 //
 // Contract: Mount adds every /api/v1 route, each behind the guard it is
 // given (the console's admin-key check), and reads the daemon only through

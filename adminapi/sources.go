@@ -1,6 +1,9 @@
 package adminapi
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 // Sources is what the API reads from the daemon.
 type Sources struct {
@@ -9,6 +12,22 @@ type Sources struct {
 	// Cluster is nil when the node belongs to no cluster: the nodes and
 	// join requests are then empty lists and the operations answer 409.
 	Cluster Cluster
+	// Models is nil when every model has GPUs of its own: the list is
+	// then the engines' models, all resident, and the operations answer
+	// 409.
+	Models Models
+}
+
+// Models are the models served on demand (docs/models.md). Their
+// operations return an error marked NotFound (no such model) or Conflict
+// (the model is busy or pinned) to choose the answer's status.
+type Models interface {
+	Models() []Model
+	// Load makes a model resident; Unload puts it to sleep (or stops its
+	// engine); Pin pins or unpins it.
+	Load(ctx context.Context, name string) error
+	Unload(ctx context.Context, name string) error
+	Pin(name string, pinned bool) error
 }
 
 // Engines are the daemon's supervised engines.
