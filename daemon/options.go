@@ -36,3 +36,9 @@ func WithConsoleTiming(interval, chartWindow time.Duration) Option {
 func WithSimTokenizer(wrap func(sim.Tokenizer) sim.Tokenizer) Option {
 	return func(c *Config) { c.simTokenizer = wrap }
 }
+
+// WithKeepAliveInterval sets how often a stream waiting for its model to
+// load gets a keep-alive (api.Config.KeepAliveInterval).
+func WithKeepAliveInterval(d time.Duration) Option {
+	return func(c *Config) { c.keepAliveInterval = d }
+}
