@@ -121,7 +121,7 @@ func RegisterFlags(fs *flag.FlagSet, cfg *Config, env Env) *Flags {
 	fs.IntVar(&cfg.MaxModelLen, "max-model-len", 0, "context length of each engine (0: the longest the layout's KV cache holds, up to the model's)")
 	fs.StringVar(&cfg.Layout, "layout", LayoutAgent, "the engines' layout when no --tp, --kv-cache-dtype, --rope-scaling or --max-model-len is given: agent (the layout for coding agents: tensor parallelism, FP8 KV and YaRN where they give the agents' sessions more room) or per-gpu (one engine per GPU with the model's KV dtype)")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", 30*time.Second, "how long a stopping engine may take before it is killed")
-	fs.StringVar(&cl.models, "model", "", "served model ("+strings.Join(sim.ModelNames(), ", ")+" when simulated; default: the largest that fits the smallest GPU, qwen3-14b-fp8 on 24 GB); several, separated by commas, are served by the GPUs in turn")
+	fs.StringVar(&cl.models, "model", "", "served model ("+strings.Join(sim.ModelNames(), ", ")+" when simulated; default: the largest that fits the smallest GPU, qwen3-14b-fp8 on 24 GB); several, separated by commas, are served by the GPUs in turn, and more than the GPUs hold load on demand, the idle ones asleep (see --keep-alive)")
 	fs.DurationVar(&cfg.OnDemand.KeepAlive, "keep-alive", models.DefaultKeepAlive, "with more --model than the GPUs hold at once: how long an idle model stays loaded before it sleeps. Long by default because an agent's loop is idle while its tools run (builds, tests) and while its user reads: a shorter one makes the next turn wait for a swap")
 	fs.Var(config.Repeatable(func(s string) error {
 		cfg.OnDemand.Pinned = appendNames(cfg.OnDemand.Pinned, s)
