@@ -124,6 +124,16 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 			MinToolCalls:    cfg.SimAgent.MinToolCalls,
 			MaxToolCalls:    cfg.SimAgent.MaxToolCalls,
 		}
+		if simulated && onDemand {
+			// A model that loads on demand would fail only at its first
+			// request: one that cannot fit its GPUs is refused now, with
+			// the plan's fixes, as a real engine's is by planMemory.
+			uses := nodes.PlannerUses(gpus[group*tp : (group+1)*tp])
+			layout := catalog.Layout{KVCacheDtype: spec.KVCacheDtype, RopeScaling: spec.ModelOverrides != ""}
+			if _, _, err := catalog.PlanEngineMemory(spec.ModelPath, cfg.hubDir(), uses, spec.MaxModelLen, layout); err != nil {
+				return nil, nil, fmt.Errorf("up: engine %s: %w", spec.Name, err)
+			}
+		}
 		if !simulated {
 			note, kv, err := planMemory(&spec, cfg, gpus[group*tp:(group+1)*tp])
 			if err != nil {

@@ -397,3 +397,26 @@ func TestPinsAreChecked(t *testing.T) {
 		t.Errorf("two pinned models that do not fit one 4090 together: %v, want a usage error saying to pin fewer", err)
 	}
 }
+
+// TestModelThatCannotFitIsRefusedAtStart: a model served on demand that
+// cannot fit its GPU even alone is refused when hearth up starts, with
+// the plan's fixes, rather than at its first request.
+func TestModelThatCannotFitIsRefusedAtStart(t *testing.T) {
+	env := &environment{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	cfg, err := parseUpFlags(env, []string{"--sim", "1x4090", "--model", coderModel + ",qwen3-32b-fp8", "--data-dir", t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Bounded: a daemon that did start would serve until its context ends.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err = serveUp(ctx, io.Discard, slog.New(slog.DiscardHandler), cfg, ln)
+	if err == nil || !strings.Contains(err.Error(), "qwen3-32b-fp8") || !strings.Contains(err.Error(), "needs 32 GB") {
+		t.Errorf("qwen3-32b-fp8 beside %s on one 4090: %v, want a refusal at start naming it and why", coderModel, err)
+	}
+	t.Logf("refused: %v", err)
+}
