@@ -194,6 +194,20 @@ func (c *Client) FollowLogs(ctx context.Context, engine string, each func(LogEve
 	return nil
 }
 
+// Models is GET /api/v1/models.
+func (c *Client) Models(ctx context.Context) (ModelList, error) {
+	var v ModelList
+	raw, err := c.getJSON(ctx, "/api/v1/models", &v)
+	v.Raw = raw
+	return v, err
+}
+
+// ModelAction is POST /api/v1/models/NAME/ACTION: load, unload, pin or
+// unpin.
+func (c *Client) ModelAction(ctx context.Context, name, action string) (Outcome, error) {
+	return c.post(ctx, "/api/v1/models/"+url.PathEscape(name)+"/"+url.PathEscape(action))
+}
+
 // Revoke is POST /api/v1/nodes/ID/revoke.
 func (c *Client) Revoke(ctx context.Context, nodeID string) (Outcome, error) {
 	return c.post(ctx, "/api/v1/nodes/"+url.PathEscape(nodeID)+"/revoke")

@@ -1,7 +1,7 @@
 // Package adminapi is the daemon's admin HTTP API (/api/v1/…) and its one
-// client: the engines and their logs, the agent sessions, the cluster's
-// nodes and join requests, and this node's drain (GET /api/v1/node, POST
-// /api/v1/node/drain and /undrain).
+// client: the engines and their logs, the agent sessions, the models
+// served on demand, the cluster's nodes and join requests, and this node's
+// drain (GET /api/v1/node, POST /api/v1/node/drain and /undrain).
 //
 // Contract: Mount adds every /api/v1 route, each behind the guard it is
 // given (the console's admin-key check), and reads the daemon only through

@@ -27,6 +27,7 @@ func mount(r fiber.Router, guard fiber.Handler, src Sources, logs logStream) {
 	})
 	mountCluster(r, guard, src.Cluster)
 	mountDrain(r, guard, src.Drain)
+	mountModels(r, guard, src.Models)
 }
 
 func mountDrain(r fiber.Router, guard fiber.Handler, d Drain) {
@@ -48,6 +49,44 @@ func mountDrain(r fiber.Router, guard fiber.Handler, d Drain) {
 			return noDrain()
 		}
 		return c.JSON(d.SetManual(false))
+	})
+}
+
+// notOnDemand answers a models operation on a daemon whose every model
+// has GPUs of its own.
+var notOnDemand = fiber.NewError(fiber.StatusConflict, "every model has GPUs of its own: models load on demand only when hearth up serves more --model than its GPUs hold")
+
+func mountModels(r fiber.Router, guard fiber.Handler, ms Models) {
+	r.Get("/api/v1/models", guard, func(c *fiber.Ctx) error {
+		var list []Model
+		if ms != nil {
+			list = ms.Models()
+		}
+		return c.JSON(ModelList{Models: nonNil(list)})
+	})
+	r.Post("/api/v1/models/:name/:action", guard, func(c *fiber.Ctx) error {
+		if ms == nil {
+			return notOnDemand
+		}
+		name, action := c.Params("name"), c.Params("action")
+		if n, err := url.PathUnescape(name); err == nil {
+			name = n
+		}
+		var err error
+		switch action {
+		case "load":
+			err = ms.Load(c.UserContext(), name)
+		case "unload":
+			err = ms.Unload(c.UserContext(), name)
+		case "pin", "unpin":
+			err = ms.Pin(name, action == "pin")
+		default:
+			return fiber.NewError(fiber.StatusNotFound, fmt.Sprintf("no model action %q: want load, unload, pin or unpin", action))
+		}
+		if err != nil {
+			return statusError(err, fiber.StatusInternalServerError)
+		}
+		return c.JSON(Outcome{Model: name, Action: action})
 	})
 }
 

@@ -1,6 +1,9 @@
 package adminapi
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 // Sources is what the API reads from the daemon.
 type Sources struct {
@@ -11,6 +14,10 @@ type Sources struct {
 	Cluster Cluster
 	// Drain is this node's drain; nil answers 404 on /api/v1/node.
 	Drain Drain
+	// Models is nil when every model has GPUs of its own: the list is
+	// then the engines' models, all resident, and the operations answer
+	// 409.
+	Models Models
 }
 
 // Drain is whether this node takes new requests.
@@ -20,6 +27,18 @@ type Drain interface {
 	// SetManual drains the node by hand (true) or ends that drain
 	// (false; a drain for a taken GPU holds on) and returns the drain.
 	SetManual(drained bool) NodeDrain
+}
+
+// Models are the models served on demand (docs/models.md). Their
+// operations return an error marked NotFound (no such model) or Conflict
+// (the model is busy or pinned) to choose the answer's status.
+type Models interface {
+	Models() []Model
+	// Load makes a model resident; Unload puts it to sleep (or stops its
+	// engine); Pin pins or unpins it.
+	Load(ctx context.Context, name string) error
+	Unload(ctx context.Context, name string) error
+	Pin(name string, pinned bool) error
 }
 
 // Engines are the daemon's supervised engines.

@@ -244,9 +244,28 @@ type JoinRequest struct {
 // that names the act; Warning when a leave could not tell the cluster.
 type Outcome struct {
 	Accepted string `json:"accepted,omitempty"`
+	// Model is the model a models operation applied to, and Action what
+	// was done (load, unload, pin, unpin).
+	Model    string `json:"model,omitempty"`
+	Action   string `json:"action,omitempty"`
 	Left     string `json:"left,omitempty"`
 	Rejected string `json:"rejected,omitempty"`
 	Revoked  string `json:"revoked,omitempty"`
 	Warning  string `json:"warning,omitempty"`
 	Raw      []byte `json:"-"` // as EngineList.Raw
+}
+
+// ModelList is GET /api/v1/models.
+type ModelList struct {
+	Models []Model `json:"models"`
+	Raw    []byte  `json:"-"` // as EngineList.Raw
+}
+
+// Model is a configured model and where it is: resident, loading,
+// sleeping, unloading or on disk.
+type Model struct {
+	Name     string `json:"name"`
+	State    string `json:"state"`
+	InFlight int    `json:"in_flight"`
+	Pinned   bool   `json:"pinned"`
 }

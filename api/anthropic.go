@@ -350,9 +350,12 @@ func (g *Gateway) handleMessages(c *fiber.Ctx) error {
 	if err := g.commonFields(c, req, in.Nvext, uid); err != nil {
 		return writeError(c, dialectAnthropic, err)
 	}
+	// Read before the answer: a stream that waits for its model makes its
+	// responder once routed, after the handler has returned c.
+	reveals := g.revealsCache(c)
 	return g.forward(c, req, func(ex *exchange) responder {
 		r := &anthropicResponder{id: newID("msg_"), model: req.ClientModel, promptTokens: ex.prompt, tool: -1}
-		if g.revealsCache(c) { // the router's count is the same oracle as x-hearth-cached-blocks
+		if reveals { // the router's count is the same oracle as x-hearth-cached-blocks
 			r.predictedCached = min(ex.route.CachedBlocks*tokenizer.DefaultBlockSize, ex.prompt)
 		}
 		return r

@@ -58,6 +58,10 @@ type Config struct {
 	// or waiting through a long prefill) looks whether its client is still
 	// connected; one that left has its engine request cancelled. Default 1s.
 	ClientCheck time.Duration
+	// KeepAliveInterval is how long a stream whose model is loading waits
+	// silent before its stream begins, and then how often it gets a
+	// keep-alive until its answer begins. Default 1s.
+	KeepAliveInterval time.Duration
 	// ConversationSessions is how many agent conversations keep a
 	// tokenizer session, so that a turn tokenizes only what it adds to the
 	// one before; each holds its prompt's text and tokens (a few hundred KB
@@ -129,6 +133,10 @@ type Deps struct {
 	// nvext.agent_hints.osl and learns from every answer; nil = none: such
 	// requests are routed without an expected output length.
 	OutputLengths OutputLengths
+	// Residency says where each model is when more are configured than the
+	// GPUs hold at once, and hears of agents' tool pauses; nil = every
+	// model always serves.
+	Residency Residency
 }
 
 const (
@@ -157,6 +165,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ClientCheck <= 0 {
 		c.ClientCheck = time.Second
+	}
+	if c.KeepAliveInterval <= 0 {
+		c.KeepAliveInterval = time.Second
 	}
 	if c.SpeculativeTimeout <= 0 {
 		c.SpeculativeTimeout = defaultSpecTimeout

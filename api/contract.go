@@ -68,6 +68,20 @@ type AdminKeyChecker interface {
 	IsAdminKey(ctx context.Context, secret string) bool
 }
 
+// Residency is where the served models are when more are configured than
+// the GPUs hold at once (the daemon's models on demand). While a request's
+// model loads, Router.Route blocks; the gateway keeps a streaming client's
+// connection alive meanwhile.
+type Residency interface {
+	// ModelState is the model's state: "resident", "loading", "sleeping",
+	// "unloading" or "on disk".
+	ModelState(model string) string
+	// ToolPause is told that an agent's turn on model ended in tool calls:
+	// the session's next turn comes back to the model, which should not be
+	// swapped out meanwhile.
+	ToolPause(model string)
+}
+
 // Sentinel errors a Router wraps so that the gateway can answer with the right
 // status in the client's dialect.
 var (

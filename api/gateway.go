@@ -43,6 +43,9 @@ type Gateway struct {
 	gate    *bodyGate
 	open    openClients
 	osl     OutputLengths // nil: no estimates
+	// residency, with models on demand, says which models are resident;
+	// nil: all are.
+	residency Residency
 
 	pauses    *toolPauses    // sessions in a tool pause
 	subagents *subagentLinks // sessions started by another session's call
@@ -72,7 +75,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		prompts: newPrompts(deps.Tokenizer, cfg.ConversationSessions, cfg.ContextTokens),
 		watcher: newClientWatcher(cfg.ClientCheck), gate: newBodyGate(cfg.MaxBodyBytesInFlight), pauses: newToolPauses(max(cfg.ConversationSessions, 64)),
 		subagents: newSubagentLinks(256),
-		osl:       deps.OutputLengths,
+		osl:       deps.OutputLengths, residency: deps.Residency,
 	}
 	if g.log == nil {
 		g.log = slog.Default()
@@ -411,13 +414,20 @@ func (g *Gateway) handleModels(c *fiber.Ctx) error {
 		Created     int64  `json:"created"`
 		OwnedBy     string `json:"owned_by"`
 		MaxModelLen int    `json:"max_model_len,omitempty"`
+		// State is where the model is, with models on demand: resident,
+		// loading, sleeping, unloading or on disk.
+		State string `json:"state,omitempty"`
 	}
 	out := struct {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{Object: "list"}
 	for _, m := range g.cfg.Models {
-		out.Data = append(out.Data, model{ID: m, Object: "model", OwnedBy: "hearth", MaxModelLen: g.cfg.ContextTokens})
+		entry := model{ID: m, Object: "model", OwnedBy: "hearth", MaxModelLen: g.cfg.ContextTokens}
+		if g.residency != nil {
+			entry.State = g.residency.ModelState(m)
+		}
+		out.Data = append(out.Data, entry)
 	}
 	return c.JSON(out)
 }
@@ -448,6 +458,9 @@ func (g *Gateway) afterAnswer(ex *exchange) {
 	}
 	if ex.kind == KindTurn {
 		g.subagents.noteCalls(ex.req.SessionID, ex.acc.ToolCalls)
+		if len(ex.acc.ToolCalls) > 0 && g.residency != nil {
+			g.residency.ToolPause(ex.req.Model)
+		}
 	}
 	switch {
 	case ex.req.Hints.SpeculativePrefill && len(ex.req.Messages) > 0:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -495,6 +496,10 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 	}
 	oe := g.estimateOutput(&rr, client, req)
 	ctx, watch := g.watcher.watch(c.Context().Conn())
+	info := exchangeInfo{req: req, watch: watch, line: lineOf(c), arrived: arrived, client: client, ids: ids, hashes: rr.Hashes, parent: parent, oe: oe}
+	if req.ClientStream && g.residency != nil && g.residency.ModelState(req.Model) != modelResident {
+		return g.streamAfterLoad(c, ctx, info, rr, path, body, rs)
+	}
 	ex, err := g.dispatch(ctx, rr, path, body)
 	if err != nil {
 		watch.stop()
@@ -503,19 +508,9 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 		}
 		return g.writeFailure(c, req, rs, err)
 	}
-	ex.req, ex.watch = req, watch
-	ex.arrived, ex.client, ex.ids, ex.hashes = arrived, client, ids, rr.Hashes
-	ex.logLine = lineOf(c)
-	ex.kind, ex.parent, ex.oe = req.Kind, parent, oe
-	ex.logLine.kind = ex.kind
-	ex.logLine.hints, ex.logLine.origins = req.Hints, req.HintOrigins
+	ex.adopt(info)
 	ex.setRouteHeaders(c)
-	if h := FormatHints(req.Hints, req.HintOrigins); h != "" {
-		c.Set(headerHints, h)
-	}
-	if len(req.DroppedTools) > 0 {
-		c.Set("x-hearth-dropped-tools", strings.Join(req.DroppedTools, ","))
-	}
+	setRequestHeaders(c, req)
 	r := rs(ex)
 	if !req.ClientStream {
 		defer ex.release()
@@ -532,11 +527,204 @@ func (g *Gateway) forwardBody(c *fiber.Ctx, req *engineRequest, path string, bod
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Send(out)
 	}
+	return g.streamAnswer(c, ex, r)
+}
+
+// setRequestHeaders tells the client the hints its request was routed
+// with and the tools dropped from it.
+func setRequestHeaders(c *fiber.Ctx, req *engineRequest) {
+	if h := FormatHints(req.Hints, req.HintOrigins); h != "" {
+		c.Set(headerHints, h)
+	}
+	if len(req.DroppedTools) > 0 {
+		c.Set("x-hearth-dropped-tools", strings.Join(req.DroppedTools, ","))
+	}
+}
+
+// streamAnswer streams the answer of a routed request to its client.
+func (g *Gateway) streamAnswer(c *fiber.Ctx, ex *exchange, r responder) error {
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
 	ex.logLine.streamed = true
 	c.Context().SetBodyStream(&streamBody{ex: ex, r: r}, -1)
+	return nil
+}
+
+// exchangeInfo is what an exchange learns of its request once routed.
+type exchangeInfo struct {
+	req     *engineRequest
+	watch   *clientWatch
+	line    *requestLine
+	arrived time.Time
+	client  string
+	ids     []uint32
+	hashes  []tokenizer.SeqHash
+	parent  string
+	oe      outputEstimate
+}
+
+func (ex *exchange) adopt(i exchangeInfo) {
+	ex.req, ex.watch = i.req, i.watch
+	ex.arrived, ex.client, ex.ids, ex.hashes = i.arrived, i.client, i.ids, i.hashes
+	ex.logLine = i.line
+	ex.kind, ex.parent, ex.oe = i.req.Kind, i.parent, i.oe
+	ex.logLine.kind = ex.kind
+	ex.logLine.hints, ex.logLine.origins = i.req.Hints, i.req.HintOrigins
+}
+
+// modelResident is Residency.ModelState's word for a model that serves
+// now.
+const modelResident = "resident"
+
+// streamAfterLoad answers a streaming request whose model is not resident
+// (Residency): routing blocks while the model loads, which can take from
+// a second (a wake) to a minute (a cold start). When the route comes
+// within one keep-alive interval the answer goes as any other; past it the
+// stream begins (200, no routing headers) with a keep-alive every interval
+// in the client's dialect, an SSE comment for OpenAI's, Anthropic's ping
+// event, so that neither the client nor a proxy between gives up on a
+// silent connection, and the answer follows. A request that cannot be
+// routed ends with the dialect's error: before the stream began, with its
+// status and Retry-After; after, as the stream's error event. rs may then
+// run after the handler returned c, so it must not read c.
+func (g *Gateway) streamAfterLoad(c *fiber.Ctx, ctx context.Context, info exchangeInfo, rr RouteRequest, path string, body []byte, rs func(*exchange) responder) error {
+	req := info.req
+	done := make(chan dispatchResult, 1)
+	go func() {
+		ex, err := g.dispatch(ctx, rr, path, body)
+		done <- dispatchResult{ex, err}
+	}()
+	tick := time.NewTicker(g.cfg.KeepAliveInterval)
+	select {
+	case d := <-done:
+		tick.Stop()
+		if d.err != nil {
+			info.watch.stop()
+			if errors.Is(d.err, errClientGone) {
+				return g.clientLeft(c, req.Dialect)
+			}
+			return g.writeFailure(c, req, rs, d.err)
+		}
+		d.ex.adopt(info)
+		d.ex.setRouteHeaders(c)
+		setRequestHeaders(c, req)
+		return g.streamAnswer(c, d.ex, rs(d.ex))
+	case <-tick.C:
+	}
+	keepAlive := sseKeepAlive
+	if req.Dialect == dialectAnthropic {
+		keepAlive = anthropicPing
+	}
+	info.line.streamed = true
+	c.Set(fiber.HeaderContentType, "text/event-stream")
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	c.Set("X-Accel-Buffering", "no")
+	c.Context().SetBodyStream(&waitingStream{g: g, info: info, rs: rs, done: done, tick: tick, pending: keepAlive, keepAlive: keepAlive}, -1)
+	return nil
+}
+
+// The keep-alives of a stream waiting for its model: a comment line, which
+// SSE clients skip, and the ping event of Anthropic's streams.
+var (
+	sseKeepAlive  = []byte(": keep-alive\n\n")
+	anthropicPing = []byte("event: ping\ndata: {\"type\": \"ping\"}\n\n")
+)
+
+type dispatchResult struct {
+	ex  *exchange
+	err error
+}
+
+// waitingStream is the body of a stream that began before its request was
+// routed: keep-alives until the route comes, then the answer's stream.
+type waitingStream struct {
+	g         *Gateway
+	info      exchangeInfo
+	rs        func(*exchange) responder
+	done      <-chan dispatchResult
+	tick      *time.Ticker
+	keepAlive []byte
+	pending   []byte      // to write before anything else
+	stream    *streamBody // once routed
+	ended     bool        // routing failed; pending holds the error event
+	closed    bool
+}
+
+func (w *waitingStream) Read(p []byte) (int, error) {
+	for {
+		switch {
+		case len(w.pending) > 0:
+			n := copy(p, w.pending)
+			w.pending = w.pending[n:]
+			return n, nil
+		case w.stream != nil:
+			return w.stream.Read(p)
+		case w.ended:
+			return 0, io.EOF
+		}
+		select {
+		case d := <-w.done:
+			w.routed(d)
+		case <-w.tick.C:
+			w.pending = w.keepAlive
+		}
+	}
+}
+
+// routed takes the routing's outcome: the answer's stream, or the error
+// event.
+func (w *waitingStream) routed(d dispatchResult) {
+	w.tick.Stop()
+	req := w.info.req
+	if d.err == nil {
+		d.ex.adopt(w.info)
+		w.stream = &streamBody{ex: d.ex, r: w.rs(d.ex)}
+		return
+	}
+	w.info.watch.stop()
+	w.ended = true
+	// The stream is logged here: no exchange will log it.
+	defer w.g.logLine(context.Background(), w.info.line, slog.LevelInfo)
+	if errors.Is(d.err, errClientGone) {
+		w.g.metrics.clientGone.Inc()
+		w.g.metrics.observe(req.Dialect, statusClientGone, 0)
+		w.info.line.status, w.info.line.reason = statusClientGone, errClientGone.Error()
+		return
+	}
+	ae := toAPIError(d.err)
+	w.g.metrics.observe(req.Dialect, ae.Status, 0)
+	w.info.line.status, w.info.line.reason = ae.Status, ae.Message
+	var buf bytes.Buffer
+	r := w.rs(&exchange{req: req})
+	if req.Dialect == dialectResponses {
+		r.start(&buf) // its clients read a failure only after response.created
+	}
+	r.fail(&buf, ae)
+	w.pending = buf.Bytes()
+}
+
+// Close is called by the server when the body is written or the client
+// could not be written to. A client that left while its request waited
+// ends the routing; whatever it still brings is given back.
+func (w *waitingStream) Close() error {
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	w.tick.Stop()
+	if w.stream != nil {
+		return w.stream.Close()
+	}
+	if w.ended {
+		return nil
+	}
+	w.info.watch.cancel(errClientGone)
+	d := <-w.done
+	w.routed(d)
+	if w.stream != nil {
+		return w.stream.Close()
+	}
 	return nil
 }
 

@@ -68,7 +68,10 @@ type Config struct {
 	DataDir string
 	Model   string   // the first of Models: what unknown names map to
 	Models  []string // served models; engine i serves Models[i % len]
-	APIKeys []string
+	// OnDemand is how models beyond what the GPUs hold at once are served
+	// (--keep-alive, --pin, --preload, --model-wait; see residency.go).
+	OnDemand OnDemandConfig
+	APIKeys  []string
 	// ResponseRetention bounds the Responses-API conversations kept in
 	// hearth.db; zero fields take store's defaults (7 days, 256 MiB).
 	ResponseRetention store.Retention
@@ -174,8 +177,20 @@ type Config struct {
 	consoleClock       clock.Clock // nil: real time
 	gpuInterval        time.Duration
 	gpuTaken           *GPUTakenPolicy // nil: DefaultGPUTakenPolicy
+	keepAliveInterval  time.Duration
 	// cudaVersion is the driver's, read at start; it picks engine images.
 	cudaVersion int
+}
+
+// OnDemandConfig is how hearth up serves more models than its GPUs hold at
+// once (docs/models.md): each model's keep-alive, the models pinned (never
+// evicted) and preloaded (loaded at start), and how long a request waits
+// for its model to load before the dialect's overloaded error.
+type OnDemandConfig struct {
+	KeepAlive time.Duration
+	Pinned    []string
+	Preload   []string
+	Wait      time.Duration
 }
 
 // AgentConfig is hearth up --agent: the client (a catalog.AgentClients
@@ -333,6 +348,19 @@ func (cfg *Config) completeModels(list string) error {
 		return fmt.Errorf("%w: --model is empty", ErrUsage)
 	}
 	cfg.Model = cfg.Models[0]
+	for _, list := range []struct {
+		flag  string
+		names []string
+	}{{"--pin", cfg.OnDemand.Pinned}, {"--preload", cfg.OnDemand.Preload}} {
+		for i, name := range list.names {
+			if known, ok := catalog.LookupModel(name); ok {
+				name, list.names[i] = known.Name, known.Name
+			}
+			if !slices.Contains(cfg.Models, name) {
+				return fmt.Errorf("%w: %s %s: not a served model (--model %s)", ErrUsage, list.flag, name, strings.Join(cfg.Models, ","))
+			}
+		}
+	}
 	if len(cfg.Aliases) == 0 {
 		cfg.Aliases = map[string]string{"*": cfg.Model}
 	}
@@ -463,6 +491,10 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("%w: --kv-store-size must not be negative", ErrUsage)
 	case cfg.Tiers != kvbm.TiersOff && cfg.Tiers != kvbm.TiersRAM && cfg.Tiers != kvbm.TiersRAMSSD:
 		return fmt.Errorf("%w: unknown --kvbm %q (known: off, ram, ram+ssd)", ErrUsage, cfg.Tiers)
+	case cfg.OnDemand.KeepAlive < 0:
+		return fmt.Errorf("%w: --keep-alive must not be negative", ErrUsage)
+	case cfg.OnDemand.Wait < 0:
+		return fmt.Errorf("%w: --model-wait must not be negative", ErrUsage)
 	case !(cfg.Speedup > 0):
 		return fmt.Errorf("%w: --speedup must be positive", ErrUsage)
 	case !slices.Contains(router.PolicyNames(), cfg.Policy):

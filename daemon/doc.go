@@ -32,6 +32,12 @@
 // coding agents; hearth up prints the same settings when its engines
 // settle).
 //
+// With more models than GPU groups (residency.go), each group's models
+// are held by a models.Manager, which decides what is resident; the
+// daemon gives it the engines' moves (the supervisor's hold and release,
+// the engines' sleep endpoints, the GPU telemetry) and asks it before
+// routing a request.
+//
 // It owns no concept of its own beyond that wiring and its configuration:
 // engine planning and the layout recommender are catalog's (hearth up
 // --agent hands ChooseAgentLayout the evaluator the planner declares),

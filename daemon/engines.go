@@ -67,13 +67,20 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 	toSpec := func(g nodes.GPU) hruntime.GPU {
 		return hruntime.GPU{Index: g.Index, UUID: g.UUID, Kind: g.Kind, Name: g.Name, Node: g.Node}
 	}
-	specs = make([]hruntime.Spec, len(gpus)/tp)
+	// One engine per GPU group, serving the models in turn; with more
+	// models than groups, one engine per model, model i on group i %
+	// groups, which serves its models on demand (residency.go): they sleep
+	// and wake, so their engines start in sleep mode.
+	groups := len(gpus) / tp
+	onDemand := len(cfg.Models) > groups
+	specs = make([]hruntime.Spec, max(groups, len(cfg.Models)))
 	notes = map[string]string{}
 	var kvBytes []float64 // each real engine's GPU KV cache, when planned
 	for i := range specs {
-		gpu := gpus[i*tp]
+		group := i % groups
+		gpu := gpus[group*tp]
 		var peers []hruntime.GPU
-		for _, g := range gpus[i*tp+1 : (i+1)*tp] {
+		for _, g := range gpus[group*tp+1 : (group+1)*tp] {
 			peers = append(peers, toSpec(g))
 		}
 		model := cfg.Models[i%len(cfg.Models)]
@@ -81,15 +88,25 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 		if err != nil {
 			return nil, nil, err
 		}
+		name := fmt.Sprintf("%s/gpu%d", gpu.Node, gpu.Index)
+		extraArgs, env := engineArgs(cfg, simulated), []string(nil)
+		if onDemand {
+			name += "/" + model
+			if sleep := engine.Descriptor().SleepMode; sleep != nil {
+				extraArgs = append(slices.Clip(extraArgs), sleep.Flags...)
+				env = slices.Clone(sleep.Env)
+			}
+		}
 		spec := hruntime.Spec{
-			Name:      fmt.Sprintf("%s/gpu%d", gpu.Node, gpu.Index),
+			Name:      name,
 			Engine:    engine,
 			Simulated: simulated,
-			Model:     cfg.Models[i%len(cfg.Models)],
+			Model:     model,
 			// The engine loads the model's repository; clients ask for
 			// Hearth's name of it.
-			ModelPath:       catalog.ModelRepo(cfg.Models[i%len(cfg.Models)]),
-			ExtraArgs:       engineArgs(cfg, simulated),
+			ModelPath:       catalog.ModelRepo(model),
+			ExtraArgs:       extraArgs,
+			Env:             env,
 			GPU:             toSpec(gpu),
 			TensorParallel:  peers,
 			MaxModelLen:     cfg.MaxModelLen,
@@ -107,8 +124,18 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 			MinToolCalls:    cfg.SimAgent.MinToolCalls,
 			MaxToolCalls:    cfg.SimAgent.MaxToolCalls,
 		}
+		if simulated && onDemand {
+			// A model that loads on demand would fail only at its first
+			// request: one that cannot fit its GPUs is refused now, with
+			// the plan's fixes, as a real engine's is by planMemory.
+			uses := nodes.PlannerUses(gpus[group*tp : (group+1)*tp])
+			layout := catalog.Layout{KVCacheDtype: spec.KVCacheDtype, RopeScaling: spec.ModelOverrides != ""}
+			if _, _, err := catalog.PlanEngineMemory(spec.ModelPath, cfg.hubDir(), uses, spec.MaxModelLen, layout); err != nil {
+				return nil, nil, fmt.Errorf("up: engine %s: %w", spec.Name, err)
+			}
+		}
 		if !simulated {
-			note, kv, err := planMemory(&spec, cfg, gpus[i*tp:(i+1)*tp])
+			note, kv, err := planMemory(&spec, cfg, gpus[group*tp:(group+1)*tp])
 			if err != nil {
 				return nil, nil, err
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/hearth-llm/hearth/installer"
 	"github.com/hearth-llm/hearth/installer/config"
 	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/models"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/runtime/sim"
 )
@@ -121,7 +122,17 @@ func RegisterFlags(fs *flag.FlagSet, cfg *Config, env Env) *Flags {
 	fs.IntVar(&cfg.MaxModelLen, "max-model-len", 0, "context length of each engine (0: the longest the layout's KV cache holds, up to the model's)")
 	fs.StringVar(&cfg.Layout, "layout", LayoutAgent, "the engines' layout when no --tp, --kv-cache-dtype, --rope-scaling or --max-model-len is given: agent (the layout for coding agents: tensor parallelism, FP8 KV and YaRN where they give the agents' sessions more room) or per-gpu (one engine per GPU with the model's KV dtype)")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", 30*time.Second, "how long a stopping engine may take before it is killed")
-	fs.StringVar(&cl.models, "model", "", "served model ("+strings.Join(sim.ModelNames(), ", ")+" when simulated; default: the largest that fits the smallest GPU, qwen3-14b-fp8 on 24 GB); several, separated by commas, are served by the GPUs in turn")
+	fs.StringVar(&cl.models, "model", "", "served model ("+strings.Join(sim.ModelNames(), ", ")+" when simulated; default: the largest that fits the smallest GPU, qwen3-14b-fp8 on 24 GB); several, separated by commas, are served by the GPUs in turn, and more than the GPUs hold load on demand, the idle ones asleep (see --keep-alive)")
+	fs.DurationVar(&cfg.OnDemand.KeepAlive, "keep-alive", models.DefaultKeepAlive, "with more --model than the GPUs hold at once: how long an idle model stays loaded before it sleeps. Long by default because an agent's loop is idle while its tools run (builds, tests) and while its user reads: a shorter one makes the next turn wait for a swap")
+	fs.Var(config.Repeatable(func(s string) error {
+		cfg.OnDemand.Pinned = appendNames(cfg.OnDemand.Pinned, s)
+		return nil
+	}), "pin", "a model never put to sleep to make room for another (repeatable, or names separated by commas)")
+	fs.Var(config.Repeatable(func(s string) error {
+		cfg.OnDemand.Preload = appendNames(cfg.OnDemand.Preload, s)
+		return nil
+	}), "preload", "a model loaded at start; the others load on their first request (repeatable, or names separated by commas; default: the first --model of each GPU)")
+	fs.DurationVar(&cfg.OnDemand.Wait, "model-wait", 2*time.Minute, "how long a request for a model that is not loaded waits for it (streams get keep-alives meanwhile) before the overloaded error with Retry-After")
 	fs.Float64Var(&cfg.Speedup, "speedup", 1, "run the simulated GPUs this many times faster than real time")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the simulated engines")
 	fs.BoolVar(&cfg.SimAgent.AllowWriteTools, "sim-allow-write-tools", false, "let the simulated model call tools that write, edit or run commands (it only reads otherwise)")
@@ -342,4 +353,14 @@ func ConfigTemplate(values map[string][]string) ([]byte, error) {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	RegisterFlags(fs, &Config{}, Env{})
 	return config.Template(fs, values, "config")
+}
+
+// appendNames adds the names of a comma-separated list to names, once each.
+func appendNames(names []string, list string) []string {
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n != "" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
 }

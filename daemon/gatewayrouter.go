@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/hearth-llm/hearth/api"
 	"github.com/hearth-llm/hearth/router"
@@ -21,6 +22,13 @@ type gatewayRouter struct {
 	// whyNoWorker, when set, says why no engine serves a model right now
 	// (engines loading, restarting or failed), for the 503 the client gets.
 	whyNoWorker func(model string) string
+	// residency, when models are served on demand, makes a request's
+	// model resident before it is routed, and counts the request on it
+	// until Free; nil: every model always serves.
+	residency *residency
+
+	mu       sync.Mutex
+	releases map[string]func() // by request id, of requests holding their model
 }
 
 var _ api.Router = (*gatewayRouter)(nil)
@@ -39,6 +47,43 @@ func (g *gatewayRouter) Route(ctx context.Context, req api.RouteRequest) (api.Ro
 	if policy == "" {
 		policy = g.defaultPolicy()
 	}
+	if g.residency != nil {
+		release, err := g.residency.acquire(ctx, req.Model)
+		if err != nil {
+			if ctx.Err() != nil {
+				return api.Route{}, err // the client left while it waited
+			}
+			return api.Route{}, fmt.Errorf("%w: %s could not be loaded in time: %w", api.ErrNoWorker, req.Model, err)
+		}
+		g.mu.Lock()
+		if g.releases == nil {
+			g.releases = map[string]func(){}
+		}
+		g.releases[req.ID] = release
+		g.mu.Unlock()
+	}
+	route, err := g.route(ctx, req, exclude, policy)
+	if err != nil {
+		g.releaseModel(req.ID)
+	}
+	return route, err
+}
+
+// releaseModel ends a request's hold on its model.
+func (g *gatewayRouter) releaseModel(requestID string) {
+	if g.residency == nil {
+		return
+	}
+	g.mu.Lock()
+	release := g.releases[requestID]
+	delete(g.releases, requestID)
+	g.mu.Unlock()
+	if release != nil {
+		release()
+	}
+}
+
+func (g *gatewayRouter) route(ctx context.Context, req api.RouteRequest, exclude []router.WorkerID, policy string) (api.Route, error) {
 	d, err := g.rt.Route(ctx, &router.Request{
 		ID:           req.ID,
 		Model:        req.Model,
@@ -74,4 +119,7 @@ func (g *gatewayRouter) Route(ctx context.Context, req api.RouteRequest) (api.Ro
 
 func (g *gatewayRouter) PrefillDone(requestID string) { g.rt.PrefillDone(requestID) }
 
-func (g *gatewayRouter) Free(requestID string) { g.rt.Free(requestID) }
+func (g *gatewayRouter) Free(requestID string) {
+	g.rt.Free(requestID)
+	g.releaseModel(requestID)
+}

@@ -132,6 +132,10 @@ type gpuWatch struct {
 		Hold(name, reason string) bool
 		Release(name string) bool
 	}
+	// stayHeld, when set, names the engines a GPU's return leaves
+	// stopped: those of models served on demand that were not resident,
+	// which load on their next request.
+	stayHeld func(name string) bool
 }
 
 func (w gpuWatch) lost(g nodes.GPU) {
@@ -142,6 +146,9 @@ func (w gpuWatch) lost(g nodes.GPU) {
 
 func (w gpuWatch) found(g nodes.GPU) {
 	for _, name := range w.enginesOn(g) {
+		if w.stayHeld != nil && w.stayHeld(name) {
+			continue
+		}
 		w.sup.Release(name)
 	}
 }

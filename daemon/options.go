@@ -54,3 +54,9 @@ func WithGPUInterval(d time.Duration) Option { return func(c *Config) { c.gpuInt
 // WithGPUTakenPolicy sets when another program's memory on a GPU drains
 // the node and when its release ends the drain (DefaultGPUTakenPolicy).
 func WithGPUTakenPolicy(p GPUTakenPolicy) Option { return func(c *Config) { c.gpuTaken = &p } }
+
+// WithKeepAliveInterval sets how often a stream waiting for its model to
+// load gets a keep-alive (api.Config.KeepAliveInterval).
+func WithKeepAliveInterval(d time.Duration) Option {
+	return func(c *Config) { c.keepAliveInterval = d }
+}

@@ -94,6 +94,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener, stdout io.Writer, log
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return eng.sup.Run(ctx) })
 	g.Go(func() error { return eng.sampler.Run(ctx) })
+	g.Go(func() error { return eng.residency.Run(ctx) })
 	if kvStore != nil {
 		g.Go(func() error { return kvStore.Run(ctx) })
 	}
@@ -286,6 +287,9 @@ type engines struct {
 	sampler  *nodes.Sampler
 	statuses func() []hruntime.Status
 	drain    *drainer
+	// residency holds the models served on demand (no manager when every
+	// model has GPUs of its own).
+	residency *residency
 }
 
 // startEngines builds the engines' launcher and their supervisor, with
@@ -320,7 +324,7 @@ func startEngines(ctx context.Context, cfg Config, hw hardware, rs routing, kvSt
 	if err != nil {
 		return eng, fmt.Errorf("up: %w", err)
 	}
-	watch := gpuWatch{specs: hw.specs, sup: eng.sup}
+	watch := gpuWatch{specs: hw.specs, sup: eng.sup, stayHeld: func(name string) bool { return eng.residency.stayHeld(name) }}
 	var peers drainPeers
 	if node != nil { // a nil *cluster.Node in the interface would not read as nil
 		peers = node
@@ -341,7 +345,10 @@ func startEngines(ctx context.Context, cfg Config, hw hardware, rs routing, kvSt
 	if err := rs.registry.Register(eng.sampler); err != nil {
 		return eng, fmt.Errorf("up: %w", err)
 	}
-	eng.statuses = func() []hruntime.Status { return pulls.annotate(eng.sup.Engines()) }
+	if eng.residency, err = newResidency(cfg, hw.gpus, hw.specs, eng.sup, eng.sampler, log); err != nil {
+		return eng, err
+	}
+	eng.statuses = func() []hruntime.Status { return eng.residency.annotate(pulls.annotate(eng.sup.Engines())) }
 	return eng, nil
 }
 
@@ -401,15 +408,22 @@ func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng en
 	}
 	admin := AdminSources(eng.statuses, eng.sup, traffic, rs.tok.Decode, node, cfg.Data().Cluster())
 	admin.Drain = eng.drain
+	if len(eng.residency.managers) > 0 {
+		admin.Models = eng.residency
+	}
 	routes := &gatewayRouter{rt: rs.router, defaultPolicy: st.settings.Policy, whyNoWorker: eng.sup.Summary}
+	var onDemand api.Residency // nil unless models are served on demand
+	if len(eng.residency.managers) > 0 {
+		routes.residency, onDemand = eng.residency, eng.residency
+	}
 	f.gateway, err = api.New(api.Config{
 		Addr: addr, Models: cfg.Models, ContextTokens: f.contextTokens,
 		TLS:             st.tls, // above the gateway's connection cap
-		NoInferredHints: cfg.NoInferredHints, EnginePriority: enginePriority(hw.specs),
+		NoInferredHints: cfg.NoInferredHints, EnginePriority: enginePriority(hw.specs), KeepAliveInterval: cfg.keepAliveInterval,
 		HotPrefixes: loadHotPrefixes(cfg.Data().HotPrefixes(), log.With("component", "hot-prefixes")),
 	}, api.Deps{
 		Router: routes, Tokenizer: rs.tok, Store: st.db, Registry: rs.registry, Logger: log,
-		Keys: apiKeys{keys}, Models: st.models, Traffic: traffic,
+		Keys: apiKeys{keys}, Models: st.models, Traffic: traffic, Residency: onDemand,
 		OutputLengths: osl.New(osl.Config{}, clock.Real{}),
 		Mount: func(r fiber.Router) {
 			f.console.Register(r)
@@ -431,23 +445,27 @@ func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng en
 }
 
 // printWhenSettled prints the clients' settings once the engines are
-// ready (or have failed), so that a client that follows them at once
+// ready (or have failed), and the models served on demand that start
+// loaded are in, so that a client that follows them at once
 // finds them serving, with the CA to trust and the console's setup token
 // before them. Keys created in the console last across restarts: it asks
 // the gateway, not the command line, whether one is needed.
 func printWhenSettled(ctx context.Context, stdout io.Writer, models []string, st state, eng engines, f front, log *slog.Logger) {
-	select {
-	case <-eng.sup.Settled():
-		log.Info("engines settled", "engines", eng.sup.Summary(""))
-		if st.ca != nil {
-			printTrust(stdout, st.ca)
+	for _, settled := range []<-chan struct{}{eng.sup.Settled(), eng.residency.preloaded(ctx)} {
+		select {
+		case <-settled:
+		case <-ctx.Done():
+			return
 		}
-		if token := f.console.SetupToken(); token != "" {
-			printSetupToken(stdout, st.baseURL, token)
-		}
-		printConnectSettings(stdout, st.baseURL, models, f.contextTokens, f.gateway.KeyRequired(ctx))
-	case <-ctx.Done():
 	}
+	log.Info("engines settled", "engines", eng.sup.Summary(""))
+	if st.ca != nil {
+		printTrust(stdout, st.ca)
+	}
+	if token := f.console.SetupToken(); token != "" {
+		printSetupToken(stdout, st.baseURL, token)
+	}
+	printConnectSettings(stdout, st.baseURL, models, f.contextTokens, f.gateway.KeyRequired(ctx))
 }
 
 // cleanupStack runs what was pushed in reverse order.

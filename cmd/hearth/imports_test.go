@@ -52,7 +52,7 @@ var allowedHearthImports = map[string][]string{
 	"netguard":    {},
 	"scripts":     {},
 	"models":      {},
-	"daemon":      {"adminapi", "agentclient", "api", "apikey", "catalog", "cluster", "console", "installer", "kvbm", "nodes", "router", "runtime", "tlsca", "tokenizer"},
+	"daemon":      {"adminapi", "agentclient", "api", "apikey", "catalog", "cluster", "console", "installer", "kvbm", "models", "nodes", "router", "runtime", "tlsca", "tokenizer"},
 }
 
 // allowedTestImports says, per top-level package, which other top-level

@@ -68,6 +68,7 @@ func commands() []command {
 		{"plan", "show what fits on each GPU: weights, KV cache, memory fraction and context", runPlan},
 		{"doctor", "check the host: driver, CUDA, GPU memory, Docker and its NVIDIA runtime, disks, RAM, port", runDoctor},
 		{"engines", "list the engines of a running daemon and their states", runEngines},
+		{"models", "list the models a running daemon serves on demand, or load, unload, pin or unpin one", runModels},
 		{"kvstore", "list the node's SSD KV store, or remove a model's blocks from it", runKVStore},
 		{"cluster", "join machines into one cluster: token, status, revoke, leave, requests, accept, reject", runCluster},
 		{"node", "drain this node (its sessions move to other nodes; a game can have the GPU) or show its drain", runNode},

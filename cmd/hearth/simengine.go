@@ -53,6 +53,9 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 	kvDtype := fs.String("kv-cache-dtype", "auto", "KV cache dtype: auto, or fp8 to halve the bytes per token (the choices of the --flavor's engine)")
 	overrides := fs.String("hf-overrides", "", "JSON overriding the model's config.json; its rope_scaling stretches the context (YaRN)")
 	profile := fs.Bool("pprof", false, "serve Go's runtime profiles under /debug/pprof/ on --listen (the simulator's own memory and goroutines)")
+	sleepMode := fs.Bool("enable-sleep-mode", false, "serve vLLM's sleep endpoints (POST /sleep, /wake_up, GET /is_sleeping), as vLLM does with VLLM_SERVER_DEV_MODE=1")
+	memorySaver := fs.Bool("enable-memory-saver", false, "serve SGLang's POST /release_memory_occupation and /resume_memory_occupation (with --flavor sglang)")
+	weightsBackup := fs.Bool("enable-weights-cpu-backup", false, "with --enable-memory-saver: keep a host copy of the released weights, so that a resume reloads nothing (a level-1 sleep)")
 	var agent sim.AgentOptions
 	fs.BoolVar(&agent.AllowWriteTools, "allow-write-tools", false, "let the simulated model call tools that write, edit or run commands (it only reads otherwise)")
 	fs.Func("tool-calls", "tool calls the simulated model makes per task before answering, N or N-M (default 3-6)", agent.ParseToolCallRange)
@@ -101,6 +104,7 @@ func runSimEngine(ctx context.Context, env *environment, args []string) error {
 		Format: format, EngineVersion: *engineVersion, KVEventFault: *kvFault, ServedModelName: *servedName, Speedup: *speedup,
 		Logger:       newLogger(env.stderr, slog.LevelInfo, daemon.LogFormatText),
 		StartupDelay: *startup, Failure: fail, Console: env.stdout, Profile: *profile,
+		SleepMode: *sleepMode || *memorySaver, WeightsBackup: *weightsBackup,
 	})
 }
 

@@ -17,6 +17,13 @@ type turnUsage struct{ prompt, cached int }
 // its prompt and cached tokens.
 func chatTurn(t *testing.T, baseURL string, turns []string) turnUsage {
 	t.Helper()
+	return chatTurnWith(t, baseURL, turns, nil)
+}
+
+// chatTurnWith is chatTurn that also hands the answer's header to header
+// (nil: none).
+func chatTurnWith(t *testing.T, baseURL string, turns []string, header func(http.Header)) turnUsage {
+	t.Helper()
 	var msgs []string
 	for i, text := range turns {
 		role := "user"
@@ -38,6 +45,9 @@ func chatTurn(t *testing.T, baseURL string, turns []string) turnUsage {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
+	if header != nil {
+		header(resp.Header)
+	}
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("chat: %s: %s", resp.Status, raw)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 
 	hruntime "github.com/hearth-llm/hearth/runtime"
@@ -86,6 +87,10 @@ func (l *Launcher) Launch(ctx context.Context, spec hruntime.Spec) (hruntime.Han
 		KVReplay: "tcp://127.0.0.1:0",
 		Topic:    hruntime.KVEventsTopic,
 		Speedup:  spec.Speedup, Tokenizer: l.Tokenizer, Logger: log,
+		// The sleep flags the real engine would be started with
+		// (EngineSleep.Flags) turn the simulated one's on too.
+		SleepMode:     slices.Contains(spec.ExtraArgs, "--enable-sleep-mode") || slices.Contains(spec.ExtraArgs, "--enable-memory-saver"),
+		WeightsBackup: slices.Contains(spec.ExtraArgs, "--enable-weights-cpu-backup"),
 	})
 	if err != nil {
 		return nil, err

@@ -65,6 +65,10 @@ type engineCommand struct {
 	// does not model.
 	serverArgs map[string]any
 	help       bool
+	// sleepMode is vLLM's --enable-sleep-mode or SGLang's
+	// --enable-memory-saver; weightsBackup SGLang's
+	// --enable-weights-cpu-backup (sim.InstanceOptions).
+	sleepMode, weightsBackup bool
 
 	// Parse state.
 	kvEventsConfig string
@@ -284,6 +288,10 @@ func vllmFlags() []engineFlag {
 			c.served = v // the first name is the one vLLM reports
 			return nil
 		}},
+		{names: []string{"--enable-sleep-mode"}, set: func(c *engineCommand, _ string) error {
+			c.sleepMode = true
+			return nil
+		}},
 		{names: []string{"--block-size"}, value: true, set: func(c *engineCommand, v string) error {
 			return setInt(&c.cfg.BlockSize)(c, v)
 		}},
@@ -390,6 +398,14 @@ func sglangFlags() []engineFlag {
 		}},
 		{names: []string{"--enable-priority-scheduling"}, set: func(c *engineCommand, _ string) error {
 			c.cfg.SchedulingPolicy = sim.PolicyPriority
+			return nil
+		}},
+		{names: []string{"--enable-memory-saver"}, set: func(c *engineCommand, _ string) error {
+			c.sleepMode = true
+			return nil
+		}},
+		{names: []string{"--enable-weights-cpu-backup"}, set: func(c *engineCommand, _ string) error {
+			c.weightsBackup = true
 			return nil
 		}},
 		{names: []string{"--schedule-low-priority-values-first"}, set: func(c *engineCommand, _ string) error {

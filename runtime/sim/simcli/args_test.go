@@ -136,25 +136,26 @@ func TestEngineFlagsAccepted(t *testing.T) {
 	vllm := []string{"vllm", "serve", "--port=9000", "Qwen/Qwen3-8B", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
 		"--reasoning-parser", "qwen3", "--trust-remote-code", "--kv-offloading-backend", "native", "--dtype=auto",
 		"--max_model_len", "32k", "--served-model-name", "a", "b", "--simulate-startup", "1.5", "--simulate-failure", "oom",
-		"--no-enable-prefix-caching", "-tp", "1", "--max-num-seqs", "64", "--scheduling-policy", "priority"}
+		"--no-enable-prefix-caching", "-tp", "1", "--max-num-seqs", "64", "--scheduling-policy", "priority", "--enable-sleep-mode"}
 	c, err := parseEngine(t, vllm, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.port != 9000 || c.cfg.MaxModelLen != 32000 || c.served != "a" || c.startupDelay != 1500*time.Millisecond ||
-		c.failure != sim.FailureOOM || c.cfg.MaxNumSeqs != 64 || c.cfg.SchedulingPolicy != sim.PolicyPriority {
+		c.failure != sim.FailureOOM || c.cfg.MaxNumSeqs != 64 || c.cfg.SchedulingPolicy != sim.PolicyPriority || !c.sleepMode {
 		t.Errorf("vllm: %+v", c)
 	}
 	sglang := []string{"python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--enable-metrics",
 		"--tool-call-parser", "qwen25", "--reasoning-parser", "qwen3", "--trust-remote-code", "--tp", "1",
 		"--enable-hierarchical-cache", "--hicache-ratio", "1.5", "--hicache-write-policy", "write_through",
 		"--simulate-startup", "250ms", "--simulate-failure=exit", "--context-length", "8K", "--max-running-requests", "32",
-		"--chunked-prefill-size", "4096", "--enable-priority-scheduling", "--schedule-policy", "priority"}
+		"--chunked-prefill-size", "4096", "--enable-priority-scheduling", "--schedule-policy", "priority",
+		"--enable-memory-saver", "--enable-weights-cpu-backup"}
 	c, err = parseEngine(t, sglang, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.startupDelay != 250*time.Millisecond || c.failure != sim.FailureExit || c.cfg.MaxModelLen != 8192 ||
+	if c.startupDelay != 250*time.Millisecond || c.failure != sim.FailureExit || c.cfg.MaxModelLen != 8192 || !c.sleepMode || !c.weightsBackup ||
 		c.cfg.MaxNumSeqs != 32 || c.cfg.MaxNumBatchedTokens != 4096 || c.cfg.SchedulingPolicy != sim.PolicyPriority ||
 		c.cfg.NumCPUBlocks == 0 || c.serverArgs["tool_call_parser"] != "qwen25" {
 		t.Errorf("sglang: %+v", c)

@@ -146,6 +146,7 @@ func RunProgram(ctx context.Context, env Env, prog string, args []string) int {
 		StartupDelay: cmd.startupDelay, Failure: cmd.failure, Console: out, ServerArgs: cmd.serverArgs,
 		HealthCheckTimeout: cmd.healthTimeout, Tokenizer: tok, EngineVersion: cmd.engineVersion,
 		KVEventFault: cmd.kvEventFault,
+		SleepMode:    cmd.sleepMode, WeightsBackup: cmd.weightsBackup,
 		// Only trouble goes to the log; the engine's lines are its output.
 		Logger: warnLogger(env.Stderr),
 	})

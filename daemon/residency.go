@@ -1,0 +1,522 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hearth-llm/hearth/adminapi"
+	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/models"
+	"github.com/hearth-llm/hearth/nodes"
+	hruntime "github.com/hearth-llm/hearth/runtime"
+)
+
+// residency serves more models than the GPUs hold at once (docs/models.md):
+// the engines planned on one GPU group (planEngines gives each model of
+// an on-demand group its own engine) are held by one models.Manager, which
+// decides which are resident; the engines move through engineMover. A
+// model alone on its GPUs has no manager: it is always resident.
+type residency struct {
+	byModel  map[string]*models.Manager
+	byEngine map[string]string // the model of each engine of byModel
+	managers []*models.Manager
+	// wait bounds how long a request waits for its model (--model-wait).
+	wait time.Duration
+}
+
+// onDemandGroup is the engines planned on one GPU group.
+type onDemandGroup struct {
+	gpu   nodes.GPU
+	specs []hruntime.Spec
+}
+
+// newResidency builds a manager for every GPU group with more than one
+// model, and holds stopped the engines that do not start at once: each
+// group starts its first pinned model, else its first preloaded one, else
+// its first; the manager's Run loads the other pinned and preloaded ones.
+// Pinned and preloaded models that do not fit their GPUs together are
+// refused here.
+func newResidency(cfg Config, gpus []nodes.GPU, specs []hruntime.Spec, sup *hruntime.Supervisor, sampler *nodes.Sampler, log *slog.Logger) (*residency, error) {
+	r := &residency{byModel: map[string]*models.Manager{}, byEngine: map[string]string{}, wait: cfg.OnDemand.Wait}
+	var groups []*onDemandGroup
+	byGPU := map[string]*onDemandGroup{}
+	for _, s := range specs {
+		key := s.GPU.Node + "/" + s.GPUIDs()
+		g := byGPU[key]
+		if g == nil {
+			g = &onDemandGroup{gpu: gpuOf(gpus, s.GPU)}
+			byGPU[key] = g
+			groups = append(groups, g)
+		}
+		g.specs = append(g.specs, s)
+	}
+	_, hostAvailable, hostErr := hostMemory()
+	for _, g := range groups {
+		if len(g.specs) < 2 {
+			continue
+		}
+		capacity := g.gpu.MemoryTotal
+		if capacity == 0 {
+			if known, ok := catalog.LookupGPU(g.specs[0].GPU.Kind); ok {
+				capacity = known.MemoryBytes
+			}
+		}
+		mover := &engineMover{sup: sup, client: hruntime.NewProbeClient(), specs: map[string]hruntime.Spec{}, bytes: map[string]uint64{},
+			level: map[string]int{}, gpuUsed: sampledGPUUse(sampler), log: log.With("component", "models")}
+		var ms []models.Model
+		var startBytes uint64 // of the pinned and preloaded models
+		for _, s := range g.specs {
+			level := sleepLevel(s, hostAvailable, hostErr)
+			m := modelOf(cfg, s, capacity, level)
+			mover.specs[s.Model], mover.bytes[s.Model], mover.level[s.Model] = s, m.Bytes, level
+			if m.Pinned || m.Preload {
+				startBytes += m.Bytes
+			}
+			ms = append(ms, m)
+		}
+		if startBytes > capacity {
+			return nil, fmt.Errorf("%w: --pin, --preload: the pinned and preloaded models of GPU %d need %.1f GiB together and it has %.1f GiB: pin fewer, preload fewer, or serve them on another GPU",
+				ErrUsage, g.specs[0].GPU.Index, float64(startBytes)/(1<<30), float64(capacity)/(1<<30))
+		}
+		first := firstResident(ms)
+		if !slices.ContainsFunc(ms, func(m models.Model) bool { return m.Pinned || m.Preload }) {
+			ms[first].Preload = true // the group starts serving its first model, as without models on demand
+		}
+		mgr, err := models.New(models.Options{Capacity: capacity, Models: ms, Mover: mover, Log: mover.log})
+		if err != nil {
+			return nil, fmt.Errorf("up: %w", err)
+		}
+		for i, s := range g.specs {
+			r.byModel[s.Model], r.byEngine[s.Name] = mgr, s.Model
+			if i != first {
+				sup.Hold(s.Name, onDiskReason)
+			}
+		}
+		r.managers = append(r.managers, mgr)
+	}
+	return r, nil
+}
+
+// onDiskReason is a held engine's last error while its model waits for a
+// request: it is not a failure.
+const onDiskReason = "not loaded: the model loads on its first request"
+
+// firstResident is the model a group starts at once: its first pinned,
+// else its first preloaded, else its first.
+func firstResident(ms []models.Model) int {
+	for _, want := range []func(models.Model) bool{
+		func(m models.Model) bool { return m.Pinned },
+		func(m models.Model) bool { return m.Preload },
+	} {
+		if i := slices.IndexFunc(ms, want); i >= 0 {
+			return i
+		}
+	}
+	return 0
+}
+
+// modelOf is the manager's view of the model an engine serves: the GPU
+// memory the engine reserves (its memory fraction of the board), what
+// bringing it back costs (catalog.SwapTimesOf: a wake from sleep level,
+// or a cold start), whether its kind sleeps, and the command line's policy
+// for it.
+func modelOf(cfg Config, s hruntime.Spec, capacity uint64, level int) models.Model {
+	fraction := s.GPUMemoryUtilization
+	if fraction <= 0 {
+		fraction = catalog.DefaultMemoryFraction
+	}
+	m := models.Model{
+		Name: s.Model, Bytes: uint64(float64(capacity) * fraction), KeepAlive: cfg.OnDemand.KeepAlive,
+		CanSleep: s.Engine.Descriptor().SleepMode != nil,
+		Pinned:   slices.Contains(cfg.OnDemand.Pinned, s.Model), Preload: slices.Contains(cfg.OnDemand.Preload, s.Model),
+		Cold: time.Minute, // a model the catalog does not know: a cold start's usual length
+	}
+	gpu, gok := catalog.LookupGPU(s.GPU.Kind)
+	model, mok := catalog.LookupModel(s.Model)
+	if gok && mok {
+		t := catalog.SwapTimesOf(gpu, model, catalog.Layout{TP: len(s.GPUs())})
+		m.Wake, m.Cold = t.WakeLevel1, t.ColdFromPageCache
+		if level == 2 {
+			m.Wake = t.WakeLevel2
+		}
+	}
+	return m
+}
+
+// sleepLevel is the level an engine sleeps at: 1 (weights kept in host
+// RAM, the quick wake) when the host has the room for its weights beside
+// a margin for the system, else 2 (weights dropped, reloaded on wake).
+func sleepLevel(s hruntime.Spec, hostAvailable uint64, hostErr error) int {
+	const systemMargin = 8 << 30
+	model, ok := catalog.LookupModel(s.Model)
+	if hostErr != nil || !ok || uint64(model.WeightBytes)+systemMargin > hostAvailable {
+		return 2
+	}
+	return 1
+}
+
+func gpuOf(gpus []nodes.GPU, g hruntime.GPU) nodes.GPU {
+	for _, x := range gpus {
+		if x.Node == g.Node && x.Index == g.Index {
+			return x
+		}
+	}
+	return nodes.GPU{}
+}
+
+// Run runs every manager until ctx ends.
+func (r *residency) Run(ctx context.Context) error {
+	errs := make(chan error, len(r.managers))
+	for _, m := range r.managers {
+		go func() { errs <- m.Run(ctx) }()
+	}
+	var err error
+	for range r.managers {
+		err = errors.Join(err, <-errs)
+	}
+	return err
+}
+
+// preloaded is closed once every manager has brought in its pinned and
+// preloaded models, or failed to.
+func (r *residency) preloaded(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, m := range r.managers {
+			select {
+			case <-m.Preloaded():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return done
+}
+
+// Engine states of models served on demand, as the console and hearth
+// engines show them: an engine asleep serves no request until it wakes,
+// and one held stopped until its model's first request has not failed.
+const (
+	engineSleeping hruntime.State = "sleeping"
+	engineOnDisk   hruntime.State = "on disk"
+)
+
+// stayHeld says whether the engine's model is served on demand and not
+// resident now: a GPU's return leaves such an engine stopped, and its
+// model starts afresh on its next request (a wake of it fails first).
+func (r *residency) stayHeld(engine string) bool {
+	model, ok := r.byEngine[engine]
+	if !ok {
+		return false
+	}
+	state := models.State(r.ModelState(model))
+	return state != models.Resident && state != models.Loading
+}
+
+// annotate shows the engines of models served on demand as their models
+// are: asleep, or on disk, where the supervisor sees a ready engine and a
+// held one.
+func (r *residency) annotate(statuses []hruntime.Status) []hruntime.Status {
+	if len(r.managers) == 0 {
+		return statuses
+	}
+	for i, st := range statuses {
+		switch state := models.State(r.ModelState(st.Model)); {
+		case state == models.Sleeping && st.State == hruntime.StateReady:
+			statuses[i].State = engineSleeping
+		case state == models.OnDisk && st.State == hruntime.StateStopped && st.LastError == onDiskReason:
+			statuses[i].State, statuses[i].LastError = engineOnDisk, ""
+		}
+	}
+	return statuses
+}
+
+// acquire makes model resident for one request, waiting at most the
+// configured bound; release ends the request. A model alone on its GPUs
+// needs nothing.
+func (r *residency) acquire(ctx context.Context, model string) (release func(), err error) {
+	m := r.byModel[model]
+	if m == nil {
+		return func() {}, nil
+	}
+	if r.wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.wait)
+		defer cancel()
+	}
+	return m.Acquire(ctx, model)
+}
+
+// ModelState is the model's state for /v1/models (api.Residency): the
+// manager's, or resident for a model alone on its GPUs.
+func (r *residency) ModelState(model string) string {
+	m := r.byModel[model]
+	if m == nil {
+		return string(models.Resident)
+	}
+	for _, st := range m.Statuses() {
+		if st.Name == model {
+			return string(st.State)
+		}
+	}
+	return ""
+}
+
+// ToolPause tells the model's manager that an agent's turn on it ended in
+// tool calls (api.Residency).
+func (r *residency) ToolPause(model string) {
+	if m := r.byModel[model]; m != nil {
+		m.ToolPause(model)
+	}
+}
+
+// engineMover moves one GPU group's engines for its manager: a cold load
+// releases the engine the supervisor holds and waits for it to serve; a
+// sleep asks the engine through its kind's endpoints and checks through the
+// GPU telemetry that the memory came back; a stop holds the engine
+// stopped.
+type engineMover struct {
+	sup    engineControl
+	client *http.Client
+	specs  map[string]hruntime.Spec // by model
+	bytes  map[string]uint64        // what each model's engine reserves
+	level  map[string]int           // the sleep level of each
+	// gpuUsed reads the memory used on a GPU now, for real engines.
+	gpuUsed func(ctx context.Context, uuid string) (uint64, bool)
+	log     *slog.Logger
+}
+
+var _ models.Mover = (*engineMover)(nil)
+
+// engineControl is what the mover needs of the supervisor.
+type engineControl interface {
+	Engines() []hruntime.Status
+	Hold(name, reason string) bool
+	Release(name string) bool
+}
+
+func (mv *engineMover) Load(ctx context.Context, model string, asleep bool) error {
+	spec := mv.specs[model]
+	start := time.Now()
+	if asleep {
+		st, err := mv.ready(spec.Name)
+		if err == nil {
+			err = spec.Engine.Descriptor().Wake(ctx, mv.client, st.BaseURL)
+		}
+		if err == nil {
+			mv.log.Info("model woke", "model", model, "engine", spec.Name, "took", time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		// An engine that cannot wake is started afresh.
+		mv.log.Warn("model did not wake; restarting its engine", "model", model, "engine", spec.Name, "error", err)
+		if err := mv.Stop(ctx, model); err != nil {
+			return err
+		}
+	}
+	mv.sup.Release(spec.Name)
+	err := waitEngine(ctx, mv.sup, spec.Name, func(st hruntime.Status) (bool, error) {
+		switch st.State {
+		case hruntime.StateReady:
+			return true, nil
+		case hruntime.StateFailed:
+			return false, fmt.Errorf("engine %s failed: %s", spec.Name, st.LastError)
+		}
+		return false, nil
+	})
+	if err == nil {
+		mv.log.Info("model loaded", "model", model, "engine", spec.Name, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return err
+}
+
+func (mv *engineMover) Sleep(ctx context.Context, model string) error {
+	spec := mv.specs[model]
+	st, err := mv.ready(spec.Name)
+	if err != nil {
+		return err
+	}
+	before, known := mv.memory(ctx, spec, st)
+	start := time.Now()
+	if err := spec.Engine.Descriptor().Sleep(ctx, mv.client, st.BaseURL, mv.level[model]); err != nil {
+		return fmt.Errorf("sleeping %s: %w", spec.Name, err)
+	}
+	after, _ := mv.memory(ctx, spec, st)
+	// The telemetry is the judge of whether the GPU memory came back: an
+	// engine that kept it is stopped instead (the manager stops an engine
+	// whose sleep failed).
+	if known && after+mv.bytes[model]/2 > before {
+		return fmt.Errorf("engine %s asleep still holds %.1f GiB of the GPU (%.1f GiB awake)", spec.Name, float64(after)/(1<<30), float64(before)/(1<<30))
+	}
+	mv.log.Info("model asleep", "model", model, "engine", spec.Name, "level", mv.level[model], "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (mv *engineMover) Stop(ctx context.Context, model string) error {
+	spec := mv.specs[model]
+	mv.sup.Hold(spec.Name, onDiskReason)
+	err := waitEngine(ctx, mv.sup, spec.Name, func(st hruntime.Status) (bool, error) {
+		return st.State == hruntime.StateStopped || st.State == hruntime.StateFailed, nil
+	})
+	if err == nil {
+		mv.log.Info("model stopped", "model", model, "engine", spec.Name)
+	}
+	return err
+}
+
+// ready returns the status of a serving engine.
+func (mv *engineMover) ready(name string) (hruntime.Status, error) {
+	for _, st := range mv.sup.Engines() {
+		if st.Name == name {
+			if st.State != hruntime.StateReady {
+				return st, fmt.Errorf("engine %s is %s", name, st.State)
+			}
+			return st, nil
+		}
+	}
+	return hruntime.Status{}, fmt.Errorf("no engine %s", name)
+}
+
+// memory is what the GPU telemetry says the engine holds: a simulated
+// engine's own gauge of its simulated GPU memory, or, for a real engine,
+// the memory used on its GPU (others' use included, which the comparison
+// of two readings cancels out).
+func (mv *engineMover) memory(ctx context.Context, spec hruntime.Spec, st hruntime.Status) (uint64, bool) {
+	if !spec.Simulated {
+		return mv.gpuUsed(ctx, spec.GPU.UUID)
+	}
+	return simGPUMemory(ctx, mv.client, st.BaseURL)
+}
+
+// simGPUMemoryMetric is the simulated engine's gauge of the GPU memory it
+// holds (runtime/sim).
+const simGPUMemoryMetric = "hearth_sim_gpu_memory_used_bytes"
+
+func simGPUMemory(ctx context.Context, client *http.Client, baseURL string) (uint64, bool) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
+	if err != nil {
+		return 0, false
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		value, ok := strings.CutPrefix(sc.Text(), simGPUMemoryMetric+" ")
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		return uint64(f), err == nil
+	}
+	return 0, false
+}
+
+// sampledGPUUse reads a GPU's used memory through a fresh sample.
+func sampledGPUUse(s *nodes.Sampler) func(context.Context, string) (uint64, bool) {
+	return func(ctx context.Context, uuid string) (uint64, bool) {
+		if s == nil {
+			return 0, false
+		}
+		inv, err := s.Sample(ctx)
+		if err != nil {
+			return 0, false
+		}
+		for _, g := range inv.GPUs {
+			if g.UUID == uuid && g.MemoryUsageKnown {
+				return g.MemoryUsed, true
+			}
+		}
+		return 0, false
+	}
+}
+
+// waitEngine waits until done says the engine's status is what the caller
+// waits for, or fails; the supervisor tells no changes, so its statuses
+// are read every few milliseconds.
+func waitEngine(ctx context.Context, sup engineControl, name string, done func(hruntime.Status) (bool, error)) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, st := range sup.Engines() {
+			if st.Name != name {
+				continue
+			}
+			ok, err := done(st)
+			if err != nil || ok {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("engine %s: %w", name, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// The admin API's side of the models (adminapi.Models): hearth models.
+
+var _ adminapi.Models = (*residency)(nil)
+
+// Models lists the models served on demand, by name.
+func (r *residency) Models() []adminapi.Model {
+	var out []adminapi.Model
+	for _, m := range r.managers {
+		for _, st := range m.Statuses() {
+			out = append(out, adminapi.Model{Name: st.Name, State: string(st.State), InFlight: st.InFlight, Pinned: st.Pinned})
+		}
+	}
+	slices.SortFunc(out, func(a, b adminapi.Model) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func (r *residency) Load(ctx context.Context, name string) error {
+	m, err := r.manager(name)
+	if err != nil {
+		return err
+	}
+	return adminError(m.Load(ctx, name))
+}
+
+func (r *residency) Unload(ctx context.Context, name string) error {
+	m, err := r.manager(name)
+	if err != nil {
+		return err
+	}
+	return adminError(m.Unload(ctx, name))
+}
+
+func (r *residency) Pin(name string, pinned bool) error {
+	m, err := r.manager(name)
+	if err != nil {
+		return err
+	}
+	return adminError(m.Pin(name, pinned))
+}
+
+func (r *residency) manager(name string) (*models.Manager, error) {
+	m := r.byModel[name]
+	if m == nil {
+		return nil, fmt.Errorf("%w: %s is not a model served on demand", adminapi.ErrNotFound, name)
+	}
+	return m, nil
+}
+
+// adminError marks a manager's refusal as the admin API's conflict.
+func adminError(err error) error {
+	if errors.Is(err, models.ErrBusy) {
+		return fmt.Errorf("%w: %w", adminapi.ErrConflict, err)
+	}
+	return err
+}
