@@ -31,6 +31,9 @@ const (
 	CausePortInUse Cause = "port_in_use"
 	// CauseDiskFull: no space left for the weights or the image.
 	CauseDiskFull Cause = "disk_full"
+	// CauseHostMemory: the engine's host-RAM KV tier does not fit the
+	// host memory available (SGLang refuses it at start).
+	CauseHostMemory Cause = "host_memory"
 )
 
 // Diagnosis is why an engine failed, when Hearth recognises it.
@@ -84,7 +87,7 @@ type matcher func(lines []string, i int, line, lower string) (Diagnosis, bool)
 
 // matchers run in order: the specific before the general (a gated model's
 // error mentions a 401, as a missing one's may).
-var matchers = []matcher{noNVIDIARuntime, driverTooOld, outOfMemory, gatedModel, modelNotFound, portInUse, diskFull}
+var matchers = []matcher{noNVIDIARuntime, driverTooOld, outOfMemory, hostMemory, gatedModel, modelNotFound, portInUse, diskFull}
 
 var (
 	cudaNeededRE    = regexp.MustCompile(`cuda>=(\d+)\.(\d+)`)
@@ -103,6 +106,7 @@ var (
 	portColonRE     = regexp.MustCompile(`:(\d{1,5})(?: failed: port is already allocated|: bind: address already in use)`)
 	portZMQRE       = regexp.MustCompile(`tcp://[^\s:'"]+:(\d{1,5})`)
 	noSpacePathRE   = regexp.MustCompile(`[Nn]o space left on device: '([^']+)'`)
+	hostPoolRE      = regexp.MustCompile(`Requesting ([\d.]+) GB but only have (-?[\d.]+) GB free`)
 )
 
 func noNVIDIARuntime(_ []string, _ int, line, lower string) (Diagnosis, bool) {
@@ -210,6 +214,21 @@ func outOfMemory(lines []string, i int, line, lower string) (Diagnosis, bool) {
 		return Diagnosis{CauseOutOfMemory, msg + ": " + fix}, true
 	}
 	return Diagnosis{}, false
+}
+
+// hostMemory recognises SGLang's refusal of a host KV pool (HiCache) larger
+// than the host memory available less the 10 GiB it keeps free
+// (HostKVCache, python/sglang/srt/mem_cache/pool_host/base.py).
+func hostMemory(_ []string, _ int, line, _ string) (Diagnosis, bool) {
+	if !strings.Contains(line, "Not enough host memory available") {
+		return Diagnosis{}, false
+	}
+	const fix = "lower --kv-offloading-size or free host memory"
+	if m := hostPoolRE.FindStringSubmatch(line); m != nil {
+		return Diagnosis{CauseHostMemory, fmt.Sprintf("SGLang's host KV tier of %s GB per rank does not fit the host memory it may take "+
+			"(%s GB, what is available less the 10 GiB it keeps free): %s", m[1], m[2], fix)}, true
+	}
+	return Diagnosis{CauseHostMemory, "SGLang's host KV tier does not fit the host memory available less the 10 GiB it keeps free: " + fix}, true
 }
 
 func gatedModel(lines []string, i int, line, lower string) (Diagnosis, bool) {

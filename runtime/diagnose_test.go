@@ -101,6 +101,10 @@ nvidia-container-cli: requirement error: unsatisfied condition: cuda>=13.0, plea
 		{"disk full with a path", traceback("OSError: [Errno 28] No space left on device: '/root/.cache/huggingface/hub/models--Qwen--Qwen3-14B-FP8/blobs/abc.incomplete'"), nil, CauseDiskFull, []string{"the disk is full (writing /root/.cache/huggingface/hub/", "HF_HOME"}},
 		{"docker pull disk full", nil, errors.New("pull vllm/vllm-openai:v0.20.0: write /var/lib/docker/tmp/GetImageBlob123: no space left on device"), CauseDiskFull, []string{"the disk is full"}},
 
+		// SGLang's host pool guard (pool_host/base.py).
+		{"SGLang: host tier over host memory", traceback(
+			"ValueError: Not enough host memory available. Requesting 34.00 GB but only have 12.05 GB free. Please reduce the size of the hierarchical cache.",
+		), nil, CauseHostMemory, []string{"host KV tier of 34.00 GB per rank", "12.05 GB", "10 GiB", "lower --kv-offloading-size"}},
 		// Precedence: the error the engine died of is the last one.
 		{"the newest error wins", []string{
 			"WARNING: [Errno 98] Address already in use, retrying on another port",

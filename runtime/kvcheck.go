@@ -251,6 +251,9 @@ type kvProbeView struct {
 	unchained []unchainedBlock
 	sizes     []int
 	media     []kvevents.Medium
+	// otherGroups: some events stored blocks of KV-cache groups the
+	// router does not index, which were not counted.
+	otherGroups bool
 }
 
 type unchainedBlock struct {
@@ -291,6 +294,13 @@ func (v *kvProbeView) add(payload []byte) bool {
 
 func (v *kvProbeView) stored(ev *kvevents.Event) {
 	if ev.Kind != kvevents.BlockStored || len(ev.BlockHashes) == 0 || len(ev.TokenIDs) == 0 {
+		return
+	}
+	if !ev.InPrefixGroup() {
+		// A hybrid model's other groups (sliding window, Mamba) are
+		// not indexed by the router: their blocks matching must not
+		// hide a full-attention group that does not.
+		v.otherGroups = true
 		return
 	}
 	bs := ev.BlockSize
@@ -372,6 +382,9 @@ func (v *kvProbeView) cause(i int, wait time.Duration) string {
 	}
 	if v.decodeErr != nil {
 		return fmt.Sprintf("some events do not decode as the %s layout (%v)", v.dec.Format, v.decodeErr)
+	}
+	if v.otherGroups && len(v.sizes) == 0 {
+		return "the events store blocks only in KV-cache groups other than full attention, which the router does not index"
 	}
 	return "no event stored a block with its tokens under the hash chain Hearth predicts"
 }

@@ -21,6 +21,10 @@ const (
 	EnvSimWriting       = "HEARTH_SIM_ALLOW_WRITE_TOOLS" // 1: the model may call tools that write
 	EnvSimEngineVersion = "HEARTH_SIM_ENGINE_VERSION"    // engine release played (Spec.EngineVersion); default the pinned one
 	EnvSimKVEvents      = "HEARTH_SIM_KV_EVENTS"         // a fault of the KV events (SimKVEventFaults); default none, events as the release publishes them
+	// EnvSimMemAvailableGiB is the host memory available (MemAvailable)
+	// the simulated engine sees, in GiB, which the simulated SGLang weighs
+	// its HiCache host pool against; default the machine's own.
+	EnvSimMemAvailableGiB = "HEARTH_SIM_MEM_AVAILABLE_GIB"
 )
 
 // The faults a simulated engine's KV events can play (EnvSimKVEvents), each
@@ -59,6 +63,9 @@ type SimSettings struct {
 	// KVEventFault is one of SimKVEventFaults; "" publishes the events as
 	// the release does.
 	KVEventFault string
+	// MemAvailableGiB is the host memory available the engine sees; 0:
+	// the machine's own.
+	MemAvailableGiB float64
 }
 
 // SimSettingsOf are a spec's simulated settings.
@@ -91,6 +98,9 @@ func (s SimSettings) Env() []string {
 	}
 	if s.KVEventFault != "" {
 		env = append(env, EnvSimKVEvents+"="+s.KVEventFault)
+	}
+	if s.MemAvailableGiB > 0 {
+		env = append(env, EnvSimMemAvailableGiB+"="+formatFloat(s.MemAvailableGiB))
 	}
 	return env
 }
@@ -129,6 +139,13 @@ func ParseSimEnv(getenv func(string) string) (SimSettings, error) {
 			return s, fmt.Errorf("%s=%q: want true or false", EnvSimWriting, v)
 		}
 		s.AllowWriteTools = b
+	}
+	if v := getenv(EnvSimMemAvailableGiB); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0) || math.IsInf(f, 0) {
+			return s, fmt.Errorf("%s=%q: want a positive number of GiB", EnvSimMemAvailableGiB, v)
+		}
+		s.MemAvailableGiB = f
 	}
 	if v := getenv(EnvSimNumGPUBlocks); v != "" {
 		n, err := strconv.Atoi(v)

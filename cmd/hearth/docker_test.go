@@ -30,7 +30,13 @@ func dockerUp(t *testing.T, cli *client.Client, node, sim string, flavor hruntim
 	image := dockertest.SimImage(t, cli, flavor)
 	args := append([]string{"--sim", sim, "--engine-runtime", "docker", "--engine", string(flavor), "--node", node,
 		"--image", image, "--speedup", "50", "--stop-timeout", "10s", "--data-dir", t.TempDir()}, extra...)
-	return serveTestUp(t, args, daemon.WithBackoff(hruntime.Backoff{Initial: 200 * time.Millisecond}))
+	return serveTestUp(t, args, daemon.WithBackoff(hruntime.Backoff{Initial: 200 * time.Millisecond}),
+		// The simulated SGLang weighs its host tier (32 GiB by default)
+		// against the host memory it sees: a fixed figure, not this
+		// machine's, so that the tests do not depend on the machine.
+		daemon.WithSpecHook(func(s *hruntime.Spec) {
+			s.Env = append(s.Env, hruntime.EnvSimMemAvailableGiB+"=256")
+		}))
 }
 
 // TestDockerEnginesServeAndSurviveAKill is hearth up with two engines in

@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"math"
@@ -462,31 +461,17 @@ func (in *Ingester) usable(ev *kvevents.Event) (kvtier.Tier, bool) {
 		return 0, false
 	}
 	tier, ok := kvtier.Of(ev.Medium)
-	if !ok || !fullAttention(ev.ComponentType) || !in.prefixGroup(ev) {
+	if !ok || !kvevents.FullAttentionComponent(ev.ComponentType) || !in.prefixGroup(ev) {
 		in.stats.skipped.Add(1)
 		return 0, false
 	}
 	return tier, true
 }
 
-// fullAttention reports whether SGLang's component type (empty when it
-// sends none) names full-attention blocks, the only ones whose hashes are
-// a prompt's prefix: sliding-window pages and Mamba state checkpoints are
-// not.
-func fullAttention(componentType []byte) bool {
-	return len(componentType) == 0 || bytes.EqualFold(componentType, []byte("full"))
-}
-
 // prefixGroup reports whether the event's KV-cache group holds blocks whose
-// hashes are a prompt's prefix. vLLM's kinds (vllm/v1/kv_cache_interface.py,
-// KVCacheSpecKind): full attention, MLA and attention with sink tokens
-// keep every block of a prompt; sliding-window and chunked-local attention
-// drop blocks out of their window, Mamba keeps states, not token blocks,
-// and encoder-only and cross attention do not cache the prompt's tokens. A
-// full-attention kind with a window (a sliding window served as full
-// attention without the hybrid allocator) still stores every block. A
-// group's kind, once named, is remembered for the events that do not name
-// it (vLLM's BlockRemoved).
+// hashes are a prompt's prefix, by the kind it names
+// (kvevents.PrefixSpecKind). A group's kind, once named, is remembered for
+// the events that do not name it (vLLM's BlockRemoved).
 func (in *Ingester) prefixGroup(ev *kvevents.Event) bool {
 	if len(ev.SpecKind) == 0 {
 		if prefix, named := in.groupKinds[ev.GroupIdx]; named {
@@ -494,11 +479,7 @@ func (in *Ingester) prefixGroup(ev *kvevents.Event) bool {
 		}
 		return ev.GroupIdx == 0
 	}
-	var prefix bool
-	switch string(ev.SpecKind) {
-	case "full_attention", "mla_attention", "sink_full_attention":
-		prefix = true
-	}
+	prefix := kvevents.PrefixSpecKind(ev.SpecKind)
 	if _, named := in.groupKinds[ev.GroupIdx]; !named && len(in.groupKinds) < maxKVGroups {
 		if in.groupKinds == nil {
 			in.groupKinds = map[int64]bool{}

@@ -61,6 +61,9 @@ type engineCommand struct {
 	healthTimeout             time.Duration
 	engineVersion             string // the release played (runtime.EnvSimEngineVersion)
 	kvEventFault              string // a fault the KV events play (runtime.EnvSimKVEvents)
+	// memAvailable is the host memory available the engine sees, in
+	// bytes (runtime.EnvSimMemAvailableGiB); 0 reads the machine's.
+	memAvailable uint64
 	// serverArgs are the SGLang server arguments the simulator shows but
 	// does not model.
 	serverArgs map[string]any
@@ -719,6 +722,7 @@ func (c *engineCommand) finish(getenv func(string) string) error {
 	}
 	c.cfg.Agent.AllowWriteTools = settings.AllowWriteTools
 	c.engineVersion, c.kvEventFault = settings.EngineVersion, settings.KVEventFault
+	c.memAvailable = uint64(settings.MemAvailableGiB * (1 << 30))
 	if v := getenv(envSGLangHealthTimeout); v != "" && c.flavor == hruntime.KindSGLang {
 		s, err := strconv.Atoi(v)
 		if err != nil || s <= 0 {
@@ -782,17 +786,20 @@ func (c *engineCommand) listen() string { return net.JoinHostPort(c.host, strcon
 // rank's process allocates --hicache-size GB and fails when that exceeds
 // MemAvailable less 10 GiB (HICACHE_HOST_MEMORY_RESERVE_BYTES). The ranks
 // are taken to allocate one after another, so the last one sees the
-// others' pools taken. Memory that cannot be read is not weighed.
-func (c *engineCommand) checkHostMemory(memAvailable func() (uint64, error)) error {
+// others' pools taken. The memory available is the environment's figure
+// when it states one (runtime.EnvSimMemAvailableGiB), so that tests do not
+// depend on the machine, else the machine's; memory that cannot be read is
+// not weighed.
+func (c *engineCommand) checkHostMemory() error {
 	if c.flavor != hruntime.KindSGLang || !c.hierarchical || c.hicacheGB <= 0 {
 		return nil
 	}
-	if memAvailable == nil {
-		memAvailable = procMemAvailable
-	}
-	available, err := memAvailable()
-	if err != nil {
-		return nil
+	available := c.memAvailable
+	if available == 0 {
+		var err error
+		if available, err = procMemAvailable(); err != nil {
+			return nil
+		}
 	}
 	perRank := float64(c.hicacheGB) * 1e9
 	free := float64(available) - hruntime.SGLangHostKeepFree - float64(max(c.cfg.TP, 1)-1)*perRank

@@ -40,7 +40,8 @@ func parseEngine(t *testing.T, argv []string, env map[string]string) (*engineCom
 func TestEngineArgsRoundTrip(t *testing.T) {
 	ports := hruntime.Ports{Host: "0.0.0.0", HTTP: 8123, KVEvents: 5601, Replay: 5602}
 	env := map[string]string{hruntime.EnvSimGPU: "h100", hruntime.EnvSimSpeedup: "25", hruntime.EnvSimSeed: "42", hruntime.EnvSimNumGPUBlocks: "3000",
-		hruntime.EnvSimToolCalls: "2-4", hruntime.EnvSimWriting: "1", hruntime.EnvSimEngineVersion: "0.20.0"}
+		hruntime.EnvSimToolCalls: "2-4", hruntime.EnvSimWriting: "1", hruntime.EnvSimEngineVersion: "0.20.0",
+		hruntime.EnvSimMemAvailableGiB: "48.5"}
 	rope := `{"max_position_embeddings":131072,"rope_scaling":{"rope_type":"yarn","factor":4,"original_max_position_embeddings":32768}}`
 	base := hruntime.Spec{
 		Name: "gpu0", Model: "qwen3-14b-fp8", ModelPath: "Qwen/Qwen3-14B-FP8",
@@ -85,6 +86,9 @@ func TestEngineArgsRoundTrip(t *testing.T) {
 			}
 			if c.engineVersion != "0.20.0" {
 				t.Errorf("engine version %q, want the environment's 0.20.0", c.engineVersion)
+			}
+			if c.memAvailable != 97<<29 {
+				t.Errorf("host memory available %d, want the environment's 48.5 GiB", c.memAvailable)
 			}
 			if c.kvEvents != "tcp://*:5601" || c.kvReplay != "tcp://*:5602" || c.topic != hruntime.KVEventsTopic {
 				t.Errorf("KV events %s, replay %s, topic %s", c.kvEvents, c.kvReplay, c.topic)
@@ -210,6 +214,7 @@ func TestEngineCommandEnvironmentAndModel(t *testing.T) {
 	for _, env := range []map[string]string{
 		{hruntime.EnvSimSpeedup: "0"}, {hruntime.EnvSimSpeedup: "fast"}, {hruntime.EnvSimSeed: "x"}, {hruntime.EnvSimNumGPUBlocks: "-1"},
 		{hruntime.EnvSimToolCalls: "5-2"}, {hruntime.EnvSimToolCalls: "many"}, {hruntime.EnvSimWriting: "maybe"},
+		{hruntime.EnvSimMemAvailableGiB: "0"}, {hruntime.EnvSimMemAvailableGiB: "lots"}, {hruntime.EnvSimMemAvailableGiB: "-8"},
 	} {
 		if _, err := parseEngine(t, argv, env); err == nil || errors.Is(err, errUnknownModel) {
 			t.Errorf("env %v: %v, want an error", env, err)
@@ -298,7 +303,8 @@ func TestSGLangHostMemoryGuard(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = c.checkHostMemory(func() (uint64, error) { return tc.available, nil })
+			c.memAvailable = tc.available
+			err = c.checkHostMemory()
 			switch {
 			case tc.refused == "" && err != nil:
 				t.Errorf("refused: %v", err)

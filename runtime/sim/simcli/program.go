@@ -31,10 +31,6 @@ type Env struct {
 	// engine's name writes its file tier in that engine's own layout, as
 	// SGLang's HiCacheFile does (sim.SGLangFileStore).
 	OpenStore func(dir string, cfg sim.Config, log *slog.Logger) (sim.NodeStore, io.Closer, error)
-	// MemAvailable is the host memory available now, in bytes, which the
-	// simulated SGLang weighs its HiCache host pool against as SGLang
-	// does; nil reads /proc/meminfo's MemAvailable.
-	MemAvailable func() (uint64, error)
 }
 
 // Program reports whether the binary runs under a real engine's name (the
@@ -120,7 +116,7 @@ func RunProgram(ctx context.Context, env Env, prog string, args []string) int {
 		fmt.Fprintf(out, "ValueError: %v\n", err)
 		return 1
 	}
-	if err := cmd.checkHostMemory(env.MemAvailable); err != nil {
+	if err := cmd.checkHostMemory(); err != nil {
 		fmt.Fprintf(out, "ValueError: %v\n", err)
 		return 1
 	}

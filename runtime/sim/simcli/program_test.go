@@ -73,10 +73,11 @@ func engineBinary(t *testing.T, name string) string {
 }
 
 // engineEnv is the environment of a simulated engine child: a fast small
-// engine.
+// engine on a host with 64 GiB available, whatever this machine has, so
+// that SGLang's host-memory guard weighs the same figure everywhere.
 func engineEnv(extra ...string) []string {
 	return append(os.Environ(), append([]string{asEngineEnv + "=1", hruntime.EnvSimSpeedup + "=1000",
-		hruntime.EnvSimNumGPUBlocks + "=512"}, extra...)...)
+		hruntime.EnvSimNumGPUBlocks + "=512", hruntime.EnvSimMemAvailableGiB + "=64"}, extra...)...)
 }
 
 // engineProc is a simulated engine running as a child process.
@@ -466,7 +467,7 @@ func TestEngineEntrypointsFail(t *testing.T) {
 			"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"},
 		{"sglang oom", "python3", []string{"-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--port", "0",
 			"--simulate-failure", "oom"}, 1, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"},
-		// No machine has 100,000 GB to spare: SGLang's guard refuses it.
+		// The 64 GiB engineEnv states cannot hold 100,000 GB: SGLang's guard refuses it.
 		{"sglang host pool over host memory", "python3", []string{"-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--port", "0",
 			"--enable-hierarchical-cache", "--hicache-size", "100000"}, 1, "ValueError: Not enough host memory available. Requesting 100000.00 GB"},
 		{"sglang exit", "sglang", []string{"serve", "Qwen/Qwen3-8B", "--port", "0", "--simulate-failure", "exit"}, 1,
@@ -497,6 +498,38 @@ func TestEngineEntrypointsFail(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSGLangHostMemoryFromTheEnvironment: the simulated SGLang weighs its
+// HiCache host pool against the host memory the environment states
+// (runtime.EnvSimMemAvailableGiB), not the machine's, so that what it
+// refuses does not depend on the machine the test runs on: 12 GiB less
+// SGLang's 10 GiB reserve cannot hold a 4 GB pool, 1 TiB holds 100 GB.
+func TestSGLangHostMemoryFromTheEnvironment(t *testing.T) {
+	sglang := func(gb string) []string {
+		return []string{"-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--port", "0",
+			"--enable-hierarchical-cache", "--hicache-size", gb}
+	}
+	t.Run("refused", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), engineHangGuard)
+		defer cancel()
+		// An engine that serves instead of refusing is killed at the guard.
+		cmd := exec.CommandContext(ctx, engineBinary(t, "python3"), sglang("4")...)
+		cmd.Env = engineEnv(hruntime.EnvSimMemAvailableGiB + "=12")
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		want := "ValueError: Not enough host memory available. Requesting 4.00 GB but only have 2.15 GB free."
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), want) {
+			t.Fatalf("exit %v, want status 1 and %q; output:\n%s", err, want, out)
+		}
+	})
+	t.Run("accepted", func(t *testing.T) {
+		p := startEngineProc(t, engineBinary(t, "python3"), sglang("100"), hruntime.EnvSimMemAvailableGiB+"=1024")
+		p.waitLine("The server is fired up and ready to roll!")
+		if status := p.stop(); status != 0 {
+			t.Fatalf("exit status %d after SIGTERM", status)
+		}
+	})
 }
 
 // TestEngineLoadsTheModelsTokenizerFromTheCache starts a simulated vLLM for
