@@ -33,7 +33,7 @@ func TestKVEventSelfCheckThroughProcesses(t *testing.T) {
 	if err != nil {
 		t.Skipf("skipping: no path to this test binary to run engines with: %v", err)
 	}
-	t.Setenv(asHearthEnv, "1") // the engines are this binary as hearth sim-engine
+	t.Parallel()
 	cases := []struct {
 		engine, fault string
 		matched       int
@@ -56,10 +56,12 @@ func TestKVEventSelfCheckThroughProcesses(t *testing.T) {
 			name = tc.engine + "/good"
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			var logs syncBuffer
 			baseURL := serveTestUpLogged(t, &logs, []string{"--sim", "1x4090", "--engine-runtime", "process",
 				"--speedup", "50", "--data-dir", t.TempDir()}, daemon.WithHearthBinary(exe),
 				daemon.WithSpecHook(func(s *hruntime.Spec) {
+					asHearthEngine(s)
 					s.Engine = hruntime.Kind(tc.engine) // the simulator plays it (--flavor)
 					if tc.fault != "" {
 						s.Env = append(s.Env, hruntime.EnvSimKVEvents+"="+tc.fault)

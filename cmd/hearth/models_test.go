@@ -47,12 +47,11 @@ func upTwoModelsIn(t *testing.T, dataDir string, extra ...string) (baseURL, stor
 	if err != nil {
 		t.Skipf("skipping: no path to this test binary to run engines with: %v", err)
 	}
-	t.Setenv(asHearthEnv, "1") // the engines are this binary as hearth sim-engine
 	store = filepath.Join(t.TempDir(), "kvstore")
 	args := append([]string{"--sim", "1x4090", "--engine-runtime", "process", "--speedup", "20", "--model", coderModel + "," + sideModel,
 		"--data-dir", dataDir, "--kv-store-dir", store, "--kv-store-size", "64", "--stop-timeout", "10s"}, extra...)
 	baseURL, _ = serveTestUp(t, args, daemon.WithHearthBinary(exe), daemon.WithBackoff(hruntime.Backoff{Initial: 100 * time.Millisecond}),
-		daemon.WithKeepAliveInterval(20*time.Millisecond))
+		daemon.WithKeepAliveInterval(20*time.Millisecond), daemon.WithSpecHook(asHearthEngine))
 	return baseURL, store, dataDir
 }
 
@@ -172,6 +171,7 @@ func askModel(t *testing.T, baseURL, model string) (int, http.Header, string) {
 // not resident is answered, after the resident model has finished the
 // stream it had in flight (whole, not cut off) and gone to sleep.
 func TestModelSwapWaitsForInFlightThenSleeps(t *testing.T) {
+	t.Parallel()
 	baseURL, _, dataDir := upTwoModelsIn(t, t.TempDir())
 	if got := modelStates(t, baseURL); got[coderModel] != "resident" || got[sideModel] != "on disk" {
 		t.Fatalf("at start: %v, want %s resident and %s on disk", got, coderModel, sideModel)
@@ -224,6 +224,7 @@ func TestModelSwapWaitsForInFlightThenSleeps(t *testing.T) {
 // the other to finish and sleep gets keep-alives in its dialect, an SSE
 // comment for OpenAI's, a ping event for Anthropic's, then its answer.
 func TestModelLoadKeepsStreamsAlive(t *testing.T) {
+	t.Parallel()
 	baseURL, _ := upTwoModels(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -256,6 +257,7 @@ func TestModelLoadKeepsStreamsAlive(t *testing.T) {
 // the overloaded error with Retry-After), and the session's next turn is
 // served by the coder without a swap.
 func TestToolPauseKeepsModelThroughSideRequest(t *testing.T) {
+	t.Parallel()
 	baseURL, _ := upTwoModels(t, "--model-wait", "500ms")
 	const tools = `[{"type":"function","function":{"name":"read_file","description":"Read a file of the repository","parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}}]`
 	turn := func(messages string) (int, string) {
@@ -316,6 +318,7 @@ func TestToolPauseKeepsModelThroughSideRequest(t *testing.T) {
 // turn after the wake loads the prefix from the store
 // (x-hearth-tier-blocks) instead of computing it.
 func TestWokenModelFindsItsPrefixInTheStore(t *testing.T) {
+	t.Parallel()
 	// Without a host-RAM tier: the engine's RAM tier outlives a sleep too,
 	// and would serve the prefix before the store.
 	baseURL, store := upTwoModels(t, "--kv-offloading-size", "0")
@@ -356,6 +359,7 @@ func chatTurnTiers(t *testing.T, baseURL string, turns []string) (turnUsage, str
 // model that is neither served nor aliased gets the dialect's not-found
 // error naming both configured models, the one on disk too.
 func TestUnknownModelNamesTheServedOnes(t *testing.T) {
+	t.Parallel()
 	baseURL, _ := upTwoModels(t, "--alias", "claude-*="+coderModel)
 	for _, tc := range []struct{ path, want string }{
 		{"/v1/chat/completions", "model_not_found"},

@@ -23,20 +23,28 @@ func TestPlanGolden(t *testing.T) {
 	tests := []struct {
 		golden string
 		args   []string
+		// simulations says the plan measures several layouts in the
+		// planner's simulation, minutes under the race detector; the run
+		// without -race checks its golden, and bench's tests run the
+		// simulation under -race.
+		simulations bool
 	}{
-		{"rtx4090-qwen3-14b-fp8.txt", []string{"--gpu", "rtx4090", "--model", "qwen3-14b-fp8", "--layout", "per-gpu"}},
-		{"4090-and-3090-with-a-game-default-model.txt", []string{"--sim", "1x4090+1x3090", "--used-gb", "4", "--layout", "per-gpu"}},
-		{"2x4090-default-layout.txt", []string{"--sim", "2x4090"}},
-		{"2x4090-qwen3-32b-fp8-tp2.json", []string{"--sim", "2x4090", "--model", "Qwen/Qwen3-32B-FP8", "--tp", "2", "--json"}},
-		{"2x4090-qwen3-14b-fp8-tp2-fp8-yarn.txt", []string{"--sim", "2x4090", "--tp", "2", "--kv-cache-dtype", "fp8", "--rope-scaling"}},
+		{"rtx4090-qwen3-14b-fp8.txt", []string{"--gpu", "rtx4090", "--model", "qwen3-14b-fp8", "--layout", "per-gpu"}, false},
+		{"4090-and-3090-with-a-game-default-model.txt", []string{"--sim", "1x4090+1x3090", "--used-gb", "4", "--layout", "per-gpu"}, false},
+		{"2x4090-default-layout.txt", []string{"--sim", "2x4090"}, false},
+		{"2x4090-qwen3-32b-fp8-tp2.json", []string{"--sim", "2x4090", "--model", "Qwen/Qwen3-32B-FP8", "--tp", "2", "--json"}, false},
+		{"2x4090-qwen3-14b-fp8-tp2-fp8-yarn.txt", []string{"--sim", "2x4090", "--tp", "2", "--kv-cache-dtype", "fp8", "--rope-scaling"}, false},
 		{"rtx4090-coder-context.json", []string{"--gpu", "rtx4090,rtx4090", "--model", "qwen3-coder-30b-a3b-fp8", "--tp", "2",
-			"--max-model-len", "65536", "--json"}},
-		{"agent-codex-1x4090.txt", []string{"--agent", "codex", "--sim", "1x4090", "--sessions", "2"}},
-		{"agent-codex-1x4090.agent.json", []string{"--agent", "codex", "--sim", "1x4090", "--sessions", "2", "--json"}},
-		{"agent-claude-code-4-rigs-1x4090.txt", []string{"--agent", "claude-code", "--sim", "1x4090", "--rigs", "4", "--sessions", "4"}},
+			"--max-model-len", "65536", "--json"}, false},
+		{"agent-codex-1x4090.txt", []string{"--agent", "codex", "--sim", "1x4090", "--sessions", "2"}, false},
+		{"agent-codex-1x4090.agent.json", []string{"--agent", "codex", "--sim", "1x4090", "--sessions", "2", "--json"}, false},
+		{"agent-claude-code-4-rigs-1x4090.txt", []string{"--agent", "claude-code", "--sim", "1x4090", "--rigs", "4", "--sessions", "4"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
+			if tt.simulations && raceDetector {
+				t.Skip("skipping under -race: this plan runs several of the planner's simulations; the run without -race checks it")
+			}
 			out, errOut, err := runHearth(t, "", append([]string{"plan"}, tt.args...)...)
 			if err != nil {
 				t.Fatalf("plan %v: %v\n%s", tt.args, err, errOut)
