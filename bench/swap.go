@@ -43,10 +43,11 @@ type SwapConfig struct {
 	// GPU is the GPU kind both models share (the pinned policy gets one
 	// each).
 	GPU string
-	// Agent is the model of the even sessions' turns (the coder model);
-	// Side the model of every side request and of the odd sessions' turns
-	// (the second agent).
+	// Agent is the model of the sessions' turns (the coder model); Side
+	// the model of every side request and, with SecondAgent, of the odd
+	// sessions' turns (a second agent on another model).
 	Agent, Side string
+	SecondAgent bool
 	// MemoryFraction is each engine's share of its GPU (vLLM's
 	// --gpu-memory-utilization); two above one half do not fit together.
 	// Default catalog.DefaultMemoryFraction.
@@ -85,7 +86,7 @@ type SwapSummary struct {
 
 // SwapComparison is RunSwap's answer: one summary per policy.
 type SwapComparison struct {
-	Config    SwapConfig    `json:"-"`
+	Config    SwapConfig    `json:"config"`
 	Summaries []SwapSummary `json:"summaries"`
 }
 
@@ -346,14 +347,14 @@ func (s *swapSim) close() {
 	}
 }
 
-// modelOf is the model a request is for: side requests and the odd
-// sessions' turns on Side, the even sessions' on Agent.
+// modelOf is the model a request is for: side requests on Side, with
+// SecondAgent the odd sessions' turns too, the other turns on Agent.
 func (s *swapSim) modelOf(req *Request) *swapModel {
 	if req.Side {
 		return s.models[s.cfg.Side]
 	}
 	n, _ := strconv.Atoi(strings.TrimPrefix(topSession(req.Session), "s"))
-	if n%2 == 1 {
+	if s.cfg.SecondAgent && n%2 == 1 {
 		return s.models[s.cfg.Side]
 	}
 	return s.models[s.cfg.Agent]

@@ -3,8 +3,11 @@ package bench
 import (
 	"bytes"
 	"context"
+	"flag"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -14,7 +17,7 @@ import (
 // node store (writing its files is most of a run's time).
 func swapTestConfig(t *testing.T) SwapConfig {
 	return SwapConfig{
-		GPU: "rtx4090", Agent: "qwen3-14b-fp8", Side: "qwen3-4b-fp8",
+		GPU: "rtx4090", Agent: "qwen3-14b-fp8", Side: "qwen3-4b-fp8", SecondAgent: true,
 		Workload: AgenticConfig{
 			Seed: 1, Sessions: 2, TotalSessions: 4, Steps: 4, PrefixTokens: 1000,
 			TaskTokens: IntRange{Min: 50, Max: 100}, AnswerTokens: IntRange{Min: 20, Max: 40},
@@ -153,5 +156,48 @@ func TestRunSwapToolPauseKeepsTheModel(t *testing.T) {
 	}
 	if l, s := long.Summaries[0].Swaps, short.Summaries[0].Swaps; l >= s {
 		t.Errorf("swaps: %d with the default keep-alive, %d with one shorter than the tool pauses; want fewer with the default", l, s)
+	}
+}
+
+// prepareSwapFlags parses args as hearth bench agentic does.
+func prepareSwapFlags(t *testing.T, args ...string) (Run, error) {
+	t.Helper()
+	f := NewFlags("agentic")
+	fs := flag.NewFlagSet("agentic", flag.ContinueOnError)
+	f.Register(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	return f.Prepare(set, io.Discard, io.Discard)
+}
+
+func TestFlagsSwapModel(t *testing.T) {
+	r, err := prepareSwapFlags(t, "--swap-model", "qwen3-4b-fp8", "--kvbm", "ram+ssd", "--kv-store-dir", "/x", "--keep-alive", "5m", "--policies", "hearth,stop_start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := SwapConfig{Agent: DefaultSimModel, Side: "qwen3-4b-fp8", SecondAgent: true, KeepAlive: 5 * time.Minute, StoreDir: "/x"}
+	got := *r.Swap
+	if got.Agent != want.Agent || got.Side != want.Side || got.SecondAgent != want.SecondAgent || got.KeepAlive != want.KeepAlive ||
+		got.StoreDir != want.StoreDir || got.Workload.Sessions != 2 || len(got.Workload.SideRequests) != 1 || r.SimSpec != "1x4090" {
+		t.Errorf("swap config %+v, sim %q", got, r.SimSpec)
+	}
+	if !slices.Equal(r.SwapPolicies, []string{SwapHearth, SwapStopStart}) {
+		t.Errorf("policies %v", r.SwapPolicies)
+	}
+	for _, args := range [][]string{
+		{"--keep-alive", "5m"},
+		{"--swap-model", "no-such-model"},
+		{"--swap-model", "qwen3-4b-fp8", "--policies", "kv"},
+		{"--swap-model", "qwen3-4b-fp8", "--sessions", "2,4"},
+		{"--swap-model", "qwen3-4b-fp8", "--target", "http://127.0.0.1:1/v1"},
+		{"--swap-model", "qwen3-4b-fp8", "--keep-alive", "0s"},
+		{"--swap-model", "qwen3-4b-fp8", "--restart-at", "1m"},
+	} {
+		if _, err := prepareSwapFlags(t, args...); err == nil {
+			t.Errorf("%v: no error", args)
+		}
 	}
 }

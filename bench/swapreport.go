@@ -1,10 +1,49 @@
 package bench
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 )
+
+// DefaultSwapSideRequest is the side request hearth bench agentic
+// --swap-model gives each session when its workload has none: a title,
+// as OpenCode asks for one at a session's start.
+var DefaultSwapSideRequest = SideRequest{Name: "title", PrefixTokens: 500, AnswerTokens: IntRange{Min: 10, Max: 30}}
+
+// RunSwapReport runs a swap benchmark as hearth bench agentic
+// --swap-model does: its table to out and, with jsonPath, its summaries
+// as JSON there.
+func RunSwapReport(ctx context.Context, cfg SwapConfig, policies []string, out io.Writer, jsonPath string) error {
+	c, err := RunSwap(ctx, cfg, policies)
+	if err != nil {
+		return err
+	}
+	cfg = c.Config
+	side := "side requests"
+	if cfg.SecondAgent {
+		side += ", every second session"
+	}
+	fmt.Fprintf(out, "models on demand: %s (agent) and %s (%s) on one %s, keep-alive %v\n",
+		cfg.Agent, cfg.Side, side, cfg.GPU, cfg.KeepAlive)
+	if err := WriteSwapTable(out, c); err != nil {
+		return err
+	}
+	if jsonPath == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return fmt.Errorf("bench: swap report: %w", err)
+	}
+	if err := os.WriteFile(jsonPath, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("bench: swap report: %w", err)
+	}
+	return nil
+}
 
 // WriteSwapTable writes a swap benchmark's runs as an aligned text table,
 // one row per policy: TTFT of the sessions' turns, of the requests that

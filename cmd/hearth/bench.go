@@ -47,6 +47,14 @@ func runBenchFlags(ctx context.Context, env *environment, f *bench.Flags, set ma
 	if err != nil {
 		return err
 	}
+	if r.Swap != nil {
+		gpus, err := nodes.ParseSimSpec(r.SimSpec)
+		if err != nil {
+			return fmt.Errorf("%w: --sim: %v", errUsage, err)
+		}
+		r.Swap.GPU = gpus[0].Kind
+		return bench.RunSwapReport(ctx, *r.Swap, r.SwapPolicies, env.stdout, r.Comparison.JSONPath)
+	}
 	if r.SimSpec != "" {
 		gpus, err := nodes.ParseSimSpec(r.SimSpec)
 		if err != nil {
