@@ -374,7 +374,7 @@ func (f *Flags) prepareSwap(r Run) (Run, error) {
 	if len(levels) != 1 {
 		return r, configErrorf("--swap-model runs one --sessions level, got %d", len(levels))
 	}
-	r.Agentic.Sessions = levels[0]
+	r.Agentic.Sessions, r.Agentic.Seed = levels[0], f.seed
 	if len(r.Agentic.SideRequests) == 0 {
 		r.Agentic.SideRequests = []SideRequest{DefaultSwapSideRequest}
 	}

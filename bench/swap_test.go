@@ -174,14 +174,14 @@ func prepareSwapFlags(t *testing.T, args ...string) (Run, error) {
 }
 
 func TestFlagsSwapModel(t *testing.T) {
-	r, err := prepareSwapFlags(t, "--swap-model", "qwen3-4b-fp8", "--kvbm", "ram+ssd", "--kv-store-dir", "/x", "--keep-alive", "5m", "--policies", "hearth,stop_start")
+	r, err := prepareSwapFlags(t, "--swap-model", "qwen3-4b-fp8", "--kvbm", "ram+ssd", "--kv-store-dir", "/x", "--keep-alive", "5m", "--policies", "hearth,stop_start", "--seed", "7")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := SwapConfig{Agent: DefaultSimModel, Side: "qwen3-4b-fp8", SecondAgent: true, KeepAlive: 5 * time.Minute, StoreDir: "/x"}
 	got := *r.Swap
 	if got.Agent != want.Agent || got.Side != want.Side || got.SecondAgent != want.SecondAgent || got.KeepAlive != want.KeepAlive ||
-		got.StoreDir != want.StoreDir || got.Workload.Sessions != 2 || len(got.Workload.SideRequests) != 1 || r.SimSpec != "1x4090" {
+		got.StoreDir != want.StoreDir || got.Workload.Sessions != 2 || got.Workload.Seed != 7 || got.Seed != 7 || len(got.Workload.SideRequests) != 1 || r.SimSpec != "1x4090" {
 		t.Errorf("swap config %+v, sim %q", got, r.SimSpec)
 	}
 	if !slices.Equal(r.SwapPolicies, []string{SwapHearth, SwapStopStart}) {
