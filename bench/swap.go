@@ -3,6 +3,7 @@ package bench
 import (
 	"container/heap"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -106,7 +107,26 @@ func (c SwapConfig) withDefaults() SwapConfig {
 	if c.DiskGBps == 0 {
 		c.DiskGBps = catalog.DefaultDiskGBps
 	}
+	c.Workload = c.Workload.WithDefaults()
 	return c
+}
+
+// MarshalJSON writes the effective config, durations as Go writes them.
+func (c SwapConfig) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		GPU            string        `json:"gpu"`
+		Agent          string        `json:"agent_model"`
+		Side           string        `json:"side_model"`
+		SecondAgent    bool          `json:"second_agent"`
+		MemoryFraction float64       `json:"memory_fraction"`
+		KeepAlive      string        `json:"keep_alive"`
+		NodeStore      bool          `json:"node_store"`
+		StoreGiB       float64       `json:"store_gib,omitempty"`
+		DiskGBps       float64       `json:"disk_gbps"`
+		Seed           int64         `json:"seed"`
+		Workload       AgenticConfig `json:"workload"`
+	}{c.GPU, c.Agent, c.Side, c.SecondAgent, c.MemoryFraction, c.KeepAlive.String(), c.StoreDir != "",
+		c.StoreGiB, c.DiskGBps, c.Seed, c.Workload})
 }
 
 // RunSwap runs the workload of cfg under every policy of policies (nil:

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"io"
 	"os"
@@ -199,5 +200,38 @@ func TestFlagsSwapModel(t *testing.T) {
 		if _, err := prepareSwapFlags(t, args...); err == nil {
 			t.Errorf("%v: no error", args)
 		}
+	}
+}
+
+// The JSON report holds the effective config, the workload's defaults
+// applied, beside each policy's summary.
+func TestSwapComparisonJSON(t *testing.T) {
+	c := &SwapComparison{Config: SwapConfig{Agent: "a", Side: "b", Workload: AgenticConfig{Sessions: 2}}.withDefaults(),
+		Summaries: []SwapSummary{{Policy: SwapHearth, Swaps: 3, LoadSeconds: 1.5}}}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Config struct {
+			KeepAlive string `json:"keep_alive"`
+			GPU       string `json:"gpu"`
+			Workload  struct {
+				Steps    int `json:"steps"`
+				Sessions int `json:"sessions"`
+			} `json:"workload"`
+		} `json:"config"`
+		Summaries []struct {
+			Policy      string  `json:"policy"`
+			Swaps       int     `json:"swaps"`
+			LoadSeconds float64 `json:"load_seconds"`
+		} `json:"summaries"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Config.KeepAlive != "30m0s" || got.Config.GPU != "rtx4090" || got.Config.Workload.Steps != DefaultSteps ||
+		got.Config.Workload.Sessions != 2 || len(got.Summaries) != 1 || got.Summaries[0].Swaps != 3 || got.Summaries[0].LoadSeconds != 1.5 {
+		t.Errorf("JSON %s", b)
 	}
 }
