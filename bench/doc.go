@@ -117,8 +117,11 @@
 // next release and each second, as the Manager's own wait does. An
 // evicted engine loses its GPU and host-RAM caches; its blocks in the
 // node store stay, so the first turn after it returns loads its prefix
-// from there. The Manager's Run (keep-alive expiry, preload) is not run:
-// a keep-alive acts through the tool pauses it protects.
+// from there. An admitted request goes through package router's Router,
+// each engine its model's one worker with the router's queue off (the
+// engines queue), without KV events: with one engine per model there is
+// no choice to make. The Manager's Run (keep-alive expiry, preload) is
+// not run: a keep-alive acts through the tool pauses it protects.
 //
 // # Results so far
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/models"
+	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
 )
@@ -168,7 +169,8 @@ func RunSwap(ctx context.Context, cfg SwapConfig, policies []string) (*SwapCompa
 }
 
 // swapSim is one run of a swap benchmark in virtual time: an engine core
-// per model, a gate that decides when a request may reach its model's
+// per model, package router's Router with each engine as its model's
+// worker, a gate that decides when a request may reach its model's
 // engine (the policy), and the workload's driver. Under SwapHearth the
 // gate is a models.Manager on the simulation's clock, whose Mover does not
 // move anything itself: it notes what the Manager asked for, and the
@@ -184,6 +186,9 @@ type swapSim struct {
 	// order is the models in a fixed order, for deterministic loops.
 	order []*swapModel
 
+	// router routes each admitted request to its model's engine, the
+	// model's one worker (its queue off: the engines queue).
+	router *router.Router
 	// Under SwapHearth: the manager, the moves its last Acquire asked for,
 	// and the cancel of that Acquire's context.
 	manager *models.Manager
@@ -222,13 +227,15 @@ type swapModel struct {
 	readyAt  time.Duration
 	pending  []*swapFlight
 	inFlight int
+	worker   router.WorkerID
 }
 
 type swapFlight struct {
 	req     *Request
 	model   *swapModel
 	release func()
-	swapped bool // its admission brought the model in
+	swapped bool   // its admission brought the model in
+	routed  string // the router's request id, once routed
 	first   time.Duration
 	cached  int
 	ssd     int
@@ -310,6 +317,19 @@ func newSwapSim(cfg SwapConfig, policy string, w *Agentic) (*swapSim, error) {
 			Name: name, Bytes: uint64(float64(gpu.MemoryBytes) * cfg.MemoryFraction),
 			Wake: m.times.WakeLevel1, Cold: m.times.ColdFromPageCache, CanSleep: true, KeepAlive: cfg.KeepAlive,
 		})
+	}
+	r, err := router.New(router.Config{Policy: router.PolicyHearth, QueueSize: -1, Seed: cfg.Seed}, router.WithClock(swapClock{s}))
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("bench: swap: %w", err)
+	}
+	s.router = r
+	for _, m := range s.order {
+		st := m.core.Stats()
+		if m.worker, err = r.AddWorker(router.WorkerInfo{Name: m.name, Model: m.name, CapacityBlocks: st.NumGPUBlocks}); err != nil {
+			s.close()
+			return nil, fmt.Errorf("bench: swap: %w", err)
+		}
 	}
 	if policy == SwapHearth {
 		mgr, err := models.New(models.Options{Capacity: gpu.MemoryBytes, Models: ms, Mover: swapMover{s}, Clock: swapClock{s}})
@@ -583,8 +603,18 @@ func (s *swapSim) startPending(m *swapModel) {
 
 func (s *swapSim) start(f *swapFlight) {
 	req := f.req
-	s.flights[req.ID()] = f
-	if err := f.model.core.Add(s.now, &sim.Request{ID: req.ID(), Prompt: req.Prompt, Output: req.Answer}); err != nil {
+	dec, _, err := s.router.Enqueue(&router.Request{ID: req.ID(), Model: f.model.name, SessionID: req.Session,
+		Hashes: tokenizer.BlockHashes(req.Prompt, tokenizer.DefaultBlockSize), PromptTokens: len(req.Prompt)})
+	if err != nil {
+		s.finish(f, fmt.Errorf("bench: route: %w", err))
+		return
+	}
+	if dec.WorkerID != f.model.worker {
+		panic(fmt.Sprintf("bench: swap: the router sent a request for %s to worker %d", f.model.name, dec.WorkerID))
+	}
+	f.routed = dec.RequestID
+	s.flights[dec.RequestID] = f
+	if err := f.model.core.Add(s.now, &sim.Request{ID: dec.RequestID, Prompt: req.Prompt, Output: req.Answer}); err != nil {
 		s.finish(f, fmt.Errorf("bench: %w %s: %w", errEngine, f.model.name, err))
 	}
 }
@@ -599,6 +629,7 @@ func (s *swapSim) endStep(m *swapModel) {
 		f.outputs++
 		if out.Index == 0 {
 			f.first, f.cached, f.prompt, f.ssd = s.now, out.CachedTokens, out.PromptTokens, out.StoreCachedTokens
+			s.router.PrefillDone(f.routed)
 		}
 		if out.Finished {
 			s.finish(f, nil)
@@ -610,7 +641,10 @@ func (s *swapSim) endStep(m *swapModel) {
 // a release may let held requests in.
 func (s *swapSim) finish(f *swapFlight, err error) {
 	req := f.req
-	delete(s.flights, req.ID())
+	if f.routed != "" {
+		delete(s.flights, f.routed)
+		s.router.Free(f.routed)
+	}
 	f.model.inFlight--
 	r := Result{
 		Session: req.Session, Turn: req.Turn, Last: req.Last, Compaction: req.Compaction, Side: req.Side,
