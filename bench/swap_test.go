@@ -16,7 +16,7 @@ import (
 // swapTestConfig is a tiny swap workload: two agents, one on each model,
 // each session sending a title request to the small model, without a
 // node store (writing its files is most of a run's time).
-func swapTestConfig(t *testing.T) SwapConfig {
+func swapTestConfig() SwapConfig {
 	return SwapConfig{
 		GPU: "rtx4090", Agent: "qwen3-14b-fp8", Side: "qwen3-4b-fp8", SecondAgent: true,
 		Workload: AgenticConfig{
@@ -41,7 +41,7 @@ func swapByPolicy(c *SwapComparison) map[string]SwapSummary {
 // sleeping only what the Manager evicts, and its turns wait longer;
 // both models pinned never load and finish the sessions first.
 func TestRunSwapOrdersThePolicies(t *testing.T) {
-	c, err := RunSwap(context.Background(), swapTestConfig(t), nil)
+	c, err := RunSwap(context.Background(), swapTestConfig(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestRunSwapOrdersThePolicies(t *testing.T) {
 // that brought it in loads its prefix from there, and without a store it
 // computes all of it.
 func TestRunSwapKeepsKVAcrossSwapsInTheNodeStore(t *testing.T) {
-	cfg := swapTestConfig(t)
+	cfg := swapTestConfig()
 	cfg.StoreDir = t.TempDir()
 	with, err := RunSwap(context.Background(), cfg, []string{SwapHearth})
 	if err != nil {
@@ -99,13 +99,13 @@ func TestRunSwapRefusesBadConfigs(t *testing.T) {
 		"unknown model": func(c *SwapConfig) { c.Side = "no-such-model" },
 		"unknown GPU":   func(c *SwapConfig) { c.GPU = "rtx9999" },
 	} {
-		cfg := swapTestConfig(t)
+		cfg := swapTestConfig()
 		mod(&cfg)
 		if _, err := RunSwap(context.Background(), cfg, nil); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	if _, err := RunSwap(context.Background(), swapTestConfig(t), []string{"lru"}); err == nil {
+	if _, err := RunSwap(context.Background(), swapTestConfig(), []string{"lru"}); err == nil {
 		t.Error("an unknown policy: no error")
 	}
 }
@@ -145,7 +145,7 @@ func TestWriteSwapTableGolden(t *testing.T) {
 // other model's requests get in between the turns, and the models swap
 // more often.
 func TestRunSwapToolPauseKeepsTheModel(t *testing.T) {
-	cfg := swapTestConfig(t)
+	cfg := swapTestConfig()
 	long, err := RunSwap(context.Background(), cfg, []string{SwapHearth})
 	if err != nil {
 		t.Fatal(err)
@@ -233,5 +233,15 @@ func TestSwapComparisonJSON(t *testing.T) {
 	if got.Config.KeepAlive != "30m0s" || got.Config.GPU != "rtx4090" || got.Config.Workload.Steps != DefaultSteps ||
 		got.Config.Workload.Sessions != 2 || len(got.Summaries) != 1 || got.Summaries[0].Swaps != 3 || got.Summaries[0].LoadSeconds != 1.5 {
 		t.Errorf("JSON %s", b)
+	}
+}
+
+func BenchmarkRunSwap(b *testing.B) {
+	cfg := swapTestConfig()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := RunSwap(context.Background(), cfg, []string{SwapHearth}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -104,6 +104,9 @@ func printBenchUsage(w io.Writer) {
 Runs routing policies side by side on the same workload: on a simulated
 cluster in virtual time (--sim, the default) or against a live
 OpenAI-compatible server (--target). Run 'hearth bench agentic --help'
-for the flags. 'hearth bench plot' draws samples over time (the CSV
-scripts/soak writes) as an SVG chart.`)
+for the flags. 'hearth bench agentic --swap-model MODEL' compares
+instead how models that do not fit one GPU together take turns on it:
+Hearth's policy, stop/start on every switch, and both pinned. 'hearth
+bench plot' draws samples over time (the CSV scripts/soak writes) as an
+SVG chart.`)
 }
