@@ -107,6 +107,25 @@
 // back from x-hearth-cached-blocks. RunPlan (run.go) runs every policy at
 // every concurrency level on the identical workload.
 //
+// # Models on demand
+//
+// RunSwap (swap.go) runs agents on two models that do not fit one GPU
+// together under three residency policies: Hearth's, package models'
+// Manager itself on the simulation's clock; stop/start on every switch,
+// first come, first served; and both pinned on a GPU each. The Manager's
+// Mover only notes the sleeps, wakes and starts it asks for; the
+// simulation holds the model's engine for their catalog.SwapTimesOf
+// times, and an Acquire that would wait for protected models ends at
+// once (the clock's timer cancels its context) and is tried again on the
+// next release and each second, as the Manager's own wait does. An
+// evicted engine loses its GPU and host-RAM caches; its blocks in the
+// node store stay, so the first turn after it returns loads its prefix
+// from there. An admitted request goes through package router's Router,
+// each engine its model's one worker with the router's queue off (the
+// engines queue), without KV events: with one engine per model there is
+// no choice to make. The Manager's Run (keep-alive expiry, preload) is
+// not run: a keep-alive acts through the tool pauses it protects.
+//
 // # Results so far
 //
 // The policies compared on two and four simulated RTX 4090s under the

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/kvbm"
+	"github.com/hearth-llm/hearth/models"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/runtime/sim"
 )
@@ -53,6 +55,9 @@ type Flags struct {
 	kvCacheDtype  string
 	ropeScaling   bool
 	layout        string
+	swapModel     string        // --swap-model
+	keepAlive     time.Duration // --keep-alive
+	secondAgent   bool          // --second-agent
 	// layoutGiven is whether a flag or the preset set the layout itself
 	// (--tp, --kv-cache-dtype, --rope-scaling, --max-model-len).
 	layoutGiven bool
@@ -100,6 +105,11 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.layout, "layout", catalog.LayoutAgent, "the simulated engines' layout without --tp, --kv-cache-dtype, --rope-scaling or --max-model-len, as hearth up's: agent (the layout for coding agents hearth up serves by default) or per-gpu (one engine per GPU)")
 	fs.IntVar(&f.runs, "runs", 1, "repeat every run with this many seeds (--seed, --seed+1, ...) and report the spread")
 	fs.StringVar(&f.plotPath, "plot", "", "also write a chart of TTFT, slowest turn TTFT and task time to FILE.svg")
+	if f.kind == "agentic" {
+		fs.StringVar(&f.swapModel, "swap-model", "", "benchmark models on demand instead: --model's agent sessions and this model's side requests (and with --second-agent every second session) on the first GPU of --sim (default 1x4090), where they do not fit together, under --policies "+strings.Join(SwapPolicies, ", ")+" (default all; pinned gives each model a GPU of its own)")
+		fs.BoolVar(&f.secondAgent, "second-agent", true, "with --swap-model: every second session is an agent on --swap-model")
+		fs.DurationVar(&f.keepAlive, "keep-alive", models.DefaultKeepAlive, "with --swap-model: each model's keep-alive under the hearth policy, as hearth up's")
+	}
 }
 
 // Run is what a command line asks for. The simulated GPUs are the
@@ -119,6 +129,11 @@ type Run struct {
 	DefaultLayout bool
 	// Client is the preset's client, else Claude Code's.
 	Client string
+	// Swap is the swap benchmark --swap-model asks for, nil otherwise;
+	// its GPU is the caller's to set, from SimSpec. SwapPolicies are its
+	// policies.
+	Swap         *SwapConfig
+	SwapPolicies []string
 }
 
 // Prepare checks the flags (set names those the command line gave) and
@@ -135,6 +150,9 @@ func (f *Flags) Prepare(set map[string]bool, out, progress io.Writer) (Run, erro
 		InferHints: f.inferHints != "off", WarmStart: f.warmStart == "on"}, Model: f.model, Client: catalog.ClaudeCodeID}
 	c := &r.Comparison
 	var err error
+	if f.swapModel != "" {
+		return f.prepareSwap(r)
+	}
 	if c.Policies, err = f.policyList(live); err != nil {
 		return r, err
 	}
@@ -240,6 +258,22 @@ func (f *Flags) check(set map[string]bool) error {
 			return configErrorf("--%s applies to a simulation only", name)
 		}
 	}
+	if f.swapModel == "" && (set["keep-alive"] || set["second-agent"]) {
+		return configErrorf("--keep-alive and --second-agent apply to --swap-model only")
+	}
+	if f.swapModel != "" {
+		if f.target != "" {
+			return configErrorf("--swap-model applies to a simulation only")
+		}
+		for _, name := range []string{"restart-at", "runs", "plot", "tp", "layout", "kv-cache-dtype", "rope-scaling", "max-model-len", "subagents"} {
+			if set[name] {
+				return configErrorf("--%s does not apply to --swap-model", name)
+			}
+		}
+		if f.keepAlive <= 0 {
+			return configErrorf("--keep-alive must be positive")
+		}
+	}
 	if f.offloadGiB < 0 || f.eventLatency < 0 || f.duration < 0 || f.totalSessions < 0 || f.steps < 0 || f.prefixTokens < 0 || f.subagents < 0 || f.limit < 0 || f.maxModelLen < 0 {
 		return configErrorf("negative value")
 	}
@@ -324,4 +358,59 @@ func (f *Flags) agenticConfig() (AgenticConfig, error) {
 		cfg.ToolPause = d
 	}
 	return cfg, nil
+}
+
+// prepareSwap turns the flags into the swap benchmark of --model and
+// --swap-model. With --second-agent sessions alternate between the models
+// (one level, default two: an agent on each); a workload without side requests gets a title
+// request per session, as OpenCode sends, on --swap-model.
+func (f *Flags) prepareSwap(r Run) (Run, error) {
+	var err error
+	if r.Agentic, err = f.agenticConfig(); err != nil {
+		return r, err
+	}
+	if f.sessions == "" {
+		f.sessions = "2"
+	}
+	levels, err := f.levels(false)
+	if err != nil {
+		return r, err
+	}
+	if len(levels) != 1 {
+		return r, configErrorf("--swap-model runs one --sessions level, got %d", len(levels))
+	}
+	r.Agentic.Sessions, r.Agentic.Seed = levels[0], f.seed
+	if len(r.Agentic.SideRequests) == 0 {
+		r.Agentic.SideRequests = []SideRequest{DefaultSwapSideRequest}
+	}
+	if r.Model == "" {
+		r.Model = DefaultSimModel
+	}
+	if _, ok := catalog.LookupModel(f.swapModel); !ok {
+		return r, configErrorf("--swap-model %q: unknown (known: %s)", f.swapModel, strings.Join(sim.ModelNames(), ", "))
+	}
+	if f.policies == "" {
+		r.SwapPolicies = slices.Clone(SwapPolicies)
+	} else {
+		for _, p := range strings.Split(f.policies, ",") {
+			p = strings.TrimSpace(p)
+			if !slices.Contains(SwapPolicies, p) || slices.Contains(r.SwapPolicies, p) {
+				return r, configErrorf("--policies with --swap-model: %q is unknown or listed twice (known: %s)", p, strings.Join(SwapPolicies, ", "))
+			}
+			r.SwapPolicies = append(r.SwapPolicies, p)
+		}
+	}
+	r.SimSpec = f.simSpec
+	if r.SimSpec == "" {
+		r.SimSpec = "1x4090"
+	}
+	r.Swap = &SwapConfig{Agent: r.Model, Side: f.swapModel, Workload: r.Agentic, KeepAlive: f.keepAlive,
+		SecondAgent: f.secondAgent, DiskGBps: f.diskGBps, Seed: int64(f.seed)}
+	if f.tiers == kvbm.TiersRAMSSD {
+		r.Swap.StoreDir = f.storeDir
+		if r.Swap.StoreDir == "" {
+			r.Swap.StoreDir = os.TempDir()
+		}
+	}
+	return r, nil
 }

@@ -47,6 +47,14 @@ func runBenchFlags(ctx context.Context, env *environment, f *bench.Flags, set ma
 	if err != nil {
 		return err
 	}
+	if r.Swap != nil {
+		gpus, err := nodes.ParseSimSpec(r.SimSpec)
+		if err != nil {
+			return fmt.Errorf("%w: --sim: %v", errUsage, err)
+		}
+		r.Swap.GPU = gpus[0].Kind
+		return bench.RunSwapReport(ctx, *r.Swap, r.SwapPolicies, env.stdout, r.Comparison.JSONPath)
+	}
 	if r.SimSpec != "" {
 		gpus, err := nodes.ParseSimSpec(r.SimSpec)
 		if err != nil {
@@ -96,6 +104,9 @@ func printBenchUsage(w io.Writer) {
 Runs routing policies side by side on the same workload: on a simulated
 cluster in virtual time (--sim, the default) or against a live
 OpenAI-compatible server (--target). Run 'hearth bench agentic --help'
-for the flags. 'hearth bench plot' draws samples over time (the CSV
-scripts/soak writes) as an SVG chart.`)
+for the flags. 'hearth bench agentic --swap-model MODEL' compares
+instead how models that do not fit one GPU together take turns on it:
+Hearth's policy, stop/start on every switch, and both pinned. 'hearth
+bench plot' draws samples over time (the CSV scripts/soak writes) as an
+SVG chart.`)
 }

@@ -27,6 +27,10 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"trace flag on agentic", []string{"bench", "agentic", "--speed", "2"}},
 		{"agentic flag on trace", []string{"bench", "trace", "--trace", trace, "--sessions", "4"}},
 		{"zero sessions", []string{"bench", "agentic", "--sessions", "1,0"}},
+		{"swap model on trace", []string{"bench", "trace", "--trace", trace, "--swap-model", "qwen3-4b-fp8"}},
+		{"keep-alive without swap model", []string{"bench", "agentic", "--keep-alive", "1m"}},
+		{"swap model unknown", []string{"bench", "agentic", "--swap-model", "nope"}},
+		{"swap model on a bad sim", []string{"bench", "agentic", "--swap-model", "qwen3-4b-fp8", "--sim", "2xfoo"}},
 		{"sessions not a number", []string{"bench", "agentic", "--sessions", "many"}},
 		{"unknown policy", []string{"bench", "agentic", "--policies", "kv,best"}},
 		{"policy twice", []string{"bench", "agentic", "--policies", "kv,kv"}},
@@ -277,5 +281,42 @@ func TestBenchTraceSimulated(t *testing.T) {
 	}
 	if _, _, err := runHearth(t, "", "bench", "trace", "--trace", filepath.Join(t.TempDir(), "missing")); err == nil || errors.Is(err, errUsage) {
 		t.Errorf("missing trace file: got %v, want a plain error", err)
+	}
+}
+
+// TestBenchSwapModel: hearth bench agentic --swap-model runs the swap
+// benchmark on the GPU of --sim and prints each policy's row.
+func TestBenchSwapModel(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	out, errOut, err := runHearth(t, "", "bench", "agentic", "--swap-model", "qwen3-4b-fp8", "--sim", "1x3090",
+		"--total-sessions", "2", "--steps", "2", "--prefix-tokens", "500", "--tool-pause", "const:1s",
+		"--seed", "3", "--json", jsonPath)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, errOut)
+	}
+	for _, want := range []string{"on one rtx3090", "hearth", "stop_start", "pinned", "after swap s", "load s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report struct {
+		Config struct {
+			GPU  string `json:"gpu"`
+			Seed int64  `json:"seed"`
+		} `json:"config"`
+		Summaries []struct {
+			Policy string `json:"policy"`
+			Swaps  int    `json:"swaps"`
+		} `json:"summaries"`
+	}
+	if err := json.Unmarshal(raw, &report); err != nil {
+		t.Fatalf("json report: %v\n%s", err, raw)
+	}
+	if report.Config.GPU != "rtx3090" || report.Config.Seed != 3 || len(report.Summaries) != 3 {
+		t.Errorf("report: %+v", report)
 	}
 }

@@ -36,7 +36,7 @@ var allowedHearthImports = map[string][]string{
 	"runtime":     {"tokenizer", "kvevents", "catalog", "netguard"},
 	"nodes":       {"catalog"},
 	"console":     {"console/components", "assets", "apikey", "agentclient"},
-	"bench":       {"router", "runtime", "tokenizer", "kvbm", "kvevents", "catalog", "agentclient"},
+	"bench":       {"router", "runtime", "tokenizer", "kvbm", "kvevents", "catalog", "agentclient", "models"},
 	"assets":      {},
 	"installer":   {},
 	"catalog":     {"tokenizer"},
