@@ -8,14 +8,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/hearth-llm/hearth/adminapi"
 	"github.com/hearth-llm/hearth/daemon"
-	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // The commands that ask a running daemon (engines, logs, cluster status
@@ -70,63 +66,19 @@ func (f daemonFlags) explain(err error) error {
 // runEngines prints the engines of a running daemon.
 func runEngines(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "engines", "engines [--addr URL] [--json] [--data-dir DIR]")
-	daemon := registerDaemonFlags(fs, env.getenv)
+	running := registerDaemonFlags(fs, env.getenv)
 	asJSON := fs.Bool("json", false, "print the daemon's JSON as it is")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	list, err := askDaemon(ctx, env, daemon, (*adminapi.Client).Engines)
+	list, err := askDaemon(ctx, env, running, (*adminapi.Client).Engines)
 	if *asJSON && list.Raw != nil {
 		return printAsItCame(env.stdout, list.Raw)
 	}
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tRUNTIME\tKIND\tMODEL\tGPU\tSTATE\tPID/CONTAINER\tRESTARTS\tSINCE\tTOKENIZER\tKV EVENTS\tLAST ERROR")
-	for _, e := range list.Engines {
-		pid := "-"
-		switch {
-		case e.PID > 0:
-			pid = fmt.Sprint(e.PID)
-		case e.Container != "":
-			pid = e.Container
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", e.Name, e.Runtime, e.Kind, e.Model, gpuList(e),
-			stateText(e), pid, e.Restarts, e.Since.Local().Format(time.TimeOnly), e.Tokenizer.Text(), e.KVEvents.Text(), e.LastError)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	// A tokenizer that differs from Hearth's, or KV events Hearth cannot
-	// follow, silently cost every predicted cache hit: say it in full
-	// under the table.
-	for _, e := range list.Engines {
-		if e.Tokenizer != nil && e.Tokenizer.State != string(hruntime.TokenizerAgrees) {
-			if _, err := fmt.Fprintf(env.stdout, "%s: %s\n", e.Name, e.Tokenizer.Summary); err != nil {
-				return err
-			}
-		}
-		if e.KVEvents != nil && e.KVEvents.State != string(hruntime.KVEventsMatch) {
-			if _, err := fmt.Fprintf(env.stdout, "%s: %s\n", e.Name, e.KVEvents.Summary); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// stateText is an engine's state as `hearth engines` prints it: with the
-// phase of its start while it loads ("loading: capturing CUDA graphs 40%").
-func stateText(e adminapi.Engine) string {
-	if e.Phase == "" {
-		return e.State
-	}
-	s := e.State + ": " + hruntime.LoadPhase(e.Phase).Label()
-	if e.Progress != nil {
-		s += fmt.Sprintf(" %d%%", *e.Progress)
-	}
-	return s
+	return daemon.WriteEngineTable(env.stdout, list.Engines)
 }
 
 // runLogs prints an engine's last output lines and, with -f, the lines
@@ -199,17 +151,4 @@ func printOutcome(w io.Writer, o adminapi.Outcome, err error) error {
 	}
 	_, err = fmt.Fprintln(w, strings.TrimSpace(string(o.Raw)))
 	return err
-}
-
-// gpuList is an engine's GPU column: its GPU, or "0,1" for one engine over
-// several GPUs.
-func gpuList(e adminapi.Engine) string {
-	if len(e.GPUs) < 2 {
-		return strconv.Itoa(e.GPU)
-	}
-	ids := make([]string, len(e.GPUs))
-	for i, g := range e.GPUs {
-		ids[i] = strconv.Itoa(g)
-	}
-	return strings.Join(ids, ",")
 }

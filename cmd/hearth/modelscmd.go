@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/hearth-llm/hearth/adminapi"
+	"github.com/hearth-llm/hearth/daemon"
 )
 
 // modelActions are what hearth models does to one model.
@@ -17,7 +17,7 @@ var modelActions = []string{"load", "unload", "pin", "unpin"}
 // unloads, pins or unpins one: hearth models [load|unload|pin|unpin NAME].
 func runModels(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "models", "models [load|unload|pin|unpin MODEL] [--addr URL] [--json] [--data-dir DIR]")
-	daemon := registerDaemonFlags(fs, env.getenv)
+	running := registerDaemonFlags(fs, env.getenv)
 	asJSON := fs.Bool("json", false, "print the daemon's JSON as it is")
 	action, name := "", ""
 	if len(args) > 0 && slices.Contains(modelActions, args[0]) {
@@ -30,26 +30,17 @@ func runModels(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	if action != "" {
-		o, err := askDaemon(ctx, env, daemon, func(c *adminapi.Client, ctx context.Context) (adminapi.Outcome, error) {
+		o, err := askDaemon(ctx, env, running, func(c *adminapi.Client, ctx context.Context) (adminapi.Outcome, error) {
 			return c.ModelAction(ctx, name, action)
 		})
 		return printOutcome(env.stdout, o, err)
 	}
-	list, err := askDaemon(ctx, env, daemon, (*adminapi.Client).Models)
+	list, err := askDaemon(ctx, env, running, (*adminapi.Client).Models)
 	if *asJSON && list.Raw != nil {
 		return printAsItCame(env.stdout, list.Raw)
 	}
 	if err != nil {
 		return err
 	}
-	if len(list.Models) == 0 {
-		_, err := fmt.Fprintln(env.stdout, "every model has GPUs of its own (models load on demand when hearth up serves more --model than its GPUs hold)")
-		return err
-	}
-	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODEL\tSTATE\tIN FLIGHT\tPINNED")
-	for _, m := range list.Models {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\n", m.Name, m.State, m.InFlight, m.Pinned)
-	}
-	return tw.Flush()
+	return daemon.WriteModelTable(env.stdout, list.Models)
 }

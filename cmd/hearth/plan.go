@@ -33,7 +33,7 @@ type planConfig struct {
 	sessions int
 	seed     uint64
 	// rigs, above 1, plans for a cluster of that many machines, each with
-	// the GPUs named (planRigs).
+	// the GPUs named (bench.LayoutEvaluator.WriteRigsPlan).
 	rigs int
 	// layoutMode is --layout: daemon.LayoutAgent or LayoutPerGPU, the
 	// layout planned when layoutGiven is false (no --tp, --kv-cache-dtype,
@@ -75,7 +75,8 @@ func runPlan(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	if cfg.agent != "" && cfg.rigs > 1 {
-		return planRigs(ctx, env, cfg, uses, model)
+		req := catalog.AgentLayoutRequest{Model: model, Client: cfg.agent, Sessions: cfg.sessions, Seed: cfg.seed}
+		return env.layouts.WriteRigsPlan(ctx, env.stdout, req, uses, cfg.rigs)
 	}
 	if cfg.agent != "" {
 		ev, err := env.layouts.Evaluate(ctx, catalog.AgentLayoutRequest{

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -6,39 +6,39 @@ import (
 	"io"
 	"strings"
 
-	"github.com/hearth-llm/hearth/bench"
 	"github.com/hearth-llm/hearth/catalog"
 )
 
-// planRigs is hearth plan --agent for a cluster of cfg.rigs identical
-// machines, each with the GPUs cfg names (a gaming rig: one GPU): the
-// layouts those machines can serve (no tensor parallelism across two),
-// each measured by the simulation with the client's sessions spread over
-// all of them, and what one rig holds in each; then the alternatives, each
-// measured alike: the model's next smaller sibling, and two of the rigs'
-// GPUs in one box as one TP-2 engine.
-func planRigs(ctx context.Context, env *environment, cfg planConfig, uses []catalog.GPUUse, model catalog.Model) error {
+// WriteRigsPlan is hearth plan --agent for a cluster of rigs identical
+// machines, each with the GPUs uses names (a gaming rig: one GPU), for
+// req's model, client, sessions and seed: the layouts those machines can
+// serve (no tensor parallelism across two), each measured by the
+// simulation with the client's sessions spread over all of them, and what
+// one rig holds in each; then the alternatives, each measured alike: the
+// model's next smaller sibling, and two of the rigs' GPUs in one box as
+// one TP-2 engine.
+func (e LayoutEvaluator) WriteRigsPlan(ctx context.Context, w io.Writer, req catalog.AgentLayoutRequest, uses []catalog.GPUUse, rigs int) error {
 	var all []catalog.GPUUse
-	for range cfg.rigs {
+	for range rigs {
 		all = append(all, uses...)
 	}
-	req := catalog.AgentLayoutRequest{GPUs: all, Model: model, Client: cfg.agent, Sessions: cfg.sessions, Seed: cfg.seed}
-	rigs := catalog.OnRigs(catalog.AgentCandidates(all, model), len(uses))
-	if len(rigs) == 0 {
+	req.GPUs = all
+	model := req.Model
+	candidates := catalog.OnRigs(catalog.AgentCandidates(all, model), len(uses))
+	if len(candidates) == 0 {
 		return fmt.Errorf("plan: %s fits no layout on rigs of %s", model.Name, gpuKinds(uses))
 	}
-	ev, err := env.layouts.EvaluateCandidates(ctx, req, rigs)
+	ev, err := e.EvaluateCandidates(ctx, req, candidates)
 	if err != nil {
 		return err
 	}
-	w := env.stdout
-	fmt.Fprintf(w, "%s (%s), %d rigs of %s, layouts for %s\n", model.Name, model.Repo, cfg.rigs, gpuKinds(uses), cfg.agent)
-	if err := bench.WriteLayoutTable(w, ev); err != nil {
+	fmt.Fprintf(w, "%s (%s), %d rigs of %s, layouts for %s\n", model.Name, model.Repo, rigs, gpuKinds(uses), req.Client)
+	if err := WriteLayoutTable(w, ev); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "\neach rig holds (sessions at once: of the run's longest context):")
 	for _, r := range ev.Layouts {
-		writeRigLine(w, "  "+r.Candidate.Layout.String(), r, cfg.rigs)
+		writeRigLine(w, "  "+r.Candidate.Layout.String(), r, rigs)
 	}
 	fmt.Fprintln(w, "\nalternatives, the same sessions measured alike:")
 	if small, ok := catalog.SmallerModel(model); ok {
@@ -46,14 +46,14 @@ func planRigs(ctx context.Context, env *environment, cfg planConfig, uses []cata
 		sreq.Model = small
 		cands := catalog.OnRigs(catalog.AgentCandidates(all, small), len(uses))
 		if len(cands) > 0 {
-			sev, err := env.layouts.EvaluateCandidates(ctx, sreq, cands)
+			sev, err := e.EvaluateCandidates(ctx, sreq, cands)
 			if err != nil {
 				return err
 			}
-			writeRigLine(w, fmt.Sprintf("  a smaller model, %s, %s", small.Name, sev.Recommended().Candidate.Layout), sev.Recommended(), cfg.rigs)
+			writeRigLine(w, fmt.Sprintf("  a smaller model, %s, %s", small.Name, sev.Recommended().Candidate.Layout), sev.Recommended(), rigs)
 		}
 	}
-	if len(uses) == 1 && cfg.rigs >= 2 {
+	if len(uses) == 1 && rigs >= 2 {
 		box := []catalog.GPUUse{uses[0], uses[0]}
 		var tp2 []catalog.Candidate
 		for _, c := range catalog.AgentCandidates(box, model) {
@@ -64,7 +64,7 @@ func planRigs(ctx context.Context, env *environment, cfg planConfig, uses []cata
 		if len(tp2) > 0 {
 			breq := req
 			breq.GPUs = box
-			bev, err := env.layouts.EvaluateCandidates(ctx, breq, tp2)
+			bev, err := e.EvaluateCandidates(ctx, breq, tp2)
 			if err != nil {
 				return err
 			}
@@ -73,8 +73,8 @@ func planRigs(ctx context.Context, env *environment, cfg planConfig, uses []cata
 			if servesMore(b, best) {
 				fmt.Fprintf(w, "two GPUs in one box as one TP-2 engine serve these sessions better than the %d rigs' %s (ttft p90 %.0f ms against %.0f, %d/%d sessions done against %d/%d): "+
 					"its KV cache holds %d tokens, each rig's %d, so fewer sessions wait for KV room\n",
-					cfg.rigs, best.Candidate.Layout, b.Summary.TTFT.P90, best.Summary.TTFT.P90, b.Summary.FinishedSessions, b.Summary.StartedSessions,
-					best.Summary.FinishedSessions, best.Summary.StartedSessions, kvTokens(b), kvTokens(best)/cfg.rigs)
+					rigs, best.Candidate.Layout, b.Summary.TTFT.P90, best.Summary.TTFT.P90, b.Summary.FinishedSessions, b.Summary.StartedSessions,
+					best.Summary.FinishedSessions, best.Summary.StartedSessions, kvTokens(b), kvTokens(best)/rigs)
 			}
 		}
 	}
@@ -84,13 +84,13 @@ func planRigs(ctx context.Context, env *environment, cfg planConfig, uses []cata
 // writeRigLine says what one rig holds in a layout's run: its engines'
 // context, KV tokens and sessions at the run's longest context at once,
 // and how the run went.
-func writeRigLine(w io.Writer, label string, r bench.LayoutResult, rigs int) {
+func writeRigLine(w io.Writer, label string, r LayoutResult, rigs int) {
 	fmt.Fprintf(w, "%s: context %d, %d KV tokens, sessions at once %d (of %d tokens), ttft p90 %.0f ms, task p50 %s, %d/%d sessions done\n",
 		label, r.MaxModelLen, kvTokens(r)/rigs, r.SessionsFit/rigs, r.PeakContext, r.Summary.TTFT.P90, taskP50(r), r.Summary.FinishedSessions, r.Summary.StartedSessions)
 }
 
 // kvTokens is the KV cache of a layout's engines, in tokens.
-func kvTokens(r bench.LayoutResult) int {
+func kvTokens(r LayoutResult) int {
 	kv := 0
 	for _, e := range r.Candidate.Plan.Engines {
 		kv += e.KVTokens
@@ -98,7 +98,7 @@ func kvTokens(r bench.LayoutResult) int {
 	return kv
 }
 
-func taskP50(r bench.LayoutResult) string {
+func taskP50(r LayoutResult) string {
 	if r.Summary.FinishedSessions == 0 {
 		return "-"
 	}
@@ -107,7 +107,7 @@ func taskP50(r bench.LayoutResult) string {
 
 // servesMore reports whether a finished more sessions than b, or as many
 // with a lower time to first token at p90.
-func servesMore(a, b bench.LayoutResult) bool {
+func servesMore(a, b LayoutResult) bool {
 	if a.Summary.FinishedSessions != b.Summary.FinishedSessions {
 		return a.Summary.FinishedSessions > b.Summary.FinishedSessions
 	}
