@@ -23,7 +23,7 @@ import (
 const (
 	// SwapHearth is Hearth's: package models' Manager decides which model
 	// is resident (LRU weighed by reload cost, never a model with requests
-	// in flight or a session in a tool pause within its keep-alive) and an
+	// in flight or a session in a tool pause within its grace) and an
 	// evicted model sleeps (level 1) and wakes.
 	SwapHearth = "hearth"
 	// SwapStopStart stops the resident model and cold-starts the other on

@@ -140,8 +140,8 @@ func TestWriteSwapTableGolden(t *testing.T) {
 	}
 }
 
-// The Manager protects a model whose session is in a tool pause, for the
-// model's keep-alive: with a keep-alive shorter than the pauses the
+// The Manager protects a model whose session is in a tool pause, for its
+// grace, never past its keep-alive: with a keep-alive shorter than the pauses the
 // other model's requests get in between the turns, and the models swap
 // more often.
 func TestRunSwapToolPauseKeepsTheModel(t *testing.T) {

@@ -9,7 +9,9 @@
 // (a model that reloads in a second goes before one that takes half a
 // minute), and never takes a pinned model, one with requests in flight,
 // or one whose agent session is in a tool pause younger than the model's
-// keep-alive: the next turn of an agent's loop must not pay a swap. An
+// tool-pause grace (the p90 of the pauses seen on it, bounded): the next
+// turn of an agent's loop must not pay a swap, but a pause longer than the
+// tools run does not hold the GPU from the other models' requests. An
 // evicted model sleeps where its engine can (Mover.Sleep) and stops
 // otherwise. A swap, once begun, finishes even when the request that
 // started it gives up. Run puts models idle past their keep-alive to sleep

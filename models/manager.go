@@ -29,6 +29,24 @@ const (
 // the user reading the answer, so that the loop does not pay a swap.
 const DefaultKeepAlive = 30 * time.Minute
 
+// The bounds of a tool pause's grace: how long after a session's turn
+// ended in a tool call its model is kept from a request for another model.
+// The grace is the running p90 of the tool pauses the Manager has seen on
+// the model (the time from a ToolPause to the model's next request),
+// within [MinToolPauseGrace, MaxToolPauseGrace] and never past the model's
+// keep-alive; DefaultToolPauseGrace until toolPauseSamples pauses are seen.
+// A pause longer than the grace is a user reading or a session that ended:
+// waiting for it would hold the GPU from the other model's turns for
+// nothing.
+const (
+	MinToolPauseGrace     = 5 * time.Second
+	MaxToolPauseGrace     = 2 * time.Minute
+	DefaultToolPauseGrace = 30 * time.Second
+	// toolPauseSamples is how many pauses the grace needs before it is
+	// learned, and how many of the latest it is learned from (twice that).
+	toolPauseSamples = 8
+)
+
 // Model is one configured model.
 type Model struct {
 	Name string
@@ -66,8 +84,11 @@ type entry struct {
 	inFlight  int
 	lastUsed  time.Time
 	toolPause time.Time // when a session on it entered a tool pause; zero: none
-	loaded    chan struct{}
-	loadErr   error
+	// pauses are the latest tool pauses seen on it, oldest first, at most
+	// 2*toolPauseSamples: what its grace is learned from.
+	pauses  []time.Duration
+	loaded  chan struct{}
+	loadErr error
 }
 
 // Options configure a Manager.
@@ -152,8 +173,8 @@ func (m *Manager) Statuses() []Status {
 }
 
 // ToolPause records that a session on model name ended its turn in a tool
-// call: until its next request (Acquire), or its keep-alive passes, the
-// model is not evicted.
+// call: until its next request (Acquire), or its tool-pause grace passes,
+// the model is not evicted.
 func (m *Manager) ToolPause(name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -166,6 +187,17 @@ func (m *Manager) ToolPause(name string) {
 // caller calls the returned release when the request ends. It waits while
 // the models that would have to go are busy, until ctx ends.
 func (m *Manager) Acquire(ctx context.Context, name string) (release func(), err error) {
+	m.mu.Lock()
+	if e, ok := m.models[name]; ok && !e.toolPause.IsZero() {
+		// The pause ends with this request, resident or not: it is one
+		// sample of how long the tools of the model's sessions run.
+		e.pauses = append(e.pauses, m.clock.Now().Sub(e.toolPause))
+		if len(e.pauses) > 2*toolPauseSamples {
+			e.pauses = slices.Delete(e.pauses, 0, len(e.pauses)-2*toolPauseSamples)
+		}
+		e.toolPause = time.Time{}
+	}
+	m.mu.Unlock()
 	for {
 		m.mu.Lock()
 		e, ok := m.models[name]
@@ -180,7 +212,7 @@ func (m *Manager) Acquire(ctx context.Context, name string) (release func(), err
 		switch e.state {
 		case Resident:
 			e.inFlight++
-			e.lastUsed, e.toolPause = m.clock.Now(), time.Time{}
+			e.lastUsed = m.clock.Now()
 			m.mu.Unlock()
 			return m.releaser(e), nil
 		case Loading:
@@ -298,7 +330,19 @@ func (m *Manager) releaser(e *entry) func() {
 // protectedLocked says whether e may not be evicted now.
 func (m *Manager) protectedLocked(e *entry, now time.Time) bool {
 	return e.Pinned || e.inFlight > 0 ||
-		(!e.toolPause.IsZero() && now.Sub(e.toolPause) < e.KeepAlive)
+		(!e.toolPause.IsZero() && now.Sub(e.toolPause) < e.toolPauseGrace())
+}
+
+// toolPauseGrace is how long a tool pause protects e: the p90 of its
+// latest pauses within the bounds, never past its keep-alive.
+func (e *entry) toolPauseGrace() time.Duration {
+	grace := DefaultToolPauseGrace
+	if len(e.pauses) >= toolPauseSamples {
+		sorted := slices.Clone(e.pauses)
+		slices.Sort(sorted)
+		grace = min(max(sorted[(len(sorted)*9+9)/10-1], MinToolPauseGrace), MaxToolPauseGrace)
+	}
+	return min(grace, e.KeepAlive)
 }
 
 // victimsLocked picks the resident models to evict so that need bytes

@@ -226,6 +226,64 @@ func TestEvictionWeighsReloadCost(t *testing.T) {
 	}
 }
 
+// TestToolPauseGraceEndsBeforeKeepAlive: at the default keep-alive a tool
+// pause protects its model for DefaultToolPauseGrace until pauses are seen,
+// then for the p90 of the pauses seen, within the bounds; past the grace a
+// request for the other model evicts it, though its keep-alive runs on.
+func TestToolPauseGraceEndsBeforeKeepAlive(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		seen  []time.Duration // the pauses before the one under test
+		grace time.Duration
+	}{
+		{"nothing seen yet", nil, DefaultToolPauseGrace},
+		{"too few seen", slices.Repeat([]time.Duration{10 * time.Second}, toolPauseSamples-1), DefaultToolPauseGrace},
+		{"learned p90", append(slices.Repeat([]time.Duration{3 * time.Second}, 7), 12*time.Second, 12*time.Second, 40*time.Second), 12 * time.Second},
+		{"short tools, lower bound", slices.Repeat([]time.Duration{time.Second}, toolPauseSamples), MinToolPauseGrace},
+		{"long tools, upper bound", slices.Repeat([]time.Duration{10 * time.Minute}, toolPauseSamples), MaxToolPauseGrace},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m, f, clk := twoOn4090(t, nil)
+			turn := func() {
+				t.Helper()
+				release, err := m.Acquire(t.Context(), "coder")
+				if err != nil {
+					t.Fatal(err)
+				}
+				release()
+			}
+			turn()
+			for _, p := range tc.seen {
+				m.ToolPause("coder")
+				clk.Advance(p)
+				turn()
+			}
+			m.ToolPause("coder")
+			clk.Advance(tc.grace - time.Millisecond)
+			ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+			defer cancel()
+			if _, err := m.Acquire(ctx, "other"); !errors.Is(err, ErrBusy) {
+				t.Fatalf("request for the other model within the grace: %v, want ErrBusy", err)
+			}
+			clk.Advance(time.Millisecond)
+			// A bound on the wait, so that a coder still protected fails
+			// the test instead of hanging it.
+			ctx, cancel = context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			release, err := m.Acquire(ctx, "other")
+			if err != nil {
+				t.Fatalf("request for the other model past the grace: %v", err)
+			}
+			release()
+			if moves, _ := f.got(); !slices.Equal(moves, []string{"start coder", "sleep coder", "start other"}) {
+				t.Errorf("moves %q", moves)
+			}
+		})
+	}
+}
+
 func TestKeepAliveExpiresIntoSleep(t *testing.T) {
 	t.Parallel()
 	m, f, clk := twoOn4090(t, func(ms []Model) { ms[0].KeepAlive = time.Minute })
