@@ -169,6 +169,7 @@ func TestDoctorDeepOnRealDocker(t *testing.T) {
 	if slices.Contains(runtimes, "nvidia") {
 		t.Skip("skipped: this Docker Engine has the nvidia runtime, and the test expects none")
 	}
+	t.Parallel()
 	cli := dockertest.Client(t)
 	image := dockertest.SimImage(t, cli, hruntime.KindVLLM)
 	out, _, err := runHearth(t, "", doctorArgs(t, "--json", "--deep", "--image", image)...)
