@@ -36,18 +36,11 @@ func (d *Doctor) checkKVEvents(ctx context.Context) []Check {
 	if err != nil {
 		return nil
 	}
-	var checks []Check
+	var found []selfCheck
 	for _, e := range engines {
-		name := CheckKVEventsPrefix + e.Engine
-		switch e.State {
-		case "match":
-			checks = append(checks, pass(name, oneLine(e.Summary)))
-		case "differs":
-			checks = append(checks, warn(name, oneLine(e.Summary), fixKVEvents))
-		case "unchecked":
-			checks = append(checks, warn(name, oneLine(e.Summary),
-				"check that the engine answers POST /v1/completions and publishes on its KV-event endpoint; hearth logs "+e.Engine+" shows its errors"))
-		}
+		found = append(found, selfCheck(e))
 	}
-	return checks
+	return weighSelfChecks(CheckKVEventsPrefix, "match", found, fixKVEvents, func(engine string) string {
+		return "check that the engine answers POST /v1/completions and publishes on its KV-event endpoint; hearth logs " + engine + " shows its errors"
+	})
 }

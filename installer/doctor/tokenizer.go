@@ -35,17 +35,37 @@ func (d *Doctor) checkTokenizers(ctx context.Context) []Check {
 	if err != nil {
 		return nil
 	}
-	var checks []Check
+	var found []selfCheck
 	for _, e := range engines {
-		name := CheckTokenizerPrefix + e.Engine
+		found = append(found, selfCheck(e))
+	}
+	return weighSelfChecks(CheckTokenizerPrefix, "agrees", found, fixTokenizer, func(engine string) string {
+		return "check that the engine serves POST /tokenize (vLLM and SGLang do); hearth logs " + engine + " shows its errors"
+	})
+}
+
+// selfCheck is what one of a running daemon's start-up self-checks found
+// for one engine (EngineTokenizer, EngineKVEvents).
+type selfCheck struct {
+	Engine, State, Summary string
+}
+
+// weighSelfChecks weighs one kind of start-up self-check, each engine's
+// named prefix+engine: the state ok passes, "differs" warns with
+// fixDiffers, "unchecked" (the check could not run) warns with
+// fixUnchecked's words for that engine. The daemon keeps serving either
+// way, on predicted caches for a difference.
+func weighSelfChecks(prefix, ok string, found []selfCheck, fixDiffers string, fixUnchecked func(engine string) string) []Check {
+	var checks []Check
+	for _, e := range found {
+		name := prefix + e.Engine
 		switch e.State {
-		case "agrees":
+		case ok:
 			checks = append(checks, pass(name, oneLine(e.Summary)))
 		case "differs":
-			checks = append(checks, warn(name, oneLine(e.Summary), fixTokenizer))
+			checks = append(checks, warn(name, oneLine(e.Summary), fixDiffers))
 		case "unchecked":
-			checks = append(checks, warn(name, oneLine(e.Summary),
-				"check that the engine serves POST /tokenize (vLLM and SGLang do); hearth logs "+e.Engine+" shows its errors"))
+			checks = append(checks, warn(name, oneLine(e.Summary), fixUnchecked(e.Engine)))
 		}
 	}
 	return checks
