@@ -198,11 +198,18 @@ func minContext(m Model, requested int) int {
 // smallest cache, which is the engine's (vLLM takes the minimum over
 // ranks).
 func planEngine(m Model, gpus []GPUUse, first int, l Layout, batched int) EnginePlan {
-	mem := MemoryOf(m, l, batched)
 	util := DefaultMemoryFraction
 	for _, g := range gpus {
 		util = min(util, MemoryFraction(g.GPU.MemoryBytes, g.UsedBytes))
 	}
+	return planEngineAt(m, gpus, first, l, batched, util)
+}
+
+// planEngineAt sizes one engine on gpus at memory fraction util (of each
+// GPU's total): each rank's KV cache at it, and the smallest, which is the
+// engine's.
+func planEngineAt(m Model, gpus []GPUUse, first int, l Layout, batched int, util float64) EnginePlan {
+	mem := MemoryOf(m, l, batched)
 	e := EnginePlan{GPUMemoryUtilization: max(util, 0), KVTokens: math.MaxInt}
 	sglangFree := math.Inf(1)
 	for i, g := range gpus {
