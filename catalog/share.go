@@ -262,6 +262,17 @@ func residentSets(ms []Model, shares []int, budget int) [][]string {
 	return sets
 }
 
+// BudgetBytes and ShareBytes are the budget and a model's share in bytes
+// of a GPU of total bytes, rounded so that shares whose fractions sum
+// within the budget sum within its bytes too.
+func (p SharePlan) BudgetBytes(total uint64) uint64 {
+	return uint64(math.Round(p.Budget*100)) * total / 100
+}
+
+func (m SharedModel) ShareBytes(total uint64) uint64 {
+	return uint64(math.Round(m.Share*100)) * total / 100
+}
+
 // SetsLine says in one line which models are resident together:
 // "qwen3-14b-fp8 + qwen3-4b-fp8; qwen3-8b".
 func (p SharePlan) SetsLine() string {

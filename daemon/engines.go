@@ -75,6 +75,10 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 	onDemand := len(cfg.Models) > groups
 	specs = make([]hruntime.Spec, max(groups, len(cfg.Models)))
 	notes = map[string]string{}
+	shares, err := sharePlans(cfg, gpus)
+	if err != nil {
+		return nil, nil, err
+	}
 	var kvBytes []float64 // each real engine's GPU KV cache, when planned
 	for i := range specs {
 		group := i % groups
@@ -124,7 +128,21 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 			MinToolCalls:    cfg.SimAgent.MinToolCalls,
 			MaxToolCalls:    cfg.SimAgent.MaxToolCalls,
 		}
-		if simulated && onDemand {
+		shared, planned := shares[group]
+		switch {
+		case planned:
+			// Served on demand from a group whose models share it: the
+			// fraction the plan of the group gives it (sharePlans).
+			e := shared.Models[i/groups].Engine
+			spec.GPUMemoryUtilization = engine.Descriptor().MemoryFraction(e)
+			if note := shareNote(shared, model); note != "" {
+				notes[spec.Name] = note
+			}
+			if !simulated {
+				spec.MaxModelLen = e.MaxModelLen
+				kvBytes = append(kvBytes, e.KVCacheBytes())
+			}
+		case simulated && onDemand:
 			// A model that loads on demand would fail only at its first
 			// request: one that cannot fit its GPUs is refused now, with
 			// the plan's fixes, as a real engine's is by planMemory.
@@ -133,8 +151,7 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 			if _, _, err := catalog.PlanEngineMemory(spec.ModelPath, cfg.hubDir(), uses, spec.MaxModelLen, layout); err != nil {
 				return nil, nil, fmt.Errorf("up: engine %s: %w", spec.Name, err)
 			}
-		}
-		if !simulated {
+		case !simulated:
 			note, kv, err := planMemory(&spec, cfg, gpus[group*tp:(group+1)*tp])
 			if err != nil {
 				return nil, nil, err

@@ -44,7 +44,7 @@ type onDemandGroup struct {
 // its first; the manager's Run loads the other pinned and preloaded ones.
 // Pinned and preloaded models that do not fit their GPUs together are
 // refused here.
-func newResidency(cfg Config, gpus []nodes.GPU, specs []hruntime.Spec, sup *hruntime.Supervisor, sampler *nodes.Sampler, log *slog.Logger) (*residency, error) {
+func newResidency(cfg Config, gpus []nodes.GPU, specs []hruntime.Spec, sup engineControl, sampler *nodes.Sampler, log *slog.Logger) (*residency, error) {
 	r := &residency{byModel: map[string]*models.Manager{}, byEngine: map[string]string{}, wait: cfg.OnDemand.Wait}
 	var groups []*onDemandGroup
 	byGPU := map[string]*onDemandGroup{}
@@ -59,15 +59,27 @@ func newResidency(cfg Config, gpus []nodes.GPU, specs []hruntime.Spec, sup *hrun
 		g.specs = append(g.specs, s)
 	}
 	_, hostAvailable, hostErr := hostMemory()
+	shares, err := sharePlans(cfg, gpus)
+	if err != nil {
+		return nil, err
+	}
 	for _, g := range groups {
 		if len(g.specs) < 2 {
 			continue
 		}
-		capacity := g.gpu.MemoryTotal
-		if capacity == 0 {
+		total := g.gpu.MemoryTotal
+		if total == 0 {
 			if known, ok := catalog.LookupGPU(g.specs[0].GPU.Kind); ok {
-				capacity = known.MemoryBytes
+				total = known.MemoryBytes
 			}
+		}
+		// With the group's plan, the models share its budget and each
+		// holds its share (sets that fit together are resident at once);
+		// without one, each engine's fraction of the whole GPU.
+		capacity := total
+		plan, planned := shares[groupOf(cfg, gpus, g.specs[0].GPU)]
+		if planned {
+			capacity = plan.BudgetBytes(total)
 		}
 		mover := &engineMover{sup: sup, client: hruntime.NewProbeClient(), specs: map[string]hruntime.Spec{}, bytes: map[string]uint64{},
 			level: map[string]int{}, gpuUsed: sampledGPUUse(sampler), log: log.With("component", "models")}
@@ -75,7 +87,10 @@ func newResidency(cfg Config, gpus []nodes.GPU, specs []hruntime.Spec, sup *hrun
 		var startBytes uint64 // of the pinned and preloaded models
 		for _, s := range g.specs {
 			level := sleepLevel(s, hostAvailable, hostErr)
-			m := modelOf(cfg, s, capacity, level)
+			m := modelOf(cfg, s, total, level)
+			if shared, ok := plan.Model(s.Model); planned && ok {
+				m.Bytes = shared.ShareBytes(total)
+			}
 			mover.specs[s.Model], mover.bytes[s.Model], mover.level[s.Model] = s, m.Bytes, level
 			if m.Pinned || m.Preload {
 				startBytes += m.Bytes
@@ -103,6 +118,16 @@ func newResidency(cfg Config, gpus []nodes.GPU, specs []hruntime.Spec, sup *hrun
 		r.managers = append(r.managers, mgr)
 	}
 	return r, nil
+}
+
+// groupOf is the index of the GPU group g leads, as planEngines counts
+// them; -1 when g is not among gpus.
+func groupOf(cfg Config, gpus []nodes.GPU, g hruntime.GPU) int {
+	i := slices.IndexFunc(gpus, func(x nodes.GPU) bool { return x.Node == g.Node && x.Index == g.Index })
+	if i < 0 {
+		return -1
+	}
+	return i / max(cfg.TP, 1)
 }
 
 // onDiskReason is a held engine's last error while its model waits for a
@@ -519,4 +544,113 @@ func adminError(err error) error {
 		return fmt.Errorf("%w: %w", adminapi.ErrConflict, err)
 	}
 	return err
+}
+
+// sharePlans plans, for each GPU group of a layout that serves models on
+// demand, which of its models are resident together and each one's
+// memory fraction (catalog.PlanShares), by group index. A group whose
+// GPUs' size, or one of whose models' shape, Hearth does not know has no
+// plan: its engines keep their own defaults. A model that fits its GPUs
+// not even alone is refused with the plan's sentence.
+func sharePlans(cfg Config, gpus []nodes.GPU) (map[int]catalog.SharePlan, error) {
+	tp := max(cfg.TP, 1)
+	groups := len(gpus) / tp
+	if groups == 0 || len(cfg.Models) <= groups {
+		return nil, nil
+	}
+	kind := hruntime.KindVLLM
+	if cfg.Engine != "" {
+		kind = hruntime.Kind(cfg.Engine)
+	}
+	share := catalog.ShareOfTotal
+	if k, ok := hruntime.Lookup(kind); ok {
+		share = k.MemoryShare
+	}
+	layout := catalog.Layout{TP: tp, KVCacheDtype: kvCacheDtypeOf(cfg), RopeScaling: cfg.RopeScaling}
+	out := map[int]catalog.SharePlan{}
+groups:
+	for group := range groups {
+		uses := nodes.PlannerUses(gpus[group*tp : (group+1)*tp])
+		if slices.ContainsFunc(uses, func(u catalog.GPUUse) bool { return u.GPU.MemoryBytes == 0 }) {
+			continue
+		}
+		var ms []catalog.Model
+		var names []string
+		for i := group; i < len(cfg.Models); i += groups {
+			m, err := catalog.ResolveModel(catalog.ModelRepo(cfg.Models[i]), cfg.hubDir())
+			if err != nil {
+				continue groups // the engines read the model themselves
+			}
+			if m, err = catalog.ApplyLayout(m, layout); err != nil {
+				return nil, fmt.Errorf("up: %w", err)
+			}
+			ms, names = append(ms, m), append(names, cfg.Models[i])
+		}
+		p, err := catalog.PlanShares(catalog.ShareRequest{GPUs: uses, Models: ms, Layout: layout, MaxModelLen: cfg.MaxModelLen, Share: share})
+		if err != nil {
+			var nf *catalog.NotFitError
+			var long *catalog.ContextTooLongError
+			name := ""
+			switch {
+			case errors.As(err, &nf):
+				name = nf.Model.Name
+			case errors.As(err, &long):
+				name = long.Model.Name
+			}
+			if i := slices.IndexFunc(ms, func(m catalog.Model) bool { return m.Name == name }); i >= 0 {
+				g := gpus[group*tp]
+				return nil, fmt.Errorf("up: engine %s/gpu%d/%s: %w", g.Node, g.Index, names[i], err)
+			}
+			return nil, fmt.Errorf("up: GPU %d: %w", gpus[group*tp].Index, err)
+		}
+		// The plan speaks of the models by the names they are served by.
+		rename := map[string]string{}
+		for i := range p.Models {
+			rename[p.Models[i].Name], p.Models[i].Name = names[i], names[i]
+		}
+		for _, set := range p.Sets {
+			for j := range set {
+				set[j] = rename[set[j]]
+			}
+		}
+		out[group] = p
+	}
+	return out, nil
+}
+
+// shareNote says, for an engine's plan note, which models share its GPU
+// with it; "" when it is resident alone.
+func shareNote(p catalog.SharePlan, model string) string {
+	var beside []string
+	for _, set := range p.Sets {
+		if slices.Contains(set, model) {
+			for _, other := range set {
+				if other != model && !slices.Contains(beside, other) {
+					beside = append(beside, other)
+				}
+			}
+		}
+	}
+	if len(beside) == 0 {
+		return ""
+	}
+	m, _ := p.Model(model)
+	return fmt.Sprintf("resident beside %s: %.0f%% of the GPU, a context of %d tokens", strings.Join(beside, ", "), m.Share*100, m.Engine.MaxModelLen)
+}
+
+// logSharePlans says, for each GPU group that serves models on demand,
+// which of its models are resident together (hearth up prints it).
+func logSharePlans(log *slog.Logger, cfg Config, gpus []nodes.GPU) {
+	plans, err := sharePlans(cfg, gpus)
+	if err != nil {
+		return // planEngines has refused it already
+	}
+	tp := max(cfg.TP, 1)
+	for group := range len(gpus) / tp {
+		p, ok := plans[group]
+		if !ok {
+			continue
+		}
+		log.Info(fmt.Sprintf("models on demand on GPU %d: resident together: %s", gpus[group*tp].Index, p.SetsLine()), "plan", p.String())
+	}
 }

@@ -155,6 +155,7 @@ func planStage(ctx context.Context, cfg *Config, cleanup *cleanupStack, log *slo
 	if hw.specs, hw.planNotes, err = planEngines(*cfg, hw.gpus); err != nil {
 		return hw, err
 	}
+	logSharePlans(log, *cfg, hw.gpus)
 	hw.layout = layout.withContext(hw.specs[0].Estimate.MaxModelLen, contextShortfall(hw.specs))
 	log.Info(hw.layout.Line())
 	if hw.layout.Shortfall != "" {
