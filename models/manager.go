@@ -117,6 +117,9 @@ type Manager struct {
 	mu      sync.Mutex
 	models  map[string]*entry
 	changed chan struct{} // closed and replaced on every release
+	// transitions are the latest loads, wakes, sleeps and stops, oldest
+	// first, at most MaxTransitions (transitions.go).
+	transitions []Transition
 	// waitingForRoom, when set (tests), is called each time an Acquire
 	// starts waiting for protected models to let go.
 	waitingForRoom func()
@@ -285,16 +288,13 @@ func (m *Manager) Acquire(ctx context.Context, name string) (release func(), err
 // loads e.
 func (m *Manager) swap(ctx context.Context, e *entry, asleep bool, victims []*entry) error {
 	for _, v := range victims {
-		next := OnDisk
-		if v.CanSleep && m.mover.Sleep(ctx, v.Name) == nil {
-			next = Sleeping
-		} else if err := m.mover.Stop(ctx, v.Name); err != nil {
-			m.setState(v, Resident)
+		next, err := m.putAway(ctx, v)
+		m.setState(v, next)
+		if err != nil {
 			return fmt.Errorf("models: evicting %s: %w", v.Name, err)
 		}
-		m.setState(v, next)
 	}
-	if err := m.mover.Load(ctx, e.Name, asleep); err != nil {
+	if err := m.bringIn(ctx, e, asleep); err != nil {
 		return fmt.Errorf("models: loading %s: %w", e.Name, err)
 	}
 	m.setState(e, Resident)
@@ -463,12 +463,7 @@ func (m *Manager) expire(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	for _, e := range idle {
-		next := OnDisk
-		if e.CanSleep && m.mover.Sleep(ctx, e.Name) == nil {
-			next = Sleeping
-		} else if err := m.mover.Stop(ctx, e.Name); err != nil {
-			next = Resident
-		}
+		next, _ := m.putAway(ctx, e)
 		m.setState(e, next)
 	}
 }
@@ -503,14 +498,11 @@ func (m *Manager) Unload(ctx context.Context, name string) error {
 	}
 	e.state = Unloading
 	m.mu.Unlock()
-	next := OnDisk
-	if e.CanSleep && m.mover.Sleep(ctx, e.Name) == nil {
-		next = Sleeping
-	} else if err := m.mover.Stop(ctx, e.Name); err != nil {
-		m.setState(e, Resident)
+	next, err := m.putAway(ctx, e)
+	m.setState(e, next)
+	if err != nil {
 		return fmt.Errorf("models: unloading %s: %w", name, err)
 	}
-	m.setState(e, next)
 	return nil
 }
 
