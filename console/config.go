@@ -71,6 +71,9 @@ type Config struct {
 	// active sessions, and the latest turns of each. Defaults 50 and 12.
 	SessionsShown int
 	TurnsShown    int
+	// TransitionsShown is how many of the models' latest loads, wakes,
+	// sleeps and stops the overview's timeline lists. Default 12.
+	TransitionsShown int
 
 	// PrefillTokensPerSec converts cached tokens into prefill seconds saved
 	// for engines that do not report their own speed. Default 5000.
@@ -98,6 +101,9 @@ type Deps struct {
 	// KVStores reports the nodes' SSD stores; nil: the overview shows no
 	// store panels and no SSD bars.
 	KVStores KVStoreSource
+	// Models reports the models served on demand; nil: the overview shows
+	// no models panel.
+	Models ModelSource
 	// Cluster reports the LAN cluster this node belongs to; nil: it
 	// belongs to none, and the Cluster page says how to create one.
 	Cluster ClusterSource
@@ -145,6 +151,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.DecisionScan, 1000)
 	setDefault(&c.SessionsShown, 50)
 	setDefault(&c.TurnsShown, 12)
+	setDefault(&c.TransitionsShown, 12)
 	setDefault(&c.PrefillTokensPerSec, 5000)
 	setDefault(&c.LoginTTL, 24*time.Hour)
 	setDefault(&c.LoginIdle, 12*time.Hour)

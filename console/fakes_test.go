@@ -41,6 +41,8 @@ type fakeSources struct {
 	requests   []Request
 	sessions   []Session
 	stores     []KVStore
+	residency  Residency
+	modelsErr  error
 	enginesErr error
 	storesErr  error
 	routerErr  error
@@ -53,7 +55,18 @@ var (
 	_ RouterSource  = (*fakeSources)(nil)
 	_ TrafficSource = (*fakeSources)(nil)
 	_ KVStoreSource = (*fakeSources)(nil)
+	_ ModelSource   = (*fakeSources)(nil)
 )
+
+func (f *fakeSources) Residency(context.Context) (Residency, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.modelsErr != nil {
+		return Residency{}, f.modelsErr
+	}
+	return Residency{Models: append([]ResidentModel(nil), f.residency.Models...),
+		Transitions: append([]ModelTransition(nil), f.residency.Transitions...)}, nil
+}
 
 func (f *fakeSources) KVStores(context.Context) ([]KVStore, error) {
 	f.mu.Lock()

@@ -81,7 +81,7 @@ func newHarness(t testing.TB, src *fakeSources, opts ...harnessOption) *harness 
 	}, h.clock)
 	cfg := Config{Location: time.UTC, APIBaseURL: "http://hearth.lan:8080"}
 	deps := Deps{
-		Engines: src, Router: src, Traffic: src, KVStores: src,
+		Engines: src, Router: src, Traffic: src, KVStores: src, Models: src,
 		Keys: h.store, Settings: h.store,
 		Clock:  h.clock,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -24,6 +24,26 @@ func smallCluster() *fakeSources {
 	return f
 }
 
+// withModels is smallCluster serving three models on demand from one
+// 4090: two resident together, one asleep, and the moves that led there.
+func withModels() *fakeSources {
+	f := smallCluster()
+	f.residency = Residency{
+		Models: []ResidentModel{
+			{Name: "qwen3-4b-fp8", GPU: "ws/gpu0", State: ModelResident, Share: 0.29},
+			{Name: "qwen3-8b-fp8", GPU: "ws/gpu0", State: ModelResident, InFlight: 2, Pinned: true, Share: 0.61},
+			{Name: "qwen3-14b-fp8", GPU: "ws/gpu0", State: ModelSleeping, Share: 0.9},
+		},
+		Transitions: []ModelTransition{
+			{Model: "qwen3-14b-fp8", GPU: "ws/gpu0", Kind: TransitionLoad, At: t0.Add(-10 * time.Minute), Took: 35 * time.Second},
+			{Model: "qwen3-14b-fp8", GPU: "ws/gpu0", Kind: TransitionSleep, At: t0.Add(-5 * time.Minute), Took: 1500 * time.Millisecond},
+			{Model: "qwen3-8b-fp8", GPU: "ws/gpu0", Kind: TransitionWake, At: t0.Add(-5*time.Minute + 2*time.Second), Took: 900 * time.Millisecond},
+			{Model: "qwen3-4b-fp8", GPU: "ws/gpu0", Kind: TransitionLoad, At: t0.Add(-time.Minute), Took: 20 * time.Second, Err: "engine ws/gpu0/qwen3-4b-fp8 failed: out of memory"},
+		},
+	}
+	return f
+}
+
 // warm runs hub ticks over two minutes while the engines' counters grow,
 // so that charts and rates have history, then moves the traffic forward by
 // the same two minutes so that it is recent again.
@@ -111,6 +131,11 @@ func TestPagesGolden(t *testing.T) {
 		{name: "overview-error", sources: func() *fakeSources { f := smallCluster(); failing(f); return f },
 			req: request{path: "/console/"}, status: 200,
 			want: []string{"nvml: driver not loaded", "router stopped", "gateway not running", "Cannot read the SSD stores: KV stores: store index unreadable"}},
+		{name: "overview-models", sources: withModels, req: request{path: "/console/"}, status: 200,
+			want: []string{"Models on demand", "qwen3-8b-fp8", "2 in flight, pinned, 61% of the GPU", `data-label="away"`, `data-kind="wake"`,
+				"900 ms", "35.0 s", `title="engine ws/gpu0/qwen3-4b-fp8 failed: out of memory"`}},
+		{name: "overview-models-error", sources: func() *fakeSources { f := smallCluster(); f.modelsErr = errors.New("manager gone"); return f },
+			req: request{path: "/console/"}, status: 200, want: []string{"Cannot read the models: models: manager gone", "No loads, wakes or sleeps yet."}},
 		{name: "sessions-empty", req: request{path: "/console/sessions"}, status: 200,
 			want: []string{"No agent sessions yet"}},
 		{name: "sessions-loaded", sources: smallCluster, req: request{path: "/console/sessions"}, status: 200,

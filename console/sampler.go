@@ -26,6 +26,9 @@ type snapshot struct {
 	stores    []KVStore
 	storesErr error
 
+	residency    Residency
+	residencyErr error
+
 	workers    map[string]workerView // by Engine.Worker
 	storeViews map[string]storeView  // by KVStore.Node
 	cluster    clusterView
@@ -208,6 +211,7 @@ type sampler struct {
 	router   RouterSource
 	traffic  TrafficSource
 	kvStores KVStoreSource
+	models   ModelSource
 
 	history map[string]*workerHistory
 	stores  map[string]*storeHistory // by node
@@ -226,6 +230,7 @@ func newSampler(cfg Config, d Deps) *sampler {
 		router:         d.Router,
 		traffic:        d.Traffic,
 		kvStores:       d.KVStores,
+		models:         d.Models,
 		history:        make(map[string]*workerHistory),
 		stores:         make(map[string]*storeHistory),
 		idsAtLast:      make(map[string]struct{}),
@@ -276,6 +281,13 @@ func (s *sampler) collect(ctx context.Context, now time.Time, record bool) *snap
 		snap.stores, snap.storesErr = s.kvStores.KVStores(ctx)
 		if snap.storesErr != nil {
 			snap.storesErr = fmt.Errorf("KV stores: %w", snap.storesErr)
+		}
+	}
+
+	if s.models != nil {
+		snap.residency, snap.residencyErr = s.models.Residency(ctx)
+		if snap.residencyErr != nil {
+			snap.residencyErr = fmt.Errorf("models: %w", snap.residencyErr)
 		}
 	}
 

@@ -189,6 +189,68 @@ type KVStore struct {
 	Err string
 }
 
+// ModelSource reports the models served on demand, when hearth up serves
+// more models than its GPUs hold at once: which are resident on each GPU,
+// and the latest loads, wakes, sleeps and stops of their engines.
+type ModelSource interface {
+	// Residency returns the models served on demand and their latest
+	// transitions; an empty Residency when every model has GPUs of its
+	// own.
+	Residency(ctx context.Context) (Residency, error)
+}
+
+// Residency is the models served on demand and what their engines did.
+type Residency struct {
+	// Models are every model served on demand, in a stable order (by GPU,
+	// then name).
+	Models []ResidentModel
+	// Transitions are the latest loads, wakes, sleeps and stops, in any
+	// order; the console shows the newest first.
+	Transitions []ModelTransition
+}
+
+// Model states, as the models' manager names them.
+const (
+	ModelResident  = "resident"
+	ModelLoading   = "loading"
+	ModelSleeping  = "sleeping"
+	ModelUnloading = "unloading"
+	ModelOnDisk    = "on disk"
+)
+
+// ResidentModel is one model served on demand.
+type ResidentModel struct {
+	Name string
+	// GPU names the GPUs it is served from, as the engines' workers do
+	// ("node/gpu0"); its models share them.
+	GPU string
+	// State is one of the Model states above.
+	State    string
+	InFlight int
+	Pinned   bool
+	// Share is the fraction of the GPU's memory its engine takes while
+	// resident; 0 when not known.
+	Share float64
+}
+
+// Transition kinds.
+const (
+	TransitionLoad  = "load"  // a cold start of the engine
+	TransitionWake  = "wake"  // from sleep
+	TransitionSleep = "sleep" // to sleep, memory given back
+	TransitionStop  = "stop"  // the engine stopped
+)
+
+// ModelTransition is one move of a model's engine.
+type ModelTransition struct {
+	Model string
+	GPU   string // as ResidentModel.GPU
+	Kind  string // a Transition kind
+	At    time.Time
+	Took  time.Duration
+	Err   string // why it failed; "" when it did not
+}
+
 // RouterSource reports the router's recent decisions and queue.
 type RouterSource interface {
 	// Decisions returns up to n of the latest routing decisions, newest first.

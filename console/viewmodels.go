@@ -14,7 +14,7 @@ import (
 
 // overviewVM computes the overview page from a snapshot.
 func overviewVM(cfg Config, snap *snapshot) components.OverviewVM {
-	vm := components.OverviewVM{Totals: totalsVM(cfg, snap), Layout: cfg.Layout, LayoutReason: cfg.LayoutReason}
+	vm := components.OverviewVM{Totals: totalsVM(cfg, snap), Layout: cfg.Layout, LayoutReason: cfg.LayoutReason, Models: modelsVM(cfg, snap)}
 	if snap.enginesErr != nil {
 		vm.Err = "Cannot read the engines: " + snap.enginesErr.Error()
 	}
@@ -790,4 +790,71 @@ func gpuLabel(e Engine) string {
 		return strconv.Itoa(e.GPUCount) + "× " + name
 	}
 	return name
+}
+
+// modelsVM lays out the models served on demand: each GPU's models, the
+// resident ones first, and the latest Config.TransitionsShown transitions,
+// newest first, each with a bar of its time against the longest shown.
+func modelsVM(cfg Config, snap *snapshot) components.ModelsPanel {
+	r := snap.residency
+	p := components.ModelsPanel{Shown: len(r.Models) > 0 || len(r.Transitions) > 0 || snap.residencyErr != nil}
+	if snap.residencyErr != nil {
+		p.Err = "Cannot read the models: " + snap.residencyErr.Error()
+	}
+	byGPU := map[string]int{}
+	for _, m := range r.Models {
+		i, ok := byGPU[m.GPU]
+		if !ok {
+			i = len(p.GPUs)
+			byGPU[m.GPU] = i
+			p.GPUs = append(p.GPUs, components.ModelGPU{GPU: cmp.Or(m.GPU, "GPU"), DOMID: domID("models-", m.GPU)})
+		}
+		chip := modelChipVM(m)
+		if m.State == ModelResident || m.State == ModelLoading {
+			p.GPUs[i].Resident = append(p.GPUs[i].Resident, chip)
+		} else {
+			p.GPUs[i].Away = append(p.GPUs[i].Away, chip)
+		}
+	}
+	ts := slices.Clone(r.Transitions)
+	slices.SortStableFunc(ts, func(a, b ModelTransition) int { return b.At.Compare(a.At) })
+	ts = ts[:min(len(ts), cfg.TransitionsShown)]
+	var longest time.Duration
+	for _, t := range ts {
+		longest = max(longest, t.Took)
+	}
+	for _, t := range ts {
+		w := 0.0
+		if longest > 0 {
+			w = max(100*t.Took.Seconds()/longest.Seconds(), 1)
+		}
+		p.Timeline = append(p.Timeline, components.TimelineRow{
+			At: t.At.In(cfg.Location).Format("15:04:05"), GPU: t.GPU, Model: t.Model, Kind: t.Kind,
+			Took: fmtLatency(t.Took), BarW: fmtSVG(w), Err: t.Err,
+		})
+	}
+	return p
+}
+
+// modelChipVM is one model's name, state and what else there is to say.
+func modelChipVM(m ResidentModel) components.ModelChip {
+	chip := components.ModelChip{Name: m.Name, State: m.State}
+	switch m.State {
+	case ModelResident:
+		chip.Class = "good"
+	case ModelLoading, ModelUnloading:
+		chip.Class = "warn"
+	}
+	var notes []string
+	if m.InFlight > 0 {
+		notes = append(notes, strconv.Itoa(m.InFlight)+" in flight")
+	}
+	if m.Pinned {
+		notes = append(notes, "pinned")
+	}
+	if m.Share > 0 {
+		notes = append(notes, fmtPct(m.Share)+" of the GPU")
+	}
+	chip.Note = strings.Join(notes, ", ")
+	return chip
 }

@@ -26,6 +26,49 @@ type OverviewVM struct {
 	// when not known.
 	Layout       string
 	LayoutReason string
+	// Models are the models served on demand; not shown when there are
+	// none.
+	Models ModelsPanel
+}
+
+// ModelsPanel is the models served on demand: each GPU's models, the
+// resident ones first, and a timeline of their engines' latest loads,
+// wakes, sleeps and stops, newest first.
+type ModelsPanel struct {
+	Shown    bool
+	Err      string // the model source failed
+	GPUs     []ModelGPU
+	Timeline []TimelineRow
+}
+
+// ModelGPU is one GPU's models served on demand.
+type ModelGPU struct {
+	GPU   string
+	DOMID string
+	// Resident are the models resident or loading on it; Away the others
+	// (sleeping, on disk, being put away).
+	Resident, Away []ModelChip
+}
+
+// ModelChip is one model and its state.
+type ModelChip struct {
+	Name  string
+	State string
+	Class string // the badge's class for the state: good, warn or none
+	// Note is what else there is to say: "2 in flight", "pinned", "29% of
+	// the GPU"; "" for nothing.
+	Note string
+}
+
+// TimelineRow is one transition of a model's engine.
+type TimelineRow struct {
+	At, GPU, Model string
+	Kind           string // load, wake, sleep, stop
+	Took           string // "1.2 s"
+	// BarW is the width of its duration bar in a 100-wide box: its time
+	// against the longest one shown.
+	BarW string
+	Err  string // why it failed; "" when it did not
 }
 
 // Totals are the cluster figures above the GPU cards.
