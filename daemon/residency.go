@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/hearth-llm/hearth/adminapi"
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/models"
 	"github.com/hearth-llm/hearth/nodes"
 	hruntime "github.com/hearth-llm/hearth/runtime"
@@ -28,6 +30,11 @@ type residency struct {
 	byModel  map[string]*models.Manager
 	byEngine map[string]string // the model of each engine of byModel
 	managers []*models.Manager
+	// gpuOf names each model's GPUs as its engine's name does
+	// ("node/gpu0"), and share is its planned fraction of them (0: not
+	// planned): the console's view.
+	gpuOf map[string]string
+	share map[string]float64
 	// wait bounds how long a request waits for its model (--model-wait).
 	wait time.Duration
 }
@@ -45,7 +52,8 @@ type onDemandGroup struct {
 // Pinned and preloaded models that do not fit their GPUs together are
 // refused here.
 func newResidency(cfg Config, gpus []nodes.GPU, specs []hruntime.Spec, sup engineControl, sampler *nodes.Sampler, log *slog.Logger) (*residency, error) {
-	r := &residency{byModel: map[string]*models.Manager{}, byEngine: map[string]string{}, wait: cfg.OnDemand.Wait}
+	r := &residency{byModel: map[string]*models.Manager{}, byEngine: map[string]string{}, wait: cfg.OnDemand.Wait,
+		gpuOf: map[string]string{}, share: map[string]float64{}}
 	var groups []*onDemandGroup
 	byGPU := map[string]*onDemandGroup{}
 	for _, s := range specs {
@@ -90,7 +98,9 @@ func newResidency(cfg Config, gpus []nodes.GPU, specs []hruntime.Spec, sup engin
 			m := modelOf(cfg, s, total, level)
 			if shared, ok := plan.Model(s.Model); planned && ok {
 				m.Bytes = shared.ShareBytes(total)
+				r.share[s.Model] = shared.Share
 			}
+			r.gpuOf[s.Model] = strings.TrimSuffix(s.Name, "/"+s.Model)
 			mover.specs[s.Model], mover.bytes[s.Model], mover.level[s.Model] = s, m.Bytes, level
 			if m.Pinned || m.Preload {
 				startBytes += m.Bytes
@@ -488,6 +498,30 @@ func waitEngine(ctx context.Context, sup engineControl, name string, done func(h
 		case <-tick.C:
 		}
 	}
+}
+
+// The console's side of the models (console.ModelSource).
+
+var _ console.ModelSource = (*residency)(nil)
+
+// Residency lists the models served on demand, by GPU then name, and every
+// manager's latest transitions.
+func (r *residency) Residency(context.Context) (console.Residency, error) {
+	var out console.Residency
+	for _, m := range r.managers {
+		for _, st := range m.Statuses() {
+			out.Models = append(out.Models, console.ResidentModel{Name: st.Name, GPU: r.gpuOf[st.Name], State: string(st.State),
+				InFlight: st.InFlight, Pinned: st.Pinned, Share: r.share[st.Name]})
+		}
+		for _, t := range m.Transitions() {
+			out.Transitions = append(out.Transitions, console.ModelTransition{Model: t.Model, GPU: r.gpuOf[t.Model], Kind: string(t.Kind),
+				At: t.At, Took: t.Took, Err: t.Err})
+		}
+	}
+	slices.SortStableFunc(out.Models, func(a, b console.ResidentModel) int {
+		return cmp.Or(strings.Compare(a.GPU, b.GPU), strings.Compare(a.Name, b.Name))
+	})
+	return out, nil
 }
 
 // The admin API's side of the models (adminapi.Models): hearth models.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -86,6 +87,29 @@ func TestSmallModelBesideLargeNeedsNoSwap(t *testing.T) {
 			}
 			if n := sleeps.Load(); (n == 0) != tc.together {
 				t.Errorf("%d sleeps; want none only when the models fit together", n)
+			}
+
+			// The console's view: both models on the GPU with their
+			// shares, and the moves that brought them in.
+			view, err := r.Residency(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range view.Models {
+				if m.GPU != "n/gpu0" || m.Share <= 0 {
+					t.Errorf("console model %+v, want GPU n/gpu0 and its share", m)
+				}
+			}
+			var kinds []string
+			for _, tr := range view.Transitions {
+				kinds = append(kinds, tr.Kind+" "+tr.Model)
+			}
+			want := []string{"load " + tc.large, "load " + tc.small}
+			if !tc.together {
+				want = []string{"load " + tc.large, "sleep " + tc.large, "load " + tc.small}
+			}
+			if !slices.Equal(kinds, want) {
+				t.Errorf("timeline %q, want %q", kinds, want)
 			}
 		})
 	}

@@ -386,6 +386,9 @@ func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng en
 		Logger:      log,
 		Clock:       cfg.consoleClock,
 	}
+	if len(eng.residency.managers) > 0 {
+		deps.Models = eng.residency
+	}
 	if kvStore != nil {
 		deps.KVStores = kvStores{kvStore}
 	}
