@@ -268,4 +268,21 @@ type Model struct {
 	State    string `json:"state"`
 	InFlight int    `json:"in_flight"`
 	Pinned   bool   `json:"pinned"`
+	// GPU names the GPUs it is served from ("node/gpu0"), which its
+	// models share; Share is its planned fraction of their memory, 0 when
+	// not planned.
+	GPU   string  `json:"gpu,omitempty"`
+	Share float64 `json:"share,omitempty"`
+	// Last is its engine's latest load, wake, sleep or stop; nil for none
+	// yet.
+	Last *ModelTransition `json:"last,omitempty"`
+}
+
+// ModelTransition is one move of a model's engine: a load (a cold
+// start), a wake, a sleep or a stop, when it began and how long it took.
+type ModelTransition struct {
+	Kind   string    `json:"kind"`
+	At     time.Time `json:"at"`
+	TookMS int64     `json:"took_ms"`
+	Error  string    `json:"error,omitempty"`
 }

@@ -532,8 +532,13 @@ var _ adminapi.Models = (*residency)(nil)
 func (r *residency) Models() []adminapi.Model {
 	var out []adminapi.Model
 	for _, m := range r.managers {
+		last := map[string]*adminapi.ModelTransition{}
+		for _, t := range m.Transitions() { // oldest first: the last one stays
+			last[t.Model] = &adminapi.ModelTransition{Kind: string(t.Kind), At: t.At, TookMS: t.Took.Milliseconds(), Error: t.Err}
+		}
 		for _, st := range m.Statuses() {
-			out = append(out, adminapi.Model{Name: st.Name, State: string(st.State), InFlight: st.InFlight, Pinned: st.Pinned})
+			out = append(out, adminapi.Model{Name: st.Name, State: string(st.State), InFlight: st.InFlight, Pinned: st.Pinned,
+				GPU: r.gpuOf[st.Name], Share: r.share[st.Name], Last: last[st.Name]})
 		}
 	}
 	slices.SortFunc(out, func(a, b adminapi.Model) int { return strings.Compare(a.Name, b.Name) })

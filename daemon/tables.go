@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strconv"
@@ -87,9 +88,26 @@ func WriteModelTable(w io.Writer, models []adminapi.Model) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODEL\tSTATE\tIN FLIGHT\tPINNED")
+	fmt.Fprintln(tw, "MODEL\tGPU\tSHARE\tSTATE\tIN FLIGHT\tPINNED\tLAST")
 	for _, m := range models {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\n", m.Name, m.State, m.InFlight, m.Pinned)
+		share := "-"
+		if m.Share > 0 {
+			share = fmt.Sprintf("%.0f%%", m.Share*100)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%v\t%s\n", m.Name, cmp.Or(m.GPU, "-"), share, m.State, m.InFlight, m.Pinned, lastMove(m.Last))
 	}
 	return tw.Flush()
+}
+
+// lastMove says a model's latest transition in a few words: "wake
+// 14:55:02, 0.9 s", "load 14:59:00, failed"; "-" for none.
+func lastMove(t *adminapi.ModelTransition) string {
+	if t == nil {
+		return "-"
+	}
+	s := fmt.Sprintf("%s %s, ", t.Kind, t.At.Local().Format("15:04:05"))
+	if t.Error != "" {
+		return s + "failed"
+	}
+	return s + strconv.FormatFloat(float64(t.TookMS)/1000, 'f', 1, 64) + " s"
 }
