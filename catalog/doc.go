@@ -57,6 +57,13 @@
 // one sentence with the fix; sizes in those sentences are GiB written "GB",
 // as boards are sold ("an RTX 4090 has 24 GB").
 //
+// Models served on demand from one GPU group are planned together
+// (PlanShares, share.go): the group's engines share a budget (the same
+// rule, less one CUDA context per engine, since a sleeping engine keeps
+// its own), each model needs the least fraction that holds one agent
+// turn, and the smaller models keep fractions of their own beside the
+// largest where their needs fit, so that such sets are resident at once.
+//
 // # Host RAM
 //
 // PlanHostTiers sizes the engines' host-RAM KV tiers on one node: pinned

@@ -16,7 +16,11 @@
 // otherwise. A swap, once begun, finishes even when the request that
 // started it gives up. Run puts models idle past their keep-alive to sleep
 // and loads the preloaded ones at start (Preloaded says when it has);
-// Load, Unload and Pin are the operator's (hearth models).
+// Load, Unload and Pin are the operator's (hearth models). Models whose
+// bytes fit the capacity together are resident at once: the caller plans
+// each model's bytes so that the sets it means to fit do. Every load,
+// wake, sleep and stop is recorded with its duration on the injected
+// clock; Transitions returns the latest MaxTransitions of them.
 //
 // The package owns the policy only: it moves engines through the Mover
 // its caller gives (the daemon's supervisor and the engines' sleep
