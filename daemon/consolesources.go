@@ -27,6 +27,10 @@ type engineSource struct {
 	gpus    *nodes.Sampler
 	// planNotes says, by engine name, why an engine got a smaller plan.
 	planNotes map[string]string
+	// fractions are, by engine name, the memory fractions planned for
+	// engines that share their GPU (models on demand): a simulated GPU's
+	// card shows that share reserved rather than the default.
+	fractions map[string]float64
 	client    *http.Client
 }
 
@@ -48,6 +52,9 @@ func (s engineSource) Engines(ctx context.Context) ([]console.Engine, error) {
 		}
 		out[i] = engineOf(st, gpuIn(reading, st.GPU), stats, err, cached[st.Name])
 		out[i].PlanNote = s.planNotes[st.Name]
+		if f := s.fractions[st.Name]; f > 0 && out[i].MemoryReserved {
+			out[i].MemoryUsed = uint64(float64(out[i].MemoryTotal) * f)
+		}
 		if st.Tokenizer.State == hruntime.TokenizerDiffers || st.Tokenizer.State == hruntime.TokenizerUnchecked {
 			out[i].TokenizerNote = st.Tokenizer.String()
 		}

@@ -500,6 +500,18 @@ func waitEngine(ctx context.Context, sup engineControl, name string, done func(h
 	}
 }
 
+// sharedFractions are, by engine name, the memory fractions of the engines
+// whose models share their GPU by plan.
+func sharedFractions(r *residency, specs []hruntime.Spec) map[string]float64 {
+	out := map[string]float64{}
+	for _, s := range specs {
+		if f := r.share[s.Model]; f > 0 && r.byEngine[s.Name] != "" {
+			out[s.Name] = f
+		}
+	}
+	return out
+}
+
 // The console's side of the models (console.ModelSource).
 
 var _ console.ModelSource = (*residency)(nil)

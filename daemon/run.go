@@ -374,7 +374,7 @@ func newFront(cfg Config, addr string, hw hardware, st state, rs routing, eng en
 	health, closeHealth := newHealthSource(cfg, latestGPUs{eng.sampler}, engineIdentities(eng.sup), eng.statuses, addr)
 	cleanup.push(closeHealth)
 	deps := console.Deps{
-		Engines:     engineSource{engines: eng.statuses, logs: eng.sup.Logs, rt: rs.router, gpus: eng.sampler, planNotes: hw.planNotes, client: hruntime.NewProbeClient()},
+		Engines:     engineSource{engines: eng.statuses, logs: eng.sup.Logs, rt: rs.router, gpus: eng.sampler, planNotes: hw.planNotes, fractions: sharedFractions(eng.residency, hw.specs), client: hruntime.NewProbeClient()},
 		Router:      routerSource{rt: rs.router},
 		Traffic:     &trafficSource{traffic: traffic, decode: rs.tok.Decode},
 		Keys:        keys,

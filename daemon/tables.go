@@ -88,13 +88,13 @@ func WriteModelTable(w io.Writer, models []adminapi.Model) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODEL\tGPU\tSHARE\tSTATE\tIN FLIGHT\tPINNED\tLAST")
+	fmt.Fprintln(tw, "MODEL\tSTATE\tIN FLIGHT\tPINNED\tGPU\tSHARE\tLAST")
 	for _, m := range models {
 		share := "-"
 		if m.Share > 0 {
 			share = fmt.Sprintf("%.0f%%", m.Share*100)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%v\t%s\n", m.Name, cmp.Or(m.GPU, "-"), share, m.State, m.InFlight, m.Pinned, lastMove(m.Last))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%s\t%s\t%s\n", m.Name, m.State, m.InFlight, m.Pinned, cmp.Or(m.GPU, "-"), share, lastMove(m.Last))
 	}
 	return tw.Flush()
 }

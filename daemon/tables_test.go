@@ -27,6 +27,11 @@ func TestModelTableShowsGPUShareAndLastMove(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
 	}
+	// Scripts (and the end-to-end tests) read a model's state as the
+	// second field of its row.
+	if f := strings.Fields(strings.Split(b.String(), "\n")[1]); f[0] != "qwen3-4b-fp8" || f[1] != "resident" {
+		t.Errorf("row %q: want the model's name and then its state", f)
+	}
 	if row := strings.Split(strings.TrimSpace(b.String()), "\n")[3]; strings.Count(row, " - ") < 2 {
 		t.Errorf("a model never moved shows %q, want dashes for its GPU, share and last move", row)
 	}
