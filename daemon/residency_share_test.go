@@ -89,6 +89,14 @@ func TestSmallModelBesideLargeNeedsNoSwap(t *testing.T) {
 				t.Errorf("%d sleeps; want none only when the models fit together", n)
 			}
 
+			// A simulated GPU's card shows each engine reserving its share.
+			fractions := sharedFractions(r, specs)
+			for _, s := range specs {
+				if fractions[s.Name] != s.GPUMemoryUtilization {
+					t.Errorf("%s: the card's fraction %.2f, want its planned %.2f", s.Name, fractions[s.Name], s.GPUMemoryUtilization)
+				}
+			}
+
 			// The console's view: both models on the GPU with their
 			// shares, and the moves that brought them in.
 			view, err := r.Residency(ctx)
