@@ -6,6 +6,8 @@
 // programs) with its utilisation, temperature and power over the last
 // minutes, which GPU the driver lost, how often requests hit the KV cache,
 // where a loading engine's start is and why a failed one failed, which
+// models served on demand are resident on each GPU with a timeline of their
+// loads, wakes, sleeps and stops, which
 // agent sessions run where, and why the router sent each request where it
 // did; plus the Connect page (client settings, API keys), Settings, Health
 // (the host checks of hearth doctor), and Cluster: the LAN cluster's nodes
@@ -16,7 +18,8 @@
 // It owns the pages, their handlers, the live updates and the console's
 // login. It reads the rest of Hearth only through the small interfaces it
 // declares in sources.go (EngineSource, RouterSource, TrafficSource,
-// KVStoreSource, KeyStore, SettingsStore, HealthSource, ClusterSource),
+// KVStoreSource, ModelSource, KeyStore, SettingsStore, HealthSource,
+// ClusterSource),
 // with types shaped for display; the daemon adapts router, runtime, nodes,
 // cluster and api to them. It must not import those packages, and it must
 // never block what it observes.
