@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/kvbm"
 	"github.com/hearth-llm/hearth/router"
 	"github.com/hearth-llm/hearth/runtime/sim"
 	"github.com/hearth-llm/hearth/tokenizer"
@@ -103,15 +104,13 @@ type SimConfig struct {
 }
 
 // DefaultKVOffloadingGiB is the host RAM each simulated engine offloads KV
-// blocks to: what a homelab rig has to spare. A two-GPU workstation usually
-// has 64-128 GB of DDR4/DDR5 (two or four 32 GB modules); vLLM pins the
-// offload buffer, so 32 GiB per GPU leaves the rest of a 128 GB machine to
-// the OS, the containers and the daemon. For Qwen3-14B it is 13,107 blocks
-// (210k tokens), seven times a 4090's KV cache.
-const DefaultKVOffloadingGiB = 32
+// blocks to, hearth up --sim's (kvbm.DefaultSimRAMGiB). For Qwen3-14B it
+// is 13,107 blocks (210k tokens), seven times a 4090's KV cache.
+const DefaultKVOffloadingGiB = kvbm.DefaultSimRAMGiB
 
-// DefaultStoreGiB is a simulated node store's capacity: 10% of the free
-// space of a 1 TB NVMe drive, Hearth's default share.
+// DefaultStoreGiB is a simulated node store's capacity: what hearth up
+// gives the node store without --kv-store-size (10% of the disk's free
+// space, at most 256 GiB) on a 1 TB NVMe drive.
 const DefaultStoreGiB = 100
 
 // simNode is the node every simulated engine is on.

@@ -139,8 +139,8 @@ func RegisterFlags(fs *flag.FlagSet, cfg *Config, env Env) *Flags {
 	fs.Func("sim-tool-calls", "tool calls the simulated model makes per task before answering, N or N-M (default 3-6)", cfg.SimAgent.ParseToolCallRange)
 
 	// KV tiers below the GPU.
-	fs.Float64Var(&cfg.KVOffloadGiB, "kv-offloading-size", 32, "host RAM per engine for KV blocks evicted from the GPU, in GiB, as vLLM's flag (default for real engines: planned from the host's memory; 32 for simulated ones)")
-	fs.StringVar(&cfg.Tiers, "kvbm", kvbm.TiersRAMSSD, "KV tiers below the GPU: off, ram (host RAM per engine) or ram+ssd (and the node's SSD store, shared by its engines)")
+	fs.Float64Var(&cfg.KVOffloadGiB, "kv-offloading-size", kvbm.DefaultSimRAMGiB, fmt.Sprintf("host RAM per engine for KV blocks evicted from the GPU, in GiB, as vLLM's flag (default for real engines: planned from the host's memory; %d for simulated ones)", kvbm.DefaultSimRAMGiB))
+	fs.StringVar(&cfg.Tiers, "kvbm", kvbm.DefaultTiers, "KV tiers below the GPU: off, ram (host RAM per engine) or ram+ssd (and the node's SSD store, shared by its engines)")
 	fs.StringVar(&cfg.KVStoreDir, "kv-store-dir", "", "the node's SSD KV store (default: kvstore in the data directory)")
 	fs.Float64Var(&cfg.KVStoreGiB, "kv-store-size", 0, "capacity of the SSD KV store in GiB (0: 10% of the disk's free space, at most 256 GiB)")
 

@@ -18,6 +18,20 @@ const (
 	TiersRAMSSD = "ram+ssd" // and the node's SSD store, shared by its engines
 )
 
+// DefaultTiers is the tiers hearth up gives its engines without --kvbm,
+// and so the ones hearth bench simulates: a context an agent's tool pause
+// pushed out of the GPU is loaded again from host RAM or the node store
+// rather than computed again.
+const DefaultTiers = TiersRAMSSD
+
+// DefaultSimRAMGiB is the host RAM each simulated engine offloads KV blocks
+// to without --kv-offloading-size, in hearth up --sim and hearth bench
+// alike: what a homelab rig has to spare. A two-GPU workstation usually
+// has 64-128 GB of DDR4/DDR5; vLLM pins the offload buffer, so 32 GiB per
+// engine leaves the rest of a 128 GB machine to the OS, the containers and
+// the daemon. Real engines get theirs planned from the host's memory.
+const DefaultSimRAMGiB = 32
+
 // EngineStoreCapacity is the capacity a process opens the node store with
 // when it must evict nothing (`hearth kvstore ls`). An engine keeps no
 // catalog at all (OpenEngineSpace): the daemon holds the node's capacity
