@@ -130,7 +130,7 @@ type Manager struct {
 	waiting []*waiter
 	seq     uint64
 	// waitingForRoom, when set (tests), is called each time an Acquire
-	// starts waiting for protected models to let go.
+	// starts waiting, for protected models to let go or for its turn.
 	waitingForRoom func()
 }
 
