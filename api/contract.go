@@ -76,10 +76,11 @@ type Residency interface {
 	// ModelState is the model's state: "resident", "loading", "sleeping",
 	// "unloading" or "on disk".
 	ModelState(model string) string
-	// ToolPause is told that an agent's turn on model ended in tool calls:
-	// the session's next turn comes back to the model, which should not be
-	// swapped out meanwhile.
-	ToolPause(model string)
+	// ToolPause is told that an agent session's turn on model ended in
+	// tool calls: the session's next turn comes back to the model, which
+	// should not be swapped out meanwhile. session is the request's
+	// session id ("" when the client sent none).
+	ToolPause(model, session string)
 }
 
 // Sentinel errors a Router wraps so that the gateway can answer with the right

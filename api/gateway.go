@@ -459,7 +459,7 @@ func (g *Gateway) afterAnswer(ex *exchange) {
 	if ex.kind == KindTurn {
 		g.subagents.noteCalls(ex.req.SessionID, ex.acc.ToolCalls)
 		if len(ex.acc.ToolCalls) > 0 && g.residency != nil {
-			g.residency.ToolPause(ex.req.Model)
+			g.residency.ToolPause(ex.req.Model, ex.req.SessionID)
 		}
 	}
 	switch {

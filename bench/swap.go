@@ -224,15 +224,21 @@ type swapModel struct {
 	outputs []sim.TokenOutput
 	// readyAt is when the engine serves after its last load; pending are
 	// the admitted requests that wait for it.
-	readyAt  time.Duration
-	pending  []*swapFlight
-	inFlight int
-	worker   router.WorkerID
+	readyAt time.Duration
+	pending []*swapFlight
+	// broughtIn says its last load has admitted no request yet: the first
+	// it admits is the one that brought it in.
+	broughtIn bool
+	inFlight  int
+	worker    router.WorkerID
 }
 
 type swapFlight struct {
-	req     *Request
-	model   *swapModel
+	req   *Request
+	model *swapModel
+	// ticket is its place among the requests waiting for their models
+	// under SwapHearth, from its arrival until its admission.
+	ticket  *models.Ticket
 	release func()
 	swapped bool   // its admission brought the model in
 	routed  string // the router's request id, once routed
@@ -332,7 +338,8 @@ func newSwapSim(cfg SwapConfig, policy string, w *Agentic) (*swapSim, error) {
 		}
 	}
 	if policy == SwapHearth {
-		mgr, err := models.New(models.Options{Capacity: gpu.MemoryBytes, Models: ms, Mover: swapMover{s}, Clock: swapClock{s}})
+		mgr, err := models.New(models.Options{Capacity: gpu.MemoryBytes, Models: ms, Mover: swapMover{s}, Clock: swapClock{s},
+			PriorityWait: router.DefaultPriorityWait})
 		if err != nil {
 			s.close()
 			return nil, fmt.Errorf("bench: swap: %w", err)
@@ -496,18 +503,26 @@ func (s *swapSim) arrive(req *Request) {
 }
 
 // admitBlocked tries the held requests again, in the order they fell due;
-// under SwapStopStart the first that cannot go holds the rest.
+// under SwapStopStart the first that cannot go holds the rest. Under
+// SwapHearth it tries again while some go: the Manager orders the
+// requests itself, and one admitted may let the next in line go.
 func (s *swapSim) admitBlocked() {
-	kept := s.blocked[:0]
-	stopped := false
-	for _, f := range s.blocked {
-		if stopped || !s.admit(f) {
-			kept = append(kept, f)
-			stopped = s.policy == SwapStopStart
+	for {
+		n := len(s.blocked)
+		kept := s.blocked[:0]
+		stopped := false
+		for _, f := range s.blocked {
+			if stopped || !s.admit(f) {
+				kept = append(kept, f)
+				stopped = s.policy == SwapStopStart
+			}
+		}
+		clear(s.blocked[len(kept):])
+		s.blocked = kept
+		if s.policy != SwapHearth || len(kept) == 0 || len(kept) == n {
+			break
 		}
 	}
-	clear(s.blocked[len(kept):])
-	s.blocked = kept
 	s.retryAt = s.now + time.Second
 }
 
@@ -517,22 +532,30 @@ func (s *swapSim) admit(f *swapFlight) bool {
 	m := f.model
 	switch s.policy {
 	case SwapHearth:
+		if f.ticket == nil {
+			// In line from its arrival, with the priority the gateway
+			// infers for it (api: a side request after the turns).
+			priority := router.PriorityTurn
+			if f.req.Side {
+				priority = router.PrioritySide
+			}
+			t, err := s.manager.Enqueue(models.Request{Model: m.name, Session: f.req.Session, Priority: priority})
+			if err != nil {
+				panic(fmt.Sprintf("bench: swap: %v", err)) // newSwapSim's models are configured and fit alone
+			}
+			f.ticket = t
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		s.cancel, s.moves = cancel, s.moves[:0]
-		release, err := s.manager.Acquire(ctx, m.name)
+		release, err := f.ticket.Acquire(ctx)
 		s.cancel = nil
 		cancel()
-		if errors.Is(err, models.ErrBusy) {
-			return false
-		}
-		if err != nil {
-			// Only a model larger than the GPU gets here; newSwapSim's
-			// models fit alone.
-			panic(fmt.Sprintf("bench: swap: %v", err))
-		}
-		f.release = release
+		// A swap this Acquire began happened, whether or not the request
+		// goes now: a request that comes before it in line may be the
+		// one admitted to the model it brought in.
 		if len(s.moves) > 0 {
 			var took time.Duration
+			var loaded *swapModel
 			for _, mv := range s.moves {
 				o := s.models[mv.model]
 				switch {
@@ -543,12 +566,26 @@ func (s *swapSim) admit(f *swapFlight) bool {
 					s.evict(o)
 				case mv.asleep:
 					took += o.times.WakeLevel1
+					loaded = o
 				default:
 					took += o.times.ColdFromPageCache
+					loaded = o
 				}
 			}
-			s.load(m, took)
-			f.swapped = true
+			s.load(loaded, took)
+			loaded.broughtIn = true
+		}
+		if errors.Is(err, models.ErrBusy) {
+			return false
+		}
+		if err != nil {
+			// Only a model larger than the GPU gets here; newSwapSim's
+			// models fit alone.
+			panic(fmt.Sprintf("bench: swap: %v", err))
+		}
+		f.release = release
+		if m.broughtIn {
+			f.swapped, m.broughtIn = true, false
 		}
 	case SwapStopStart:
 		if s.resident != m {
@@ -661,7 +698,7 @@ func (s *swapSim) finish(f *swapFlight, err error) {
 		// The gateway tells the model's manager of a turn that ended in
 		// tool calls before the request ends (api.Residency.ToolPause).
 		if err == nil && endsInToolCall(req) {
-			s.manager.ToolPause(f.model.name)
+			s.manager.ToolPause(f.model.name, req.Session)
 		}
 		f.release()
 	}

@@ -37,9 +37,10 @@ func swapByPolicy(c *SwapComparison) map[string]SwapSummary {
 }
 
 // The three policies on one workload give the order their mechanisms
-// imply: stopping on every switch loads more often and longer than
-// sleeping only what the Manager evicts, and its turns wait longer;
-// both models pinned never load and finish the sessions first.
+// imply: stopping on every switch loads at least as often as the Manager
+// swaps, each load a cold start where the Manager's are wakes, and its
+// turns wait longer; both models pinned never load and finish the
+// sessions first.
 func TestRunSwapOrdersThePolicies(t *testing.T) {
 	c, err := RunSwap(context.Background(), swapTestConfig(), nil)
 	if err != nil {
@@ -54,8 +55,8 @@ func TestRunSwapOrdersThePolicies(t *testing.T) {
 			t.Errorf("%s: %d errors, %d sessions finished; want 0 and 4", s.Policy, s.Run.Errors, s.Run.FinishedSessions)
 		}
 	}
-	if !(stop.Swaps > hearth.Swaps && stop.LoadSeconds > hearth.LoadSeconds) {
-		t.Errorf("stop/start loaded %d times for %.1fs, Hearth %d times for %.1fs: want stop/start more",
+	if !(stop.Swaps >= hearth.Swaps && stop.LoadSeconds > 2*hearth.LoadSeconds) {
+		t.Errorf("stop/start loaded %d times for %.1fs, Hearth %d times for %.1fs: want stop/start as often and over twice as long",
 			stop.Swaps, stop.LoadSeconds, hearth.Swaps, hearth.LoadSeconds)
 	}
 	if pinned.Swaps != 0 || pinned.LoadSeconds != 0 {
@@ -137,26 +138,6 @@ func TestWriteSwapTableGolden(t *testing.T) {
 	}
 	if got.String() != string(want) {
 		t.Errorf("table:\n%s\nwant:\n%s", got.String(), want)
-	}
-}
-
-// The Manager protects a model whose session is in a tool pause, for its
-// grace, never past its keep-alive: with a keep-alive shorter than the pauses the
-// other model's requests get in between the turns, and the models swap
-// more often.
-func TestRunSwapToolPauseKeepsTheModel(t *testing.T) {
-	cfg := swapTestConfig()
-	long, err := RunSwap(context.Background(), cfg, []string{SwapHearth})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.KeepAlive = time.Second // shorter than the 2 s pauses
-	short, err := RunSwap(context.Background(), cfg, []string{SwapHearth})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l, s := long.Summaries[0].Swaps, short.Summaries[0].Swaps; l >= s {
-		t.Errorf("swaps: %d with the default keep-alive, %d with one shorter than the tool pauses; want fewer with the default", l, s)
 	}
 }
 

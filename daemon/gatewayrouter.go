@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/hearth-llm/hearth/api"
+	"github.com/hearth-llm/hearth/models"
 	"github.com/hearth-llm/hearth/router"
 )
 
@@ -48,7 +49,7 @@ func (g *gatewayRouter) Route(ctx context.Context, req api.RouteRequest) (api.Ro
 		policy = g.defaultPolicy()
 	}
 	if g.residency != nil {
-		release, err := g.residency.acquire(ctx, req.Model)
+		release, err := g.residency.acquire(ctx, models.Request{Model: req.Model, Session: req.SessionID, Priority: req.Hints.Priority})
 		if err != nil {
 			if ctx.Err() != nil {
 				return api.Route{}, err // the client left while it waited

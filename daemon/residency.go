@@ -18,6 +18,7 @@ import (
 	"github.com/hearth-llm/hearth/console"
 	"github.com/hearth-llm/hearth/models"
 	"github.com/hearth-llm/hearth/nodes"
+	"github.com/hearth-llm/hearth/router"
 	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
@@ -115,7 +116,8 @@ func newResidency(cfg Config, gpus []nodes.GPU, specs []hruntime.Spec, sup engin
 		if !slices.ContainsFunc(ms, func(m models.Model) bool { return m.Pinned || m.Preload }) {
 			ms[first].Preload = true // the group starts serving its first model, as without models on demand
 		}
-		mgr, err := models.New(models.Options{Capacity: capacity, Models: ms, Mover: mover, Log: mover.log})
+		mgr, err := models.New(models.Options{Capacity: capacity, Models: ms, Mover: mover, Log: mover.log,
+			PriorityWait: router.DefaultPriorityWait}) // the router's queue is built with its default
 		if err != nil {
 			return nil, fmt.Errorf("up: %w", err)
 		}
@@ -275,11 +277,12 @@ func (r *residency) annotate(statuses []hruntime.Status) []hruntime.Status {
 	return statuses
 }
 
-// acquire makes model resident for one request, waiting at most the
-// configured bound; release ends the request. A model alone on its GPUs
-// needs nothing.
-func (r *residency) acquire(ctx context.Context, model string) (release func(), err error) {
-	m := r.byModel[model]
+// acquire makes req's model resident for it, waiting at most the
+// configured bound, in line with the other requests waiting for their
+// models (by session and priority); release ends the request. A model
+// alone on its GPUs needs nothing.
+func (r *residency) acquire(ctx context.Context, req models.Request) (release func(), err error) {
+	m := r.byModel[req.Model]
 	if m == nil {
 		return func() {}, nil
 	}
@@ -288,7 +291,7 @@ func (r *residency) acquire(ctx context.Context, model string) (release func(), 
 		ctx, cancel = context.WithTimeout(ctx, r.wait)
 		defer cancel()
 	}
-	return m.Acquire(ctx, model)
+	return m.AcquireRequest(ctx, req)
 }
 
 // ModelState is the model's state for /v1/models (api.Residency): the
@@ -306,11 +309,11 @@ func (r *residency) ModelState(model string) string {
 	return ""
 }
 
-// ToolPause tells the model's manager that an agent's turn on it ended in
-// tool calls (api.Residency).
-func (r *residency) ToolPause(model string) {
+// ToolPause tells the model's manager that an agent session's turn on it
+// ended in tool calls (api.Residency).
+func (r *residency) ToolPause(model, session string) {
 	if m := r.byModel[model]; m != nil {
-		m.ToolPause(model)
+		m.ToolPause(model, session)
 	}
 }
 

@@ -69,7 +69,7 @@ func TestSmallModelBesideLargeNeedsNoSwap(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			for _, model := range []string{tc.large, tc.small} {
-				release, err := r.acquire(ctx, model)
+				release, err := r.acquire(ctx, models.Request{Model: model})
 				if err != nil {
 					t.Fatalf("%s: %v", model, err)
 				}

@@ -80,10 +80,12 @@ var ErrBusy = errors.New("models: no resident model can make room now")
 
 type entry struct {
 	Model
-	state     State
-	inFlight  int
-	lastUsed  time.Time
-	toolPause time.Time // when a session on it entered a tool pause; zero: none
+	state    State
+	inFlight int
+	lastUsed time.Time
+	// toolPauses are its sessions in a tool pause: when each entered it,
+	// by session id ("" for requests that name no session).
+	toolPauses map[string]time.Time
 	// pauses are the latest tool pauses seen on it, oldest first, at most
 	// 2*toolPauseSamples: what its grace is learned from.
 	pauses  []time.Duration
@@ -101,6 +103,11 @@ type Options struct {
 	// Log receives what goes wrong off a request's path (a preload that
 	// failed); nil discards it.
 	Log *slog.Logger
+	// PriorityWait is what one level of Request.Priority is worth in
+	// waiting time when models compete for the GPUs, as the router's
+	// queue weighs it (router.Config.PriorityWait); 0 or less: a higher
+	// priority always goes first.
+	PriorityWait time.Duration
 }
 
 // Manager keeps at most what fits resident.
@@ -114,14 +121,19 @@ type Manager struct {
 	// pinned and preloaded models.
 	preloaded chan struct{}
 
+	priorityWait time.Duration
+
 	mu      sync.Mutex
 	models  map[string]*entry
 	changed chan struct{} // closed and replaced on every release
 	// transitions are the latest loads, wakes, sleeps and stops, oldest
 	// first, at most MaxTransitions (transitions.go).
 	transitions []Transition
+	// waiting are the requests enqueued and not yet admitted (queue.go).
+	waiting []*waiter
+	seq     uint64
 	// waitingForRoom, when set (tests), is called each time an Acquire
-	// starts waiting for protected models to let go.
+	// starts waiting, for protected models to let go or for its turn.
 	waitingForRoom func()
 }
 
@@ -131,7 +143,8 @@ func New(opts Options) (*Manager, error) {
 		return nil, errors.New("models: no mover")
 	}
 	m := &Manager{capacity: opts.Capacity, mover: opts.Mover, clock: clock.Or(opts.Clock), log: opts.Log,
-		models: map[string]*entry{}, changed: make(chan struct{}), preloaded: make(chan struct{})}
+		priorityWait: opts.PriorityWait,
+		models:       map[string]*entry{}, changed: make(chan struct{}), preloaded: make(chan struct{})}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -175,49 +188,50 @@ func (m *Manager) Statuses() []Status {
 	return out
 }
 
-// ToolPause records that a session on model name ended its turn in a tool
-// call: until its next request (Acquire), or its tool-pause grace passes,
-// the model is not evicted.
-func (m *Manager) ToolPause(name string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if e, ok := m.models[name]; ok {
-		e.toolPause = m.clock.Now()
-	}
+// Acquire makes model name resident and counts one request on it, as
+// AcquireRequest does for a request of no session at the turns' priority.
+func (m *Manager) Acquire(ctx context.Context, name string) (release func(), err error) {
+	return m.AcquireRequest(ctx, Request{Model: name})
 }
 
-// Acquire makes model name resident and counts one request on it; the
-// caller calls the returned release when the request ends. It waits while
-// the models that would have to go are busy, until ctx ends.
-func (m *Manager) Acquire(ctx context.Context, name string) (release func(), err error) {
-	m.mu.Lock()
-	if e, ok := m.models[name]; ok && !e.toolPause.IsZero() {
-		// The pause ends with this request, resident or not: it is one
-		// sample of how long the tools of the model's sessions run.
-		e.pauses = append(e.pauses, m.clock.Now().Sub(e.toolPause))
-		if len(e.pauses) > 2*toolPauseSamples {
-			e.pauses = slices.Delete(e.pauses, 0, len(e.pauses)-2*toolPauseSamples)
-		}
-		e.toolPause = time.Time{}
+// AcquireRequest makes req's model resident and counts req on it; the
+// caller calls the returned release when the request ends. It waits,
+// until ctx ends, while the models that would have to go are busy and
+// while requests that came first (queue.go) are served.
+func (m *Manager) AcquireRequest(ctx context.Context, req Request) (release func(), err error) {
+	t, err := m.Enqueue(req)
+	if err != nil {
+		return nil, err
 	}
-	m.mu.Unlock()
+	defer t.Cancel()
+	return t.Acquire(ctx)
+}
+
+// Acquire waits for the ticket's turn and its model, as
+// Manager.AcquireRequest does; when ctx ends first the ticket keeps its
+// place, for a later Acquire or Cancel.
+func (t *Ticket) Acquire(ctx context.Context) (release func(), err error) {
+	m, w := t.m, t.w
 	for {
 		m.mu.Lock()
-		e, ok := m.models[name]
-		if !ok {
+		if w.admitted {
 			m.mu.Unlock()
-			return nil, fmt.Errorf("models: %q is not configured", name)
+			return nil, errors.New("models: a ticket used after its Acquire or Cancel")
 		}
-		if e.Bytes > m.capacity {
-			m.mu.Unlock()
-			return nil, fmt.Errorf("%w: %s needs %d bytes of %d", ErrTooBig, name, e.Bytes, m.capacity)
-		}
+		e := w.e
 		switch e.state {
 		case Resident:
-			e.inFlight++
-			e.lastUsed = m.clock.Now()
-			m.mu.Unlock()
-			return m.releaser(e), nil
+			if m.mayAdmitLocked(w, m.clock.Now()) {
+				e.inFlight++
+				e.lastUsed = m.clock.Now()
+				m.admitLocked(w)
+				m.mu.Unlock()
+				return m.releaser(e), nil
+			}
+			if err := m.waitLocked(ctx); err != nil {
+				return nil, err
+			}
+			continue
 		case Loading:
 			loaded := e.loaded
 			m.mu.Unlock()
@@ -237,18 +251,13 @@ func (m *Manager) Acquire(ctx context.Context, name string) (release func(), err
 			}
 			continue
 		}
-		victims, ok := m.victimsLocked(e.Bytes)
+		victims, ok := m.victimsLocked(e.Bytes, w)
+		if ok && len(victims) > 0 && !m.firstInLineLocked(w) {
+			ok = false // another model's requests came first: theirs comes in before
+		}
 		if !ok {
-			changed, hook := m.changed, m.waitingForRoom
-			m.mu.Unlock()
-			if hook != nil {
-				hook()
-			}
-			select {
-			case <-changed:
-			case <-m.clock.After(time.Second): // keep-alives and tool pauses expire
-			case <-ctx.Done():
-				return nil, fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
+			if err := m.waitLocked(ctx); err != nil {
+				return nil, err
 			}
 			continue
 		}
@@ -279,7 +288,7 @@ func (m *Manager) Acquire(ctx context.Context, name string) (release func(), err
 				return nil, err
 			}
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: %s is still loading: %w", ErrBusy, name, ctx.Err())
+			return nil, fmt.Errorf("%w: %s is still loading: %w", ErrBusy, e.Name, ctx.Err())
 		}
 	}
 }
@@ -329,8 +338,16 @@ func (m *Manager) releaser(e *entry) func() {
 
 // protectedLocked says whether e may not be evicted now.
 func (m *Manager) protectedLocked(e *entry, now time.Time) bool {
-	return e.Pinned || e.inFlight > 0 ||
-		(!e.toolPause.IsZero() && now.Sub(e.toolPause) < e.toolPauseGrace())
+	return e.Pinned || e.inFlight > 0 || e.inToolPause(now)
+}
+
+// reload is what bringing e back costs: a wake where its engine sleeps,
+// else a cold start.
+func (e *entry) reload() time.Duration {
+	if e.CanSleep {
+		return e.Wake
+	}
+	return e.Cold
 }
 
 // toolPauseGrace is how long a tool pause protects e: the p90 of its
@@ -349,14 +366,14 @@ func (e *entry) toolPauseGrace() time.Duration {
 // fit, or false when the unprotected ones are not enough. Cheapest first:
 // the model idle longest, its idle time divided by what reloading it
 // costs, so that of two idle as long the one quicker to bring back goes.
-func (m *Manager) victimsLocked(need uint64) ([]*entry, bool) {
+func (m *Manager) victimsLocked(need uint64, w *waiter) ([]*entry, bool) {
 	now := m.clock.Now()
 	var held uint64
 	var candidates []*entry
 	for _, e := range m.models {
 		if e.state == Resident || e.state == Loading || e.state == Unloading {
 			held += e.Bytes
-			if e.state == Resident && !m.protectedLocked(e, now) {
+			if e.state == Resident && !m.protectedFromLocked(e, now, w) {
 				candidates = append(candidates, e)
 			}
 		}
@@ -365,11 +382,7 @@ func (m *Manager) victimsLocked(need uint64) ([]*entry, bool) {
 		return nil, true
 	}
 	score := func(e *entry) float64 {
-		reload := e.Cold
-		if e.CanSleep {
-			reload = e.Wake
-		}
-		return now.Sub(e.lastUsed).Seconds() / max(reload.Seconds(), 0.001)
+		return now.Sub(e.lastUsed).Seconds() / max(e.reload().Seconds(), 0.001)
 	}
 	slices.SortFunc(candidates, func(a, b *entry) int {
 		sa, sb := score(a), score(b)

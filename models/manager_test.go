@@ -152,7 +152,7 @@ func TestToolPauseIsNotEvictedBySideRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	release()
-	m.ToolPause("coder") // the agent runs a tool; its next turn comes back to the coder
+	m.ToolPause("coder", "") // the agent runs a tool; its next turn comes back to the coder
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := m.Acquire(ctx, "other"); !errors.Is(err, ErrBusy) {
@@ -256,11 +256,11 @@ func TestToolPauseGraceEndsBeforeKeepAlive(t *testing.T) {
 			}
 			turn()
 			for _, p := range tc.seen {
-				m.ToolPause("coder")
+				m.ToolPause("coder", "")
 				clk.Advance(p)
 				turn()
 			}
-			m.ToolPause("coder")
+			m.ToolPause("coder", "")
 			clk.Advance(tc.grace - time.Millisecond)
 			ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 			defer cancel()
@@ -343,7 +343,7 @@ func TestUnloadAndPin(t *testing.T) {
 		t.Errorf("unloading a model serving a request: %v, want ErrBusy", err)
 	}
 	release()
-	m.ToolPause("coder") // an explicit unload overrides the pause
+	m.ToolPause("coder", "") // an explicit unload overrides the pause
 	if err := m.Unload(t.Context(), "coder"); err != nil {
 		t.Fatal(err)
 	}
