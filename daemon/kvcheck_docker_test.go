@@ -52,9 +52,15 @@ func TestKVEventSelfCheckThroughDocker(t *testing.T) {
 			kind := hruntime.Kind(tc.engine)
 			image := dockertest.SimImage(t, cli, kind)
 			node := dockertest.Node(t, cli)
+			// An engine that publishes nothing is caught by waiting out
+			// the check's bounds; shorter ones here keep the test short.
+			wait := hruntime.DefaultKVCheckWait
+			if tc.fault == hruntime.SimKVEventsNone {
+				wait = 3 * time.Second
+			}
 			baseURL, _ := serveTestUp(t, upConfig(t, "--sim", "1x4090", "--engine-runtime", "docker", "--engine", tc.engine,
 				"--node", node, "--image", image, "--speedup", "50", "--stop-timeout", "10s"),
-				daemon.WithBackoff(hruntime.Backoff{Initial: 200 * time.Millisecond}),
+				daemon.WithBackoff(hruntime.Backoff{Initial: 200 * time.Millisecond}), daemon.WithKVCheckWait(wait),
 				daemon.WithSpecHook(func(s *hruntime.Spec) {
 					// The simulated SGLang weighs its host tier against
 					// this figure, not the machine's memory.
