@@ -21,8 +21,8 @@ import (
 // engines; an engine whose events Hearth cannot match is caught before it
 // serves, is routed on predicted caches (a repeated prompt is predicted
 // cached although its events never say so), and the finding shows in the
-// admin API (hearth engines) and on the Health page (hearth doctor's
-// checks).
+// admin API (hearth engines), on the console's engine card and on the
+// Health page (hearth doctor's checks).
 func TestKVEventSelfCheckThroughDocker(t *testing.T) {
 	cli := dockertest.Client(t)
 	cases := []struct {
@@ -92,6 +92,7 @@ func TestKVEventSelfCheckThroughDocker(t *testing.T) {
 			if text := html.UnescapeString(body); status != http.StatusOK || !strings.Contains(text, "kv events: "+e.Name) || !strings.Contains(text, summary) {
 				t.Errorf("Health page (%d) lacks the KV-event check of %s", status, e.Name)
 			}
+			waitLive(t, baseURL, "overview", `data-label="kv-events-note"`, html.EscapeString(summary))
 
 			// Routed on predicted caches: a repeated prompt is predicted
 			// cached from the routing of the first, whatever the events say.
