@@ -170,6 +170,7 @@ type Config struct {
 	hearthBinary       string
 	backoff            hruntime.Backoff
 	tweakSpec          func(*hruntime.Spec)
+	kvCheckWait        time.Duration // 0: hruntime.DefaultKVCheckWait
 	simTokenizer       func(sim.Tokenizer) sim.Tokenizer
 	gpuSource          nodes.Discoverer
 	consoleInterval    time.Duration

@@ -92,3 +92,31 @@ func findCheck(t *testing.T, checks []doctor.Check, name string) doctor.Check {
 	t.Fatalf("no check %q in %+v", name, checks)
 	return doctor.Check{}
 }
+
+// TestEngineImageForPinnedReleases: hearth doctor weighs the driver
+// against the image hearth up --engine vllm|sglang runs: the pinned
+// release's (its -cu129 build below CUDA 13), or the --image named.
+func TestEngineImageForPinnedReleases(t *testing.T) {
+	for _, tc := range []struct {
+		kind     hruntime.Kind
+		image    string
+		cuda     int
+		want     string
+		wantCUDA int
+	}{
+		{hruntime.KindVLLM, "", 13000, "vllm/vllm-openai:v0.33.0", 13000},
+		{hruntime.KindVLLM, "", 12090, "vllm/vllm-openai:v0.33.0-cu129", 12090},
+		{hruntime.KindSGLang, "", 13010, "lmsysorg/sglang:v0.5.23", 13000},
+		{hruntime.KindSGLang, "", 12080, "lmsysorg/sglang:v0.5.23-cu129", 12090},
+		{hruntime.KindVLLM, "vllm/vllm-openai:v0.20.0-cu129", 13000, "vllm/vllm-openai:v0.20.0-cu129", 12090},
+		{hruntime.KindSGLang, "lmsysorg/sglang:v0.5.19", 12090, "lmsysorg/sglang:v0.5.19", 13000},
+	} {
+		f := EngineImageFor(tc.kind, tc.image)
+		if f == nil {
+			t.Fatalf("%s: no image", tc.kind)
+		}
+		if got, need := f(tc.cuda); got != tc.want || need != tc.wantCUDA {
+			t.Errorf("%s --image %q on CUDA %d: %s needing %d, want %s needing %d", tc.kind, tc.image, tc.cuda, got, need, tc.want, tc.wantCUDA)
+		}
+	}
+}

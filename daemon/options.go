@@ -22,6 +22,11 @@ func WithHearthBinary(path string) Option { return func(c *Config) { c.hearthBin
 // WithBackoff sets how the supervisor waits between an engine's restarts.
 func WithBackoff(b hruntime.Backoff) Option { return func(c *Config) { c.backoff = b } }
 
+// WithKVCheckWait bounds each wait of the start-up KV-event self-check
+// (hruntime.SupervisorConfig.KVCheckWait) instead of the default: a test
+// of an engine that publishes nothing need not wait it out.
+func WithKVCheckWait(d time.Duration) Option { return func(c *Config) { c.kvCheckWait = d } }
+
 // WithSpecHook changes each engine's spec once it is planned (an engine
 // that fails at start, say).
 func WithSpecHook(f func(*hruntime.Spec)) Option { return func(c *Config) { c.tweakSpec = f } }

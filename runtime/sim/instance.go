@@ -51,6 +51,10 @@ type InstanceOptions struct {
 	// KVEventFault, one of runtime.SimKVEventFaults, has the publisher
 	// play a fault of the events; "" for none.
 	KVEventFault string
+	// KVEventComponentTypes labels the events of an SGLang-flavoured
+	// instance with their component type, as SGLang's
+	// --enable-kv-events-component-types does; other flavours ignore it.
+	KVEventComponentTypes bool
 	// ServedModelName is the model id clients use; default Engine.Model.
 	ServedModelName string
 	// ModelPath is what the engine was told to load (a Hugging Face
@@ -156,7 +160,8 @@ func NewInstance(opts InstanceOptions) (*Instance, error) {
 		p, err := NewPublisher(PublisherOptions{
 			Endpoint: opts.KVEvents, ReplayEndpoint: opts.KVReplay, Topic: opts.Topic,
 			Format: opts.Format, SpecKinds: namesSpecKinds(opts.Engine.Kind, opts.EngineVersion, opts.Format),
-			Fault: opts.KVEventFault, Logger: log,
+			ComponentTypes: opts.KVEventComponentTypes && opts.Engine.Kind == hruntime.KindSGLang,
+			Fault:          opts.KVEventFault, Logger: log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("sim instance: %w", err)

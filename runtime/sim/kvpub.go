@@ -64,6 +64,11 @@ type PublisherOptions struct {
 	// ("full_attention": the simulator models full attention alone), as
 	// the releases whose EngineRelease.SpecKinds is set do.
 	SpecKinds bool
+	// ComponentTypes labels every stored and removed block with its
+	// KV-cache component ("full": the simulator models full attention
+	// alone), as SGLang does when started with
+	// --enable-kv-events-component-types.
+	ComponentTypes bool
 	// Fault, one of runtime.SimKVEventFaults, publishes events Hearth
 	// cannot follow, for tests of its KV-event self-check; "" publishes
 	// them as Format says.
@@ -200,6 +205,9 @@ func (p *Publisher) PublishKVEvents(_ time.Duration, events []kvevents.Event) {
 	}
 	if p.opts.SpecKinds {
 		events = withSpecKinds(events)
+	}
+	if p.opts.ComponentTypes {
+		events = withComponentTypes(events)
 	}
 	if p.opts.Fault == hruntime.SimKVEventsWrongHashSeed {
 		events = reseedParents(events)
@@ -362,6 +370,22 @@ func appendUnknownLayout(b *kvevents.Batch) []byte {
 
 // fullAttention is the kind of KV cache the simulator models.
 var fullAttention = []byte("full_attention")
+
+// fullComponent is SGLang's component type of full-attention pages.
+var fullComponent = []byte("full")
+
+// withComponentTypes returns events with every BlockStored and
+// BlockRemoved labelled with its component type
+// (PublisherOptions.ComponentTypes). events is not modified.
+func withComponentTypes(events []kvevents.Event) []kvevents.Event {
+	out := slices.Clone(events)
+	for i := range out {
+		if (out[i].Kind == kvevents.BlockStored || out[i].Kind == kvevents.BlockRemoved) && len(out[i].ComponentType) == 0 {
+			out[i].ComponentType = fullComponent
+		}
+	}
+	return out
+}
 
 // withSpecKinds returns events with every BlockStored naming its group's
 // kind (PublisherOptions.SpecKinds). events is not modified.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/hearth-llm/hearth/clock"
 	"github.com/hearth-llm/hearth/kvevents"
@@ -450,5 +451,41 @@ func TestSpecKindsByRelease(t *testing.T) {
 			t.Errorf("%s %q in %v: stored block of kind %q, want %q", tc.kind, tc.version, format, got, tc.want)
 		}
 		p.Run(ctx) // closes the sockets
+	}
+}
+
+// TestComponentTypesAtIndexSeven: with component types on (SGLang's
+// --enable-kv-events-component-types), the simulated SGLang's positional
+// BlockStored carries "full" at index 7 and its BlockRemoved at index 3,
+// read back as plain values; without them neither carries one.
+func TestComponentTypesAtIndexSeven(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		p, err := NewPublisher(PublisherOptions{Endpoint: "tcp://127.0.0.1:0", Format: kvevents.FormatSGLang, ComponentTypes: on})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		p.PublishKVEvents(0, []kvevents.Event{
+			{Kind: kvevents.BlockStored, BlockHashes: []uint64{5}, TokenIDs: make([]uint32, 16), BlockSize: 16, Medium: kvevents.MediumGPU},
+			{Kind: kvevents.BlockRemoved, BlockHashes: []uint64{5}, Medium: kvevents.MediumGPU},
+		})
+		var batch []any
+		if err := msgpack.Unmarshal(p.replayFrom(0)[0].payload, &batch); err != nil {
+			t.Fatal(err)
+		}
+		p.Run(ctx) // closes the sockets
+		events := batch[1].([]any)
+		stored, removed := events[0].([]any), events[1].([]any)
+		if stored[0] != "BlockStored" || removed[0] != "BlockRemoved" {
+			t.Fatalf("events %v", events)
+		}
+		if on {
+			if len(stored) != 8 || stored[7] != "full" || len(removed) != 4 || removed[3] != "full" {
+				t.Errorf("component types on: stored %v, removed %v", stored, removed)
+			}
+		} else if len(stored) != 7 || len(removed) != 3 {
+			t.Errorf("component types off: stored %v, removed %v", stored, removed)
+		}
 	}
 }

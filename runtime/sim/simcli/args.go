@@ -61,6 +61,7 @@ type engineCommand struct {
 	healthTimeout             time.Duration
 	engineVersion             string // the release played (runtime.EnvSimEngineVersion)
 	kvEventFault              string // a fault the KV events play (runtime.EnvSimKVEvents)
+	kvComponentTypes          bool   // SGLang's --enable-kv-events-component-types
 	// memAvailable is the host memory available the engine sees, in
 	// bytes (runtime.EnvSimMemAvailableGiB); 0 reads the machine's.
 	memAvailable uint64
@@ -401,6 +402,11 @@ func sglangFlags() []engineFlag {
 		}},
 		{names: []string{"--enable-priority-scheduling"}, set: func(c *engineCommand, _ string) error {
 			c.cfg.SchedulingPolicy = sim.PolicyPriority
+			return nil
+		}},
+		{names: []string{"--enable-kv-events-component-types"}, set: func(c *engineCommand, _ string) error {
+			c.kvComponentTypes = true
+			c.serverArgs["enable_kv_events_component_types"] = true
 			return nil
 		}},
 		{names: []string{"--enable-memory-saver"}, set: func(c *engineCommand, _ string) error {

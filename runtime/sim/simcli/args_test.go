@@ -154,14 +154,14 @@ func TestEngineFlagsAccepted(t *testing.T) {
 		"--enable-hierarchical-cache", "--hicache-ratio", "1.5", "--hicache-write-policy", "write_through",
 		"--simulate-startup", "250ms", "--simulate-failure=exit", "--context-length", "8K", "--max-running-requests", "32",
 		"--chunked-prefill-size", "4096", "--enable-priority-scheduling", "--schedule-policy", "priority",
-		"--enable-memory-saver", "--enable-weights-cpu-backup"}
+		"--enable-memory-saver", "--enable-weights-cpu-backup", "--enable-kv-events-component-types"}
 	c, err = parseEngine(t, sglang, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.startupDelay != 250*time.Millisecond || c.failure != sim.FailureExit || c.cfg.MaxModelLen != 8192 || !c.sleepMode || !c.weightsBackup ||
 		c.cfg.MaxNumSeqs != 32 || c.cfg.MaxNumBatchedTokens != 4096 || c.cfg.SchedulingPolicy != sim.PolicyPriority ||
-		c.cfg.NumCPUBlocks == 0 || c.serverArgs["tool_call_parser"] != "qwen25" {
+		c.cfg.NumCPUBlocks == 0 || c.serverArgs["tool_call_parser"] != "qwen25" || !c.kvComponentTypes {
 		t.Errorf("sglang: %+v", c)
 	}
 }

@@ -141,8 +141,8 @@ func RunProgram(ctx context.Context, env Env, prog string, args []string) int {
 		ServedModelName: cmd.served, ModelPath: cmd.modelPath, Speedup: cmd.speedup,
 		StartupDelay: cmd.startupDelay, Failure: cmd.failure, Console: out, ServerArgs: cmd.serverArgs,
 		HealthCheckTimeout: cmd.healthTimeout, Tokenizer: tok, EngineVersion: cmd.engineVersion,
-		KVEventFault: cmd.kvEventFault,
-		SleepMode:    cmd.sleepMode, WeightsBackup: cmd.weightsBackup,
+		KVEventFault: cmd.kvEventFault, KVEventComponentTypes: cmd.kvComponentTypes,
+		SleepMode: cmd.sleepMode, WeightsBackup: cmd.weightsBackup,
 		// Only trouble goes to the log; the engine's lines are its output.
 		Logger: warnLogger(env.Stderr),
 	})
