@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,10 +28,7 @@ import (
 // so), and the finding shows in the log, hearth engines, the console's
 // engine card and the Health page (hearth doctor's checks).
 func TestKVEventSelfCheckThroughProcesses(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Skipf("skipping: no path to this test binary to run engines with: %v", err)
-	}
+	exe := engineBinary(t)
 	t.Parallel()
 	cases := []struct {
 		engine, fault string

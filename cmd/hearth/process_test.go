@@ -24,6 +24,7 @@ import (
 	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/daemon/daemontest"
 	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/runtime/docker/dockertest"
 )
 
 // openFDs counts this process's open file descriptors.
@@ -82,10 +83,7 @@ func streamChat(ctx context.Context, baseURL, session, policy string, maxTokens 
 // the dead one is restarted and takes traffic again; and once the daemon
 // stops, no goroutine or file descriptor is left behind.
 func TestProcessEngineKilledMidStream(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Skipf("skipping: no path to this test binary to run engines with: %v", err)
-	}
+	exe := engineBinary(t)
 	t.Setenv(asHearthEnv, "1") // the engines are this binary as hearth sim-engine
 	leaks := goleak.IgnoreCurrent()
 	http.DefaultClient.CloseIdleConnections()
@@ -235,10 +233,7 @@ func processAlive(pid int) bool {
 // engine serves, and with no engine left a request gets 503 with the
 // reason and Retry-After.
 func TestEngineFailingAtStartIsGivenUpOn(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Skipf("skipping: no path to this test binary to run engines with: %v", err)
-	}
+	exe := engineBinary(t)
 	t.Parallel()
 	oom := []string{"/bin/sh", "-c", "echo 'loading weights'; echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB' >&2; exit 1"}
 	for _, tc := range []struct {
@@ -387,6 +382,28 @@ func TestDaemonTakesItsEnginesWithIt(t *testing.T) {
 // playing hearth sim-engine, through the engine's own environment (a
 // daemon.WithSpecHook), so that the test may run in parallel.
 func asHearthEngine(s *hruntime.Spec) { s.Env = append(s.Env, asHearthEnv+"=1") }
+
+// engineBinary is the hearth binary a test's daemon runs its engines
+// with, as child processes (hearth sim-engine; asHearthEngine in their
+// environment makes this test binary hearth). Under -race it is hearth
+// built without the detector, the build the Docker tests put in their
+// images: a race found in a child process fails no test (go test counts
+// this process's reports alone, and the engines' end is a kill), while a
+// race-built engine costs about 3 s of CPU and 10 s of wall time to start
+// on a busy 2-core machine, against 0.5 s and 2 s. The daemon under test
+// runs in this process, under the detector either way, and the simulated
+// engine's own code is raced in runtime/sim's tests.
+func engineBinary(t *testing.T) string {
+	t.Helper()
+	if raceDetector {
+		return dockertest.StaticHearth(t)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skipf("skipping: no path to this test binary to run engines with: %v", err)
+	}
+	return exe
+}
 
 // Shared with the other tests of a running daemon.
 var (
