@@ -28,7 +28,7 @@ import (
 // so), and the finding shows in the log, hearth engines, the console's
 // engine card and the Health page (hearth doctor's checks).
 func TestKVEventSelfCheckThroughProcesses(t *testing.T) {
-	exe := engineBinary(t)
+	exe := hearthBinary(t)
 	t.Parallel()
 	cases := []struct {
 		engine, fault string

@@ -21,7 +21,7 @@ import (
 // loads its prefix from the node store instead of recomputing it. Without
 // the store (--kvbm ram) the same turn recomputes everything.
 func TestNodeStoreSurvivesEngineRestarts(t *testing.T) {
-	exe := engineBinary(t)
+	exe := hearthBinary(t)
 	t.Parallel()
 	for _, tc := range []struct {
 		tiers     string
