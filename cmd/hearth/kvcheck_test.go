@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/daemon/daemontest"
@@ -55,7 +56,7 @@ func TestKVEventSelfCheckThroughProcesses(t *testing.T) {
 			t.Parallel()
 			var logs syncBuffer
 			baseURL := serveTestUpLogged(t, &logs, []string{"--sim", "1x4090", "--engine-runtime", "process",
-				"--speedup", "50", "--data-dir", t.TempDir()}, daemon.WithHearthBinary(exe),
+				"--speedup", "50", "--data-dir", t.TempDir()}, daemon.WithHearthBinary(exe), daemon.WithKVCheckWait(faultyKVCheckWait),
 				daemon.WithSpecHook(func(s *hruntime.Spec) {
 					asHearthEngine(s)
 					s.Engine = hruntime.Kind(tc.engine) // the simulator plays it (--flavor)
@@ -115,6 +116,14 @@ func TestKVEventSelfCheckThroughProcesses(t *testing.T) {
 		})
 	}
 }
+
+// faultyKVCheckWait bounds the check's waits for the probe's events in
+// this test. A good engine's events end the wait as soon as they have all
+// arrived (in milliseconds); an engine playing a fault holds its start for
+// the whole wait, twice when no event arrives, and the default of 10 s
+// made each of those cases sleep 10 to 20 s. The events that do arrive
+// come within the first second even on a loaded machine.
+const faultyKVCheckWait = 4 * time.Second
 
 // serveTestUpLogged is serveTestUp with the daemon's log also written to
 // logs.
