@@ -316,7 +316,8 @@ func startEngines(ctx context.Context, cfg Config, hw hardware, rs routing, kvSt
 	}
 	eng.sup, err = hruntime.NewSupervisor(hruntime.SupervisorConfig{
 		Engines: supervised, Attacher: rs.fleet, StopTimeout: cfg.StopTimeout, Backoff: cfg.backoff, KeepEngines: cfg.KeepEngines,
-		Tokenizer: func(hruntime.Spec) hruntime.ChatTokenizer { return rs.tok },
+		KVCheckWait: cfg.kvCheckWait,
+		Tokenizer:   func(hruntime.Spec) hruntime.ChatTokenizer { return rs.tok },
 		KVEventTap: func(ctx context.Context, endpoint, topic string) (hruntime.KVEventStream, error) {
 			return ingest.DialTap(ctx, endpoint, topic)
 		},

@@ -9,10 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/daemon/daemontest"
@@ -29,10 +29,7 @@ import (
 // so), and the finding shows in the log, hearth engines, the console's
 // engine card and the Health page (hearth doctor's checks).
 func TestKVEventSelfCheckThroughProcesses(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Skipf("skipping: no path to this test binary to run engines with: %v", err)
-	}
+	exe := hearthBinary(t)
 	t.Parallel()
 	cases := []struct {
 		engine, fault string
@@ -59,7 +56,7 @@ func TestKVEventSelfCheckThroughProcesses(t *testing.T) {
 			t.Parallel()
 			var logs syncBuffer
 			baseURL := serveTestUpLogged(t, &logs, []string{"--sim", "1x4090", "--engine-runtime", "process",
-				"--speedup", "50", "--data-dir", t.TempDir()}, daemon.WithHearthBinary(exe),
+				"--speedup", "50", "--data-dir", t.TempDir()}, daemon.WithHearthBinary(exe), daemon.WithKVCheckWait(faultyKVCheckWait),
 				daemon.WithSpecHook(func(s *hruntime.Spec) {
 					asHearthEngine(s)
 					s.Engine = hruntime.Kind(tc.engine) // the simulator plays it (--flavor)
@@ -119,6 +116,14 @@ func TestKVEventSelfCheckThroughProcesses(t *testing.T) {
 		})
 	}
 }
+
+// faultyKVCheckWait bounds the check's waits for the probe's events in
+// this test. A good engine's events end the wait as soon as they have all
+// arrived (in milliseconds); an engine playing a fault holds its start for
+// the whole wait, twice when no event arrives, and the default of 10 s
+// made each of those cases sleep 10 to 20 s. The events that do arrive
+// come within the first second even on a loaded machine.
+const faultyKVCheckWait = 4 * time.Second
 
 // serveTestUpLogged is serveTestUp with the daemon's log also written to
 // logs.

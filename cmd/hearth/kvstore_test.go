@@ -3,7 +3,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -22,10 +21,7 @@ import (
 // loads its prefix from the node store instead of recomputing it. Without
 // the store (--kvbm ram) the same turn recomputes everything.
 func TestNodeStoreSurvivesEngineRestarts(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Skipf("skipping: no path to this test binary to run engines with: %v", err)
-	}
+	exe := hearthBinary(t)
 	t.Parallel()
 	for _, tc := range []struct {
 		tiers     string

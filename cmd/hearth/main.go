@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/hearth-llm/hearth/bench"
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/installer"
 	"github.com/hearth-llm/hearth/runtime/sim/simcli"
@@ -47,9 +48,25 @@ type environment struct {
 	// up (daemon.Config.MemoryLimit); nil in tests, which share a process.
 	memoryLimit func(limit int64, log *slog.Logger)
 	// layouts evaluates the layouts of hearth plan --agent and hearth up
-	// --agent: the full evaluation, unless tests of their wiring set a
+	// --agent: nil is the full evaluation; tests of their wiring set a
 	// small one.
-	layouts bench.LayoutEvaluator
+	layouts layoutEvaluator
+}
+
+// layoutEvaluator is what hearth plan --agent and hearth up --agent ask of
+// the layout evaluation (bench.LayoutEvaluator).
+type layoutEvaluator interface {
+	catalog.LayoutEvaluator
+	Evaluate(ctx context.Context, req catalog.AgentLayoutRequest) (bench.LayoutEvaluation, error)
+	WriteRigsPlan(ctx context.Context, w io.Writer, req catalog.AgentLayoutRequest, uses []catalog.GPUUse, rigs int) error
+}
+
+// layoutEvaluator is env.layouts, the full evaluation when unset.
+func (env *environment) layoutEvaluator() layoutEvaluator {
+	if env.layouts == nil {
+		return bench.LayoutEvaluator{}
+	}
+	return env.layouts
 }
 
 // commands lists the subcommands in the order --help shows them.

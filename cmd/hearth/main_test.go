@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hearth-llm/hearth/bench"
+	"github.com/hearth-llm/hearth/catalog"
 )
 
 // asHearthEnv, set in the environment of this test binary, makes it the
@@ -52,6 +56,60 @@ func skipUnderRaceForChildBinaries(t *testing.T) {
 // does, FP8 KV with YaRN.
 var smallLayoutEvaluation = bench.EvaluationSize{Seeds: 1, Rounds: 1}
 
+// smallLayouts evaluates smallLayoutEvaluation for every test of this
+// process, each question once: the simulation is deterministic (bench's
+// tests hold it to that), so hearth plan --agent's goldens (text and JSON)
+// and hearth up --agent's test, which ask the same question, share one run
+// of it, which takes tens of seconds under the race detector. A question
+// that differs in any field is simulated anew.
+var smallLayouts = &evaluatedOnce{ev: bench.LayoutEvaluator{Size: smallLayoutEvaluation}}
+
+type evaluatedOnce struct {
+	ev   bench.LayoutEvaluator
+	mu   sync.Mutex
+	done []evaluated
+}
+
+type evaluated struct {
+	req catalog.AgentLayoutRequest
+	ev  bench.LayoutEvaluation
+}
+
+// Evaluate is ev's, once per question.
+func (e *evaluatedOnce) Evaluate(ctx context.Context, req catalog.AgentLayoutRequest) (bench.LayoutEvaluation, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, d := range e.done {
+		if reflect.DeepEqual(d.req, req) {
+			return d.ev, nil
+		}
+	}
+	ev, err := e.ev.Evaluate(ctx, req)
+	if err != nil {
+		return ev, err
+	}
+	e.done = append(e.done, evaluated{req, ev})
+	return ev, nil
+}
+
+// MeasureLayouts is Evaluate's measures when the candidates are the ones
+// Evaluate weighs, and ev's otherwise.
+func (e *evaluatedOnce) MeasureLayouts(ctx context.Context, req catalog.AgentLayoutRequest, candidates []catalog.Candidate) ([]catalog.LayoutMeasure, error) {
+	if !reflect.DeepEqual(candidates, catalog.AgentCandidates(req.GPUs, req.Model)) {
+		return e.ev.MeasureLayouts(ctx, req, candidates)
+	}
+	ev, err := e.Evaluate(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return ev.Measures(), nil
+}
+
+// WriteRigsPlan is ev's.
+func (e *evaluatedOnce) WriteRigsPlan(ctx context.Context, w io.Writer, req catalog.AgentLayoutRequest, uses []catalog.GPUUse, rigs int) error {
+	return e.ev.WriteRigsPlan(ctx, w, req, uses, rigs)
+}
+
 // runHearth runs the CLI in-process and returns what it printed.
 func runHearth(t *testing.T, stdin string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
@@ -61,7 +119,7 @@ func runHearth(t *testing.T, stdin string, args ...string) (stdout, stderr strin
 		stdout:  &out,
 		stderr:  &errOut,
 		getenv:  func(string) string { return "" },
-		layouts: bench.LayoutEvaluator{Size: smallLayoutEvaluation},
+		layouts: smallLayouts,
 	}
 	err = run(context.Background(), env, args)
 	return out.String(), errOut.String(), err

@@ -76,10 +76,10 @@ func runPlan(ctx context.Context, env *environment, args []string) error {
 	}
 	if cfg.agent != "" && cfg.rigs > 1 {
 		req := catalog.AgentLayoutRequest{Model: model, Client: cfg.agent, Sessions: cfg.sessions, Seed: cfg.seed}
-		return env.layouts.WriteRigsPlan(ctx, env.stdout, req, uses, cfg.rigs)
+		return env.layoutEvaluator().WriteRigsPlan(ctx, env.stdout, req, uses, cfg.rigs)
 	}
 	if cfg.agent != "" {
-		ev, err := env.layouts.Evaluate(ctx, catalog.AgentLayoutRequest{
+		ev, err := env.layoutEvaluator().Evaluate(ctx, catalog.AgentLayoutRequest{
 			GPUs: uses, Model: model, Client: cfg.agent, Sessions: cfg.sessions, Seed: cfg.seed,
 		})
 		if err != nil {

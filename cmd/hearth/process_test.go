@@ -24,6 +24,7 @@ import (
 	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/daemon/daemontest"
 	hruntime "github.com/hearth-llm/hearth/runtime"
+	"github.com/hearth-llm/hearth/runtime/docker/dockertest"
 )
 
 // openFDs counts this process's open file descriptors.
@@ -82,10 +83,7 @@ func streamChat(ctx context.Context, baseURL, session, policy string, maxTokens 
 // the dead one is restarted and takes traffic again; and once the daemon
 // stops, no goroutine or file descriptor is left behind.
 func TestProcessEngineKilledMidStream(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Skipf("skipping: no path to this test binary to run engines with: %v", err)
-	}
+	exe := hearthBinary(t)
 	t.Setenv(asHearthEnv, "1") // the engines are this binary as hearth sim-engine
 	leaks := goleak.IgnoreCurrent()
 	http.DefaultClient.CloseIdleConnections()
@@ -235,10 +233,7 @@ func processAlive(pid int) bool {
 // engine serves, and with no engine left a request gets 503 with the
 // reason and Retry-After.
 func TestEngineFailingAtStartIsGivenUpOn(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Skipf("skipping: no path to this test binary to run engines with: %v", err)
-	}
+	exe := hearthBinary(t)
 	t.Parallel()
 	oom := []string{"/bin/sh", "-c", "echo 'loading weights'; echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB' >&2; exit 1"}
 	for _, tc := range []struct {
@@ -309,10 +304,7 @@ func TestEngineFailingAtStartIsGivenUpOn(t *testing.T) {
 // SIGKILL of the daemon leaves no engine behind either (the kernel kills
 // them: PR_SET_PDEATHSIG).
 func TestDaemonTakesItsEnginesWithIt(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Skipf("skipping: no path to this test binary to run the daemon with: %v", err)
-	}
+	exe := hearthBinary(t)
 	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -387,6 +379,29 @@ func TestDaemonTakesItsEnginesWithIt(t *testing.T) {
 // playing hearth sim-engine, through the engine's own environment (a
 // daemon.WithSpecHook), so that the test may run in parallel.
 func asHearthEngine(s *hruntime.Spec) { s.Env = append(s.Env, asHearthEnv+"=1") }
+
+// hearthBinary is the hearth binary a test runs as a child process: its
+// daemon's engines (hearth sim-engine), or the daemon itself (hearth up).
+// Without -race it is this test binary, which asHearthEnv in its
+// environment (asHearthEngine for engines) makes hearth. Under -race it is
+// hearth built without the detector, the build the Docker tests put in
+// their images: a race found in a child process fails no test (go test
+// counts this process's reports alone, and a child's end is a signal),
+// while a race-built child costs about 3 s of CPU and 10 s of wall time to
+// start on a busy 2-core machine, against 0.5 s and 2 s. A daemon under
+// test in this process stays under the detector, and the simulated
+// engine's own code is raced in runtime/sim's tests.
+func hearthBinary(t *testing.T) string {
+	t.Helper()
+	if raceDetector {
+		return dockertest.StaticHearth(t)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skipf("skipping: no path to this test binary to run engines with: %v", err)
+	}
+	return exe
+}
 
 // Shared with the other tests of a running daemon.
 var (

@@ -17,7 +17,7 @@ func runUp(ctx context.Context, env *environment, args []string) error {
 	log := newLogger(env.stderr, cfg.LogLevel, cfg.LogFormat)
 	if cfg.Agent.Client != "" {
 		// The layouts are measured in the benchmark's simulation.
-		if err := daemon.ChooseAgentLayout(ctx, &cfg, env.layouts, log); err != nil {
+		if err := daemon.ChooseAgentLayout(ctx, &cfg, env.layoutEvaluator(), log); err != nil {
 			return err
 		}
 	}

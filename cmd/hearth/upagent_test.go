@@ -5,13 +5,34 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
-	"github.com/hearth-llm/hearth/bench"
 	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/daemon"
 )
+
+// askedLayouts records the questions hearth up --agent asks of the layout
+// evaluation, and answers them with smallLayouts.
+type askedLayouts struct {
+	mu    sync.Mutex
+	asked []question
+}
+
+type question struct {
+	req        catalog.AgentLayoutRequest
+	candidates []catalog.Candidate
+}
+
+func (a *askedLayouts) MeasureLayouts(ctx context.Context, req catalog.AgentLayoutRequest, candidates []catalog.Candidate) ([]catalog.LayoutMeasure, error) {
+	a.mu.Lock()
+	a.asked = append(a.asked, question{req, slices.Clone(candidates)})
+	a.mu.Unlock()
+	return smallLayouts.MeasureLayouts(ctx, req, candidates)
+}
 
 // TestUpAgentTakesTheRecommendedLayout holds hearth up --agent to hearth
 // plan --agent's recommendation, and explicit layout flags to overriding
@@ -21,14 +42,20 @@ func TestUpAgentTakesTheRecommendedLayout(t *testing.T) {
 	board, _ := catalog.LookupGPU("rtx4090")
 	uses := []catalog.GPUUse{{GPU: board}}
 	model, _ := catalog.LookupModel("qwen3-14b-fp8")
-	evaluator := bench.LayoutEvaluator{Size: smallLayoutEvaluation}
-	ev, err := evaluator.Evaluate(context.Background(), catalog.AgentLayoutRequest{
-		GPUs: uses, Model: model, Client: "codex", Sessions: 2, Seed: catalog.AgentEvaluationSeed,
-	})
+	// hearth plan --agent's question, as plan.go asks it: its answer is
+	// what hearth up --agent must take, and each case below must ask the
+	// same (the flags they set only override the answer), which
+	// smallLayouts then simulates once.
+	plan := question{
+		req:        catalog.AgentLayoutRequest{GPUs: uses, Model: model, Client: "codex", Sessions: 2, Seed: catalog.AgentEvaluationSeed},
+		candidates: catalog.AgentCandidates(uses, model),
+	}
+	ev, err := smallLayouts.Evaluate(context.Background(), plan.req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := ev.Recommended().Candidate.Layout
+	evaluator := &askedLayouts{}
 	if !want.FP8KV() || !want.RopeScaling {
 		t.Fatalf("the case assumes the recommendation on one 4090 is FP8 KV with YaRN, not %s", want)
 	}
@@ -65,5 +92,13 @@ func TestUpAgentTakesTheRecommendedLayout(t *testing.T) {
 				t.Errorf("want a line before the simulation and one with the layout:\n%s", logs.String())
 			}
 		})
+	}
+	if len(evaluator.asked) != 3 {
+		t.Fatalf("hearth up --agent asked the evaluator %d questions in 3 cases, want one each", len(evaluator.asked))
+	}
+	for i, q := range evaluator.asked {
+		if !reflect.DeepEqual(q, plan) {
+			t.Errorf("case %d asked the evaluator %+v, want hearth plan --agent's question %+v", i, q, plan)
+		}
 	}
 }
