@@ -179,7 +179,6 @@ type Config struct {
 	gpuInterval        time.Duration
 	gpuTaken           *GPUTakenPolicy // nil: DefaultGPUTakenPolicy
 	keepAliveInterval  time.Duration
-	kvCheckWait        time.Duration // 0: hruntime.DefaultKVCheckWait
 	// cudaVersion is the driver's, read at start; it picks engine images.
 	cudaVersion int
 }

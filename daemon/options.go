@@ -65,8 +65,3 @@ func WithGPUTakenPolicy(p GPUTakenPolicy) Option { return func(c *Config) { c.gp
 func WithKeepAliveInterval(d time.Duration) Option {
 	return func(c *Config) { c.keepAliveInterval = d }
 }
-
-// WithKVCheckWait bounds each wait of the engines' start-up KV-event check
-// for the probe's events (hruntime.DefaultKVCheckWait): an engine whose
-// events never complete the probe holds its start for two such waits.
-func WithKVCheckWait(d time.Duration) Option { return func(c *Config) { c.kvCheckWait = d } }

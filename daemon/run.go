@@ -321,8 +321,7 @@ func startEngines(ctx context.Context, cfg Config, hw hardware, rs routing, kvSt
 		KVEventTap: func(ctx context.Context, endpoint, topic string) (hruntime.KVEventStream, error) {
 			return ingest.DialTap(ctx, endpoint, topic)
 		},
-		KVCheckWait: cfg.kvCheckWait,
-		Logger:      log.With("component", "supervisor"),
+		Logger: log.With("component", "supervisor"),
 	})
 	if err != nil {
 		return eng, fmt.Errorf("up: %w", err)
