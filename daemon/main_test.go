@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/hearth-llm/hearth/runtime/docker/dockertest"
 )
 
 // TestMain lets BenchmarkGatewayOverhead run this test binary as the
@@ -18,5 +20,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	dockertest.RemoveBuilds()
+	os.Exit(code)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hearth-llm/hearth/bench"
 	"github.com/hearth-llm/hearth/catalog"
+	"github.com/hearth-llm/hearth/runtime/docker/dockertest"
 )
 
 // asHearthEnv, set in the environment of this test binary, makes it the
@@ -35,6 +36,7 @@ func TestMain(m *testing.M) {
 	if nsBuild.path != "" {
 		os.RemoveAll(filepath.Dir(nsBuild.path))
 	}
+	dockertest.RemoveBuilds()
 	os.Exit(code)
 }
 

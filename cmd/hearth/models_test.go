@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,10 +42,7 @@ func upTwoModels(t *testing.T, extra ...string) (baseURL, store string) {
 // upTwoModelsIn is upTwoModels with the daemon's data directory.
 func upTwoModelsIn(t *testing.T, dataDir string, extra ...string) (baseURL, store, data string) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Skipf("skipping: no path to this test binary to run engines with: %v", err)
-	}
+	exe := hearthBinary(t)
 	store = filepath.Join(t.TempDir(), "kvstore")
 	args := append([]string{"--sim", "1x4090", "--engine-runtime", "process", "--speedup", "20", "--model", coderModel + "," + sideModel,
 		"--data-dir", dataDir, "--kv-store-dir", store, "--kv-store-size", "64", "--stop-timeout", "10s"}, extra...)

@@ -53,6 +53,17 @@ var (
 	imagesBuilt = map[hruntime.Kind]string{}
 )
 
+// RemoveBuilds deletes the binaries StaticHearth and CgoHearth built in
+// this test process. A package whose tests call either calls it from
+// TestMain after m.Run, so no build is left in the temporary directory.
+func RemoveBuilds() {
+	for _, path := range []string{staticPath, cgoPath} {
+		if path != "" {
+			os.RemoveAll(filepath.Dir(path))
+		}
+	}
+}
+
 // StaticHearth builds the hearth binary without cgo, once per test process,
 // and returns its path.
 func StaticHearth(t testing.TB) string {
