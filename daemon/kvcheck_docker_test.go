@@ -1,8 +1,6 @@
 package daemon_test
 
 import (
-	"html"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,23 +85,7 @@ func TestKVEventSelfCheckThroughDocker(t *testing.T) {
 				!strings.HasPrefix(c.Summary, summary) || !strings.Contains(c.Cause, tc.cause) {
 				t.Fatalf("engine %s KV-event check %+v, want %d matched, first difference at %d, cause saying %q", e.Name, c, tc.matched, tc.matched, tc.cause)
 			}
-			status, body, _ := daemontest.Get(t, http.DefaultClient, baseURL+"/console/health")
-			if text := html.UnescapeString(body); status != http.StatusOK || !strings.Contains(text, "kv events: "+e.Name) || !strings.Contains(text, summary) {
-				t.Errorf("Health page (%d) lacks the KV-event check of %s", status, e.Name)
-			}
-			waitLive(t, baseURL, "overview", `data-label="kv-events-note"`, html.EscapeString(summary))
-
-			// Routed on predicted caches: a repeated prompt is predicted
-			// cached from the routing of the first, whatever the events say.
-			body1 := `{"model":"` + e.Model + `","max_tokens":2,"messages":[{"role":"user","content":"` +
-				strings.Repeat("Describe the paged KV cache of an inference engine in detail. ", 12) + `"}]}`
-			for i, wantCached := range []bool{false, true} {
-				_, h := daemontest.PostJSON(t, baseURL+"/v1/chat/completions", body1, "")
-				cached, err := strconv.Atoi(h.Get("x-hearth-cached-blocks"))
-				if err != nil || (cached > 0) != wantCached {
-					t.Errorf("request %d: x-hearth-cached-blocks %q, want cached %v", i+1, h.Get("x-hearth-cached-blocks"), wantCached)
-				}
-			}
+			daemontest.KVFindingShown(t, baseURL, e.Name, e.Model, summary)
 		})
 	}
 }

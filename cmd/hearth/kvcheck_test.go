@@ -4,11 +4,9 @@ package main
 
 import (
 	"context"
-	"html"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,25 +92,9 @@ func TestKVEventSelfCheckThroughProcesses(t *testing.T) {
 			if err != nil || !strings.Contains(out, " "+cell+" ") || !strings.Contains(out, e.Name+": "+summary) {
 				t.Errorf("hearth engines: %v\n%s", err, out)
 			}
-			// The Health page, hearth doctor's checks.
-			status, body, _ := daemontest.Get(t, http.DefaultClient, baseURL+"/console/health")
-			if text := html.UnescapeString(body); status != http.StatusOK || !strings.Contains(text, "kv events: "+e.Name) || !strings.Contains(text, summary) {
-				t.Errorf("Health page (%d) lacks the KV-event check of %s", status, e.Name)
-			}
-			// The console's engine card.
-			waitLive(t, baseURL, "overview", `data-label="kv-events-note"`, html.EscapeString(summary))
-
-			// Routed on predicted caches: a repeated prompt is predicted
-			// cached from the routing of the first, whatever the events say.
-			body1 := `{"model":"qwen3-14b-fp8","max_tokens":2,"messages":[{"role":"user","content":"` +
-				strings.Repeat("Describe the paged KV cache of an inference engine in detail. ", 12) + `"}]}`
-			for i, wantCached := range []bool{false, true} {
-				_, h := daemontest.PostJSON(t, baseURL+"/v1/chat/completions", body1, "")
-				cached, err := strconv.Atoi(h.Get("x-hearth-cached-blocks"))
-				if err != nil || (cached > 0) != wantCached {
-					t.Errorf("request %d: x-hearth-cached-blocks %q, want cached %v", i+1, h.Get("x-hearth-cached-blocks"), wantCached)
-				}
-			}
+			// The Health page (hearth doctor's checks), the console's engine
+			// card, and routing on predicted caches.
+			daemontest.KVFindingShown(t, baseURL, e.Name, "qwen3-14b-fp8", summary)
 		})
 	}
 }

@@ -7,10 +7,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -150,6 +152,30 @@ func WaitEngine(t *testing.T, baseURL, name string, bound time.Duration, ok func
 			t.Fatalf("engine %s: not as wanted within %v: %+v", name, bound, ListEngines(t, baseURL))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// KVFindingShown checks that an engine whose start-up KV-event check
+// found summary shows it on the Health page (hearth doctor's checks) and on
+// its console card, and that the engine is routed on predicted caches: a
+// repeated prompt for model is predicted cached from the routing of the
+// first, whatever the engine's events say.
+func KVFindingShown(t *testing.T, baseURL, engine, model, summary string) {
+	t.Helper()
+	status, body, _ := Get(t, http.DefaultClient, baseURL+"/console/health")
+	if text := html.UnescapeString(body); status != http.StatusOK || !strings.Contains(text, "kv events: "+engine) || !strings.Contains(text, summary) {
+		t.Errorf("Health page (%d) lacks the KV-event check of %s", status, engine)
+	}
+	WaitLive(t, baseURL, "overview", `data-label="kv-events-note"`, html.EscapeString(summary))
+
+	prompt := `{"model":"` + model + `","max_tokens":2,"messages":[{"role":"user","content":"` +
+		strings.Repeat("Describe the paged KV cache of an inference engine in detail. ", 12) + `"}]}`
+	for i, wantCached := range []bool{false, true} {
+		_, h := PostJSON(t, baseURL+"/v1/chat/completions", prompt, "")
+		cached, err := strconv.Atoi(h.Get("x-hearth-cached-blocks"))
+		if err != nil || (cached > 0) != wantCached {
+			t.Errorf("request %d: x-hearth-cached-blocks %q, want cached %v", i+1, h.Get("x-hearth-cached-blocks"), wantCached)
+		}
 	}
 }
 
