@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/hearth-llm/hearth/api/store"
 	"github.com/hearth-llm/hearth/router"
@@ -76,6 +77,9 @@ type Residency interface {
 	// ModelState is the model's state: "resident", "loading", "sleeping",
 	// "unloading" or "on disk".
 	ModelState(model string) string
+	// ModelLoad is, while the model is loading, how long its load has run
+	// and how long it is expected to take; zeros otherwise.
+	ModelLoad(model string) (elapsed, expected time.Duration)
 	// ToolPause is told that an agent session's turn on model ended in
 	// tool calls: the session's next turn comes back to the model, which
 	// should not be swapped out meanwhile. session is the request's

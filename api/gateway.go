@@ -417,6 +417,8 @@ func (g *Gateway) handleModels(c *fiber.Ctx) error {
 		// State is where the model is, with models on demand: resident,
 		// loading, sleeping, unloading or on disk.
 		State string `json:"state,omitempty"`
+		// Loading is a loading model's progress.
+		Loading *modelLoad `json:"loading,omitempty"`
 	}
 	out := struct {
 		Object string  `json:"object"`
@@ -426,10 +428,32 @@ func (g *Gateway) handleModels(c *fiber.Ctx) error {
 		entry := model{ID: m, Object: "model", OwnedBy: "hearth", MaxModelLen: g.cfg.ContextTokens}
 		if g.residency != nil {
 			entry.State = g.residency.ModelState(m)
+			if elapsed, expected := g.residency.ModelLoad(m); elapsed > 0 || expected > 0 {
+				entry.Loading = newModelLoad(elapsed, expected)
+			}
 		}
 		out.Data = append(out.Data, entry)
 	}
 	return c.JSON(out)
+}
+
+// modelLoad is a loading model's progress in /v1/models: the seconds its
+// load has run, the seconds it is expected to take (its last load of the
+// same kind, else the catalog's estimate), and their ratio, held below 1
+// until the model is resident (a load that overruns its estimate is not
+// done).
+type modelLoad struct {
+	ElapsedSeconds  float64 `json:"elapsed_seconds"`
+	ExpectedSeconds float64 `json:"expected_seconds"`
+	Progress        float64 `json:"progress"`
+}
+
+func newModelLoad(elapsed, expected time.Duration) *modelLoad {
+	l := &modelLoad{ElapsedSeconds: elapsed.Seconds(), ExpectedSeconds: expected.Seconds()}
+	if expected > 0 {
+		l.Progress = min(elapsed.Seconds()/expected.Seconds(), 0.99)
+	}
+	return l
 }
 
 // sessionID picks the session id of a request: an explicit nvext value, then

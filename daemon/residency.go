@@ -309,6 +309,18 @@ func (r *residency) ModelState(model string) string {
 	return ""
 }
 
+// ModelLoad is a loading model's progress for /v1/models (api.Residency).
+func (r *residency) ModelLoad(model string) (elapsed, expected time.Duration) {
+	if m := r.byModel[model]; m != nil {
+		for _, st := range m.Statuses() {
+			if st.Name == model {
+				return st.LoadElapsed, st.LoadExpected
+			}
+		}
+	}
+	return 0, 0
+}
+
 // ToolPause tells the model's manager that an agent session's turn on it
 // ended in tool calls (api.Residency).
 func (r *residency) ToolPause(model, session string) {

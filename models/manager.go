@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -91,6 +92,10 @@ type entry struct {
 	pauses  []time.Duration
 	loaded  chan struct{}
 	loadErr error
+	// loadingSince and loadingExpected time the swap that is bringing it
+	// in, while it is Loading: what /v1/models reports as progress.
+	loadingSince    time.Time
+	loadingExpected time.Duration
 }
 
 // Options configure a Manager.
@@ -166,6 +171,9 @@ type Status struct {
 	State    State
 	InFlight int
 	Pinned   bool
+	// While Loading: how long its swap has run, and how long it is
+	// expected to take (Manager.expectedSwapLocked).
+	LoadElapsed, LoadExpected time.Duration
 }
 
 // Statuses lists every configured model, by name.
@@ -174,7 +182,11 @@ func (m *Manager) Statuses() []Status {
 	defer m.mu.Unlock()
 	var out []Status
 	for _, e := range m.models {
-		out = append(out, Status{Name: e.Name, State: e.state, InFlight: e.inFlight, Pinned: e.Pinned})
+		st := Status{Name: e.Name, State: e.state, InFlight: e.inFlight, Pinned: e.Pinned}
+		if e.state == Loading {
+			st.LoadElapsed, st.LoadExpected = m.clock.Now().Sub(e.loadingSince), e.loadingExpected
+		}
+		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b Status) int {
 		switch {
@@ -263,6 +275,7 @@ func (t *Ticket) Acquire(ctx context.Context) (release func(), err error) {
 		}
 		asleep := e.state == Sleeping
 		e.state, e.loaded, e.loadErr = Loading, make(chan struct{}), nil
+		e.loadingSince, e.loadingExpected = m.clock.Now(), m.expectedSwapLocked(e, asleep, victims)
 		for _, v := range victims {
 			v.state = Unloading // counts as held until it is gone
 		}
@@ -392,7 +405,7 @@ func (m *Manager) victimsLocked(need uint64, w *waiter) ([]*entry, bool) {
 		case sa < sb:
 			return 1
 		}
-		return 0
+		return strings.Compare(a.Name, b.Name)
 	})
 	var victims []*entry
 	for _, v := range candidates {
@@ -402,7 +415,21 @@ func (m *Manager) victimsLocked(need uint64, w *waiter) ([]*entry, bool) {
 		victims = append(victims, v)
 		held -= v.Bytes
 	}
-	return victims, held+need <= m.capacity
+	if held+need > m.capacity {
+		return victims, false
+	}
+	// A victim taken early may not be needed once a larger one went too:
+	// keep, the most worth keeping first, each that still leaves room.
+	var kept []*entry
+	for i := len(victims) - 1; i >= 0; i-- {
+		if v := victims[i]; held+v.Bytes+need <= m.capacity {
+			held += v.Bytes
+		} else {
+			kept = append(kept, v)
+		}
+	}
+	slices.Reverse(kept)
+	return kept, true
 }
 
 // Run loads the preloaded models (one that fails stays on disk, logged),

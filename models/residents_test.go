@@ -111,3 +111,87 @@ func TestTransitionsAreRecordedWithTheirDurations(t *testing.T) {
 		t.Errorf("the newest kept is %+v, want the last wake of coder", last)
 	}
 }
+
+// gatedMover is a clockedMover whose wakes wait for the test: a model
+// stays Loading while the test looks at its progress.
+type gatedMover struct {
+	clockedMover
+	waking chan struct{} // receives when a wake begins
+	done   chan struct{} // the wake ends when this receives
+}
+
+func (g *gatedMover) Load(ctx context.Context, name string, asleep bool) error {
+	if asleep {
+		g.waking <- struct{}{}
+		<-g.done
+		return nil
+	}
+	return g.clockedMover.Load(ctx, name, asleep)
+}
+
+// TestLoadingReportsProgress: while a model loads, its status says how long
+// the swap has run and how long it should take: the model's own estimate
+// for a step it has not taken before, then what the step took last time,
+// with putting the resident model away counted in.
+func TestLoadingReportsProgress(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	g := &gatedMover{
+		clockedMover: clockedMover{clk: clk, load: 30 * time.Second, asleep: 3 * time.Second},
+		waking:       make(chan struct{}), done: make(chan struct{}),
+	}
+	m, err := New(Options{Capacity: 24 * gib, Mover: g, Clock: clk, Models: []Model{
+		{Name: "coder", Bytes: 20 * gib, Wake: 7 * time.Second, Cold: time.Minute, CanSleep: true},
+		{Name: "other", Bytes: 20 * gib, Wake: 7 * time.Second, Cold: time.Minute, CanSleep: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"coder", "other"} { // the coder sleeps for the other
+		if err := m.Load(t.Context(), name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// wake loads name with its wake held 2 s on the fake clock, and
+	// returns its status while it wakes.
+	wake := func(name string) Status {
+		loaded := make(chan error, 1)
+		go func() { loaded <- m.Load(t.Context(), name) }()
+		<-g.waking // the resident one was put away (3 s); the wake runs
+		clk.Advance(2 * time.Second)
+		var st Status
+		for _, s := range m.Statuses() {
+			if s.Name == name {
+				st = s
+			}
+		}
+		g.done <- struct{}{}
+		if err := <-loaded; err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	for i, want := range []struct {
+		model    string
+		expected time.Duration
+	}{
+		// The other has never been put away, and the coder never woken:
+		// its estimate, 7 s.
+		{"coder", 7 * time.Second},
+		// The coder's sleep took 3 s before; the other's wake is its
+		// estimate.
+		{"other", 10 * time.Second},
+		// The other's sleep took 3 s and the coder's wake 2 s.
+		{"coder", 5 * time.Second},
+	} {
+		st := wake(want.model)
+		if st.State != Loading || st.LoadElapsed != 5*time.Second || st.LoadExpected != want.expected {
+			t.Errorf("wake %d of %s: %+v, want loading, 5 s of an expected %v", i+1, want.model, st, want.expected)
+		}
+	}
+	for _, s := range m.Statuses() {
+		if s.LoadElapsed != 0 || s.LoadExpected != 0 {
+			t.Errorf("%s is %s with load progress %v of %v, want none once loaded", s.Name, s.State, s.LoadElapsed, s.LoadExpected)
+		}
+	}
+}

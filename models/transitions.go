@@ -87,3 +87,32 @@ func (m *Manager) bringIn(ctx context.Context, e *entry, asleep bool) error {
 	m.record(e.Name, kind, start, err)
 	return err
 }
+
+// expectedSwapLocked is how long bringing e in is expected to take, with
+// putting victims away first: each step as long as it took last time on
+// this Manager, else the model's own estimate (Model.Wake, Model.Cold; a
+// put-away without a record counts nothing). m.mu is held.
+func (m *Manager) expectedSwapLocked(e *entry, asleep bool, victims []*entry) time.Duration {
+	last := func(name string, kinds ...TransitionKind) (time.Duration, bool) {
+		for i := len(m.transitions) - 1; i >= 0; i-- {
+			t := m.transitions[i]
+			if t.Model == name && t.Err == "" && slices.Contains(kinds, t.Kind) {
+				return t.Took, true
+			}
+		}
+		return 0, false
+	}
+	var d time.Duration
+	for _, v := range victims {
+		took, _ := last(v.Name, Sleep, Stop)
+		d += took
+	}
+	kind, estimate := Load, e.Cold
+	if asleep {
+		kind, estimate = Wake, e.Wake
+	}
+	if took, ok := last(e.Name, kind); ok {
+		estimate = took
+	}
+	return d + estimate
+}
