@@ -58,6 +58,10 @@ type Comparison struct {
 	// RopeScaling serves the model's YaRN context where it has one
 	// (catalog.Model.RopeScalingJSON), as hearth up --rope-scaling does.
 	RopeScaling bool
+	// MaxBatchedTokens is the simulated engines' step token budget, the
+	// layout's (catalog.Layout.MaxBatchedTokens; 0: the engines' default,
+	// catalog.DefaultMaxBatchedTokens).
+	MaxBatchedTokens int
 	// Seed is the first run's seed; Runs runs use Seed, Seed+1, ... and are
 	// reported by their spread when there are several.
 	Seed uint64
@@ -235,7 +239,7 @@ func (c Comparison) runner(ctx context.Context, seed uint64) (Runner, error) {
 			storeDir = filepath.Join(os.TempDir(), "hearth-bench-kvstore")
 		}
 	}
-	engine := sim.Config{MaxModelLen: c.MaxModelLen, TP: c.TP, KVCacheDtype: c.KVCacheDtype}
+	engine := sim.Config{MaxModelLen: c.MaxModelLen, TP: c.TP, KVCacheDtype: c.KVCacheDtype, MaxNumBatchedTokens: c.MaxBatchedTokens}
 	if c.RopeScaling {
 		name := c.Model
 		if name == "" {

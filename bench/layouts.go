@@ -192,7 +192,8 @@ func (e LayoutEvaluator) evaluate(ctx context.Context, req catalog.AgentLayoutRe
 // runLayout runs one candidate on one seed's workload; it returns the run
 // and the engines' context.
 func runLayout(ctx context.Context, c catalog.Candidate, gpus []string, preset Preset, sessions int, seed uint64) (*SimRun, int, error) {
-	engine := sim.Config{TP: c.Layout.TPSize(), KVCacheDtype: c.Layout.KVCacheDtypeOrAuto(), MaxModelLen: c.Plan.MaxModelLen}
+	engine := sim.Config{TP: c.Layout.TPSize(), KVCacheDtype: c.Layout.KVCacheDtypeOrAuto(), MaxModelLen: c.Plan.MaxModelLen,
+		MaxNumBatchedTokens: c.Layout.MaxBatchedTokens}
 	if c.Layout.RopeScaling {
 		engine.ModelOverrides = c.Model.RopeScalingJSON()
 	}

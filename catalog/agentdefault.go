@@ -76,8 +76,10 @@ func DefaultAgentLayout(gpus []GPUUse, model Model, client string) (AgentLayoutC
 		return AgentLayoutChoice{}, fmt.Errorf("%w: %s fits none of the layouts of %d GPUs%s", ErrNoAgentLayout, model.DisplayName(), len(gpus), smallerModelHint(gpus, model))
 	}
 	var choice AgentLayoutChoice
-	if i := slices.IndexFunc(candidates, func(c Candidate) bool { return c.Layout == (Layout{TP: 1, KVCacheDtype: KVCacheAuto}) }); i >= 0 {
-		choice.PerGPU = candidates[i]
+	// The layout --layout per-gpu keeps, at its own step budget.
+	perGPU := Layout{TP: 1, KVCacheDtype: KVCacheAuto}
+	if p, err := PlanEngines(PlanRequest{GPUs: gpus, Model: model, TP: 1, KVCacheDtype: KVCacheAuto}); err == nil {
+		choice.PerGPU = Candidate{Model: model, Layout: perGPU, Plan: p}
 	}
 	need := c.ContextNeeded()
 	var roomy []Candidate
@@ -139,7 +141,7 @@ func (p Plan) SessionsAtOnce(tokens int) int {
 func ruleReason(best, perGPU Candidate, c AgentClient, need int) string {
 	reason := fmt.Sprintf("for coding agents, a %s-token context per session and KV cache for %s %s sessions of %s tokens at once",
 		humanize.Comma(int64(best.Plan.MaxModelLen)), countOrNone(best.Plan.SessionsAtOnce(need)), c.Name, shortTokens(need))
-	if perGPU.Plan.MaxModelLen > 0 && perGPU.Layout != best.Layout {
+	if perGPU.Plan.MaxModelLen > 0 && !perGPU.Layout.SameEngines(best.Layout) {
 		reason += fmt.Sprintf(", where one engine per GPU gives a %s-token context and room for %s", humanize.Comma(int64(perGPU.Plan.MaxModelLen)), countOrNone(perGPU.Plan.SessionsAtOnce(need)))
 	}
 	return reason

@@ -30,9 +30,15 @@
 //
 //	weights     = WeightBytes / TP                    (every MoE expert)
 //	non-torch   = 0.5 GiB (+0.5 GiB under TP)         (workspaces, CUDA graphs, NCCL)
-//	activations = (2 x Intermediate/TP + 4 x Hidden) x 2 B x max batched tokens (8192)
+//	activations = (2 x Intermediate/TP + 4 x Hidden) x 2 B x max batched tokens
 //	KV/token    = 2 x Layers x max(KVHeads/TP, 1) x HeadDim x 2 B (BF16; 1 B in FP8)
 //
+// where max batched tokens is the layout's step budget
+// (Layout.MaxBatchedTokens: 8,192 by default, 4,096 in the agent layouts),
+// which the plan carries (Plan.MaxBatchedTokens) and the engines are told
+// (vLLM's --max-num-batched-tokens) rather than left to pick their own
+// (vLLM: 2,048 on a 4090), so that the cache they profile is the one
+// planned and their steps are the ones the simulation times;
 // and the KV cache gets the rest of its share of the GPU (KVCacheBytes):
 //
 //	KV cache = total x fraction - weights - non-torch - activations

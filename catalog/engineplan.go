@@ -38,6 +38,9 @@ type EngineMemory struct {
 	// --mem-fraction-static).
 	Engine      EnginePlan
 	MaxModelLen int
+	// MaxBatchedTokens is the step token budget the plan sized the
+	// engine's activation peak for (vLLM's --max-num-batched-tokens).
+	MaxBatchedTokens int
 	// KVCacheBytes is the engine's GPU KV cache.
 	KVCacheBytes float64
 	// Note says what other programs' memory cost the engine, "" when they
@@ -48,7 +51,7 @@ type EngineMemory struct {
 // PlanEngineMemory plans one engine serving repo (a catalog name or a Hugging Face repository, read from the
 // cache hub when the catalog lacks it) tensor-parallel over gpus, with at
 // most maxModelLen of context (0: the longest that fits), its KV cache
-// dtype and rope scaling as layout says (its TP is len(gpus)). ok is false when
+// dtype, rope scaling and step budget as layout says (its TP is len(gpus)). ok is false when
 // there is nothing to plan with: a GPU of unknown size (named by index,
 // without discovery) or a model Hearth has no shape for; the engine then
 // keeps its own defaults. A model that does not fit is an error with the
@@ -67,14 +70,14 @@ func PlanEngineMemory(repo, hub string, gpus []GPUUse, maxModelLen int, layout L
 	if model, err = ApplyLayout(model, layout); err != nil {
 		return EngineMemory{}, false, err
 	}
-	req := PlanRequest{GPUs: gpus, Model: model, TP: len(gpus), MaxModelLen: maxModelLen, KVCacheDtype: layout.KVCacheDtype}
+	req := PlanRequest{GPUs: gpus, Model: model, TP: len(gpus), MaxModelLen: maxModelLen, KVCacheDtype: layout.KVCacheDtype, MaxBatchedTokens: layout.MaxBatchedTokens}
 	p, err := PlanEngines(req)
 	if err != nil {
 		return EngineMemory{}, false, err
 	}
 	e := p.Engines[0]
 	return EngineMemory{
-		Engine: e, MaxModelLen: e.MaxModelLen,
+		Engine: e, MaxModelLen: e.MaxModelLen, MaxBatchedTokens: p.MaxBatchedTokens,
 		KVCacheBytes: e.KVCacheBytes(), Note: otherProgramsNote(req, e),
 	}, true, nil
 }

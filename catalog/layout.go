@@ -45,6 +45,26 @@ type Layout struct {
 	// RopeScaling stretches the model's context with YaRN where the model
 	// supports it (Model.RopeScaledMaxModelLen), as its card describes.
 	RopeScaling bool
+	// MaxBatchedTokens is the engines' step token budget (vLLM's
+	// --max-num-batched-tokens), which sizes the activation peak; 0 means
+	// DefaultMaxBatchedTokens. The agent layouts take
+	// AgentMaxBatchedTokens.
+	MaxBatchedTokens int
+}
+
+// StepBudget is l's step token budget: MaxBatchedTokens, else
+// DefaultMaxBatchedTokens.
+func (l Layout) StepBudget() int {
+	if l.MaxBatchedTokens > 0 {
+		return l.MaxBatchedTokens
+	}
+	return DefaultMaxBatchedTokens
+}
+
+// SameEngines reports whether l and o place and store alike (tensor
+// parallel size, KV dtype, rope scaling), whatever their step budgets.
+func (l Layout) SameEngines(o Layout) bool {
+	return l.TPSize() == o.TPSize() && l.KVCacheDtypeOrAuto() == o.KVCacheDtypeOrAuto() && l.RopeScaling == o.RopeScaling
 }
 
 // TPSize is l's tensor parallel size, at least 1.
@@ -169,7 +189,8 @@ type Candidate struct {
 // node): one engine per GPU and every tensor parallel size of 2, 4 and 8
 // that divides the GPUs and the model's heads, each with a BF16 and an FP8
 // KV cache, each at the native context and, where the model has one, the
-// YaRN context. Each is planned with the longest context that fits. What
+// YaRN context, all with the agents' step budget (AgentMaxBatchedTokens).
+// Each is planned with the longest context that fits. What
 // does not fit is left out. models limits the models (nil: all the
 // catalog's); the order is the models', then TP, dtype and rope scaling
 // ascending.
@@ -185,12 +206,12 @@ func Candidates(gpus []GPUUse, models []Model) []Candidate {
 			}
 			for _, dtype := range KVCacheDtypes() {
 				for _, rope := range []bool{false, true} {
-					l := Layout{TP: tp, KVCacheDtype: dtype, RopeScaling: rope}
+					l := Layout{TP: tp, KVCacheDtype: dtype, RopeScaling: rope, MaxBatchedTokens: AgentMaxBatchedTokens}
 					lm, err := ApplyLayout(m, l)
 					if err != nil {
 						continue
 					}
-					p, err := PlanEngines(PlanRequest{GPUs: gpus, Model: lm, TP: tp, KVCacheDtype: dtype})
+					p, err := PlanEngines(PlanRequest{GPUs: gpus, Model: lm, TP: tp, KVCacheDtype: dtype, MaxBatchedTokens: l.MaxBatchedTokens})
 					if err != nil {
 						continue
 					}

@@ -9,10 +9,19 @@ const (
 	// default before 0.20 (0.92 since), kept lower because a desktop's
 	// compositor and browser grow into what is left.
 	DefaultMemoryFraction = 0.9
-	// DefaultMaxBatchedTokens is the token budget of one engine step the
-	// activation peak is sized for (vLLM's --max-num-batched-tokens; the
-	// simulated engine's default).
+	// DefaultMaxBatchedTokens is the token budget of one engine step
+	// Hearth plans when the layout names none (Layout.MaxBatchedTokens):
+	// the activation peak is sized for it and every vLLM engine, real or
+	// simulated, is told it (--max-num-batched-tokens), so that the engine
+	// runs what the plan sized and the simulation timed. vLLM left to
+	// itself picks 2,048 on a GPU under 70 GiB such as a 4090 and 8,192 on
+	// larger ones (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults).
 	DefaultMaxBatchedTokens = 8192
+	// AgentMaxBatchedTokens is the step budget of the layouts for coding
+	// agents (Candidates, DefaultAgentLayout): on two 4090s it gave a lower
+	// TTFT p90 at 16 Claude Code sessions than 8,192 or 2,048 and kept the
+	// 8-session figures (docs/perf.md, "The engine's step budget").
+	AgentMaxBatchedTokens = 4096
 	// AgentTurnTokens is the context of one coding-agent turn the plan
 	// counts in: a system prompt, tool definitions and some files. A
 	// model fits a GPU only when one such turn fits its KV cache.

@@ -55,7 +55,11 @@ type Plan struct {
 	// MaxModelLen is every engine's context: the same for all, so that a
 	// conversation can move between them.
 	MaxModelLen int
-	Engines     []EnginePlan
+	// MaxBatchedTokens is every engine's step token budget, the one the
+	// activation peak is sized for: what vLLM is told
+	// (--max-num-batched-tokens).
+	MaxBatchedTokens int
+	Engines          []EnginePlan
 }
 
 // EnginePlan is one engine: its GPUs and its memory settings.
@@ -127,7 +131,7 @@ func PlanEngines(req PlanRequest) (Plan, error) {
 	}
 	minCtx := minContext(m, req.MaxModelLen)
 
-	plan := Plan{Model: m, TP: tp, KVCacheDtype: req.KVCacheDtype}
+	plan := Plan{Model: m, TP: tp, KVCacheDtype: req.KVCacheDtype, MaxBatchedTokens: batched}
 	for start := 0; start < len(req.GPUs); start += tp {
 		e := planEngine(m, req.GPUs[start:start+tp], start, layout, batched)
 		if e.KVTokens < minCtx {

@@ -346,3 +346,52 @@ func TestSentenceHelpers(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanCarriesTheStepBudget: the plan sizes the activation peak for the
+// step budget it is asked for and says which (what the engines are told);
+// a smaller budget leaves the KV cache more. The agent layouts plan
+// AgentMaxBatchedTokens; the per-GPU layout --layout per-gpu keeps, the
+// default.
+func TestPlanCarriesTheStepBudget(t *testing.T) {
+	q14, rtx4090 := model(t, "qwen3-14b-fp8"), gpu(t, "rtx4090")
+	two := []GPUUse{{GPU: rtx4090}, {GPU: rtx4090}}
+	plan := func(budget int) Plan {
+		t.Helper()
+		p, err := PlanEngines(PlanRequest{GPUs: two, Model: q14, TP: 2, KVCacheDtype: KVCacheFP8, MaxBatchedTokens: budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	def, agent := plan(0), plan(AgentMaxBatchedTokens)
+	if def.MaxBatchedTokens != DefaultMaxBatchedTokens || agent.MaxBatchedTokens != AgentMaxBatchedTokens {
+		t.Errorf("budgets %d and %d, want %d and %d", def.MaxBatchedTokens, agent.MaxBatchedTokens, DefaultMaxBatchedTokens, AgentMaxBatchedTokens)
+	}
+	l := Layout{TP: 2, KVCacheDtype: KVCacheFP8}
+	for _, p := range []Plan{def, agent} {
+		want := MemoryOf(q14, l, p.MaxBatchedTokens).ActivationBytes
+		if got := p.Engines[0].GPUs[0].ActivationBytes; got != want {
+			t.Errorf("budget %d: activations %.0f bytes, want %.0f", p.MaxBatchedTokens, got, want)
+		}
+	}
+	if agent.Engines[0].KVTokens <= def.Engines[0].KVTokens {
+		t.Errorf("KV tokens %d at %d tokens per step, %d at %d: want more with the smaller budget",
+			agent.Engines[0].KVTokens, AgentMaxBatchedTokens, def.Engines[0].KVTokens, DefaultMaxBatchedTokens)
+	}
+	em, ok, err := PlanEngineMemory("qwen3-14b-fp8", "", two, 0, Layout{KVCacheDtype: KVCacheFP8, MaxBatchedTokens: AgentMaxBatchedTokens})
+	if err != nil || !ok || em.MaxBatchedTokens != AgentMaxBatchedTokens || em.Engine.KVTokens != agent.Engines[0].KVTokens {
+		t.Errorf("engine memory %+v, %v, %v: want the agent budget's plan", em, ok, err)
+	}
+	for _, c := range AgentCandidates(two, q14) {
+		if c.Layout.MaxBatchedTokens != AgentMaxBatchedTokens || c.Plan.MaxBatchedTokens != AgentMaxBatchedTokens {
+			t.Errorf("candidate %s: layout budget %d, plan's %d; want %d", c.Layout, c.Layout.MaxBatchedTokens, c.Plan.MaxBatchedTokens, AgentMaxBatchedTokens)
+		}
+	}
+	choice, err := DefaultAgentLayout(two, q14, ClaudeCodeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if choice.Candidate.Layout.StepBudget() != AgentMaxBatchedTokens || choice.PerGPU.Plan.MaxBatchedTokens != DefaultMaxBatchedTokens {
+		t.Errorf("agent layout's budget %d, per-GPU's %d; want %d and %d", choice.Candidate.Layout.StepBudget(), choice.PerGPU.Plan.MaxBatchedTokens, AgentMaxBatchedTokens, DefaultMaxBatchedTokens)
+	}
+}

@@ -13,18 +13,21 @@ import (
 // rely on: the plan per GPU, engine figures repeated on each GPU of the
 // engine. Field names are stable.
 type PlanReport struct {
-	Model           string          `json:"model"`
-	Repo            string          `json:"repo"`
-	DefaultModel    bool            `json:"default_model"`
-	TP              int             `json:"tp"`
-	KVCacheDtype    string          `json:"kv_cache_dtype"`
-	RopeScaling     bool            `json:"rope_scaling"`
-	Layout          string          `json:"layout"`
-	Engines         int             `json:"engines"`
-	MaxModelLen     int             `json:"max_model_len"`
-	AgentTurnTokens int             `json:"agent_turn_tokens"`
-	GPUs            []PlanReportGPU `json:"gpus"`
-	Summary         string          `json:"summary"`
+	Model        string `json:"model"`
+	Repo         string `json:"repo"`
+	DefaultModel bool   `json:"default_model"`
+	TP           int    `json:"tp"`
+	KVCacheDtype string `json:"kv_cache_dtype"`
+	RopeScaling  bool   `json:"rope_scaling"`
+	Layout       string `json:"layout"`
+	Engines      int    `json:"engines"`
+	MaxModelLen  int    `json:"max_model_len"`
+	// MaxBatchedTokens is the engines' step token budget (vLLM's
+	// --max-num-batched-tokens), which sizes ActivationBytes.
+	MaxBatchedTokens int             `json:"max_batched_tokens"`
+	AgentTurnTokens  int             `json:"agent_turn_tokens"`
+	GPUs             []PlanReportGPU `json:"gpus"`
+	Summary          string          `json:"summary"`
 }
 
 // PlanReportGPU is one GPU of a PlanReport.
@@ -61,7 +64,7 @@ func ReportOfPlan(p Plan, layout Layout, labels []string, defaultModel bool) Pla
 	out := PlanReport{
 		Model: p.Model.Name, Repo: p.Model.Repo, DefaultModel: defaultModel, TP: p.TP, Engines: len(p.Engines),
 		KVCacheDtype: layout.KVCacheDtypeOrAuto(), RopeScaling: layout.RopeScaling, Layout: layout.String(),
-		MaxModelLen: p.MaxModelLen, AgentTurnTokens: AgentTurnTokens,
+		MaxModelLen: p.MaxModelLen, MaxBatchedTokens: p.MaxBatchedTokens, AgentTurnTokens: AgentTurnTokens,
 	}
 	turns := 0
 	for i, e := range p.Engines {
@@ -110,6 +113,7 @@ func (p PlanReport) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "  KV per token\t%d KiB\n", g.KVBytesPerToken>>10)
 		fmt.Fprintf(tw, "  activation reserve\t%s (activations %s, outside PyTorch %s)\n",
 			formatGiB(g.ActivationReserveBytes), formatGiB(g.ActivationBytes), formatGiB(g.NonTorchBytes))
+		fmt.Fprintf(tw, "  step budget\t%s tokens (vLLM --max-num-batched-tokens)\n", humanize.Comma(int64(p.MaxBatchedTokens)))
 		fmt.Fprintf(tw, "  memory fraction\t%.2f vLLM --gpu-memory-utilization, %.3f SGLang --mem-fraction-static\n",
 			g.GPUMemoryUtilization, g.MemFractionStatic)
 		fmt.Fprintf(tw, "  KV cache\t%s, %s tokens\n", formatGiB(g.KVCacheBytes), humanize.Comma(int64(g.KVTokens)))

@@ -65,7 +65,8 @@ func ChooseAgentLayout(ctx context.Context, cfg *Config, ev catalog.LayoutEvalua
 	if !slices.Contains(explicit, "rope-scaling") {
 		cfg.RopeScaling = best.RopeScaling
 	}
-	chosen := catalog.Layout{TP: cfg.TP, KVCacheDtype: cfg.KVCacheDtype, RopeScaling: cfg.RopeScaling}
+	cfg.MaxBatchedTokens = best.MaxBatchedTokens
+	chosen := layoutOf(*cfg)
 	cfg.measured = &ServedLayout{Name: chosen.String(), Layout: chosen, Chosen: ChosenByMeasure, Reason: reason}
 	if len(explicit) > 0 {
 		cfg.measured.Reason = fmt.Sprintf("--agent %s recommended %s; --%s overrode it", cfg.Agent.Client, best, strings.Join(explicit, ", --"))

@@ -24,7 +24,7 @@ func (f *fakeEvaluator) MeasureLayouts(_ context.Context, req catalog.AgentLayou
 	for i, c := range candidates {
 		f.seen = append(f.seen, c.Layout)
 		ms[i] = catalog.LayoutMeasure{Layout: c.Layout, Sessions: 10, FinishedSessions: 10, TaskP50: 60_000}
-		if c.Layout == f.want {
+		if c.Layout.SameEngines(f.want) {
 			ms[i].TaskP50 = 30_000
 		}
 	}
@@ -59,6 +59,9 @@ func TestChooseAgentLayoutTakesTheRecommendation(t *testing.T) {
 			}
 			if got := (catalog.Layout{TP: cfg.TP, KVCacheDtype: cfg.KVCacheDtype, RopeScaling: cfg.RopeScaling}); got.String() != tc.layout.String() {
 				t.Errorf("layout %s, want %s", got, tc.layout)
+			}
+			if cfg.MaxBatchedTokens != catalog.AgentMaxBatchedTokens {
+				t.Errorf("step budget %d, want the agent layout's %d", cfg.MaxBatchedTokens, catalog.AgentMaxBatchedTokens)
 			}
 			if r := ev.asked; r.Client != "codex" || r.Sessions != 2 || r.Seed != catalog.AgentEvaluationSeed || r.Model.Name != cfg.Model || len(r.GPUs) != 1 {
 				t.Errorf("asked %+v, want codex's 2 sessions on %s and one GPU, seed %d", r, cfg.Model, catalog.AgentEvaluationSeed)

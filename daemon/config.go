@@ -118,6 +118,12 @@ type Config struct {
 	// (--rope-scaling; Qwen3: 131,072 tokens).
 	RopeScaling bool
 	MaxModelLen int
+	// MaxBatchedTokens is the engines' step token budget, the layout's
+	// (catalog.Layout.MaxBatchedTokens): chooseLayout sets the agent
+	// layout's; 0 is catalog.DefaultMaxBatchedTokens. It is not a flag:
+	// --engine-arg passes another to a real engine, which the plan then
+	// does not size for.
+	MaxBatchedTokens int
 	// Layout is --layout: LayoutAgent (the default) or LayoutPerGPU,
 	// the layout served when no explicit layout flag is given
 	// (chooseLayout).

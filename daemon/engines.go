@@ -108,16 +108,19 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 			Model:     model,
 			// The engine loads the model's repository; clients ask for
 			// Hearth's name of it.
-			ModelPath:       catalog.ModelRepo(model),
-			ExtraArgs:       extraArgs,
-			Env:             env,
-			GPU:             toSpec(gpu),
-			TensorParallel:  peers,
-			MaxModelLen:     cfg.MaxModelLen,
-			KVCacheDtype:    kvCacheDtypeOf(cfg),
-			ModelOverrides:  overrides,
-			KVOffloadingGiB: cfg.KVOffloadGiB,
-			KVStoreDir:      cfg.KVStoreDir,
+			ModelPath:      catalog.ModelRepo(model),
+			ExtraArgs:      extraArgs,
+			Env:            env,
+			GPU:            toSpec(gpu),
+			TensorParallel: peers,
+			MaxModelLen:    cfg.MaxModelLen,
+			// The step budget the plan sizes the activations for
+			// (planMemory sets the plan's, the same one).
+			MaxBatchedTokens: layoutOf(cfg).StepBudget(),
+			KVCacheDtype:     kvCacheDtypeOf(cfg),
+			ModelOverrides:   overrides,
+			KVOffloadingGiB:  cfg.KVOffloadGiB,
+			KVStoreDir:       cfg.KVStoreDir,
 			// An --image of an engine's own repository names the release
 			// it runs, whose wire facts Hearth then speaks (and which a
 			// simulated engine plays).
@@ -147,7 +150,7 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 			// request: one that cannot fit its GPUs is refused now, with
 			// the plan's fixes, as a real engine's is by planMemory.
 			uses := nodes.PlannerUses(gpus[group*tp : (group+1)*tp])
-			layout := catalog.Layout{KVCacheDtype: spec.KVCacheDtype, RopeScaling: spec.ModelOverrides != ""}
+			layout := catalog.Layout{KVCacheDtype: spec.KVCacheDtype, RopeScaling: spec.ModelOverrides != "", MaxBatchedTokens: spec.MaxBatchedTokens}
 			if _, _, err := catalog.PlanEngineMemory(spec.ModelPath, cfg.hubDir(), uses, spec.MaxModelLen, layout); err != nil {
 				return nil, nil, fmt.Errorf("up: engine %s: %w", spec.Name, err)
 			}
@@ -191,7 +194,7 @@ func planEngines(cfg Config, gpus []nodes.GPU) (specs []hruntime.Spec, notes map
 func planMemory(spec *hruntime.Spec, cfg Config, gpus []nodes.GPU) (note string, kvBytes float64, err error) {
 	uses := nodes.PlannerUses(gpus)
 	// Without a cache, the catalog's figures alone.
-	layout := catalog.Layout{KVCacheDtype: spec.KVCacheDtype, RopeScaling: spec.ModelOverrides != ""}
+	layout := catalog.Layout{KVCacheDtype: spec.KVCacheDtype, RopeScaling: spec.ModelOverrides != "", MaxBatchedTokens: spec.MaxBatchedTokens}
 	plan, ok, err := catalog.PlanEngineMemory(spec.ModelPath, cfg.hubDir(), uses, spec.MaxModelLen, layout)
 	if err != nil {
 		return "", 0, fmt.Errorf("up: engine %s: %w", spec.Name, err)
@@ -201,7 +204,13 @@ func planMemory(spec *hruntime.Spec, cfg Config, gpus []nodes.GPU) (note string,
 	}
 	spec.GPUMemoryUtilization = spec.Engine.Descriptor().MemoryFraction(plan.Engine)
 	spec.MaxModelLen = plan.MaxModelLen
+	spec.MaxBatchedTokens = plan.MaxBatchedTokens
 	return plan.Note, plan.KVCacheBytes, nil
+}
+
+// layoutOf is the engines' layout as cfg sets it.
+func layoutOf(cfg Config) catalog.Layout {
+	return catalog.Layout{TP: cfg.TP, KVCacheDtype: cfg.KVCacheDtype, RopeScaling: cfg.RopeScaling, MaxBatchedTokens: cfg.MaxBatchedTokens}
 }
 
 // kvCacheDtypeOf is the KV cache dtype the engines are told: none for the

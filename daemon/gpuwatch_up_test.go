@@ -4,15 +4,18 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hearth-llm/hearth/adminapi"
+	"github.com/hearth-llm/hearth/catalog"
 	"github.com/hearth-llm/hearth/daemon"
 	"github.com/hearth-llm/hearth/nodes"
 	"github.com/hearth-llm/hearth/router"
+	hruntime "github.com/hearth-llm/hearth/runtime"
 )
 
 // TestLostGPUStopsItsEngine: a GPU the driver loses has its engine
@@ -81,6 +84,40 @@ func TestPlanCountsOnlyFreeMemory(t *testing.T) {
 	t.Logf("busy GPU: %s", notes[busy.Name])
 	if note, ok := notes[idle.Name]; ok {
 		t.Errorf("idle GPU has a note: %q", note)
+	}
+}
+
+// TestPlanTellsVLLMTheStepBudget: a real vLLM engine is told the step
+// budget of its layout, the one the plan sized its activations for, not
+// left to pick its own (2,048 on a 4090): the agent layout's, or the
+// default for one engine per GPU. The simulated engines are told the same.
+func TestPlanTellsVLLMTheStepBudget(t *testing.T) {
+	for _, layout := range []struct {
+		name   string
+		budget int
+	}{{daemon.LayoutPerGPU, catalog.DefaultMaxBatchedTokens}, {daemon.LayoutAgent, catalog.AgentMaxBatchedTokens}} {
+		for _, flags := range [][]string{{"--engine-runtime", "docker", "--engine", "vllm"}, {"--engine-runtime", "process"}} {
+			cfg := upConfig(t, append(flags, "--node", "rig", "--layout", layout.name)...)
+			src, err := daemon.Discoverer(cfg.Node, cfg.Sim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inv, err := src.Discover(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			specs, _, err := daemon.Plan(context.Background(), cfg, daemon.WithGPUSource(fixedGPUs{inv}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "--max-num-batched-tokens " + strconv.Itoa(layout.budget) + " "
+			for _, s := range specs {
+				args := strings.Join(hruntime.EngineArgs(s, hruntime.Ports{Host: "127.0.0.1"}, "hearth"), " ") + " "
+				if s.MaxBatchedTokens != layout.budget || !strings.Contains(args, want) {
+					t.Errorf("--layout %s, %s engine %s: budget %d, command line %s; want %q", layout.name, flags[1], s.Name, s.MaxBatchedTokens, args, want)
+				}
+			}
+		}
 	}
 }
 

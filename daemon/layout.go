@@ -96,7 +96,7 @@ func (s ServedLayout) withContext(contextTokens int, shortfall string) ServedLay
 // filled in once the engines are planned (withContext).
 func chooseLayout(cfg *Config, gpus []nodes.GPU) (ServedLayout, error) {
 	current := func(chosen, reason, alternative string) ServedLayout {
-		l := catalog.Layout{TP: cfg.TP, KVCacheDtype: cfg.KVCacheDtype, RopeScaling: cfg.RopeScaling}
+		l := layoutOf(*cfg)
 		return ServedLayout{Name: l.String(), Layout: l, Chosen: chosen, Reason: reason, Alternative: alternative}
 	}
 	switch {
@@ -125,9 +125,9 @@ func chooseLayout(cfg *Config, gpus []nodes.GPU) (ServedLayout, error) {
 		return ServedLayout{}, fmt.Errorf("up: the layout for coding agents: %w", err)
 	}
 	l := choice.Candidate.Layout
-	cfg.TP, cfg.KVCacheDtype, cfg.RopeScaling = l.TPSize(), l.KVCacheDtypeOrAuto(), l.RopeScaling
+	cfg.TP, cfg.KVCacheDtype, cfg.RopeScaling, cfg.MaxBatchedTokens = l.TPSize(), l.KVCacheDtypeOrAuto(), l.RopeScaling, l.MaxBatchedTokens
 	s := ServedLayout{Name: l.String(), Layout: l, Chosen: ChosenByRule, Reason: choice.Reason, Shortfall: choice.Shortfall}
-	if p := choice.PerGPU; p.Plan.MaxModelLen > 0 && p.Layout != l {
+	if p := choice.PerGPU; p.Plan.MaxModelLen > 0 && !p.Layout.SameEngines(l) {
 		s.Alternative = "--layout per-gpu for one engine per GPU"
 	}
 	return s, nil

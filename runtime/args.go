@@ -148,6 +148,9 @@ func SimEngineArgs(spec Spec, p Ports) []string {
 	if spec.MaxModelLen > 0 {
 		args = append(args, "--max-model-len", strconv.Itoa(spec.MaxModelLen))
 	}
+	if spec.MaxBatchedTokens > 0 {
+		args = append(args, "--max-num-batched-tokens", strconv.Itoa(spec.MaxBatchedTokens))
+	}
 	if tp := len(spec.GPUs()); tp > 1 {
 		args = append(args, "--tensor-parallel-size", strconv.Itoa(tp))
 	}

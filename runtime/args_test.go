@@ -30,6 +30,25 @@ func TestEngineArgs(t *testing.T) {
 				`--kv-events-config {"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","publisher":"zmq","replay_endpoint":"tcp://*:5558","topic":"kv-events"} ` +
 				`--enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser qwen3 --gpu-memory-utilization 0.9 --max-model-len 32768 ` +
 				`--scheduling-policy priority --kv-offloading-size 32 --kv-offloading-backend native`},
+		// The plan's step budget reaches vLLM, whose own default would be
+		// 2,048 on a 4090, and the simulated engine; SGLang's pool is
+		// planned without the activations and is not told it.
+		{"vllm, step budget", func(s Spec) Spec { s.MaxBatchedTokens = 4096; return s },
+			`vllm serve Qwen/Qwen3-14B-FP8 --served-model-name qwen3-14b-fp8 --host 127.0.0.1 --port 8100 --block-size 16 ` +
+				`--kv-events-config {"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","publisher":"zmq","replay_endpoint":"tcp://*:5558","topic":"kv-events"} ` +
+				`--enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser qwen3 --gpu-memory-utilization 0.9 --max-model-len 32768 ` +
+				`--max-num-batched-tokens 4096 --scheduling-policy priority --kv-offloading-size 32 --kv-offloading-backend native`},
+		{"sim, step budget", func(s Spec) Spec {
+			s.Simulated, s.Model, s.MaxBatchedTokens, s.KVOffloadingGiB = true, "qwen3-8b", 4096, 0
+			return s
+		},
+			`/usr/bin/hearth sim-engine --listen 127.0.0.1:8100 --kv-events tcp://127.0.0.1:5557 --kv-replay tcp://127.0.0.1:5558 --kv-events-topic kv-events ` +
+				`--model qwen3-8b --block-size 16 --seed 0 --gpu-memory-utilization 0.9 --max-model-len 32768 --max-num-batched-tokens 4096`},
+		{"sglang, step budget", func(s Spec) Spec { s.Engine, s.MaxBatchedTokens = KindSGLang, 4096; return s },
+			`python3 -m sglang.launch_server --model-path Qwen/Qwen3-14B-FP8 --served-model-name qwen3-14b-fp8 --host 127.0.0.1 --port 8100 --page-size 16 ` +
+				`--kv-events-config {"endpoint":"tcp://*:5557","publisher":"zmq","replay_endpoint":"tcp://*:5558","topic":"kv-events"} --enable-metrics ` +
+				`--enable-priority-scheduling --tool-call-parser qwen25 --reasoning-parser qwen3 --mem-fraction-static 0.9 --context-length 32768 ` +
+				`--enable-hierarchical-cache --hicache-size 34 --hicache-write-policy write_through`},
 		{"vllm, qwen3-coder", func(s Spec) Spec {
 			s.Model, s.ModelPath, s.MaxModelLen, s.KVOffloadingGiB, s.GPUMemoryUtilization = "Qwen/Qwen3-Coder-30B-A3B-Instruct", "", 0, 0, 0
 			return s

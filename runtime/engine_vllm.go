@@ -124,6 +124,11 @@ func vllmArgs(spec Spec, p Ports) []string {
 	if spec.MaxModelLen > 0 {
 		args = append(args, "--max-model-len", strconv.Itoa(spec.MaxModelLen))
 	}
+	if spec.MaxBatchedTokens > 0 {
+		// Without it vLLM picks its own by the GPU's memory (2,048 on a
+		// 4090), not the budget the plan sized the activations for.
+		args = append(args, "--max-num-batched-tokens", strconv.Itoa(spec.MaxBatchedTokens))
+	}
 	if spec.KVCacheDtype != "" {
 		args = append(args, "--kv-cache-dtype", k.KVCacheDtypeFlag(spec.KVCacheDtype))
 	}

@@ -24,7 +24,7 @@ import "github.com/hearth-llm/hearth/catalog"
 // caller decides what to assume.
 func EngineConfigOf(spec Spec) catalog.EngineConfig {
 	e := catalog.EngineConfig{
-		NumGPUBlocks: spec.NumGPUBlocks, MaxModelLen: spec.MaxModelLen,
+		NumGPUBlocks: spec.NumGPUBlocks, MaxModelLen: spec.MaxModelLen, MaxBatchedTokens: spec.MaxBatchedTokens,
 		MemoryFraction: spec.GPUMemoryUtilization, CPUOffloadGiB: spec.KVOffloadingGiB,
 		TP: len(spec.GPUs()), KVCacheDtype: spec.KVCacheDtype,
 	}

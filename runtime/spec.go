@@ -54,6 +54,13 @@ type Spec struct {
 
 	MaxModelLen          int     // 0: the engine's default
 	GPUMemoryUtilization float64 // 0: the engine's default
+	// MaxBatchedTokens is the token budget of one engine step, the one the
+	// plan sized the activation peak for (catalog.Plan's): vLLM's and the
+	// simulated engine's --max-num-batched-tokens. A real SGLang is not
+	// told it: the plan sizes its --mem-fraction-static without the
+	// activations, which SGLang keeps outside its fraction
+	// (docs/engine-conformance.md). 0: the engine's default.
+	MaxBatchedTokens int
 	// KVCacheDtype is the KV cache's dtype as the catalog (and vLLM) names
 	// it ("fp8"; a kind that spells it otherwise on its command line says
 	// so, EngineKind.KVCacheDtypeFlag);

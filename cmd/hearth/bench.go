@@ -88,7 +88,7 @@ func chooseBenchLayout(r *bench.Run, gpus []nodes.GPU, out io.Writer) error {
 		return err
 	}
 	l, c := choice.Candidate.Layout, &r.Comparison
-	c.TP, c.KVCacheDtype, c.RopeScaling = l.TPSize(), l.KVCacheDtypeOrAuto(), l.RopeScaling
+	c.TP, c.KVCacheDtype, c.RopeScaling, c.MaxBatchedTokens = l.TPSize(), l.KVCacheDtypeOrAuto(), l.RopeScaling, l.MaxBatchedTokens
 	fmt.Fprintf(out, "layout %s (%s), as hearth up serves it; --layout per-gpu for one engine per GPU\n", l, choice.Reason)
 	if choice.Shortfall != "" {
 		fmt.Fprintln(out, choice.Shortfall)

@@ -154,8 +154,8 @@ func TestBenchClientPreset(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The layout hearth up serves agents by default on one 4090: FP8 KV
-	// and YaRN, a 59,712-token context.
-	if report.Workload.Client != "claude-code" || report.Workload.MaxContext != 59712 || len(report.Runs) != 1 {
+	// and YaRN, a 65,248-token context at the agent layout's step budget.
+	if report.Workload.Client != "claude-code" || report.Workload.MaxContext != 65248 || len(report.Runs) != 1 {
 		t.Fatalf("report: %+v", report)
 	}
 	if r := report.Runs[0]; r.Errors != 0 || r.Compactions == 0 || r.PerSession != float64(r.Compactions)/2 {

@@ -27,6 +27,9 @@ type planConfig struct {
 	// kvCacheDtype and ropeScaling complete the layout with tp.
 	kvCacheDtype string
 	ropeScaling  bool
+	// maxBatchedTokens is the layout's step budget: the agent layout's
+	// when it is chosen, else 0 (the default).
+	maxBatchedTokens int
 	// agent, when set, evaluates the layouts on that client's preset
 	// workload at sessions concurrent sessions instead of planning one.
 	agent    string
@@ -44,7 +47,7 @@ type planConfig struct {
 
 // layout is the layout the flags ask for.
 func (c planConfig) layout() catalog.Layout {
-	return catalog.Layout{TP: c.tp, KVCacheDtype: c.kvCacheDtype, RopeScaling: c.ropeScaling}
+	return catalog.Layout{TP: c.tp, KVCacheDtype: c.kvCacheDtype, RopeScaling: c.ropeScaling, MaxBatchedTokens: c.maxBatchedTokens}
 }
 
 // planGPU is one GPU to plan for and how the output names it.
@@ -100,7 +103,7 @@ func runPlan(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	plan, err := catalog.PlanEngines(catalog.PlanRequest{GPUs: uses, Model: model, TP: cfg.tp, MaxModelLen: cfg.maxModelLen,
-		KVCacheDtype: cfg.kvCacheDtype})
+		KVCacheDtype: cfg.kvCacheDtype, MaxBatchedTokens: cfg.maxBatchedTokens})
 	if err != nil {
 		return err
 	}
@@ -134,7 +137,7 @@ func (c *planConfig) chooseLayout(uses []catalog.GPUUse, model catalog.Model, ou
 		return err
 	}
 	l := choice.Candidate.Layout
-	c.tp, c.kvCacheDtype, c.ropeScaling = l.TPSize(), l.KVCacheDtypeOrAuto(), l.RopeScaling
+	c.tp, c.kvCacheDtype, c.ropeScaling, c.maxBatchedTokens = l.TPSize(), l.KVCacheDtypeOrAuto(), l.RopeScaling, l.MaxBatchedTokens
 	if !c.json {
 		fmt.Fprintf(out, "layout %s, %s; --layout per-gpu plans one engine per GPU\n", l, choice.Reason)
 		if choice.Shortfall != "" {
