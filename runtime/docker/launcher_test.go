@@ -19,37 +19,14 @@ import (
 )
 
 // bound stops a test that hangs; nothing here should come near it.
-const bound = time.Minute
+const bound = dockertest.LaunchReadyBound
 
-func simSpec(node string, kind hruntime.Kind) hruntime.Spec {
-	return hruntime.Spec{
-		Name: node + "/gpu0", Engine: kind, Model: "qwen3-8b", ModelPath: "Qwen/Qwen3-8B",
-		GPU: hruntime.GPU{Index: 0, Kind: "rtx4090", Node: node}, Speedup: 50, Seed: 3,
-	}
-}
-
-func newLauncher(t *testing.T, cli *client.Client, kind hruntime.Kind, node string) *docker.Launcher {
-	return &docker.Launcher{
-		Docker: cli, Node: node, Image: dockertest.SimImage(t, cli, kind), NoGPU: true, NoPull: true,
-		Logger: testLogger(t),
-	}
-}
-
-func launchReady(t *testing.T, l *docker.Launcher, spec hruntime.Spec) hruntime.Handle {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	defer cancel()
-	start := time.Now()
-	h, err := l.Launch(ctx, spec)
-	if err != nil {
-		t.Fatalf("launch: %v", err)
-	}
-	if err := h.Ready(ctx); err != nil {
-		t.Fatalf("ready: %v\n%s", err, strings.Join(h.Logs(), "\n"))
-	}
-	t.Logf("container %s: start to ready in %v", h.Identity().Container, time.Since(start).Round(time.Millisecond))
-	return h
-}
+var (
+	simSpec     = dockertest.SimSpec
+	newLauncher = dockertest.SimLauncher
+	launchReady = dockertest.LaunchReady
+	testLogger  = dockertest.Logger
+)
 
 func inspect(t *testing.T, cli *client.Client, id string) client.ContainerInspectResult {
 	t.Helper()

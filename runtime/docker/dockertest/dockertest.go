@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -232,4 +233,59 @@ func Containers(t testing.TB, cli *client.Client, node string) []Container {
 		out = append(out, Container{ID: c.ID, Name: name, Engine: c.Labels[docker.LabelEngine], State: string(c.State)})
 	}
 	return out
+}
+
+// SimSpec is the spec of a small simulated engine of kind on node's GPU 0,
+// fast (speedup 50) and seeded.
+func SimSpec(node string, kind hruntime.Kind) hruntime.Spec {
+	return hruntime.Spec{
+		Name: node + "/gpu0", Engine: kind, Model: "qwen3-8b", ModelPath: "Qwen/Qwen3-8B",
+		GPU: hruntime.GPU{Index: 0, Kind: "rtx4090", Node: node}, Speedup: 50, Seed: 3,
+	}
+}
+
+// SimLauncher launches kind's simulated image (SimImage) as node's
+// engines, without a GPU or a pull, logging to the test.
+func SimLauncher(t *testing.T, cli *client.Client, kind hruntime.Kind, node string) *docker.Launcher {
+	t.Helper()
+	return &docker.Launcher{
+		Docker: cli, Node: node, Image: SimImage(t, cli, kind), NoGPU: true, NoPull: true,
+		Logger: Logger(t),
+	}
+}
+
+// LaunchReadyBound stops a launch that hangs: nothing here should come
+// near it.
+const LaunchReadyBound = time.Minute
+
+// LaunchReady launches spec with l and waits until the engine is ready,
+// failing the test, with the engine's logs, if it is not within
+// LaunchReadyBound.
+func LaunchReady(t *testing.T, l *docker.Launcher, spec hruntime.Spec) hruntime.Handle {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), LaunchReadyBound)
+	defer cancel()
+	start := time.Now()
+	h, err := l.Launch(ctx, spec)
+	if err != nil {
+		t.Fatalf("launch: %v", err)
+	}
+	if err := h.Ready(ctx); err != nil {
+		t.Fatalf("ready: %v\n%s", err, strings.Join(h.Logs(), "\n"))
+	}
+	t.Logf("container %s: start to ready in %v", h.Identity().Container, time.Since(start).Round(time.Millisecond))
+	return h
+}
+
+// Logger writes a launcher's log lines, at Info and above, to the test's
+// log.
+func Logger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
 }

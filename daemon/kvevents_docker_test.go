@@ -1,4 +1,4 @@
-package docker_test
+package daemon_test
 
 import (
 	"bytes"
@@ -47,11 +47,11 @@ func TestKVEventsFromContainers(t *testing.T) {
 		t.Run(string(tc.kind)+"/"+tc.version, func(t *testing.T) {
 			t.Parallel()
 			node := dockertest.Node(t, cli)
-			spec := simSpec(node, tc.kind)
+			spec := dockertest.SimSpec(node, tc.kind)
 			spec.EngineVersion, spec.ExtraArgs = tc.version, tc.extra
-			h := launchReady(t, newLauncher(t, cli, tc.kind, node), spec)
+			h := dockertest.LaunchReady(t, dockertest.SimLauncher(t, cli, tc.kind, node), spec)
 			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), bound)
+				ctx, cancel := context.WithTimeout(context.Background(), dockertest.LaunchReadyBound)
 				defer cancel()
 				h.Stop(ctx)
 				h.Wait()
@@ -60,7 +60,7 @@ func TestKVEventsFromContainers(t *testing.T) {
 			if ep.KVEvents == "" {
 				t.Fatal("the container publishes no KV events")
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), bound)
+			ctx, cancel := context.WithTimeout(context.Background(), dockertest.LaunchReadyBound)
 			defer cancel()
 
 			// The wire, as the engine writes it: a tap whose
