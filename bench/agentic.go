@@ -45,6 +45,11 @@ type AgenticConfig struct {
 	// Sessions is how many sessions run at once (the concurrency level); a
 	// finished session is replaced by a new one. Default 8.
 	Sessions int
+	// Ramp spreads the starts of the first Sessions sessions evenly over
+	// this time, session i at i*Ramp/Sessions, as people start their
+	// agents one after another; later sessions start when one ends.
+	// Default 0: all start at time zero, their first prompts together.
+	Ramp time.Duration
 	// Duration stops the workload: no session starts, and no turn falls
 	// due, at or after it; requests already sent still finish. Default 10
 	// minutes when TotalSessions is zero, otherwise no limit.
@@ -209,6 +214,7 @@ func (c AgenticConfig) Validate() error {
 	}
 	check(c.Sessions >= 1 && c.Sessions <= 1_000_000, "sessions %d out of [1, 1000000]", c.Sessions)
 	check(c.Duration >= 0, "duration %v is negative", c.Duration)
+	check(c.Ramp >= 0 && (c.Duration == 0 || c.Ramp < c.Duration), "ramp %v is negative or not shorter than the duration %v", c.Ramp, c.Duration)
 	check(c.TotalSessions >= 0, "total sessions %d is negative", c.TotalSessions)
 	check(c.Duration > 0 || c.TotalSessions > 0, "neither duration nor total sessions bounds the workload")
 	check(c.Subagents >= 0 && c.Subagents <= 1000, "subagents %d out of [0, 1000]", c.Subagents)
@@ -238,6 +244,7 @@ func (c AgenticConfig) MarshalJSON() ([]byte, error) {
 		ResultTokens  IntRange      `json:"result_tokens"`
 		ToolPause     DurationDist  `json:"tool_pause"`
 		Sessions      int           `json:"sessions"`
+		Ramp          string        `json:"ramp,omitempty"`
 		Duration      string        `json:"duration"`
 		TotalSessions int           `json:"total_sessions"`
 		Subagents     int           `json:"subagents"`
@@ -246,8 +253,17 @@ func (c AgenticConfig) MarshalJSON() ([]byte, error) {
 		Compaction    *Compaction   `json:"compaction,omitempty"`
 		SideRequests  []SideRequest `json:"side_requests,omitempty"`
 	}{"agentic", c.Seed, c.PrefixTokens, c.TaskTokens, c.Steps, c.MaxSteps, c.MaxContextTokens, c.AnswerTokens, c.ResultTokens,
-		c.ToolPause, c.Sessions, c.Duration.String(), c.TotalSessions, c.Subagents, c.SubagentSteps,
+		c.ToolPause, c.Sessions, rampString(c.Ramp), c.Duration.String(), c.TotalSessions, c.Subagents, c.SubagentSteps,
 		c.Client, c.Compaction, c.SideRequests})
+}
+
+// rampString is the ramp as the JSON report writes it: empty when the
+// sessions start together, so that reports of such runs stay as they were.
+func rampString(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
 }
 
 // Agentic is the agentic workload. Sessions are made on demand from the
@@ -592,14 +608,14 @@ func clipSegments(segs []Segment, m int) []Segment {
 }
 
 // NewDriver returns a closed-loop driver: Sessions sessions start at time
-// zero; each turn falls due when the previous answer has arrived and the
+// zero, or spread over Ramp; each turn falls due when the previous answer has arrived and the
 // tool's pause has passed; a finished session is replaced at once by the
 // next one. A failed request ends its session (a subagent's failure ends
 // only the subagent).
 func (a *Agentic) NewDriver() Driver {
 	d := &agenticDriver{a: a, states: make(map[string]*sessionState)}
-	for range a.cfg.Sessions {
-		d.startSession(0)
+	for i := range a.cfg.Sessions {
+		d.startSession(a.cfg.Ramp * time.Duration(i) / time.Duration(a.cfg.Sessions))
 	}
 	return d
 }

@@ -167,6 +167,8 @@ func TestAgenticValidate(t *testing.T) {
 		{"negative steps", AgenticConfig{Steps: -2}, "steps"},
 		{"negative sessions", AgenticConfig{Sessions: -1}, "sessions"},
 		{"negative duration", AgenticConfig{Duration: -time.Second}, "duration"},
+		{"negative ramp", AgenticConfig{Ramp: -time.Second}, "ramp"},
+		{"ramp past the end", AgenticConfig{Ramp: time.Minute, Duration: time.Minute}, "ramp"},
 		{"subagents with one step", AgenticConfig{Subagents: 2, Steps: 1}, "subagents need steps"},
 		{"bad pause", AgenticConfig{ToolPause: LogNormal{Median: 2 * time.Second, P90: time.Second}}, "tool pause"},
 		{"valid", AgenticConfig{Subagents: 3, TotalSessions: 4}, ""},
@@ -389,6 +391,27 @@ func TestAgenticDriverReplacesFinishedSessions(t *testing.T) {
 		}
 	}
 	want := []string{"s00000@0s", "s00001@0s", "s00002@2s", "s00003@2s"}
+	if !slices.Equal(starts, want) {
+		t.Errorf("sessions started %v, want %v", starts, want)
+	}
+}
+
+// TestAgenticDriverRamp: with Ramp the first sessions start one after
+// another, evenly spread over it; a replacement still starts when a
+// session ends.
+func TestAgenticDriverRamp(t *testing.T) {
+	a := newAgentic(t, AgenticConfig{Seed: 4, Sessions: 4, TotalSessions: 5, Steps: 2, ToolPause: Constant{time.Second},
+		Ramp: 10 * time.Second})
+	log := runFake(t, a.NewDriver(), func(*Request) time.Duration { return 500 * time.Millisecond }, nil)
+	var starts []string
+	for _, e := range log {
+		if e.sent && e.req.Turn == 0 {
+			starts = append(starts, fmt.Sprintf("%s@%v", e.req.Session, e.at))
+		}
+	}
+	// Each session takes 2 s (two 500 ms calls and a 1 s pause): the first
+	// ends at 2 s, and the fifth replaces it then.
+	want := []string{"s00000@0s", "s00004@2s", "s00001@2.5s", "s00002@5s", "s00003@7.5s"}
 	if !slices.Equal(starts, want) {
 		t.Errorf("sessions started %v, want %v", starts, want)
 	}

@@ -96,3 +96,55 @@ func TestWarmStartAfterARestart(t *testing.T) {
 		t.Errorf("with warm start %d turns after the restart computed the prefix and %d prefixes were warmed; want none, and one per engine at the start and after the restart", cold, warmed)
 	}
 }
+
+// TestFirstPromptsTogetherWaitForOnePrefill: sessions whose first prompts
+// arrive together on an empty engine compute their shared prefix once (one
+// of them computes it, the others find it cached), and every one of them
+// waits for that computation; spread over a ramp, the later ones find it
+// cached without waiting.
+func TestFirstPromptsTogetherWaitForOnePrefill(t *testing.T) {
+	firstTurns := func(ramp time.Duration) (leader Result, followers []Result) {
+		w, err := NewAgentic(AgenticConfig{Seed: 5, PrefixTokens: 8000, Steps: 2, Sessions: 4,
+			ToolPause: Constant{time.Second}, Ramp: ramp, Duration: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newTestSim(t, SimConfig{GPUs: []string{"rtx4090"}})
+		d, err := s.newDES(w, router.PolicyHearth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.close()
+		if err := d.run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range d.results {
+			switch {
+			case r.Turn != 0 || r.Err != nil || r.Session > "s00003": // the first four sessions only
+			case r.CachedTokens < 8000/16*16:
+				if leader.Session != "" {
+					t.Fatalf("ramp %v: %s and %s both computed the prefix", ramp, leader.Session, r.Session)
+				}
+				leader = r
+			default:
+				followers = append(followers, r)
+			}
+		}
+		if leader.Session == "" || len(followers) != 3 {
+			t.Fatalf("ramp %v: leader %q, %d followers; want one session computing the prefix and 3 finding it cached", ramp, leader.Session, len(followers))
+		}
+		return leader, followers
+	}
+	leader, followers := firstTurns(0)
+	for _, f := range followers {
+		if f.FirstToken < leader.FirstToken {
+			t.Errorf("together: %s's first token at %v, before the prefix was computed (%v)", f.Session, f.FirstToken, leader.FirstToken)
+		}
+	}
+	leader, followers = firstTurns(20 * time.Second)
+	for _, f := range followers {
+		if wait, prefill := f.FirstToken-f.Sent, leader.FirstToken-leader.Sent; wait*2 > prefill {
+			t.Errorf("ramped: %s waited %v for its first token, against the prefix's %v", f.Session, wait, prefill)
+		}
+	}
+}

@@ -28,6 +28,7 @@ type Flags struct {
 	policies      string
 	sessions      string
 	duration      time.Duration
+	ramp          time.Duration
 	totalSessions int
 	steps         int
 	prefixTokens  int
@@ -76,6 +77,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 		"); default round_robin,kv,hearth simulated, the target's own policy live")
 	fs.StringVar(&f.sessions, "sessions", "", "comma-separated concurrency levels (agentic; default 1,20,40 simulated, 8 live)")
 	fs.DurationVar(&f.duration, "duration", 0, "workload length (agentic default 10m unless --total-sessions; trace default all)")
+	fs.DurationVar(&f.ramp, "ramp", 0, "start the first --sessions sessions one after another, spread evenly over this time (agentic; default 0: all at once, their first prompts together)")
 	fs.IntVar(&f.totalSessions, "total-sessions", 0, "stop after this many sessions (agentic)")
 	fs.IntVar(&f.steps, "steps", 0, "model calls per session (agentic, default 8)")
 	fs.IntVar(&f.prefixTokens, "prefix-tokens", 0, "shared system prompt and tools, tokens (agentic, default 6000)")
@@ -202,7 +204,7 @@ func (f *Flags) check(set map[string]bool) error {
 		return configErrorf("--sim and --target exclude each other")
 	}
 	traceOnly := []string{"trace", "speed", "limit"}
-	agenticOnly := []string{"sessions", "total-sessions", "steps", "prefix-tokens", "osl", "tool-pause", "subagents", "preset", "workload"}
+	agenticOnly := []string{"sessions", "ramp", "total-sessions", "steps", "prefix-tokens", "osl", "tool-pause", "subagents", "preset", "workload"}
 	wrong := agenticOnly
 	if f.kind == "agentic" {
 		wrong = traceOnly
@@ -274,7 +276,7 @@ func (f *Flags) check(set map[string]bool) error {
 			return configErrorf("--keep-alive must be positive")
 		}
 	}
-	if f.offloadGiB < 0 || f.eventLatency < 0 || f.duration < 0 || f.totalSessions < 0 || f.steps < 0 || f.prefixTokens < 0 || f.subagents < 0 || f.limit < 0 || f.maxModelLen < 0 {
+	if f.offloadGiB < 0 || f.eventLatency < 0 || f.duration < 0 || f.ramp < 0 || f.totalSessions < 0 || f.steps < 0 || f.prefixTokens < 0 || f.subagents < 0 || f.limit < 0 || f.maxModelLen < 0 {
 		return configErrorf("negative value")
 	}
 	return nil
@@ -343,6 +345,7 @@ func (f *Flags) agenticConfig() (AgenticConfig, error) {
 	if f.duration != 0 {
 		cfg.Duration = f.duration
 	}
+	cfg.Ramp = f.ramp
 	if f.osl != "" {
 		r, err := ParseIntRange(f.osl)
 		if err != nil {
