@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,6 +58,19 @@ type capturedShape struct {
 	// the same request of the client's other run has too: the prefix
 	// sessions share.
 	SharedTokens int `json:"shared_tokens"`
+	// For a first prompt (turn 0), where the per-project part falls.
+	// ToolsStartTokens is how many leading tokens come before the tool
+	// definitions: the tokens the prompt has in common with the same
+	// request without its tools (the chat template renders the system
+	// text, then the tools, then the messages). OtherProjectSharedTokens
+	// is how many leading tokens, in whole 16-token blocks, the prompt
+	// shares with the same request sent from another project directory on
+	// another date (see otherSession): what a session in another project
+	// finds in the cache. OtherDateSharedTokens is the same for the
+	// request sent from the same directory on that other date.
+	ToolsStartTokens         int `json:"tools_start_tokens,omitempty"`
+	OtherProjectSharedTokens int `json:"other_project_shared_tokens,omitempty"`
+	OtherDateSharedTokens    int `json:"other_date_shared_tokens,omitempty"`
 	// For a later turn: the tokens the previous turn's answer (the tool
 	// call) and the tool result added, and the time from the previous
 	// request to this one (the client ran the tool meanwhile; the
@@ -93,7 +107,8 @@ func TestCaptureShapes(t *testing.T) {
 	if err != nil || len(runs) == 0 {
 		t.Fatalf("no recorded runs under %s (%v)", dir, err)
 	}
-	h := startGateway(t, nil, func(_ *Config, d *Deps) { d.Tokenizer = tok })
+	rec := &renderRecorder{Model: tok}
+	h := startGateway(t, nil, func(_ *Config, d *Deps) { d.Tokenizer = rec })
 	measure := func(path string, headers [][2]string, body []byte) (int, []tokenizer.SeqHash) {
 		t.Helper()
 		before := len(h.router.routed)
@@ -111,6 +126,22 @@ func TestCaptureShapes(t *testing.T) {
 		}
 		r := h.router.routed[before]
 		return r.PromptTokens, r.Hashes
+	}
+	// measureIDs measures as measure does and returns the prompt's token
+	// ids too: those of the rendering the gateway routed (its block hashes
+	// are the routed ones).
+	measureIDs := func(path string, headers [][2]string, body []byte) (int, []tokenizer.SeqHash, []uint32) {
+		t.Helper()
+		mark := rec.mark()
+		n, hs := measure(path, headers, body)
+		for _, text := range rec.since(mark) {
+			ids := tok.Encode(text)
+			if slices.Equal(tokenizer.BlockHashes(ids, tokenizer.DefaultBlockSize), hs) && len(ids) == n {
+				return n, hs, ids
+			}
+		}
+		t.Fatalf("%s: none of the renderings gives the routed prompt", path)
+		return 0, nil, nil
 	}
 
 	var shapes clientShapes
@@ -159,10 +190,18 @@ func TestCaptureShapes(t *testing.T) {
 				_ = json.Unmarshal(fields[k], &s.MaxTokens)
 			}
 			var hs []tokenizer.SeqHash
-			s.PromptTokens, hs = measure(req.Path, req.Headers, body)
+			var ids []uint32
+			s.PromptTokens, hs, ids = measureIDs(req.Path, req.Headers, body)
 			if len(tools) > 0 {
-				n, _ := measure(req.Path, req.Headers, without(t, fields, "tools", false))
+				n, _, bare := measureIDs(req.Path, req.Headers, without(t, fields, "tools", false))
 				s.ToolTokens = s.PromptTokens - n
+				if s.Kind == "turn" && s.Turn == 0 {
+					s.ToolsStartTokens = commonTokens(ids, bare)
+					_, other := measure(req.Path, req.Headers, otherSession(t, file, body, req.ReceivedAt, otherProjectDir))
+					s.OtherProjectSharedTokens = commonPrefix(hs, other) * tokenizer.DefaultBlockSize
+					_, other = measure(req.Path, req.Headers, otherSession(t, file, body, req.ReceivedAt, captureProject))
+					s.OtherDateSharedTokens = commonPrefix(hs, other) * tokenizer.DefaultBlockSize
+				}
 			}
 			if s.Kind == "turn" && prev != nil {
 				// The prompt without its last item (the tool result) ends
@@ -214,6 +253,90 @@ func TestCaptureShapes(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("the recorded sessions measure differently from %s; run with -update-shapes to rewrite it:\n%s", golden, got)
 	}
+}
+
+// captureProject is the directory the clients were recorded in;
+// otherProjectDir stands for another project of the same user.
+const (
+	captureProject  = "/tmp/captures/proj"
+	otherProjectDir = "/home/dev/src/other-service"
+)
+
+// otherSession returns a recorded first request as the same client would
+// send it from project directory dir on another date, in another month:
+// the capture's directory replaced by dir, also in the form Claude Code
+// names its per-project memory directory after (every character other than
+// a letter or digit a '-'), and the recording's date, in each form the
+// clients write it (2026-11-29, "Sun Nov 29 2026", "November 2026"), by
+// the other date. The per-user parts (the home directories, Codex's skills
+// path) stay.
+func otherSession(t *testing.T, file string, body []byte, at time.Time, dir string) []byte {
+	t.Helper()
+	day := at.UTC()
+	other := time.Date(2027, time.March, 16, 10, 0, 0, 0, time.UTC)
+	if day.Year() == other.Year() && day.Month() == other.Month() {
+		other = other.AddDate(0, 2, 0)
+	}
+	dashed := func(p string) string {
+		return strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+				return r
+			}
+			return '-'
+		}, p)
+	}
+	if !bytes.Contains(body, []byte(captureProject)) {
+		t.Fatalf("%s: the first prompt does not name the project directory %s", file, captureProject)
+	}
+	pairs := []string{captureProject, dir, dashed(captureProject), dashed(dir)}
+	for _, layout := range []string{"2006-01-02", "Mon Jan 02 2006", "January 2006"} {
+		pairs = append(pairs, day.Format(layout), other.Format(layout))
+	}
+	out := []byte(strings.NewReplacer(pairs...).Replace(string(body)))
+	if bytes.Contains(out, []byte(day.Format("2006-01-02"))) || bytes.Contains(out, []byte(day.Format("Jan 02"))) {
+		t.Fatalf("%s: the recording's date is left in another form", file)
+	}
+	return out
+}
+
+// commonTokens is how many leading tokens a and b have in common.
+func commonTokens(a, b []uint32) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+// renderRecorder is the Qwen3 tokenizer keeping the prompts the gateway
+// renders, so that a test can read the tokens of what it routed.
+type renderRecorder struct {
+	*tokenizer.Model
+	mu    sync.Mutex
+	texts []string
+}
+
+func (r *renderRecorder) ApplyChatTemplate(req tokenizer.ChatRequest) (string, error) {
+	s, err := r.Model.ApplyChatTemplate(req)
+	if err == nil {
+		r.mu.Lock()
+		r.texts = append(r.texts, s)
+		r.mu.Unlock()
+	}
+	return s, err
+}
+
+func (r *renderRecorder) mark() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.texts)
+}
+
+// since returns the renderings from mark on.
+func (r *renderRecorder) since(mark int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.texts[mark:])
 }
 
 // without returns the request body with field removed or, with last, with

@@ -25,6 +25,12 @@ type capturedShape struct {
 	Turn         int    `json:"turn"`
 	PromptTokens int    `json:"prompt_tokens"`
 	SharedTokens int    `json:"shared_tokens"`
+	// Of a first prompt: the tokens before the tool definitions, the
+	// tools' tokens, and the leading tokens (whole blocks) it shares with
+	// the same request sent from another project directory.
+	ToolsStartTokens         int `json:"tools_start_tokens"`
+	ToolTokens               int `json:"tool_tokens"`
+	OtherProjectSharedTokens int `json:"other_project_shared_tokens"`
 }
 
 func readCapturedShapes(t *testing.T) []capturedShape {
@@ -121,6 +127,53 @@ func TestClientPresetsFollowCaptures(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCapturedProjectPartAgainstTools pins where, in each client's
+// recorded first prompt, the part that names the project directory falls
+// against the tool definitions: Claude Code and OpenCode write it in their
+// system text, which the Qwen3 template renders before the tools, so a
+// session in another project shares less than the tools' start; Codex
+// writes it in an input message, so sessions of any project share its
+// instructions and tools. The client presets model sessions of one project
+// directory; a recording that moves the part changes what sessions in
+// several projects share (docs/perf-history.md, "What two sessions' first
+// prompts share").
+func TestCapturedProjectPartAgainstTools(t *testing.T) {
+	beforeTools := map[string]bool{"claude-code": true, "codex": false, "opencode": true}
+	rows := readCapturedShapes(t)
+	for _, name := range ClientPresetNames() {
+		before, ok := beforeTools[name]
+		if !ok {
+			t.Errorf("%s: no expectation of where its project directory falls", name)
+			continue
+		}
+		n := 0
+		for _, r := range rows {
+			if r.Client != name || r.Kind != "turn" || r.Turn != 0 {
+				continue
+			}
+			n++
+			if r.ToolsStartTokens <= 0 || r.ToolTokens <= 0 || r.OtherProjectSharedTokens <= 0 ||
+				r.ToolsStartTokens+r.ToolTokens > r.PromptTokens || r.OtherProjectSharedTokens > r.SharedTokens {
+				t.Errorf("%s %s: tools from token %d, %d tool tokens, %d shared with another project, %d with the other run, of %d: "+
+					"missing or inconsistent figures", name, r.Run, r.ToolsStartTokens, r.ToolTokens, r.OtherProjectSharedTokens, r.SharedTokens, r.PromptTokens)
+				continue
+			}
+			toolsEnd := r.ToolsStartTokens + r.ToolTokens
+			switch {
+			case before && r.OtherProjectSharedTokens > r.ToolsStartTokens:
+				t.Errorf("%s %s: a session in another project shares %d tokens, past the tools' start at %d: want the project part before the tools",
+					name, r.Run, r.OtherProjectSharedTokens, r.ToolsStartTokens)
+			case !before && r.OtherProjectSharedTokens < toolsEnd:
+				t.Errorf("%s %s: a session in another project shares %d tokens, short of the tools' end at %d: want the project part after the tools",
+					name, r.Run, r.OtherProjectSharedTokens, toolsEnd)
+			}
+		}
+		if n < 2 {
+			t.Errorf("%s: %d recorded first prompts, want the two runs'", name, n)
+		}
 	}
 }
 
