@@ -42,13 +42,7 @@ func pauseTurns(session string, prompt, answer, result int, next time.Duration) 
 func runScript(t *testing.T, cfg SimConfig, reqs []*Request) (*des, *SimRun) {
 	t.Helper()
 	s := newTestSim(t, cfg)
-	d, err := s.newDES(scriptSessions{&scriptDriver{reqs: reqs}}, router.PolicyHearth)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	d := runDES(t, s, scriptSessions{&scriptDriver{reqs: reqs}}, router.PolicyHearth)
 	return d, d.result(router.PolicyHearth, 2)
 }
 

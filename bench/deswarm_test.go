@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -20,14 +19,7 @@ func TestWarmStartSessionsFindThePrefixCached(t *testing.T) {
 	}
 	firstTurns := func(warm bool) (cold int, predicted int, warmed int) {
 		s := newTestSim(t, SimConfig{GPUs: []string{"rtx4090", "rtx4090"}, WarmStart: warm})
-		d, err := s.newDES(w, router.PolicyHearth)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer d.close()
-		if err := d.run(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		d := runDES(t, s, w, router.PolicyHearth)
 		for _, r := range d.results {
 			if r.Turn != 0 || r.Err != nil {
 				continue
@@ -69,14 +61,7 @@ func TestWarmStartAfterARestart(t *testing.T) {
 	at := 40 * time.Second
 	run := func(warm bool) (cold int, warmed int) {
 		s := newTestSim(t, SimConfig{GPUs: []string{"rtx4090", "rtx4090"}, RestartAt: at, WarmStart: warm})
-		d, err := s.newDES(smallAgentic(t, 7, 8), router.PolicyHearth)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer d.close()
-		if err := d.run(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		d := runDES(t, s, smallAgentic(t, 7, 8), router.PolicyHearth)
 		if !d.restarted {
 			t.Fatal("the engines did not restart")
 		}
@@ -110,14 +95,7 @@ func TestFirstPromptsTogetherWaitForOnePrefill(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := newTestSim(t, SimConfig{GPUs: []string{"rtx4090"}})
-		d, err := s.newDES(w, router.PolicyHearth)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer d.close()
-		if err := d.run(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		d := runDES(t, s, w, router.PolicyHearth)
 		for _, r := range d.results {
 			switch {
 			case r.Turn != 0 || r.Err != nil || r.Session > "s00003": // the first four sessions only

@@ -34,6 +34,21 @@ func smallAgentic(t testing.TB, seed uint64, sessions int) *Agentic {
 	return w
 }
 
+// runDES runs w under policy on s's simulation to its end and closes it
+// when the test ends.
+func runDES(t testing.TB, s *Sim, w Workload, policy string) *des {
+	t.Helper()
+	d, err := s.newDES(w, policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.close)
+	if err := d.run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 func newTestSim(t testing.TB, cfg SimConfig) *Sim {
 	t.Helper()
 	s, err := NewSim(cfg)
@@ -92,13 +107,7 @@ func TestSimIsDeterministic(t *testing.T) {
 // batch decoded cleanly in the router.
 func TestSimEngineCountersMatchResults(t *testing.T) {
 	s := newTestSim(t, SimConfig{GPUs: []string{"rtx4090", "rtx4090"}})
-	d, err := s.newDES(smallAgentic(t, 2, 4), router.PolicyKV)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	d := runDES(t, s, smallAgentic(t, 2, 4), router.PolicyKV)
 	run := d.result(router.PolicyKV, 4)
 	var cached, prompt int64
 	for _, r := range run.Results {
@@ -148,13 +157,7 @@ func TestSimOffloading(t *testing.T) {
 			// sessions' contexts across their tool pauses.
 			s := newTestSim(t, SimConfig{GPUs: []string{"rtx4090", "rtx4090"},
 				Engine: sim.Config{NumGPUBlocks: 640}, KVOffloadingGiB: tt.gib})
-			d, err := s.newDES(smallAgentic(t, 3, 4), router.PolicyHearth)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := d.run(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			d := runDES(t, s, smallAgentic(t, 3, 4), router.PolicyHearth)
 			run := d.result(router.PolicyHearth, 4)
 			var loaded int64
 			for _, e := range run.Engines {
@@ -295,13 +298,7 @@ func TestSimRouterSeesTheLaggedView(t *testing.T) {
 			first := &Request{Session: "a", Prompt: prompt, OutputTokens: 4}
 			second := &Request{Session: "b", Prompt: prompt, OutputTokens: 4, Due: 2 * time.Second}
 			drv := &scriptDriver{reqs: []*Request{first, second}}
-			d, err := s.newDES(scriptWorkload{drv}, router.PolicyKV)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := d.run(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			d := runDES(t, s, scriptWorkload{drv}, router.PolicyKV)
 			if drv.ended[first] >= second.Due {
 				t.Fatalf("first request ended at %v, after the second fell due", drv.ended[first])
 			}
@@ -339,13 +336,7 @@ func TestSimQueuesWhenEveryWorkerIsSaturated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := s.newDES(w, policy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.run(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		d := runDES(t, s, w, policy)
 		if len(d.waiting) != 0 || d.router.QueueLen() != 0 {
 			t.Errorf("%d requests still waiting, router queue %d", len(d.waiting), d.router.QueueLen())
 		}
@@ -384,13 +375,7 @@ func TestSimReportsEngineErrors(t *testing.T) {
 		{Session: "long", Prompt: promptOf(2000), OutputTokens: 1},
 		{Session: "ok", Prompt: promptOf(100), OutputTokens: 1},
 	}}
-	d, err := s.newDES(scriptWorkload{drv}, router.PolicyKV)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	d := runDES(t, s, scriptWorkload{drv}, router.PolicyKV)
 	sum := d.result(router.PolicyKV, 0).Summary
 	if sum.Requests != 2 || sum.Errors != 1 {
 		t.Fatalf("%d requests, %d errors; want 2 and 1", sum.Requests, sum.Errors)
