@@ -79,7 +79,7 @@ func TestKVEventsFromContainers(t *testing.T) {
 						return
 					}
 					select {
-					case payloads <- p:
+					case payloads <- bytes.Clone(p): // p is valid until the next call only
 					default:
 					}
 				}
