@@ -196,7 +196,7 @@ func TestCaptureShapes(t *testing.T) {
 				n, _, bare := measureIDs(req.Path, req.Headers, without(t, fields, "tools", false))
 				s.ToolTokens = s.PromptTokens - n
 				if s.Kind == "turn" && s.Turn == 0 {
-					s.ToolsStartTokens = commonTokens(ids, bare)
+					s.ToolsStartTokens = commonPrefix(ids, bare)
 					_, other := measure(req.Path, req.Headers, otherSession(t, file, body, req.ReceivedAt, otherProjectDir))
 					s.OtherProjectSharedTokens = commonPrefix(hs, other) * tokenizer.DefaultBlockSize
 					_, other = measure(req.Path, req.Headers, otherSession(t, file, body, req.ReceivedAt, captureProject))
@@ -297,15 +297,6 @@ func otherSession(t *testing.T, file string, body []byte, at time.Time, dir stri
 		t.Fatalf("%s: the recording's date is left in another form", file)
 	}
 	return out
-}
-
-// commonTokens is how many leading tokens a and b have in common.
-func commonTokens(a, b []uint32) int {
-	n := 0
-	for n < len(a) && n < len(b) && a[n] == b[n] {
-		n++
-	}
-	return n
 }
 
 // renderRecorder is the Qwen3 tokenizer keeping the prompts the gateway

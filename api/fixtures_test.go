@@ -281,7 +281,9 @@ func TestTierBlocksHeader(t *testing.T) {
 	}
 }
 
-func commonPrefix(a, b []tokenizer.SeqHash) int {
+// commonPrefix is how many leading elements (block hashes, tokens) a and b
+// have in common.
+func commonPrefix[T comparable](a, b []T) int {
 	n := 0
 	for n < len(a) && n < len(b) && a[n] == b[n] {
 		n++
