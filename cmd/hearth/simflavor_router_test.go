@@ -207,7 +207,31 @@ func startSimFeedingRouter(t *testing.T, flavor hruntime.Kind, format kvevents.F
 			t.Errorf("subscriber: %v", err)
 		}
 	})
+	waitSubscribed(t, base, sub)
 	return base, idx, sub
+}
+
+// waitSubscribed returns once a batch has reached sub live. A PUB socket
+// drops what it publishes before it has taken a new subscription in (the
+// subscriber's "connected" is not the publisher's), and a test that sends
+// one conversation would wait for a batch that was never sent to it: so
+// probes, whose first block no test prompt shares, go out until one
+// arrives.
+func waitSubscribed(t *testing.T, base string, sub *ingest.Subscriber) {
+	t.Helper()
+	deadline := time.Now().Add(ingestGuard)
+	for i := 0; ; i++ {
+		probe := []map[string]string{{"role": "user", "content": fmt.Sprintf("probe %d: %s", i, strings.Repeat("is anyone listening? ", 4))}}
+		postChat(t, base+"/v1/chat/completions", map[string]any{"model": "qwen3-sim", "messages": probe, "max_tokens": 1})
+		for wait := time.Now().Add(200 * time.Millisecond); time.Now().Before(wait); time.Sleep(5 * time.Millisecond) {
+			if s := sub.Stats()[0]; s.Batches > s.ReplayBatches {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no KV event batch reached the subscriber live after %d probes; ingest %+v", i+1, sub.Stats())
+		}
+	}
 }
 
 // simTokenize returns the prompt tokens the engine renders for msgs.
