@@ -183,14 +183,8 @@ func (r *Router) decideLocked(req *Request, hashes []tokenizer.SeqHash, isl int,
 	win := cands[pick]
 
 	extra := in.PromptBlocks - in.HashBlocks + in.OSLBlocks
-	// Blocks in lower tiers are loaded, not computed. A prefix that a
-	// request already running on the worker computes is pending there once:
-	// the engine's prefix cache hands the later request what the first
-	// computes (vLLM caches a block when it schedules it). Counted again,
-	// sessions that start together with one system prompt would saturate
-	// the worker with work it never does.
-	covered := max(win.CachedBlocks+win.RAMBlocks+win.DiskBlocks, r.activeDepth[win.WorkerID])
-	prefill := max(isl-covered*bs, 0)
+	// Blocks in lower tiers are loaded, not computed.
+	prefill := max(isl-(win.CachedBlocks+win.RAMBlocks+win.DiskBlocks)*bs, 0)
 	ar := r.active.add(req.ID, win.WorkerID, hashes, extra, prefill, req.SessionID, now)
 	ar.outputTokens = max(req.Hints.OSL, 0)
 	if r.workers[win.WorkerID].info.Approximate {

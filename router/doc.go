@@ -77,10 +77,7 @@
 //
 // When every worker is saturated (running blocks ≥ SaturationFraction of
 // capacity, or pending prefill ≥ SaturationPendingTokens) a request waits in
-// a bounded queue. A request's pending prefill is its prompt less what the
-// worker holds in any tier and less the prefix its other running requests
-// compute (TestQueueSharedPrefixPendingOnce), so sessions that start
-// together with one system prompt do not wait for each other's copy of it; ErrQueueFull when it is full. Enqueue is the queue's one
+// a bounded queue; ErrQueueFull when it is full. Enqueue is the queue's one
 // entry: it decides at once or returns a Ticket, whose Done closes when the
 // router dispatches it. Dispatching happens synchronously inside the call
 // that freed a worker (PrefillDone, Free, worker changes, lazy expiry), so a

