@@ -610,8 +610,8 @@ func clipSegments(segs []Segment, m int) []Segment {
 // NewDriver returns a closed-loop driver: Sessions sessions start at time
 // zero, or spread over Ramp; each turn falls due when the previous answer
 // has arrived and the tool's pause has passed; a finished session is
-// replaced at once by the next one. A failed request ends its session (a subagent's failure ends
-// only the subagent).
+// replaced at once by the next one. A failed request ends its session (a
+// subagent's failure ends only the subagent).
 func (a *Agentic) NewDriver() Driver {
 	d := &agenticDriver{a: a, states: make(map[string]*sessionState)}
 	for i := range a.cfg.Sessions {

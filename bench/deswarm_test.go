@@ -88,8 +88,9 @@ func TestWarmStartAfterARestart(t *testing.T) {
 // waits for that computation; spread over a ramp, the later ones find it
 // cached without waiting.
 func TestFirstPromptsTogetherWaitForOnePrefill(t *testing.T) {
+	const prefix = 8000 // tokens, whole blocks
 	firstTurns := func(ramp time.Duration) (leader Result, followers []Result) {
-		w, err := NewAgentic(AgenticConfig{Seed: 5, PrefixTokens: 8000, Steps: 2, Sessions: 4,
+		w, err := NewAgentic(AgenticConfig{Seed: 5, PrefixTokens: prefix, Steps: 2, Sessions: 4,
 			ToolPause: Constant{time.Second}, Ramp: ramp, Duration: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -99,7 +100,7 @@ func TestFirstPromptsTogetherWaitForOnePrefill(t *testing.T) {
 		for _, r := range d.results {
 			switch {
 			case r.Turn != 0 || r.Err != nil || r.Session > "s00003": // the first four sessions only
-			case r.CachedTokens < 8000/16*16:
+			case r.CachedTokens < prefix:
 				if leader.Session != "" {
 					t.Fatalf("ramp %v: %s and %s both computed the prefix", ramp, leader.Session, r.Session)
 				}
