@@ -66,6 +66,8 @@ func TestClusterPageInBrowser(t *testing.T) {
 		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 1000),
+		// Chromium leaves its singleton socket's directory in $TMPDIR.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 	)
 	defer cancelAlloc()
 	browser, cancelBrowser := chromedp.NewContext(allocCtx)

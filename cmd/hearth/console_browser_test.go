@@ -37,6 +37,13 @@ func findChromium() string {
 	return ""
 }
 
+// chromiumTempDir gives the browser the test's own temporary directory:
+// Chromium puts its singleton socket in a directory of $TMPDIR
+// (org.chromium.Chromium.*) and leaves it there when it is stopped.
+func chromiumTempDir(t *testing.T) chromedp.ExecAllocatorOption {
+	return chromedp.Env("TMPDIR=" + t.TempDir())
+}
+
 // screenshotDir is where the browser test leaves its screenshots:
 // $HEARTH_SCREENSHOTS when set, else a folder under the test's temporary
 // directory.
@@ -91,6 +98,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()),
+		chromiumTempDir(t),
 		chromedp.WindowSize(1280, 1000),
 	)
 	defer cancelAlloc()
