@@ -524,7 +524,9 @@ type relayConn struct {
 }
 
 // do sends req over a kept connection, or a new one, and returns the
-// answer's body once its header has arrived.
+// answer's body once its header has arrived. A kept connection the engine
+// has closed meanwhile fails before any answer; the request then goes once
+// more over a new connection, as net/http's Transport retries it.
 func (e *relayEngine) do(req *http.Request) (body io.ReadCloser, status int, contentType string, err error) {
 	var conn *relayConn
 	e.mu.Lock()
@@ -532,13 +534,24 @@ func (e *relayEngine) do(req *http.Request) (body io.ReadCloser, status int, con
 		conn, e.idle = e.idle[n-1], e.idle[:n-1]
 	}
 	e.mu.Unlock()
-	if conn == nil {
-		nc, err := net.Dial("tcp", req.URL.Host)
-		if err != nil {
+	if conn != nil {
+		resp, err := writeAndRead(conn, req)
+		if err == nil {
+			return &relayedBody{ReadCloser: resp.Body, engine: e, conn: conn}, resp.StatusCode, resp.Header.Get("Content-Type"), nil
+		}
+		conn.Close()
+		if req.GetBody == nil {
 			return nil, 0, "", err
 		}
-		conn = &relayConn{Conn: nc, br: bufio.NewReaderSize(nc, 4<<10)}
+		if req.Body, err = req.GetBody(); err != nil {
+			return nil, 0, "", err
+		}
 	}
+	nc, err := net.Dial("tcp", req.URL.Host)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	conn = &relayConn{Conn: nc, br: bufio.NewReaderSize(nc, 4<<10)}
 	resp, err := writeAndRead(conn, req)
 	if err != nil {
 		conn.Close()
@@ -717,6 +730,20 @@ func chatBody(prompt string, maxTokens int, stream bool) []byte {
 		},
 	})
 	return body
+}
+
+// longChatBody is chatBody with Qwen3's thinking block asked for: the
+// simulated model's final answers run to a few sentences, and the thinking
+// block before them is what makes some answers long enough to hold a
+// stream open.
+func longChatBody(prompt string, maxTokens int, stream bool) []byte {
+	var body map[string]any
+	if err := json.Unmarshal(chatBody(prompt, maxTokens, stream), &body); err != nil {
+		panic(err)
+	}
+	body["chat_template_kwargs"] = map[string]any{"enable_thinking": true}
+	out, _ := json.Marshal(body)
+	return out
 }
 
 func cellPrompt(stream, turn int) string {
@@ -979,7 +1006,7 @@ func longAnswerPrompts(ctx context.Context, engineURL string, n int) ([][]byte, 
 	for i := 0; i < 200 && len(found) < 8; i++ {
 		prompt := fmt.Sprintf("Session %d: walk me through the router's queue.", i)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, engineURL+"/v1/chat/completions",
-			bytes.NewReader(chatBody(prompt, 4*overheadMinHeld, false)))
+			bytes.NewReader(longChatBody(prompt, 4*overheadMinHeld, false)))
 		if err != nil {
 			return nil, err
 		}
@@ -1007,7 +1034,7 @@ func longAnswerPrompts(ctx context.Context, engineURL string, n int) ([][]byte, 
 	}
 	bodies := make([][]byte, n)
 	for i := range bodies {
-		bodies[i] = chatBody(found[i%len(found)], 4*overheadMinHeld, true)
+		bodies[i] = longChatBody(found[i%len(found)], 4*overheadMinHeld, true)
 	}
 	return bodies, nil
 }
